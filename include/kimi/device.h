@@ -1,0 +1,34 @@
+// kimi/device.h: backends, device memory and copies.
+//
+// The CPU backend is always present. The CUDA backend is present when kimi.cpp was configured with
+// KIMI_CUDA=ON and a CUDA device is visible at run time.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "kimi/context.h"
+#include "kimi/tensor.h"
+
+namespace kimi {
+
+bool cuda_built();           // compiled with the CUDA backend
+int cuda_device_count();     // 0 without the backend or without a device
+std::vector<Device> available_devices();  // cpu, then each CUDA device
+
+// Raw device memory (host memory for Device::cpu, 64-byte aligned).
+void* device_alloc(Device d, size_t bytes);
+void device_free(Device d, void* p);
+
+// dst <- src: same shape and dtype, both contiguous, any pair of devices. Synchronous.
+void copy(TensorView dst, TensorView src, const Context& ctx = {});
+void synchronize(Device d, const Context& ctx = {});
+
+// Whether `op` (the function's name, e.g. "kda_chunk_fwd") has an implementation on d's backend.
+bool op_supported(std::string_view op, Device d);
+// Every operator name of the public API.
+const std::vector<std::string>& all_ops();
+
+}  // namespace kimi

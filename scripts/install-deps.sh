@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# Installs the Debian packages kimi.cpp builds with (idempotent; needs root or sudo).
+# nvcc and the CUDA libraries come from the CUDA toolkit, not from here.
+set -euo pipefail
+pkgs=(cmake ninja-build g++ libopenblas-dev nlohmann-json3-dev libcli11-dev libfmt-dev libgtest-dev
+      libbenchmark-dev)
+missing=()
+for p in "${pkgs[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
+if ((${#missing[@]})); then
+  sudo_=""
+  [ "$(id -u)" -ne 0 ] && sudo_=sudo
+  $sudo_ apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo_ apt-get install -y -qq "${missing[@]}"
+fi

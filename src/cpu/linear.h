@@ -1,0 +1,15 @@
+// src/cpu/linear.h: CPU kernels of kimi/ops/linear.h and kimi/ops/mxfp4.h (arguments validated).
+#pragma once
+
+#include "kimi/context.h"
+#include "kimi/ops/linear.h"
+
+namespace kimi::cpu {
+
+void linear(TensorView x, const Weight& w, TensorView y, float beta, const Context& ctx);
+// Rows [r0, r1) of weight w as f32 into dst (row-major, in_features per row).
+void weight_rows_f32(const Weight& w, int64_t r0, int64_t r1, float* dst);
+// One MXFP4 row: in/2 packed bytes + in/32 scales -> in floats.
+void mxfp4_decode_row(const uint8_t* packed, const uint8_t* scale, int64_t in, float* dst);
+
+}  // namespace kimi::cpu

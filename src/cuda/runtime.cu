@@ -1,0 +1,44 @@
+// Implementation of src/cuda/runtime.h.
+#include "cuda/check.cuh"
+#include "cuda/runtime.h"
+
+namespace kimi::cuda {
+
+int device_count() {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess) {
+    (void)cudaGetLastError();  // no driver or no device: the backend is simply unavailable
+    return 0;
+  }
+  return n;
+}
+
+void* alloc(Device d, size_t bytes) {
+  KIMI_CUDA_CHECK(cudaSetDevice(d.index));
+  void* p = nullptr;
+  KIMI_CUDA_CHECK(cudaMalloc(&p, bytes ? bytes : 1));
+  return p;
+}
+
+void free(Device d, void* p) {
+  cudaSetDevice(d.index);
+  cudaFree(p);
+}
+
+void copy_bytes(void* dst, Device dst_dev, const void* src, Device src_dev, size_t bytes, void* stream) {
+  const bool dg = dst_dev.type == DeviceType::cuda, sg = src_dev.type == DeviceType::cuda;
+  const cudaMemcpyKind kind = dg && sg ? cudaMemcpyDeviceToDevice
+                              : dg     ? cudaMemcpyHostToDevice
+                              : sg     ? cudaMemcpyDeviceToHost
+                                       : cudaMemcpyHostToHost;
+  const cudaStream_t s = static_cast<cudaStream_t>(stream);
+  KIMI_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, kind, s));
+  KIMI_CUDA_CHECK(cudaStreamSynchronize(s));
+}
+
+void synchronize(Device d, void* stream) {
+  KIMI_CUDA_CHECK(cudaSetDevice(d.index));
+  KIMI_CUDA_CHECK(cudaStreamSynchronize(static_cast<cudaStream_t>(stream)));
+}
+
+}  // namespace kimi::cuda

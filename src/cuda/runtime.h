@@ -1,0 +1,17 @@
+// src/cuda/runtime.h: the CUDA backend's memory, copies and error checks (host-side API, no CUDA
+// headers so that .cpp files can include it).
+#pragma once
+
+#include <cstddef>
+
+#include "kimi/tensor.h"
+
+namespace kimi::cuda {
+
+int device_count();
+void* alloc(Device d, size_t bytes);
+void free(Device d, void* p);
+void copy_bytes(void* dst, Device dst_dev, const void* src, Device src_dev, size_t bytes, void* stream);
+void synchronize(Device d, void* stream);
+
+}  // namespace kimi::cuda
