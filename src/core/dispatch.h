@@ -13,7 +13,7 @@ namespace kimi {
 
 // Runs cpu() for CPU tensors and cuda() for CUDA tensors.
 template <class Cpu, class Cuda>
-void dispatch(const check::Checker& c, Device d, Cpu&& cpu, [[maybe_unused]] Cuda&& cuda) {
+void dispatch([[maybe_unused]] const check::Checker& c, Device d, Cpu&& cpu, [[maybe_unused]] Cuda&& cuda) {
   if (d.type == DeviceType::cpu) return std::forward<Cpu>(cpu)();
 #ifdef KIMI_WITH_CUDA
   return std::forward<Cuda>(cuda)();
