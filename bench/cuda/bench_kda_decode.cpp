@@ -1,0 +1,120 @@
+// GPU benchmark: KDA recurrent forward (decode, T = 1, and short T) through the public API on CUDA
+// tensors, CUDA events, median of 100 timed launches after 20 warm-ups. Inputs: bf16 q, k, v, raw gate
+// (fused bounded gate, lower bound -5), raw beta (sigmoid in kernel), L2 norm in kernel, fp32 state updated
+// in place (initial = final). Prints time and state traffic (K*V*4 bytes read + written per sequence-head).
+// Run beside bench/peers/fla_kda.py (same shapes, same options) in one command: scripts/gpu/run_all.sh.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "kimi/device.h"
+#include "kimi/ops/kda.h"
+
+namespace {
+
+#define CK(x)                                                                  \
+  do {                                                                         \
+    cudaError_t e_ = (x);                                                      \
+    if (e_ != cudaSuccess) {                                                   \
+      std::fprintf(stderr, "%s: %s\n", #x, cudaGetErrorString(e_));           \
+      std::exit(1);                                                            \
+    }                                                                          \
+  } while (0)
+
+struct DevBuf {
+  void* p = nullptr;
+  DevBuf(size_t bytes, const std::vector<uint8_t>& init) {
+    CK(cudaMalloc(&p, bytes));
+    if (!init.empty()) CK(cudaMemcpy(p, init.data(), bytes, cudaMemcpyHostToDevice));
+  }
+  ~DevBuf() { cudaFree(p); }
+};
+
+std::vector<uint8_t> random_bf16(size_t n, std::mt19937& rng, float lo, float hi) {
+  std::uniform_real_distribution<float> d(lo, hi);
+  std::vector<uint8_t> b(n * 2);
+  for (size_t i = 0; i < n; ++i) {
+    const uint16_t h = kimi::f32_to_bf16(d(rng));
+    std::memcpy(&b[i * 2], &h, 2);
+  }
+  return b;
+}
+std::vector<uint8_t> random_f32(size_t n, std::mt19937& rng, float lo, float hi) {
+  std::uniform_real_distribution<float> d(lo, hi);
+  std::vector<uint8_t> b(n * 4);
+  for (size_t i = 0; i < n; ++i) {
+    const float f = d(rng);
+    std::memcpy(&b[i * 4], &f, 4);
+  }
+  return b;
+}
+
+void run(int B, int T, int H, int K, int V, kimi::StateLayout layout) {
+  using kimi::DType;
+  std::mt19937 rng(42);
+  const size_t nqk = size_t(B) * T * H * K, nv = size_t(B) * T * H * V, nb = size_t(B) * T * H;
+  const size_t ns = size_t(B) * H * K * V;
+  DevBuf q(nqk * 2, random_bf16(nqk, rng, -1, 1)), k(nqk * 2, random_bf16(nqk, rng, -1, 1));
+  DevBuf v(nv * 2, random_bf16(nv, rng, -1, 1)), g(nqk * 2, random_bf16(nqk, rng, -8, 8));
+  DevBuf b(nb * 2, random_bf16(nb, rng, -4, 4)), o(nv * 2, {});
+  DevBuf A(size_t(H) * 4, random_f32(size_t(H), rng, -2, 1)), dt(size_t(H) * K * 4, random_f32(size_t(H) * K, rng, -2, 2));
+  DevBuf s(ns * 4, random_f32(ns, rng, -0.1f, 0.1f));
+  const kimi::Device dev = kimi::Device::cuda(0);
+  kimi::KdaArgs a;
+  a.q = kimi::TensorView(q.p, DType::bf16, {B, T, H, K}, dev);
+  a.k = kimi::TensorView(k.p, DType::bf16, {B, T, H, K}, dev);
+  a.v = kimi::TensorView(v.p, DType::bf16, {B, T, H, V}, dev);
+  a.g = kimi::TensorView(g.p, DType::bf16, {B, T, H, K}, dev);
+  a.beta = kimi::TensorView(b.p, DType::bf16, {B, T, H}, dev);
+  a.o = kimi::TensorView(o.p, DType::bf16, {B, T, H, V}, dev);
+  a.gate = kimi::KdaGate{kimi::GateForm::bounded, kimi::TensorView(A.p, DType::f32, {H}, dev),
+                         kimi::TensorView(dt.p, DType::f32, {int64_t(H) * K}, dev), -5.f};
+  a.beta_sigmoid_in_kernel = true;
+  a.qk_l2norm_in_kernel = true;
+  a.state_layout = layout;
+  const bool vk = layout == kimi::StateLayout::vk;
+  a.initial_state = kimi::TensorView(s.p, DType::f32, {B, H, vk ? V : K, vk ? K : V}, dev);
+  a.final_state = a.initial_state;
+  cudaEvent_t e0, e1;
+  CK(cudaEventCreate(&e0));
+  CK(cudaEventCreate(&e1));
+  for (int i = 0; i < 20; ++i) kimi::kda_recurrent_fwd(a);
+  std::vector<float> ms;
+  for (int i = 0; i < 100; ++i) {
+    CK(cudaEventRecord(e0));
+    kimi::kda_recurrent_fwd(a);
+    CK(cudaEventRecord(e1));
+    CK(cudaEventSynchronize(e1));
+    float t;
+    CK(cudaEventElapsedTime(&t, e0, e1));
+    ms.push_back(t);
+  }
+  std::sort(ms.begin(), ms.end());
+  const double med = ms[ms.size() / 2];
+  const double state_bytes = double(ns) * 4 * 2;
+  std::printf("kimi kda_recurrent_fwd B=%d T=%d H=%d K=%d V=%d layout=%s  %.4f ms  state %.2f TB/s\n", B, T, H, K, V,
+              vk ? "vk" : "kv", med, state_bytes / (med * 1e-3) / 1e12);
+  cudaEventDestroy(e0);
+  cudaEventDestroy(e1);
+}
+
+}  // namespace
+
+int main() {
+  if (kimi::cuda_device_count() == 0) {
+    std::fprintf(stderr, "no CUDA device\n");
+    return 1;
+  }
+  for (auto layout : {kimi::StateLayout::kv, kimi::StateLayout::vk}) {
+    run(1, 1, 32, 128, 128, layout);
+    run(32, 1, 32, 128, 128, layout);
+    run(256, 1, 32, 128, 128, layout);
+    run(1, 1, 96, 128, 128, layout);  // one K3 layer, B = 1
+  }
+  return 0;
+}
