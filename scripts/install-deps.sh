@@ -3,7 +3,7 @@
 # nvcc and the CUDA libraries come from the CUDA toolkit, not from here.
 set -euo pipefail
 pkgs=(cmake ninja-build g++ libopenblas-dev nlohmann-json3-dev libcli11-dev libfmt-dev libgtest-dev
-      libbenchmark-dev)
+      libbenchmark-dev clang libclang-rt-14-dev)
 missing=()
 for p in "${pkgs[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 if ((${#missing[@]})); then
