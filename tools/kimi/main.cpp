@@ -1,8 +1,14 @@
 // The `kimi` command line.
 //   kimi check [--filter OP] [--small]   every operator vs the fp64 oracle, one table
+//   kimi random-model CONFIG --out DIR     a random checkpoint in the real HF layout (k3-tiny, ...)
+//   kimi inspect DIR                        config summary, tensors, bytes, parameter counts
 #include <CLI/CLI.hpp>
 
 #include "kimi/check.h"
+#include "kimi/error.h"
+#include "kimi/model_cmds.h"
+
+#include <cstdio>
 
 int main(int argc, char** argv) {
   CLI::App app{"kimi.cpp: Kimi K3 / Kimi-Linear operators and runtime"};
@@ -13,7 +19,26 @@ int main(int argc, char** argv) {
   check->add_option("--filter", check_opt.filter, "Only operators whose name contains this");
   check->add_flag("--small", check_opt.small, "Use the small test sizes instead of model shapes");
 
+  kimi::cli::RandomModelOptions rm;
+  auto* random_model = app.add_subcommand("random-model", "Write a random checkpoint in the real HF layout");
+  random_model->add_option("config", rm.config, "k3-tiny, kimi-linear-tiny, or a config.json path")->required();
+  random_model->add_option("--out", rm.out, "Output directory")->required();
+  random_model->add_option("--seed", rm.seed, "Random seed");
+  random_model->add_option("--shards", rm.shards, "Number of safetensors shards (index file when > 1)");
+  random_model->add_option("--experts", rm.experts, "Routed expert storage: auto (MXFP4 for K3), mxfp4, bf16");
+
+  std::string inspect_dir;
+  auto* inspect = app.add_subcommand("inspect", "Summarize a checkpoint directory");
+  inspect->add_option("dir", inspect_dir, "Checkpoint directory (config.json + safetensors)")->required();
+
   CLI11_PARSE(app, argc, argv);
-  if (check->parsed()) return kimi::cli::run_check(check_opt) == 0 ? 0 : 1;
+  try {
+    if (check->parsed()) return kimi::cli::run_check(check_opt) == 0 ? 0 : 1;
+    if (random_model->parsed()) return kimi::cli::run_random_model(rm);
+    if (inspect->parsed()) return kimi::cli::run_inspect(inspect_dir);
+  } catch (const kimi::Error& e) {
+    std::fprintf(stderr, "kimi: %s\n", e.what());
+    return 2;
+  }
   return 0;
 }

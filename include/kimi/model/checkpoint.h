@@ -1,0 +1,32 @@
+// kimi/model/checkpoint.h: opening a Hugging Face checkpoint directory of either model and checking it
+// against the schema of its config (every tensor present, shape as the config implies, dtype allowed
+// for its role). Errors name the tensor, the expected and the actual value.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "kimi/model/config.h"
+#include "kimi/model/safetensors.h"
+#include "kimi/model/schema.h"
+
+namespace kimi::model {
+
+struct ModelFiles {
+  Config config;
+  SchemaOptions schema_options;    // mxfp4_experts detected from the tensor names
+  std::vector<TensorSpec> schema;
+  Checkpoint checkpoint;
+  std::vector<std::string> unused;  // tensors in the files that the schema does not name
+};
+
+// Reads dir/config.json and the safetensors files; validates. Copies no weights.
+ModelFiles open_model(const std::string& dir);
+
+// Writes a checkpoint in the real HF layout with random weights in realistic ranges (bf16 weights, fp32
+// parameters, MXFP4 routed experts when opt.mxfp4_experts), and its config.json. shards > 1 writes
+// model-0000k-of-0000n.safetensors files and model.safetensors.index.json.
+void write_random_model(const std::string& dir, const Config& c, const SchemaOptions& opt, uint64_t seed,
+                        int shards = 1);
+
+}  // namespace kimi::model

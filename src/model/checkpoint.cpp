@@ -1,0 +1,144 @@
+// Implementation of kimi/model/checkpoint.h.
+#include "kimi/model/checkpoint.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <set>
+
+#include "kimi/error.h"
+
+namespace kimi::model {
+
+namespace {
+std::string shape_str(const std::vector<int64_t>& s) {
+  std::string r = "[";
+  for (size_t i = 0; i < s.size(); ++i) r += (i ? ", " : "") + std::to_string(s[i]);
+  return r + "]";
+}
+
+void check_tensor(const std::string& dir, const TensorSpec& spec, const TensorInfo& t) {
+  bool shape_ok = t.shape == spec.shape;
+  for (const auto& alt : spec.alt_shapes) shape_ok = shape_ok || t.shape == alt;
+  if (!shape_ok)
+    throw Error("checkpoint " + dir + ": tensor '" + spec.name + "': expected shape " + shape_str(spec.shape) +
+                " (from config.json), got " + shape_str(t.shape));
+  const bool mx = spec.role == TensorRole::mxfp4_packed || spec.role == TensorRole::mxfp4_scale;
+  const bool dtype_ok = mx ? t.dtype == DType::u8 : is_float(t.dtype);
+  if (!dtype_ok)
+    throw Error("checkpoint " + dir + ": tensor '" + spec.name + "': expected dtype " + (mx ? "U8" : "F32/BF16/F16") +
+                ", got " + std::string(dtype_name(t.dtype)));
+}
+}  // namespace
+
+ModelFiles open_model(const std::string& dir) {
+  namespace fs = std::filesystem;
+  Config cfg = load_config((fs::path(dir) / "config.json").string());
+  Checkpoint ck(dir);
+  SchemaOptions opt;
+  for (const std::string& n : ck.names())
+    if (n.size() > 14 && n.compare(n.size() - 14, 14, ".weight_packed") == 0) opt.mxfp4_experts = true;
+  std::vector<TensorSpec> schema = checkpoint_schema(cfg, opt);
+  std::set<std::string> named;
+  for (const TensorSpec& s : schema) {
+    if (!ck.has(s.name)) throw Error("checkpoint " + dir + ": missing tensor '" + s.name + "' (required by config.json)");
+    check_tensor(dir, s, ck.info(s.name));
+    named.insert(s.name);
+  }
+  std::vector<std::string> unused;
+  for (const std::string& n : ck.names())
+    if (!named.count(n)) unused.push_back(n);
+  return ModelFiles{std::move(cfg), opt, std::move(schema), std::move(ck), std::move(unused)};
+}
+
+void write_random_model(const std::string& dir, const Config& c, const SchemaOptions& opt, uint64_t seed, int shards) {
+  namespace fs = std::filesystem;
+  if (shards < 1) throw Error("write_random_model: shards must be >= 1, got " + std::to_string(shards));
+  fs::create_directories(dir);
+  std::ofstream(fs::path(dir) / "config.json") << config_to_json(c) << "\n";
+  const std::vector<TensorSpec> schema = checkpoint_schema(c, opt);
+  std::mt19937_64 rng(seed);
+  std::vector<Tensor> data;
+  data.reserve(schema.size());
+  for (const TensorSpec& s : schema) {
+    const std::string& n = s.name;
+    auto ends = [&](const char* suffix) {
+      const size_t l = std::strlen(suffix);
+      return n.size() >= l && n.compare(n.size() - l, l, suffix) == 0;
+    };
+    const bool is_norm = ends("norm.weight") || ends("layernorm.weight");
+    switch (s.role) {
+      case TensorRole::mxfp4_packed: {
+        Tensor t(DType::u8, s.shape);
+        std::uniform_int_distribution<int> code(0, 255);
+        for (int64_t i = 0; i < t.numel(); ++i) t.data_as<uint8_t>()[i] = uint8_t(code(rng));
+        data.push_back(std::move(t));
+        break;
+      }
+      case TensorRole::mxfp4_scale: {
+        // E2M1 magnitudes average ~2: scale 2^(e-127) ~ 0.5/sqrt(in) keeps outputs O(1).
+        Tensor t(DType::u8, s.shape);
+        const int64_t in = s.shape[1] * 32;
+        const int e0 = 127 + int(std::floor(std::log2(0.5 / std::sqrt(double(in)))));
+        std::uniform_int_distribution<int> e(e0 - 1, e0);
+        for (int64_t i = 0; i < t.numel(); ++i) t.data_as<uint8_t>()[i] = uint8_t(e(rng));
+        data.push_back(std::move(t));
+        break;
+      }
+      case TensorRole::fp32_param: {
+        Tensor t(DType::f32, s.shape);
+        float* p = t.data_as<float>();
+        std::uniform_real_distribution<float> u(-1.f, 1.f);
+        if (ends("A_log")) {
+          const int64_t H = c.kda_num_heads;
+          for (int64_t i = 0; i < std::min<int64_t>(H, t.numel()); ++i) p[i] = 0.5f * u(rng) - 0.5f;  // tail stays 0
+        } else if (ends("dt_bias")) {
+          for (int64_t i = 0; i < t.numel(); ++i) p[i] = u(rng);
+        } else if (ends("conv1d.weight")) {
+          for (int64_t i = 0; i < t.numel(); ++i) p[i] = 0.5f * u(rng);
+        } else if (ends("o_norm.weight")) {
+          for (int64_t i = 0; i < t.numel(); ++i) p[i] = 1.f + 0.1f * u(rng);
+        } else {  // router correction bias
+          for (int64_t i = 0; i < t.numel(); ++i) p[i] = 0.05f * u(rng);
+        }
+        data.push_back(std::move(t));
+        break;
+      }
+      case TensorRole::weight: {
+        Tensor t(DType::bf16, s.shape);
+        uint16_t* p = t.data_as<uint16_t>();
+        const int64_t in = s.shape.back();
+        const float bound = is_norm ? 0.1f : float(std::sqrt(3.0 / double(in)));  // unit-variance outputs
+        std::uniform_real_distribution<float> u(-bound, bound);
+        for (int64_t i = 0; i < t.numel(); ++i) p[i] = f32_to_bf16(is_norm ? 1.f + u(rng) : u(rng));
+        data.push_back(std::move(t));
+        break;
+      }
+    }
+  }
+  // Round-robin by position into shards, keeping each layer's tensors together.
+  std::vector<std::vector<TensorToWrite>> parts(static_cast<size_t>(shards));
+  for (size_t i = 0; i < schema.size(); ++i) {
+    const int64_t layer = schema[i].layer < 0 ? 0 : schema[i].layer;
+    parts[size_t(layer * shards / std::max<int64_t>(c.num_hidden_layers, 1))].push_back({schema[i].name, data[i]});
+  }
+  if (shards == 1) {
+    write_safetensors((fs::path(dir) / "model.safetensors").string(), parts[0], {{"format", "pt"}});
+    return;
+  }
+  nlohmann::json index = {{"metadata", nlohmann::json::object()}, {"weight_map", nlohmann::json::object()}};
+  for (int k = 0; k < shards; ++k) {
+    char name[64];
+    std::snprintf(name, sizeof name, "model-%05d-of-%05d.safetensors", k + 1, shards);
+    write_safetensors((fs::path(dir) / name).string(), parts[size_t(k)], {{"format", "pt"}});
+    for (const TensorToWrite& t : parts[size_t(k)]) index["weight_map"][t.name] = name;
+  }
+  std::ofstream(fs::path(dir) / "model.safetensors.index.json") << index.dump(2) << "\n";
+}
+
+}  // namespace kimi::model
