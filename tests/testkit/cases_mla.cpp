@@ -99,6 +99,7 @@ struct Decode {
   Cfg cfg;
   int64_t Nc, L;
   std::vector<int64_t> lens, slots;  // slots empty: row n
+  int64_t pad = 0;                    // strided cache rows
 };
 
 std::string decode_str(const Decode& d) {
@@ -108,6 +109,7 @@ std::string decode_str(const Decode& d) {
   s += "]";
   if (!d.slots.empty()) s += " slots";
   if (d.cfg.gate) s += " gate";
+  if (d.pad) s += " strided";
   return s;
 }
 
@@ -115,7 +117,7 @@ Result run_decode(const Decode& d, DType dt, Scale scale, Device dev) {
   const Cfg& c = d.cfg;
   const int64_t N = int64_t(d.lens.size()), Dq = c.Dn + c.P, RP = c.R + c.P;
   std::mt19937_64 rng(23 + d.L * 3 + c.R + N);
-  Buf q(dev, dt, {N, c.H, Dq}), cache(dev, dt, {d.Nc, d.L, RP}), w(dev, dt, {c.H * (c.Dn + c.Dv), c.R});
+  Buf q(dev, dt, {N, c.H, Dq}), cache(dev, dt, {d.Nc, d.L, RP}, d.pad), w(dev, dt, {c.H * (c.Dn + c.Dv), c.R});
   Buf gate(dev, dt, {N, c.gate ? c.H * c.Dv : 1}), o(dev, dt, {N, c.H, c.Dv});
   Buf lens(Device::cpu(), DType::i32, {N}), slots(Device::cpu(), DType::i32, {N});
   q.uniform(rng, -2, 2);
@@ -190,7 +192,7 @@ void add_mla_cases(CaseList& list, Scale scale) {
                 {kK3Tiny, 1, 70, {}, 3},  // more than one query block, strided q / o
                 {kK3Tiny, 1, 0, {5, 1, 0, 12, 3}, 0},
                 {kKimiLinear2, 1, 20, {}, 0}};
-    decodes = {{kK3Tiny, 5, 20, {1, 7, 20}, {4, 0, 2}}, {kK3Tiny, 2, 9, {9, 3}, {}}, {kKimiLinear2, 3, 16, {16, 5}, {2, 0}}};
+    decodes = {{kK3Tiny, 5, 20, {1, 7, 20}, {4, 0, 2}, 3}, {kK3Tiny, 2, 9, {9, 3}, {}}, {kKimiLinear2, 3, 16, {16, 5}, {2, 0}}};
   } else {
     prefills = {{kK3Tiny, 2, 1024, {}, 0}, {kKimiLinear8, 1, 512, {}, 0}, {kKimiLinear8, 1, 0, {300, 137, 75}, 0}};
     decodes = {{kK3Tiny, 8, 1024, {1024, 1, 517, 900, 64, 1000, 3, 800}, {7, 6, 5, 4, 3, 2, 1, 0}},
