@@ -22,6 +22,14 @@ constexpr int64_t kQueryBlock = 64;  // prefill queries per task
 
 float sigmoid(float x) { return 1.f / (1.f + std::exp(-x)); }
 
+// load_row with a branch-free inner loop for bf16 (the decode cache is read through this).
+void load_row_fast(const TensorView& t, int64_t row, float* dst) {
+  if (t.dtype != DType::bf16) return load_row(t, row, dst);
+  const uint16_t* s = reinterpret_cast<const uint16_t*>(row_ptr(t, row));
+  const int64_t n = t.size(-1);
+  for (int64_t i = 0; i < n; ++i) dst[i] = f32_from_bits(uint32_t(s[i]) << 16);
+}
+
 // Row r of s (row length n, leading dimension ld): s[j] = softmax over j < valid, 0 beyond.
 void softmax_row(float* s, int64_t valid, int64_t n) {
   float mx = -INFINITY;
@@ -139,7 +147,8 @@ void mla_cache_write(TensorView latent, TensorView k_pe, TensorView cache, const
                      const std::vector<int64_t>& slots, const Context& ctx) {
   const int64_t N = latent.size(0), T = latent.size(1), R = latent.size(2), P = k_pe.size(2), L = cache.size(1);
   const int64_t rows = N * T;
-#pragma omp parallel num_threads(threads(ctx))
+  // A decode step appends a handful of rows: not worth waking threads for.
+#pragma omp parallel num_threads(threads(ctx)) if (rows * (R + P) >= (int64_t(1) << 16))
   {
     std::vector<float> r(static_cast<size_t>(R + P));
 #pragma omp for schedule(static)
@@ -199,7 +208,7 @@ void mla_decode(TensorView q, TensorView cache, const std::vector<int64_t>& lens
         ldc = cache.stride(1);
       } else {
         C.resize(static_cast<size_t>(len * RP));
-        for (int64_t j = 0; j < len; ++j) load_row(cache, row0 + j, C.data() + j * RP);
+        for (int64_t j = 0; j < len; ++j) load_row_fast(cache, row0 + j, C.data() + j * RP);
         cp = C.data();
         ldc = RP;
       }
