@@ -103,7 +103,9 @@ TEST(Mla, PrefillEqualsCacheWriteThenAbsorbedDecode) {
     pre.insert(pre.end(), p.begin(), p.end());
   }
   EXPECT_LE(rel(dec, pre), 1e-5);
-  EXPECT_GT(rel(std::vector<double>(pre.size(), 0.0), pre), 0.99);  // a real, nonzero output
+  double norm = 0;
+  for (double v : pre) norm += v * v;
+  EXPECT_GT(std::sqrt(norm / double(pre.size())), 0.05);  // a real, nonzero output (RMS)
 }
 
 TEST(Mla, VarlenEqualsPerSequencePrefill) {
