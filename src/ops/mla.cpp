@@ -1,0 +1,182 @@
+// kimi/ops/mla.h: validation and dispatch. Every size is derived from the tensors and cross-checked.
+#include "kimi/ops/mla.h"
+
+#include <cmath>
+#include <string>
+#include <unordered_map>
+
+#include "core/check.h"
+#include "core/dispatch.h"
+#include "cpu/mla.h"
+
+namespace kimi {
+
+namespace {
+using check::kAny;
+using std::to_string;
+
+void float_rows(const check::Checker& c, const char* arg, const TensorView& t, int ndim) {
+  c.rank(arg, t, ndim);
+  c.float_dtype(arg, t);
+  c.inner_contiguous(arg, t);
+}
+
+// i32/i64 [n] on the host; returns its values.
+std::vector<int64_t> host_index(const check::Checker& c, const char* arg, const TensorView& t, int64_t n) {
+  c.rank(arg, t, 1);
+  c.dtype(arg, t, {DType::i32, DType::i64});
+  c.shape(arg, t, {n});
+  if (t.device.type != DeviceType::cpu) c.fail(arg, "an index tensor readable on the host (device cpu)", to_string(t.device));
+  c.no_negative_strides(arg, t);
+  std::vector<int64_t> v(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) v[size_t(i)] = check::load_index(t, i);
+  return v;
+}
+
+// slots [n] in [0, nc) (distinct if `distinct`), or 0..n-1 when absent (then n <= nc).
+std::vector<int64_t> cache_slots(const check::Checker& c, const TensorView& slots, int64_t n, int64_t nc, bool distinct) {
+  std::vector<int64_t> s;
+  if (!slots.present()) {
+    if (n > nc)
+      c.fail("cache", "at least N = " + to_string(n) + " rows in dimension 0 (no 'slots' given)", "Nc = " + to_string(nc));
+    for (int64_t i = 0; i < n; ++i) s.push_back(i);
+    return s;
+  }
+  s = host_index(c, "slots", slots, n);
+  std::unordered_map<int64_t, int64_t> seen;
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t v = s[size_t(i)];
+    if (v < 0 || v >= nc)
+      c.fail("slots", "slots[n] in [0, Nc) = [0, " + to_string(nc) + ")", "slots[" + to_string(i) + "] = " + to_string(v));
+    if (distinct) {
+      auto [it, fresh] = seen.emplace(v, i);
+      if (!fresh)
+        c.fail("slots", "distinct cache rows", "slots[" + to_string(i) + "] = slots[" + to_string(it->second) + "] = " + to_string(v));
+    }
+  }
+  return s;
+}
+
+// w_kvb: dense [H*(Dn+Dv), R]; `where` says where each size came from.
+void check_w_kvb(const check::Checker& c, const Weight& w, const cpu::MlaDims& d, const std::string& where) {
+  if (w.is_mxfp4()) c.fail("w_kvb", "a dense weight (f32/bf16/f16, no scale)", "MXFP4 (scale present)");
+  float_rows(c, "w_kvb.w", w.w, 2);
+  const int64_t rows = d.heads * (d.qk_nope + d.v_dim);
+  if (w.w.size(0) != rows || w.w.size(1) != d.kv_lora)
+    c.fail("w_kvb.w",
+           "shape [H*(Dn+Dv), R] = [" + to_string(rows) + ", " + to_string(d.kv_lora) + "] with H = " + to_string(d.heads) +
+               ", Dn = " + to_string(d.qk_nope) + ", Dv = " + to_string(d.v_dim) + ", R = " + to_string(d.kv_lora) +
+               ", P = " + to_string(d.qk_rope) + " (" + where + ")",
+           w.w.shape_string());
+}
+
+float resolve_scale(const check::Checker& c, std::optional<float> s, const cpu::MlaDims& d) {
+  if (!s) return float(1.0 / std::sqrt(double(d.qk_nope + d.qk_rope)));
+  if (!std::isfinite(*s)) c.fail("softmax_scale", "a finite value", to_string(*s));
+  return *s;
+}
+
+void check_gate(const check::Checker& c, const TensorView& gate, std::vector<int64_t> lead, const cpu::MlaDims& d) {
+  if (!gate.present()) return;
+  lead.push_back(d.heads * d.v_dim);
+  float_rows(c, "gate", gate, int(lead.size()));
+  c.shape("gate", gate, lead);
+}
+}  // namespace
+
+void mla_prefill(TensorView q, TensorView latent, TensorView k_pe, const Weight& w_kvb, TensorView gate,
+                 TensorView cu_seqlens, std::optional<float> softmax_scale, TensorView o, const Context& ctx) {
+  check::Checker c("mla_prefill");
+  float_rows(c, "q", q, 4);
+  const int64_t B = q.size(0), T = q.size(1);
+  float_rows(c, "latent", latent, 3);
+  c.shape("latent", latent, {B, T, kAny});
+  float_rows(c, "k_pe", k_pe, 3);
+  c.shape("k_pe", k_pe, {B, T, kAny});
+  cpu::MlaDims d;
+  d.heads = q.size(2);
+  d.kv_lora = latent.size(2);
+  d.qk_rope = k_pe.size(2);
+  if (d.kv_lora < 1) c.fail("latent", "last dimension R >= 1", "0");
+  if (q.size(3) <= d.qk_rope)
+    c.fail("q", "last dimension Dn+P > P = " + to_string(d.qk_rope) + " (k_pe.size(-1))", to_string(q.size(3)));
+  d.qk_nope = q.size(3) - d.qk_rope;
+  float_rows(c, "o", o, 4);
+  c.shape("o", o, {B, T, d.heads, kAny});
+  d.v_dim = o.size(3);
+  if (d.v_dim < 1) c.fail("o", "last dimension Dv >= 1", "0");
+  check_w_kvb(c, w_kvb, d, "H = q.size(-2), P = k_pe.size(-1), Dn = q.size(-1) - P, Dv = o.size(-1), R = latent.size(-1)");
+  check_gate(c, gate, {B, T}, d);
+  std::vector<int64_t> cu;
+  if (cu_seqlens.present()) {
+    if (B != 1) c.fail("q", "batch size B = 1 with cu_seqlens (packed varlen)", to_string(B));
+    cu = c.cu_seqlens("cu_seqlens", cu_seqlens, T);
+  }
+  d.scale = resolve_scale(c, softmax_scale, d);
+  const Device dev =
+      c.same_device({{"q", &q}, {"latent", &latent}, {"k_pe", &k_pe}, {"w_kvb.w", &w_kvb.w}, {"gate", &gate}, {"o", &o}});
+  dispatch_cpu_only(c, dev, [&] { cpu::mla_prefill(q, latent, k_pe, w_kvb, gate, cu, d, o, ctx); });
+}
+
+void mla_cache_write(TensorView latent, TensorView k_pe, TensorView cache, TensorView start, TensorView slots,
+                     const Context& ctx) {
+  check::Checker c("mla_cache_write");
+  float_rows(c, "latent", latent, 3);
+  const int64_t N = latent.size(0), T = latent.size(1), R = latent.size(2);
+  float_rows(c, "k_pe", k_pe, 3);
+  c.shape("k_pe", k_pe, {N, T, kAny});
+  const int64_t P = k_pe.size(2);
+  float_rows(c, "cache", cache, 3);
+  if (cache.size(2) != R + P)
+    c.fail("cache", "last dimension R+P = " + to_string(R) + "+" + to_string(P) + " = " + to_string(R + P) +
+                        " (latent.size(-1) + k_pe.size(-1))",
+           cache.shape_string());
+  const int64_t Nc = cache.size(0), L = cache.size(1);
+  const std::vector<int64_t> st = host_index(c, "start", start, N);
+  for (int64_t n = 0; n < N; ++n) {
+    const int64_t s = st[size_t(n)];
+    if (s < 0 || s + T > L)
+      c.fail("start", "0 <= start[n] and start[n] + T <= L = " + to_string(L) + " (T = " + to_string(T) + ")",
+             "start[" + to_string(n) + "] = " + to_string(s));
+  }
+  const std::vector<int64_t> sl = cache_slots(c, slots, N, Nc, true);
+  const Device dev = c.same_device({{"latent", &latent}, {"k_pe", &k_pe}, {"cache", &cache}});
+  dispatch_cpu_only(c, dev, [&] { cpu::mla_cache_write(latent, k_pe, cache, st, sl, ctx); });
+}
+
+void mla_decode(TensorView q, TensorView cache, TensorView lens, TensorView slots, const Weight& w_kvb, TensorView gate,
+                std::optional<float> softmax_scale, TensorView o, const Context& ctx) {
+  check::Checker c("mla_decode");
+  float_rows(c, "q", q, 3);
+  const int64_t N = q.size(0);
+  float_rows(c, "cache", cache, 3);
+  const int64_t Nc = cache.size(0), L = cache.size(1);
+  if (w_kvb.is_mxfp4()) c.fail("w_kvb", "a dense weight (f32/bf16/f16, no scale)", "MXFP4 (scale present)");
+  float_rows(c, "w_kvb.w", w_kvb.w, 2);
+  cpu::MlaDims d;
+  d.heads = q.size(1);
+  d.kv_lora = w_kvb.w.size(1);
+  if (d.kv_lora < 1) c.fail("w_kvb.w", "R >= 1 columns", "0");
+  if (cache.size(2) < d.kv_lora)
+    c.fail("cache", "last dimension R+P >= R = " + to_string(d.kv_lora) + " (w_kvb columns)", cache.shape_string());
+  d.qk_rope = cache.size(2) - d.kv_lora;
+  if (q.size(2) <= d.qk_rope)
+    c.fail("q", "last dimension Dn+P > P = " + to_string(d.qk_rope) + " (cache.size(-1) - R)", to_string(q.size(2)));
+  d.qk_nope = q.size(2) - d.qk_rope;
+  float_rows(c, "o", o, 3);
+  c.shape("o", o, {N, d.heads, kAny});
+  d.v_dim = o.size(2);
+  if (d.v_dim < 1) c.fail("o", "last dimension Dv >= 1", "0");
+  check_w_kvb(c, w_kvb, d, "H = q.size(-2), R = w_kvb columns, P = cache.size(-1) - R, Dn = q.size(-1) - P, Dv = o.size(-1)");
+  check_gate(c, gate, {N}, d);
+  const std::vector<int64_t> ln = host_index(c, "lens", lens, N);
+  for (int64_t n = 0; n < N; ++n)
+    if (ln[size_t(n)] < 1 || ln[size_t(n)] > L)
+      c.fail("lens", "lens[n] in [1, L] = [1, " + to_string(L) + "]", "lens[" + to_string(n) + "] = " + to_string(ln[size_t(n)]));
+  const std::vector<int64_t> sl = cache_slots(c, slots, N, Nc, false);
+  d.scale = resolve_scale(c, softmax_scale, d);
+  const Device dev = c.same_device({{"q", &q}, {"cache", &cache}, {"w_kvb.w", &w_kvb.w}, {"gate", &gate}, {"o", &o}});
+  dispatch_cpu_only(c, dev, [&] { cpu::mla_decode(q, cache, ln, sl, w_kvb, gate, d, o, ctx); });
+}
+
+}  // namespace kimi
