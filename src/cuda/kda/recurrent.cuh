@@ -287,29 +287,31 @@ __global__ void __launch_bounds__(kThreads) kda_recurrent_kv_kernel(const Params
     }
     __syncthreads();
 
-    float ev[4], ov[4];
+    float ev[4], qs[4];
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
-      float ks = 0.f, qs = 0.f;
+      float ks = 0.f;
+      qs[e] = 0.f;
 #pragma unroll
       for (int w = 0; w < kWarps; ++w) {
         ks += red[buf][w][cg][e];
-        qs += red[buf][w][cg][4 + e];
+        qs[e] += red[buf][w][cg][4 + e];
       }
       ev[e] = sm.v[buf][4 * cg + e] - ts.rk * ks;
-      ov[e] = ts.rq * qs + ts.beta * ts.qk * ev[e];
     }
-#pragma unroll
-    for (int r = 0; r < NR; ++r) {
-      const float bk = ts.beta * ts.rk * sm.k[buf][rg + RG * r];
-#pragma unroll
-      for (int e = 0; e < 4; ++e) comp(S[r], e) = fmaf(bk, ev[e], comp(S[r], e));
-    }
-    if (rg == 0) {
+    if (rg == 0) {  // o = qS + beta (q.k) e, written by the first row group
       const int64_t oo = si.b * p.o_b + (si.bos + t) * p.o_t + si.h * p.o_h + jc;
 #pragma unroll
       for (int e = 0; e < 4; ++e)
-        if (e < vcols) st(p.o, oo + e, p.to, ov[e]);
+        if (e < vcols) st(p.o, oo + e, p.to, ts.rq * qs[e] + ts.beta * ts.qk * ev[e]);
+    }
+#pragma unroll
+    for (int e = 0; e < 4; ++e) ev[e] *= ts.beta * ts.rk;  // now beta * rk * e
+#pragma unroll
+    for (int r = 0; r < NR; ++r) {
+      const float ki = sm.k[buf][rg + RG * r];
+#pragma unroll
+      for (int e = 0; e < 4; ++e) comp(S[r], e) = fmaf(ki, ev[e], comp(S[r], e));
     }
   }
 
@@ -364,7 +366,7 @@ __global__ void __launch_bounds__(kThreads) kda_recurrent_vk_kernel(const Params
     const TokenScalars ts = token_scalars(p, sm, buf);
 
     // This thread's K slots, 16-byte shared loads (KMAX is a multiple of 4, rows 16-byte aligned).
-    float a[KC][4], kk[KC][4], qq[KC][4], bk[KC][4];
+    float a[KC][4], kk[KC][4], qq[KC][4];
 #pragma unroll
     for (int c = 0; c < KC; ++c) {
       const int i0 = 4 * kg + 4 * KG * c;
@@ -374,10 +376,7 @@ __global__ void __launch_bounds__(kThreads) kda_recurrent_vk_kernel(const Params
       a[c][0] = a4.x, a[c][1] = a4.y, a[c][2] = a4.z, a[c][3] = a4.w;
       kk[c][0] = k4.x, kk[c][1] = k4.y, kk[c][2] = k4.z, kk[c][3] = k4.w;
       qq[c][0] = q4.x, qq[c][1] = q4.y, qq[c][2] = q4.z, qq[c][3] = q4.w;
-#pragma unroll
-      for (int e = 0; e < 4; ++e) bk[c][e] = ts.beta * ts.rk * kk[c][e];
     }
-    const int64_t oo = si.b * p.o_b + (si.bos + t) * p.o_t + si.h * p.o_h;
 #pragma unroll
     for (int n = 0; n < NV; ++n) {
       float pk = 0.f, pq = 0.f;
@@ -398,11 +397,13 @@ __global__ void __launch_bounds__(kThreads) kda_recurrent_vk_kernel(const Params
       const int jl = vg + VG * n;  // local column
       const float ev = sm.v[buf][jl] - ts.rk * pk;
       const float ov = ts.rq * pq + ts.beta * ts.qk * ev;
+      const float be = ts.beta * ts.rk * ev;
 #pragma unroll
       for (int c = 0; c < KC; ++c)
 #pragma unroll
-        for (int e = 0; e < 4; ++e) comp(S[n][c], e) = fmaf(bk[c][e], ev, comp(S[n][c], e));
-      if (kg == 0 && j0 + jl < p.V) st(p.o, oo + j0 + jl, p.to, ov);
+        for (int e = 0; e < 4; ++e) comp(S[n][c], e) = fmaf(be, kk[c][e], comp(S[n][c], e));
+      if (kg == 0 && j0 + jl < p.V)
+        st(p.o, si.b * p.o_b + (si.bos + t) * p.o_t + si.h * p.o_h + j0 + jl, p.to, ov);
     }
   }
 
