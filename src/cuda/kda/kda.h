@@ -1,0 +1,13 @@
+// src/cuda/kda/kda.h: CUDA launchers of kimi/ops/kda.h (arguments already validated by the caller,
+// same checks as the CPU path; tensors on one CUDA device, cu_seqlens on the host).
+#pragma once
+
+#include "kimi/context.h"
+#include "kimi/ops/kda.h"
+
+namespace kimi::cuda {
+
+// Token-by-token KDA recurrence (decode, and the GPU reference). See src/cuda/kda/recurrent.cuh.
+void kda_recurrent_fwd(const KdaArgs& a, const Context& ctx);
+
+}  // namespace kimi::cuda

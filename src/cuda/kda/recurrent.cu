@@ -1,0 +1,156 @@
+// Launcher of cuda::kda_recurrent_fwd (src/cuda/kda/kda.h): args (validated by the caller) -> Params
+// -> pick the layout's kernel and tile shape -> launch on ctx.cuda_stream. Device code:
+// src/cuda/kda/recurrent.cuh.
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "cuda/check.cuh"
+#include "cuda/kda/kda.h"
+#include "cuda/kda/recurrent.cuh"
+
+namespace kimi::cuda {
+
+namespace {
+using namespace kda_detail;
+
+int store_type(DType t) {
+  switch (t) {
+    case DType::f32: return st_f32;
+    case DType::bf16: return st_bf16;
+    case DType::f16: return st_f16;
+    default: throw Error("cuda kda_recurrent_fwd: unsupported dtype " + std::string(dtype_name(t)));
+  }
+}
+
+// Element strides of dims 0, 1, 2 of a 4-D [B, T, H, X] view (or 3-D [B, T, H]).
+void strides3(const TensorView& t, int64_t& s0, int64_t& s1, int64_t& s2) {
+  s0 = t.strides[0];
+  s1 = t.strides[1];
+  s2 = t.strides[2];
+}
+
+// 16-byte state access is valid when the base is 16-byte aligned and every element offset of a
+// 4-aligned slot is a multiple of 4: the row length (last dim) and all outer strides divisible by 4.
+int state_vec(const TensorView& s, int64_t row_len) {
+  const bool aligned = (reinterpret_cast<uintptr_t>(s.data) % 16) == 0;
+  return aligned && row_len % 4 == 0 && s.strides[0] % 4 == 0 && s.strides[1] % 4 == 0 && s.strides[2] % 4 == 0;
+}
+
+template <class Kernel>
+void launch(Kernel kernel, const Params& p, int64_t ctas, cudaStream_t s) {
+  if (ctas > int64_t(0x7fffffff)) throw Error("cuda kda_recurrent_fwd: grid too large");
+  kernel<<<dim3(unsigned(ctas)), dim3(kThreads), 0, s>>>(p);
+}
+}  // namespace
+
+void kda_recurrent_fwd(const KdaArgs& a, const Context& ctx) {
+  const int64_t B = a.q.shape[0], T = a.q.shape[1];
+  const int H = int(a.q.shape[2]), K = int(a.q.shape[3]), V = int(a.v.shape[3]);
+  const bool varlen = a.cu_seqlens.present();
+  const int64_t N = varlen ? a.cu_seqlens.shape[0] - 1 : B;
+  if (N <= 0 || H <= 0) return;
+  if (K < 1 || K > 256 || V < 1 || V > 256) throw Error("cuda kda_recurrent_fwd: K and V must be in [1, 256]");
+
+  const cudaStream_t s = static_cast<cudaStream_t>(ctx.cuda_stream);
+  KIMI_CUDA_CHECK(cudaSetDevice(a.q.device.index));
+
+  Params p{};
+  p.q = a.q.data, p.k = a.k.data, p.v = a.v.data, p.g = a.g.data, p.beta = a.beta.data, p.o = a.o.data;
+  p.tq = store_type(a.q.dtype), p.tk = store_type(a.k.dtype), p.tv = store_type(a.v.dtype);
+  p.tg = store_type(a.g.dtype), p.tbeta = store_type(a.beta.dtype), p.to = store_type(a.o.dtype);
+  strides3(a.q, p.q_b, p.q_t, p.q_h);
+  strides3(a.k, p.k_b, p.k_t, p.k_h);
+  strides3(a.v, p.v_b, p.v_t, p.v_h);
+  strides3(a.g, p.g_b, p.g_t, p.g_h);
+  strides3(a.beta, p.beta_b, p.beta_t, p.beta_h);
+  strides3(a.o, p.o_b, p.o_t, p.o_h);
+
+  p.gate = gate_none;
+  if (a.gate) {
+    const KdaGate& gt = *a.gate;
+    p.gate = gt.form == GateForm::bounded ? gate_bounded : gate_softplus;
+    p.A_log = static_cast<const float*>(gt.A_log.data);
+    // [H] (any stride), else contiguous ([1,1,H,1] or a padded [>=H]): element h at h * A_s.
+    p.A_s = gt.A_log.ndim == 1 ? gt.A_log.strides[0] : 1;
+    p.dt_bias = static_cast<const float*>(gt.dt_bias.data);
+    if (gt.dt_bias.ndim == 2) {  // [H, K]
+      p.dtb_h = gt.dt_bias.strides[0];
+      p.dtb_k = gt.dt_bias.strides[1];
+    } else {  // [H*K]
+      p.dtb_k = gt.dt_bias.ndim == 1 ? gt.dt_bias.strides[0] : 1;
+      p.dtb_h = int64_t(K) * p.dtb_k;
+    }
+    p.lower_bound = gt.lower_bound;
+  }
+  p.beta_sigmoid = a.beta_sigmoid_in_kernel;
+  p.l2norm = a.qk_l2norm_in_kernel;
+  p.scale = a.scale ? *a.scale : float(1.0 / std::sqrt(double(K)));
+
+  const bool kv = a.state_layout == StateLayout::kv;
+  const int64_t row_len = kv ? V : K;  // the state's contiguous last dim
+  if (a.initial_state.present()) {
+    p.s_in = static_cast<const float*>(a.initial_state.data);
+    p.si_n = a.initial_state.strides[0], p.si_h = a.initial_state.strides[1], p.si_r = a.initial_state.strides[2];
+    p.si_vec = state_vec(a.initial_state, row_len);
+  }
+  if (a.final_state.present()) {
+    p.s_out = static_cast<float*>(a.final_state.data);
+    p.so_n = a.final_state.strides[0], p.so_h = a.final_state.strides[1], p.so_r = a.final_state.strides[2];
+    p.so_vec = state_vec(a.final_state, row_len);
+  }
+  p.T = T;
+  p.H = H, p.K = K, p.V = V;
+
+  // Tile shape: BV = 32 columns per CTA, or 16 when that leaves fewer than two CTAs per SM.
+  int sms = 132;
+  KIMI_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, a.q.device.index));
+  const bool small = N * H * ((V + 31) / 32) < 2 * int64_t(sms);
+  const int BV = small ? 16 : 32;
+  p.n_tiles = (V + BV - 1) / BV;
+  const int64_t ctas = N * H * p.n_tiles;
+
+  // cu_seqlens is a host tensor: upload the offsets as int64.
+  int64_t* d_cu = nullptr;
+  if (varlen) {
+    std::vector<int64_t> cu(size_t(N + 1));
+    const int64_t cs = a.cu_seqlens.strides[0];
+    for (int64_t i = 0; i <= N; ++i)
+      cu[size_t(i)] = a.cu_seqlens.dtype == DType::i32 ? int64_t(static_cast<const int32_t*>(a.cu_seqlens.data)[i * cs])
+                                                       : static_cast<const int64_t*>(a.cu_seqlens.data)[i * cs];
+    KIMI_CUDA_CHECK(cudaMallocAsync(&d_cu, cu.size() * sizeof(int64_t), s));
+    KIMI_CUDA_CHECK(cudaMemcpyAsync(d_cu, cu.data(), cu.size() * sizeof(int64_t), cudaMemcpyHostToDevice, s));
+    p.cu = d_cu;
+  }
+
+  if (kv) {
+    // CG column groups of 4 (BV = 4 * CG), RG = 128 / CG row groups, NR = ceil(K / RG) rows each.
+    if (!small) {  // CG = 8, RG = 16
+      if (K <= 64) launch(kda_recurrent_kv_kernel<8, 4>, p, ctas, s);
+      else if (K <= 128) launch(kda_recurrent_kv_kernel<8, 8>, p, ctas, s);
+      else launch(kda_recurrent_kv_kernel<8, 16>, p, ctas, s);
+    } else {  // CG = 4, RG = 32
+      if (K <= 64) launch(kda_recurrent_kv_kernel<4, 2>, p, ctas, s);
+      else if (K <= 128) launch(kda_recurrent_kv_kernel<4, 4>, p, ctas, s);
+      else launch(kda_recurrent_kv_kernel<4, 8>, p, ctas, s);
+    }
+  } else {
+    // KG lanes x 4 K per column (KC slots of 4*KG), VG = 128 / KG column groups, NV columns each (BV = VG*NV).
+    if (!small) {
+      if (K <= 32) launch(kda_recurrent_vk_kernel<8, 1, 2>, p, ctas, s);
+      else if (K <= 64) launch(kda_recurrent_vk_kernel<16, 1, 4>, p, ctas, s);
+      else if (K <= 128) launch(kda_recurrent_vk_kernel<32, 1, 8>, p, ctas, s);
+      else launch(kda_recurrent_vk_kernel<32, 2, 8>, p, ctas, s);
+    } else {
+      if (K <= 32) launch(kda_recurrent_vk_kernel<8, 1, 1>, p, ctas, s);
+      else if (K <= 64) launch(kda_recurrent_vk_kernel<16, 1, 2>, p, ctas, s);
+      else if (K <= 128) launch(kda_recurrent_vk_kernel<32, 1, 4>, p, ctas, s);
+      else launch(kda_recurrent_vk_kernel<32, 2, 4>, p, ctas, s);
+    }
+  }
+  KIMI_CUDA_CHECK(cudaGetLastError());
+  if (d_cu != nullptr) KIMI_CUDA_CHECK(cudaFreeAsync(d_cu, s));
+}
+
+}  // namespace kimi::cuda

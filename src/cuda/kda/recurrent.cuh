@@ -1,0 +1,424 @@
+// src/cuda/kda/recurrent.cuh: KDA token-by-token recurrence (SPEC 5, kimi/ops/kda.h), fp32 compute.
+//
+// Per (sequence n, head h), state S in R^{K x V} (fp32), per token t (after the optional fused gate,
+// beta sigmoid and L2 norm of q and k over K, x / sqrt(sum x^2 + 1e-6); q scaled by `scale`):
+//   S <- diag(exp(g)) S ;  e = v - S^T k ;  S <- S + beta k e^T ;  o = S^T q
+// computed as (same math, one reduction pass over K per token instead of two):
+//   Sd = diag(exp(g)) S
+//   kS = rk * (k_raw^T Sd),  qS = rq * (q_raw^T Sd)         rk, rq: the L2 norms' and the scale's factors
+//   e  = v - kS ;  o = qS + beta * (q.k) * e                 (q.k of the normalized, scaled vectors)
+//   S  = Sd + (beta * rk * k_raw) e^T
+// since S_new^T q = Sd^T q + beta e (k.q).
+//
+// Layouts: q, k, g [B, T, H, K]; v, o [B, T, H, V]; beta [B, T, H]: last dim stride 1, other strides
+// arbitrary (elements). Packed variable-length: B = 1, token range [cu[n], cu[n+1]) (cu on the device,
+// int64). States fp32 [N, H, K, V] (kv) or [N, H, V, K] (vk), last dim stride 1, other strides
+// arbitrary; initial optional (zeros), final optional and may alias initial (every thread reads its
+// own state elements at the start and writes the same elements at the end; no thread touches another's).
+//
+// Grid: 1-D, CTA = (V-tile, head, sequence), V-tile fastest. 128 threads. The CTA's K x BV state tile
+// lives in registers for the whole token loop; 16-byte state accesses where the layout allows
+// (`vec` flags), guarded scalar accesses otherwise (any K, V in [1, 256]).
+//  kv kernel (row-major K x V): thread = (column group cg of 4 consecutive V columns, row group rg);
+//    CG column groups (BV = 4*CG), RG = 128/CG row groups, rows rg + RG*r (r < NR). A warp reads
+//    32/CG consecutive rows x 16*CG contiguous bytes. Reductions over K: shuffles over the row
+//    groups of a warp, then the 4 warps' partials through shared memory (2 barriers per token).
+//  vk kernel (row-major V x K): thread = (K group kg of 4 consecutive K, column group vg);
+//    KG K groups per column (KG <= 32 lanes of one warp, K slots 4*kg + 4*KG*c, c < KC), VG = 128/KG
+//    column groups, columns vg + VG*n (n < NV), BV = VG*NV. A warp reads 32/KG consecutive rows of
+//    K*4 contiguous bytes. Reductions over K: shuffles only (1 barrier per token).
+// The per-token q, k, exp(g), v, beta go through shared memory, double-buffered by token parity so
+// that the staging of token t+1 cannot overwrite what a slower thread still reads for token t.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cstdint>
+
+namespace kimi::cuda::kda_detail {
+
+inline constexpr int kThreads = 128;
+inline constexpr int kWarps = kThreads / 32;
+
+enum StoreType : int { st_f32 = 0, st_bf16 = 1, st_f16 = 2 };
+enum GateCode : int { gate_none = 0, gate_bounded = 1, gate_softplus = 2 };
+
+struct Params {
+  // Per-token inputs (dtype codes StoreType) and their [b, t, h] strides in elements.
+  const void* q; const void* k; const void* v; const void* g; const void* beta;
+  void* o;
+  int tq, tk, tv, tg, tbeta, to;
+  int64_t q_b, q_t, q_h, k_b, k_t, k_h, v_b, v_t, v_h, g_b, g_t, g_h;
+  int64_t beta_b, beta_t, beta_h, o_b, o_t, o_h;
+  // Fused gate.
+  int gate;  // GateCode
+  const float* A_log; int64_t A_s;           // A_log[h * A_s]
+  const float* dt_bias; int64_t dtb_h, dtb_k;  // dt_bias[h * dtb_h + i * dtb_k]
+  float lower_bound;
+  int beta_sigmoid, l2norm;
+  float scale;
+  // States: [n, h, row] strides (the last dim has stride 1).
+  const float* s_in; int64_t si_n, si_h, si_r; int si_vec;
+  float* s_out; int64_t so_n, so_h, so_r; int so_vec;
+  // Sequences.
+  const int64_t* cu;  // device [N+1] or null
+  int64_t T;          // tokens per sequence without cu
+  int H, K, V, n_tiles;
+};
+
+__device__ __forceinline__ float ld(const void* p, int64_t i, int t) {
+  if (t == st_bf16) return __bfloat162float(static_cast<const __nv_bfloat16*>(p)[i]);
+  if (t == st_f16) return __half2float(static_cast<const __half*>(p)[i]);
+  return static_cast<const float*>(p)[i];
+}
+__device__ __forceinline__ void st(void* p, int64_t i, int t, float x) {
+  if (t == st_bf16) static_cast<__nv_bfloat16*>(p)[i] = __float2bfloat16_rn(x);
+  else if (t == st_f16) static_cast<__half*>(p)[i] = __float2half_rn(x);
+  else static_cast<float*>(p)[i] = x;
+}
+
+// 4 consecutive fp32 state elements, `valid` of them in range (0..4); 16-byte streaming access when
+// `vec` (then the address is 16-byte aligned) and all 4 are valid, else guarded scalars (zeros).
+__device__ __forceinline__ float4 ld_state4(const float* p, int64_t off, int valid, int vec) {
+  if (vec && valid == 4) return __ldcs(reinterpret_cast<const float4*>(p + off));
+  float4 r = make_float4(0.f, 0.f, 0.f, 0.f);
+  if (valid > 0) r.x = p[off];
+  if (valid > 1) r.y = p[off + 1];
+  if (valid > 2) r.z = p[off + 2];
+  if (valid > 3) r.w = p[off + 3];
+  return r;
+}
+__device__ __forceinline__ void st_state4(float* p, int64_t off, int valid, int vec, float4 r) {
+  if (vec && valid == 4) {
+    __stcs(reinterpret_cast<float4*>(p + off), r);
+    return;
+  }
+  if (valid > 0) p[off] = r.x;
+  if (valid > 1) p[off + 1] = r.y;
+  if (valid > 2) p[off + 2] = r.z;
+  if (valid > 3) p[off + 3] = r.w;
+}
+__device__ __forceinline__ int clamp4(int x) { return x < 0 ? 0 : (x > 4 ? 4 : x); }
+__device__ __forceinline__ float& comp(float4& x, int e) { return e == 0 ? x.x : e == 1 ? x.y : e == 2 ? x.z : x.w; }
+
+// Shared per-token staging, double-buffered. KMAX >= K rows (zero-filled beyond K: q = k = 0,
+// exp(g) = 1, so the state rows beyond K stay 0), BV values of v (0 beyond V).
+template <int KMAX, int BV>
+struct Stage {
+  static_assert(KMAX % 4 == 0, "rows of q, k, a are read as float4");
+  alignas(16) float q[2][KMAX];
+  alignas(16) float k[2][KMAX];
+  alignas(16) float a[2][KMAX];
+  float v[2][BV];
+  float beta[2];
+  float sums[2][kWarps][3];  // per-warp partial sum q.q, k.k, q.k
+};
+
+struct SeqInfo {
+  int n, h, tile;
+  int64_t bos, len, b;
+};
+
+__device__ __forceinline__ SeqInfo seq_info(const Params& p) {
+  SeqInfo s;
+  const int64_t cta = blockIdx.x;
+  s.tile = int(cta % p.n_tiles);
+  const int64_t nh = cta / p.n_tiles;
+  s.h = int(nh % p.H);
+  s.n = int(nh / p.H);
+  if (p.cu != nullptr) {
+    s.b = 0;
+    s.bos = p.cu[s.n];
+    s.len = p.cu[s.n + 1] - s.bos;
+  } else {
+    s.b = s.n;
+    s.bos = 0;
+    s.len = p.T;
+  }
+  return s;
+}
+
+// Stage token (b, t) into buffer `buf`; columns [j0, j0 + BV) of v. Ends with __syncthreads().
+template <int KMAX, int BV>
+__device__ __forceinline__ void stage_token(const Params& p, Stage<KMAX, BV>& sm, int buf, int64_t b, int64_t t,
+                                            int h, int j0, float expA) {
+  const int tid = threadIdx.x;
+  const int64_t oq = b * p.q_b + t * p.q_t + h * p.q_h;
+  const int64_t ok = b * p.k_b + t * p.k_t + h * p.k_h;
+  const int64_t og = b * p.g_b + t * p.g_t + h * p.g_h;
+  float sqq = 0.f, skk = 0.f, sqk = 0.f;
+  for (int i = tid; i < KMAX; i += kThreads) {
+    float qi = 0.f, ki = 0.f, ai = 1.f;
+    if (i < p.K) {
+      qi = ld(p.q, oq + i, p.tq);
+      ki = ld(p.k, ok + i, p.tk);
+      float gi = ld(p.g, og + i, p.tg);
+      if (p.gate == gate_bounded) {
+        const float x = expA * (gi + p.dt_bias[h * p.dtb_h + i * p.dtb_k]);
+        gi = p.lower_bound / (1.f + expf(-x));
+      } else if (p.gate == gate_softplus) {
+        const float x = gi + p.dt_bias[h * p.dtb_h + i * p.dtb_k];
+        gi = -expA * (x > 20.f ? x : log1pf(expf(x)));
+      }
+      ai = expf(gi);
+    }
+    sm.q[buf][i] = qi;
+    sm.k[buf][i] = ki;
+    sm.a[buf][i] = ai;
+    sqq += qi * qi;
+    skk += ki * ki;
+    sqk += qi * ki;
+  }
+  for (int j = tid; j < BV; j += kThreads) {
+    const int jj = j0 + j;
+    sm.v[buf][j] = jj < p.V ? ld(p.v, b * p.v_b + t * p.v_t + h * p.v_h + jj, p.tv) : 0.f;
+  }
+  if (tid == 0) {
+    float bt = ld(p.beta, b * p.beta_b + t * p.beta_t + h * p.beta_h, p.tbeta);
+    if (p.beta_sigmoid) bt = 1.f / (1.f + expf(-bt));
+    sm.beta[buf] = bt;
+  }
+#pragma unroll
+  for (int o = 16; o > 0; o /= 2) {
+    sqq += __shfl_xor_sync(0xffffffffu, sqq, o);
+    skk += __shfl_xor_sync(0xffffffffu, skk, o);
+    sqk += __shfl_xor_sync(0xffffffffu, sqk, o);
+  }
+  if (tid % 32 == 0) {
+    sm.sums[buf][tid / 32][0] = sqq;
+    sm.sums[buf][tid / 32][1] = skk;
+    sm.sums[buf][tid / 32][2] = sqk;
+  }
+  __syncthreads();
+}
+
+// The per-token scalars after staging: rq, rk (norm and scale factors), qk (normalized q.k), beta.
+struct TokenScalars {
+  float rq, rk, qk, beta;
+};
+template <int KMAX, int BV>
+__device__ __forceinline__ TokenScalars token_scalars(const Params& p, const Stage<KMAX, BV>& sm, int buf) {
+  float sqq = 0.f, skk = 0.f, sqk = 0.f;
+#pragma unroll
+  for (int w = 0; w < kWarps; ++w) {
+    sqq += sm.sums[buf][w][0];
+    skk += sm.sums[buf][w][1];
+    sqk += sm.sums[buf][w][2];
+  }
+  TokenScalars s;
+  s.rq = p.scale;
+  s.rk = 1.f;
+  if (p.l2norm) {
+    s.rq = p.scale / sqrtf(sqq + 1e-6f);
+    s.rk = 1.f / sqrtf(skk + 1e-6f);
+  }
+  s.qk = sqk * s.rq * s.rk;
+  s.beta = sm.beta[buf];
+  return s;
+}
+
+// ---------------------------------------------------------------------------------------------
+// kv layout: S[row i][col j] at i * s_r + j.
+template <int CG, int NR>
+__global__ void __launch_bounds__(kThreads) kda_recurrent_kv_kernel(const Params p) {
+  constexpr int RG = kThreads / CG;  // row groups
+  constexpr int BV = 4 * CG;         // columns per CTA
+  constexpr int KMAX = RG * NR;
+  static_assert(32 % CG == 0 && kThreads % CG == 0, "column groups must divide a warp");
+  __shared__ Stage<KMAX, BV> sm;
+  __shared__ float red[2][kWarps][CG][8];  // per warp, per column group: k^T Sd (4), q^T Sd (4)
+
+  const SeqInfo si = seq_info(p);
+  const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
+  const int cg = tid % CG, rg = tid / CG;
+  const int j0 = si.tile * BV;          // first column of the CTA
+  const int jc = j0 + 4 * cg;           // first of the thread's 4 columns
+  const int vcols = clamp4(p.V - jc);   // valid columns of the thread
+
+  float4 S[NR];
+  if (p.s_in != nullptr) {
+    const float* base = p.s_in + si.n * p.si_n + si.h * p.si_h;
+#pragma unroll
+    for (int r = 0; r < NR; ++r) {
+      const int i = rg + RG * r;
+      S[r] = ld_state4(base, int64_t(i) * p.si_r + jc, i < p.K ? vcols : 0, p.si_vec);
+    }
+  } else {
+#pragma unroll
+    for (int r = 0; r < NR; ++r) S[r] = make_float4(0.f, 0.f, 0.f, 0.f);
+  }
+
+  const float expA = p.gate != gate_none ? expf(p.A_log[si.h * p.A_s]) : 0.f;
+  for (int64_t t = 0; t < si.len; ++t) {
+    const int buf = int(t & 1);
+    stage_token(p, sm, buf, si.b, si.bos + t, si.h, j0, expA);
+    const TokenScalars ts = token_scalars(p, sm, buf);
+
+    // Decay, and the partial reductions over this thread's rows.
+    float pk[4] = {0.f, 0.f, 0.f, 0.f}, pq[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+    for (int r = 0; r < NR; ++r) {
+      const int i = rg + RG * r;
+      const float a = sm.a[buf][i], ki = sm.k[buf][i], qi = sm.q[buf][i];
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        float& s = comp(S[r], e);
+        s *= a;
+        pk[e] = fmaf(ki, s, pk[e]);
+        pq[e] = fmaf(qi, s, pq[e]);
+      }
+    }
+    // Sum over the row groups of the warp (lanes differing in the bits above the column group).
+#pragma unroll
+    for (int o = CG; o < 32; o *= 2) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        pk[e] += __shfl_xor_sync(0xffffffffu, pk[e], o);
+        pq[e] += __shfl_xor_sync(0xffffffffu, pq[e], o);
+      }
+    }
+    if (lane < CG) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        red[buf][warp][cg][e] = pk[e];
+        red[buf][warp][cg][4 + e] = pq[e];
+      }
+    }
+    __syncthreads();
+
+    float ev[4], qs[4];
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      float ks = 0.f;
+      qs[e] = 0.f;
+#pragma unroll
+      for (int w = 0; w < kWarps; ++w) {
+        ks += red[buf][w][cg][e];
+        qs[e] += red[buf][w][cg][4 + e];
+      }
+      ev[e] = sm.v[buf][4 * cg + e] - ts.rk * ks;
+    }
+    if (rg == 0) {  // o = qS + beta (q.k) e, written by the first row group
+      const int64_t oo = si.b * p.o_b + (si.bos + t) * p.o_t + si.h * p.o_h + jc;
+#pragma unroll
+      for (int e = 0; e < 4; ++e)
+        if (e < vcols) st(p.o, oo + e, p.to, ts.rq * qs[e] + ts.beta * ts.qk * ev[e]);
+    }
+#pragma unroll
+    for (int e = 0; e < 4; ++e) ev[e] *= ts.beta * ts.rk;  // now beta * rk * e
+#pragma unroll
+    for (int r = 0; r < NR; ++r) {
+      const float ki = sm.k[buf][rg + RG * r];
+#pragma unroll
+      for (int e = 0; e < 4; ++e) comp(S[r], e) = fmaf(ki, ev[e], comp(S[r], e));
+    }
+  }
+
+  if (p.s_out != nullptr) {
+    float* base = p.s_out + si.n * p.so_n + si.h * p.so_h;
+#pragma unroll
+    for (int r = 0; r < NR; ++r) {
+      const int i = rg + RG * r;
+      st_state4(base, int64_t(i) * p.so_r + jc, i < p.K ? vcols : 0, p.so_vec, S[r]);
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// vk layout: S[row i][col j] (K x V) stored transposed, at j * s_r + i.
+template <int KG, int KC, int NV>
+__global__ void __launch_bounds__(kThreads) kda_recurrent_vk_kernel(const Params p) {
+  constexpr int VG = kThreads / KG;  // column groups
+  constexpr int BV = VG * NV;        // columns per CTA
+  constexpr int KMAX = 4 * KG * KC;
+  static_assert(32 % KG == 0, "a column's K groups must lie in one warp");
+  __shared__ Stage<KMAX, BV> sm;
+
+  const SeqInfo si = seq_info(p);
+  const int tid = threadIdx.x;
+  const int kg = tid % KG, vg = tid / KG;
+  const int j0 = si.tile * BV;
+
+  float4 S[NV][KC];
+  if (p.s_in != nullptr) {
+    const float* base = p.s_in + si.n * p.si_n + si.h * p.si_h;
+#pragma unroll
+    for (int n = 0; n < NV; ++n) {
+      const int j = j0 + vg + VG * n;
+#pragma unroll
+      for (int c = 0; c < KC; ++c) {
+        const int i0 = 4 * kg + 4 * KG * c;
+        S[n][c] = ld_state4(base, int64_t(j) * p.si_r + i0, j < p.V ? clamp4(p.K - i0) : 0, p.si_vec);
+      }
+    }
+  } else {
+#pragma unroll
+    for (int n = 0; n < NV; ++n)
+#pragma unroll
+      for (int c = 0; c < KC; ++c) S[n][c] = make_float4(0.f, 0.f, 0.f, 0.f);
+  }
+
+  const float expA = p.gate != gate_none ? expf(p.A_log[si.h * p.A_s]) : 0.f;
+  for (int64_t t = 0; t < si.len; ++t) {
+    const int buf = int(t & 1);
+    stage_token(p, sm, buf, si.b, si.bos + t, si.h, j0, expA);
+    const TokenScalars ts = token_scalars(p, sm, buf);
+
+    // This thread's K slots, 16-byte shared loads (KMAX is a multiple of 4, rows 16-byte aligned).
+    float a[KC][4], kk[KC][4], qq[KC][4];
+#pragma unroll
+    for (int c = 0; c < KC; ++c) {
+      const int i0 = 4 * kg + 4 * KG * c;
+      const float4 a4 = *reinterpret_cast<const float4*>(&sm.a[buf][i0]);
+      const float4 k4 = *reinterpret_cast<const float4*>(&sm.k[buf][i0]);
+      const float4 q4 = *reinterpret_cast<const float4*>(&sm.q[buf][i0]);
+      a[c][0] = a4.x, a[c][1] = a4.y, a[c][2] = a4.z, a[c][3] = a4.w;
+      kk[c][0] = k4.x, kk[c][1] = k4.y, kk[c][2] = k4.z, kk[c][3] = k4.w;
+      qq[c][0] = q4.x, qq[c][1] = q4.y, qq[c][2] = q4.z, qq[c][3] = q4.w;
+    }
+#pragma unroll
+    for (int n = 0; n < NV; ++n) {
+      float pk = 0.f, pq = 0.f;
+#pragma unroll
+      for (int c = 0; c < KC; ++c)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          float& s = comp(S[n][c], e);
+          s *= a[c][e];
+          pk = fmaf(kk[c][e], s, pk);
+          pq = fmaf(qq[c][e], s, pq);
+        }
+#pragma unroll
+      for (int o = 1; o < KG; o *= 2) {
+        pk += __shfl_xor_sync(0xffffffffu, pk, o);
+        pq += __shfl_xor_sync(0xffffffffu, pq, o);
+      }
+      const int jl = vg + VG * n;  // local column
+      const float ev = sm.v[buf][jl] - ts.rk * pk;
+      const float ov = ts.rq * pq + ts.beta * ts.qk * ev;
+      const float be = ts.beta * ts.rk * ev;
+#pragma unroll
+      for (int c = 0; c < KC; ++c)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) comp(S[n][c], e) = fmaf(be, kk[c][e], comp(S[n][c], e));
+      if (kg == 0 && j0 + jl < p.V)
+        st(p.o, si.b * p.o_b + (si.bos + t) * p.o_t + si.h * p.o_h + j0 + jl, p.to, ov);
+    }
+  }
+
+  if (p.s_out != nullptr) {
+    float* base = p.s_out + si.n * p.so_n + si.h * p.so_h;
+#pragma unroll
+    for (int n = 0; n < NV; ++n) {
+      const int j = j0 + vg + VG * n;
+#pragma unroll
+      for (int c = 0; c < KC; ++c) {
+        const int i0 = 4 * kg + 4 * KG * c;
+        st_state4(base, int64_t(j) * p.so_r + i0, j < p.V ? clamp4(p.K - i0) : 0, p.so_vec, S[n][c]);
+      }
+    }
+  }
+}
+
+}  // namespace kimi::cuda::kda_detail
