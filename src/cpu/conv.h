@@ -18,7 +18,7 @@ struct ConvSeq {
 // The causal depthwise conv of every sequence. Prefill and the decode step (len 1, cache_in ==
 // cache_out) run this same code, so prefill(T) == prefill(T-n) + n decode steps bit for bit.
 // cache_in / cache_out may be absent, or the same view (each (sequence, channel) reads its whole
-// cache row before writing it). y may be x itself (each token is read before it is overwritten).
+// cache row before writing it). y must not overlap x (checked by the caller for the same pointer).
 void short_conv(TensorView x, TensorView w, TensorView cache_in, TensorView cache_out,
                 const std::vector<ConvSeq>& seqs, ConvActivation act, TensorView y, const Context& ctx);
 

@@ -162,18 +162,21 @@ void add_conv_cases(CaseList& list, Scale scale) {
         {1, 1, 7, 4, {}, true, true, false, false, 0, true, false},  // T < W-1: shifts into the old cache
         {3, 2, 65, 4, {}, true, true, true, true, 3, true, true},
         {1, 0, 19, 4, {5, 0, 1, 2, 13, 3}, true, true, false, false, 2, true, true},
-        {1, 0, 130, 4, {0, 4, 1}, false, true, false, true, 0, true, false},  // zero-length, no cache_in: zeros
+        {1, 0, 300, 4, {0, 4, 1}, false, true, false, true, 0, true, false},  // zero-length, no cache_in: zeros
         {2, 9, 31, 2, {}, true, true, false, false, 1, false, false},
         {1, 11, 20, 3, {}, true, true, true, false, 0, true, true},
         {1, 0, 21, 3, {2, 1, 7}, true, true, true, true, 0, false, true},
         {1, 64, 256, 4, {}, false, false, false, false, 0, true, true},
         {1, 5, 9, 8, {}, true, true, false, false, 0, true, false},
+        // longer than the CPU's 128-token chunks: chunk histories come from x
+        {2, 300, 24, 4, {}, true, true, true, false, 2, true, true},
+        {1, 0, 40, 4, {130, 0, 257, 2}, true, true, false, false, 0, true, false},
     };
     upd = {
         {5, 8, 37, 4, true, false, 3, true},
         {3, 3, 64, 4, false, true, 0, true},
         {4, 4, 17, 2, false, false, 1, false},
-        {2, 9, 130, 3, true, false, 0, true},
+        {2, 9, 300, 3, true, false, 0, true},
     };
   } else {
     // Kimi-Linear q/k/v conv: 32 heads x 128 = 4096 channels, W = 4.
