@@ -36,11 +36,21 @@ void attn_res(TensorView partial, std::span<const TensorView> blocks, TensorView
       double smax = -INFINITY;
       for (int64_t c = 0; c < m; ++c) {
         const float* vc = v.data() + c * d;
-        double ss = 0, dot = 0;
-        for (int64_t i = 0; i < d; ++i) {
-          ss += double(vc[i]) * vc[i];
-          dot += double(vc[i]) * q[size_t(i)];
+        // Four independent partial sums per reduction (instruction-level parallelism; still double).
+        double ss4[4] = {0, 0, 0, 0}, dot4[4] = {0, 0, 0, 0};
+        int64_t i = 0;
+        for (; i + 4 <= d; i += 4) {
+          for (int k = 0; k < 4; ++k) {
+            const double x = vc[i + k];
+            ss4[k] += x * x;
+            dot4[k] += x * q[size_t(i + k)];
+          }
         }
+        for (; i < d; ++i) {
+          ss4[0] += double(vc[i]) * vc[i];
+          dot4[0] += double(vc[i]) * q[size_t(i)];
+        }
+        const double ss = (ss4[0] + ss4[1]) + (ss4[2] + ss4[3]), dot = (dot4[0] + dot4[1]) + (dot4[2] + dot4[3]);
         // s = sum_i (v_i * rsqrt(mean(v^2) + eps)) * q_i; a zero candidate scores 0 even with eps = 0.
         const double sc = dot == 0 ? 0.0 : dot / std::sqrt(ss / double(d) + double(eps));
         s[size_t(c)] = sc;

@@ -94,8 +94,7 @@ void short_conv_fwd(TensorView x, TensorView w, TensorView cache_in, TensorView 
                                     {"w", &w},
                                     {"cache_in", &cache_in},
                                     {"cache_out", &cache_out},
-                                    {"cu_seqlens", &cu_seqlens},
-                                    {"y", &y}});
+                                    {"y", &y}});  // cu_seqlens: read on the host
   dispatch_cpu_only(c, dev, [&] {
     std::vector<cpu::ConvSeq> seqs(static_cast<size_t>(nseq));
     for (int64_t n = 0; n < nseq; ++n) {
@@ -148,7 +147,7 @@ void short_conv_update(TensorView x, TensorView w, TensorView cache, TensorView 
     for (int64_t i = 0; i < n; ++i) rows[size_t(i)] = i;
   }
   const Device dev =
-      c.same_device({{"x", &x}, {"w", &w}, {"cache", &cache}, {"cache_slots", &cache_slots}, {"y", &y}});
+      c.same_device({{"x", &x}, {"w", &w}, {"cache", &cache}, {"y", &y}});  // slots: read on the host
   dispatch_cpu_only(c, dev, [&] {
     // One token per sequence: x [N, C] as [N, 1, C]; the cache is read and written in place.
     const int64_t shape3[3] = {n, 1, channels};
