@@ -115,6 +115,21 @@ TEST(Conv, CacheAliasing) {
   EXPECT_TRUE(same_bytes(cout, cache));
 }
 
+// The result does not depend on the thread count (tasks never share an output element).
+TEST(Conv, ThreadCountDoesNotChangeResult) {
+  const int64_t C = 300, W = 4, H = 3, T = 300;
+  const Tensor x = random(DType::f32, {2, T, C}, 1), w = random(DType::f32, {C, W}, 2, -0.6f, 0.6f);
+  const Tensor cin = random(DType::f32, {2, C, H}, 3);
+  Tensor y1(DType::f32, {2, T, C}), c1 = copy_of(cin), y3(DType::f32, {2, T, C}), c3 = copy_of(cin);
+  Context one, three;
+  one.cpu_threads = 1;
+  three.cpu_threads = 3;
+  short_conv_fwd(x, w, c1, c1, {}, kSilu, y1, one);
+  short_conv_fwd(x, w, c3, c3, {}, kSilu, y3, three);
+  EXPECT_TRUE(same_bytes(y1, y3));
+  EXPECT_TRUE(same_bytes(c1, c3));
+}
+
 // Zero-length sequences: cache_out = cache_in, or zeros without cache_in (cache_out is overwritten).
 TEST(Conv, ZeroLengthSequences) {
   const int64_t C = 5, W = 4, H = 3;
