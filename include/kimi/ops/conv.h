@@ -20,12 +20,17 @@ namespace kimi {
 enum class ConvActivation : uint8_t { none, silu };
 
 // Prefill. cache_in (optional) gives the W-1 inputs before each sequence; cache_out (optional)
-// receives the last W-1 inputs (may alias cache_in). N = B, or cu_seqlens' N.
+// receives the last W-1 inputs (may be the cache_in view itself, exactly). N = B, or cu_seqlens' N;
+// zero-length sequences pass cache_in through (zeros without it). cu_seqlens is read on the host.
+// y must not overlap x (not in place). Caches may have any float dtype; prefill(T) == prefill(T-n)
+// + n decode steps exactly when the cache dtype holds x's values exactly (x's dtype or f32).
 void short_conv_fwd(TensorView x, TensorView w, TensorView cache_in, TensorView cache_out,
                     TensorView cu_seqlens, ConvActivation act, TensorView y, const Context& ctx = {});
 
-// One decode step for N sequences: x, y [N, C]; cache [N, C, W-1] updated in place.
-// cache_slots (optional, i32 [N]) maps row n to cache row cache_slots[n] (state pools).
+// One decode step for N sequences: x, y [N, C]; cache [N, C, W-1] updated in place (may be absent
+// only when W = 1). cache_slots (optional, i32/i64 [N], on the host) maps row n to cache row
+// cache_slots[n] of a pool cache [N_c, C, W-1] (state pools); slots must be in [0, N_c) and distinct.
+// y must not overlap x.
 void short_conv_update(TensorView x, TensorView w, TensorView cache, TensorView cache_slots,
                        ConvActivation act, TensorView y, const Context& ctx = {});
 

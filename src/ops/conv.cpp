@@ -1,0 +1,162 @@
+// kimi/ops/conv.h: validation and dispatch.
+#include "kimi/ops/conv.h"
+
+#include <string>
+#include <vector>
+
+#include "core/check.h"
+#include "core/dispatch.h"
+#include "cpu/conv.h"
+
+namespace kimi {
+
+namespace {
+using check::dims;
+using check::kAny;
+
+constexpr int64_t kMaxWidth = 8;
+
+// w: [C, W] or the checkpoint's [C, 1, W], float, W in [1, 8]. Returns W.
+int64_t check_conv_weight(const check::Checker& c, const TensorView& w, int64_t channels) {
+  c.present("w", w);
+  if (w.ndim != 2 && w.ndim != 3)
+    c.fail("w", "2 dimensions [C, W] or 3 dimensions [C, 1, W]", std::to_string(w.ndim) + " (shape " + w.shape_string() + ")");
+  if (w.ndim == 2)
+    c.shape("w", w, {channels, kAny});
+  else
+    c.shape("w", w, {channels, 1, kAny});
+  c.float_dtype("w", w);
+  c.no_negative_strides("w", w);
+  const int64_t width = w.size(-1);
+  if (width < 1 || width > kMaxWidth)
+    c.fail("w", "kernel width W (last dimension) in [1, " + std::to_string(kMaxWidth) + "]",
+           std::to_string(width) + " (shape " + w.shape_string() + ")");
+  return width;
+}
+
+// Optional cache [rows, C, W-1] (rows may be kAny), any float dtype, non-negative strides.
+void check_cache(const check::Checker& c, const char* name, const TensorView& t, int64_t rows, int64_t channels,
+                 int64_t width) {
+  c.shape(name, t, {rows, channels, width - 1});
+  c.float_dtype(name, t);
+  c.no_negative_strides(name, t);
+}
+
+// Two views that share a data pointer must be the same view (exact aliasing); anything else is a
+// partial overlap the operator cannot honour.
+void check_alias(const check::Checker& c, const char* name, const TensorView& t, const char* other_name,
+                 const TensorView& other) {
+  if (!t.present() || !other.present() || t.data != other.data) return;
+  bool same = t.dtype == other.dtype && t.ndim == other.ndim;
+  for (int d = 0; same && d < t.ndim; ++d) same = t.shape[d] == other.shape[d] && t.strides[d] == other.strides[d];
+  if (!same)
+    c.fail(name, std::string("either exactly the view '") + other_name + "' (in place) or memory disjoint from it",
+           "a different view of the same data (dtype " + std::string(dtype_name(t.dtype)) + ", shape " +
+               t.shape_string() + " vs " + std::string(dtype_name(other.dtype)) + " " + other.shape_string() + ")");
+}
+// y is written while x is still being read (chunk histories, the cache hand-off): no in-place conv.
+void check_disjoint_start(const check::Checker& c, const TensorView& y, const TensorView& x) {
+  if (y.present() && x.present() && y.data == x.data)
+    c.fail("y", "memory disjoint from 'x' (the convolution is not in place)", "the same data pointer as 'x'");
+}
+}  // namespace
+
+void short_conv_fwd(TensorView x, TensorView w, TensorView cache_in, TensorView cache_out, TensorView cu_seqlens,
+                    ConvActivation act, TensorView y, const Context& ctx) {
+  check::Checker c("short_conv_fwd");
+  c.rank("x", x, 3);
+  c.float_dtype("x", x);
+  c.inner_contiguous("x", x);
+  const int64_t channels = x.size(2);
+  c.shape("y", y, dims(x));
+  c.float_dtype("y", y);
+  c.inner_contiguous("y", y);
+  check_disjoint_start(c, y, x);
+  const int64_t width = check_conv_weight(c, w, channels);
+  if (act != ConvActivation::none && act != ConvActivation::silu)
+    c.fail("act", "ConvActivation::none or ConvActivation::silu", std::to_string(int(act)));
+
+  std::vector<int64_t> offsets;
+  if (cu_seqlens.present()) {
+    if (x.size(0) != 1)
+      c.fail("x", "batch 1 (packed [1, total_T, C]) with cu_seqlens", "batch " + std::to_string(x.size(0)) +
+                                                                            " (shape " + x.shape_string() + ")");
+    offsets = c.cu_seqlens("cu_seqlens", cu_seqlens, x.size(1));
+  } else {
+    offsets.resize(static_cast<size_t>(x.size(0)) + 1);
+    for (size_t n = 0; n < offsets.size(); ++n) offsets[n] = int64_t(n) * x.size(1);  // flat token index b*T + t
+  }
+  const int64_t nseq = int64_t(offsets.size()) - 1;
+  if (cache_in.present()) check_cache(c, "cache_in", cache_in, nseq, channels, width);
+  if (cache_out.present()) check_cache(c, "cache_out", cache_out, nseq, channels, width);
+  check_alias(c, "cache_out", cache_out, "cache_in", cache_in);
+  const Device dev = c.same_device({{"x", &x},
+                                    {"w", &w},
+                                    {"cache_in", &cache_in},
+                                    {"cache_out", &cache_out},
+                                    {"y", &y}});  // cu_seqlens: read on the host
+  dispatch_cpu_only(c, dev, [&] {
+    std::vector<cpu::ConvSeq> seqs(static_cast<size_t>(nseq));
+    for (int64_t n = 0; n < nseq; ++n) {
+      const int64_t b = cu_seqlens.present() ? 0 : n;
+      const int64_t t0 = cu_seqlens.present() ? offsets[size_t(n)] : 0;
+      seqs[size_t(n)] = {b, t0, offsets[size_t(n) + 1] - offsets[size_t(n)], n};
+    }
+    cpu::short_conv(x, w, cache_in, cache_out, seqs, act, y, ctx);
+  });
+}
+
+void short_conv_update(TensorView x, TensorView w, TensorView cache, TensorView cache_slots, ConvActivation act,
+                       TensorView y, const Context& ctx) {
+  check::Checker c("short_conv_update");
+  c.rank("x", x, 2);
+  c.float_dtype("x", x);
+  c.inner_contiguous("x", x);
+  const int64_t n = x.size(0), channels = x.size(1);
+  c.shape("y", y, dims(x));
+  c.float_dtype("y", y);
+  c.inner_contiguous("y", y);
+  check_disjoint_start(c, y, x);
+  const int64_t width = check_conv_weight(c, w, channels);
+  if (act != ConvActivation::none && act != ConvActivation::silu)
+    c.fail("act", "ConvActivation::none or ConvActivation::silu", std::to_string(int(act)));
+  if (width > 1 || cache.present()) check_cache(c, "cache", cache, cache_slots.present() ? kAny : n, channels, width);
+
+  std::vector<int64_t> rows(static_cast<size_t>(n));
+  if (cache_slots.present()) {
+    c.shape("cache_slots", cache_slots, {n});
+    c.dtype("cache_slots", cache_slots, {DType::i32, DType::i64});
+    c.no_negative_strides("cache_slots", cache_slots);
+    if (cache_slots.device.type != DeviceType::cpu)
+      c.fail("cache_slots", "slots readable on the host (device cpu)", to_string(cache_slots.device));
+    const int64_t pool = cache.present() ? cache.size(0) : 0;
+    std::vector<int64_t> owner(static_cast<size_t>(pool), -1);
+    for (int64_t i = 0; i < n; ++i) {
+      const int64_t s = check::load_index(cache_slots, i);
+      if (s < 0 || s >= pool)
+        c.fail("cache_slots", "slots in [0, " + std::to_string(pool) + ") (cache rows)",
+               "cache_slots[" + std::to_string(i) + "] = " + std::to_string(s));
+      if (owner[size_t(s)] >= 0)
+        c.fail("cache_slots", "distinct slots (each cache row updated once)",
+               "cache_slots[" + std::to_string(owner[size_t(s)]) + "] = cache_slots[" + std::to_string(i) +
+                   "] = " + std::to_string(s));
+      owner[size_t(s)] = i;
+      rows[size_t(i)] = s;
+    }
+  } else {
+    for (int64_t i = 0; i < n; ++i) rows[size_t(i)] = i;
+  }
+  const Device dev =
+      c.same_device({{"x", &x}, {"w", &w}, {"cache", &cache}, {"y", &y}});  // slots: read on the host
+  dispatch_cpu_only(c, dev, [&] {
+    // One token per sequence: x [N, C] as [N, 1, C]; the cache is read and written in place.
+    const int64_t shape3[3] = {n, 1, channels};
+    const int64_t xs[3] = {x.stride(0), channels, 1}, ys[3] = {y.stride(0), channels, 1};
+    const TensorView x3(x.data, x.dtype, shape3, xs, x.device), y3(y.data, y.dtype, shape3, ys, y.device);
+    std::vector<cpu::ConvSeq> seqs(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) seqs[size_t(i)] = {i, 0, 1, rows[size_t(i)]};
+    cpu::short_conv(x3, w, cache, cache, seqs, act, y3, ctx);
+  });
+}
+
+}  // namespace kimi
