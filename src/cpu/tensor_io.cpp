@@ -22,21 +22,37 @@ char* row_ptr(const TensorView& t, int64_t row) {
   return static_cast<char*>(t.data) + off * int64_t(t.element_size());
 }
 
+namespace {
+// One dtype switch per row, then a tight typed loop the compiler vectorizes.
+template <class F>
+void with_row_type(DType t, F&& f) {
+  switch (t) {
+    case DType::f32: return f([](const void* p, int64_t i) { return static_cast<const float*>(p)[i]; },
+                              [](void* p, int64_t i, float v) { static_cast<float*>(p)[i] = v; });
+    case DType::bf16: return f([](const void* p, int64_t i) { return bf16_to_f32(static_cast<const uint16_t*>(p)[i]); },
+                               [](void* p, int64_t i, float v) { static_cast<uint16_t*>(p)[i] = f32_to_bf16(v); });
+    case DType::f16: return f([](const void* p, int64_t i) { return f16_to_f32(static_cast<const uint16_t*>(p)[i]); },
+                              [](void* p, int64_t i, float v) { static_cast<uint16_t*>(p)[i] = f32_to_f16(v); });
+    default: return f([t](const void* p, int64_t i) { return load_as_f32(p, t, i); },
+                      [t](void* p, int64_t i, float v) { store_from_f32(p, t, i, v); });
+  }
+}
+}  // namespace
+
 void load_row(const TensorView& t, int64_t row, float* dst) {
   const int64_t n = t.ndim ? t.shape[t.ndim - 1] : 1;
   const void* p = row_ptr(t, row);
-  if (t.dtype == DType::f32) {
-    const float* s = static_cast<const float*>(p);
-    for (int64_t i = 0; i < n; ++i) dst[i] = s[i];
-  } else {
-    for (int64_t i = 0; i < n; ++i) dst[i] = load_as_f32(p, t.dtype, i);
-  }
+  with_row_type(t.dtype, [&](auto load, auto) {
+    for (int64_t i = 0; i < n; ++i) dst[i] = load(p, i);
+  });
 }
 
 void store_row(const TensorView& t, int64_t row, const float* src) {
   const int64_t n = t.ndim ? t.shape[t.ndim - 1] : 1;
   void* p = row_ptr(t, row);
-  for (int64_t i = 0; i < n; ++i) store_from_f32(p, t.dtype, i, src[i]);
+  with_row_type(t.dtype, [&](auto, auto store) {
+    for (int64_t i = 0; i < n; ++i) store(p, i, src[i]);
+  });
 }
 
 namespace {

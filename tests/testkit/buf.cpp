@@ -3,6 +3,7 @@
 
 #include <cstring>
 #include <stdexcept>
+#include <utility>
 
 namespace kimi::testkit {
 
@@ -45,6 +46,19 @@ Buf::Buf(Device dev, DType dtype, std::vector<int64_t> shape, int64_t row_pad) :
   for (size_t i = 0; i < bytes_; ++i)
     if (inside_[i]) image[i] = 0;
   upload(image);
+}
+
+Buf& Buf::operator=(Buf&& o) noexcept {
+  if (this != &o) {
+    if (base_) device_free(dev_, base_);
+    dev_ = o.dev_;
+    shape_ = std::move(o.shape_);
+    bytes_ = o.bytes_;
+    base_ = std::exchange(o.base_, nullptr);
+    view_ = o.view_;
+    inside_ = std::move(o.inside_);
+  }
+  return *this;
 }
 
 Buf::~Buf() {

@@ -23,8 +23,10 @@ class Buf {
   // row_pad > 0 makes a strided view: every dimension but the last is laid out as if the last
   // dimension had row_pad more elements (a non-contiguous view with stride-1 rows).
   Buf(Device dev, DType dtype, std::vector<int64_t> shape, int64_t row_pad = 0);
-  Buf(Buf&&) noexcept = default;
-  Buf& operator=(Buf&&) noexcept = default;
+  Buf(Buf&& o) noexcept { *this = std::move(o); }
+  Buf& operator=(Buf&& o) noexcept;  // the moved-from Buf owns nothing
+  Buf(const Buf&) = delete;
+  Buf& operator=(const Buf&) = delete;
   ~Buf();
 
   TensorView view() const { return view_; }
