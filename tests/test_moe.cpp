@@ -162,9 +162,14 @@ TEST(MoeQuantileBalance, EveryExpertClearsExactlyQTokensOnTheSameBatchAndBiasIsC
   // The real top-K loads on the same batch: one update is a first-order correction (each token's
   // count of cleared experts is K only on average), so loads become close to, not exactly, K T / E.
   const double after = max_over_mean_load(s, b, k);
+  // Iterating on the same batch approaches the exact (non-causal) balance of SPEC 7.
+  for (int it = 0; it < 20; ++it) moe_quantile_balance(s, b, int(k));
+  const double iterated = max_over_mean_load(s, b, k);
+  std::printf("QB same batch: max/mean load %.3f -> %.3f (one update) -> %.3f (21 updates)\n", before, after,
+              iterated);
   EXPECT_GT(before, 2.5);
   EXPECT_LT(after, 1.35);
-  std::printf("QB same batch: max/mean load %.3f -> %.3f\n", before, after);
+  EXPECT_LT(iterated, 1.1);
 }
 
 TEST(MoeQuantileBalance, RepeatedUpdatesOnFreshBatchesDriveTheLoadRatioDown) {
