@@ -435,6 +435,12 @@ TEST(Moe, RejectsBadLatentMoeArguments) {
     b.latent_norm = norm_bad;
     EXPECT_KIMI_ERROR(latent_moe(x, b, rp, GluParams{}, 1e-5f, out), "'w.latent_norm'", "[32]", "[64]");
   }
+  {  // a latent norm without a latent projection
+    LatentMoeWeights b = w;
+    b.latent_down = Weight{};
+    b.latent_up = Weight{};
+    EXPECT_KIMI_ERROR(latent_moe(x, b, rp, GluParams{}, 1e-5f, out), "'w.latent_norm'", "absent", "[32]");
+  }
   {  // router bias dtype
     LatentMoeWeights b = w;
     Tensor bb(DType::bf16, {e});
