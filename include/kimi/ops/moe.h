@@ -26,9 +26,13 @@ void moe_router(TensorView logits, TensorView bias, const RouterParams& p, Tenso
 //   c_i   = token i's (K+1)-th largest biased score s_ij + b_j
 //   m_ij  = s_ij + b_j - c_i
 //   delta_j = the (1 - K/E) quantile of expert j's margins {m_ij}_i  (the value that exactly
-//             q = K*T/E of them exceed; linear interpolation between order statistics)
+//             q = K*T/E of them exceed; linear interpolation between order statistics):
+//             with m_(0) <= ... <= m_(T-1) sorted ascending, h = (1 - K/E) T - 1/2 = T - q - 1/2
+//             clamped to [0, T-1], delta_j = m_(floor h) + frac(h) (m_(floor h + 1) - m_(floor h))
+//             (Hazen's definition: for integer q, the midpoint of m_(T-q-1) and m_(T-q))
 //   b_j  <- b_j - delta_j, then b <- b - mean(b)  (centred)
-// scores f32 [T, E] (sigmoid probabilities, unbiased); bias f32 [E] updated in place. Requires K < E.
+// scores f32 [T, E] (sigmoid probabilities, unbiased; finite); bias f32 [E] (finite) updated in place.
+// Requires 1 <= K < E. Statistics in fp64. T = 0 leaves the bias unchanged.
 void moe_quantile_balance(TensorView scores, TensorView bias, int top_k, const Context& ctx = {});
 
 enum class GluAct : uint8_t { silu, situ };
@@ -38,14 +42,16 @@ struct GluParams {
   float situ_linear_beta = 25.f;  // lbeta * tanh(up / lbeta); <= 0 means identity on up
 };
 
-// h = act(gate) * up'   (SiLU-GLU: SiLU(gate) * up; SiTU-GLU: SPEC 7). gate, up, h: [..., I].
+// h = act(gate) * up'   (SiLU-GLU: SiLU(gate) * up; SiTU-GLU: SPEC 7). gate, up, h: [..., I], f32/bf16/f16,
+// last dim stride 1, any leading strides; fp32 compute; h may alias gate or up. SiTU needs situ_beta > 0.
 void glu(TensorView gate, TensorView up, const GluParams& p, TensorView h, const Context& ctx = {});
 
 struct MlpWeights {
   Weight gate, up, down;  // [I, d], [I, d], [d, I]  (w1, w3, w2 for experts)
 };
 
-// y = down(act(gate x) * up x): x [T, d]; y [T, d]. beta = 1 accumulates into y.
+// y = down(act(gate x) * up x): x [T, d]; y [T, d]. beta = 1 accumulates into y. The gate/up
+// projections and the activation stay f32 (no rounding to x's dtype in between); y may alias x.
 void mlp(TensorView x, const MlpWeights& w, const GluParams& p, TensorView y, float beta = 0.f,
          const Context& ctx = {});
 
@@ -61,6 +67,9 @@ struct LatentMoeWeights {
 
 // out = up(RMSNorm(sum_k w_k Expert_{sel_k}(down x))) + Shared(x)   (SPEC 7; 48B: no down/norm/up)
 // x [T, d]; out [T, d]; ids/weights optional outputs i32/f32 [T, K] (the routing used).
+// Router logits, the latent, the weighted expert sum, the norm and the shared MLP are all f32; out is
+// rounded once at the end (so out may alias x). latent_down and latent_up come together; latent_norm
+// requires them. Each expert runs once over the rows routed to it.
 void latent_moe(TensorView x, const LatentMoeWeights& w, const RouterParams& router, const GluParams& act,
                 float norm_eps, TensorView out, TensorView ids = {}, TensorView weights = {},
                 const Context& ctx = {});
