@@ -48,6 +48,13 @@ void weight_rows_f32(const Weight& w, int64_t r0, int64_t r1, float* dst) {
 void linear(TensorView x, const Weight& w, TensorView y, float beta, const Context& ctx) {
   const int64_t m = x.size(0), k = w.in_features(), n = w.out_features();
   if (m == 0 || n == 0) return;
+  if (k == 0) {  // an empty sum (BLAS would reject lda = 0)
+    if (beta == 0.f) {
+      std::vector<float> zero(static_cast<size_t>(n), 0.f);
+      for (int64_t r = 0; r < m; ++r) store_row(y, r, zero.data());
+    }
+    return;
+  }
   // x as contiguous f32 [M, K] (a view of x itself when it already is f32 with unit-stride rows).
   std::vector<float> xs;
   const float* xp;
@@ -55,6 +62,11 @@ void linear(TensorView x, const Weight& w, TensorView y, float beta, const Conte
   if (x.dtype == DType::f32) {
     xp = static_cast<const float*>(x.data);
     ldx = m > 1 ? x.stride(0) : k;
+    if (ldx < k) {  // overlapping rows (e.g. a broadcast): BLAS needs lda >= K
+      xs = to_f32(x);
+      xp = xs.data();
+      ldx = k;
+    }
   } else {
     xs = to_f32(x);
     xp = xs.data();
