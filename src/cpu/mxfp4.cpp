@@ -43,10 +43,12 @@ uint8_t mxfp4_quant_block(const float* v, uint8_t* packed) {
     std::frexp(amax, &ex);  // amax = m * 2^ex, m in [0.5, 1): floor(log2(amax)) = ex - 1 (exact, subnormals too)
     e = std::clamp(ex - 1 - 2 + 127, 0, 254);
   }
+  // v / 2^(e-127) as a product with 2^(127-e) (a normal or subnormal f32 for e in 0..254): exact whenever
+  // the result is a normal f32, and results below 2^-126 all round to code 0 anyway.
+  const float inv = std::ldexp(1.f, 127 - e);
   uint8_t codes[32];
   for (int i = 0; i < 32; ++i) {
-    // v / 2^(e-127) is exact (a power-of-two scaling of a value that stays below 2^3 or is normal).
-    const float q = std::ldexp(std::fabs(v[i]), 127 - e);
+    const float q = std::fabs(v[i]) * inv;
     codes[i] = uint8_t((std::signbit(v[i]) ? 8 : 0) | e2m1_code(q));
   }
   for (int j = 0; j < 16; ++j) packed[j] = uint8_t(codes[2 * j] | (codes[2 * j + 1] << 4));
