@@ -14,7 +14,7 @@ namespace {
 using kimi::DType;
 using kimi::Tensor;
 
-// args: M, N (out), K (in), weights (0 bf16, 1 mxfp4), path (0 automatic, 1 fused, 2 panels)
+// args: M, N (out), K (in), weights (0 bf16, 1 mxfp4), path (0 automatic, 1 fused, 2 panels, 3 tiles)
 void BM_linear(benchmark::State& st) {
   const int64_t m = st.range(0), n = st.range(1), k = st.range(2);
   const bool mx = st.range(3) == 1;
@@ -36,7 +36,9 @@ void BM_linear(benchmark::State& st) {
   st.SetBytesProcessed(int64_t(st.iterations() * wbytes));
   st.counters["GFLOP/s"] = benchmark::Counter(2.0 * double(m * n * k) * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
   st.SetLabel(std::string(mx ? "mxfp4" : "bf16") + (path == kimi::cpu::LinearPath::fused ? " fused"
-                                                    : path == kimi::cpu::LinearPath::panels ? " panels" : " auto"));
+                                                    : path == kimi::cpu::LinearPath::panels ? " panels"
+                                                    : path == kimi::cpu::LinearPath::tiles  ? " tiles"
+                                                                                            : " auto"));
 }
 
 void shapes(benchmark::internal::Benchmark* b) {
@@ -45,9 +47,9 @@ void shapes(benchmark::internal::Benchmark* b) {
   for (int64_t m : {1, 256})
     for (const auto& s : nk)
       for (int64_t mx : {0, 1})
-        for (int64_t path : {1, 2}) b->Args({m, s[0], s[1], mx, path});
+        for (int64_t path : {1, 2, 3}) b->Args({m, s[0], s[1], mx, path});
   for (int64_t m : {2, 4, 8, 16})  // where the fused path stops paying
-    for (int64_t path : {1, 2}) b->Args({m, 4096, 2304, 0, path});
+    for (int64_t path : {1, 2, 3}) b->Args({m, 4096, 2304, 0, path});
 }
 BENCHMARK(BM_linear)->Apply(shapes)->Unit(benchmark::kMillisecond)->UseRealTime();
 

@@ -6,7 +6,9 @@
 #include <random>
 
 #include "expect_error.h"
+#include "cpu/linear.h"
 #include "kimi/ops/linear.h"
+#include "oracle/mxfp4.h"
 
 namespace kimi {
 namespace {
@@ -76,6 +78,61 @@ TEST(Linear, DecodeRowsMatchPrefillRows) {
         den += b * b;
       }
       EXPECT_LE(std::sqrt(num / den), 1e-6) << "weights " << kind << " row " << r;
+    }
+  }
+}
+
+// Every CPU path (fused dot products, sgemm panels, AVX2 tiles) against a plain double product, on shapes
+// that hit every tail: M not a multiple of 4, N not a multiple of 3 or of the row blocks, K not a
+// multiple of 8; strided x and y, bf16 x, beta 0 and 1.
+TEST(Linear, EveryCpuPathMatchesAPlainProduct) {
+  using cpu::LinearPath;
+  std::mt19937_64 rng(5);
+  std::uniform_real_distribution<float> u(-1, 1);
+  std::uniform_int_distribution<int> byte(0, 255), ex(120, 128);
+  for (int kind = 0; kind < 4; ++kind) {
+    const DType wt = kind == 0 ? DType::f32 : kind == 1 ? DType::bf16 : DType::f16;
+    const int64_t k = kind == 3 ? 96 : 77, n = 31;
+    Tensor wd(wt, {n, k}), p(DType::u8, {n, k / 2}), s(DType::u8, {n, std::max<int64_t>(k / 32, 1)});
+    for (int64_t i = 0; i < n * k; ++i) store_from_f32(wd.data(), wt, i, u(rng));
+    for (int64_t i = 0; i < n * k / 2; ++i) p.data_as<uint8_t>()[i] = uint8_t(byte(rng));
+    for (int64_t i = 0; i < n * (k / 32); ++i) s.data_as<uint8_t>()[i] = uint8_t(ex(rng));
+    const Weight w = kind == 3 ? Weight{p, s} : Weight{wd, {}};
+    // The weights in fp64: stored dense values, or the oracle's MXFP4 decode.
+    std::vector<double> wf(static_cast<size_t>(n * k));
+    if (kind == 3) {
+      const std::vector<uint8_t> pb(p.data_as<uint8_t>(), p.data_as<uint8_t>() + n * k / 2);
+      const std::vector<int> sv(s.data_as<uint8_t>(), s.data_as<uint8_t>() + n * k / 32);
+      wf = oracle::mxfp4_decode(oracle::unpack_codes(pb, n, k), sv, n, k);
+    } else {
+      for (int64_t i = 0; i < n * k; ++i) wf[size_t(i)] = load_as_f32(wd.data(), wt, i);
+    }
+    for (int64_t m : {1, 5, 17}) {
+      for (float beta : {0.f, 1.f}) {
+        for (LinearPath path : {LinearPath::automatic, LinearPath::fused, LinearPath::panels, LinearPath::tiles}) {
+          Tensor xb(kind == 1 ? DType::bf16 : DType::f32, {m, k + 3}), yb(DType::f32, {m, n + 2});
+          for (int64_t i = 0; i < m * (k + 3); ++i) store_from_f32(xb.data(), xb.view().dtype, i, u(rng));
+          for (int64_t i = 0; i < m * (n + 2); ++i) yb.data_as<float>()[i] = u(rng);
+          const TensorView x = xb.view().slice(1, 0, k), y = yb.view().slice(1, 1, n + 1);
+          std::vector<double> ref(static_cast<size_t>(m * n));
+          for (int64_t i = 0; i < m; ++i)
+            for (int64_t r = 0; r < n; ++r) {
+              double a = beta != 0.f ? yb.data_as<float>()[i * (n + 2) + 1 + r] : 0.0;
+              for (int64_t c = 0; c < k; ++c) a += double(load_as_f32(xb.data(), xb.view().dtype, i * (k + 3) + c)) * wf[size_t(r * k + c)];
+              ref[size_t(i * n + r)] = a;
+            }
+          cpu::linear_path(x, w, y, beta, {}, path);
+          double num = 0, den = 0;
+          for (int64_t i = 0; i < m; ++i)
+            for (int64_t r = 0; r < n; ++r) {
+              const double d = yb.data_as<float>()[i * (n + 2) + 1 + r] - ref[size_t(i * n + r)];
+              num += d * d;
+              den += ref[size_t(i * n + r)] * ref[size_t(i * n + r)];
+            }
+          EXPECT_LE(std::sqrt(num / den), 1e-6) << "weights " << kind << " M " << m << " beta " << beta << " path "
+                                                << int(path);
+        }
+      }
     }
   }
 }

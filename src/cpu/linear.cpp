@@ -1,9 +1,11 @@
-// CPU projection y = x W^T (+ beta y), two paths:
-// - small M (decode): fused dot products. Threads take blocks of weight rows; each weight element is
-//   converted to f32 in registers and multiplied into all M rows of x in the same pass, so the weight
-//   is read once from memory and never written anywhere (AVX2/FMA/F16C when the CPU has them).
-// - larger M (prefill): weights are converted to f32 one panel of kPanel rows at a time (never a
-//   permanent f32 copy of the model) and multiplied with OpenBLAS sgemm, one panel per thread.
+// CPU projection y = x W^T (+ beta y). Weights are never copied to f32 as a whole; three paths:
+// - fused (M <= 16: decode, short prefill): threads take blocks of weight rows, each weight vector is
+//   converted to f32 in registers and multiplied into up to 4 rows of x (tiles of 4 x rows by 3 weight
+//   rows), so the weights stream from memory once and nothing is written but y (AVX2/FMA/F16C; a
+//   portable loop through a one-row buffer elsewhere).
+// - panels: weight rows converted to f32 a panel at a time, then OpenBLAS sgemm, one panel per thread.
+// - tiles: the same panels multiplied with the fused path's AVX2 tiles instead of sgemm.
+// Which one runs for M > 16 depends on the kernels OpenBLAS picked (blas_is_fast below).
 #include "cpu/linear.h"
 
 #include <cblas.h>
@@ -11,6 +13,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <string>
 #include <vector>
 
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -24,8 +27,8 @@ namespace kimi::cpu {
 
 namespace {
 constexpr int64_t kPanel = 128;     // weight rows converted per sgemm call (128 x 2304 f32 = 1.2 MB)
-constexpr int64_t kFusedMaxM = 4;  // x rows up to which the fused path is used (see docs/ops/linear.md)
-constexpr int64_t kRowBlock = 16;  // weight rows per scheduling unit of the fused path
+constexpr int64_t kFusedMaxM = 16;  // x rows up to which the fused path is used (see docs/ops/linear.md)
+constexpr int64_t kRowBlock = 24;  // weight rows per scheduling unit of the fused path
 
 // E2M1 magnitudes (SPEC 10).
 constexpr float kE2M1[8] = {0.f, 0.5f, 1.f, 1.5f, 2.f, 3.f, 4.f, 6.f};
@@ -142,52 +145,105 @@ struct LoadMxfp4 {
   float scalar(int64_t) const { return 0.f; }  // K % 32 == 0: never called
 };
 
-// One weight row against M rows of x (M <= 4): two 8-wide accumulators per x row.
-template <int M, class Load>
-void dot_row_avx2(const Load& load, const float* x, int64_t ldx, int64_t k, float* acc) {
-  __m256 a0[M], a1[M];
-  for (int i = 0; i < M; ++i) a0[i] = a1[i] = _mm256_setzero_ps();
+// MR rows of x against NR weight rows (MR <= 4, NR <= 3): 12 accumulators of 8 lanes at most, so each
+// weight vector is converted once for MR rows of x and each x vector loaded once for NR weight rows.
+// out[i * NR + r] = dot(x row i, weight row r).
+template <int MR, int NR, class Load>
+void tile_avx2(const Load* ld, const float* x, int64_t ldx, int64_t k, float* out) {
+  __m256 a[MR][NR];
+  for (int i = 0; i < MR; ++i)
+    for (int r = 0; r < NR; ++r) a[i][r] = _mm256_setzero_ps();
   int64_t j = 0;
-  for (; j + 16 <= k; j += 16) {
-    const __m256 w0 = load(j), w1 = load(j + 8);
-    for (int i = 0; i < M; ++i) {
-      a0[i] = _mm256_fmadd_ps(w0, _mm256_loadu_ps(x + i * ldx + j), a0[i]);
-      a1[i] = _mm256_fmadd_ps(w1, _mm256_loadu_ps(x + i * ldx + j + 8), a1[i]);
+  for (; j + 8 <= k; j += 8) {
+    __m256 wv[NR];
+    for (int r = 0; r < NR; ++r) wv[r] = ld[r](j);
+    for (int i = 0; i < MR; ++i) {
+      const __m256 xv = _mm256_loadu_ps(x + i * ldx + j);
+      for (int r = 0; r < NR; ++r) a[i][r] = _mm256_fmadd_ps(wv[r], xv, a[i][r]);
     }
   }
-  if (j + 8 <= k) {
-    const __m256 w0 = load(j);
-    for (int i = 0; i < M; ++i) a0[i] = _mm256_fmadd_ps(w0, _mm256_loadu_ps(x + i * ldx + j), a0[i]);
-    j += 8;
-  }
-  for (int i = 0; i < M; ++i) {
-    float s = hsum(_mm256_add_ps(a0[i], a1[i]));
-    for (int64_t t = j; t < k; ++t) s += x[i * ldx + t] * load.scalar(t);
-    acc[i] = s;
+  for (int i = 0; i < MR; ++i)
+    for (int r = 0; r < NR; ++r) {
+      float t = hsum(a[i][r]);
+      for (int64_t l = j; l < k; ++l) t += x[i * ldx + l] * ld[r].scalar(l);
+      out[i * NR + r] = t;
+    }
+}
+
+template <int MR, class Load>
+void tile_avx2_nr(const Load* ld, int nr, const float* x, int64_t ldx, int64_t k, float* out) {
+  switch (nr) {
+    case 1: return tile_avx2<MR, 1>(ld, x, ldx, k, out);
+    case 2: return tile_avx2<MR, 2>(ld, x, ldx, k, out);
+    default: return tile_avx2<MR, 3>(ld, x, ldx, k, out);
   }
 }
 
 template <class Load>
-void dot_row_avx2_m(const Load& load, const float* x, int64_t ldx, int64_t m, int64_t k, float* acc) {
-  switch (m) {
-    case 1: return dot_row_avx2<1>(load, x, ldx, k, acc);
-    case 2: return dot_row_avx2<2>(load, x, ldx, k, acc);
-    case 3: return dot_row_avx2<3>(load, x, ldx, k, acc);
-    default: return dot_row_avx2<4>(load, x, ldx, k, acc);
+void tile_avx2_any(const Load* ld, int mr, int nr, const float* x, int64_t ldx, int64_t k, float* out) {
+  switch (mr) {
+    case 1: return tile_avx2_nr<1>(ld, nr, x, ldx, k, out);
+    case 2: return tile_avx2_nr<2>(ld, nr, x, ldx, k, out);
+    case 3: return tile_avx2_nr<3>(ld, nr, x, ldx, k, out);
+    default: return tile_avx2_nr<4>(ld, nr, x, ldx, k, out);
   }
 }
 
-void dot_row_x86(const Weight& w, int64_t row, const float* x, int64_t ldx, int64_t m, int64_t k, float* acc) {
-  const void* p = w.w.at({row, 0});
+// out[i * nr + r] = dot(x row i, weight row r0 + r) for i < mr <= 4, r < nr <= 3, weights read directly.
+void tile_x86(const Weight& w, int64_t r0, int nr, const float* x, int64_t ldx, int mr, int64_t k, float* out) {
   if (w.is_mxfp4()) {
-    const LoadMxfp4 l(static_cast<const uint8_t*>(p), static_cast<const uint8_t*>(w.scale.at({row, 0})),
-                      e8m0_table().data());
-    return dot_row_avx2_m(l, x, ldx, m, k, acc);
+    const float* t = e8m0_table().data();
+    const LoadMxfp4 l[3] = {
+        {static_cast<const uint8_t*>(w.w.at({r0, 0})), static_cast<const uint8_t*>(w.scale.at({r0, 0})), t},
+        {static_cast<const uint8_t*>(w.w.at({r0 + (nr > 1), 0})), static_cast<const uint8_t*>(w.scale.at({r0 + (nr > 1), 0})), t},
+        {static_cast<const uint8_t*>(w.w.at({r0 + (nr > 2) * 2, 0})), static_cast<const uint8_t*>(w.scale.at({r0 + (nr > 2) * 2, 0})), t}};
+    return tile_avx2_any(l, mr, nr, x, ldx, k, out);
   }
+  const auto row = [&](int r) { return w.w.at({r0 + std::min(r, nr - 1), 0}); };
   switch (w.w.dtype) {
-    case DType::bf16: return dot_row_avx2_m(LoadBF16{static_cast<const uint16_t*>(p)}, x, ldx, m, k, acc);
-    case DType::f16: return dot_row_avx2_m(LoadF16{static_cast<const uint16_t*>(p)}, x, ldx, m, k, acc);
-    default: return dot_row_avx2_m(LoadF32{static_cast<const float*>(p)}, x, ldx, m, k, acc);
+    case DType::bf16: {
+      const LoadBF16 l[3] = {{static_cast<const uint16_t*>(row(0))}, {static_cast<const uint16_t*>(row(1))},
+                             {static_cast<const uint16_t*>(row(2))}};
+      return tile_avx2_any(l, mr, nr, x, ldx, k, out);
+    }
+    case DType::f16: {
+      const LoadF16 l[3] = {{static_cast<const uint16_t*>(row(0))}, {static_cast<const uint16_t*>(row(1))},
+                            {static_cast<const uint16_t*>(row(2))}};
+      return tile_avx2_any(l, mr, nr, x, ldx, k, out);
+    }
+    default: {
+      const LoadF32 l[3] = {{static_cast<const float*>(row(0))}, {static_cast<const float*>(row(1))},
+                            {static_cast<const float*>(row(2))}};
+      return tile_avx2_any(l, mr, nr, x, ldx, k, out);
+    }
+  }
+}
+
+// The same on f32 weight rows at p (row stride k), for the panel path.
+void tile_x86_f32(const float* p, int nr, const float* x, int64_t ldx, int mr, int64_t k, float* out) {
+  const LoadF32 l[3] = {{p}, {p + (nr > 1) * k}, {p + (nr > 2) * 2 * k}};
+  tile_avx2_any(l, mr, nr, x, ldx, k, out);
+}
+
+// Weight row r as f32 (vectorized weight_rows_f32).
+template <class Load>
+void convert_avx2(const Load& ld, int64_t k, float* dst) {
+  int64_t j = 0;
+  for (; j + 8 <= k; j += 8) _mm256_storeu_ps(dst + j, ld(j));
+  for (; j < k; ++j) dst[j] = ld.scalar(j);
+}
+
+void row_f32_x86(const Weight& w, int64_t r, float* dst) {
+  const int64_t k = w.in_features();
+  const void* p = w.w.at({r, 0});
+  if (w.is_mxfp4())
+    return convert_avx2(LoadMxfp4(static_cast<const uint8_t*>(p), static_cast<const uint8_t*>(w.scale.at({r, 0})),
+                                  e8m0_table().data()),
+                        k, dst);
+  switch (w.w.dtype) {
+    case DType::bf16: return convert_avx2(LoadBF16{static_cast<const uint16_t*>(p)}, k, dst);
+    case DType::f16: return convert_avx2(LoadF16{static_cast<const uint16_t*>(p)}, k, dst);
+    default: return convert_avx2(LoadF32{static_cast<const float*>(p)}, k, dst);
   }
 }
 
@@ -200,33 +256,103 @@ bool have_avx2() {
 }
 #endif  // KIMI_LINEAR_X86
 
-// y[i, :] (= or +=) x[i, :] W^T for i < m <= kFusedMaxM. x: f32 rows (stride ldx); y: f32 rows (stride ldy).
+bool use_simd() {
+#ifdef KIMI_LINEAR_X86
+  return have_avx2();
+#else
+  return false;
+#endif
+}
+
+// y[i, r] (= or +=) acc for a tile of mr x rows and nr weight rows (acc[i * nr + r]).
+inline void write_tile(float* y, int64_t ldy, int64_t r0, int mr, int nr, const float* acc, float beta) {
+  for (int i = 0; i < mr; ++i)
+    for (int r = 0; r < nr; ++r) {
+      float& d = y[i * ldy + r0 + r];
+      d = beta != 0.f ? d + acc[i * nr + r] : acc[i * nr + r];
+    }
+}
+
+// Fused path: y = x W^T (+ y) reading the weights in place. x: f32 rows (stride ldx); y: f32 rows (stride
+// ldy). Threads take blocks of kRowBlock weight rows; inside, tiles of 4 x rows by 3 weight rows.
 void linear_fused(const float* x, int64_t ldx, const Weight& w, float* y, int64_t ldy, int64_t m, float beta,
                   const Context& ctx) {
   const int64_t n = w.out_features(), k = w.in_features();
   const int64_t blocks = (n + kRowBlock - 1) / kRowBlock;
-#ifdef KIMI_LINEAR_X86
-  const bool simd = have_avx2();
-#else
-  const bool simd = false;
-#endif
+  const bool simd = use_simd();
 #pragma omp parallel num_threads(int(std::min<int64_t>(threads(ctx), blocks)))
   {
     std::vector<float> buf(simd ? 0 : static_cast<size_t>(k));
-    float acc[kFusedMaxM];
+    float acc[12];
 #pragma omp for schedule(static)
     for (int64_t b = 0; b < blocks; ++b) {
-      for (int64_t r = b * kRowBlock; r < std::min(n, (b + 1) * kRowBlock); ++r) {
+      const int64_t rb = b * kRowBlock, re = std::min(n, rb + kRowBlock);
+      for (int64_t i0 = 0; i0 < m; i0 += 4) {
+        const int mr = int(std::min<int64_t>(4, m - i0));
+        const float* xi = x + i0 * ldx;
+        for (int64_t r = rb; r < re; r += 3) {
+          const int nr = int(std::min<int64_t>(3, re - r));
 #ifdef KIMI_LINEAR_X86
-        if (simd)
-          dot_row_x86(w, r, x, ldx, m, k, acc);
-        else
+          if (simd) {
+            tile_x86(w, r, nr, xi, ldx, mr, k, acc);
+            write_tile(y + i0 * ldy, ldy, r, mr, nr, acc, beta);
+            continue;
+          }
 #endif
-          dot_row_generic(w, r, x, ldx, m, k, buf.data(), acc);
-        for (int64_t i = 0; i < m; ++i) y[i * ldy + r] = beta != 0.f ? y[i * ldy + r] + acc[i] : acc[i];
+          for (int t = 0; t < nr; ++t) {
+            float a[4];
+            dot_row_generic(w, r + t, xi, ldx, mr, k, buf.data(), a);
+            for (int i = 0; i < mr; ++i) acc[i * nr + t] = a[i];
+          }
+          write_tile(y + i0 * ldy, ldy, r, mr, nr, acc, beta);
+        }
       }
     }
   }
+}
+
+#ifdef KIMI_LINEAR_X86
+// Own-kernel panel path (AVX2): panels of weight rows converted to f32 (about 512 KB, L2-resident),
+// then tiles of 4 x rows by 3 weight rows as in the fused path.
+void linear_tiles(const float* x, int64_t ldx, const Weight& w, float* y, int64_t ldy, int64_t m, float beta,
+                  const Context& ctx) {
+  const int64_t n = w.out_features(), k = w.in_features();
+  const int64_t rows = std::clamp<int64_t>((int64_t(128) * 1024 / k) / 3 * 3, 3, 240);
+  const int64_t panels = (n + rows - 1) / rows;
+#pragma omp parallel num_threads(int(std::min<int64_t>(threads(ctx), panels)))
+  {
+    std::vector<float> wp(static_cast<size_t>(rows * k));
+    float acc[12];
+#pragma omp for schedule(dynamic, 1)
+    for (int64_t p = 0; p < panels; ++p) {
+      const int64_t r0 = p * rows, r1 = std::min(n, r0 + rows);
+      for (int64_t r = r0; r < r1; ++r) row_f32_x86(w, r, wp.data() + (r - r0) * k);
+      for (int64_t i0 = 0; i0 < m; i0 += 4) {
+        const int mr = int(std::min<int64_t>(4, m - i0));
+        for (int64_t r = r0; r < r1; r += 3) {
+          const int nr = int(std::min<int64_t>(3, r1 - r));
+          tile_x86_f32(wp.data() + (r - r0) * k, nr, x + i0 * ldx, ldx, mr, k, acc);
+          write_tile(y + i0 * ldy, ldy, r, mr, nr, acc, beta);
+        }
+      }
+    }
+  }
+}
+#endif
+
+// OpenBLAS picks its kernels from CPUID at load time and falls back to SSE3 ("Prescott") kernels on CPUs
+// it does not know (0.3.21 on Emerald Rapids, for one): those run at a third of this file's AVX2 tiles.
+// Its AVX-512 kernels beat the tiles by about 1.6x. So: sgemm when OpenBLAS runs AVX-512 kernels (or the
+// CPU has no AVX2), the tiles otherwise. OPENBLAS_CORETYPE=SkylakeX fixes a wrong detection.
+bool blas_is_fast() {
+  static const bool fast = [] {
+    if (!use_simd()) return true;
+    const std::string core = openblas_get_corename();
+    for (const char* c : {"SkylakeX", "CooperLake", "SapphireRapids"})
+      if (core.find(c) != std::string::npos) return true;
+    return false;
+  }();
+  return fast;
 }
 
 // ---- panel + sgemm path ------------------------------------------------------------------------
@@ -243,7 +369,15 @@ void linear_panels(const float* x, int64_t ldx, const Weight& w, float* y, int64
 #pragma omp for schedule(dynamic, 1)
     for (int64_t p = 0; p < panels; ++p) {
       const int64_t r0 = p * kPanel, r1 = std::min(n, r0 + kPanel);
-      weight_rows_f32(w, r0, r1, wp.data());
+      for (int64_t r = r0; r < r1; ++r) {
+#ifdef KIMI_LINEAR_X86
+        if (use_simd()) {
+          row_f32_x86(w, r, wp.data() + (r - r0) * k);
+          continue;
+        }
+#endif
+        weight_rows_f32(w, r, r + 1, wp.data() + (r - r0) * k);
+      }
       cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(m), int(r1 - r0), int(k), 1.f, x, int(ldx), wp.data(),
                   int(k), beta, y + r0, int(ldy));
     }
@@ -263,7 +397,9 @@ void linear_path(TensorView x, const Weight& w, TensorView y, float beta, const 
     }
     return;
   }
-  const bool fused = path == LinearPath::fused || (path == LinearPath::automatic && m <= kFusedMaxM);
+  if (path == LinearPath::automatic)
+    path = m <= kFusedMaxM ? LinearPath::fused : blas_is_fast() ? LinearPath::panels : LinearPath::tiles;
+  const bool fused = path == LinearPath::fused;
   // x as f32 rows: x itself when it is f32 with rows at least K apart (BLAS needs lda >= K), else a copy.
   std::vector<float> xs;
   const float* xp = static_cast<const float*>(x.data);
@@ -283,8 +419,11 @@ void linear_path(TensorView x, const Weight& w, TensorView y, float beta, const 
     ldy = n;
   }
   if (fused) {
-    for (int64_t i0 = 0; i0 < m; i0 += kFusedMaxM)
-      linear_fused(xp + i0 * ldx, ldx, w, yp + i0 * ldy, ldy, std::min(kFusedMaxM, m - i0), beta, ctx);
+    linear_fused(xp, ldx, w, yp, ldy, m, beta, ctx);
+  } else if (path == LinearPath::tiles && use_simd()) {
+#ifdef KIMI_LINEAR_X86
+    linear_tiles(xp, ldx, w, yp, ldy, m, beta, ctx);
+#endif
   } else {
     linear_panels(xp, ldx, w, yp, ldy, m, beta, ctx);
   }

@@ -10,9 +10,13 @@ namespace kimi::cpu {
 
 void linear(TensorView x, const Weight& w, TensorView y, float beta, const Context& ctx);
 
-// Which CPU path computes the product: automatic picks fused for M <= 4, panels otherwise. The
-// explicit choices are for tests and benchmarks (both are fp32, results agree to rounding).
-enum class LinearPath { automatic, fused, panels };
+// Which CPU path computes the product (all fp32; results agree to rounding):
+//   fused:  weights read in place, converted in registers, dot products (decode, small M);
+//   panels: f32 panels of weight rows + OpenBLAS sgemm;
+//   tiles:  f32 panels of weight rows + this file's AVX2 tiles (panels when the CPU lacks AVX2).
+// automatic: fused for M <= 16; above, panels when OpenBLAS runs AVX-512 kernels, else tiles (see
+// docs/ops/linear.md for the measurements). The explicit choices are for tests and benchmarks.
+enum class LinearPath { automatic, fused, panels, tiles };
 void linear_path(TensorView x, const Weight& w, TensorView y, float beta, const Context& ctx, LinearPath path);
 
 // Rows [r0, r1) of weight w as f32 into dst (row-major, in_features per row).
