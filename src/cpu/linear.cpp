@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -190,7 +191,7 @@ void tile_avx2_any(const Load* ld, int mr, int nr, const float* x, int64_t ldx, 
 }
 
 // out[i * nr + r] = dot(x row i, weight row r0 + r) for i < mr <= 4, r < nr <= 3, weights read directly.
-void tile_x86(const Weight& w, int64_t r0, int nr, const float* x, int64_t ldx, int mr, int64_t k, float* out) {
+void tile_avx2w(const Weight& w, int64_t r0, int nr, const float* x, int64_t ldx, int mr, int64_t k, float* out) {
   if (w.is_mxfp4()) {
     const float* t = e8m0_table().data();
     const LoadMxfp4 l[3] = {
@@ -220,7 +221,7 @@ void tile_x86(const Weight& w, int64_t r0, int nr, const float* x, int64_t ldx, 
 }
 
 // The same on f32 weight rows at p (row stride k), for the panel path.
-void tile_x86_f32(const float* p, int nr, const float* x, int64_t ldx, int mr, int64_t k, float* out) {
+void tile_avx2_f32(const float* p, int nr, const float* x, int64_t ldx, int mr, int64_t k, float* out) {
   const LoadF32 l[3] = {{p}, {p + (nr > 1) * k}, {p + (nr > 2) * 2 * k}};
   tile_avx2_any(l, mr, nr, x, ldx, k, out);
 }
@@ -233,7 +234,7 @@ void convert_avx2(const Load& ld, int64_t k, float* dst) {
   for (; j < k; ++j) dst[j] = ld.scalar(j);
 }
 
-void row_f32_x86(const Weight& w, int64_t r, float* dst) {
+void row_f32_avx2(const Weight& w, int64_t r, float* dst) {
   const int64_t k = w.in_features();
   const void* p = w.w.at({r, 0});
   if (w.is_mxfp4())
@@ -248,6 +249,188 @@ void row_f32_x86(const Weight& w, int64_t r, float* dst) {
 }
 
 #pragma GCC pop_options
+
+// ---- AVX-512: the same loaders and tiles 16 lanes wide. MXFP4 decodes 16 codes with one 16-entry
+// permute (sign included). K tails use masked loads.
+#pragma GCC push_options
+#pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")
+#pragma GCC diagnostic push
+// NOTE: GCC 12 flags _mm256_undefined_pd() inside its own extract intrinsics as uninitialized.
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+namespace z {
+
+inline float hsum16(__m512 v) {
+  const __m256 hi = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1));
+  return hsum(_mm256_add_ps(_mm512_castps512_ps256(v), hi));
+}
+
+struct LoadF32 {
+  const float* p;
+  __m512 operator()(int64_t j) const { return _mm512_loadu_ps(p + j); }
+  __m512 tail(int64_t j, __mmask16 m) const { return _mm512_maskz_loadu_ps(m, p + j); }
+};
+struct LoadBF16 {
+  const uint16_t* p;
+  static __m512 cvt(__m256i h) { return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16)); }
+  __m512 operator()(int64_t j) const { return cvt(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + j))); }
+  __m512 tail(int64_t j, __mmask16 m) const { return cvt(_mm256_maskz_loadu_epi16(m, p + j)); }
+};
+struct LoadF16 {
+  const uint16_t* p;
+  __m512 operator()(int64_t j) const { return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + j))); }
+  __m512 tail(int64_t j, __mmask16 m) const { return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, p + j)); }
+};
+struct LoadMxfp4 {
+  const uint8_t* p;
+  const uint8_t* sc;
+  const float* e8m0;
+  __m512 tbl;
+  __m512i shifts;
+  LoadMxfp4(const uint8_t* packed, const uint8_t* scale, const float* table)
+      : p(packed), sc(scale), e8m0(table),
+        tbl(_mm512_setr_ps(0.f, 0.5f, 1.f, 1.5f, 2.f, 3.f, 4.f, 6.f, -0.f, -0.5f, -1.f, -1.5f, -2.f, -3.f, -4.f, -6.f)),
+        shifts(_mm512_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28, 0, 4, 8, 12, 16, 20, 24, 28)) {}
+  __m512 operator()(int64_t j) const {  // 8 bytes = 16 codes, low nibble first
+    int32_t lo, hi;
+    __builtin_memcpy(&lo, p + j / 2, 4);
+    __builtin_memcpy(&hi, p + j / 2 + 4, 4);
+    const __m512i words = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_set1_epi32(lo)), _mm256_set1_epi32(hi), 1);
+    const __m512 v = _mm512_permutexvar_ps(_mm512_srlv_epi32(words, shifts), tbl);  // uses bits 0-3
+    return _mm512_mul_ps(v, _mm512_set1_ps(e8m0[sc[j / 32]]));
+  }
+  __m512 tail(int64_t, __mmask16) const { return _mm512_setzero_ps(); }  // K % 32 == 0: never called
+};
+
+template <int MR, int NR, class Load>
+void tile(const Load* ld, const float* x, int64_t ldx, int64_t k, float* out) {
+  __m512 a[MR][NR];
+  for (int i = 0; i < MR; ++i)
+    for (int r = 0; r < NR; ++r) a[i][r] = _mm512_setzero_ps();
+  int64_t j = 0;
+  for (; j + 16 <= k; j += 16) {
+    __m512 wv[NR];
+    for (int r = 0; r < NR; ++r) wv[r] = ld[r](j);
+    for (int i = 0; i < MR; ++i) {
+      const __m512 xv = _mm512_loadu_ps(x + i * ldx + j);
+      for (int r = 0; r < NR; ++r) a[i][r] = _mm512_fmadd_ps(wv[r], xv, a[i][r]);
+    }
+  }
+  if (j < k) {
+    const __mmask16 m = __mmask16((1u << (k - j)) - 1u);
+    __m512 wv[NR];
+    for (int r = 0; r < NR; ++r) wv[r] = ld[r].tail(j, m);
+    for (int i = 0; i < MR; ++i) {
+      const __m512 xv = _mm512_maskz_loadu_ps(m, x + i * ldx + j);
+      for (int r = 0; r < NR; ++r) a[i][r] = _mm512_fmadd_ps(wv[r], xv, a[i][r]);
+    }
+  }
+  for (int i = 0; i < MR; ++i)
+    for (int r = 0; r < NR; ++r) out[i * NR + r] = hsum16(a[i][r]);
+}
+
+template <int MR, class Load>
+void tile_nr(const Load* ld, int nr, const float* x, int64_t ldx, int64_t k, float* out) {
+  switch (nr) {
+    case 1: return tile<MR, 1>(ld, x, ldx, k, out);
+    case 2: return tile<MR, 2>(ld, x, ldx, k, out);
+    default: return tile<MR, 3>(ld, x, ldx, k, out);
+  }
+}
+
+template <class Load>
+void tile_any(const Load* ld, int mr, int nr, const float* x, int64_t ldx, int64_t k, float* out) {
+  switch (mr) {
+    case 1: return tile_nr<1>(ld, nr, x, ldx, k, out);
+    case 2: return tile_nr<2>(ld, nr, x, ldx, k, out);
+    case 3: return tile_nr<3>(ld, nr, x, ldx, k, out);
+    default: return tile_nr<4>(ld, nr, x, ldx, k, out);
+  }
+}
+
+void tile_w(const Weight& w, int64_t r0, int nr, const float* x, int64_t ldx, int mr, int64_t k, float* out) {
+  const auto row = [&](int r) { return r0 + std::min(r, nr - 1); };
+  if (w.is_mxfp4()) {
+    const float* t = e8m0_table().data();
+    const auto pk = [&](int r) { return static_cast<const uint8_t*>(w.w.at({row(r), 0})); };
+    const auto sc = [&](int r) { return static_cast<const uint8_t*>(w.scale.at({row(r), 0})); };
+    const LoadMxfp4 l[3] = {{pk(0), sc(0), t}, {pk(1), sc(1), t}, {pk(2), sc(2), t}};
+    return tile_any(l, mr, nr, x, ldx, k, out);
+  }
+  const auto ptr = [&](int r) { return w.w.at({row(r), 0}); };
+  switch (w.w.dtype) {
+    case DType::bf16: {
+      const LoadBF16 l[3] = {{static_cast<const uint16_t*>(ptr(0))}, {static_cast<const uint16_t*>(ptr(1))},
+                             {static_cast<const uint16_t*>(ptr(2))}};
+      return tile_any(l, mr, nr, x, ldx, k, out);
+    }
+    case DType::f16: {
+      const LoadF16 l[3] = {{static_cast<const uint16_t*>(ptr(0))}, {static_cast<const uint16_t*>(ptr(1))},
+                            {static_cast<const uint16_t*>(ptr(2))}};
+      return tile_any(l, mr, nr, x, ldx, k, out);
+    }
+    default: {
+      const LoadF32 l[3] = {{static_cast<const float*>(ptr(0))}, {static_cast<const float*>(ptr(1))},
+                            {static_cast<const float*>(ptr(2))}};
+      return tile_any(l, mr, nr, x, ldx, k, out);
+    }
+  }
+}
+
+void tile_f32(const float* p, int nr, const float* x, int64_t ldx, int mr, int64_t k, float* out) {
+  const LoadF32 l[3] = {{p}, {p + (nr > 1) * k}, {p + (nr > 2) * 2 * k}};
+  tile_any(l, mr, nr, x, ldx, k, out);
+}
+
+template <class Load>
+void convert(const Load& ld, int64_t k, float* dst) {
+  int64_t j = 0;
+  for (; j + 16 <= k; j += 16) _mm512_storeu_ps(dst + j, ld(j));
+  if (j < k) {
+    const __mmask16 m = __mmask16((1u << (k - j)) - 1u);
+    _mm512_mask_storeu_ps(dst + j, m, ld.tail(j, m));
+  }
+}
+
+void row_f32(const Weight& w, int64_t r, float* dst) {
+  const int64_t k = w.in_features();
+  const void* p = w.w.at({r, 0});
+  if (w.is_mxfp4())
+    return convert(LoadMxfp4(static_cast<const uint8_t*>(p), static_cast<const uint8_t*>(w.scale.at({r, 0})),
+                             e8m0_table().data()),
+                   k, dst);
+  switch (w.w.dtype) {
+    case DType::bf16: return convert(LoadBF16{static_cast<const uint16_t*>(p)}, k, dst);
+    case DType::f16: return convert(LoadF16{static_cast<const uint16_t*>(p)}, k, dst);
+    default: return convert(LoadF32{static_cast<const float*>(p)}, k, dst);
+  }
+}
+
+}  // namespace z
+#pragma GCC diagnostic pop
+#pragma GCC pop_options
+
+bool have_avx512() {
+  // KIMI_NO_AVX512=1 keeps the AVX2 kernels (for comparisons; see docs/ops/linear.md).
+  static const bool ok = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                         __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
+                         std::getenv("KIMI_NO_AVX512") == nullptr;
+  return ok;
+}
+
+// The widest kernels the CPU runs (callers check have_avx2() first).
+void tile_x86(const Weight& w, int64_t r0, int nr, const float* x, int64_t ldx, int mr, int64_t k, float* out) {
+  if (have_avx512()) return z::tile_w(w, r0, nr, x, ldx, mr, k, out);
+  tile_avx2w(w, r0, nr, x, ldx, mr, k, out);
+}
+void tile_x86_f32(const float* p, int nr, const float* x, int64_t ldx, int mr, int64_t k, float* out) {
+  if (have_avx512()) return z::tile_f32(p, nr, x, ldx, mr, k, out);
+  tile_avx2_f32(p, nr, x, ldx, mr, k, out);
+}
+void row_f32_x86(const Weight& w, int64_t r, float* dst) {
+  if (have_avx512()) return z::row_f32(w, r, dst);
+  row_f32_avx2(w, r, dst);
+}
 
 bool have_avx2() {
   static const bool ok = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
