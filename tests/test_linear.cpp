@@ -8,6 +8,7 @@
 #include "expect_error.h"
 #include "cpu/linear.h"
 #include "kimi/ops/linear.h"
+#include "kimi/ops/mxfp4.h"
 #include "oracle/mxfp4.h"
 
 namespace kimi {
@@ -133,6 +134,38 @@ TEST(Linear, EveryCpuPathMatchesAPlainProduct) {
                                                 << int(path);
         }
       }
+    }
+  }
+}
+
+// Every path decodes the weights exactly as mxfp4_dequant does (the SIMD loaders are separate code from
+// cpu::mxfp4_decode_row): with x = the identity, y[j, r] = 1 * W[r, j] + zeros = W[r, j] exactly.
+TEST(Linear, KernelsDecodeWeightsExactly) {
+  using cpu::LinearPath;
+  const int64_t n = 7, k = 64;
+  std::mt19937_64 rng(8);
+  std::uniform_int_distribution<int> byte(0, 255), ex(0, 252);  // 253, 254 overflow f32 with magnitudes >= 2
+  Tensor p(DType::u8, {n, k / 2}), s(DType::u8, {n, k / 32}), wref(DType::f32, {n, k}), eye(DType::f32, {k, k});
+  for (int64_t i = 0; i < n * k / 2; ++i) p.data_as<uint8_t>()[i] = uint8_t(byte(rng));
+  for (int64_t i = 0; i < n * k / 32; ++i) s.data_as<uint8_t>()[i] = uint8_t(ex(rng));
+  for (int64_t i = 0; i < k; ++i) eye.data_as<float>()[i * k + i] = 1.f;
+  mxfp4_dequant(p, s, wref);
+  Tensor wb(DType::bf16, {n, k}), wh(DType::f16, {n, k});
+  for (int64_t i = 0; i < n * k; ++i) {
+    // Finite patterns only (0 * Inf would spread NaN over the other columns): exponent never all ones.
+    wb.data_as<uint16_t>()[i] = uint16_t(byte(rng) | ((byte(rng) & 0xbf) << 8));
+    wh.data_as<uint16_t>()[i] = uint16_t(byte(rng) | ((byte(rng) & 0xbf) << 8));
+  }
+  for (LinearPath path : {LinearPath::fused, LinearPath::panels, LinearPath::tiles}) {
+    for (int kind = 0; kind < 3; ++kind) {
+      const Weight w = kind == 0 ? Weight{p, s} : Weight{kind == 1 ? wb : wh, {}};
+      Tensor y(DType::f32, {k, n});
+      cpu::linear_path(eye, w, y, 0.f, {}, path);
+      for (int64_t j = 0; j < k; ++j)
+        for (int64_t r = 0; r < n; ++r) {
+          const float want = kind == 0 ? wref.data_as<float>()[r * k + j] : load_as_f32(w.w.data, w.w.dtype, r * k + j);
+          ASSERT_EQ(y.data_as<float>()[j * n + r], want) << "kind " << kind << " path " << int(path) << " W[" << r << ", " << j << "]";
+        }
     }
   }
 }

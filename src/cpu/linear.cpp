@@ -250,6 +250,18 @@ void row_f32_avx2(const Weight& w, int64_t r, float* dst) {
 
 #pragma GCC pop_options
 
+// KIMI_LINEAR_ISA=generic|avx2 caps the kernels below what the CPU offers (tests and comparisons;
+// see docs/ops/linear.md): 0 generic, 1 AVX2, 2 AVX-512 (the default: the best the CPU has).
+int isa_cap() {
+  static const int cap = [] {
+    const char* e = std::getenv("KIMI_LINEAR_ISA");
+    if (e == nullptr) return 2;
+    const std::string v(e);
+    return v == "generic" ? 0 : v == "avx2" ? 1 : 2;
+  }();
+  return cap;
+}
+
 // ---- AVX-512: the same loaders and tiles 16 lanes wide. MXFP4 decodes 16 codes with one 16-entry
 // permute (sign included). K tails use masked loads.
 #pragma GCC push_options
@@ -411,10 +423,9 @@ void row_f32(const Weight& w, int64_t r, float* dst) {
 #pragma GCC pop_options
 
 bool have_avx512() {
-  // KIMI_NO_AVX512=1 keeps the AVX2 kernels (for comparisons; see docs/ops/linear.md).
   static const bool ok = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
                          __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
-                         std::getenv("KIMI_NO_AVX512") == nullptr;
+                         isa_cap() >= 2;
   return ok;
 }
 
@@ -434,7 +445,7 @@ void row_f32_x86(const Weight& w, int64_t r, float* dst) {
 
 bool have_avx2() {
   static const bool ok = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-                         __builtin_cpu_supports("f16c");
+                         __builtin_cpu_supports("f16c") && isa_cap() >= 1;
   return ok;
 }
 #endif  // KIMI_LINEAR_X86
