@@ -1,11 +1,13 @@
 // CPU projection y = x W^T (+ beta y). Weights are never copied to f32 as a whole; three paths:
-// - fused (M <= 16: decode, short prefill): threads take blocks of weight rows, each weight vector is
-//   converted to f32 in registers and multiplied into up to 4 rows of x (tiles of 4 x rows by 3 weight
-//   rows), so the weights stream from memory once and nothing is written but y (AVX2/FMA/F16C; a
-//   portable loop through a one-row buffer elsewhere).
-// - panels: weight rows converted to f32 a panel at a time, then OpenBLAS sgemm, one panel per thread.
-// - tiles: the same panels multiplied with the fused path's AVX2 tiles instead of sgemm.
-// Which one runs for M > 16 depends on the kernels OpenBLAS picked (blas_is_fast below).
+// - fused (any M; the automatic choice for M <= 16, and above when OpenBLAS is slow): threads take
+//   blocks of weight rows, each weight vector is converted to f32 in registers and multiplied into up
+//   to 4 rows of x (tiles of 4 x rows by 3 weight rows), so for decode the weights stream from memory
+//   once and nothing is written but y (AVX-512 or AVX2/FMA/F16C; a portable loop through a one-row
+//   buffer elsewhere).
+// - panels: weight rows converted to f32 a panel at a time, then OpenBLAS sgemm, one panel per thread
+//   (the automatic choice for M > 16 when OpenBLAS runs AVX-512 kernels: blas_is_fast below).
+// - tiles: the same panels multiplied with the fused path's register tiles instead of sgemm (kept as
+//   an explicit choice: on the machines measured it was not faster than fused).
 #include "cpu/linear.h"
 
 #include <cblas.h>
@@ -535,9 +537,10 @@ void linear_tiles(const float* x, int64_t ldx, const Weight& w, float* y, int64_
 #endif
 
 // OpenBLAS picks its kernels from CPUID at load time and falls back to SSE3 ("Prescott") kernels on CPUs
-// it does not know (0.3.21 on Emerald Rapids, for one): those run at a third of this file's AVX2 tiles.
-// Its AVX-512 kernels beat the tiles by about 1.6x. So: sgemm when OpenBLAS runs AVX-512 kernels (or the
-// CPU has no AVX2), the tiles otherwise. OPENBLAS_CORETYPE=SkylakeX fixes a wrong detection.
+// it does not know (0.3.21 on Emerald Rapids, for one): those run below this file's fused kernels even
+// at M = 256 (about 25 vs 40 GFLOP/s per core), while its AVX-512 kernels run about 2x above them. So:
+// sgemm for M > 16 when OpenBLAS runs AVX-512 kernels (or the CPU has no AVX2), the fused path
+// otherwise. OPENBLAS_CORETYPE=SkylakeX fixes a wrong detection (docs/ops/linear.md).
 bool blas_is_fast() {
   static const bool fast = [] {
     if (!use_simd()) return true;
@@ -592,7 +595,7 @@ void linear_path(TensorView x, const Weight& w, TensorView y, float beta, const 
     return;
   }
   if (path == LinearPath::automatic)
-    path = m <= kFusedMaxM ? LinearPath::fused : blas_is_fast() ? LinearPath::panels : LinearPath::tiles;
+    path = m > kFusedMaxM && blas_is_fast() ? LinearPath::panels : LinearPath::fused;
   const bool fused = path == LinearPath::fused;
   // x as f32 rows: x itself when it is f32 with rows at least K apart (BLAS needs lda >= K), else a copy.
   std::vector<float> xs;

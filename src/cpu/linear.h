@@ -14,8 +14,8 @@ void linear(TensorView x, const Weight& w, TensorView y, float beta, const Conte
 //   fused:  weights read in place, converted in registers, dot products (decode, small M);
 //   panels: f32 panels of weight rows + OpenBLAS sgemm;
 //   tiles:  f32 panels of weight rows + this file's AVX2 tiles (panels when the CPU lacks AVX2).
-// automatic: fused for M <= 16; above, panels when OpenBLAS runs AVX-512 kernels, else tiles (see
-// docs/ops/linear.md for the measurements). The explicit choices are for tests and benchmarks.
+// automatic: panels when M > 16 and OpenBLAS runs AVX-512 kernels, fused otherwise (measurements in
+// docs/ops/linear.md). The explicit choices are for tests and benchmarks.
 enum class LinearPath { automatic, fused, panels, tiles };
 void linear_path(TensorView x, const Weight& w, TensorView y, float beta, const Context& ctx, LinearPath path);
 

@@ -2,9 +2,9 @@
 //
 // A Weight is what a checkpoint stores for one Linear: either a dense [out, in] matrix
 // (f32/bf16/f16, rows contiguous) or MXFP4 (SPEC 10): `packed` u8 [out, in/2] plus `scale` u8
-// [out, in/32]. The CPU backend never keeps an f32 copy of a weight: for M <= 16 it converts weights
-// in registers inside fused dot products (weights stream from memory once), above it converts a panel
-// of rows at a time and multiplies with sgemm or its own AVX2/AVX-512 tiles (docs/ops/linear.md).
+// [out, in/32]. The CPU backend never keeps an f32 copy of a weight: it converts weights in registers
+// inside fused dot products (weights stream from memory once), or for M > 16 with a fast BLAS converts
+// a panel of rows at a time and multiplies with sgemm (docs/ops/linear.md).
 #pragma once
 
 #include "kimi/context.h"
