@@ -52,8 +52,9 @@ TEST(Linear, RejectsBadArguments) {
   EXPECT_KIMI_ERROR(linear(x, Weight{wg, {}}, y), "linear", "'w.w'", "cuda:0", "cpu");
 }
 
-// A decode call (M = 1) and the same row inside a prefill batch (M = 256) take different CPU paths
-// (fused dot products vs panel sgemm); both are fp32 and must agree far below the f32 tolerance.
+// A decode call (M = 1) and the same row inside a prefill batch (M = 256) run different kernels (a one-row
+// tile vs four-row tiles, or sgemm when OpenBLAS is fast); both are fp32 and must agree far below the f32
+// tolerance.
 TEST(Linear, DecodeRowsMatchPrefillRows) {
   const int64_t m = 256, n = 300, k = 2304;
   std::mt19937_64 rng(3);

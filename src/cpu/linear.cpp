@@ -304,13 +304,12 @@ struct LoadMxfp4 {
   LoadMxfp4(const uint8_t* packed, const uint8_t* scale, const float* table)
       : p(packed), sc(scale), e8m0(table),
         tbl(_mm512_setr_ps(0.f, 0.5f, 1.f, 1.5f, 2.f, 3.f, 4.f, 6.f, -0.f, -0.5f, -1.f, -1.5f, -2.f, -3.f, -4.f, -6.f)),
-        shifts(_mm512_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28, 0, 4, 8, 12, 16, 20, 24, 28)) {}
+        shifts(_mm512_setr_epi32(0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4)) {}
   __m512 operator()(int64_t j) const {  // 8 bytes = 16 codes, low nibble first
-    int32_t lo, hi;
-    __builtin_memcpy(&lo, p + j / 2, 4);
-    __builtin_memcpy(&hi, p + j / 2 + 4, 4);
-    const __m512i words = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_set1_epi32(lo)), _mm256_set1_epi32(hi), 1);
-    const __m512 v = _mm512_permutexvar_ps(_mm512_srlv_epi32(words, shifts), tbl);  // uses bits 0-3
+    const __m128i b = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p + j / 2));
+    // b0 b0 b1 b1 ... b7 b7 as 16 dwords, shifted right by 0, 4, 0, 4, ...: code k in lane k (bits 0-3).
+    const __m512i d = _mm512_srlv_epi32(_mm512_cvtepu8_epi32(_mm_unpacklo_epi8(b, b)), shifts);
+    const __m512 v = _mm512_permutexvar_ps(d, tbl);  // uses bits 0-3: sign and magnitude
     return _mm512_mul_ps(v, _mm512_set1_ps(e8m0[sc[j / 32]]));
   }
   __m512 tail(int64_t, __mmask16) const { return _mm512_setzero_ps(); }  // K % 32 == 0: never called
