@@ -2,8 +2,9 @@
 //
 // A Weight is what a checkpoint stores for one Linear: either a dense [out, in] matrix
 // (f32/bf16/f16, rows contiguous) or MXFP4 (SPEC 10): `packed` u8 [out, in/2] plus `scale` u8
-// [out, in/32]. The CPU backend converts weights to f32 a panel of rows at a time (never a
-// permanent f32 copy) and multiplies with BLAS (sgemm).
+// [out, in/32]. The CPU backend never keeps an f32 copy of a weight: it converts weights in registers
+// inside fused dot products (weights stream from memory once), or for M > 16 with a fast BLAS converts
+// a panel of rows at a time and multiplies with sgemm (docs/ops/linear.md).
 #pragma once
 
 #include "kimi/context.h"
@@ -19,8 +20,10 @@ struct Weight {
   int64_t in_features() const { return is_mxfp4() ? w.size(1) * 2 : w.size(1); }
 };
 
-// x: [M, in] (rows any stride, last dim stride 1); y: [M, out]; fp32 accumulate.
-// beta = 0: y = x W^T; beta = 1: y += x W^T (accumulate into y, used for sums of experts).
+// x: [M, in] (rows any stride, last dim stride 1); y: [M, out] (rows must not overlap: row stride >= out
+// when M > 1); weight rows any stride, last dim stride 1. fp32 accumulate.
+// beta = 0: y = x W^T (y is never read: NaN in y does not leak); beta = 1: y += x W^T (accumulate into
+// y, used for sums of experts). in = 0 gives y = 0 (beta 0) or leaves y unchanged (beta 1).
 void linear(TensorView x, const Weight& w, TensorView y, float beta = 0.f, const Context& ctx = {});
 
 }  // namespace kimi
