@@ -208,3 +208,13 @@ TEST(Linear, EmptyShapes) {
 
 }  // namespace
 }  // namespace kimi
+
+namespace kimi {
+namespace {
+// An MXFP4 weight whose packed width holds in/2 rounded down must not pass for an odd input width.
+TEST(LinearMxfp4, RejectsOddInputWidth) {
+  Tensor x(DType::f32, {2, 65}), packed(DType::u8, {4, 32}), scale(DType::u8, {4, 2}), y(DType::f32, {2, 4});
+  EXPECT_KIMI_ERROR(linear(x, Weight{packed, scale}, y), "linear", "'w.w'", "65 input features", "64 input features");
+}
+}  // namespace
+}  // namespace kimi

@@ -23,6 +23,9 @@ void check::weight(const Checker& c, std::string_view arg, const Weight& w, int6
     c.float_dtype(a + ".w", w.w);
     c.inner_contiguous(a + ".w", w.w);
   }
+  if (in != check::kAny && w.is_mxfp4() && in % 2 != 0)
+    c.fail(a + ".w", "an MXFP4 weight matching " + std::to_string(in) + " input features (MXFP4 needs a multiple of 32)",
+           w.w.shape_string() + " (" + std::to_string(w.in_features()) + " input features)");
   c.shape(a + ".w", w.w, {out, in == check::kAny ? check::kAny : (w.is_mxfp4() ? in / 2 : in)});
 }
 
