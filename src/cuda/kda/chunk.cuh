@@ -102,20 +102,24 @@ struct Smem {
   static constexpr size_t kTf = size_t(kC) * LDA * 4;
   static constexpr size_t kR1 = mx(mx(size_t(kC) * D * 4, kTf + 3 * 256 * 4), 2 * size_t(VT) * LDT * 2);
   static constexpr size_t kRB = size_t(kC) * LDB * 2;
+  static constexpr size_t kR2 = mx(kRB, size_t(VT) * LDT * 2);     // q, then V, then U^T lo
+  static constexpr size_t kAkk = mx(kTf, size_t(VT) * LDT * 2);    // A_kk fp32, then X^T lo
   static constexpr size_t kR6 = mx(kRB, size_t(D) * LDT * 2);
   static constexpr size_t S = 0;
   static constexpr size_t R1 = S + kS;
   static constexpr size_t R2 = R1 + kR1;
-  static constexpr size_t R3 = R2 + kRB;
+  static constexpr size_t R3 = R2 + kR2;
   static constexpr size_t R4 = R3 + kRB;
   static constexpr size_t R5 = R4 + kRB;
   static constexpr size_t R6 = R5 + kRB;
   static constexpr size_t AKK = R6 + kR6;
-  static constexpr size_t AQK = AKK + kTf;
+  static constexpr size_t AQK = AKK + kAkk;
   static constexpr size_t BETA = AQK + size_t(kC) * LDT * 2;
   static constexpr size_t GC = BETA + kC * 4;
   static constexpr size_t DECAY = GC + D * 4;
-  static constexpr size_t TOTAL = DECAY + D * 4;
+  static constexpr size_t MQ = DECAY + D * 4;
+  static constexpr size_t MK = MQ + kC * 4;
+  static constexpr size_t TOTAL = MK + kC * 4;
   static_assert(D % 32 == 0 && VT % 32 == 0 && VT <= D && D % VT == 0, "tile shapes");
   static_assert(size_t(kC) * LDV * 2 <= kRB, "V tile fits R2");
   static_assert(size_t(kC) * LDT * 2 <= kRB, "Tb fits R3");
@@ -231,43 +235,67 @@ __device__ __forceinline__ void mma_bf16(float (&c)[4], const uint32_t (&a)[4], 
 }
 
 // acc[i][j] += A[m0 + 16 i .. +16][0..KD) * Bt[n0 + 8 j .. +8][0..KD)^T for one warp.
-// A: bf16 row-major [m][k] (lda elements); Bt: [n][k] row-major, bf16 or (kBF32) fp32 rounded to bf16.
+// A: bf16 row-major [m][k] (lda elements); Bt: [n][k] row-major (ldb elements).
+// BM = kBbf16: Bt bf16.  BM = kBf32: Bt fp32, split on the fly into bf16 hi + lo (two mma, ~16-bit operand).
+// BM = kBpair: Bt given as two bf16 arrays hi (Bt) + lo (Bt_lo), two mma.  kAlo: A given as hi (A) + lo
+// (A_lo), one more mma per fragment.
 // Fragments of mma.m16n8k16 (g = lane / 4, t = lane % 4): a0 = A[g][2t..], a1 = A[g+8][2t..],
 // a2 = A[g][2t+8..], a3 = A[g+8][2t+8..]; b0 = Bt[g][2t..], b1 = Bt[g][2t+8..];
 // c0, c1 = C[g][2t, 2t+1], c2, c3 = C[g+8][2t, 2t+1].
-template <int MT, int NT, int KD, bool kBF32>
+enum : int { kBbf16 = 0, kBf32 = 1, kBpair = 2 };
+
+template <int MT, int NT, int KD, int BM, bool kAlo = false>
 __device__ __forceinline__ void warp_mma(float (&acc)[MT][NT][4], const bf16* A, int lda, int m0, const void* Bt,
-                                         int ldb, int n0, int lane) {
+                                         int ldb, int n0, int lane, const bf16* A_lo = nullptr,
+                                         const bf16* Bt_lo = nullptr) {
   const int g = lane >> 2, t = lane & 3;
 #pragma unroll
   for (int k0 = 0; k0 < KD; k0 += 16) {
     uint32_t a[MT][4], b[NT][2];
+    [[maybe_unused]] uint32_t al[MT][4], bl[NT][2];
 #pragma unroll
     for (int i = 0; i < MT; ++i) {
-      const bf16* pa = A + (m0 + 16 * i + g) * lda + k0 + 2 * t;
-      a[i][0] = lds32(pa);
-      a[i][1] = lds32(pa + 8 * lda);
-      a[i][2] = lds32(pa + 8);
-      a[i][3] = lds32(pa + 8 * lda + 8);
+      const int o = (m0 + 16 * i + g) * lda + k0 + 2 * t;
+      a[i][0] = lds32(A + o);
+      a[i][1] = lds32(A + o + 8 * lda);
+      a[i][2] = lds32(A + o + 8);
+      a[i][3] = lds32(A + o + 8 * lda + 8);
+      if constexpr (kAlo) {
+        al[i][0] = lds32(A_lo + o);
+        al[i][1] = lds32(A_lo + o + 8 * lda);
+        al[i][2] = lds32(A_lo + o + 8);
+        al[i][3] = lds32(A_lo + o + 8 * lda + 8);
+      }
     }
 #pragma unroll
     for (int j = 0; j < NT; ++j) {
-      if constexpr (kBF32) {
-        const float* pb = static_cast<const float*>(Bt) + (n0 + 8 * j + g) * ldb + k0 + 2 * t;
+      const int o = (n0 + 8 * j + g) * ldb + k0 + 2 * t;
+      if constexpr (BM == kBf32) {
+        const float* pb = static_cast<const float*>(Bt) + o;
         const float2 x0 = *reinterpret_cast<const float2*>(pb);
         const float2 x1 = *reinterpret_cast<const float2*>(pb + 8);
         b[j][0] = pack_bf16(x0.x, x0.y);
         b[j][1] = pack_bf16(x1.x, x1.y);
+        bl[j][0] = pack_bf16(x0.x - bf_lo(b[j][0]), x0.y - bf_hi(b[j][0]));
+        bl[j][1] = pack_bf16(x1.x - bf_lo(b[j][1]), x1.y - bf_hi(b[j][1]));
       } else {
-        const bf16* pb = static_cast<const bf16*>(Bt) + (n0 + 8 * j + g) * ldb + k0 + 2 * t;
+        const bf16* pb = static_cast<const bf16*>(Bt) + o;
         b[j][0] = lds32(pb);
         b[j][1] = lds32(pb + 8);
+        if constexpr (BM == kBpair) {
+          bl[j][0] = lds32(Bt_lo + o);
+          bl[j][1] = lds32(Bt_lo + o + 8);
+        }
       }
     }
 #pragma unroll
     for (int i = 0; i < MT; ++i)
 #pragma unroll
-      for (int j = 0; j < NT; ++j) mma_bf16(acc[i][j], a[i], b[j]);
+      for (int j = 0; j < NT; ++j) {
+        mma_bf16(acc[i][j], a[i], b[j]);
+        if constexpr (BM != kBbf16) mma_bf16(acc[i][j], a[i], bl[j]);
+        if constexpr (kAlo) mma_bf16(acc[i][j], al[i], b[j]);
+      }
   }
 }
 
@@ -290,6 +318,8 @@ __global__ void __launch_bounds__(kThreads, 1) kda_chunk_kernel(const Params p) 
   bf16* const sUt = reinterpret_cast<bf16*>(smem + L::R1 + size_t(VT) * LDT * 2);  // U^T [VT][LDT] (P5 - P7)
   bf16* const sQn = reinterpret_cast<bf16*>(smem + L::R2);     // q normalized, scaled (P1 - P2b)
   bf16* const sV = reinterpret_cast<bf16*>(smem + L::R2);      // V tile [64][LDV]    (P3 - P4)
+  bf16* const sUl = reinterpret_cast<bf16*>(smem + L::R2);     // U^T lo [VT][LDT]    (P5 - P7)
+  bf16* const sXl = reinterpret_cast<bf16*>(smem + L::AKK);    // X^T lo [VT][LDT]    (P4 - P5)
   bf16* const sKn = reinterpret_cast<bf16*>(smem + L::R3);     // k normalized        (P1 - P2b)
   bf16* const sTb = reinterpret_cast<bf16*>(smem + L::R3);     // T diag(beta) [64][LDT] (P3 - P5)
   bf16* const sQr = reinterpret_cast<bf16*>(smem + L::R4);     // q' (P2a), then Qg (P2b - P6)
@@ -300,6 +330,8 @@ __global__ void __launch_bounds__(kThreads, 1) kda_chunk_kernel(const Params p) 
   float* const sBeta = reinterpret_cast<float*>(smem + L::BETA);
   float* const sGC = reinterpret_cast<float*>(smem + L::GC);
   float* const sDecay = reinterpret_cast<float*>(smem + L::DECAY);
+  float* const sMq = reinterpret_cast<float*>(smem + L::MQ);  // per-row multiplier of the raw q: norm * scale
+  float* const sMk = reinterpret_cast<float*>(smem + L::MK);  // per-row multiplier of the raw k: norm
 
   KDA_CHUNK_ASSERT(blockDim.x == kThreads);
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
@@ -383,9 +415,9 @@ __global__ void __launch_bounds__(kThreads, 1) kda_chunk_kernel(const Params p) 
         mk = 1.f / sqrtf(sk + 1e-6f);
       }
 #pragma unroll
-      for (int e = 0; e < EPL; e += 2) {
-        sts32(sQn + r * LDB + ch + e, pack_bf16(xq[e] * mq, xq[e + 1] * mq));
-        sts32(sKn + r * LDB + ch + e, pack_bf16(xk[e] * mk, xk[e + 1] * mk));
+      for (int e = 0; e < EPL; e += 2) {  // raw values (exact for bf16 inputs); multipliers applied later
+        sts32(sQn + r * LDB + ch + e, pack_bf16(xq[e], xq[e + 1]));
+        sts32(sKn + r * LDB + ch + e, pack_bf16(xk[e], xk[e + 1]));
       }
 #pragma unroll
       for (int e = 0; e < EPL; ++e) {
@@ -406,6 +438,8 @@ __global__ void __launch_bounds__(kThreads, 1) kda_chunk_kernel(const Params p) 
           if (p.beta_sigmoid) b = 1.f / (1.f + expf(-b));
         }
         sBeta[r] = b;
+        sMq[r] = mq;
+        sMk[r] = mk;
       }
     }
     __syncthreads();
@@ -436,9 +470,10 @@ __global__ void __launch_bounds__(kThreads, 1) kda_chunk_kernel(const Params p) 
       const float2 gg = *reinterpret_cast<const float2*>(sG + r * D + c);
       const float2 R = a ? *reinterpret_cast<const float2*>(sG + (16 * a - 1) * D + c) : make_float2(0.f, 0.f);
       const float e0 = __expf(gg.x - R.x), e1 = __expf(gg.y - R.y);
+      const float mq = sMq[r], mk = sMk[r];
       const uint32_t uq = lds32(sQn + r * LDB + c), uk = lds32(sKn + r * LDB + c);
-      sts32(sQr + r * LDB + c, pack_bf16(bf_lo(uq) * e0, bf_hi(uq) * e1));
-      sts32(sKr + r * LDB + c, pack_bf16(bf_lo(uk) * e0, bf_hi(uk) * e1));
+      sts32(sQr + r * LDB + c, pack_bf16(bf_lo(uq) * mq * e0, bf_hi(uq) * mq * e1));
+      sts32(sKr + r * LDB + c, pack_bf16(bf_lo(uk) * mk * e0, bf_hi(uk) * mk * e1));
     }
 #pragma unroll 1
     for (int a = kDiagMma ? 0 : 1; a < 4; ++a) {
@@ -449,15 +484,16 @@ __global__ void __launch_bounds__(kThreads, 1) kda_chunk_kernel(const Params p) 
         const float2 gg = *reinterpret_cast<const float2*>(sG + j * D + c);
         const float2 R = a ? *reinterpret_cast<const float2*>(sG + (16 * a - 1) * D + c) : make_float2(0.f, 0.f);
         const float e0 = __expf(R.x - gg.x), e1 = __expf(R.y - gg.y);
+        const float mk = sMk[j];
         const uint32_t uk = lds32(sKn + j * LDB + c);
-        sts32(sKc + j * LDB + c, pack_bf16(bf_lo(uk) * e0, bf_hi(uk) * e1));
+        sts32(sKc + j * LDB + c, pack_bf16(bf_lo(uk) * mk * e0, bf_hi(uk) * mk * e1));
       }
       __syncthreads();
       const int nb = kDiagMma ? a + 1 : a;  // column blocks b < nb
       for (int tile = warp; tile < 4 * nb; tile += kWarps) {
         const int mat = tile & 1, half = (tile >> 1) & 1, b = tile >> 2;
         float acc[1][1][4] = {};
-        warp_mma<1, 1, D, false>(acc, mat ? sKr : sQr, LDB, 16 * a, sKc, LDB, 16 * b + 8 * half, lane);
+        warp_mma<1, 1, D, kBbf16>(acc, mat ? sKr : sQr, LDB, 16 * a, sKc, LDB, 16 * b + 8 * half, lane);
 #pragma unroll
         for (int rr = 0; rr < 2; ++rr) {
           const int i = 16 * a + gq + 8 * rr;
@@ -493,8 +529,8 @@ __global__ void __launch_bounds__(kThreads, 1) kda_chunk_kernel(const Params p) 
             sk += bf_lo(uki) * kj0 + bf_hi(uki) * kj1;
           }
         }
-        sAqk[I * LDT + J] = __float2bfloat16_rn(sq);  // 0 above the diagonal
-        sAkk[I * LDA + J] = j < i ? sk * sBeta[I] : 0.f;
+        sAqk[I * LDT + J] = __float2bfloat16_rn(sq * sMq[I] * sMk[J]);  // 0 above the diagonal
+        sAkk[I * LDA + J] = j < i ? sk * sMk[I] * sMk[J] * sBeta[I] : 0.f;
       }
     }
 
@@ -502,15 +538,16 @@ __global__ void __launch_bounds__(kThreads, 1) kda_chunk_kernel(const Params p) 
     for (int e = tid; e < kC * D / 2; e += kThreads) {
       const int r = e / (D / 2), c = 2 * (e % (D / 2));
       const float2 gg = *reinterpret_cast<const float2*>(sG + r * D + c);
+      const float mq = sMq[r], mk = sMk[r];
       const float e0 = __expf(gg.x), e1 = __expf(gg.y);
       const uint32_t uq = lds32(sQn + r * LDB + c), uk = lds32(sKn + r * LDB + c);
-      sts32(sQr + r * LDB + c, pack_bf16(bf_lo(uq) * e0, bf_hi(uq) * e1));
-      sts32(sKr + r * LDB + c, pack_bf16(bf_lo(uk) * e0, bf_hi(uk) * e1));
+      sts32(sQr + r * LDB + c, pack_bf16(bf_lo(uq) * mq * e0, bf_hi(uq) * mq * e1));
+      sts32(sKr + r * LDB + c, pack_bf16(bf_lo(uk) * mk * e0, bf_hi(uk) * mk * e1));
     }
     for (int e = tid; e < D * (kC / 2); e += kThreads) {
       const int c = e / (kC / 2), r = 2 * (e % (kC / 2));
       const float gc = sGC[c];
-      const float e0 = __expf(gc - sG[r * D + c]), e1 = __expf(gc - sG[(r + 1) * D + c]);
+      const float e0 = __expf(gc - sG[r * D + c]) * sMk[r], e1 = __expf(gc - sG[(r + 1) * D + c]) * sMk[r + 1];
       sts32(sKc + c * LDT + r, pack_bf16(bf2f(sKn[r * LDB + c]) * e0, bf2f(sKn[(r + 1) * LDB + c]) * e1));
     }
     __syncthreads();
@@ -576,7 +613,7 @@ __global__ void __launch_bounds__(kThreads, 1) kda_chunk_kernel(const Params p) 
     // ---- P4: X = V - Kg S -> X^T ------------------------------------------------------------------------
     {
       float acc[2][NT][4] = {};
-      warp_mma<2, NT, D, true>(acc, sKr, LDB, 32 * wm, sS, LDS, wn * (VT / 4), lane);
+      warp_mma<2, NT, D, kBf32>(acc, sKr, LDB, 32 * wm, sS, LDS, wn * (VT / 4), lane);
 #pragma unroll
       for (int mt = 0; mt < 2; ++mt)
 #pragma unroll
@@ -586,14 +623,17 @@ __global__ void __launch_bounds__(kThreads, 1) kda_chunk_kernel(const Params p) 
 #pragma unroll
             for (int cc = 0; cc < 2; ++cc) {
               const int t = 32 * wm + 16 * mt + gq + 8 * rr, v = wn * (VT / 4) + 8 * nt + 2 * tq + cc;
-              sXt[v * LDT + t] = __float2bfloat16_rn(bf2f(sV[t * LDV + v]) - acc[mt][nt][2 * rr + cc]);
+              const float x = bf2f(sV[t * LDV + v]) - acc[mt][nt][2 * rr + cc];
+              const bf16 xh = __float2bfloat16_rn(x);
+              sXt[v * LDT + t] = xh;
+              sXl[v * LDT + t] = __float2bfloat16_rn(x - bf2f(xh));
             }
     }
     __syncthreads();
     // ---- P5: U = Tb X -> U^T ----------------------------------------------------------------------------
     {
       float acc[2][NT][4] = {};
-      warp_mma<2, NT, kC, false>(acc, sTb, LDT, 32 * wm, sXt, LDT, wn * (VT / 4), lane);
+      warp_mma<2, NT, kC, kBpair>(acc, sTb, LDT, 32 * wm, sXt, LDT, wn * (VT / 4), lane, nullptr, sXl);
 #pragma unroll
       for (int mt = 0; mt < 2; ++mt)
 #pragma unroll
@@ -603,15 +643,18 @@ __global__ void __launch_bounds__(kThreads, 1) kda_chunk_kernel(const Params p) 
 #pragma unroll
             for (int cc = 0; cc < 2; ++cc) {
               const int t = 32 * wm + 16 * mt + gq + 8 * rr, v = wn * (VT / 4) + 8 * nt + 2 * tq + cc;
-              sUt[v * LDT + t] = __float2bfloat16_rn(acc[mt][nt][2 * rr + cc]);
+              const float u = acc[mt][nt][2 * rr + cc];
+              const bf16 uh = __float2bfloat16_rn(u);
+              sUt[v * LDT + t] = uh;
+              sUl[v * LDT + t] = __float2bfloat16_rn(u - bf2f(uh));
             }
     }
     __syncthreads();
     // ---- P6: O = Qg S + A_qk U -> o -------------------------------------------------------------------
     {
       float acc[2][NT][4] = {};
-      warp_mma<2, NT, D, true>(acc, sQr, LDB, 32 * wm, sS, LDS, wn * (VT / 4), lane);
-      warp_mma<2, NT, kC, false>(acc, sAqk, LDT, 32 * wm, sUt, LDT, wn * (VT / 4), lane);
+      warp_mma<2, NT, D, kBf32>(acc, sQr, LDB, 32 * wm, sS, LDS, wn * (VT / 4), lane);
+      warp_mma<2, NT, kC, kBpair>(acc, sAqk, LDT, 32 * wm, sUt, LDT, wn * (VT / 4), lane, nullptr, sUl);
 #pragma unroll
       for (int mt = 0; mt < 2; ++mt)
 #pragma unroll
@@ -645,7 +688,7 @@ __global__ void __launch_bounds__(kThreads, 1) kda_chunk_kernel(const Params p) 
             acc[mt][nt][2 * rr] = s.x * sDecay[kk];
             acc[mt][nt][2 * rr + 1] = s.y * sDecay[kk + 1];
           }
-      warp_mma<MT7, NT7, kC, false>(acc, sUt, LDT, m0, sKc, LDT, n0, lane);
+      warp_mma<MT7, NT7, kC, kBbf16, true>(acc, sUt, LDT, m0, sKc, LDT, n0, lane, sUl);
 #pragma unroll
       for (int mt = 0; mt < MT7; ++mt)
 #pragma unroll
