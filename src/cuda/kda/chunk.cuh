@@ -387,59 +387,67 @@ __global__ void __launch_bounds__(kThreads, 1) kda_chunk_kernel(const Params p) 
     const int nrows = int(len - c0 < kC ? len - c0 : kC);
 
     // ---- P1: rows -> q, k (bf16), g (fp32), beta --------------------------------------------------------
-#pragma unroll 2
-    for (int r = warp; r < kC; r += kWarps) {
-      const bool valid = r < nrows;
-      const int64_t tok = bos + c0 + r;
+    // All loads of the warp's 8 rows are issued first (one memory latency per chunk, not 24).
+    {
+      constexpr int RW = kC / kWarps;  // rows per warp: r = warp + kWarps * rr
       const int ch = lane * EPL;
-      float xq[EPL], xk[EPL], xg[EPL];
-      if (valid) {
-        load_n<EPL>(p.q, p.dt_q, bb * p.s_q[0] + tok * p.s_q[1] + h * p.s_q[2] + ch, xq);
-        load_n<EPL>(p.k, p.dt_k, bb * p.s_k[0] + tok * p.s_k[1] + h * p.s_k[2] + ch, xk);
-        load_n<EPL>(p.g, p.dt_g, bb * p.s_g[0] + tok * p.s_g[1] + h * p.s_g[2] + ch, xg);
-      } else {
+      float xq[RW][EPL], xk[RW][EPL], xg[RW][EPL], xb[RW];
 #pragma unroll
-        for (int e = 0; e < EPL; ++e) xq[e] = xk[e] = xg[e] = 0.f;
+      for (int rr = 0; rr < RW; ++rr) {
+        const int r = warp + kWarps * rr;
+        const int64_t tok = bos + c0 + r;
+        xb[rr] = 0.f;
+        if (r < nrows) {
+          load_n<EPL>(p.q, p.dt_q, bb * p.s_q[0] + tok * p.s_q[1] + h * p.s_q[2] + ch, xq[rr]);
+          load_n<EPL>(p.k, p.dt_k, bb * p.s_k[0] + tok * p.s_k[1] + h * p.s_k[2] + ch, xk[rr]);
+          load_n<EPL>(p.g, p.dt_g, bb * p.s_g[0] + tok * p.s_g[1] + h * p.s_g[2] + ch, xg[rr]);
+          if (lane == 0) xb[rr] = load_1(p.beta, p.dt_beta, bb * p.s_beta[0] + tok * p.s_beta[1] + h * p.s_beta[2]);
+        } else {
+#pragma unroll
+          for (int e = 0; e < EPL; ++e) xq[rr][e] = xk[rr][e] = xg[rr][e] = 0.f;
+        }
       }
-      float mq = p.scale, mk = 1.f;
-      if (p.l2norm) {
-        float sq = 0.f, sk = 0.f;
+#pragma unroll
+      for (int rr = 0; rr < RW; ++rr) {
+        const int r = warp + kWarps * rr;
+        const bool valid = r < nrows;
+        float mq = p.scale, mk = 1.f;
+        if (p.l2norm) {
+          float sq = 0.f, sk = 0.f;
+#pragma unroll
+          for (int e = 0; e < EPL; ++e) {
+            sq += xq[rr][e] * xq[rr][e];
+            sk += xk[rr][e] * xk[rr][e];
+          }
+          sq = warp_sum(sq);
+          sk = warp_sum(sk);
+          mq *= 1.f / sqrtf(sq + 1e-6f);
+          mk = 1.f / sqrtf(sk + 1e-6f);
+        }
+#pragma unroll
+        for (int e = 0; e < EPL; e += 2) {  // raw values (exact for bf16 inputs); multipliers applied later
+          sts32(sQn + r * LDB + ch + e, pack_bf16(xq[rr][e], xq[rr][e + 1]));
+          sts32(sKn + r * LDB + ch + e, pack_bf16(xk[rr][e], xk[rr][e + 1]));
+        }
 #pragma unroll
         for (int e = 0; e < EPL; ++e) {
-          sq += xq[e] * xq[e];
-          sk += xk[e] * xk[e];
+          float gv = xg[rr][e];
+          if (p.gate != kGateNone && valid) {
+            const float x = xg[rr][e] + dtb[e];
+            if (p.gate == kGateSoftplus)
+              gv = -gate_a * (x > 20.f ? x : log1pf(expf(x)));
+            else
+              gv = p.lb / (1.f + expf(-gate_a * x));
+          }
+          sG[r * D + ch + e] = valid ? gv : 0.f;
         }
-        sq = warp_sum(sq);
-        sk = warp_sum(sk);
-        mq *= 1.f / sqrtf(sq + 1e-6f);
-        mk = 1.f / sqrtf(sk + 1e-6f);
-      }
-#pragma unroll
-      for (int e = 0; e < EPL; e += 2) {  // raw values (exact for bf16 inputs); multipliers applied later
-        sts32(sQn + r * LDB + ch + e, pack_bf16(xq[e], xq[e + 1]));
-        sts32(sKn + r * LDB + ch + e, pack_bf16(xk[e], xk[e + 1]));
-      }
-#pragma unroll
-      for (int e = 0; e < EPL; ++e) {
-        float gv = xg[e];
-        if (p.gate != kGateNone && valid) {
-          const float x = xg[e] + dtb[e];
-          if (p.gate == kGateSoftplus)
-            gv = -gate_a * (x > 20.f ? x : log1pf(expf(x)));
-          else
-            gv = p.lb / (1.f + expf(-gate_a * x));
+        if (lane == 0) {
+          float bv = xb[rr];
+          if (valid && p.beta_sigmoid) bv = 1.f / (1.f + expf(-bv));
+          sBeta[r] = valid ? bv : 0.f;
+          sMq[r] = mq;
+          sMk[r] = mk;
         }
-        sG[r * D + ch + e] = valid ? gv : 0.f;
-      }
-      if (lane == 0) {
-        float b = 0.f;
-        if (valid) {
-          b = load_1(p.beta, p.dt_beta, bb * p.s_beta[0] + tok * p.s_beta[1] + h * p.s_beta[2]);
-          if (p.beta_sigmoid) b = 1.f / (1.f + expf(-b));
-        }
-        sBeta[r] = b;
-        sMq[r] = mq;
-        sMk[r] = mk;
       }
     }
     __syncthreads();
@@ -449,9 +457,11 @@ __global__ void __launch_bounds__(kThreads, 1) kda_chunk_kernel(const Params p) 
       constexpr int TPC = kThreads / D, RPT = kC / TPC;
       const int c = tid % D, part = tid / D;
       float run = 0.f;
-      for (int r = 0; r < part * RPT; ++r) run += sG[r * D + c];
+#pragma unroll
+      for (int r = 0; r < kC - RPT; ++r)
+        if (r < part * RPT) run += sG[r * D + c];
       __syncthreads();
-#pragma unroll 4
+#pragma unroll 8
       for (int r = part * RPT; r < part * RPT + RPT; ++r) {
         run += sG[r * D + c];
         sG[r * D + c] = run;
@@ -462,6 +472,21 @@ __global__ void __launch_bounds__(kThreads, 1) kda_chunk_kernel(const Params p) 
       }
     }
     __syncthreads();
+
+    // V tile rows into registers now (stored to shared memory in P3, once R2 is free): hides the latency
+    constexpr int RWV = kC / kWarps;
+    float xv[RWV][EPV];
+#pragma unroll
+    for (int rr = 0; rr < RWV; ++rr) {
+      const int r = warp + kWarps * rr;
+      if (r < nrows) {
+        const int64_t tok = bos + c0 + r;
+        load_n<EPV>(p.v, p.dt_v, bb * p.s_v[0] + tok * p.s_v[1] + h * p.s_v[2] + v0 + lane * EPV, xv[rr]);
+      } else {
+#pragma unroll
+        for (int e = 0; e < EPV; ++e) xv[rr][e] = 0.f;
+      }
+    }
 
     // ---- P2a: A_qk, A_kk --------------------------------------------------------------------------------
     // row operands q' = q exp(G_i - R_a), k' = k exp(G_i - R_a), a = i / 16, R_0 = 0, R_a = G[16a - 1]
@@ -544,8 +569,8 @@ __global__ void __launch_bounds__(kThreads, 1) kda_chunk_kernel(const Params p) 
       sts32(sQr + r * LDB + c, pack_bf16(bf_lo(uq) * mq * e0, bf_hi(uq) * mq * e1));
       sts32(sKr + r * LDB + c, pack_bf16(bf_lo(uk) * mk * e0, bf_hi(uk) * mk * e1));
     }
-    for (int e = tid; e < D * (kC / 2); e += kThreads) {
-      const int c = e / (kC / 2), r = 2 * (e % (kC / 2));
+    for (int e = tid; e < D * (kC / 2); e += kThreads) {  // consecutive threads: consecutive channels
+      const int c = e % D, r = 2 * (e / D);
       const float gc = sGC[c];
       const float e0 = __expf(gc - sG[r * D + c]) * sMk[r], e1 = __expf(gc - sG[(r + 1) * D + c]) * sMk[r + 1];
       sts32(sKc + c * LDT + r, pack_bf16(bf2f(sKn[r * LDB + c]) * e0, bf2f(sKn[(r + 1) * LDB + c]) * e1));
@@ -553,19 +578,11 @@ __global__ void __launch_bounds__(kThreads, 1) kda_chunk_kernel(const Params p) 
     __syncthreads();
 
     // ---- P3: V tile; T = (I + A_kk)^-1; Tb = T diag(beta) -------------------------------------------------
-#pragma unroll 2
-    for (int r = warp; r < kC; r += kWarps) {
-      float xv[EPV];
-      if (r < nrows) {
-        const int64_t tok = bos + c0 + r;
-        load_n<EPV>(p.v, p.dt_v, bb * p.s_v[0] + tok * p.s_v[1] + h * p.s_v[2] + v0 + lane * EPV, xv);
-      } else {
 #pragma unroll
-        for (int e = 0; e < EPV; ++e) xv[e] = 0.f;
-      }
+    for (int rr = 0; rr < RWV; ++rr)
 #pragma unroll
-      for (int e = 0; e < EPV; ++e) sV[r * LDV + lane * EPV + e] = __float2bfloat16_rn(xv[e]);
-    }
+      for (int e = 0; e < EPV; ++e)
+        sV[(warp + kWarps * rr) * LDV + lane * EPV + e] = __float2bfloat16_rn(xv[rr][e]);
     if (warp < 4 && lane < 16) {  // diagonal blocks: forward substitution, lane = column j of block warp
       const int base = 16 * warp, j = lane;
       float col[16];
