@@ -59,7 +59,7 @@ namespace kimi::cuda::kda_chunk {
 using bf16 = __nv_bfloat16;
 
 constexpr int kC = 64;  // chunk rows
-constexpr int kThreads = 256;
+constexpr int kThreads = 512;
 constexpr int kWarps = kThreads / 32;
 
 // Storage dtypes (== int(kimi::DType::...), checked by static_assert in chunk.cu).
@@ -625,21 +625,23 @@ __global__ void __launch_bounds__(kThreads, 1) kda_chunk_kernel(const Params p) 
     }
     __syncthreads();
 
-    const int wm = warp >> 2, wn = warp & 3;  // 2 x 4 warp grid
+    constexpr int WM = kWarps / 4, MT = 4 / WM;  // WM x 4 warp grid; MT m16 tiles of the 64 rows per warp
+    static_assert(WM * 4 == kWarps && MT * WM == 4, "warp grid");
+    const int wm = warp >> 2, wn = warp & 3;
     constexpr int NT = VT / 32;               // n8 tiles per warp over VT / 4 columns
     // ---- P4: X = V - Kg S -> X^T ------------------------------------------------------------------------
     {
-      float acc[2][NT][4] = {};
-      warp_mma<2, NT, D, kBf32>(acc, sKr, LDB, 32 * wm, sS, LDS, wn * (VT / 4), lane);
+      float acc[MT][NT][4] = {};
+      warp_mma<MT, NT, D, kBf32>(acc, sKr, LDB, (kC / WM) * wm, sS, LDS, wn * (VT / 4), lane);
 #pragma unroll
-      for (int mt = 0; mt < 2; ++mt)
+      for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
         for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
           for (int rr = 0; rr < 2; ++rr)
 #pragma unroll
             for (int cc = 0; cc < 2; ++cc) {
-              const int t = 32 * wm + 16 * mt + gq + 8 * rr, v = wn * (VT / 4) + 8 * nt + 2 * tq + cc;
+              const int t = (kC / WM) * wm + 16 * mt + gq + 8 * rr, v = wn * (VT / 4) + 8 * nt + 2 * tq + cc;
               const float x = bf2f(sV[t * LDV + v]) - acc[mt][nt][2 * rr + cc];
               const bf16 xh = __float2bfloat16_rn(x);
               sXt[v * LDT + t] = xh;
@@ -649,17 +651,17 @@ __global__ void __launch_bounds__(kThreads, 1) kda_chunk_kernel(const Params p) 
     __syncthreads();
     // ---- P5: U = Tb X -> U^T ----------------------------------------------------------------------------
     {
-      float acc[2][NT][4] = {};
-      warp_mma<2, NT, kC, kBpair>(acc, sTb, LDT, 32 * wm, sXt, LDT, wn * (VT / 4), lane, nullptr, sXl);
+      float acc[MT][NT][4] = {};
+      warp_mma<MT, NT, kC, kBpair>(acc, sTb, LDT, (kC / WM) * wm, sXt, LDT, wn * (VT / 4), lane, nullptr, sXl);
 #pragma unroll
-      for (int mt = 0; mt < 2; ++mt)
+      for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
         for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
           for (int rr = 0; rr < 2; ++rr)
 #pragma unroll
             for (int cc = 0; cc < 2; ++cc) {
-              const int t = 32 * wm + 16 * mt + gq + 8 * rr, v = wn * (VT / 4) + 8 * nt + 2 * tq + cc;
+              const int t = (kC / WM) * wm + 16 * mt + gq + 8 * rr, v = wn * (VT / 4) + 8 * nt + 2 * tq + cc;
               const float u = acc[mt][nt][2 * rr + cc];
               const bf16 uh = __float2bfloat16_rn(u);
               sUt[v * LDT + t] = uh;
@@ -669,14 +671,14 @@ __global__ void __launch_bounds__(kThreads, 1) kda_chunk_kernel(const Params p) 
     __syncthreads();
     // ---- P6: O = Qg S + A_qk U -> o -------------------------------------------------------------------
     {
-      float acc[2][NT][4] = {};
-      warp_mma<2, NT, D, kBf32>(acc, sQr, LDB, 32 * wm, sS, LDS, wn * (VT / 4), lane);
-      warp_mma<2, NT, kC, kBpair>(acc, sAqk, LDT, 32 * wm, sUt, LDT, wn * (VT / 4), lane, nullptr, sUl);
+      float acc[MT][NT][4] = {};
+      warp_mma<MT, NT, D, kBf32>(acc, sQr, LDB, (kC / WM) * wm, sS, LDS, wn * (VT / 4), lane);
+      warp_mma<MT, NT, kC, kBpair>(acc, sAqk, LDT, (kC / WM) * wm, sUt, LDT, wn * (VT / 4), lane, nullptr, sUl);
 #pragma unroll
-      for (int mt = 0; mt < 2; ++mt)
+      for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
         for (int rr = 0; rr < 2; ++rr) {
-          const int t = 32 * wm + 16 * mt + gq + 8 * rr;
+          const int t = (kC / WM) * wm + 16 * mt + gq + 8 * rr;
           if (t < nrows) {
             const int64_t tok = bos + c0 + t;
             const int64_t ob = bb * p.s_o[0] + tok * p.s_o[1] + h * p.s_o[2] + v0;
@@ -691,8 +693,9 @@ __global__ void __launch_bounds__(kThreads, 1) kda_chunk_kernel(const Params p) 
     __syncthreads();
     // ---- P7: S^T <- S^T diag(exp(GC)) + U^T KdT^T ----------------------------------------------------------
     {
-      constexpr int MT7 = VT / 32, NT7 = D / 32;
-      const int m0 = wm * (VT / 2), n0 = wn * (D / 4);
+      constexpr int MT7 = VT / 16 / WM, NT7 = D / 32;
+      static_assert(MT7 >= 1, "P7 tiles");
+      const int m0 = wm * (VT / WM), n0 = wn * (D / 4);
       float acc[MT7][NT7][4];
 #pragma unroll
       for (int mt = 0; mt < MT7; ++mt)
