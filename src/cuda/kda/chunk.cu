@@ -1,9 +1,12 @@
 // Launcher of src/cuda/kda/chunk.h: resolve sequences, pick the V split and the diagonal-block path, launch.
 //
-// Heuristics (documented, not tuned on hardware yet):
+// Heuristics:
 //  - V split: one CTA per (sequence, head) keeps the whole 128 x 128 fp32 state (NV = 1). When that leaves
 //    more than half the SMs idle (2 * N * H <= SM count), split V in two (NV = 2): twice the CTAs, each
-//    recomputing the V-independent A_qk, A_kk and T of its head (about a quarter of the chunk's work).
+//    recomputing the V-independent A_qk, A_kk and T of its head. Measured on the H200 (BENCH.md shapes, both
+//    forced): the rule picks the faster variant on all six (split: 1x16384 H64 7.9 vs 9.0 ms, 1x65536 H8
+//    30.2 vs 34.5 ms; no split: 8x4096 H32 4.5 vs 7.9 ms, 10x819 H64 2.4 vs 4.1 ms). -DKIMI_KDA_CHUNK_FORCE_SPLIT=0/1
+//    overrides it for benchmarking.
 //  - Diagonal 16 x 16 blocks of A_qk / A_kk on tensor cores only for the bounded gate with lower bound >= -5
 //    (exp(-G) <= e^80 inside a 16-row block); the softplus gate and a given g take the per-pair fp32 path.
 //  - chunk_size is ignored: the GPU always uses 64-row chunks (same math, different rounding only).
@@ -133,7 +136,12 @@ void kda_chunk_fwd(const KdaArgs& a, int chunk_size, const Context& ctx) {
   }
 
   if (K == 128) {
+#ifdef KIMI_KDA_CHUNK_FORCE_SPLIT  // benchmarking knob: 0 = never split V, 1 = always
+    const bool split = KIMI_KDA_CHUNK_FORCE_SPLIT != 0;
+    (void)sms;
+#else
     const bool split = 2 * N * H <= int64_t(sms);
+#endif
     if (split)
       launch_diag<128, 64>(p, diag_mma, N * H * 2, s);
     else
