@@ -1,0 +1,137 @@
+// GPU benchmark: KDA chunkwise forward (prefill) through the public API on CUDA tensors, CUDA events,
+// median of 50 timed launches after 10 warm-ups. BENCH.md shapes (sequences x T, H, K = V = 128):
+// 1x16384 H64, 1x8192 H64, 1x65536 H32, 8x4096 varlen H32, 1x65536 H8, 10x819 varlen H64.
+// Inputs: bf16 q, k, v, raw gate (fused bounded gate, lower bound -5), raw beta (sigmoid in kernel), L2 norm in
+// kernel, vk (V-first) fp32 state, initial + final state (updated in place). Prints the time and the fraction of
+// the memory floor: bytes of q, k, v, raw g, beta, o (bf16) and the state read + written, over 4.25 TB/s.
+// Run beside bench/peers/fla_kda_prefill.py (same shapes, same options) in one command on the GPU machine.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "kimi/device.h"
+#include "kimi/ops/kda.h"
+
+namespace {
+
+#define CK(x)                                                                  \
+  do {                                                                         \
+    cudaError_t e_ = (x);                                                      \
+    if (e_ != cudaSuccess) {                                                   \
+      std::fprintf(stderr, "%s: %s\n", #x, cudaGetErrorString(e_));           \
+      std::exit(1);                                                            \
+    }                                                                          \
+  } while (0)
+
+constexpr double kCopyBytesPerS = 4.25e12;  // BENCH.md: device-to-device copy, read + written
+
+struct DevBuf {
+  void* p = nullptr;
+  DevBuf(size_t bytes, const std::vector<uint8_t>& init) {
+    CK(cudaMalloc(&p, bytes ? bytes : 1));
+    if (!init.empty()) CK(cudaMemcpy(p, init.data(), bytes, cudaMemcpyHostToDevice));
+  }
+  ~DevBuf() { cudaFree(p); }
+  DevBuf(const DevBuf&) = delete;
+  DevBuf& operator=(const DevBuf&) = delete;
+};
+
+std::vector<uint8_t> random_bf16(size_t n, std::mt19937& rng, float lo, float hi) {
+  std::uniform_real_distribution<float> d(lo, hi);
+  std::vector<uint8_t> b(n * 2);
+  for (size_t i = 0; i < n; ++i) {
+    const uint16_t h = kimi::f32_to_bf16(d(rng));
+    std::memcpy(&b[i * 2], &h, 2);
+  }
+  return b;
+}
+std::vector<uint8_t> random_f32(size_t n, std::mt19937& rng, float lo, float hi) {
+  std::uniform_real_distribution<float> d(lo, hi);
+  std::vector<uint8_t> b(n * 4);
+  for (size_t i = 0; i < n; ++i) {
+    const float f = d(rng);
+    std::memcpy(&b[i * 4], &f, 4);
+  }
+  return b;
+}
+
+// nseq sequences of T tokens each; varlen packs them into B = 1 with cu_seqlens (host i32, as the API takes it).
+void run(int nseq, int T, int H, bool varlen) {
+  using kimi::DType;
+  constexpr int K = 128, V = 128;
+  std::mt19937 rng(42);
+  const int B = varlen ? 1 : nseq, TT = varlen ? nseq * T : T;
+  const size_t tokens = size_t(nseq) * T;
+  const size_t nqk = tokens * H * K, nv = tokens * H * V, nb = tokens * H;
+  const size_t ns = size_t(nseq) * H * K * V;
+  DevBuf q(nqk * 2, random_bf16(nqk, rng, -1, 1)), k(nqk * 2, random_bf16(nqk, rng, -1, 1));
+  DevBuf v(nv * 2, random_bf16(nv, rng, -1, 1)), g(nqk * 2, random_bf16(nqk, rng, -8, 8));
+  DevBuf b(nb * 2, random_bf16(nb, rng, -4, 4)), o(nv * 2, {});
+  DevBuf A(size_t(H) * 4, random_f32(size_t(H), rng, -2, 1));
+  DevBuf dt(size_t(H) * K * 4, random_f32(size_t(H) * K, rng, -2, 2));
+  DevBuf s(ns * 4, random_f32(ns, rng, -0.1f, 0.1f));
+  const kimi::Device dev = kimi::Device::cuda(0);
+  kimi::KdaArgs a;
+  a.q = kimi::TensorView(q.p, DType::bf16, {B, TT, H, K}, dev);
+  a.k = kimi::TensorView(k.p, DType::bf16, {B, TT, H, K}, dev);
+  a.v = kimi::TensorView(v.p, DType::bf16, {B, TT, H, V}, dev);
+  a.g = kimi::TensorView(g.p, DType::bf16, {B, TT, H, K}, dev);
+  a.beta = kimi::TensorView(b.p, DType::bf16, {B, TT, H}, dev);
+  a.o = kimi::TensorView(o.p, DType::bf16, {B, TT, H, V}, dev);
+  a.gate = kimi::KdaGate{kimi::GateForm::bounded, kimi::TensorView(A.p, DType::f32, {H}, dev),
+                         kimi::TensorView(dt.p, DType::f32, {int64_t(H) * K}, dev), -5.f};
+  a.beta_sigmoid_in_kernel = true;
+  a.qk_l2norm_in_kernel = true;
+  a.state_layout = kimi::StateLayout::vk;
+  a.initial_state = kimi::TensorView(s.p, DType::f32, {nseq, H, V, K}, dev);
+  a.final_state = a.initial_state;
+  std::vector<int32_t> cu;
+  for (int i = 0; i <= nseq; ++i) cu.push_back(int32_t(i) * T);
+  if (varlen) a.cu_seqlens = kimi::TensorView(cu.data(), DType::i32, {int64_t(nseq) + 1});
+
+  cudaEvent_t e0, e1;
+  CK(cudaEventCreate(&e0));
+  CK(cudaEventCreate(&e1));
+  for (int i = 0; i < 10; ++i) kimi::kda_chunk_fwd(a);
+  CK(cudaDeviceSynchronize());
+  std::vector<float> ms;
+  for (int i = 0; i < 50; ++i) {
+    CK(cudaEventRecord(e0));
+    kimi::kda_chunk_fwd(a);
+    CK(cudaEventRecord(e1));
+    CK(cudaEventSynchronize(e1));
+    float t;
+    CK(cudaEventElapsedTime(&t, e0, e1));
+    ms.push_back(t);
+  }
+  std::sort(ms.begin(), ms.end());
+  const double med = ms[ms.size() / 2];
+  // q, k, v, raw g, beta read and o written (bf16), state read + written (fp32)
+  const double bytes = double(nqk) * 2 * 3 + double(nv) * 2 + double(nb) * 2 + double(nv) * 2 + double(ns) * 4 * 2;
+  const double floor_ms = bytes / kCopyBytesPerS * 1e3;
+  std::printf("kimi kda_chunk_fwd %2d x %5d%s H=%2d K=V=128 bounded bf16 vk  %8.3f ms  floor %.3f ms (%.1f%% of floor)\n",
+              nseq, T, varlen ? " varlen" : "       ", H, med, floor_ms, 100.0 * floor_ms / med);
+  cudaEventDestroy(e0);
+  cudaEventDestroy(e1);
+}
+
+}  // namespace
+
+int main() {
+  if (kimi::cuda_device_count() == 0) {
+    std::fprintf(stderr, "no CUDA device\n");
+    return 1;
+  }
+  run(1, 16384, 64, false);
+  run(1, 8192, 64, false);
+  run(1, 65536, 32, false);
+  run(8, 4096, 32, true);
+  run(1, 65536, 8, false);
+  run(10, 819, 64, true);
+  return 0;
+}
