@@ -22,21 +22,20 @@ namespace {
 
 inline float sigmoidf(float z) { return 1.f / (1.f + std::exp(-z)); }
 
-// SPEC 5 gate for one channel; a = exp(A_log[h]), x = f + dt_bias. Softplus is the stable form.
-inline float gate_value(GateForm form, float a, float lb, float x) {
-  if (form == GateForm::softplus) return -a * (x > 20.f ? x : std::log1p(std::exp(x)));
-  return lb * sigmoidf(a * x);
-}
-
-// exp(x) for float arrays, vectorizable (Cephes expf polynomial, ~1 ulp); flushes to 0 below -87 so
-// that no denormal ever enters the products, and returns inf above 88.7. The chunk form only calls it
-// with x <= 0 (differences of a non-increasing cumulative sum).
-void exp_array(const float* x, float* y, int64_t n) {
+// exp(x) for float arrays (Cephes expf polynomial, < 1 ulp on [-87, 87]), written with integer selects
+// so that GCC vectorizes it without -ffast-math, cloned for AVX-512 / AVX2 / baseline x86-64.
+// Below -87 it returns 0 (no denormal ever enters the products), above 87 it saturates at e^87; NaN
+// stays NaN. The chunk form only calls it with x <= 0 (differences of a non-increasing cumulative sum).
+__attribute__((target_clones("avx512f", "avx2", "default"))) void exp_array(const float* x,
+                                                                                               float* y, int64_t n) {
+  constexpr uint32_t k87 = 0x42AE0000u;  // bits of 87.f
 #pragma omp simd
   for (int64_t i = 0; i < n; ++i) {
-    const float xi = x[i];
-    const bool under = xi < -87.f, over = xi > 88.7f;
-    float v = std::min(std::max(xi, -87.f), 88.f);
+    const uint32_t u = std::bit_cast<uint32_t>(x[i]);
+    const uint32_t mag = u & 0x7fffffffu, sign = u & 0x80000000u;
+    const uint32_t keep = (sign != 0u && mag > k87) ? 0u : 0xffffffffu;  // below -87: 0
+    const uint32_t nan = mag > 0x7f800000u ? 0x7fc00000u : 0u;
+    const float v = std::bit_cast<float>((mag < k87 ? mag : k87) | sign);  // clamped to [-87, 87]
     const float t = v * 1.44269504088896341f;
     const float m = (t + 12582912.f) - 12582912.f;  // round to nearest integer
     float r = v - m * 0.693359375f;
@@ -48,8 +47,59 @@ void exp_array(const float* x, float* y, int64_t n) {
     p = p * r + 1.6666665459e-1f;
     p = p * r + 5.0000001201e-1f;
     p = p * r * r + r + 1.f;
-    const float s = std::bit_cast<float>((static_cast<int32_t>(m) + 127) << 23);
-    y[i] = under ? 0.f : over ? INFINITY : p * s;
+    const float s = std::bit_cast<float>(static_cast<uint32_t>(static_cast<int32_t>(m) + 127) << 23);
+    y[i] = std::bit_cast<float>((std::bit_cast<uint32_t>(p * s) & keep) | nan);
+  }
+}
+
+// log1p(y) for y in [0, 1] (Cephes logf polynomial on 1 + y, plus the correction (y - (u - 1)) / u for the
+// rounding of u = 1 + y; < 1.5 ulp), integer selects so that it vectorizes.
+__attribute__((target_clones("avx512f", "avx2", "default"))) void log1p_unit(const float* in,
+                                                                                                float* out, int64_t n) {
+  constexpr uint32_t kSqrt2 = 0x3FB504F3u;  // bits of 1.41421356f
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) {
+    const float y = in[i];
+    const float u = 1.f + y;
+    const uint32_t hi = std::bit_cast<uint32_t>(u) > kSqrt2 ? 0xffffffffu : 0u;
+    // u = 2^e (1 + x), x in [sqrt(1/2) - 1, sqrt(2) - 1], computed exactly
+    const float x = std::bit_cast<float>((std::bit_cast<uint32_t>(u * 0.5f - 1.f) & hi) |
+                                         (std::bit_cast<uint32_t>(u - 1.f) & ~hi));
+    const float e = std::bit_cast<float>(0x3f800000u & hi);
+    const float z = x * x;
+    float p = 7.0376836292e-2f;
+    p = p * x - 1.1514610310e-1f;
+    p = p * x + 1.1676998740e-1f;
+    p = p * x - 1.2420140846e-1f;
+    p = p * x + 1.4249322787e-1f;
+    p = p * x - 1.6668057665e-1f;
+    p = p * x + 2.0000714765e-1f;
+    p = p * x - 2.4999993993e-1f;
+    p = p * x + 3.3333331174e-1f;
+    float r = p * x * z;
+    r += e * -2.12194440e-4f;
+    r += -0.5f * z;
+    r = x + r + e * 0.693359375f;
+    out[i] = r + (y - (u - 1.f)) / u;
+  }
+}
+
+// SPEC 5 gate over n channels of one head: g = gate(f + dt_bias), a = exp(A_log[h]); t1, t2: n floats.
+//   softplus: g = -a * softplus(x), softplus(x) = max(x, 0) + log1p(exp(-|x|)) (stable for every x; equals
+//             x for x > 20 and log1p(exp(x)) otherwise to float precision)
+//   bounded:  g = lb * sigmoid(a x) = lb / (1 + exp(-a x))
+void gate_row(GateForm form, float a, float lb, const float* f, const float* dt, float* g, int64_t n, float* t1,
+              float* t2) {
+  for (int64_t i = 0; i < n; ++i) g[i] = f[i] + dt[i];
+  if (form == GateForm::softplus) {
+    for (int64_t i = 0; i < n; ++i) t1[i] = -std::fabs(g[i]);
+    exp_array(t1, t2, n);
+    log1p_unit(t2, t1, n);
+    for (int64_t i = 0; i < n; ++i) g[i] = -a * (std::fmax(g[i], 0.f) + t1[i]);
+  } else {
+    for (int64_t i = 0; i < n; ++i) t1[i] = -a * g[i];
+    exp_array(t1, t2, n);
+    for (int64_t i = 0; i < n; ++i) g[i] = lb / (1.f + t2[i]);
   }
 }
 
@@ -95,12 +145,15 @@ struct Loader {
   int64_t h;
   float gate_a = 0.f;             // exp(A_log[h])
   const float* dt_bias = nullptr;  // K values of head h
+  mutable std::vector<float> t1, t2;
 
   Loader(const KdaArgs& args, const KdaDims& dims, int64_t head) : a(args), d(dims), h(head) {
     if (a.gate) {
       const TensorView& al = a.gate->A_log;
       gate_a = std::exp(static_cast<const float*>(al.data)[h * al.strides[0]]);
       dt_bias = static_cast<const float*>(a.gate->dt_bias.data) + h * d.K;
+      t1.resize(static_cast<size_t>(d.K));
+      t2.resize(static_cast<size_t>(d.K));
     }
   }
 
@@ -117,11 +170,7 @@ struct Loader {
       load_vec(a.g, b, s, h, K, gr);
       normalize(qr, K, a.qk_l2norm_in_kernel, d.scale);
       if (a.qk_l2norm_in_kernel) normalize(kr, K, true, 1.f);
-      if (a.gate) {
-        const GateForm form = a.gate->form;
-        const float lb = a.gate->lower_bound;
-        for (int64_t i = 0; i < K; ++i) gr[i] = gate_value(form, gate_a, lb, gr[i] + dt_bias[i]);
-      }
+      if (a.gate) gate_row(a.gate->form, gate_a, a.gate->lower_bound, gr, dt_bias, gr, K, t1.data(), t2.data());
       const float bt = load_as_f32(elem(a.beta, b, s, h), a.beta.dtype, 0);
       beta[r] = a.beta_sigmoid_in_kernel ? sigmoidf(bt) : bt;
     }
@@ -204,12 +253,12 @@ void recurrent_one(const KdaArgs& a, const KdaDims& d, int64_t n, int64_t h) {
 constexpr int64_t kSub = 16;  // sub-block of the intra-chunk matrices (see chunk_one)
 
 struct ChunkScratch {
-  std::vector<float> S, q, k, v, g, beta, Qe, Ke, Kd, Akk, Aqk, Qr, Kr, Kl, U, O, x, w;
+  std::vector<float> S, q, k, v, g, beta, KQ, KdT, Akk, Aqk, Qr, Ab, Kl, U, P, x, w;
   std::vector<double> G;
   ChunkScratch(int64_t C, int64_t K, int64_t V)
       : S(static_cast<size_t>(K * V)), q(static_cast<size_t>(C * K)), k(static_cast<size_t>(C * K)), v(static_cast<size_t>(C * V)), g(static_cast<size_t>(C * K)), beta(static_cast<size_t>(C)),
-        Qe(static_cast<size_t>(C * K)), Ke(static_cast<size_t>(C * K)), Kd(static_cast<size_t>(C * K)), Akk(static_cast<size_t>(C * C)), Aqk(static_cast<size_t>(C * C)),
-        Qr(static_cast<size_t>(kSub * K)), Kr(static_cast<size_t>(kSub * K)), Kl(static_cast<size_t>(C * K)), U(static_cast<size_t>(C * V)), O(static_cast<size_t>(C * V)),
+        KQ(static_cast<size_t>(2 * C * K)), KdT(static_cast<size_t>(C * K)), Akk(static_cast<size_t>(C * C)), Aqk(static_cast<size_t>(C * C)),
+        Qr(static_cast<size_t>(2 * kSub * K)), Ab(static_cast<size_t>(2 * kSub * C)), Kl(static_cast<size_t>(C * K)), U(static_cast<size_t>(C * V)), P(static_cast<size_t>(2 * C * V)),
         x(static_cast<size_t>(C * K)), w(static_cast<size_t>(C * K)), G(static_cast<size_t>(C * K)) {}
 };
 
@@ -221,7 +270,8 @@ struct ChunkScratch {
 //   - pairs across sub-blocks (j < r <= i with r the first row of i's sub-block):
 //     exp(G_i - G_j) = exp(G_i - G_r) * exp(G_r - G_j), two factors in (0, 1], so these blocks are
 //     dense sgemm products (FLA's secondary chunking). Never exp(G_i) * exp(-G_j), which overflows.
-void chunk_one(const KdaArgs& a, const KdaDims& d, int64_t C, int64_t n, int64_t h, ChunkScratch& s) {
+// Cloned for AVX-512 / AVX2 / baseline: its element-wise loops are a good part of the chunk form's time.
+__attribute__((target_clones("avx512f", "avx2", "default"))) void chunk_one(const KdaArgs& a, const KdaDims& d, int64_t C, int64_t n, int64_t h, ChunkScratch& s) {
   const int64_t K = d.K, V = d.V;
   const KdaSeq sq = d.seqs[size_t(n)];
   const Loader ld(a, d, h);
@@ -233,7 +283,7 @@ void chunk_one(const KdaArgs& a, const KdaDims& d, int64_t C, int64_t n, int64_t
     ld.load(sq.b, sq.t0 + c0, m, s.q.data(), s.k.data(), s.v.data(), s.g.data(), s.beta.data());
     const float *q = s.q.data(), *k = s.k.data();
     double* G = s.G.data();
-    // G = cumsum(g) (fp64); Qe = q . exp(G), Ke = k . exp(G), Kd = k . exp(G_C - G)
+    // G = cumsum(g) (fp64); KQ = [k . exp(G); q . exp(G)] (2m x K), KdT = (k . exp(G_C - G))^T (K x m)
     for (int64_t i = 0; i < K; ++i) G[i] = s.g[size_t(i)];
     for (int64_t r = 1; r < m; ++r)
       for (int64_t i = 0; i < K; ++i) G[r * K + i] = G[(r - 1) * K + i] + s.g[size_t(r * K + i)];
@@ -241,13 +291,14 @@ void chunk_one(const KdaArgs& a, const KdaDims& d, int64_t C, int64_t n, int64_t
     for (int64_t e = 0; e < m * K; ++e) s.x[size_t(e)] = float(G[e]);
     exp_array(s.x.data(), s.w.data(), m * K);
     for (int64_t e = 0; e < m * K; ++e) {
-      s.Qe[size_t(e)] = q[e] * s.w[size_t(e)];
-      s.Ke[size_t(e)] = k[e] * s.w[size_t(e)];
+      s.KQ[size_t(e)] = k[e] * s.w[size_t(e)];
+      s.KQ[size_t(m * K + e)] = q[e] * s.w[size_t(e)];
     }
     for (int64_t r = 0; r < m; ++r)
       for (int64_t i = 0; i < K; ++i) s.x[size_t(r * K + i)] = float(GC[i] - G[r * K + i]);
     exp_array(s.x.data(), s.w.data(), m * K);
-    for (int64_t e = 0; e < m * K; ++e) s.Kd[size_t(e)] = k[e] * s.w[size_t(e)];
+    for (int64_t r = 0; r < m; ++r)
+      for (int64_t i = 0; i < K; ++i) s.KdT[size_t(i * m + r)] = k[r * K + i] * s.w[size_t(r * K + i)];
 
     // A_qk (i >= j) and A_kk (i > j, before the beta row scaling), C x C row-major, zero above.
     float *Aqk = s.Aqk.data(), *Akk = s.Akk.data();
@@ -265,16 +316,20 @@ void chunk_one(const KdaArgs& a, const KdaDims& d, int64_t C, int64_t n, int64_t
         exp_array(s.x.data(), s.w.data(), bi * K);
         for (int64_t e = 0; e < bi * K; ++e) {
           s.Qr[size_t(e)] = q[i0 * K + e] * s.w[size_t(e)];
-          s.Kr[size_t(e)] = k[i0 * K + e] * s.w[size_t(e)];
+          s.Qr[size_t(bi * K + e)] = k[i0 * K + e] * s.w[size_t(e)];
         }
         for (int64_t j = 0; j < i0; ++j)
           for (int64_t i = 0; i < K; ++i) s.x[size_t(j * K + i)] = float(Gr[i] - G[j * K + i]);
         exp_array(s.x.data(), s.w.data(), i0 * K);
-        for (int64_t e = 0; e < i0 * K; ++e) s.Kl[size_t(e)] = k[e] * s.w[size_t(e)];
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(bi), int(i0), iK, 1.f, s.Qr.data(), iK, s.Kl.data(), iK,
-                    0.f, Aqk + i0 * C, iC);
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(bi), int(i0), iK, 1.f, s.Kr.data(), iK, s.Kl.data(), iK,
-                    0.f, Akk + i0 * C, iC);
+        for (int64_t j = 0; j < i0; ++j)  // Kl^T [K, i0]
+          for (int64_t i = 0; i < K; ++i) s.Kl[size_t(i * i0 + j)] = k[j * K + i] * s.w[size_t(j * K + i)];
+        // [Qr; Kr] Kl^T -> rows i0.. of A_qk and A_kk
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(2 * bi), int(i0), iK, 1.f, s.Qr.data(), iK,
+                    s.Kl.data(), int(i0), 0.f, s.Ab.data(), int(i0));
+        for (int64_t r = 0; r < bi; ++r) {
+          std::memcpy(Aqk + (i0 + r) * C, s.Ab.data() + r * i0, static_cast<size_t>(i0) * sizeof(float));
+          std::memcpy(Akk + (i0 + r) * C, s.Ab.data() + (bi + r) * i0, static_cast<size_t>(i0) * sizeof(float));
+        }
       }
       // pairs inside the sub-block, per pair
       for (int64_t i = i0; i < i1; ++i) {
@@ -285,11 +340,24 @@ void chunk_one(const KdaArgs& a, const KdaDims& d, int64_t C, int64_t n, int64_t
         for (int64_t j = i0; j <= i; ++j) {
           const float* wj = s.w.data() + (j - i0) * K;
           const float *qi = q + i * K, *ki = k + i * K, *kj = k + j * K;
-          float sqk = 0.f, skk = 0.f;
-          for (int64_t c = 0; c < K; ++c) {
+          // sums over 16 lanes (vectorizes without -ffast-math), then across the lanes
+          float lq[16] = {}, lk[16] = {};
+          int64_t c = 0;
+          for (; c + 16 <= K; c += 16)
+            for (int l = 0; l < 16; ++l) {
+              const float kw = kj[c + l] * wj[c + l];
+              lq[l] += qi[c + l] * kw;
+              lk[l] += ki[c + l] * kw;
+            }
+          for (int l = 0; c < K; ++c, ++l) {
             const float kw = kj[c] * wj[c];
-            sqk += qi[c] * kw;
-            skk += ki[c] * kw;
+            lq[l] += qi[c] * kw;
+            lk[l] += ki[c] * kw;
+          }
+          float sqk = 0.f, skk = 0.f;
+          for (int l = 0; l < 16; ++l) {
+            sqk += lq[l];
+            skk += lk[l];
           }
           Aqk[i * C + j] = sqk;
           if (j < i) Akk[i * C + j] = skk;
@@ -299,15 +367,14 @@ void chunk_one(const KdaArgs& a, const KdaDims& d, int64_t C, int64_t n, int64_t
     for (int64_t i = 0; i < m; ++i)
       for (int64_t j = 0; j < i; ++j) Akk[i * C + j] *= s.beta[size_t(i)];
 
+    // P = KQ S = [Ke S; Qe S]
+    float *U = s.U.data(), *P = s.P.data(), *O = P + m * V;
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, 2 * im, iV, iK, 1.f, s.KQ.data(), iK, S, iV, 0.f, P, iV);
     // U = (I + A_kk)^-1 Diag(beta) (V - Ke S): forward substitution (unit lower triangular solve)
-    float *U = s.U.data(), *O = s.O.data();
-    std::memcpy(U, s.v.data(), size_t(m * V) * sizeof(float));
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, im, iV, iK, -1.f, s.Ke.data(), iK, S, iV, 1.f, U, iV);
     for (int64_t r = 0; r < m; ++r)
-      for (int64_t j = 0; j < V; ++j) U[r * V + j] *= s.beta[size_t(r)];
+      for (int64_t j = 0; j < V; ++j) U[r * V + j] = s.beta[size_t(r)] * (s.v[size_t(r * V + j)] - P[r * V + j]);
     cblas_strsm(CblasRowMajor, CblasLeft, CblasLower, CblasNoTrans, CblasUnit, im, iV, 1.f, Akk, iC, U, iV);
     // O = Qe S + A_qk U
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, im, iV, iK, 1.f, s.Qe.data(), iK, S, iV, 0.f, O, iV);
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, im, iV, im, 1.f, Aqk, iC, U, iV, 1.f, O, iV);
     for (int64_t r = 0; r < m; ++r) store_vec(a.o, sq.b, sq.t0 + c0 + r, h, V, O + r * V);
     // S <- Diag(exp(G_C)) S + Kd^T U
@@ -315,7 +382,7 @@ void chunk_one(const KdaArgs& a, const KdaDims& d, int64_t C, int64_t n, int64_t
     exp_array(s.x.data(), s.w.data(), K);
     for (int64_t i = 0; i < K; ++i)
       for (int64_t j = 0; j < V; ++j) S[i * V + j] *= s.w[size_t(i)];
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, iK, iV, im, 1.f, s.Kd.data(), iK, U, iV, 1.f, S, iV);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, iK, iV, im, 1.f, s.KdT.data(), im, U, iV, 1.f, S, iV);
   }
   store_state(a, d, n, h, S);
 }
@@ -329,14 +396,13 @@ void kda_gate(TensorView f, const KdaGate& gate, TensorView g, const Context& ct
   const int64_t als = gate.A_log.strides[0];
 #pragma omp parallel num_threads(threads(ctx))
   {
-    std::vector<float> x(static_cast<size_t>(K));
+    std::vector<float> x(static_cast<size_t>(K)), t1(static_cast<size_t>(K)), t2(static_cast<size_t>(K));
 #pragma omp for schedule(static)
     for (int64_t row = 0; row < rows; ++row) {
       const int64_t h = row % H;
-      const float A = std::exp(al[h * als]);
       load_row(f, row, x.data());
-      for (int64_t i = 0; i < K; ++i)
-        x[size_t(i)] = gate_value(gate.form, A, gate.lower_bound, x[size_t(i)] + dt[h * K + i]);
+      gate_row(gate.form, std::exp(al[h * als]), gate.lower_bound, x.data(), dt + h * K, x.data(), K, t1.data(),
+               t2.data());
       store_row(g, row, x.data());
     }
   }
