@@ -6,13 +6,15 @@
 // (L2-normalized), v, g (log decay, fused gate applied) and beta (sigmoid applied) by the same loader.
 #include "cpu/kda.h"
 
-#include <cblas.h>
-
 #include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstring>
 #include <vector>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <xmmintrin.h>
+#endif
 
 #include "cpu/tensor_io.h"
 
@@ -100,6 +102,67 @@ void gate_row(GateForm form, float a, float lb, const float* f, const float* dt,
     for (int64_t i = 0; i < n; ++i) t1[i] = -a * g[i];
     exp_array(t1, t2, n);
     for (int64_t i = 0; i < n; ++i) g[i] = lb / (1.f + t2[i]);
+  }
+}
+
+// C[M x N] = (C +) A[M x K] B[K x N], row-major with leading dimensions: the dense products of the chunk form.
+//
+// NOTE: a register-tiled kernel (4 x 32 accumulators) rather than cblas_sgemm. The OpenBLAS of this
+// machine detects its CPU as "Prescott" and runs SSE3 kernels (7-12 GMAC/s at 64..128 x 128 x 128);
+// this kernel, cloned for AVX-512 / AVX2, runs 30-46 GMAC/s there, about what OpenBLAS's own SkylakeX
+// kernels reach at these small sizes when forced with OPENBLAS_CORETYPE (see docs/ops/kda.md).
+template <int MR, int NR>
+__attribute__((always_inline)) inline void gemm_tile(int64_t K, const float* A, int64_t lda, const float* B, int64_t ldb,
+                                                     float* C, int64_t ldc, bool accumulate) {
+  float acc[MR][NR];
+  for (int i = 0; i < MR; ++i)
+    for (int j = 0; j < NR; ++j) acc[i][j] = accumulate ? C[i * ldc + j] : 0.f;
+  for (int64_t p = 0; p < K; ++p) {
+    const float* b = B + p * ldb;
+    for (int i = 0; i < MR; ++i) {
+      const float x = A[i * lda + p];
+      for (int j = 0; j < NR; ++j) acc[i][j] += x * b[j];
+    }
+  }
+  for (int i = 0; i < MR; ++i)
+    for (int j = 0; j < NR; ++j) C[i * ldc + j] = acc[i][j];
+}
+
+__attribute__((target_clones("avx512f", "avx2", "default"))) void gemm_nn(int64_t M, int64_t N, int64_t K, const float* A,
+                                                                         int64_t lda, const float* B, int64_t ldb,
+                                                                         float* C, int64_t ldc, bool accumulate) {
+  constexpr int MR = 4, NR = 32;
+  const int64_t N0 = N - N % NR;
+  int64_t i = 0;
+  const int64_t M0 = M - M % MR;
+  for (int64_t j = 0; j < N0; j += NR)  // one K x NR strip of B stays in L1 while the row blocks pass
+    for (i = 0; i < M0; i += MR) gemm_tile<MR, NR>(K, A + i * lda, lda, B + j, ldb, C + i * ldc + j, ldc, accumulate);
+  i = M0;
+  // rows left over (all columns), then the columns left over of the tiled rows: one row at a time
+  for (int64_t r = 0; r < M; ++r) {
+    const int64_t j0 = r < i ? N0 : 0;
+    if (j0 == N) continue;
+    float* c = C + r * ldc;
+    if (!accumulate)
+      for (int64_t j = j0; j < N; ++j) c[j] = 0.f;
+    for (int64_t p = 0; p < K; ++p) {
+      const float x = A[r * lda + p];
+      const float* b = B + p * ldb;
+      for (int64_t j = j0; j < N; ++j) c[j] += x * b[j];
+    }
+  }
+}
+
+// U <- (I + L)^-1 U with L strictly lower triangular [m x m] (ld ldl), U [m x n]: forward substitution.
+__attribute__((target_clones("avx512f", "avx2", "default"))) void forward_subst(int64_t m, int64_t n, const float* L,
+                                                                               int64_t ldl, float* U) {
+  for (int64_t i = 1; i < m; ++i) {
+    float* ui = U + i * n;
+    for (int64_t j = 0; j < i; ++j) {
+      const float x = L[i * ldl + j];
+      const float* uj = U + j * n;
+      for (int64_t c = 0; c < n; ++c) ui[c] -= x * uj[c];
+    }
   }
 }
 
@@ -279,7 +342,6 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) void chunk_one(cons
   load_state(a, d, n, h, S);
   for (int64_t c0 = 0; c0 < sq.len; c0 += C) {
     const int64_t m = std::min(C, sq.len - c0);
-    const int iK = int(K), iV = int(V), iC = int(C), im = int(m);
     ld.load(sq.b, sq.t0 + c0, m, s.q.data(), s.k.data(), s.v.data(), s.g.data(), s.beta.data());
     const float *q = s.q.data(), *k = s.k.data();
     double* G = s.G.data();
@@ -324,8 +386,7 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) void chunk_one(cons
         for (int64_t j = 0; j < i0; ++j)  // Kl^T [K, i0]
           for (int64_t i = 0; i < K; ++i) s.Kl[size_t(i * i0 + j)] = k[j * K + i] * s.w[size_t(j * K + i)];
         // [Qr; Kr] Kl^T -> rows i0.. of A_qk and A_kk
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(2 * bi), int(i0), iK, 1.f, s.Qr.data(), iK,
-                    s.Kl.data(), int(i0), 0.f, s.Ab.data(), int(i0));
+        gemm_nn(2 * bi, i0, K, s.Qr.data(), K, s.Kl.data(), i0, s.Ab.data(), i0, false);
         for (int64_t r = 0; r < bi; ++r) {
           std::memcpy(Aqk + (i0 + r) * C, s.Ab.data() + r * i0, static_cast<size_t>(i0) * sizeof(float));
           std::memcpy(Akk + (i0 + r) * C, s.Ab.data() + (bi + r) * i0, static_cast<size_t>(i0) * sizeof(float));
@@ -369,20 +430,20 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) void chunk_one(cons
 
     // P = KQ S = [Ke S; Qe S]
     float *U = s.U.data(), *P = s.P.data(), *O = P + m * V;
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, 2 * im, iV, iK, 1.f, s.KQ.data(), iK, S, iV, 0.f, P, iV);
+    gemm_nn(2 * m, V, K, s.KQ.data(), K, S, V, P, V, false);
     // U = (I + A_kk)^-1 Diag(beta) (V - Ke S): forward substitution (unit lower triangular solve)
     for (int64_t r = 0; r < m; ++r)
       for (int64_t j = 0; j < V; ++j) U[r * V + j] = s.beta[size_t(r)] * (s.v[size_t(r * V + j)] - P[r * V + j]);
-    cblas_strsm(CblasRowMajor, CblasLeft, CblasLower, CblasNoTrans, CblasUnit, im, iV, 1.f, Akk, iC, U, iV);
+    forward_subst(m, V, Akk, C, U);
     // O = Qe S + A_qk U
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, im, iV, im, 1.f, Aqk, iC, U, iV, 1.f, O, iV);
+    gemm_nn(m, V, m, Aqk, C, U, V, O, V, true);
     for (int64_t r = 0; r < m; ++r) store_vec(a.o, sq.b, sq.t0 + c0 + r, h, V, O + r * V);
     // S <- Diag(exp(G_C)) S + Kd^T U
     for (int64_t i = 0; i < K; ++i) s.x[size_t(i)] = float(GC[i]);
     exp_array(s.x.data(), s.w.data(), K);
     for (int64_t i = 0; i < K; ++i)
       for (int64_t j = 0; j < V; ++j) S[i * V + j] *= s.w[size_t(i)];
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, iK, iV, im, 1.f, s.KdT.data(), im, U, iV, 1.f, S, iV);
+    gemm_nn(K, V, m, s.KdT.data(), m, U, V, S, V, true);
   }
   store_state(a, d, n, h, S);
 }
@@ -430,17 +491,23 @@ void kda_recurrent_fwd(const KdaArgs& args, const KdaDims& d, const Context& ctx
 
 void kda_chunk_fwd(const KdaArgs& args, const KdaDims& d, int chunk_size, const Context& ctx) {
   const int64_t N = int64_t(d.seqs.size()), pairs = N * d.H, C = chunk_size;
-  // NOTE: (sequence, head) pairs are independent, so threads take pairs and every BLAS call runs
-  // single-threaded (the chunk products are small: C x K x V).
-  const int blas_threads = openblas_get_num_threads();
-  openblas_set_num_threads(1);
 #pragma omp parallel num_threads(threads(ctx))
   {
     ChunkScratch s(C, d.K, d.V);
+    // NOTE: flush denormals to zero in this region (restored after). Strongly decaying channels put values
+    // below 1.2e-38 into k . exp(G) and the state, and x86 takes a microcode assist on every such operand:
+    // measured 2x on the whole chunk form with the softplus gate. Values that small are far below every
+    // tolerance (they are 1e-33 of the O(1) terms they are added to).
+#if defined(__x86_64__) || defined(__i386__)
+    const unsigned csr = _mm_getcsr();
+    _mm_setcsr(csr | 0x8040u);  // FTZ | DAZ
+#endif
 #pragma omp for schedule(dynamic, 1)
     for (int64_t p = 0; p < pairs; ++p) chunk_one(args, d, C, p / d.H, p % d.H, s);
+#if defined(__x86_64__) || defined(__i386__)
+    _mm_setcsr(csr);
+#endif
   }
-  openblas_set_num_threads(blas_threads);
 }
 
 }  // namespace kimi::cpu
