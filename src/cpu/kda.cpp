@@ -193,8 +193,13 @@ void store_vec(const TensorView& t, int64_t b, int64_t s, int64_t h, int64_t n, 
 void normalize(float* x, int64_t n, bool l2, float mul) {
   double s = mul;
   if (l2) {
+    double lane[8] = {};  // 8 partial sums so that the loop vectorizes (no -ffast-math)
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+      for (int l = 0; l < 8; ++l) lane[l] += double(x[i + l]) * x[i + l];
+    for (int l = 0; i < n; ++i, ++l) lane[l] += double(x[i]) * x[i];
     double ss = 0;
-    for (int64_t i = 0; i < n; ++i) ss += double(x[i]) * x[i];
+    for (double v : lane) ss += v;
     s = mul / std::sqrt(ss + 1e-6);
   }
   const float sf = float(s);
@@ -436,7 +441,10 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) void chunk_one(cons
       for (int64_t j = 0; j < V; ++j) U[r * V + j] = s.beta[size_t(r)] * (s.v[size_t(r * V + j)] - P[r * V + j]);
     forward_subst(m, V, Akk, C, U);
     // O = Qe S + A_qk U
-    gemm_nn(m, V, m, Aqk, C, U, V, O, V, true);
+    for (int64_t i0 = 0; i0 < m; i0 += kSub) {  // A_qk is lower triangular: rows i0.. need U rows < i1 only
+      const int64_t i1 = std::min(m, i0 + kSub);
+      gemm_nn(i1 - i0, V, i1, Aqk + i0 * C, C, U, V, O + i0 * V, V, true);
+    }
     for (int64_t r = 0; r < m; ++r) store_vec(a.o, sq.b, sq.t0 + c0 + r, h, V, O + r * V);
     // S <- Diag(exp(G_C)) S + Kd^T U
     for (int64_t i = 0; i < K; ++i) s.x[size_t(i)] = float(GC[i]);
