@@ -97,7 +97,10 @@ void gate_row(GateForm form, float a, float lb, const float* f, const float* dt,
     for (int64_t i = 0; i < n; ++i) t1[i] = -std::fabs(g[i]);
     exp_array(t1, t2, n);
     log1p_unit(t2, t1, n);
-    for (int64_t i = 0; i < n; ++i) g[i] = -a * (std::fmax(g[i], 0.f) + t1[i]);
+    for (int64_t i = 0; i < n; ++i) {  // max(x, 0) as a bit mask (vectorizes): 0 when the sign bit is set
+      const uint32_t u = std::bit_cast<uint32_t>(g[i]);
+      g[i] = -a * (std::bit_cast<float>(u & ((u >> 31) - 1u)) + t1[i]);
+    }
   } else {
     for (int64_t i = 0; i < n; ++i) t1[i] = -a * g[i];
     exp_array(t1, t2, n);
@@ -171,22 +174,35 @@ const char* elem(const TensorView& t, int64_t b, int64_t s, int64_t h) {
          (b * t.strides[0] + s * t.strides[1] + h * t.strides[2]) * int64_t(t.element_size());
 }
 
-void load_vec(const TensorView& t, int64_t b, int64_t s, int64_t h, int64_t n, float* dst) {
-  const char* p = elem(t, b, s, h);
-  if (t.dtype == DType::f32) {
-    std::memcpy(dst, p, size_t(n) * sizeof(float));
+// n contiguous elements of dtype t <-> f32 (bf16 and f32 without a per-element switch, so that they vectorize).
+void load_span(const void* p, DType t, int64_t n, float* dst) {
+  if (t == DType::f32) {
+    std::memcpy(dst, p, static_cast<size_t>(n) * sizeof(float));
+  } else if (t == DType::bf16) {
+    const uint16_t* h = static_cast<const uint16_t*>(p);
+    for (int64_t i = 0; i < n; ++i) dst[i] = std::bit_cast<float>(uint32_t(h[i]) << 16);
   } else {
-    for (int64_t i = 0; i < n; ++i) dst[i] = load_as_f32(p, t.dtype, i);
+    for (int64_t i = 0; i < n; ++i) dst[i] = load_as_f32(p, t, i);
   }
 }
 
-void store_vec(const TensorView& t, int64_t b, int64_t s, int64_t h, int64_t n, const float* src) {
-  char* p = const_cast<char*>(elem(t, b, s, h));
-  if (t.dtype == DType::f32) {
-    std::memcpy(p, src, size_t(n) * sizeof(float));
+void store_span(void* p, DType t, int64_t n, const float* src) {
+  if (t == DType::f32) {
+    std::memcpy(p, src, static_cast<size_t>(n) * sizeof(float));
+  } else if (t == DType::bf16) {
+    uint16_t* h = static_cast<uint16_t*>(p);
+    for (int64_t i = 0; i < n; ++i) h[i] = f32_to_bf16(src[i]);
   } else {
-    for (int64_t i = 0; i < n; ++i) store_from_f32(p, t.dtype, i, src[i]);
+    for (int64_t i = 0; i < n; ++i) store_from_f32(p, t, i, src[i]);
   }
+}
+
+void load_vec(const TensorView& t, int64_t b, int64_t s, int64_t h, int64_t n, float* dst) {
+  load_span(elem(t, b, s, h), t.dtype, n, dst);
+}
+
+void store_vec(const TensorView& t, int64_t b, int64_t s, int64_t h, int64_t n, const float* src) {
+  store_span(const_cast<char*>(elem(t, b, s, h)), t.dtype, n, src);
 }
 
 // x *= 1 / sqrt(sum(x^2) + 1e-6) * mul (SPEC 3, sum not mean), or x *= mul without the norm.
@@ -469,10 +485,10 @@ void kda_gate(TensorView f, const KdaGate& gate, TensorView g, const Context& ct
 #pragma omp for schedule(static)
     for (int64_t row = 0; row < rows; ++row) {
       const int64_t h = row % H;
-      load_row(f, row, x.data());
+      load_span(row_ptr(f, row), f.dtype, K, x.data());
       gate_row(gate.form, std::exp(al[h * als]), gate.lower_bound, x.data(), dt + h * K, x.data(), K, t1.data(),
                t2.data());
-      store_row(g, row, x.data());
+      store_span(row_ptr(g, row), g.dtype, K, x.data());
     }
   }
 }
