@@ -138,8 +138,11 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) void gemm_nn(int64_
   const int64_t N0 = N - N % NR;
   int64_t i = 0;
   const int64_t M0 = M - M % MR;
-  for (int64_t j = 0; j < N0; j += NR)  // one K x NR strip of B stays in L1 while the row blocks pass
-    for (i = 0; i < M0; i += MR) gemm_tile<MR, NR>(K, A + i * lda, lda, B + j, ldb, C + i * ldc + j, ldc, accumulate);
+  constexpr int64_t MB = 32;  // rows of A per pass: MB x K of A and a K x NR strip of B stay in L1
+  for (int64_t ib = 0; ib < M0; ib += MB)
+    for (int64_t j = 0; j < N0; j += NR)
+      for (i = ib; i < std::min(M0, ib + MB); i += MR)
+        gemm_tile<MR, NR>(K, A + i * lda, lda, B + j, ldb, C + i * ldc + j, ldc, accumulate);
   i = M0;
   // rows left over (all columns), then the columns left over of the tiled rows: one row at a time
   for (int64_t r = 0; r < M; ++r) {
@@ -156,16 +159,27 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) void gemm_nn(int64_
   }
 }
 
-// U <- (I + L)^-1 U with L strictly lower triangular [m x m] (ld ldl), U [m x n]: forward substitution.
-__attribute__((target_clones("avx512f", "avx2", "default"))) void forward_subst(int64_t m, int64_t n, const float* L,
-                                                                               int64_t ldl, float* U) {
-  for (int64_t i = 1; i < m; ++i) {
+// Rows [i0, i1) of U += NL U among themselves (j in [i0, i)).
+__attribute__((target_clones("avx512f", "avx2", "default"))) void forward_rows(int64_t i0, int64_t i1, int64_t n,
+                                                                              const float* NL, int64_t ldl, float* U) {
+  for (int64_t i = i0 + 1; i < i1; ++i) {
     float* ui = U + i * n;
-    for (int64_t j = 0; j < i; ++j) {
-      const float x = L[i * ldl + j];
+    for (int64_t j = i0; j < i; ++j) {
+      const float x = NL[i * ldl + j];
       const float* uj = U + j * n;
-      for (int64_t c = 0; c < n; ++c) ui[c] -= x * uj[c];
+      for (int64_t c = 0; c < n; ++c) ui[c] += x * uj[c];
     }
+  }
+}
+
+// U <- (I + L)^-1 U by forward substitution; NL = -L strictly lower triangular [m x m] (ld ldl), U [m x n].
+// Blocks of kSub rows: the rows of a block first take the earlier blocks in one product, then substitute
+// among themselves row by row.
+void forward_subst(int64_t m, int64_t n, const float* NL, int64_t ldl, float* U, int64_t blk) {
+  for (int64_t i0 = 0; i0 < m; i0 += blk) {
+    const int64_t i1 = std::min(m, i0 + blk);
+    if (i0 > 0) gemm_nn(i1 - i0, n, i0, NL + i0 * ldl, ldl, U, n, U + i0 * n, n, true);
+    forward_rows(i0, i1, n, NL, ldl, U);
   }
 }
 
@@ -446,8 +460,8 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) void chunk_one(cons
         }
       }
     }
-    for (int64_t i = 0; i < m; ++i)
-      for (int64_t j = 0; j < i; ++j) Akk[i * C + j] *= s.beta[size_t(i)];
+    for (int64_t i = 0; i < m; ++i)  // stored negated: the substitution adds
+      for (int64_t j = 0; j < i; ++j) Akk[i * C + j] *= -s.beta[size_t(i)];
 
     // P = KQ S = [Ke S; Qe S]
     float *U = s.U.data(), *P = s.P.data(), *O = P + m * V;
@@ -455,7 +469,7 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) void chunk_one(cons
     // U = (I + A_kk)^-1 Diag(beta) (V - Ke S): forward substitution (unit lower triangular solve)
     for (int64_t r = 0; r < m; ++r)
       for (int64_t j = 0; j < V; ++j) U[r * V + j] = s.beta[size_t(r)] * (s.v[size_t(r * V + j)] - P[r * V + j]);
-    forward_subst(m, V, Akk, C, U);
+    forward_subst(m, V, Akk, C, U, kSub);
     // O = Qe S + A_qk U
     for (int64_t i0 = 0; i0 < m; i0 += kSub) {  // A_qk is lower triangular: rows i0.. need U rows < i1 only
       const int64_t i1 = std::min(m, i0 + kSub);
