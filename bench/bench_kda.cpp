@@ -19,7 +19,7 @@ void fill(const Tensor& t, std::mt19937_64& rng, float lo, float hi) {
   for (int64_t i = 0; i < t.numel(); ++i) kimi::store_from_f32(t.data(), t.view().dtype, i, v[size_t(i)]);
 }
 
-// args: T, H, dtype (0 f32, 1 bf16), form (0 recurrent, 1 chunk)
+// args: T, H, dtype (0 f32, 1 bf16), chunk (0: recurrent form, else the chunk form with that chunk size)
 void BM_kda_fwd(benchmark::State& st) {
   const int64_t T = st.range(0), H = st.range(1), K = 128, V = 128;
   const DType dt = st.range(2) ? DType::bf16 : DType::f32;
@@ -36,7 +36,7 @@ void BM_kda_fwd(benchmark::State& st) {
   a.initial_state = h0, a.final_state = ht;
   for (auto _ : st) {
     if (st.range(3))
-      kimi::kda_chunk_fwd(a);
+      kimi::kda_chunk_fwd(a, int(st.range(3)));
     else
       kimi::kda_recurrent_fwd(a);
   }
@@ -45,9 +45,11 @@ void BM_kda_fwd(benchmark::State& st) {
 BENCHMARK(BM_kda_fwd)
     ->ArgNames({"T", "H", "bf16", "chunk"})
     ->Args({8192, 8, 0, 0})
-    ->Args({8192, 8, 0, 1})
+    ->Args({8192, 8, 0, 64})
+    ->Args({8192, 8, 0, 16})
     ->Args({8192, 8, 1, 0})
-    ->Args({8192, 8, 1, 1})
+    ->Args({8192, 8, 1, 64})
+    ->Args({8192, 8, 1, 16})
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 
