@@ -57,12 +57,19 @@ BENCHMARK(BM_kda_fwd)
 void BM_kda_gate(benchmark::State& st) {
   const int64_t T = st.range(0), H = 32, K = 128;
   std::mt19937_64 rng(9);
-  Tensor f(DType::bf16, {T, H, K}), g(DType::f32, {T, H, K}), A_log(DType::f32, {H}), dt_bias(DType::f32, {H, K});
+  Tensor f(DType::bf16, {T, H, K}), g(DType::f32, {T, H, K}), A_log(DType::f32, {H}),
+      dt_bias(DType::f32, {H, K});
   fill(f, rng, -8, 8), fill(A_log, rng, -2, 1), fill(dt_bias, rng, -8, 8);
-  const kimi::KdaGate gate{st.range(1) ? kimi::GateForm::bounded : kimi::GateForm::softplus, A_log, dt_bias, -5.f};
+  const kimi::KdaGate gate{st.range(1) ? kimi::GateForm::bounded : kimi::GateForm::softplus, A_log, dt_bias,
+                           -5.f};
   for (auto _ : st) kimi::kda_gate(f, gate, g);
   st.SetItemsProcessed(st.iterations() * T * H * K);
 }
-BENCHMARK(BM_kda_gate)->ArgNames({"T", "bounded"})->Args({4096, 0})->Args({4096, 1})->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_kda_gate)
+    ->ArgNames({"T", "bounded"})
+    ->Args({4096, 0})
+    ->Args({4096, 1})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
 
 }  // namespace

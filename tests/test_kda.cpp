@@ -51,8 +51,8 @@ struct Problem {
   Tensor q, k, v, f, beta, A_log, dt_bias, h0, cu;
   GateForm form;
 
-  Problem(int64_t b, int64_t t, int64_t h, int64_t kk, int64_t vv, std::vector<int64_t> lens = {}, uint64_t seed = 1,
-          GateForm gf = GateForm::softplus)
+  Problem(int64_t b, int64_t t, int64_t h, int64_t kk, int64_t vv, std::vector<int64_t> lens = {},
+          uint64_t seed = 1, GateForm gf = GateForm::softplus)
       : B(b), T(t), H(h), K(kk), V(vv), N(lens.empty() ? b : int64_t(lens.size())), form(gf) {
     if (!lens.empty()) {
       offsets = {0};
@@ -62,10 +62,13 @@ struct Problem {
       std::memcpy(cu.data(), offsets.data(), offsets.size() * sizeof(int64_t));
     }
     std::mt19937_64 rng(seed);
-    q = Tensor(DType::f32, {B, T, H, K}), k = Tensor(DType::f32, {B, T, H, K}), v = Tensor(DType::f32, {B, T, H, V});
+    q = Tensor(DType::f32, {B, T, H, K}), k = Tensor(DType::f32, {B, T, H, K}),
+    v = Tensor(DType::f32, {B, T, H, V});
     f = Tensor(DType::f32, {B, T, H, K}), beta = Tensor(DType::f32, {B, T, H});
-    A_log = Tensor(DType::f32, {H}), dt_bias = Tensor(DType::f32, {H * K}), h0 = Tensor(DType::f32, {N, H, K, V});
-    fill(q, rng, -1, 1), fill(k, rng, -1, 1), fill(v, rng, -1, 1), fill(f, rng, -8, 8), fill(beta, rng, -4, 4);
+    A_log = Tensor(DType::f32, {H}), dt_bias = Tensor(DType::f32, {H * K}),
+    h0 = Tensor(DType::f32, {N, H, K, V});
+    fill(q, rng, -1, 1), fill(k, rng, -1, 1), fill(v, rng, -1, 1), fill(f, rng, -8, 8),
+        fill(beta, rng, -4, 4);
     fill(A_log, rng, -2, 1), fill(dt_bias, rng, -8, 8), fill(h0, rng, -1, 1);
   }
 
@@ -95,7 +98,8 @@ struct Problem {
 
 struct Out {
   Tensor o, ht;
-  explicit Out(const Problem& p) : o(DType::f32, {p.B, p.T, p.H, p.V}), ht(DType::f32, {p.N, p.H, p.K, p.V}) {}
+  explicit Out(const Problem& p)
+      : o(DType::f32, {p.B, p.T, p.H, p.V}), ht(DType::f32, {p.N, p.H, p.K, p.V}) {}
 };
 
 // Recurrent and chunk (chunk_size C) on one problem: returns the worse of the o / final-state errors.
@@ -159,7 +163,8 @@ TEST(Kda, PrefillThenDecodeMatchesPrefill) {
 TEST(Kda, GateSweepIsFiniteAndMatchesOracle) {
   // every (f, dt_bias) pair on a 0.5 grid over [-8, 8], A_log at both ends of its range
   const int64_t n = 33, H = 2;
-  Tensor f(DType::f32, {n, H, n}), g(DType::f32, {n, H, n}), A_log(DType::f32, {H}), dt_bias(DType::f32, {H, n});
+  Tensor f(DType::f32, {n, H, n}), g(DType::f32, {n, H, n}), A_log(DType::f32, {H}),
+      dt_bias(DType::f32, {H, n});
   for (int64_t r = 0; r < n; ++r)
     for (int64_t h = 0; h < H; ++h)
       for (int64_t i = 0; i < n; ++i) {
@@ -169,8 +174,8 @@ TEST(Kda, GateSweepIsFiniteAndMatchesOracle) {
   A_log.data_as<float>()[0] = -2.f, A_log.data_as<float>()[1] = 1.f;
   for (GateForm form : {GateForm::softplus, GateForm::bounded}) {
     kda_gate(f, KdaGate{form, A_log, dt_bias, -5.f}, g);
-    const std::vector<double> ref = oracle::kda_gate(values64(f), H, n, form == GateForm::bounded, values64(A_log),
-                                                     values64(dt_bias), -5.0);
+    const std::vector<double> ref = oracle::kda_gate(values64(f), H, n, form == GateForm::bounded,
+                                                     values64(A_log), values64(dt_bias), -5.0);
     const std::vector<float> got = values(g);
     for (size_t e = 0; e < got.size(); ++e) {
       ASSERT_TRUE(std::isfinite(got[e]));
@@ -297,8 +302,8 @@ TEST(Kda, RejectsBadArguments) {
   both(with([&](KdaArgs& a) { a.v = big, a.o = big; }), "'v'", "[1, 256]", "300");
   // strides: last dimension must have stride 1; states contiguous
   const std::array<int64_t, 4> qshape{1, 7, 2, 8}, qstrides{224, 32, 16, 2};
-  both(with([&](KdaArgs& a) { a.q = TensorView(wide.data(), DType::f32, qshape, qstrides); }), "'q'", "stride 1",
-       "stride 2");
+  both(with([&](KdaArgs& a) { a.q = TensorView(wide.data(), DType::f32, qshape, qstrides); }), "'q'",
+       "stride 1", "stride 2");
   both(with([&](KdaArgs& a) { a.initial_state = TensorView(p.h0).transpose(2, 3); }), "'initial_state'",
        "contiguous");
   // states: shape per layout, dtype, N
@@ -333,8 +338,8 @@ TEST(Kda, RejectsBadArguments) {
   both(with([&](KdaArgs& a) { a.gate->A_log = albf; }), "'gate.A_log'", "f32", "bf16");
   both(with([&](KdaArgs& a) { a.gate->dt_bias = dt7; }), "'gate.dt_bias'", "[16]", "[7]");
   both(with([&](KdaArgs& a) { a.gate->dt_bias = dt2; }), "'gate.dt_bias'", "[2, 8]", "[2, 9]");
-  both(with([&](KdaArgs& a) { a.gate->form = GateForm::bounded, a.gate->lower_bound = 1.f; }), "'gate.lower_bound'",
-       "<= 0", "1.0");
+  both(with([&](KdaArgs& a) { a.gate->form = GateForm::bounded, a.gate->lower_bound = 1.f; }),
+       "'gate.lower_bound'", "<= 0", "1.0");
   both(with([&](KdaArgs& a) { a.scale = NAN; }), "'scale'", "finite", "nan");
   // devices
   TensorView vd = p.v;
@@ -353,10 +358,10 @@ TEST(Kda, RejectsBadArguments) {
   EXPECT_NO_THROW(kda_gate(f, gate, g));
   EXPECT_KIMI_ERROR(kda_gate(f, gate, g5), "kda_gate", "'g'", "[4, 2, 8]", "[5, 2, 8]");
   EXPECT_KIMI_ERROR(kda_gate(f1, gate, g), "kda_gate", "'f'", "at least 2 dimensions", "1");
-  EXPECT_KIMI_ERROR(kda_gate(f, KdaGate{GateForm::softplus, al3, p.dt_bias, -5.f}, g), "kda_gate", "'gate.A_log'",
-                    "[2]", "[3]");
-  EXPECT_KIMI_ERROR(kda_gate(f, KdaGate{GateForm::softplus, p.A_log, dt7, -5.f}, g), "kda_gate", "'gate.dt_bias'",
-                    "[16]", "[7]");
+  EXPECT_KIMI_ERROR(kda_gate(f, KdaGate{GateForm::softplus, al3, p.dt_bias, -5.f}, g), "kda_gate",
+                    "'gate.A_log'", "[2]", "[3]");
+  EXPECT_KIMI_ERROR(kda_gate(f, KdaGate{GateForm::softplus, p.A_log, dt7, -5.f}, g), "kda_gate",
+                    "'gate.dt_bias'", "[16]", "[7]");
   Tensor b(DType::f32, {4, 2}), bt(DType::f32, {4, 3}), bi(DType::i32, {4, 2});
   EXPECT_NO_THROW(kda_beta(b, b));
   EXPECT_KIMI_ERROR(kda_beta(b, bt), "kda_beta", "'beta'", "[4, 2]", "[4, 3]");

@@ -1,4 +1,5 @@
-// CPU Kimi Delta Attention (SPEC 5, 5.1): fused gate, beta, token recurrence and the chunkwise (UT transform) form.
+// CPU Kimi Delta Attention (SPEC 5, 5.1): fused gate, beta, token recurrence and the chunkwise (UT transform)
+// form.
 //
 // Both forward forms thread over (sequence, head) pairs; each pair keeps its K x V state in fp32 in the
 // kv layout internally (row d of S is key channel d), whatever the layout of initial/final state.
@@ -22,14 +23,16 @@ namespace kimi::cpu {
 
 namespace {
 
-inline float sigmoidf(float z) { return 1.f / (1.f + std::exp(-z)); }
+inline float sigmoidf(float z) {
+  return 1.f / (1.f + std::exp(-z));
+}
 
 // exp(x) for float arrays (Cephes expf polynomial, < 1 ulp on [-87, 87]), written with integer selects
 // so that GCC vectorizes it without -ffast-math, cloned for AVX-512 / AVX2 / baseline x86-64.
 // Below -87 it returns 0 (no denormal ever enters the products), above 87 it saturates at e^87; NaN
 // stays NaN. The chunk form only calls it with x <= 0 (differences of a non-increasing cumulative sum).
-__attribute__((target_clones("avx512f", "avx2", "default"))) void exp_array(const float* x,
-                                                                                               float* y, int64_t n) {
+__attribute__((target_clones("avx512f", "avx2", "default"))) void exp_array(const float* x, float* y,
+                                                                            int64_t n) {
   constexpr uint32_t k87 = 0x42AE0000u;  // bits of 87.f
 #pragma omp simd
   for (int64_t i = 0; i < n; ++i) {
@@ -56,8 +59,8 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) void exp_array(cons
 
 // log1p(y) for y in [0, 1] (Cephes logf polynomial on 1 + y, plus the correction (y - (u - 1)) / u for the
 // rounding of u = 1 + y; < 1.5 ulp), integer selects so that it vectorizes.
-__attribute__((target_clones("avx512f", "avx2", "default"))) void log1p_unit(const float* in,
-                                                                                                float* out, int64_t n) {
+__attribute__((target_clones("avx512f", "avx2", "default"))) void log1p_unit(const float* in, float* out,
+                                                                             int64_t n) {
   constexpr uint32_t kSqrt2 = 0x3FB504F3u;  // bits of 1.41421356f
 #pragma omp simd
   for (int64_t i = 0; i < n; ++i) {
@@ -90,8 +93,8 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) void log1p_unit(con
 //   softplus: g = -a * softplus(x), softplus(x) = max(x, 0) + log1p(exp(-|x|)) (stable for every x; equals
 //             x for x > 20 and log1p(exp(x)) otherwise to float precision)
 //   bounded:  g = lb * sigmoid(a x) = lb / (1 + exp(-a x))
-void gate_row(GateForm form, float a, float lb, const float* f, const float* dt, float* g, int64_t n, float* t1,
-              float* t2) {
+void gate_row(GateForm form, float a, float lb, const float* f, const float* dt, float* g, int64_t n,
+              float* t1, float* t2) {
   for (int64_t i = 0; i < n; ++i) g[i] = f[i] + dt[i];
   if (form == GateForm::softplus) {
     for (int64_t i = 0; i < n; ++i) t1[i] = -std::fabs(g[i]);
@@ -108,15 +111,16 @@ void gate_row(GateForm form, float a, float lb, const float* f, const float* dt,
   }
 }
 
-// C[M x N] = (C +) A[M x K] B[K x N], row-major with leading dimensions: the dense products of the chunk form.
+// C[M x N] = (C +) A[M x K] B[K x N], row-major with leading dimensions: the dense products of the chunk
+// form.
 //
 // NOTE: a register-tiled kernel (4 x 32 accumulators) rather than cblas_sgemm. The OpenBLAS of this
 // machine detects its CPU as "Prescott" and runs SSE3 kernels (7-12 GMAC/s at 64..128 x 128 x 128);
 // this kernel, cloned for AVX-512 / AVX2, runs 30-46 GMAC/s there, about what OpenBLAS's own SkylakeX
 // kernels reach at these small sizes when forced with OPENBLAS_CORETYPE (see docs/ops/kda.md).
 template <int MR, int NR>
-__attribute__((always_inline)) inline void gemm_tile(int64_t K, const float* A, int64_t lda, const float* B, int64_t ldb,
-                                                     float* C, int64_t ldc, bool accumulate) {
+__attribute__((always_inline)) inline void gemm_tile(int64_t K, const float* A, int64_t lda, const float* B,
+                                                     int64_t ldb, float* C, int64_t ldc, bool accumulate) {
   float acc[MR][NR];
   for (int i = 0; i < MR; ++i)
     for (int j = 0; j < NR; ++j) acc[i][j] = accumulate ? C[i * ldc + j] : 0.f;
@@ -131,9 +135,11 @@ __attribute__((always_inline)) inline void gemm_tile(int64_t K, const float* A, 
     for (int j = 0; j < NR; ++j) C[i * ldc + j] = acc[i][j];
 }
 
-__attribute__((target_clones("avx512f", "avx2", "default"))) void gemm_nn(int64_t M, int64_t N, int64_t K, const float* A,
-                                                                         int64_t lda, const float* B, int64_t ldb,
-                                                                         float* C, int64_t ldc, bool accumulate) {
+__attribute__((target_clones("avx512f", "avx2", "default"))) void gemm_nn(int64_t M, int64_t N, int64_t K,
+                                                                          const float* A, int64_t lda,
+                                                                          const float* B, int64_t ldb,
+                                                                          float* C, int64_t ldc,
+                                                                          bool accumulate) {
   constexpr int MR = 4, NR = 32;
   const int64_t N0 = N - N % NR;
   int64_t i = 0;
@@ -160,8 +166,9 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) void gemm_nn(int64_
 }
 
 // Rows [i0, i1) of U += NL U among themselves (j in [i0, i)).
-__attribute__((target_clones("avx512f", "avx2", "default"))) void forward_rows(int64_t i0, int64_t i1, int64_t n,
-                                                                              const float* NL, int64_t ldl, float* U) {
+__attribute__((target_clones("avx512f", "avx2", "default"))) void forward_rows(int64_t i0, int64_t i1,
+                                                                               int64_t n, const float* NL,
+                                                                               int64_t ldl, float* U) {
   for (int64_t i = i0 + 1; i < i1; ++i) {
     float* ui = U + i * n;
     for (int64_t j = i0; j < i; ++j) {
@@ -188,7 +195,8 @@ const char* elem(const TensorView& t, int64_t b, int64_t s, int64_t h) {
          (b * t.strides[0] + s * t.strides[1] + h * t.strides[2]) * int64_t(t.element_size());
 }
 
-// n contiguous elements of dtype t <-> f32 (bf16 and f32 without a per-element switch, so that they vectorize).
+// n contiguous elements of dtype t <-> f32 (bf16 and f32 without a per-element switch, so that they
+// vectorize).
 void load_span(const void* p, DType t, int64_t n, float* dst) {
   if (t == DType::f32) {
     std::memcpy(dst, p, static_cast<size_t>(n) * sizeof(float));
@@ -241,7 +249,7 @@ struct Loader {
   const KdaArgs& a;
   const KdaDims& d;
   int64_t h;
-  float gate_a = 0.f;             // exp(A_log[h])
+  float gate_a = 0.f;              // exp(A_log[h])
   const float* dt_bias = nullptr;  // K values of head h
   mutable std::vector<float> t1, t2;
 
@@ -268,7 +276,8 @@ struct Loader {
       load_vec(a.g, b, s, h, K, gr);
       normalize(qr, K, a.qk_l2norm_in_kernel, d.scale);
       if (a.qk_l2norm_in_kernel) normalize(kr, K, true, 1.f);
-      if (a.gate) gate_row(a.gate->form, gate_a, a.gate->lower_bound, gr, dt_bias, gr, K, t1.data(), t2.data());
+      if (a.gate)
+        gate_row(a.gate->form, gate_a, a.gate->lower_bound, gr, dt_bias, gr, K, t1.data(), t2.data());
       const float bt = load_as_f32(elem(a.beta, b, s, h), a.beta.dtype, 0);
       beta[r] = a.beta_sigmoid_in_kernel ? sigmoidf(bt) : bt;
     }
@@ -309,9 +318,10 @@ void recurrent_one(const KdaArgs& a, const KdaDims& d, int64_t n, int64_t h) {
   const int64_t K = d.K, V = d.V;
   const KdaSeq sq = d.seqs[size_t(n)];
   const Loader ld(a, d, h);
-  std::vector<float> S(static_cast<size_t>(K * V)), q(static_cast<size_t>(kLoadBlock * K)), k(static_cast<size_t>(kLoadBlock * K)),
-      v(static_cast<size_t>(kLoadBlock * V)), g(static_cast<size_t>(kLoadBlock * K)), beta(static_cast<size_t>(kLoadBlock)), kS(static_cast<size_t>(V)),
-      e(static_cast<size_t>(V)), o(static_cast<size_t>(V));
+  std::vector<float> S(static_cast<size_t>(K * V)), q(static_cast<size_t>(kLoadBlock * K)),
+      k(static_cast<size_t>(kLoadBlock * K)), v(static_cast<size_t>(kLoadBlock * V)),
+      g(static_cast<size_t>(kLoadBlock * K)), beta(static_cast<size_t>(kLoadBlock)),
+      kS(static_cast<size_t>(V)), e(static_cast<size_t>(V)), o(static_cast<size_t>(V));
   load_state(a, d, n, h, S.data());
   for (int64_t t0 = 0; t0 < sq.len; t0 += kLoadBlock) {
     const int64_t nb = std::min(kLoadBlock, sq.len - t0);
@@ -354,10 +364,24 @@ struct ChunkScratch {
   std::vector<float> S, q, k, v, g, beta, KQ, KdT, Akk, Aqk, Qr, Ab, Kl, U, P, x, w;
   std::vector<double> G;
   ChunkScratch(int64_t C, int64_t K, int64_t V)
-      : S(static_cast<size_t>(K * V)), q(static_cast<size_t>(C * K)), k(static_cast<size_t>(C * K)), v(static_cast<size_t>(C * V)), g(static_cast<size_t>(C * K)), beta(static_cast<size_t>(C)),
-        KQ(static_cast<size_t>(2 * C * K)), KdT(static_cast<size_t>(C * K)), Akk(static_cast<size_t>(C * C)), Aqk(static_cast<size_t>(C * C)),
-        Qr(static_cast<size_t>(2 * kSub * K)), Ab(static_cast<size_t>(2 * kSub * C)), Kl(static_cast<size_t>(C * K)), U(static_cast<size_t>(C * V)), P(static_cast<size_t>(2 * C * V)),
-        x(static_cast<size_t>(C * K)), w(static_cast<size_t>(C * K)), G(static_cast<size_t>(C * K)) {}
+      : S(static_cast<size_t>(K * V)),
+        q(static_cast<size_t>(C * K)),
+        k(static_cast<size_t>(C * K)),
+        v(static_cast<size_t>(C * V)),
+        g(static_cast<size_t>(C * K)),
+        beta(static_cast<size_t>(C)),
+        KQ(static_cast<size_t>(2 * C * K)),
+        KdT(static_cast<size_t>(C * K)),
+        Akk(static_cast<size_t>(C * C)),
+        Aqk(static_cast<size_t>(C * C)),
+        Qr(static_cast<size_t>(2 * kSub * K)),
+        Ab(static_cast<size_t>(2 * kSub * C)),
+        Kl(static_cast<size_t>(C * K)),
+        U(static_cast<size_t>(C * V)),
+        P(static_cast<size_t>(2 * C * V)),
+        x(static_cast<size_t>(C * K)),
+        w(static_cast<size_t>(C * K)),
+        G(static_cast<size_t>(C * K)) {}
 };
 
 // One (sequence, head) pair in chunks of C tokens (SPEC 5.1).
@@ -367,9 +391,12 @@ struct ChunkScratch {
 //   - pairs inside one sub-block of kSub rows: exp(G_i - G_j) formed per pair;
 //   - pairs across sub-blocks (j < r <= i with r the first row of i's sub-block):
 //     exp(G_i - G_j) = exp(G_i - G_r) * exp(G_r - G_j), two factors in (0, 1], so these blocks are
-//     dense sgemm products (FLA's secondary chunking). Never exp(G_i) * exp(-G_j), which overflows.
+//     dense products (FLA's secondary chunking). Never exp(G_i) * exp(-G_j), which overflows.
 // Cloned for AVX-512 / AVX2 / baseline: its element-wise loops are a good part of the chunk form's time.
-__attribute__((target_clones("avx512f", "avx2", "default"))) void chunk_one(const KdaArgs& a, const KdaDims& d, int64_t C, int64_t n, int64_t h, ChunkScratch& s) {
+__attribute__((target_clones("avx512f", "avx2", "default"))) void chunk_one(const KdaArgs& a,
+                                                                            const KdaDims& d, int64_t C,
+                                                                            int64_t n, int64_t h,
+                                                                            ChunkScratch& s) {
   const int64_t K = d.K, V = d.V;
   const KdaSeq sq = d.seqs[size_t(n)];
   const Loader ld(a, d, h);
@@ -424,7 +451,8 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) void chunk_one(cons
         gemm_nn(2 * bi, i0, K, s.Qr.data(), K, s.Kl.data(), i0, s.Ab.data(), i0, false);
         for (int64_t r = 0; r < bi; ++r) {
           std::memcpy(Aqk + (i0 + r) * C, s.Ab.data() + r * i0, static_cast<size_t>(i0) * sizeof(float));
-          std::memcpy(Akk + (i0 + r) * C, s.Ab.data() + (bi + r) * i0, static_cast<size_t>(i0) * sizeof(float));
+          std::memcpy(Akk + (i0 + r) * C, s.Ab.data() + (bi + r) * i0,
+                      static_cast<size_t>(i0) * sizeof(float));
         }
       }
       // pairs inside the sub-block, per pair
@@ -468,7 +496,8 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) void chunk_one(cons
     gemm_nn(2 * m, V, K, s.KQ.data(), K, S, V, P, V, false);
     // U = (I + A_kk)^-1 Diag(beta) (V - Ke S): forward substitution (unit lower triangular solve)
     for (int64_t r = 0; r < m; ++r)
-      for (int64_t j = 0; j < V; ++j) U[r * V + j] = s.beta[size_t(r)] * (s.v[size_t(r * V + j)] - P[r * V + j]);
+      for (int64_t j = 0; j < V; ++j)
+        U[r * V + j] = s.beta[size_t(r)] * (s.v[size_t(r * V + j)] - P[r * V + j]);
     forward_subst(m, V, Akk, C, U, kSub);
     // O = Qe S + A_qk U
     for (int64_t i0 = 0; i0 < m; i0 += kSub) {  // A_qk is lower triangular: rows i0.. need U rows < i1 only
@@ -500,8 +529,8 @@ void kda_gate(TensorView f, const KdaGate& gate, TensorView g, const Context& ct
     for (int64_t row = 0; row < rows; ++row) {
       const int64_t h = row % H;
       load_span(row_ptr(f, row), f.dtype, K, x.data());
-      gate_row(gate.form, std::exp(al[h * als]), gate.lower_bound, x.data(), dt + h * K, x.data(), K, t1.data(),
-               t2.data());
+      gate_row(gate.form, std::exp(al[h * als]), gate.lower_bound, x.data(), dt + h * K, x.data(), K,
+               t1.data(), t2.data());
       store_span(row_ptr(g, row), g.dtype, K, x.data());
     }
   }

@@ -16,10 +16,13 @@ using check::kAny;
 
 constexpr int64_t kMaxHeadDim = 256;
 
-std::string str(int64_t v) { return std::to_string(v); }
+std::string str(int64_t v) {
+  return std::to_string(v);
+}
 
 // A float activation with the given shape (kAny: free) and stride 1 in its last dimension.
-void check_act(const check::Checker& c, const char* name, const TensorView& t, const std::vector<int64_t>& shape) {
+void check_act(const check::Checker& c, const char* name, const TensorView& t,
+               const std::vector<int64_t>& shape) {
   c.shape(name, t, shape);
   c.float_dtype(name, t);
   c.inner_contiguous(name, t);
@@ -49,13 +52,15 @@ cpu::KdaDims check_args(const check::Checker& c, const KdaArgs& a) {
   c.inner_contiguous("q", a.q);
   const int64_t B = a.q.size(0), T = a.q.size(1), H = a.q.size(2), K = a.q.size(3);
   if (K < 1 || K > kMaxHeadDim)
-    c.fail("q", "head dim K = shape[3] in [1, " + str(kMaxHeadDim) + "]", str(K) + " (shape " + a.q.shape_string() + ")");
+    c.fail("q", "head dim K = shape[3] in [1, " + str(kMaxHeadDim) + "]",
+           str(K) + " (shape " + a.q.shape_string() + ")");
   check_act(c, "k", a.k, {B, T, H, K});
   c.rank("v", a.v, 4);
   check_act(c, "v", a.v, {B, T, H, kAny});
   const int64_t V = a.v.size(3);
   if (V < 1 || V > kMaxHeadDim)
-    c.fail("v", "value head dim V = shape[3] in [1, " + str(kMaxHeadDim) + "]", str(V) + " (shape " + a.v.shape_string() + ")");
+    c.fail("v", "value head dim V = shape[3] in [1, " + str(kMaxHeadDim) + "]",
+           str(V) + " (shape " + a.v.shape_string() + ")");
   check_act(c, "g", a.g, {B, T, H, K});
   c.shape("beta", a.beta, {B, T, H});
   c.float_dtype("beta", a.beta);
@@ -67,9 +72,16 @@ cpu::KdaDims check_args(const check::Checker& c, const KdaArgs& a) {
   const TensorView none{};
   const TensorView& A_log = a.gate ? a.gate->A_log : none;
   const TensorView& dt_bias = a.gate ? a.gate->dt_bias : none;
-  const Device dev = c.same_device({{"q", &a.q}, {"k", &a.k}, {"v", &a.v}, {"g", &a.g}, {"beta", &a.beta},
-                                    {"o", &a.o}, {"gate.A_log", &A_log}, {"gate.dt_bias", &dt_bias},
-                                    {"initial_state", &a.initial_state}, {"final_state", &a.final_state}});
+  const Device dev = c.same_device({{"q", &a.q},
+                                    {"k", &a.k},
+                                    {"v", &a.v},
+                                    {"g", &a.g},
+                                    {"beta", &a.beta},
+                                    {"o", &a.o},
+                                    {"gate.A_log", &A_log},
+                                    {"gate.dt_bias", &dt_bias},
+                                    {"initial_state", &a.initial_state},
+                                    {"final_state", &a.final_state}});
   (void)dev;
 
   cpu::KdaDims d{B, T, H, K, V, a.scale ? *a.scale : float(1.0 / std::sqrt(double(K))), {}};
@@ -87,7 +99,8 @@ cpu::KdaDims check_args(const check::Checker& c, const KdaArgs& a) {
   for (const auto& [name, t] : {std::pair<const char*, const TensorView*>{"initial_state", &a.initial_state},
                                 {"final_state", &a.final_state}}) {
     if (!t->present()) continue;
-    if (t->ndim != 4 || dims(*t) != st) c.fail(name, "shape " + check::shape_string(st) + lay, t->shape_string());
+    if (t->ndim != 4 || dims(*t) != st)
+      c.fail(name, "shape " + check::shape_string(st) + lay, t->shape_string());
     c.dtype(name, *t, {DType::f32});
     c.contiguous(name, *t);
   }
@@ -105,7 +118,8 @@ cpu::KdaDims check_args(const check::Checker& c, const KdaArgs& a) {
 void kda_gate(TensorView f, const KdaGate& gate, TensorView g, const Context& ctx) {
   check::Checker c("kda_gate");
   c.present("f", f);
-  if (f.ndim < 2) c.fail("f", "at least 2 dimensions [..., H, K]", str(f.ndim) + " (shape " + f.shape_string() + ")");
+  if (f.ndim < 2)
+    c.fail("f", "at least 2 dimensions [..., H, K]", str(f.ndim) + " (shape " + f.shape_string() + ")");
   c.float_dtype("f", f);
   c.inner_contiguous("f", f);
   const int64_t H = f.size(-2), K = f.size(-1);

@@ -5,8 +5,12 @@
 namespace kimi::oracle {
 
 namespace {
-double sig(double x) { return 1.0 / (1.0 + std::exp(-x)); }
-double softplus_(double x) { return x > 30 ? x : std::log1p(std::exp(x)); }
+double sig(double x) {
+  return 1.0 / (1.0 + std::exp(-x));
+}
+double softplus_(double x) {
+  return x > 30 ? x : std::log1p(std::exp(x));
+}
 
 double gate1(bool bounded, double A_log, double x, double lb) {
   if (bounded) return lb * sig(std::exp(A_log) * x);
@@ -30,7 +34,9 @@ Vec kda_gate(const Vec& f, int64_t H, int64_t K, bool bounded, const Vec& A_log,
 KdaResult kda(const KdaProblem& p) {
   const int64_t B = p.B, T = p.T, H = p.H, K = p.K, V = p.V;
   // sequences as (batch row, first token, length)
-  struct Seq { int64_t b, t0, len; };
+  struct Seq {
+    int64_t b, t0, len;
+  };
   std::vector<Seq> seqs;
   if (p.cu.empty()) {
     for (int64_t b = 0; b < B; ++b) seqs.push_back({b, 0, T});
@@ -51,7 +57,8 @@ KdaResult kda(const KdaProblem& p) {
       for (int64_t s = 0; s < seqs[size_t(n)].len; ++s) {
         const int64_t tok = seqs[size_t(n)].b * T + seqs[size_t(n)].t0 + s;  // row of [B*T]
         const size_t xk = size_t((tok * H + h) * K), xv = size_t((tok * H + h) * V);
-        std::vector<double> q(static_cast<size_t>(K)), k(static_cast<size_t>(K)), v(static_cast<size_t>(V)), g(static_cast<size_t>(K));
+        std::vector<double> q(static_cast<size_t>(K)), k(static_cast<size_t>(K)), v(static_cast<size_t>(V)),
+            g(static_cast<size_t>(K));
         for (int64_t i = 0; i < K; ++i) {
           q[size_t(i)] = p.q[xk + size_t(i)];
           k[size_t(i)] = p.k[xk + size_t(i)];

@@ -21,9 +21,9 @@ struct KdaProblem {
   double lower_bound = -5.0;
   bool beta_sigmoid = false;
   bool l2norm = false;
-  double scale = 0;            // 0: K^-0.5
-  Vec h0;                      // [N, H, K, V] or empty (zeros)
-  std::vector<int64_t> cu;     // N + 1 offsets, or empty (N = B)
+  double scale = 0;         // 0: K^-0.5
+  Vec h0;                   // [N, H, K, V] or empty (zeros)
+  std::vector<int64_t> cu;  // N + 1 offsets, or empty (N = B)
 };
 
 struct KdaResult {

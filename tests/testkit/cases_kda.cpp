@@ -70,7 +70,8 @@ std::vector<double> swap_last(const std::vector<double>& x, int64_t a, int64_t b
   std::vector<double> y(x.size());
   for (size_t m = 0; m < x.size() / size_t(a * b); ++m)
     for (int64_t i = 0; i < a; ++i)
-      for (int64_t j = 0; j < b; ++j) y[m * size_t(a * b) + size_t(j * a + i)] = x[m * size_t(a * b) + size_t(i * b + j)];
+      for (int64_t j = 0; j < b; ++j)
+        y[m * size_t(a * b) + size_t(j * a + i)] = x[m * size_t(a * b) + size_t(i * b + j)];
   return y;
 }
 
@@ -94,7 +95,8 @@ Result run_kda(const Cfg& c, bool chunk, DType dt, Scale scale, Device dev, uint
     const TensorView w = qkv->view();
     const std::array<int64_t, 4> shp{B, T, H, K}, str{w.strides[0], w.strides[1], w.strides[3], w.strides[4]};
     for (int part = 0; part < 3; ++part) {
-      TensorView x(static_cast<char*>(w.data) + part * w.strides[2] * int64_t(w.element_size()), dt, shp, str, dev);
+      TensorView x(static_cast<char*>(w.data) + part * w.strides[2] * int64_t(w.element_size()), dt, shp, str,
+                   dev);
       (part == 0 ? q : part == 1 ? k : v) = x;
     }
     const std::vector<double> all = qkv->to_f64();
@@ -106,7 +108,8 @@ Result run_kda(const Cfg& c, bool chunk, DType dt, Scale scale, Device dev, uint
         p.v[size_t(bt * H * K + e)] = all[size_t((bt * 3 + 2) * H * K + e)];
       }
   } else {
-    std::vector<double> qs = uniform(rng, nk, -1, 1), ks = uniform(rng, nk, -1, 1), vs = uniform(rng, nv, -1, 1);
+    std::vector<double> qs = uniform(rng, nk, -1, 1), ks = uniform(rng, nk, -1, 1),
+                        vs = uniform(rng, nv, -1, 1);
     if (!c.l2) unit_rows(ks, K);
     qb.emplace(dev, dt, std::vector<int64_t>{B, T, H, K});
     kb.emplace(dev, dt, std::vector<int64_t>{B, T, H, K});
@@ -196,28 +199,32 @@ void add_kda_cases(CaseList& list, Scale scale) {
   struct GateShape {
     int64_t rows, H, K, pad;
   };
-  std::vector<GateShape> gs = scale == Scale::test ? std::vector<GateShape>{{7, 3, 16, 0}, {5, 2, 129, 3}}
-                                                   : std::vector<GateShape>{{2048, 32, 128, 0}, {512, 96, 128, 0}};
+  std::vector<GateShape> gs = scale == Scale::test
+                                  ? std::vector<GateShape>{{7, 3, 16, 0}, {5, 2, 129, 3}}
+                                  : std::vector<GateShape>{{2048, 32, 128, 0}, {512, 96, 128, 0}};
   for (const GateShape& s : gs) {
     for (bool bounded : {false, true}) {
       for (DType dt : {DType::f32, DType::bf16}) {
         const bool flat = bounded;
-        list.push_back({"kda_gate", gate_str(s.rows, s.H, s.K, bounded, flat, s.pad), dt, tol_for(DType::f32),
-                        [=](Device dev) {
-                          std::mt19937_64 rng(11 + s.rows * 7 + s.K + (bounded ? 1 : 0));
-                          Buf f(dev, dt, {s.rows, s.H, s.K}, s.pad), g(dev, DType::f32, {s.rows, s.H, s.K}, s.pad);
-                          Buf A_log(dev, DType::f32, {s.H});
-                          Buf dt_bias(dev, DType::f32, flat ? std::vector<int64_t>{s.H * s.K} : std::vector<int64_t>{s.H, s.K});
-                          f.uniform(rng, -8, 8);
-                          A_log.uniform(rng, -2, 1);
-                          dt_bias.uniform(rng, -8, 8);
-                          const KdaGate gate{bounded ? GateForm::bounded : GateForm::softplus, A_log, dt_bias, -5.f};
-                          const double ms = time_call(scale, dev, [&] { kda_gate(f, gate, g); });
-                          Compare cmp;
-                          cmp.output("g", g, oracle::kda_gate(f.to_f64(), s.H, s.K, bounded, A_log.to_f64(),
-                                                              dt_bias.to_f64(), -5.0));
-                          return cmp.result(ms);
-                        }});
+        list.push_back(
+            {"kda_gate", gate_str(s.rows, s.H, s.K, bounded, flat, s.pad), dt, tol_for(DType::f32),
+             [=](Device dev) {
+               std::mt19937_64 rng(11 + s.rows * 7 + s.K + (bounded ? 1 : 0));
+               Buf f(dev, dt, {s.rows, s.H, s.K}, s.pad), g(dev, DType::f32, {s.rows, s.H, s.K}, s.pad);
+               Buf A_log(dev, DType::f32, {s.H});
+               Buf dt_bias(dev, DType::f32,
+                           flat ? std::vector<int64_t>{s.H * s.K} : std::vector<int64_t>{s.H, s.K});
+               f.uniform(rng, -8, 8);
+               A_log.uniform(rng, -2, 1);
+               dt_bias.uniform(rng, -8, 8);
+               const KdaGate gate{bounded ? GateForm::bounded : GateForm::softplus, A_log, dt_bias, -5.f};
+               const double ms = time_call(scale, dev, [&] { kda_gate(f, gate, g); });
+               Compare cmp;
+               cmp.output(
+                   "g", g,
+                   oracle::kda_gate(f.to_f64(), s.H, s.K, bounded, A_log.to_f64(), dt_bias.to_f64(), -5.0));
+               return cmp.result(ms);
+             }});
       }
     }
   }
