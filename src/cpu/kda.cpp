@@ -375,8 +375,8 @@ struct ChunkScratch {
         Akk(static_cast<size_t>(C * C)),
         Aqk(static_cast<size_t>(C * C)),
         Qr(static_cast<size_t>(2 * kSub * K)),
-        Ab(static_cast<size_t>(2 * kSub * C)),
-        Kl(static_cast<size_t>(C * K)),
+        Ab(static_cast<size_t>(2 * kSub * (C + 32))),
+        Kl(static_cast<size_t>((C + 32) * K)),
         U(static_cast<size_t>(C * V)),
         P(static_cast<size_t>(2 * C * V)),
         x(static_cast<size_t>(C * K)),
@@ -445,14 +445,16 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) void chunk_one(cons
         for (int64_t j = 0; j < i0; ++j)
           for (int64_t i = 0; i < K; ++i) s.x[size_t(j * K + i)] = float(Gr[i] - G[j * K + i]);
         exp_array(s.x.data(), s.w.data(), i0 * K);
-        for (int64_t j = 0; j < i0; ++j)  // Kl^T [K, i0]
-          for (int64_t i = 0; i < K; ++i) s.Kl[size_t(i * i0 + j)] = k[j * K + i] * s.w[size_t(j * K + i)];
+        // Kl^T [K, np]: columns padded with zeros to a multiple of 32 so that the product runs on full tiles
+        const int64_t np = (i0 + 31) / 32 * 32;
+        for (int64_t i = 0; i < K; ++i) std::fill(s.Kl.data() + i * np + i0, s.Kl.data() + (i + 1) * np, 0.f);
+        for (int64_t j = 0; j < i0; ++j)
+          for (int64_t i = 0; i < K; ++i) s.Kl[size_t(i * np + j)] = k[j * K + i] * s.w[size_t(j * K + i)];
         // [Qr; Kr] Kl^T -> rows i0.. of A_qk and A_kk
-        gemm_nn(2 * bi, i0, K, s.Qr.data(), K, s.Kl.data(), i0, s.Ab.data(), i0, false);
+        gemm_nn(2 * bi, np, K, s.Qr.data(), K, s.Kl.data(), np, s.Ab.data(), np, false);
         for (int64_t r = 0; r < bi; ++r) {
-          std::memcpy(Aqk + (i0 + r) * C, s.Ab.data() + r * i0, static_cast<size_t>(i0) * sizeof(float));
-          std::memcpy(Akk + (i0 + r) * C, s.Ab.data() + (bi + r) * i0,
-                      static_cast<size_t>(i0) * sizeof(float));
+          std::memcpy(Aqk + (i0 + r) * C, s.Ab.data() + r * np, static_cast<size_t>(i0) * sizeof(float));
+          std::memcpy(Akk + (i0 + r) * C, s.Ab.data() + (bi + r) * np, static_cast<size_t>(i0) * sizeof(float));
         }
       }
       // pairs inside the sub-block, per pair
