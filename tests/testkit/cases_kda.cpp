@@ -1,8 +1,286 @@
-// Harness cases for kimi/ops/kda.h (to be written).
+// Harness cases for kimi/ops/kda.h against tests/oracle/kda.h.
+//
+// Inputs in realistic ranges (FlashKDA's sweep): q, k, v ~ U(-1, 1) (q, k L2-normalized in the kernel,
+// or on the host when the kernel does not), raw gate f ~ U(-8, 8), dt_bias ~ U(-8, 8), A_log ~ U(-2, 1),
+// beta logits ~ U(-4, 4), initial state ~ U(-1, 1). The oracle runs on the dtype-rounded inputs.
+#include <array>
+#include <cmath>
+#include <optional>
+#include <random>
+
+#include "kimi/ops/kda.h"
+#include "oracle/kda.h"
+#include "testkit/buf.h"
 #include "testkit/case.h"
 
 namespace kimi::testkit {
 
-void add_kda_cases(CaseList&, Scale) {}
+namespace {
+enum class Gate { none, softplus, bounded };
+
+struct Cfg {
+  int64_t B, T, H, K, V;
+  std::vector<int64_t> lens;  // varlen lengths (then B = 1, T = sum)
+  Gate gate = Gate::none;
+  bool beta_sigmoid = false, l2 = false, h0 = false, vk = false;
+  bool qkv_slice = false;  // q, k, v are slices of one [B, T, 3, H, K] tensor (needs K == V)
+  int64_t o_pad = 0;       // o as a strided view
+  float scale = 0.f;       // 0: default
+  int chunk = 64;
+};
+
+std::string cfg_str(const Cfg& c) {
+  std::string s = "B=" + std::to_string(c.B) + " T=" + std::to_string(c.T) + " H=" + std::to_string(c.H) +
+                  " K=" + std::to_string(c.K) + " V=" + std::to_string(c.V);
+  if (!c.lens.empty()) {
+    s += " varlen[";
+    for (size_t i = 0; i < c.lens.size(); ++i) s += (i ? "," : "") + std::to_string(c.lens[i]);
+    s += "]";
+  }
+  s += c.gate == Gate::softplus ? " gate=softplus" : c.gate == Gate::bounded ? " gate=bounded" : "";
+  if (c.beta_sigmoid) s += " beta-sigmoid";
+  if (c.l2) s += " l2";
+  if (c.h0) s += " h0";
+  s += c.vk ? " vk" : " kv";
+  if (c.qkv_slice) s += " qkv-slice";
+  if (c.o_pad) s += " o-strided";
+  if (c.scale != 0.f) s += " scale";
+  if (c.chunk != 64) s += " C=" + std::to_string(c.chunk);
+  return s;
+}
+
+std::vector<double> uniform(std::mt19937_64& rng, size_t n, double lo, double hi) {
+  std::uniform_real_distribution<double> u(lo, hi);
+  std::vector<double> x(n);
+  for (double& v : x) v = u(rng);
+  return x;
+}
+
+// Rows of d values scaled to unit L2 norm (what the kernel would do; used when it does not).
+void unit_rows(std::vector<double>& x, int64_t d) {
+  for (size_t r = 0; r < x.size() / size_t(d); ++r) {
+    double ss = 0;
+    for (int64_t i = 0; i < d; ++i) ss += x[r * size_t(d) + size_t(i)] * x[r * size_t(d) + size_t(i)];
+    for (int64_t i = 0; i < d; ++i) x[r * size_t(d) + size_t(i)] /= std::sqrt(ss);
+  }
+}
+
+// [N, H, a, b] <-> [N, H, b, a]
+std::vector<double> swap_last(const std::vector<double>& x, int64_t a, int64_t b) {
+  std::vector<double> y(x.size());
+  for (size_t m = 0; m < x.size() / size_t(a * b); ++m)
+    for (int64_t i = 0; i < a; ++i)
+      for (int64_t j = 0; j < b; ++j)
+        y[m * size_t(a * b) + size_t(j * a + i)] = x[m * size_t(a * b) + size_t(i * b + j)];
+  return y;
+}
+
+Result run_kda(const Cfg& c, bool chunk, DType dt, Scale scale, Device dev, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  const int64_t B = c.B, T = c.T, H = c.H, K = c.K, V = c.V;
+  const int64_t N = c.lens.empty() ? B : int64_t(c.lens.size());
+  const size_t nk = size_t(B * T * H * K), nv = size_t(B * T * H * V);
+  oracle::KdaProblem p;
+  p.B = B, p.T = T, p.H = H, p.K = K, p.V = V;
+  p.l2norm = c.l2;
+  p.beta_sigmoid = c.beta_sigmoid;
+  p.scale = c.scale;
+
+  // q, k, v
+  std::optional<Buf> qkv, qb, kb, vb;
+  TensorView q, k, v;
+  if (c.qkv_slice) {
+    qkv.emplace(dev, dt, std::vector<int64_t>{B, T, 3, H, K});
+    qkv->uniform(rng, -1, 1);
+    const TensorView w = qkv->view();
+    const std::array<int64_t, 4> shp{B, T, H, K}, str{w.strides[0], w.strides[1], w.strides[3], w.strides[4]};
+    for (int part = 0; part < 3; ++part) {
+      TensorView x(static_cast<char*>(w.data) + part * w.strides[2] * int64_t(w.element_size()), dt, shp, str,
+                   dev);
+      (part == 0 ? q : part == 1 ? k : v) = x;
+    }
+    const std::vector<double> all = qkv->to_f64();
+    p.q.resize(nk), p.k.resize(nk), p.v.resize(nv);
+    for (int64_t bt = 0; bt < B * T; ++bt)
+      for (int64_t e = 0; e < H * K; ++e) {
+        p.q[size_t(bt * H * K + e)] = all[size_t((bt * 3 + 0) * H * K + e)];
+        p.k[size_t(bt * H * K + e)] = all[size_t((bt * 3 + 1) * H * K + e)];
+        p.v[size_t(bt * H * K + e)] = all[size_t((bt * 3 + 2) * H * K + e)];
+      }
+  } else {
+    std::vector<double> qs = uniform(rng, nk, -1, 1), ks = uniform(rng, nk, -1, 1),
+                        vs = uniform(rng, nv, -1, 1);
+    if (!c.l2) unit_rows(ks, K);
+    qb.emplace(dev, dt, std::vector<int64_t>{B, T, H, K});
+    kb.emplace(dev, dt, std::vector<int64_t>{B, T, H, K});
+    vb.emplace(dev, dt, std::vector<int64_t>{B, T, H, V});
+    qb->set(qs), kb->set(ks), vb->set(vs);
+    q = *qb, k = *kb, v = *vb;
+    p.q = qb->to_f64(), p.k = kb->to_f64(), p.v = vb->to_f64();
+  }
+
+  // gate: raw f (fused) or precomputed log decay (f32)
+  Buf A_log(dev, DType::f32, {H}), dt_bias(dev, DType::f32, {H, K});
+  A_log.uniform(rng, -2, 1);
+  dt_bias.uniform(rng, -8, 8);
+  p.A_log = A_log.to_f64(), p.dt_bias = dt_bias.to_f64();
+  const std::vector<double> f = uniform(rng, nk, -8, 8);
+  Buf g(dev, c.gate == Gate::none ? DType::f32 : dt, {B, T, H, K});
+  std::optional<KdaGate> gate;
+  if (c.gate == Gate::none) {
+    g.set(oracle::kda_gate(f, H, K, false, p.A_log, p.dt_bias, -5.0));
+  } else {
+    g.set(f);
+    p.use_gate = true;
+    p.bounded = c.gate == Gate::bounded;
+    gate = KdaGate{c.gate == Gate::bounded ? GateForm::bounded : GateForm::softplus, A_log, dt_bias, -5.f};
+  }
+  p.g = g.to_f64();
+
+  // beta: logits, or sigmoid of them
+  Buf beta(dev, dt, {B, T, H});
+  std::vector<double> bl = uniform(rng, size_t(B * T * H), -4, 4);
+  if (!c.beta_sigmoid)
+    for (double& x : bl) x = 1.0 / (1.0 + std::exp(-x));
+  beta.set(bl);
+  p.beta = beta.to_f64();
+
+  // states, varlen offsets, output
+  const std::vector<int64_t> st = c.vk ? std::vector<int64_t>{N, H, V, K} : std::vector<int64_t>{N, H, K, V};
+  Buf h0(dev, DType::f32, st), ht(dev, DType::f32, st);
+  if (c.h0) {
+    h0.uniform(rng, -1, 1);
+    p.h0 = c.vk ? swap_last(h0.to_f64(), V, K) : h0.to_f64();
+  }
+  Buf cu(Device::cpu(), DType::i32, {N + 1});
+  if (!c.lens.empty()) {
+    std::vector<int64_t> off{0};
+    for (int64_t l : c.lens) off.push_back(off.back() + l);
+    cu.set_ints(off);
+    p.cu = off;
+  }
+  Buf o(dev, dt, {B, T, H, V}, c.o_pad);
+
+  KdaArgs a;
+  a.q = q, a.k = k, a.v = v, a.g = g, a.beta = beta, a.o = o;
+  a.gate = gate;
+  a.beta_sigmoid_in_kernel = c.beta_sigmoid;
+  a.qk_l2norm_in_kernel = c.l2;
+  if (c.scale != 0.f) a.scale = c.scale;
+  if (c.h0) a.initial_state = h0;
+  a.final_state = ht;
+  a.state_layout = c.vk ? StateLayout::vk : StateLayout::kv;
+  if (!c.lens.empty()) a.cu_seqlens = cu;
+
+  const double ms = time_call(scale, dev, [&] {
+    if (chunk)
+      kda_chunk_fwd(a, c.chunk);
+    else
+      kda_recurrent_fwd(a);
+  });
+  const oracle::KdaResult ref = oracle::kda(p);
+  Compare cmp;
+  cmp.output("o", o, ref.o);
+  cmp.output("final_state", ht, c.vk ? swap_last(ref.ht, K, V) : ref.ht);
+  Result r = cmp.result(ms);
+  r.guards_ok = r.guards_ok && h0.guards_ok() && (!qkv || qkv->guards_ok());
+  return r;
+}
+
+std::string gate_str(int64_t rows, int64_t H, int64_t K, bool bounded, bool flat_bias, int64_t pad) {
+  return "rows=" + std::to_string(rows) + " H=" + std::to_string(H) + " K=" + std::to_string(K) +
+         (bounded ? " bounded" : " softplus") + (flat_bias ? " dt_bias[H*K]" : " dt_bias[H,K]") +
+         (pad ? " strided" : "");
+}
+}  // namespace
+
+void add_kda_cases(CaseList& list, Scale scale) {
+  // kda_gate and kda_beta
+  struct GateShape {
+    int64_t rows, H, K, pad;
+  };
+  std::vector<GateShape> gs = scale == Scale::test
+                                  ? std::vector<GateShape>{{7, 3, 16, 0}, {5, 2, 129, 3}}
+                                  : std::vector<GateShape>{{2048, 32, 128, 0}, {512, 96, 128, 0}};
+  for (const GateShape& s : gs) {
+    for (bool bounded : {false, true}) {
+      for (DType dt : {DType::f32, DType::bf16}) {
+        const bool flat = bounded;
+        list.push_back(
+            {"kda_gate", gate_str(s.rows, s.H, s.K, bounded, flat, s.pad), dt, tol_for(DType::f32),
+             [=](Device dev) {
+               std::mt19937_64 rng(11 + s.rows * 7 + s.K + (bounded ? 1 : 0));
+               Buf f(dev, dt, {s.rows, s.H, s.K}, s.pad), g(dev, DType::f32, {s.rows, s.H, s.K}, s.pad);
+               Buf A_log(dev, DType::f32, {s.H});
+               Buf dt_bias(dev, DType::f32,
+                           flat ? std::vector<int64_t>{s.H * s.K} : std::vector<int64_t>{s.H, s.K});
+               f.uniform(rng, -8, 8);
+               A_log.uniform(rng, -2, 1);
+               dt_bias.uniform(rng, -8, 8);
+               const KdaGate gate{bounded ? GateForm::bounded : GateForm::softplus, A_log, dt_bias, -5.f};
+               const double ms = time_call(scale, dev, [&] { kda_gate(f, gate, g); });
+               Compare cmp;
+               cmp.output(
+                   "g", g,
+                   oracle::kda_gate(f.to_f64(), s.H, s.K, bounded, A_log.to_f64(), dt_bias.to_f64(), -5.0));
+               return cmp.result(ms);
+             }});
+      }
+    }
+  }
+  for (DType dt : {DType::f32, DType::bf16}) {
+    const int64_t rows = scale == Scale::test ? 13 : 8192, H = scale == Scale::test ? 5 : 32;
+    list.push_back({"kda_beta", "rows=" + std::to_string(rows) + " H=" + std::to_string(H), dt, tol_for(dt),
+                    [=](Device dev) {
+                      std::mt19937_64 rng(21 + rows);
+                      Buf b(dev, dt, {rows, H}), beta(dev, dt, {rows, H});
+                      b.uniform(rng, -8, 8);
+                      const double ms = time_call(scale, dev, [&] { kda_beta(b, beta); });
+                      std::vector<double> ref = b.to_f64();
+                      for (double& x : ref) x = 1.0 / (1.0 + std::exp(-x));
+                      Compare cmp;
+                      cmp.output("beta", beta, ref);
+                      return cmp.result(ms);
+                    }});
+  }
+
+  // recurrent and chunkwise forward
+  std::vector<Cfg> cfgs;
+  if (scale == Scale::test) {
+    cfgs.push_back({2, 17, 2, 16, 16, {}});
+    Cfg c2{1, 38, 2, 32, 24, {13, 0, 20, 5}};
+    c2.gate = Gate::softplus, c2.beta_sigmoid = c2.l2 = c2.h0 = true;
+    cfgs.push_back(c2);
+    Cfg c3{2, 37, 3, 24, 16, {}};
+    c3.gate = Gate::bounded, c3.beta_sigmoid = c3.l2 = c3.h0 = c3.vk = true, c3.o_pad = 5, c3.chunk = 16;
+    cfgs.push_back(c3);
+    Cfg c4{1, 70, 2, 32, 32, {}};
+    c4.gate = Gate::softplus, c4.beta_sigmoid = c4.l2 = c4.h0 = c4.vk = c4.qkv_slice = true, c4.scale = 0.3f;
+    cfgs.push_back(c4);
+    Cfg c5{2, 0, 2, 8, 8, {}};
+    c5.gate = Gate::softplus, c5.h0 = true;
+    cfgs.push_back(c5);
+  } else {
+    Cfg a{1, 1024, 8, 128, 128, {}};  // Kimi-Linear heads (H scaled)
+    a.gate = Gate::softplus, a.beta_sigmoid = a.l2 = a.h0 = true;
+    cfgs.push_back(a);
+    Cfg b{1, 256, 32, 128, 128, {}};  // K3 gate
+    b.gate = Gate::bounded, b.beta_sigmoid = b.l2 = b.h0 = b.vk = b.qkv_slice = true;
+    cfgs.push_back(b);
+    Cfg c{1, 1024, 8, 128, 128, {300, 147, 448, 129}};  // SPEC 13 varlen lengths scaled down
+    c.gate = Gate::softplus, c.beta_sigmoid = c.l2 = c.h0 = true;
+    cfgs.push_back(c);
+  }
+  uint64_t seed = 100;
+  for (const Cfg& c : cfgs) {
+    for (bool chunk : {false, true}) {
+      for (DType dt : {DType::f32, DType::bf16}) {
+        const uint64_t sd = seed++;
+        list.push_back({chunk ? "kda_chunk_fwd" : "kda_recurrent_fwd", cfg_str(c), dt, tol_for(dt),
+                        [=](Device dev) { return run_kda(c, chunk, dt, scale, dev, sd); }});
+      }
+    }
+  }
+}
 
 }  // namespace kimi::testkit
