@@ -39,10 +39,10 @@ grep -E "^\[  FAILED  \]|Failure|rel|error" "$OUT/tests.log" | head -40
 
 echo "== KDA decode: kimi.cpp vs FLA 0.6 (same shapes and options)"
 step 60 ./build/cuda/bench/kimi_bench_kda_decode 2>&1 | tee -a "$OUT/summary.txt"
-step 90 python3 bench/peers/fla_kda.py 2>&1 | grep -v Warning | tee -a "$OUT/summary.txt"
+PYTHONUNBUFFERED=1 step 90 python3 bench/peers/fla_kda.py 2>&1 | grep -v Warning | tee -a "$OUT/summary.txt"
 echo "== KDA prefill: kimi.cpp vs FLA 0.6"
 step 60 ./build/cuda/bench/kimi_bench_kda_prefill 2>&1 | tee -a "$OUT/summary.txt"
-step 100 python3 bench/peers/fla_kda_prefill.py 2>&1 | grep -v Warning | tee -a "$OUT/summary.txt"
+PYTHONUNBUFFERED=1 step 200 python3 bench/peers/fla_kda_prefill.py 2>&1 | grep -v Warning | tee -a "$OUT/summary.txt"
 
 echo "== compute-sanitizer memcheck (CUDA cases)"
 step 75 compute-sanitizer --tool memcheck --error-exitcode 9 ./build/cuda/tests/kimi_tests --gtest_brief=1 \
