@@ -12,40 +12,6 @@
 
 namespace kimi::cpu {
 
-namespace {
-// One row of a [T, d] view (last stride 1) <-> f32, with the dtype switch outside the loop
-// (tensor_io's load_row/store_row convert element by element through the generic switch).
-void load_row_f32(const TensorView& t, int64_t row, float* dst) {
-  const int64_t d = t.shape[1];
-  const char* p = static_cast<const char*>(t.data) + row * t.strides[0] * int64_t(t.element_size());
-  switch (t.dtype) {
-    case DType::f32: std::memcpy(dst, p, size_t(d) * sizeof(float)); return;
-    case DType::bf16: {
-      const uint16_t* s = reinterpret_cast<const uint16_t*>(p);
-      for (int64_t i = 0; i < d; ++i) dst[i] = bf16_to_f32(s[i]);
-      return;
-    }
-    default:
-      for (int64_t i = 0; i < d; ++i) dst[i] = load_as_f32(p, t.dtype, i);
-  }
-}
-
-void store_row_f32(const TensorView& t, int64_t row, const float* src) {
-  const int64_t d = t.shape[1];
-  char* p = static_cast<char*>(t.data) + row * t.strides[0] * int64_t(t.element_size());
-  switch (t.dtype) {
-    case DType::f32: std::memcpy(p, src, size_t(d) * sizeof(float)); return;
-    case DType::bf16: {
-      uint16_t* o = reinterpret_cast<uint16_t*>(p);
-      for (int64_t i = 0; i < d; ++i) o[i] = f32_to_bf16(src[i]);
-      return;
-    }
-    default:
-      for (int64_t i = 0; i < d; ++i) store_from_f32(p, t.dtype, i, src[i]);
-  }
-}
-}  // namespace
-
 void attn_res(TensorView partial, std::span<const TensorView> blocks, TensorView proj_w, TensorView norm_w, float eps,
               TensorView out, const Context& ctx) {
   const int64_t rows = partial.size(0), d = partial.size(1);
@@ -63,9 +29,9 @@ void attn_res(TensorView partial, std::span<const TensorView> blocks, TensorView
     std::vector<double> s(static_cast<size_t>(m));
 #pragma omp for schedule(static)
     for (int64_t row = 0; row < rows; ++row) {
-      for (int64_t c = 0; c < m; ++c) load_row_f32(c + 1 < m ? blocks[size_t(c)] : partial, row, v.data() + c * d);
+      for (int64_t c = 0; c < m; ++c) load_row(c + 1 < m ? blocks[size_t(c)] : partial, row, v.data() + c * d);
       if (m == 1) {  // a single candidate has weight exactly 1
-        store_row_f32(out, row, v.data());
+        store_row(out, row, v.data());
         continue;
       }
       double smax = -INFINITY;
@@ -100,7 +66,7 @@ void attn_res(TensorView partial, std::span<const TensorView> blocks, TensorView
         const float* vc = v.data() + c * d;
         for (int64_t i = 0; i < d; ++i) o[size_t(i)] += p * vc[i];
       }
-      store_row_f32(out, row, o.data());
+      store_row(out, row, o.data());
     }
   }
 }

@@ -21,33 +21,6 @@ namespace {
 constexpr int64_t kBlock = 256;  // channels per task
 constexpr int64_t kChunk = 128;  // tokens per task
 
-// Contiguous run of n elements -> f32.
-void load_seg(const void* p, DType t, int64_t n, float* dst) {
-  switch (t) {
-    case DType::f32: std::memcpy(dst, p, size_t(n) * sizeof(float)); return;
-    case DType::bf16: {
-      const uint16_t* s = static_cast<const uint16_t*>(p);
-      for (int64_t i = 0; i < n; ++i) dst[i] = bf16_to_f32(s[i]);
-      return;
-    }
-    default:
-      for (int64_t i = 0; i < n; ++i) dst[i] = load_as_f32(p, t, i);
-  }
-}
-
-void store_seg(void* p, DType t, int64_t n, const float* src) {
-  switch (t) {
-    case DType::f32: std::memcpy(p, src, size_t(n) * sizeof(float)); return;
-    case DType::bf16: {
-      uint16_t* d = static_cast<uint16_t*>(p);
-      for (int64_t i = 0; i < n; ++i) d[i] = f32_to_bf16(src[i]);
-      return;
-    }
-    default:
-      for (int64_t i = 0; i < n; ++i) store_from_f32(p, t, i, src[i]);
-  }
-}
-
 // n elements at base[off0 + i * stride] <-> f32 (the cache's channel dimension).
 void load_strided(const void* base, DType t, int64_t off0, int64_t stride, int64_t n, float* dst) {
   switch (t) {
@@ -124,7 +97,7 @@ void load_input(const TensorView& x, const TensorView& cache_in, const ConvSeq& 
   if (k >= 0) {
     const char* p = static_cast<const char*>(x.data) +
                     (s.b * x.strides[0] + (s.t0 + k) * x.strides[1] + c0) * int64_t(x.element_size());
-    load_seg(p, x.dtype, cb, dst);
+    load_f32(p, x.dtype, cb, dst);
   } else if (cache_in.present() && H + k >= 0) {
     load_strided(cache_in.data, cache_in.dtype, cache_off(cache_in, s.cache_row, c0, H + k), cache_in.strides[1], cb, dst);
   } else {
@@ -179,7 +152,7 @@ void short_conv(TensorView x, TensorView w, TensorView cache_in, TensorView cach
         }
         if (silu) silu_inplace(o, cb);
         char* yp = static_cast<char*>(y.data) + (s.b * y.strides[0] + (s.t0 + t) * y.strides[1] + c0) * yes;
-        store_seg(yp, y.dtype, cb, o);
+        store_f32(yp, y.dtype, cb, o);
       }
     }
     // Phase 2 (after the barrier above): the last H inputs of each sequence, oldest first; they include

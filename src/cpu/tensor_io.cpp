@@ -1,6 +1,8 @@
 // Implementation of src/cpu/tensor_io.h.
 #include "cpu/tensor_io.h"
 
+#include <cstring>
+
 #ifdef _OPENMP
 #include <omp.h>
 #endif
@@ -22,37 +24,48 @@ char* row_ptr(const TensorView& t, int64_t row) {
   return static_cast<char*>(t.data) + off * int64_t(t.element_size());
 }
 
-namespace {
-// One dtype switch per row, then a tight typed loop the compiler vectorizes.
-template <class F>
-void with_row_type(DType t, F&& f) {
+void load_f32(const void* p, DType t, int64_t n, float* dst) {
   switch (t) {
-    case DType::f32: return f([](const void* p, int64_t i) { return static_cast<const float*>(p)[i]; },
-                              [](void* p, int64_t i, float v) { static_cast<float*>(p)[i] = v; });
-    case DType::bf16: return f([](const void* p, int64_t i) { return bf16_to_f32(static_cast<const uint16_t*>(p)[i]); },
-                               [](void* p, int64_t i, float v) { static_cast<uint16_t*>(p)[i] = f32_to_bf16(v); });
-    case DType::f16: return f([](const void* p, int64_t i) { return f16_to_f32(static_cast<const uint16_t*>(p)[i]); },
-                              [](void* p, int64_t i, float v) { static_cast<uint16_t*>(p)[i] = f32_to_f16(v); });
-    default: return f([t](const void* p, int64_t i) { return load_as_f32(p, t, i); },
-                      [t](void* p, int64_t i, float v) { store_from_f32(p, t, i, v); });
+    case DType::f32: std::memcpy(dst, p, size_t(n) * sizeof(float)); return;
+    case DType::bf16: {
+      const uint16_t* s = static_cast<const uint16_t*>(p);
+      for (int64_t i = 0; i < n; ++i) dst[i] = bf16_to_f32(s[i]);
+      return;
+    }
+    case DType::f16: {
+      const uint16_t* s = static_cast<const uint16_t*>(p);
+      for (int64_t i = 0; i < n; ++i) dst[i] = f16_to_f32(s[i]);
+      return;
+    }
+    default:
+      for (int64_t i = 0; i < n; ++i) dst[i] = load_as_f32(p, t, i);
   }
 }
-}  // namespace
+
+void store_f32(void* p, DType t, int64_t n, const float* src) {
+  switch (t) {
+    case DType::f32: std::memcpy(p, src, size_t(n) * sizeof(float)); return;
+    case DType::bf16: {
+      uint16_t* d = static_cast<uint16_t*>(p);
+      for (int64_t i = 0; i < n; ++i) d[i] = f32_to_bf16(src[i]);
+      return;
+    }
+    case DType::f16: {
+      uint16_t* d = static_cast<uint16_t*>(p);
+      for (int64_t i = 0; i < n; ++i) d[i] = f32_to_f16(src[i]);
+      return;
+    }
+    default:
+      for (int64_t i = 0; i < n; ++i) store_from_f32(p, t, i, src[i]);
+  }
+}
 
 void load_row(const TensorView& t, int64_t row, float* dst) {
-  const int64_t n = t.ndim ? t.shape[t.ndim - 1] : 1;
-  const void* p = row_ptr(t, row);
-  with_row_type(t.dtype, [&](auto load, auto) {
-    for (int64_t i = 0; i < n; ++i) dst[i] = load(p, i);
-  });
+  load_f32(row_ptr(t, row), t.dtype, t.ndim ? t.shape[t.ndim - 1] : 1, dst);
 }
 
 void store_row(const TensorView& t, int64_t row, const float* src) {
-  const int64_t n = t.ndim ? t.shape[t.ndim - 1] : 1;
-  void* p = row_ptr(t, row);
-  with_row_type(t.dtype, [&](auto, auto store) {
-    for (int64_t i = 0; i < n; ++i) store(p, i, src[i]);
-  });
+  store_f32(row_ptr(t, row), t.dtype, t.ndim ? t.shape[t.ndim - 1] : 1, src);
 }
 
 namespace {

@@ -14,6 +14,9 @@ namespace kimi::cpu {
 
 int64_t num_rows(const TensorView& t);                 // product of all but the last dimension
 char* row_ptr(const TensorView& t, int64_t row);        // start of row `row`
+// n contiguous elements of dtype t <-> f32 (one dtype switch, then a typed loop the compiler vectorizes).
+void load_f32(const void* p, DType t, int64_t n, float* dst);
+void store_f32(void* p, DType t, int64_t n, const float* src);
 void load_row(const TensorView& t, int64_t row, float* dst);        // t.shape[-1] values -> f32
 void store_row(const TensorView& t, int64_t row, const float* src);  // f32 -> t's dtype (RNE)
 // Whole tensor (any strides) <-> contiguous row-major f32.
