@@ -9,7 +9,8 @@
 //    (exp(-G) <= e^80 inside a 16-row block); the softplus gate and a given g take the per-pair fp32 path.
 //  - chunk_size is ignored: the GPU always uses 64-row chunks (same math, different rounding only).
 //  - Scratch: ScratchBytes<D>::total per chunk-head (3208 B per token-head at D = 128, 1412 at D = 64) plus the
-//    chunk table, one cudaMallocAsync / cudaFreeAsync pair on the stream.
+//    chunk table, one cudaMallocAsync / cudaFreeAsync pair on the stream; the release threshold of the
+//    device's memory pool is raised to at least that size so that the pool keeps it between calls.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -159,6 +160,18 @@ void kda_chunk_fwd(const KdaArgs& a, int chunk_size, const Context& ctx) {
   const size_t per_ch = K == 128 ? kda_chunk::ScratchBytes<128>::total : kda_chunk::ScratchBytes<64>::total;
   const size_t nch_h = size_t(nch) * size_t(H);
   const size_t total = tab_bytes + nch_h * per_ch;
+  // Keep at least this much cached in the device's pool across synchronizations: with the default release
+  // threshold (0) every call would map gigabytes of fresh physical memory again (milliseconds on the host).
+  {
+    cudaMemPool_t pool;
+    KIMI_CUDA_CHECK(cudaDeviceGetMemPool(&pool, dev));
+    uint64_t keep = 0;
+    KIMI_CUDA_CHECK(cudaMemPoolGetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep));
+    if (keep < uint64_t(total)) {
+      keep = uint64_t(total);
+      KIMI_CUDA_CHECK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep));
+    }
+  }
   unsigned char* buf = nullptr;
   KIMI_CUDA_CHECK(cudaMallocAsync(reinterpret_cast<void**>(&buf), total, s));
   KIMI_CUDA_CHECK(cudaMemcpyAsync(buf, tab.data(), tab.size() * sizeof(int64_t), cudaMemcpyHostToDevice, s));

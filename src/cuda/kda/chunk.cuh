@@ -67,7 +67,8 @@
 //   1 x 65536 H32: 4x the tokens x half the heads: ~2x the traffic -> ~4.5 - 6 ms (was 30.9); the walk
 //     (1024 chunks x ~2.5 us = 2.6 ms, 128 CTAs at VT = 32) overlaps nothing, so ~6 ms.
 //   1 x 65536 H8: traffic 1/4 of H32 (~1.5 ms) but the walk is 1024 sequential chunks: ~2.6 - 3.5 ms (was 29.9).
-//   8 x 4096 H32: like 1 x 16384 H64 halved: ~1.3 - 1.6 ms (was 4.5). 10 x 819 H64: ~0.5 - 0.7 ms (was 2.35).
+//   8 x 4096 H32: the same 1.05 M token-heads as 1 x 16384 H64 (same prep / out / traffic), walk 64 chunks x
+//     3.9 waves of 128 CTAs: ~2 - 2.5 ms (was 4.5). 10 x 819 H64: half the chunk-heads: ~1 - 1.3 ms (was 2.35).
 // Beyond this: the S^T round trip (2 KB of the 7.5 KB) disappears if the output product is fused into the walk
 // (a third product in the sequential loop), and the prep could fit two CTAs per SM with a smaller layout.
 #pragma once
@@ -478,6 +479,22 @@ __global__ void __launch_bounds__(kThreads, 1) kda_chunk_prep(const Params p) {
   {
     const int nrows = rows;
 
+    // V rows into registers first (stored to shared memory as V^T in P3, once R2 is free): their latency
+    // overlaps the q, k, g loads below
+    constexpr int RWV = kC / kWarps;
+    float xv[RWV][EPL];
+#pragma unroll
+    for (int rr = 0; rr < RWV; ++rr) {
+      const int r = warp + kWarps * rr;
+      if (r < nrows) {
+        const int64_t tok = tok0 + r;
+        load_n<EPL>(p.v, p.dt_v, bb * p.s_v[0] + tok * p.s_v[1] + h * p.s_v[2] + lane * EPL, xv[rr]);
+      } else {
+#pragma unroll
+        for (int e = 0; e < EPL; ++e) xv[rr][e] = 0.f;
+      }
+    }
+
     // ---- P1: rows -> q, k (bf16), g (fp32), beta --------------------------------------------------------
     // All loads of the warp's 8 rows are issued first (one memory latency per chunk, not 24).
     {
@@ -564,21 +581,6 @@ __global__ void __launch_bounds__(kThreads, 1) kda_chunk_prep(const Params p) {
       }
     }
     __syncthreads();
-
-    // V tile rows into registers now (stored to shared memory in P3, once R2 is free): hides the latency
-    constexpr int RWV = kC / kWarps;
-    float xv[RWV][EPL];
-#pragma unroll
-    for (int rr = 0; rr < RWV; ++rr) {
-      const int r = warp + kWarps * rr;
-      if (r < nrows) {
-        const int64_t tok = tok0 + r;
-        load_n<EPL>(p.v, p.dt_v, bb * p.s_v[0] + tok * p.s_v[1] + h * p.s_v[2] + lane * EPL, xv[rr]);
-      } else {
-#pragma unroll
-        for (int e = 0; e < EPL; ++e) xv[rr][e] = 0.f;
-      }
-    }
 
     // ---- P2a: A_qk, A_kk --------------------------------------------------------------------------------
     // row operands q' = q exp(G_i - R_a), k' = k exp(G_i - R_a), a = i / 16, R_0 = 0, R_a = G[16a - 1]
