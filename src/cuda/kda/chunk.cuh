@@ -56,6 +56,8 @@
 // Shared memory (bytes, D = 128): prep 151296 (1 CTA / SM); walk VT = 64: 197632, VT = 32: 154624 (1 CTA / SM);
 // out 79872 (2 CTAs / SM). Row pads of 16 bytes (bf16) and 32 bytes (fp32) keep the fragment loads
 // bank-conflict free.
+// ptxas (sm_90a, CUDA 13.0): registers prep 93 (D = 128) / 72 (D = 64), walk 123 (D = 128, VT = 64) / 136
+// (VT = 32) / 94 and 92 (D = 64), out 70 / 68; no spills, no stack.
 //
 // Expected time (H200: ~4 TB/s HBM, ~3.5 TB/s achieved for streaming; D = 128). Traffic per token-head:
 // inputs q, k, v, g, beta (bf16) ~1 KB + o 256 B; prep writes 1.67 KB; walk reads Wn + U0 + KdT 1.3 KB (the
@@ -68,7 +70,10 @@
 //     (1024 chunks x ~2.5 us = 2.6 ms, 128 CTAs at VT = 32) overlaps nothing, so ~6 ms.
 //   1 x 65536 H8: traffic 1/4 of H32 (~1.5 ms) but the walk is 1024 sequential chunks: ~2.6 - 3.5 ms (was 29.9).
 //   8 x 4096 H32: the same 1.05 M token-heads as 1 x 16384 H64 (same prep / out / traffic), walk 64 chunks x
-//     3.9 waves of 128 CTAs: ~2 - 2.5 ms (was 4.5). 10 x 819 H64: half the chunk-heads: ~1 - 1.3 ms (was 2.35).
+//     512 CTAs at VT = 64 (3.9 waves): ~2 - 2.5 ms (was 4.5). 10 x 819 H64: half the chunk-heads, walk 1280
+//     CTAs (~10 waves x 13 chunks): ~1 - 1.3 ms (was 2.35).
+// The walk moves ~64 KB per chunk per CTA (VT = 64): with 128 CTAs at ~2.5 us per chunk that is ~3.3 TB/s, so
+// it sits near the HBM limit as well as the latency limit; per-kernel times (nsys) tell which one binds.
 // Beyond this: the S^T round trip (2 KB of the 7.5 KB) disappears if the output product is fused into the walk
 // (a third product in the sequential loop), and the prep could fit two CTAs per SM with a smaller layout.
 #pragma once
