@@ -2,8 +2,9 @@
 // three passes of src/cuda/kda/chunk.cuh (prep, walk, out) on ctx.cuda_stream.
 //
 // Heuristics:
-//  - Walk V tile: VT = 64 (512 threads) when that gives at least one CTA per SM (N * H * D / 64 >= SM count),
-//    else VT = 32 (256 threads, twice the CTAs: the walk is latency-bound, more sequences in flight is better).
+//  - Walk V tile: VT = 32 (256 threads, twice the CTAs of VT = 64) when its N * H * D / 32 CTAs fit in one wave
+//    (one CTA per SM), else VT = 64 (512 threads): the walk is latency-bound, so more CTAs help only while they
+//    all run at once (1 x 16384 H64: 256 CTAs at VT = 32 would be two waves; VT = 64 gives 128, one wave).
 //    -DKIMI_KDA_CHUNK_FORCE_VT=32/64 overrides it for benchmarking.
 //  - Diagonal 16 x 16 blocks of A_qk / A_kk on tensor cores only for the bounded gate with lower bound >= -5
 //    (exp(-G) <= e^80 inside a 16-row block); the softplus gate and a given g take the per-pair fp32 path.
@@ -202,7 +203,7 @@ void kda_chunk_fwd(const KdaArgs& a, int chunk_size, const Context& ctx) {
   const bool vt64 = KIMI_KDA_CHUNK_FORCE_VT == 64;
   (void)sms;
 #else
-  const bool vt64 = N * H * (K / 64) >= int64_t(sms);
+  const bool vt64 = N * H * (K / 32) > int64_t(sms);  // VT = 32 only while its grid fits one wave
 #endif
   if (K == 128)
     launch_all<128>(p, diag_mma, vt64, s);
