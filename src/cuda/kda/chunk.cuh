@@ -64,7 +64,9 @@
 // Wn / KdT reads of the second V tile come mostly from L2) and writes S^T + U 1.5 KB; out reads Qg + A_qk
 // (x2 V tiles, L2) + S^T + U 1.9 KB. Total ~7.5 KB per token-head:
 //   1 x 16384 H64 (1.05 M token-heads): ~7.9 GB -> memory floor ~2.2 ms; prep is latency-bound
-//     (16384 chunk-heads over 132 SMs, 1 CTA / SM: at ~8 us per chunk-head ~1.0 ms); walk 256 chunks x ~2.5 us
+//     (16384 chunk-heads over 132 SMs, 1 CTA / SM: ~35 K warp instructions per chunk-head, at the former
+//     kernel's ~2 issued per SM cycle ~10 us, so ~1.0 - 1.5 ms: the largest uncertainty of this estimate);
+//     walk 256 chunks x ~2.5 us
 //     = ~0.65 ms; out ~0.6 ms. Expect ~2.3 - 3 ms (was 7.7).
 //   1 x 65536 H32: 4x the tokens x half the heads: ~2x the traffic -> ~4.5 - 6 ms (was 30.9); the walk
 //     (1024 chunks x ~2.5 us = 2.6 ms, 128 CTAs at VT = 32) overlaps nothing, so ~6 ms.
