@@ -835,7 +835,7 @@ __global__ void __launch_bounds__(walk_threads(VT), 1) kda_chunk_walk(const Para
   for (int64_t c = cbeg; c < cend; ++c) {
     const int64_t cid = c * p.H + h;
     unsigned char* const buf = smem + L::BUF0 + size_t((c - cbeg) & 1) * L::kBuf;
-    if (c + 1 < cend)  // the other buffer was last read by chunk c - 1, before its closing barrier
+    if (c + 1 < cend)  // the other buffer was last read by chunk c - 1, before the barrier in its S update
       walk_prefetch<D, VT>(p, smem + L::BUF0 + size_t((c + 1 - cbeg) & 1) * L::kBuf, cid + p.H, v0, tid);
     cp_async_commit();
     cp_async_wait<1>();  // chunk c's group has landed (for this thread)
