@@ -1,15 +1,17 @@
-// Launcher of src/cuda/kda/chunk.h: resolve sequences, pick the V split and the diagonal-block path, launch.
+// Launcher of src/cuda/kda/chunk.h: resolve sequences, build the chunk table, allocate the scratch, launch the
+// three passes of src/cuda/kda/chunk.cuh (prep, walk, out) on ctx.cuda_stream.
 //
 // Heuristics:
-//  - V split: one CTA per (sequence, head) keeps the whole 128 x 128 fp32 state (NV = 1). When that leaves
-//    more than half the SMs idle (2 * N * H <= SM count), split V in two (NV = 2): twice the CTAs, each
-//    recomputing the V-independent A_qk, A_kk and T of its head. Measured on the H200 (BENCH.md shapes, both
-//    forced): the rule picks the faster variant on all six (split: 1x16384 H64 7.9 vs 9.0 ms, 1x65536 H8
-//    30.2 vs 34.5 ms; no split: 8x4096 H32 4.5 vs 7.9 ms, 10x819 H64 2.4 vs 4.1 ms). -DKIMI_KDA_CHUNK_FORCE_SPLIT=0/1
-//    overrides it for benchmarking.
+//  - Walk V tile: VT = 32 (256 threads, twice the CTAs of VT = 64) when its N * H * D / 32 CTAs fit in one wave
+//    (one CTA per SM), else VT = 64 (512 threads): the walk is latency-bound, so more CTAs help only while they
+//    all run at once (1 x 16384 H64: 256 CTAs at VT = 32 would be two waves; VT = 64 gives 128, one wave).
+//    -DKIMI_KDA_CHUNK_FORCE_VT=32/64 overrides it for benchmarking.
 //  - Diagonal 16 x 16 blocks of A_qk / A_kk on tensor cores only for the bounded gate with lower bound >= -5
 //    (exp(-G) <= e^80 inside a 16-row block); the softplus gate and a given g take the per-pair fp32 path.
 //  - chunk_size is ignored: the GPU always uses 64-row chunks (same math, different rounding only).
+//  - Scratch: ScratchBytes<D>::total per chunk-head (3208 B per token-head at D = 128, 1412 at D = 64) plus the
+//    chunk table, one cudaMallocAsync / cudaFreeAsync pair on the stream; the release threshold of the
+//    device's memory pool is raised to at least that size so that the pool keeps it between calls.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -35,21 +37,28 @@ void strides3(const TensorView& t, int64_t (&s)[3]) {
   for (int d = 0; d < 3; ++d) s[d] = t.strides[d];
 }
 
-template <int D, int VT, bool kDiag>
-void launch(const kda_chunk::Params& p, int64_t ctas, cudaStream_t s) {
-  constexpr size_t bytes = kda_chunk::Smem<D, VT>::TOTAL;
-  auto* kernel = kda_chunk::kda_chunk_kernel<D, VT, kDiag>;
-  KIMI_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)));
-  kernel<<<dim3(unsigned(ctas)), dim3(kda_chunk::kThreads), bytes, s>>>(p);
+template <typename Kern>
+void launch_kernel(Kern* kernel, size_t smem, int threads, int64_t ctas, const kda_chunk::Params& p, cudaStream_t s) {
+  if (ctas <= 0) return;
+  if (ctas > int64_t(0x7fffffff)) throw Error("kda_chunk_fwd: too many chunks for one launch");
+  KIMI_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+  kernel<<<dim3(unsigned(ctas)), dim3(unsigned(threads)), smem, s>>>(p);
   KIMI_CUDA_CHECK(cudaGetLastError());
 }
 
-template <int D, int VT>
-void launch_diag(const kda_chunk::Params& p, bool diag_mma, int64_t ctas, cudaStream_t s) {
+template <int D>
+void launch_all(const kda_chunk::Params& p, bool diag_mma, bool vt64, cudaStream_t s) {
+  namespace kc = kda_chunk;
+  const int64_t nch = p.nch, H = p.H, N = p.N;
   if (diag_mma)
-    launch<D, VT, true>(p, ctas, s);
+    launch_kernel(kc::kda_chunk_prep<D, true>, kc::PrepSmem<D>::TOTAL, kc::kThreads, nch * H, p, s);
   else
-    launch<D, VT, false>(p, ctas, s);
+    launch_kernel(kc::kda_chunk_prep<D, false>, kc::PrepSmem<D>::TOTAL, kc::kThreads, nch * H, p, s);
+  if (vt64)
+    launch_kernel(kc::kda_chunk_walk<D, 64>, kc::WalkSmem<D, 64>::TOTAL, kc::walk_threads(64), N * H * (D / 64), p, s);
+  else
+    launch_kernel(kc::kda_chunk_walk<D, 32>, kc::WalkSmem<D, 32>::TOTAL, kc::walk_threads(32), N * H * (D / 32), p, s);
+  launch_kernel(kc::kda_chunk_out<D>, kc::OutSmem<D>::TOTAL, kc::kOutThreads, nch * H * (D / kc::kOutVT), p, s);
 }
 
 }  // namespace
@@ -124,33 +133,84 @@ void kda_chunk_fwd(const KdaArgs& a, int chunk_size, const Context& ctx) {
   p.s0 = a.initial_state.present() ? static_cast<const float*>(a.initial_state.data) : nullptr;
   p.s1 = a.final_state.present() ? static_cast<float*>(a.final_state.data) : nullptr;
   p.vk = a.state_layout == StateLayout::vk ? 1 : 0;
-  p.T = T;
   p.H = int(H);
   p.N = int(N);
 
-  int64_t* d_cu = nullptr;
-  if (varlen) {
-    KIMI_CUDA_CHECK(cudaMallocAsync(reinterpret_cast<void**>(&d_cu), cu.size() * sizeof(int64_t), s));
-    KIMI_CUDA_CHECK(cudaMemcpyAsync(d_cu, cu.data(), cu.size() * sizeof(int64_t), cudaMemcpyHostToDevice, s));
-    p.cu = d_cu;
+  // chunk table (host): chunks never straddle sequences; zero-length sequences have no chunks
+  constexpr int64_t C = kda_chunk::kC;
+  std::vector<int64_t> tab;  // [3 * nch] (first token, batch row, rows), then seq0 [N + 1]
+  std::vector<int64_t> seq0(size_t(N) + 1, 0);
+  for (int64_t n = 0; n < N; ++n) {
+    const int64_t bos = varlen ? cu[size_t(n)] : 0, len = varlen ? cu[size_t(n) + 1] - cu[size_t(n)] : T;
+    const int64_t bb = varlen ? 0 : n;
+    seq0[size_t(n)] = int64_t(tab.size() / 3);
+    for (int64_t c0 = 0; c0 < len; c0 += C) {
+      tab.push_back(bos + c0);
+      tab.push_back(bb);
+      tab.push_back(std::min(C, len - c0));
+    }
+  }
+  const int64_t nch = int64_t(tab.size() / 3);
+  seq0[size_t(N)] = nch;
+  p.nch = nch;
+  tab.insert(tab.end(), seq0.begin(), seq0.end());
+
+  // one device allocation: table, then the scratch arrays (all offsets multiples of 256 bytes)
+  const auto round256 = [](size_t x) { return (x + 255) / 256 * 256; };
+  const size_t tab_bytes = round256(tab.size() * sizeof(int64_t));
+  const size_t per_ch = K == 128 ? kda_chunk::ScratchBytes<128>::total : kda_chunk::ScratchBytes<64>::total;
+  const size_t nch_h = size_t(nch) * size_t(H);
+  const size_t total = tab_bytes + nch_h * per_ch;
+  // Keep at least this much cached in the device's pool across synchronizations: with the default release
+  // threshold (0) every call would map gigabytes of fresh physical memory again (milliseconds on the host).
+  {
+    cudaMemPool_t pool;
+    KIMI_CUDA_CHECK(cudaDeviceGetMemPool(&pool, dev));
+    uint64_t keep = 0;
+    KIMI_CUDA_CHECK(cudaMemPoolGetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep));
+    if (keep < uint64_t(total)) {
+      keep = uint64_t(total);
+      KIMI_CUDA_CHECK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep));
+    }
+  }
+  unsigned char* buf = nullptr;
+  KIMI_CUDA_CHECK(cudaMallocAsync(reinterpret_cast<void**>(&buf), total, s));
+  KIMI_CUDA_CHECK(cudaMemcpyAsync(buf, tab.data(), tab.size() * sizeof(int64_t), cudaMemcpyHostToDevice, s));
+  p.tab = reinterpret_cast<const int64_t*>(buf);
+  p.seq0 = p.tab + 3 * nch;
+  {
+    const size_t D = size_t(K);
+    size_t off = tab_bytes;
+    const auto take = [&](size_t bytes_per_ch) {
+      unsigned char* q = buf + off;
+      off += nch_h * bytes_per_ch;
+      return q;
+    };
+    p.scr.qg = reinterpret_cast<kda_chunk::bf16*>(take(size_t(C) * D * 2));
+    p.scr.aqk = reinterpret_cast<kda_chunk::bf16*>(take(size_t(C) * C * 2));
+    p.scr.kdt = reinterpret_cast<kda_chunk::bf16*>(take(D * C * 2));
+    p.scr.decay = reinterpret_cast<float*>(take(D * 4));
+    p.scr.wh = reinterpret_cast<kda_chunk::bf16*>(take(size_t(C) * D * 2));
+    p.scr.wl = reinterpret_cast<kda_chunk::bf16*>(take(size_t(C) * D * 2));
+    p.scr.u0 = reinterpret_cast<float*>(take(size_t(C) * D * 4));
+    p.scr.uh = reinterpret_cast<kda_chunk::bf16*>(take(D * C * 2));
+    p.scr.ul = reinterpret_cast<kda_chunk::bf16*>(take(D * C * 2));
+    p.scr.st = reinterpret_cast<float*>(take(D * D * 4));
+    if (off != total) throw Error("kda_chunk_fwd: scratch layout mismatch");
   }
 
-  if (K == 128) {
-#ifdef KIMI_KDA_CHUNK_FORCE_SPLIT  // benchmarking knob: 0 = never split V, 1 = always
-    const bool split = KIMI_KDA_CHUNK_FORCE_SPLIT != 0;
-    (void)sms;
+#ifdef KIMI_KDA_CHUNK_FORCE_VT  // benchmarking knob: 32 or 64
+  const bool vt64 = KIMI_KDA_CHUNK_FORCE_VT == 64;
+  (void)sms;
 #else
-    const bool split = 2 * N * H <= int64_t(sms);
+  const bool vt64 = N * H * (K / 32) > int64_t(sms);  // VT = 32 only while its grid fits one wave
 #endif
-    if (split)
-      launch_diag<128, 64>(p, diag_mma, N * H * 2, s);
-    else
-      launch_diag<128, 128>(p, diag_mma, N * H, s);
-  } else {
-    launch_diag<64, 64>(p, diag_mma, N * H, s);
-  }
+  if (K == 128)
+    launch_all<128>(p, diag_mma, vt64, s);
+  else
+    launch_all<64>(p, diag_mma, vt64, s);
 
-  if (d_cu) KIMI_CUDA_CHECK(cudaFreeAsync(d_cu, s));
+  KIMI_CUDA_CHECK(cudaFreeAsync(buf, s));
 }
 
 }  // namespace kimi::cuda

@@ -1,18 +1,18 @@
-// src/cuda/kda/chunk.cuh: chunkwise KDA forward (prefill) on tensor cores, SPEC 5 / 5.1.
+// src/cuda/kda/chunk.cuh: chunkwise KDA forward (prefill) on tensor cores, SPEC 5 / 5.1, in FLA's three-pass
+// structure: everything that does not depend on the state is computed for all chunks in parallel, and the
+// sequential walk over chunks does only the two state-dependent products.
 //
-// Grid: one CTA per (sequence, head, V tile); NV = D / VT V tiles (1 or 2, launcher heuristic). Each CTA walks
-// its sequence in chunks of C = 64 rows, holding the fp32 state slice S[:, V tile] in shared memory, stored
-// TRANSPOSED (S^T[v][k], k contiguous) so that it is directly the k-contiguous B operand of every product that
-// reads it. 512 threads = 16 warps (the kernel is latency-bound: 16 warps ran 1.6x faster than 8 on the H200).
-// A V-split CTA recomputes the V-independent A and T matrices of its head.
+// Chunks: C = 64 rows; chunks never straddle sequences. The launcher builds a host table of all chunks
+// (tab[3 c] = first token, tab[3 c + 1] = batch row, tab[3 c + 2] = rows) and of the first chunk of each
+// sequence (seq0[n], seq0[N] = number of chunks), uploaded to the device. Rows beyond a sequence end are zero
+// (q = k = v = 0, g = 0, beta = 0): they neither decay nor update the state, and their outputs are not written.
 //
-// Per chunk (rows beyond the sequence end are zero: q = k = v = 0, g = 0, beta = 0, so they neither decay
-// nor update the state, and their outputs are not written):
-//   P1  load q, k, raw g, beta of the 64 rows (all loads of a warp issued together); q, k stored RAW as bf16
-//       (exact for bf16 inputs) with per-row fp32 multipliers mq = scale / ||q|| (or scale), mk = 1 / ||k||
-//       (or 1), applied whenever an operand is formed, so q and k are rounded only once; gate -> g (fp32);
-//       beta (sigmoid); G = inclusive cumsum of g over the chunk rows (fp32), GC = G[63], decay = exp(GC).
-//       V rows are loaded into registers here too (stored to shared memory in P3).
+// Kernel 1, kda_chunk_prep (grid: chunks x H, 512 threads, one chunk-head per CTA, fully parallel). The phases
+// P1 - P3 of the former single kernel, unchanged in numerics:
+//   P1  load q, k, raw g, beta, v of the 64 rows; q, k stored RAW as bf16 (exact for bf16 inputs) with per-row
+//       fp32 multipliers mq = scale / ||q|| (or scale), mk = 1 / ||k|| (or 1), applied whenever an operand is
+//       formed, so q and k are rounded only once; gate -> g (fp32); beta (sigmoid); G = inclusive cumsum of g
+//       over the chunk rows (fp32), GC = G[63], decay = exp(GC).
 //   P2a A_qk (lower incl. diagonal) and A_kk (strictly lower, * beta_i) in 16 x 16 blocks, mma.sync
 //       m16n8k16 bf16 -> fp32. Row block a uses the reference R_a = G[16a - 1] (R_0 = 0):
 //         row operand  q_i exp(G_i - R_a), k_i exp(G_i - R_a)   (i >= 16a: G_i <= R_a, exponent <= 0)
@@ -23,34 +23,61 @@
 //           select, never multiplied) stays below 128 * e^80 |q||k|, finite.
 //         otherwise (softplus or a given g, unbounded): per pair, sum_d q_id k_jd exp(G_id - G_jd) with
 //           i >= j (exponent <= 0) on CUDA cores in fp32.
-//   P2b Qg = q exp(G), Kg = k exp(G) (bf16, exponents <= 0), KdT[k][t] = k_t exp(GC - G_t) (bf16, <= 0).
-//   P3  V tile (bf16); T = (I + A_kk)^-1 in fp32 (forward substitution in the four 16 x 16 diagonal blocks,
-//       one warp each, then block substitution T_ab = -T_aa sum_{m=b}^{a-1} L_am T_mb by distance a - b);
+//   P2b Qg = q exp(G), Kg = k exp(G) (bf16, exponents <= 0, Kg stored transposed), KdT[k][t] =
+//       k_t exp(GC - G_t) (bf16, <= 0).
+//   P3  V^T (bf16); T = (I + A_kk)^-1 in fp32 (forward substitution in the four 16 x 16 diagonal blocks, one
+//       warp each, then block substitution T_ab = -T_aa sum_{m=b}^{a-1} L_am T_mb by distance a - b);
 //       Tb = T diag(beta) in bf16.
-//   P4  X = V - Kg S         (64 x VT, k = D; S split hi + lo bf16)             -> X^T as hi + lo bf16
-//   P5  U = Tb X             (64 x VT, k = 64; X hi + lo)                       -> U^T as hi + lo bf16
-//   P6  O = Qg S + A_qk U    (64 x VT; S hi + lo, U hi + lo) -> global o (rows inside the sequence)
-//   P7  S^T <- S^T diag(exp(GC)) + U^T KdT^T   (VT x D, k = 64; U hi + lo; fp32 accumulators start from S)
-//   All products: mma.sync.m16n8k16 bf16 x bf16 -> fp32. Numerics: S stays fp32 in shared memory and enters
-//   the products as hi + lo bf16 (~16-bit operand, two mma), X and U likewise; the other operands (Qg, Kg,
-//   KdT, A_qk, Tb, the A-matrix factors) are single bf16 (one rounding each, ~1e-3 relative RMS). Measured on
-//   the H200 vs an fp64 recurrence (bf16 inputs and output, gate pre-activations and dt_bias over +-8, both
-//   gate forms, T up to 65536): relative RMS error 3.0-3.6e-3 on o and 1.9-2.4e-3 on the final state, no
-//   NaN/Inf (the bar is 5e-3; single-bf16 S/X/U gave 4.7e-3). f32 inputs get ~4e-3 too: this is NOT an
-//   fp32-accurate path (the 1e-5 fp32 bar needs the recurrent kernel or an fp32 chunk path).
+//   P4  Wn = -Tb Kg (64 x K, fp32 accumulate -> bf16 hi + lo) and U0 = Tb V (64 x V, fp32), so that the
+//       pseudo-values are U = U0 + Wn S (the former X = V - Kg S, U = Tb X, reassociated: Tb and Kg are the
+//       same bf16 values as before, U0 is exact in fp32 and Wn keeps ~16 bits, so U is at least as accurate
+//       as the former Tb (X hi + lo)). Writes Qg, A_qk, KdT, decay, Wn, U0 to the scratch.
+// Kernel 2, kda_chunk_walk<VT> (grid: N x H x D / VT, VT = 64 with 512 threads or VT = 32 with 256 threads,
+//   one CTA per (sequence, head, V tile)): holds the fp32 state slice S^T[VT][K] (k contiguous) in shared
+//   memory and walks the chunks of its sequence; the inputs of chunk c + 1 (Wn hi + lo, U0 slice, KdT, decay)
+//   are prefetched with cp.async into a second buffer while chunk c computes:
+//     store S^T (state at the chunk start) -> scratch St
+//     U = U0 + Wn S          (64 x VT, k = K; Wn hi + lo, S split hi + lo on the fly: 3 mma) -> U^T hi + lo
+//                            (shared memory and scratch)
+//     S^T <- S^T diag(exp(GC)) + U^T KdT^T   (VT x K, k = 64; U hi + lo; fp32 accumulators start from S)
+// Kernel 3, kda_chunk_out (grid: chunks x H x D / 64, 256 threads, two CTAs per SM, fully parallel):
+//     O = Qg S_start + A_qk U  (64 x 64 tile; S split hi + lo, U hi + lo) -> global o (rows in the sequence).
+// All products: mma.sync.m16n8k16 bf16 x bf16 -> fp32, each operand with the same precision as in the former
+// single kernel (measured there on the H200 vs an fp64 recurrence, bf16 inputs and output, both gate forms,
+// T up to 65536: relative RMS error 3.0-3.6e-3 on o, 1.9-2.4e-3 on the final state; the bar is 5e-3;
+// single-bf16 S/X/U gave 4.7e-3). f32 inputs get ~4e-3 too: NOT an fp32-accurate path.
 //
-// Shared memory (bytes; D = 128, VT = 128 / 64): S^T fp32 [VT][D+8] 69632 / 34816; R1 (G fp32 [64][D], then
-// T fp32 [64][68] + 3 scratch 16x16 blocks, then X^T hi and U^T hi bf16 [VT][72]) 36864 / 32768; R2 (q bf16
-// [64][D+8], then V bf16 [64][VT+8], then U^T lo); R3 (k bf16, then Tb bf16 [64][72]); R4 (q' then Qg);
-// R5 (k' then Kg); R6 (column operand [64][D+8], then KdT [D][72]); A_kk fp32 [64][68], then X^T lo;
-// A_qk bf16 [64][72]; beta, GC, decay, mq, mk. Total 225024 (VT = 128) / 184064 (VT = 64) / 112896 (D = 64):
-// one CTA per SM. Row pads of 16 bytes (bf16) and 32 bytes (fp32 S^T) make the mma fragment loads
+// Scratch (one cudaMallocAsync per call, per chunk-head, D = K = V; x64 rows, so bytes per token-head =
+// per chunk-head / 64): Qg bf16 [64][D], A_qk bf16 [64][64], KdT bf16 [D][64], decay f32 [D], Wn hi + lo bf16
+// 2 x [64][D], U0 f32 [64][D], U^T hi + lo bf16 2 x [D][64], S^T f32 [D][D].
+//   D = 128: 205312 B per chunk-head = 3208 B per token-head (1 x 16384 x H64: 3.4 GB; 1 x 65536 x H32: 6.7 GB).
+//   D =  64:  90368 B per chunk-head = 1412 B per token-head.
+//
+// Shared memory (bytes, D = 128): prep 151296 (1 CTA / SM); walk VT = 64: 197632, VT = 32: 154624 (1 CTA / SM);
+// out 79872 (2 CTAs / SM). Row pads of 16 bytes (bf16) and 32 bytes (fp32) keep the fragment loads
 // bank-conflict free.
+// ptxas (sm_90a, CUDA 13.0): registers prep 93 (D = 128) / 72 (D = 64), walk 123 (D = 128, VT = 64) / 136
+// (VT = 32) / 94 and 92 (D = 64), out 70 / 68; no spills, no stack.
 //
-// Profile (ncu, H200, 1 x 16384 H64, VT = 64): latency-bound, 0.48 issued warps per scheduler per cycle,
-// ~30 us per chunk per CTA, dominated by the V-independent phases (P1 - P3: splitting V barely changes the
-// chunk time). Next step for speed: compute P1 - P3 (A_qk, Tb, Qg, Kg, KdT, decay) for all chunks in a
-// parallel pre-pass and keep only P4 - P7 in the sequential walk (FLA's structure), then wgmma.
+// Expected time (H200: ~4 TB/s HBM, ~3.5 TB/s achieved for streaming; D = 128). Traffic per token-head:
+// inputs q, k, v, g, beta (bf16) ~1 KB + o 256 B; prep writes 1.67 KB; walk reads Wn + U0 + KdT 1.3 KB (the
+// Wn / KdT reads of the second V tile come mostly from L2) and writes S^T + U 1.5 KB; out reads Qg + A_qk
+// (x2 V tiles, L2) + S^T + U 1.9 KB. Total ~7.5 KB per token-head:
+//   1 x 16384 H64 (1.05 M token-heads): ~7.9 GB -> memory floor ~2.2 ms; prep is latency-bound
+//     (16384 chunk-heads over 132 SMs, 1 CTA / SM: ~35 K warp instructions per chunk-head, at the former
+//     kernel's ~2 issued per SM cycle ~10 us, so ~1.0 - 1.5 ms: the largest uncertainty of this estimate);
+//     walk 256 chunks x ~2.5 us
+//     = ~0.65 ms; out ~0.6 ms. Expect ~2.3 - 3 ms (was 7.7).
+//   1 x 65536 H32: 4x the tokens x half the heads: ~2x the traffic -> ~4.5 - 6 ms (was 30.9); the walk
+//     (1024 chunks x ~2.5 us = 2.6 ms, 128 CTAs at VT = 32) overlaps nothing, so ~6 ms.
+//   1 x 65536 H8: traffic 1/4 of H32 (~1.5 ms) but the walk is 1024 sequential chunks: ~2.6 - 3.5 ms (was 29.9).
+//   8 x 4096 H32: the same 1.05 M token-heads as 1 x 16384 H64 (same prep / out / traffic), walk 64 chunks x
+//     512 CTAs at VT = 64 (3.9 waves): ~2 - 2.5 ms (was 4.5). 10 x 819 H64: half the chunk-heads, walk 1280
+//     CTAs (~10 waves x 13 chunks): ~1 - 1.3 ms (was 2.35).
+// The walk moves ~64 KB per chunk per CTA (VT = 64): with 128 CTAs at ~2.5 us per chunk that is ~3.3 TB/s, so
+// it sits near the HBM limit as well as the latency limit; per-kernel times (nsys) tell which one binds.
+// Beyond this: the S^T round trip (2 KB of the 7.5 KB) disappears if the output product is fused into the walk
+// (a third product in the sequential loop), and the prep could fit two CTAs per SM with a smaller layout.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -65,17 +92,45 @@
 #define KDA_CHUNK_ASSERT(x) ((void)0)
 #endif
 
+
 namespace kimi::cuda::kda_chunk {
 
 using bf16 = __nv_bfloat16;
 
 constexpr int kC = 64;  // chunk rows
-constexpr int kThreads = 512;
+constexpr int kThreads = 512;  // prep kernel
 constexpr int kWarps = kThreads / 32;
+constexpr int kOutThreads = 256;  // output kernel
+constexpr int kOutVT = 64;        // V tile of the output kernel
+constexpr int walk_threads(int VT) { return VT == 64 ? 512 : 256; }
 
 // Storage dtypes (== int(kimi::DType::...), checked by static_assert in chunk.cu).
 enum : int { kDtF32 = 0, kDtBf16 = 1, kDtF16 = 2 };
 enum : int { kGateNone = 0, kGateBounded = 1, kGateSoftplus = 2 };
+
+// Scratch arrays, each indexed by chunk-head cid = chunk * H + head (see the header comment).
+struct Scratch {
+  bf16* qg;      // [cid][64][D]
+  bf16* aqk;     // [cid][64][64] (upper triangle zero)
+  bf16* kdt;     // [cid][D][64]
+  float* decay;  // [cid][D]
+  bf16* wh;      // [cid][64][D]  Wn = -Tb Kg, hi
+  bf16* wl;      // [cid][64][D]  lo
+  float* u0;     // [cid][64][D]  U0 = Tb V
+  bf16* uh;      // [cid][D][64]  U^T hi (written by the walk)
+  bf16* ul;      // [cid][D][64]  U^T lo
+  float* st;     // [cid][D][D]   S^T at the chunk start (written by the walk)
+};
+
+// Bytes of each scratch array per chunk-head, in the order of Scratch (all multiples of 256).
+template <int D>
+struct ScratchBytes {
+  static constexpr size_t qg = size_t(kC) * D * 2, aqk = size_t(kC) * kC * 2, kdt = size_t(D) * kC * 2,
+                          decay = size_t(D) * 4, wh = size_t(kC) * D * 2, wl = wh, u0 = size_t(kC) * D * 4,
+                          uh = size_t(D) * kC * 2, ul = uh, st = size_t(D) * D * 4;
+  static constexpr size_t total = qg + aqk + kdt + decay + wh + wl + u0 + uh + ul + st;
+};
+static_assert(ScratchBytes<128>::total == 205312 && ScratchBytes<64>::total == 90368, "documented sizes");
 
 struct Params {
   const void* q;
@@ -96,48 +151,77 @@ struct Params {
   const float* s0;  // initial state or null
   float* s1;        // final state or null (may equal s0)
   int vk;           // state layout [N, H, V, K]
-  const int64_t* cu;  // device offsets [N + 1] or null
-  int64_t T;
+  const int64_t* tab;   // device chunk table [3 * nch]: first token, batch row, rows
+  const int64_t* seq0;  // device [N + 1]: first chunk of each sequence, seq0[N] = nch
+  int64_t nch;
   int H, N;
+  Scratch scr;
 };
 
-template <int D, int VT>
-struct Smem {
+// Prep kernel shared memory (R1 - R6 reuse as in the phase comments of the kernel).
+template <int D>
+struct PrepSmem {
   static constexpr int LDB = D + 8;   // bf16 [64][D] operands
   static constexpr int LDT = kC + 8;  // bf16 [*][64] operands
-  static constexpr int LDS = D + 8;   // fp32 S^T [VT][D]
   static constexpr int LDA = kC + 4;  // fp32 [64][64]
-  static constexpr int LDV = VT + 8;  // bf16 V tile [64][VT]
   static constexpr size_t mx(size_t a, size_t b) { return a > b ? a : b; }
-  static constexpr size_t kS = size_t(VT) * LDS * 4;
   static constexpr size_t kTf = size_t(kC) * LDA * 4;
-  static constexpr size_t kR1 = mx(mx(size_t(kC) * D * 4, kTf + 3 * 256 * 4), 2 * size_t(VT) * LDT * 2);
+  static constexpr size_t kR1 = mx(size_t(kC) * D * 4, kTf + 3 * 256 * 4);  // G, then T + scratch
   static constexpr size_t kRB = size_t(kC) * LDB * 2;
-  static constexpr size_t kR2 = mx(kRB, size_t(VT) * LDT * 2);     // q, then V, then U^T lo
-  static constexpr size_t kAkk = mx(kTf, size_t(VT) * LDT * 2);    // A_kk fp32, then X^T lo
-  static constexpr size_t kR6 = mx(kRB, size_t(D) * LDT * 2);
-  static constexpr size_t S = 0;
-  static constexpr size_t R1 = S + kS;
-  static constexpr size_t R2 = R1 + kR1;
-  static constexpr size_t R3 = R2 + kR2;
-  static constexpr size_t R4 = R3 + kRB;
-  static constexpr size_t R5 = R4 + kRB;
-  static constexpr size_t R6 = R5 + kRB;
-  static constexpr size_t AKK = R6 + kR6;
-  static constexpr size_t AQK = AKK + kAkk;
+  static constexpr size_t kRT = size_t(D) * LDT * 2;  // bf16 [D][64]
+  static constexpr size_t R1 = 0;
+  static constexpr size_t R2 = R1 + kR1;        // q raw, then V^T [D][LDT]
+  static constexpr size_t R3 = R2 + mx(kRB, kRT);  // k raw, then Tb [64][LDT]
+  static constexpr size_t R4 = R3 + kRB;        // q', then Qg
+  static constexpr size_t R5 = R4 + kRB;        // k', then Kg^T [D][LDT]
+  static constexpr size_t R6 = R5 + mx(kRB, kRT);  // column operand, then KdT [D][LDT]
+  static constexpr size_t AKK = R6 + mx(kRB, kRT);  // A_kk fp32 [64][LDA]
+  static constexpr size_t AQK = AKK + kTf;       // A_qk bf16 [64][LDT]
   static constexpr size_t BETA = AQK + size_t(kC) * LDT * 2;
   static constexpr size_t GC = BETA + kC * 4;
   static constexpr size_t DECAY = GC + D * 4;
   static constexpr size_t MQ = DECAY + D * 4;
   static constexpr size_t MK = MQ + kC * 4;
   static constexpr size_t TOTAL = MK + kC * 4;
-  static_assert(D % 32 == 0 && VT % 32 == 0 && VT <= D && D % VT == 0, "tile shapes");
-  static_assert(size_t(kC) * LDV * 2 <= kRB, "V tile fits R2");
+  static_assert(D % 32 == 0, "tile shapes");
   static_assert(size_t(kC) * LDT * 2 <= kRB, "Tb fits R3");
-  static_assert(R1 % 16 == 0 && R2 % 16 == 0 && R3 % 16 == 0 && R4 % 16 == 0 && R5 % 16 == 0 && R6 % 16 == 0 &&
-                    AKK % 16 == 0 && AQK % 16 == 0 && BETA % 16 == 0 && GC % 16 == 0 && DECAY % 16 == 0,
+  static_assert(R2 % 16 == 0 && R3 % 16 == 0 && R4 % 16 == 0 && R5 % 16 == 0 && R6 % 16 == 0 && AKK % 16 == 0 &&
+                    AQK % 16 == 0 && BETA % 16 == 0 && GC % 16 == 0 && DECAY % 16 == 0,
                 "16-byte aligned regions");
   static_assert(TOTAL <= 227 * 1024, "fits the sm_90 shared memory of one CTA");
+};
+
+// Walk kernel shared memory: S^T fp32 [VT][LDS]; two input buffers {Wn hi, Wn lo [64][LDB], U0 fp32
+// [64][LDU], KdT [D][LDT], decay [D]}; U^T hi, lo [VT][LDT].
+template <int D, int VT>
+struct WalkSmem {
+  static constexpr int LDB = D + 8, LDT = kC + 8, LDS = D + 8, LDU = VT + 8;
+  static constexpr size_t S = 0;
+  static constexpr size_t kWh = size_t(kC) * LDB * 2, kU0 = size_t(kC) * LDU * 4, kKdt = size_t(D) * LDT * 2,
+                          kDec = size_t(D) * 4;
+  static constexpr size_t BWH = 0, BWL = BWH + kWh, BU0 = BWL + kWh, BKDT = BU0 + kU0, BDEC = BKDT + kKdt;
+  static constexpr size_t kBuf = BDEC + kDec;  // one input buffer
+  static constexpr size_t BUF0 = S + size_t(VT) * LDS * 4;
+  static constexpr size_t UT = BUF0 + 2 * kBuf;
+  static constexpr size_t UL = UT + size_t(VT) * LDT * 2;
+  static constexpr size_t TOTAL = UL + size_t(VT) * LDT * 2;
+  static_assert(D % VT == 0 && (VT == 32 || VT == 64), "tile shapes");
+  static_assert(BUF0 % 16 == 0 && kBuf % 16 == 0 && BWL % 16 == 0 && BU0 % 16 == 0 && BKDT % 16 == 0 &&
+                    BDEC % 16 == 0 && UT % 16 == 0 && UL % 16 == 0,
+                "16-byte aligned regions");
+  static_assert(TOTAL <= 227 * 1024, "fits the sm_90 shared memory of one CTA");
+};
+
+// Output kernel shared memory: Qg [64][LDB], S^T fp32 [64][LDS], A_qk [64][LDT], U^T hi, lo [64][LDT].
+template <int D>
+struct OutSmem {
+  static constexpr int VT = kOutVT, LDB = D + 8, LDT = kC + 8, LDS = D + 8;
+  static constexpr size_t QG = 0, S = QG + size_t(kC) * LDB * 2, AQK = S + size_t(VT) * LDS * 4,
+                          UT = AQK + size_t(kC) * LDT * 2, UL = UT + size_t(VT) * LDT * 2,
+                          TOTAL = UL + size_t(VT) * LDT * 2;
+  static_assert(D % VT == 0, "tile shapes");
+  static_assert(S % 16 == 0 && AQK % 16 == 0 && UT % 16 == 0 && UL % 16 == 0, "16-byte aligned regions");
+  static_assert(2 * (TOTAL + 1024) <= 228 * 1024, "two CTAs per SM");
 };
 
 // ---------------------------------------------------------------------------------------------------------
@@ -311,30 +395,60 @@ __device__ __forceinline__ void warp_mma(float (&acc)[MT][NT][4], const bf16* A,
 }
 
 // ---------------------------------------------------------------------------------------------------------
-// the kernel
+// copies
 
-template <int D, int VT, bool kDiagMma>
-__global__ void __launch_bounds__(kThreads, 1) kda_chunk_kernel(const Params p) {
-  using L = Smem<D, VT>;
-  constexpr int NV = D / VT;
-  constexpr int LDB = L::LDB, LDT = L::LDT, LDS = L::LDS, LDA = L::LDA, LDV = L::LDV;
-  constexpr int EPL = D / 32;   // channels per lane in row loads
-  constexpr int EPV = VT / 32;  // V columns per lane in row loads
+__device__ __forceinline__ void cp_async16(void* smem_dst, const void* gmem_src) {
+  const uint32_t d = static_cast<uint32_t>(__cvta_generic_to_shared(smem_dst));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(d), "l"(gmem_src) : "memory");
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+
+// ROWS x COLS elements of type E (COLS * sizeof(E) a multiple of 16): global (dense rows of COLS) -> shared
+// (row stride lds elements, 16-byte aligned rows), cp.async by NTHR threads.
+template <typename E, int ROWS, int COLS, int NTHR>
+__device__ __forceinline__ void cp_tile_g2s(E* s, int lds, const E* g, int64_t ldg, int tid) {
+  constexpr int PER = 16 / int(sizeof(E)), CPR = COLS / PER;
+  static_assert(COLS % PER == 0, "16-byte rows");
+  for (int e = tid; e < ROWS * CPR; e += NTHR) {
+    const int r = e / CPR, c = (e % CPR) * PER;
+    cp_async16(s + r * lds + c, g + r * ldg + c);
+  }
+}
+
+// The same shape shared -> global with 16-byte vector loads and stores.
+template <typename E, int ROWS, int COLS, int NTHR>
+__device__ __forceinline__ void copy_tile_s2g(E* g, int64_t ldg, const E* s, int lds, int tid) {
+  constexpr int PER = 16 / int(sizeof(E)), CPR = COLS / PER;
+  static_assert(COLS % PER == 0, "16-byte rows");
+  for (int e = tid; e < ROWS * CPR; e += NTHR) {
+    const int r = e / CPR, c = (e % CPR) * PER;
+    *reinterpret_cast<uint4*>(g + r * ldg + c) = *reinterpret_cast<const uint4*>(s + r * lds + c);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// kernel 1: per chunk-head pre-pass (P1 - P4)
+
+template <int D, bool kDiagMma>
+__global__ void __launch_bounds__(kThreads, 1) kda_chunk_prep(const Params p) {
+  using L = PrepSmem<D>;
+  constexpr int LDB = L::LDB, LDT = L::LDT, LDA = L::LDA;
+  constexpr int EPL = D / 32;  // channels per lane in row loads
   extern __shared__ __align__(16) unsigned char smem[];
-  float* const sS = reinterpret_cast<float*>(smem + L::S);     // S^T [VT][LDS] fp32
   float* const sG = reinterpret_cast<float*>(smem + L::R1);    // G [64][D] fp32      (P1 - P2b)
   float* const sT = reinterpret_cast<float*>(smem + L::R1);    // T [64][LDA] fp32    (P3)
   float* const sP = reinterpret_cast<float*>(smem + L::R1 + L::kTf);  // 3 x [16][16] scratch (P3)
-  bf16* const sXt = reinterpret_cast<bf16*>(smem + L::R1);     // X^T [VT][LDT]       (P4 - P5)
-  bf16* const sUt = reinterpret_cast<bf16*>(smem + L::R1 + size_t(VT) * LDT * 2);  // U^T [VT][LDT] (P5 - P7)
-  bf16* const sQn = reinterpret_cast<bf16*>(smem + L::R2);     // q normalized, scaled (P1 - P2b)
-  bf16* const sV = reinterpret_cast<bf16*>(smem + L::R2);      // V tile [64][LDV]    (P3 - P4)
-  bf16* const sUl = reinterpret_cast<bf16*>(smem + L::R2);     // U^T lo [VT][LDT]    (P5 - P7)
-  bf16* const sXl = reinterpret_cast<bf16*>(smem + L::AKK);    // X^T lo [VT][LDT]    (P4 - P5)
-  bf16* const sKn = reinterpret_cast<bf16*>(smem + L::R3);     // k normalized        (P1 - P2b)
-  bf16* const sTb = reinterpret_cast<bf16*>(smem + L::R3);     // T diag(beta) [64][LDT] (P3 - P5)
-  bf16* const sQr = reinterpret_cast<bf16*>(smem + L::R4);     // q' (P2a), then Qg (P2b - P6)
-  bf16* const sKr = reinterpret_cast<bf16*>(smem + L::R5);     // k' (P2a), then Kg (P2b - P4)
+  bf16* const sQn = reinterpret_cast<bf16*>(smem + L::R2);     // q raw               (P1 - P2b)
+  bf16* const sVt = reinterpret_cast<bf16*>(smem + L::R2);     // V^T [D][LDT]        (P3 - P4)
+  bf16* const sKn = reinterpret_cast<bf16*>(smem + L::R3);     // k raw               (P1 - P2b)
+  bf16* const sTb = reinterpret_cast<bf16*>(smem + L::R3);     // T diag(beta) [64][LDT] (P3 - P4)
+  bf16* const sQr = reinterpret_cast<bf16*>(smem + L::R4);     // q' (P2a), then Qg (P2b - P4)
+  bf16* const sKr = reinterpret_cast<bf16*>(smem + L::R5);     // k' (P2a)
+  bf16* const sKgT = reinterpret_cast<bf16*>(smem + L::R5);    // Kg^T [D][LDT] (P2b - P4)
   bf16* const sKc = reinterpret_cast<bf16*>(smem + L::R6);     // column operand (P2a), then KdT [D][LDT]
   float* const sAkk = reinterpret_cast<float*>(smem + L::AKK);  // A_kk [64][LDA] fp32 (beta applied)
   bf16* const sAqk = reinterpret_cast<bf16*>(smem + L::AQK);   // A_qk [64][LDT] bf16 (upper zero)
@@ -348,22 +462,13 @@ __global__ void __launch_bounds__(kThreads, 1) kda_chunk_kernel(const Params p) 
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const int gq = lane >> 2, tq = lane & 3;  // mma fragment coordinates
 
-  const int bid = int(blockIdx.x);
-  const int vt = bid % NV;
-  const int h = (bid / NV) % p.H;
-  const int n = bid / (NV * p.H);
-  KDA_CHUNK_ASSERT(n < p.N);
-  int64_t bb, bos, len;
-  if (p.cu) {
-    bb = 0;
-    bos = p.cu[n];
-    len = p.cu[n + 1] - bos;
-  } else {
-    bb = n;
-    bos = 0;
-    len = p.T;
-  }
-  const int v0 = vt * VT;
+  const int64_t cid = int64_t(blockIdx.x);  // chunk * H + head
+  const int h = int(cid % p.H);
+  const int64_t chunk = cid / p.H;
+  KDA_CHUNK_ASSERT(chunk < p.nch);
+  const int64_t tok0 = p.tab[3 * chunk], bb = p.tab[3 * chunk + 1];
+  const int rows = int(p.tab[3 * chunk + 2]);
+  KDA_CHUNK_ASSERT(rows >= 1 && rows <= kC);
 
   // per-lane gate constants (lane owns channels lane*EPL .. +EPL in row loads)
   float gate_a = 0.f, dtb[EPL];
@@ -374,28 +479,28 @@ __global__ void __launch_bounds__(kThreads, 1) kda_chunk_kernel(const Params p) 
 #pragma unroll
     for (int e = 0; e < EPL; ++e) dtb[e] = p.dt_bias[int64_t(h) * D + lane * EPL + e];
   }
-
-  // initial state slice -> S^T
-  const int64_t sbase = (int64_t(n) * p.H + h) * int64_t(D) * D;
-  for (int e = tid; e < VT * D; e += kThreads) {
-    int v, kk;
-    int64_t gi;
-    if (p.vk) {
-      v = e / D;
-      kk = e % D;
-      gi = sbase + int64_t(v0 + v) * D + kk;
-    } else {
-      kk = e / VT;
-      v = e % VT;
-      gi = sbase + int64_t(kk) * D + v0 + v;
-    }
-    sS[v * LDS + kk] = p.s0 ? p.s0[gi] : 0.f;
-  }
   for (int e = tid; e < kC * LDT; e += kThreads) sAqk[e] = __float2bfloat16_rn(0.f);  // upper blocks stay 0
   __syncthreads();
 
-  for (int64_t c0 = 0; c0 < len; c0 += kC) {
-    const int nrows = int(len - c0 < kC ? len - c0 : kC);
+
+  {
+    const int nrows = rows;
+
+    // V rows into registers first (stored to shared memory as V^T in P3, once R2 is free): their latency
+    // overlaps the q, k, g loads below
+    constexpr int RWV = kC / kWarps;
+    float xv[RWV][EPL];
+#pragma unroll
+    for (int rr = 0; rr < RWV; ++rr) {
+      const int r = warp + kWarps * rr;
+      if (r < nrows) {
+        const int64_t tok = tok0 + r;
+        load_n<EPL>(p.v, p.dt_v, bb * p.s_v[0] + tok * p.s_v[1] + h * p.s_v[2] + lane * EPL, xv[rr]);
+      } else {
+#pragma unroll
+        for (int e = 0; e < EPL; ++e) xv[rr][e] = 0.f;
+      }
+    }
 
     // ---- P1: rows -> q, k (bf16), g (fp32), beta --------------------------------------------------------
     // All loads of the warp's 8 rows are issued first (one memory latency per chunk, not 24).
@@ -406,7 +511,7 @@ __global__ void __launch_bounds__(kThreads, 1) kda_chunk_kernel(const Params p) 
 #pragma unroll
       for (int rr = 0; rr < RW; ++rr) {
         const int r = warp + kWarps * rr;
-        const int64_t tok = bos + c0 + r;
+        const int64_t tok = tok0 + r;
         xb[rr] = 0.f;
         if (r < nrows) {
           load_n<EPL>(p.q, p.dt_q, bb * p.s_q[0] + tok * p.s_q[1] + h * p.s_q[2] + ch, xq[rr]);
@@ -484,21 +589,6 @@ __global__ void __launch_bounds__(kThreads, 1) kda_chunk_kernel(const Params p) 
     }
     __syncthreads();
 
-    // V tile rows into registers now (stored to shared memory in P3, once R2 is free): hides the latency
-    constexpr int RWV = kC / kWarps;
-    float xv[RWV][EPV];
-#pragma unroll
-    for (int rr = 0; rr < RWV; ++rr) {
-      const int r = warp + kWarps * rr;
-      if (r < nrows) {
-        const int64_t tok = bos + c0 + r;
-        load_n<EPV>(p.v, p.dt_v, bb * p.s_v[0] + tok * p.s_v[1] + h * p.s_v[2] + v0 + lane * EPV, xv[rr]);
-      } else {
-#pragma unroll
-        for (int e = 0; e < EPV; ++e) xv[rr][e] = 0.f;
-      }
-    }
-
     // ---- P2a: A_qk, A_kk --------------------------------------------------------------------------------
     // row operands q' = q exp(G_i - R_a), k' = k exp(G_i - R_a), a = i / 16, R_0 = 0, R_a = G[16a - 1]
     for (int e = tid; e < kC * D / 2; e += kThreads) {
@@ -570,30 +660,30 @@ __global__ void __launch_bounds__(kThreads, 1) kda_chunk_kernel(const Params p) 
       }
     }
 
-    // ---- P2b: Qg, Kg, KdT (R4 - R6 are free: the last P2a barrier is behind us) ---------------------------
+    // ---- P2b: Qg, Kg^T, KdT (R4 - R6 are free: the last P2a barrier is behind us) -------------------------
     for (int e = tid; e < kC * D / 2; e += kThreads) {
       const int r = e / (D / 2), c = 2 * (e % (D / 2));
       const float2 gg = *reinterpret_cast<const float2*>(sG + r * D + c);
-      const float mq = sMq[r], mk = sMk[r];
+      const float mq = sMq[r];
       const float e0 = __expf(gg.x), e1 = __expf(gg.y);
-      const uint32_t uq = lds32(sQn + r * LDB + c), uk = lds32(sKn + r * LDB + c);
+      const uint32_t uq = lds32(sQn + r * LDB + c);
       sts32(sQr + r * LDB + c, pack_bf16(bf_lo(uq) * mq * e0, bf_hi(uq) * mq * e1));
-      sts32(sKr + r * LDB + c, pack_bf16(bf_lo(uk) * mk * e0, bf_hi(uk) * mk * e1));
     }
     for (int e = tid; e < D * (kC / 2); e += kThreads) {  // consecutive threads: consecutive channels
       const int c = e % D, r = 2 * (e / D);
-      const float gc = sGC[c];
-      const float e0 = __expf(gc - sG[r * D + c]) * sMk[r], e1 = __expf(gc - sG[(r + 1) * D + c]) * sMk[r + 1];
-      sts32(sKc + c * LDT + r, pack_bf16(bf2f(sKn[r * LDB + c]) * e0, bf2f(sKn[(r + 1) * LDB + c]) * e1));
+      const float gc = sGC[c], g0 = sG[r * D + c], g1 = sG[(r + 1) * D + c];
+      const float k0 = bf2f(sKn[r * LDB + c]) * sMk[r], k1 = bf2f(sKn[(r + 1) * LDB + c]) * sMk[r + 1];
+      sts32(sKgT + c * LDT + r, pack_bf16(k0 * __expf(g0), k1 * __expf(g1)));
+      sts32(sKc + c * LDT + r, pack_bf16(k0 * __expf(gc - g0), k1 * __expf(gc - g1)));
     }
     __syncthreads();
 
-    // ---- P3: V tile; T = (I + A_kk)^-1; Tb = T diag(beta) -------------------------------------------------
+    // ---- P3: V^T; T = (I + A_kk)^-1; Tb = T diag(beta) --------------------------------------------------
 #pragma unroll
     for (int rr = 0; rr < RWV; ++rr)
 #pragma unroll
-      for (int e = 0; e < EPV; ++e)
-        sV[(warp + kWarps * rr) * LDV + lane * EPV + e] = __float2bfloat16_rn(xv[rr][e]);
+      for (int e = 0; e < EPL; ++e)
+        sVt[(lane * EPL + e) * LDT + warp + kWarps * rr] = __float2bfloat16_rn(xv[rr][e]);
     if (warp < 4 && lane < 16) {  // diagonal blocks: forward substitution, lane = column j of block warp
       const int base = 16 * warp, j = lane;
       float col[16];
@@ -636,34 +726,145 @@ __global__ void __launch_bounds__(kThreads, 1) kda_chunk_kernel(const Params p) 
     }
     __syncthreads();
 
-    constexpr int WM = kWarps / 4, MT = 4 / WM;  // WM x 4 warp grid; MT m16 tiles of the 64 rows per warp
-    static_assert(WM * 4 == kWarps && MT * WM == 4, "warp grid");
-    const int wm = warp >> 2, wn = warp & 3;
-    constexpr int NT = VT / 32;               // n8 tiles per warp over VT / 4 columns
-    // ---- P4: X = V - Kg S -> X^T ------------------------------------------------------------------------
+
+    // ---- P4: Wn = -Tb Kg, U0 = Tb V -> scratch; Qg, A_qk, KdT, decay -> scratch ---------------------------
     {
-      float acc[MT][NT][4] = {};
-      warp_mma<MT, NT, D, kBf32>(acc, sKr, LDB, (kC / WM) * wm, sS, LDS, wn * (VT / 4), lane);
-#pragma unroll
-      for (int mt = 0; mt < MT; ++mt)
+      constexpr int NT = D / 32;  // 4 x 4 warp grid: 16 rows x D / 4 columns per warp
+      static_assert(kWarps == 16, "warp grid");
+      const int wm = warp >> 2, wn = warp & 3;
+      const int t0 = 16 * wm, n0 = wn * (D / 4);
+      bf16* const gwh = p.scr.wh + cid * (kC * D);
+      bf16* const gwl = p.scr.wl + cid * (kC * D);
+      float* const gu0 = p.scr.u0 + cid * (kC * D);
+      {
+        float acc[1][NT][4] = {};
+        warp_mma<1, NT, kC, kBbf16>(acc, sTb, LDT, t0, sKgT, LDT, n0, lane);
 #pragma unroll
         for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
-          for (int rr = 0; rr < 2; ++rr)
+          for (int rr = 0; rr < 2; ++rr) {
+            const int t = t0 + gq + 8 * rr, c = n0 + 8 * nt + 2 * tq;
+            const float w0 = -acc[0][nt][2 * rr], w1 = -acc[0][nt][2 * rr + 1];
+            const uint32_t hi = pack_bf16(w0, w1);
+            const uint32_t lo = pack_bf16(w0 - bf_lo(hi), w1 - bf_hi(hi));
+            *reinterpret_cast<uint32_t*>(gwh + t * D + c) = hi;
+            *reinterpret_cast<uint32_t*>(gwl + t * D + c) = lo;
+          }
+      }
+      {
+        float acc[1][NT][4] = {};
+        warp_mma<1, NT, kC, kBbf16>(acc, sTb, LDT, t0, sVt, LDT, n0, lane);
 #pragma unroll
-            for (int cc = 0; cc < 2; ++cc) {
-              const int t = (kC / WM) * wm + 16 * mt + gq + 8 * rr, v = wn * (VT / 4) + 8 * nt + 2 * tq + cc;
-              const float x = bf2f(sV[t * LDV + v]) - acc[mt][nt][2 * rr + cc];
-              const bf16 xh = __float2bfloat16_rn(x);
-              sXt[v * LDT + t] = xh;
-              sXl[v * LDT + t] = __float2bfloat16_rn(x - bf2f(xh));
-            }
+        for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+          for (int rr = 0; rr < 2; ++rr) {
+            const int t = t0 + gq + 8 * rr, c = n0 + 8 * nt + 2 * tq;
+            *reinterpret_cast<float2*>(gu0 + t * D + c) = make_float2(acc[0][nt][2 * rr], acc[0][nt][2 * rr + 1]);
+          }
+      }
     }
-    __syncthreads();
-    // ---- P5: U = Tb X -> U^T ----------------------------------------------------------------------------
+    copy_tile_s2g<bf16, kC, D, kThreads>(p.scr.qg + cid * (kC * D), D, sQr, LDB, tid);
+    copy_tile_s2g<bf16, kC, kC, kThreads>(p.scr.aqk + cid * (kC * kC), kC, sAqk, LDT, tid);
+    copy_tile_s2g<bf16, D, kC, kThreads>(p.scr.kdt + cid * (D * kC), kC, sKc, LDT, tid);
+    if (tid < D) p.scr.decay[cid * D + tid] = sDecay[tid];
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// kernel 2: sequential walk over the chunks of one (sequence, head, V tile)
+
+template <int D, int VT>
+__device__ __forceinline__ void walk_prefetch(const Params& p, unsigned char* buf, int64_t cid, int v0, int tid) {
+  using L = WalkSmem<D, VT>;
+  constexpr int NTHR = walk_threads(VT);
+  cp_tile_g2s<bf16, kC, D, NTHR>(reinterpret_cast<bf16*>(buf + L::BWH), L::LDB, p.scr.wh + cid * (kC * D), D, tid);
+  cp_tile_g2s<bf16, kC, D, NTHR>(reinterpret_cast<bf16*>(buf + L::BWL), L::LDB, p.scr.wl + cid * (kC * D), D, tid);
+  cp_tile_g2s<float, kC, VT, NTHR>(reinterpret_cast<float*>(buf + L::BU0), L::LDU, p.scr.u0 + cid * (kC * D) + v0, D,
+                                   tid);
+  cp_tile_g2s<bf16, D, kC, NTHR>(reinterpret_cast<bf16*>(buf + L::BKDT), L::LDT, p.scr.kdt + cid * (D * kC), kC, tid);
+  cp_tile_g2s<float, 1, D, NTHR>(reinterpret_cast<float*>(buf + L::BDEC), D, p.scr.decay + cid * D, D, tid);
+}
+
+template <int D, int VT>
+__global__ void __launch_bounds__(walk_threads(VT), 1) kda_chunk_walk(const Params p) {
+  using L = WalkSmem<D, VT>;
+  constexpr int NTHR = walk_threads(VT), NW = NTHR / 32, NV = D / VT;
+  constexpr int LDB = L::LDB, LDT = L::LDT, LDS = L::LDS, LDU = L::LDU;
+  extern __shared__ __align__(16) unsigned char smem[];
+  float* const sS = reinterpret_cast<float*>(smem + L::S);  // S^T [VT][LDS] fp32
+  bf16* const sUt = reinterpret_cast<bf16*>(smem + L::UT);  // U^T hi [VT][LDT]
+  bf16* const sUl = reinterpret_cast<bf16*>(smem + L::UL);  // U^T lo [VT][LDT]
+
+  KDA_CHUNK_ASSERT(blockDim.x == NTHR);
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+  const int gq = lane >> 2, tq = lane & 3;  // mma fragment coordinates
+
+  const int bid = int(blockIdx.x);
+  const int vt = bid % NV;
+  const int h = (bid / NV) % p.H;
+  const int n = bid / (NV * p.H);
+  KDA_CHUNK_ASSERT(n < p.N);
+  const int64_t cbeg = p.seq0[n], cend = p.seq0[n + 1];
+  const int v0 = vt * VT;
+
+  // initial state slice -> S^T
+  const int64_t sbase = (int64_t(n) * p.H + h) * int64_t(D) * D;
+  for (int e = tid; e < VT * D; e += NTHR) {
+    int v, kk;
+    int64_t gi;
+    if (p.vk) {
+      v = e / D;
+      kk = e % D;
+      gi = sbase + int64_t(v0 + v) * D + kk;
+    } else {
+      kk = e / VT;
+      v = e % VT;
+      gi = sbase + int64_t(kk) * D + v0 + v;
+    }
+    sS[v * LDS + kk] = p.s0 ? p.s0[gi] : 0.f;
+  }
+  if (cbeg < cend) walk_prefetch<D, VT>(p, smem + L::BUF0, cbeg * p.H + h, v0, tid);
+  cp_async_commit();
+
+  constexpr int WM = NW / 4, MT = 4 / WM;  // WM x 4 warp grid; MT m16 tiles of the 64 rows per warp
+  static_assert(WM * 4 == NW && MT * WM == 4, "warp grid");
+  const int wm = warp >> 2, wn = warp & 3;
+  constexpr int NT = VT / 32;  // n8 tiles per warp over VT / 4 columns
+
+#pragma unroll 1
+  for (int64_t c = cbeg; c < cend; ++c) {
+    const int64_t cid = c * p.H + h;
+    unsigned char* const buf = smem + L::BUF0 + size_t((c - cbeg) & 1) * L::kBuf;
+    if (c + 1 < cend)  // the other buffer was last read by chunk c - 1, before the barrier in its S update
+      walk_prefetch<D, VT>(p, smem + L::BUF0 + size_t((c + 1 - cbeg) & 1) * L::kBuf, cid + p.H, v0, tid);
+    cp_async_commit();
+    cp_async_wait<1>();  // chunk c's group has landed (for this thread)
+    __syncthreads();     // ... and for all threads; also orders the S^T writes of chunk c - 1
+    const bf16* const sWh = reinterpret_cast<const bf16*>(buf + L::BWH);
+    const bf16* const sWl = reinterpret_cast<const bf16*>(buf + L::BWL);
+    const float* const sU0 = reinterpret_cast<const float*>(buf + L::BU0);
+    const bf16* const sKdt = reinterpret_cast<const bf16*>(buf + L::BKDT);
+    const float* const sDecay = reinterpret_cast<const float*>(buf + L::BDEC);
+
+    // S^T at the chunk start -> scratch (rows v0 .. v0 + VT of [D][D])
+    copy_tile_s2g<float, VT, D, NTHR>(p.scr.st + cid * (D * D) + int64_t(v0) * D, D, sS, LDS, tid);
+
+    // U = U0 + Wn S -> U^T hi + lo
     {
-      float acc[MT][NT][4] = {};
-      warp_mma<MT, NT, kC, kBpair>(acc, sTb, LDT, (kC / WM) * wm, sXt, LDT, wn * (VT / 4), lane, nullptr, sXl);
+      const int t0 = (kC / WM) * wm, n0 = wn * (VT / 4);
+      float acc[MT][NT][4];
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+          for (int rr = 0; rr < 2; ++rr) {
+            const int t = t0 + 16 * mt + gq + 8 * rr, v = n0 + 8 * nt + 2 * tq;
+            const float2 u = *reinterpret_cast<const float2*>(sU0 + t * LDU + v);
+            acc[mt][nt][2 * rr] = u.x;
+            acc[mt][nt][2 * rr + 1] = u.y;
+          }
+      warp_mma<MT, NT, D, kBf32, true>(acc, sWh, LDB, t0, sS, LDS, n0, lane, sWl);
 #pragma unroll
       for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
@@ -672,7 +873,7 @@ __global__ void __launch_bounds__(kThreads, 1) kda_chunk_kernel(const Params p) 
           for (int rr = 0; rr < 2; ++rr)
 #pragma unroll
             for (int cc = 0; cc < 2; ++cc) {
-              const int t = (kC / WM) * wm + 16 * mt + gq + 8 * rr, v = wn * (VT / 4) + 8 * nt + 2 * tq + cc;
+              const int t = t0 + 16 * mt + gq + 8 * rr, v = n0 + 8 * nt + 2 * tq + cc;
               const float u = acc[mt][nt][2 * rr + cc];
               const bf16 uh = __float2bfloat16_rn(u);
               sUt[v * LDT + t] = uh;
@@ -680,32 +881,15 @@ __global__ void __launch_bounds__(kThreads, 1) kda_chunk_kernel(const Params p) 
             }
     }
     __syncthreads();
-    // ---- P6: O = Qg S + A_qk U -> o -------------------------------------------------------------------
-    {
-      float acc[MT][NT][4] = {};
-      warp_mma<MT, NT, D, kBf32>(acc, sQr, LDB, (kC / WM) * wm, sS, LDS, wn * (VT / 4), lane);
-      warp_mma<MT, NT, kC, kBpair>(acc, sAqk, LDT, (kC / WM) * wm, sUt, LDT, wn * (VT / 4), lane, nullptr, sUl);
-#pragma unroll
-      for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-        for (int rr = 0; rr < 2; ++rr) {
-          const int t = (kC / WM) * wm + 16 * mt + gq + 8 * rr;
-          if (t < nrows) {
-            const int64_t tok = bos + c0 + t;
-            const int64_t ob = bb * p.s_o[0] + tok * p.s_o[1] + h * p.s_o[2] + v0;
-#pragma unroll
-            for (int nt = 0; nt < NT; ++nt) {
-              const int v = wn * (VT / 4) + 8 * nt + 2 * tq;
-              store_2(p.o, p.dt_o, ob + v, acc[mt][nt][2 * rr], acc[mt][nt][2 * rr + 1]);
-            }
-          }
-        }
-    }
-    __syncthreads();
-    // ---- P7: S^T <- S^T diag(exp(GC)) + U^T KdT^T ----------------------------------------------------------
+
+    // U^T hi + lo -> scratch (rows v0 .. v0 + VT of [D][64])
+    copy_tile_s2g<bf16, VT, kC, NTHR>(p.scr.uh + cid * (D * kC) + int64_t(v0) * kC, kC, sUt, LDT, tid);
+    copy_tile_s2g<bf16, VT, kC, NTHR>(p.scr.ul + cid * (D * kC) + int64_t(v0) * kC, kC, sUl, LDT, tid);
+
+    // S^T <- S^T diag(exp(GC)) + U^T KdT^T
     {
       constexpr int MT7 = VT / 16 / WM, NT7 = D / 32;
-      static_assert(MT7 >= 1, "P7 tiles");
+      static_assert(MT7 >= 1 && MT7 * 16 * WM == VT, "state update tiles");
       const int m0 = wm * (VT / WM), n0 = wn * (D / 4);
       float acc[MT7][NT7][4];
 #pragma unroll
@@ -719,7 +903,8 @@ __global__ void __launch_bounds__(kThreads, 1) kda_chunk_kernel(const Params p) 
             acc[mt][nt][2 * rr] = s.x * sDecay[kk];
             acc[mt][nt][2 * rr + 1] = s.y * sDecay[kk + 1];
           }
-      warp_mma<MT7, NT7, kC, kBbf16, true>(acc, sUt, LDT, m0, sKc, LDT, n0, lane, sUl);
+      warp_mma<MT7, NT7, kC, kBbf16, true>(acc, sUt, LDT, m0, sKdt, LDT, n0, lane, sUl);
+      __syncthreads();  // every warp has read sS (products above, S^T store) before it is overwritten
 #pragma unroll
       for (int mt = 0; mt < MT7; ++mt)
 #pragma unroll
@@ -730,11 +915,13 @@ __global__ void __launch_bounds__(kThreads, 1) kda_chunk_kernel(const Params p) 
             *reinterpret_cast<float2*>(sS + v * LDS + kk) = make_float2(acc[mt][nt][2 * rr], acc[mt][nt][2 * rr + 1]);
           }
     }
-    __syncthreads();
+    // the next iteration's barrier (or the one below) orders these writes before any read
   }
+  cp_async_wait<0>();
+  __syncthreads();
 
   if (p.s1) {
-    for (int e = tid; e < VT * D; e += kThreads) {
+    for (int e = tid; e < VT * D; e += NTHR) {
       int v, kk;
       int64_t gi;
       if (p.vk) {
@@ -749,6 +936,69 @@ __global__ void __launch_bounds__(kThreads, 1) kda_chunk_kernel(const Params p) 
       p.s1[gi] = sS[v * LDS + kk];
     }
   }
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// kernel 3: per (chunk, head, V tile) output O = Qg S_start + A_qk U
+
+template <int D>
+__global__ void __launch_bounds__(kOutThreads, 2) kda_chunk_out(const Params p) {
+  using L = OutSmem<D>;
+  constexpr int VT = L::VT, NV = D / VT, NW = kOutThreads / 32;
+  constexpr int LDB = L::LDB, LDT = L::LDT, LDS = L::LDS;
+  extern __shared__ __align__(16) unsigned char smem[];
+  bf16* const sQg = reinterpret_cast<bf16*>(smem + L::QG);   // Qg [64][LDB]
+  float* const sS = reinterpret_cast<float*>(smem + L::S);   // S^T [VT][LDS] fp32
+  bf16* const sAqk = reinterpret_cast<bf16*>(smem + L::AQK);  // A_qk [64][LDT]
+  bf16* const sUt = reinterpret_cast<bf16*>(smem + L::UT);   // U^T hi [VT][LDT]
+  bf16* const sUl = reinterpret_cast<bf16*>(smem + L::UL);   // U^T lo [VT][LDT]
+
+  KDA_CHUNK_ASSERT(blockDim.x == kOutThreads);
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+  const int gq = lane >> 2, tq = lane & 3;
+
+  const int64_t bid = int64_t(blockIdx.x);
+  const int vt = int(bid % NV);
+  const int64_t cid = bid / NV;  // chunk * H + head
+  const int h = int(cid % p.H);
+  const int64_t chunk = cid / p.H;
+  KDA_CHUNK_ASSERT(chunk < p.nch);
+  const int64_t tok0 = p.tab[3 * chunk], bb = p.tab[3 * chunk + 1];
+  const int rows = int(p.tab[3 * chunk + 2]);
+  const int v0 = vt * VT;
+
+  cp_tile_g2s<bf16, kC, D, kOutThreads>(sQg, LDB, p.scr.qg + cid * (kC * D), D, tid);
+  cp_tile_g2s<float, VT, D, kOutThreads>(sS, LDS, p.scr.st + cid * (D * D) + int64_t(v0) * D, D, tid);
+  cp_tile_g2s<bf16, kC, kC, kOutThreads>(sAqk, LDT, p.scr.aqk + cid * (kC * kC), kC, tid);
+  cp_tile_g2s<bf16, VT, kC, kOutThreads>(sUt, LDT, p.scr.uh + cid * (D * kC) + int64_t(v0) * kC, kC, tid);
+  cp_tile_g2s<bf16, VT, kC, kOutThreads>(sUl, LDT, p.scr.ul + cid * (D * kC) + int64_t(v0) * kC, kC, tid);
+  cp_async_commit();
+  cp_async_wait<0>();
+  __syncthreads();
+
+  constexpr int WM = NW / 4, MT = 4 / WM;  // WM x 4 warp grid; MT m16 tiles of the 64 rows per warp
+  static_assert(WM * 4 == NW && MT * WM == 4, "warp grid");
+  constexpr int NT = VT / 32;
+  const int wm = warp >> 2, wn = warp & 3;
+  const int t0 = (kC / WM) * wm, n0 = wn * (VT / 4);
+  float acc[MT][NT][4] = {};
+  warp_mma<MT, NT, D, kBf32>(acc, sQg, LDB, t0, sS, LDS, n0, lane);
+  warp_mma<MT, NT, kC, kBpair>(acc, sAqk, LDT, t0, sUt, LDT, n0, lane, nullptr, sUl);
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+    for (int rr = 0; rr < 2; ++rr) {
+      const int t = t0 + 16 * mt + gq + 8 * rr;
+      if (t < rows) {
+        const int64_t tok = tok0 + t;
+        const int64_t ob = bb * p.s_o[0] + tok * p.s_o[1] + h * p.s_o[2] + v0;
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt) {
+          const int v = n0 + 8 * nt + 2 * tq;
+          store_2(p.o, p.dt_o, ob + v, acc[mt][nt][2 * rr], acc[mt][nt][2 * rr + 1]);
+        }
+      }
+    }
 }
 
 }  // namespace kimi::cuda::kda_chunk
