@@ -260,6 +260,35 @@ void add_kda_cases(CaseList& list, Scale scale) {
     Cfg c5{2, 0, 2, 8, 8, {}};
     c5.gate = Gate::softplus, c5.h0 = true;
     cfgs.push_back(c5);
+    // Decode (T = 1): the one-token CUDA kernels, full 16-byte tiles and ragged edges, both layouts,
+    // both tile shapes (9 * 8 * 4 CTAs >= 2 per SM: BV = 32; 2 * 3 * 4: BV = 16).
+    Cfg d1{9, 1, 8, 128, 128, {}};
+    d1.gate = Gate::bounded, d1.beta_sigmoid = d1.l2 = d1.h0 = true;
+    cfgs.push_back(d1);
+    Cfg d2 = d1;
+    d2.vk = true, d2.gate = Gate::softplus;
+    cfgs.push_back(d2);
+    Cfg d3{2, 1, 3, 128, 128, {}};
+    d3.gate = Gate::softplus, d3.beta_sigmoid = d3.l2 = d3.h0 = true, d3.o_pad = 3;
+    cfgs.push_back(d3);
+    Cfg d4 = d3;
+    d4.vk = true, d4.gate = Gate::bounded;
+    cfgs.push_back(d4);
+    Cfg d5{3, 1, 2, 40, 36, {}};  // ragged K and V
+    d5.gate = Gate::bounded, d5.l2 = d5.h0 = true, d5.scale = 0.3f;
+    cfgs.push_back(d5);
+    Cfg d6 = d5;
+    d6.vk = true;
+    cfgs.push_back(d6);
+    Cfg d7{2, 1, 2, 200, 72, {}};  // K > 128
+    d7.gate = Gate::softplus, d7.beta_sigmoid = d7.l2 = d7.h0 = true;
+    cfgs.push_back(d7);
+    Cfg d8 = d7;
+    d8.vk = true;
+    cfgs.push_back(d8);
+    Cfg d9{2, 1, 2, 32, 32, {}};  // no initial state, no gate, q, k, v slices of one tensor
+    d9.qkv_slice = d9.vk = true;
+    cfgs.push_back(d9);
   } else {
     Cfg a{1, 1024, 8, 128, 128, {}};  // Kimi-Linear heads (H scaled)
     a.gate = Gate::softplus, a.beta_sigmoid = a.l2 = a.h0 = true;
