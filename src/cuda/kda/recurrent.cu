@@ -145,13 +145,24 @@ void kda_recurrent_fwd(const KdaArgs& a, const Context& ctx) {
     p.cu = d_cu;
   }
 
-  // KIMI_KDA_DECODE=0 turns the one-token kernels off (A/B against the general kernels; same results).
-  static const bool decode_kernels = [] {
+  // KIMI_KDA_DECODE (A/B of the T = 1 path; same results): 0 = the general kernels, 1 (default) = the
+  // one-token kernels (kv: staged variant), 2 = the one-token kernels with the register-only kv variant.
+  static const int decode_mode = [] {
     const char* e = std::getenv("KIMI_KDA_DECODE");
-    return !(e != nullptr && e[0] == '0');
+    return e != nullptr && (e[0] == '0' || e[0] == '2') ? e[0] - '0' : 1;
   }();
-  if (!varlen && T == 1 && decode_kernels) {  // decode: the one-token kernels, same tiles
-    if (kv) {
+  if (!varlen && T == 1 && decode_mode != 0) {  // decode: the one-token kernels, same tiles
+    if (kv && decode_mode == 1) {  // staged (default)
+      if (!small) {
+        if (K <= 64) launch(kda_decode_kv_staged_kernel<8, 4>, p, ctas, s);
+        else if (K <= 128) launch(kda_decode_kv_staged_kernel<8, 8>, p, ctas, s);
+        else launch(kda_decode_kv_staged_kernel<8, 16>, p, ctas, s);
+      } else {
+        if (K <= 64) launch(kda_decode_kv_staged_kernel<4, 2>, p, ctas, s);
+        else if (K <= 128) launch(kda_decode_kv_staged_kernel<4, 4>, p, ctas, s);
+        else launch(kda_decode_kv_staged_kernel<4, 8>, p, ctas, s);
+      }
+    } else if (kv) {
       if (!small) {
         if (K <= 64) launch(kda_decode_kv_kernel<8, 4>, p, ctas, s);
         else if (K <= 128) launch(kda_decode_kv_kernel<8, 8>, p, ctas, s);

@@ -592,6 +592,121 @@ __global__ void __launch_bounds__(kThreads, kDecodeMinBlocks<4 * NR>) kda_decode
   }
 }
 
+// kv, staged variant: the token goes through shared memory (stage_token, one buffer, its barrier
+// taken while the state loads are in flight), so a thread keeps only its state tile and 8 partial
+// sums in registers: 8 CTAs per SM at K = V = 128 (64 registers), 128 KB of state loads in flight per
+// SM, at the cost of a second (latency-hidden) barrier.
+template <int CG, int NR>
+__global__ void __launch_bounds__(kThreads, NR <= 4 ? 8 : NR <= 8 ? 6 : 4) kda_decode_kv_staged_kernel(const Params p) {
+  constexpr int RG = kThreads / CG;  // row groups
+  constexpr int BV = 4 * CG;         // columns per CTA
+  constexpr int KMAX = RG * NR;
+  static_assert(32 % CG == 0 && kThreads % CG == 0, "column groups must divide a warp");
+  __shared__ Stage<KMAX, BV> sm;
+  __shared__ float red[kWarps][CG][8];  // per warp, per column group: k^T Sd (4), q^T Sd (4)
+
+  const int64_t cta = blockIdx.x;
+  const int tile = int(cta % p.n_tiles);
+  const int64_t nh = cta / p.n_tiles;
+  const int h = int(nh % p.H);
+  const int64_t n = nh / p.H;
+  const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
+  const int cg = tid % CG, rg = tid / CG;
+  const int j0 = tile * BV;
+  const int jc = j0 + 4 * cg;          // first of the thread's 4 columns
+  const int vcols = clamp4(p.V - jc);  // valid columns of the thread
+  const int K = p.K;
+
+  float4 S[NR];
+  if (p.s_in != nullptr) {
+    const float* base = p.s_in + n * p.si_n + h * p.si_h + int64_t(rg) * p.si_r + jc;
+    const int64_t step = int64_t(RG) * p.si_r;
+    if (p.si_vec && vcols == 4 && rg + RG * (NR - 1) < K) {
+#pragma unroll
+      for (int r = 0; r < NR; ++r) S[r] = __ldcs(reinterpret_cast<const float4*>(base + r * step));
+    } else {
+#pragma unroll
+      for (int r = 0; r < NR; ++r) S[r] = ld_state4(base, r * step, rg + RG * r < K ? vcols : 0, p.si_vec);
+    }
+  } else {
+#pragma unroll
+    for (int r = 0; r < NR; ++r) S[r] = make_float4(0.f, 0.f, 0.f, 0.f);
+  }
+
+  const float expA = p.gate != gate_none ? expf(p.A_log[h * p.A_s]) : 0.f;
+  stage_token(p, sm, 0, n, 0, h, j0, expA);
+  const TokenScalars ts = token_scalars(p, sm, 0);
+
+  float pk[4] = {0.f, 0.f, 0.f, 0.f}, pq[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+  for (int r = 0; r < NR; ++r) {
+    const int i = rg + RG * r;
+    const float a = sm.a[0][i], ki = sm.k[0][i], qi = sm.q[0][i];
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      float& s = comp(S[r], e);
+      s *= a;
+      pk[e] = fmaf(ki, s, pk[e]);
+      pq[e] = fmaf(qi, s, pq[e]);
+    }
+  }
+#pragma unroll
+  for (int o = CG; o < 32; o *= 2) {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      pk[e] += __shfl_xor_sync(0xffffffffu, pk[e], o);
+      pq[e] += __shfl_xor_sync(0xffffffffu, pq[e], o);
+    }
+  }
+  if (lane < CG) {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      red[warp][cg][e] = pk[e];
+      red[warp][cg][4 + e] = pq[e];
+    }
+  }
+  __syncthreads();
+
+  float ev[4], qs[4];
+#pragma unroll
+  for (int e = 0; e < 4; ++e) {
+    float ks = 0.f;
+    qs[e] = 0.f;
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w) {
+      ks += red[w][cg][e];
+      qs[e] += red[w][cg][4 + e];
+    }
+    ev[e] = sm.v[0][4 * cg + e] - ts.rk * ks;
+  }
+  if (rg == 0) {  // o = qS + beta (q.k) e, written by the first row group
+    const int64_t oo = n * p.o_b + h * p.o_h + jc;
+#pragma unroll
+    for (int e = 0; e < 4; ++e)
+      if (e < vcols) st(p.o, oo + e, p.to, ts.rq * qs[e] + ts.beta * ts.qk * ev[e]);
+  }
+#pragma unroll
+  for (int e = 0; e < 4; ++e) ev[e] *= ts.beta * ts.rk;  // now beta * rk * e
+#pragma unroll
+  for (int r = 0; r < NR; ++r) {
+    const float ki = sm.k[0][rg + RG * r];
+#pragma unroll
+    for (int e = 0; e < 4; ++e) comp(S[r], e) = fmaf(ki, ev[e], comp(S[r], e));
+  }
+
+  if (p.s_out != nullptr) {
+    float* base = p.s_out + n * p.so_n + h * p.so_h + int64_t(rg) * p.so_r + jc;
+    const int64_t step = int64_t(RG) * p.so_r;
+    if (p.so_vec && vcols == 4 && rg + RG * (NR - 1) < K) {
+#pragma unroll
+      for (int r = 0; r < NR; ++r) __stcs(reinterpret_cast<float4*>(base + r * step), S[r]);
+    } else {
+#pragma unroll
+      for (int r = 0; r < NR; ++r) st_state4(base, r * step, rg + RG * r < K ? vcols : 0, p.so_vec, S[r]);
+    }
+  }
+}
+
 template <int KG, int KC, int NV>
 __global__ void __launch_bounds__(kThreads, kDecodeMinBlocks<4 * KC * NV>) kda_decode_vk_kernel(const Params p) {
   constexpr int VG = kThreads / KG;  // column groups
