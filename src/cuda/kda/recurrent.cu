@@ -147,10 +147,9 @@ void kda_recurrent_fwd(const KdaArgs& a, const Context& ctx) {
 
   // KIMI_KDA_DECODE (A/B of the T = 1 path; same results): 0 = the general kernels, 1 (default) = the
   // one-token kernels (kv: staged variant), 2 = the one-token kernels with the register-only kv variant.
-  static const int decode_mode = [] {
-    const char* e = std::getenv("KIMI_KDA_DECODE");
-    return e != nullptr && (e[0] == '0' || e[0] == '2') ? e[0] - '0' : 1;
-  }();
+  // Read per call (tens of ns) so that one benchmark process can compare the variants.
+  const char* mode_env = std::getenv("KIMI_KDA_DECODE");
+  const int decode_mode = mode_env != nullptr && (mode_env[0] == '0' || mode_env[0] == '2') ? mode_env[0] - '0' : 1;
   if (!varlen && T == 1 && decode_mode != 0) {  // decode: the one-token kernels, same tiles
     if (kv && decode_mode == 1) {  // staged (default)
       if (!small) {
