@@ -277,12 +277,15 @@ void add_kda_cases(CaseList& list, Scale scale) {
     Cfg d4 = d3;
     d4.vk = true, d4.gate = Gate::bounded;
     cfgs.push_back(d4);
-    Cfg d5{3, 1, 2, 40, 36, {}};  // ragged K and V
+    Cfg d5{3, 1, 2, 40, 38, {}};  // ragged K and V; kv rows of 38: scalar state accesses
     d5.gate = Gate::bounded, d5.l2 = d5.h0 = true, d5.scale = 0.3f;
     cfgs.push_back(d5);
     Cfg d6 = d5;
-    d6.vk = true;
+    d6.vk = true;  // vk rows of 40: 16-byte accesses, ragged V
     cfgs.push_back(d6);
+    Cfg d6s = d5;
+    d6s.vk = true, d6s.K = 42;  // vk rows of 42: scalar
+    cfgs.push_back(d6s);
     Cfg d7{2, 1, 2, 200, 72, {}};  // K > 128
     d7.gate = Gate::softplus, d7.beta_sigmoid = d7.l2 = d7.h0 = true;
     cfgs.push_back(d7);
