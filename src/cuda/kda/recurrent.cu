@@ -146,7 +146,7 @@ void kda_recurrent_fwd(const KdaArgs& a, const Context& ctx) {
   }
 
   // KIMI_KDA_DECODE (A/B of the T = 1 path; same results): 0 = the general kernels, 1 (default) = the
-  // one-token kernels (kv: staged variant), 2 = the one-token kernels with the register-only kv variant.
+  // staged one-token kernels, 2 = the register-only one-token kernels.
   // Read per call (tens of ns) so that one benchmark process can compare the variants.
   const char* mode_env = std::getenv("KIMI_KDA_DECODE");
   const int decode_mode = mode_env != nullptr && (mode_env[0] == '0' || mode_env[0] == '2') ? mode_env[0] - '0' : 1;
@@ -170,6 +170,18 @@ void kda_recurrent_fwd(const KdaArgs& a, const Context& ctx) {
         if (K <= 64) launch(kda_decode_kv_kernel<4, 2>, p, ctas, s);
         else if (K <= 128) launch(kda_decode_kv_kernel<4, 4>, p, ctas, s);
         else launch(kda_decode_kv_kernel<4, 8>, p, ctas, s);
+      }
+    } else if (decode_mode == 1) {  // vk staged (default)
+      if (!small) {
+        if (K <= 32) launch(kda_decode_vk_staged_kernel<8, 1, 2>, p, ctas, s);
+        else if (K <= 64) launch(kda_decode_vk_staged_kernel<16, 1, 4>, p, ctas, s);
+        else if (K <= 128) launch(kda_decode_vk_staged_kernel<32, 1, 8>, p, ctas, s);
+        else launch(kda_decode_vk_staged_kernel<32, 2, 8>, p, ctas, s);
+      } else {
+        if (K <= 32) launch(kda_decode_vk_staged_kernel<8, 1, 1>, p, ctas, s);
+        else if (K <= 64) launch(kda_decode_vk_staged_kernel<16, 1, 2>, p, ctas, s);
+        else if (K <= 128) launch(kda_decode_vk_staged_kernel<32, 1, 4>, p, ctas, s);
+        else launch(kda_decode_vk_staged_kernel<32, 2, 4>, p, ctas, s);
       }
     } else {
       if (!small) {

@@ -428,14 +428,16 @@ __global__ void __launch_bounds__(kThreads) kda_recurrent_vk_kernel(const Params
 // ---------------------------------------------------------------------------------------------
 // Decode specializations: T == 1, no cu_seqlens (sequence n = batch row b, token t = 0). Same tiles,
 // thread mappings and math as the kernels above, but the CTA is one latency-bound pass over its
-// 16 KB (K = V = 128) state tile, so:
-//  - every thread issues all of its 16-byte state loads first (unrolled, independent, ld.global.cs),
-//    then its per-token loads (q, k, g for its own rows / K slots, v for its own columns, beta), so the
-//    token latency hides under the state latency; no shared-memory staging, no double buffers;
-//  - the L2-norm sums (q.q, k.k, q.k) ride along the reduction of k^T Sd, q^T Sd: the kv kernel has a
-//    single barrier, the vk kernel none (its K reduction is within a warp);
-//  - register-lean (__launch_bounds__ min blocks MINB), so that 8 CTAs = 1024 threads are resident
-//    per SM at K = V = 128: 8 x 16 KB = 128 KB of state loads in flight per SM at the start of a wave.
+// 16 KB (K = V = 128) state tile, so every thread issues all of its 16-byte state loads first
+// (unrolled, independent, ld.global.cs; branch-free on full tiles), and all token work overlaps them;
+// no double buffers; 16-byte st.global.cs stores. Two variants per layout (same results):
+//  - staged (default): the token goes through shared memory (stage_token, one buffer); its barrier is
+//    taken while the state loads are in flight, and the thread reads its q, k, exp(g) back only when
+//    the state is needed, so it keeps few registers: at K = V = 128, kv 79 registers (6 CTAs per SM,
+//    96 KB of state loads in flight per SM), vk 72 (7 CTAs, 112 KB). kv: 2 barriers, vk: 1.
+//  - register-only (KIMI_KDA_DECODE=2): each thread loads q, k, g of its own rows / K slots and v of
+//    its own columns into registers; the L2-norm sums (q.q, k.k, q.k) ride along the reduction of
+//    k^T Sd, q^T Sd: kv 1 barrier, vk none, but 92-96 registers (5 CTAs, 80 KB in flight per SM).
 // Aliasing: as above, every thread reads its own state elements first and writes the same ones last.
 template <int StateFloats>
 inline constexpr int kDecodeMinBlocks = StateFloats <= 8 ? 8 : StateFloats <= 16 ? 6 : StateFloats <= 32 ? 5 : 3;
@@ -592,10 +594,7 @@ __global__ void __launch_bounds__(kThreads, kDecodeMinBlocks<4 * NR>) kda_decode
   }
 }
 
-// kv, staged variant: the token goes through shared memory (stage_token, one buffer, its barrier
-// taken while the state loads are in flight), so a thread keeps only its state tile and 8 partial
-// sums in registers: 8 CTAs per SM at K = V = 128 (64 registers), 128 KB of state loads in flight per
-// SM, at the cost of a second (latency-hidden) barrier.
+// kv, staged variant (see above).
 template <int CG, int NR>
 __global__ void __launch_bounds__(kThreads, NR <= 4 ? 8 : NR <= 8 ? 6 : 4) kda_decode_kv_staged_kernel(const Params p) {
   constexpr int RG = kThreads / CG;  // row groups
@@ -703,6 +702,116 @@ __global__ void __launch_bounds__(kThreads, NR <= 4 ? 8 : NR <= 8 ? 6 : 4) kda_d
     } else {
 #pragma unroll
       for (int r = 0; r < NR; ++r) st_state4(base, r * step, rg + RG * r < K ? vcols : 0, p.so_vec, S[r]);
+    }
+  }
+}
+
+// vk, staged variant (see above).
+template <int KG, int KC, int NV>
+__global__ void __launch_bounds__(kThreads, KC * NV <= 4 ? 8 : KC == 1 && NV <= 8 ? 7 : KC * NV <= 8 ? 6 : 3)
+    kda_decode_vk_staged_kernel(const Params p) {
+  constexpr int VG = kThreads / KG;  // column groups
+  constexpr int BV = VG * NV;        // columns per CTA
+  constexpr int KMAX = 4 * KG * KC;
+  static_assert(32 % KG == 0, "a column's K groups must lie in one warp");
+  __shared__ Stage<KMAX, BV> sm;
+
+  const int64_t cta = blockIdx.x;
+  const int tile = int(cta % p.n_tiles);
+  const int64_t nh = cta / p.n_tiles;
+  const int h = int(nh % p.H);
+  const int64_t n = nh / p.H;
+  const int tid = threadIdx.x;
+  const int kg = tid % KG, vg = tid / KG;
+  const int j0 = tile * BV;
+  const int jt = j0 + vg;  // the thread's first column; columns jt + VG * m, m < NV
+  const int K = p.K, V = p.V;
+
+  float4 S[NV][KC];
+  if (p.s_in != nullptr) {
+    const float* base = p.s_in + n * p.si_n + h * p.si_h + int64_t(jt) * p.si_r + 4 * kg;
+    const int64_t step = int64_t(VG) * p.si_r;
+    if (p.si_vec && 4 * kg + 4 * KG * (KC - 1) + 4 <= K && jt + VG * (NV - 1) < V) {
+#pragma unroll
+      for (int m = 0; m < NV; ++m)
+#pragma unroll
+        for (int c = 0; c < KC; ++c)
+          S[m][c] = __ldcs(reinterpret_cast<const float4*>(base + m * step + 4 * KG * c));
+    } else {
+#pragma unroll
+      for (int m = 0; m < NV; ++m)
+#pragma unroll
+        for (int c = 0; c < KC; ++c) {
+          const int i0 = 4 * kg + 4 * KG * c;
+          S[m][c] = ld_state4(base, m * step + 4 * KG * c, jt + VG * m < V ? clamp4(K - i0) : 0, p.si_vec);
+        }
+    }
+  } else {
+#pragma unroll
+    for (int m = 0; m < NV; ++m)
+#pragma unroll
+      for (int c = 0; c < KC; ++c) S[m][c] = make_float4(0.f, 0.f, 0.f, 0.f);
+  }
+
+  const float expA = p.gate != gate_none ? expf(p.A_log[h * p.A_s]) : 0.f;
+  stage_token(p, sm, 0, n, 0, h, j0, expA);
+  const TokenScalars ts = token_scalars(p, sm, 0);
+
+  float a[KC][4], kk[KC][4], qq[KC][4];
+#pragma unroll
+  for (int c = 0; c < KC; ++c) {
+    const int i0 = 4 * kg + 4 * KG * c;
+    const float4 a4 = *reinterpret_cast<const float4*>(&sm.a[0][i0]);
+    const float4 k4 = *reinterpret_cast<const float4*>(&sm.k[0][i0]);
+    const float4 q4 = *reinterpret_cast<const float4*>(&sm.q[0][i0]);
+    a[c][0] = a4.x, a[c][1] = a4.y, a[c][2] = a4.z, a[c][3] = a4.w;
+    kk[c][0] = k4.x, kk[c][1] = k4.y, kk[c][2] = k4.z, kk[c][3] = k4.w;
+    qq[c][0] = q4.x, qq[c][1] = q4.y, qq[c][2] = q4.z, qq[c][3] = q4.w;
+  }
+#pragma unroll
+  for (int m = 0; m < NV; ++m) {
+    float pk = 0.f, pq = 0.f;
+#pragma unroll
+    for (int c = 0; c < KC; ++c)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        float& x = comp(S[m][c], e);
+        x *= a[c][e];
+        pk = fmaf(kk[c][e], x, pk);
+        pq = fmaf(qq[c][e], x, pq);
+      }
+#pragma unroll
+    for (int o = 1; o < KG; o *= 2) {
+      pk += __shfl_xor_sync(0xffffffffu, pk, o);
+      pq += __shfl_xor_sync(0xffffffffu, pq, o);
+    }
+    const int jl = vg + VG * m;  // local column
+    const float ev = sm.v[0][jl] - ts.rk * pk;
+    const float be = ts.beta * ts.rk * ev;
+#pragma unroll
+    for (int c = 0; c < KC; ++c)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) comp(S[m][c], e) = fmaf(be, kk[c][e], comp(S[m][c], e));
+    if (kg == 0 && j0 + jl < V)
+      st(p.o, n * p.o_b + h * p.o_h + j0 + jl, p.to, ts.rq * pq + ts.beta * ts.qk * ev);
+  }
+
+  if (p.s_out != nullptr) {
+    float* base = p.s_out + n * p.so_n + h * p.so_h + int64_t(jt) * p.so_r + 4 * kg;
+    const int64_t step = int64_t(VG) * p.so_r;
+    if (p.so_vec && 4 * kg + 4 * KG * (KC - 1) + 4 <= K && jt + VG * (NV - 1) < V) {
+#pragma unroll
+      for (int m = 0; m < NV; ++m)
+#pragma unroll
+        for (int c = 0; c < KC; ++c) __stcs(reinterpret_cast<float4*>(base + m * step + 4 * KG * c), S[m][c]);
+    } else {
+#pragma unroll
+      for (int m = 0; m < NV; ++m)
+#pragma unroll
+        for (int c = 0; c < KC; ++c) {
+          const int i0 = 4 * kg + 4 * KG * c;
+          st_state4(base, m * step + 4 * KG * c, jt + VG * m < V ? clamp4(K - i0) : 0, p.so_vec, S[m][c]);
+        }
     }
   }
 }
