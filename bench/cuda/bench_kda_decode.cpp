@@ -86,11 +86,13 @@ void run(int B, int T, int H, int K, int V, kimi::StateLayout layout) {
   CK(cudaEventCreate(&e0));
   CK(cudaEventCreate(&e1));
   // The default T = 1 kernels first; at B >= 32 also the A/B variants of src/cuda/kda/recurrent.cu
-  // (KIMI_KDA_DECODE=0: the general kernels; =2: the register-only one-token kernels).
+  // (KIMI_KDA_DECODE=0: the general kernels; =2: the register-only one-token kernels; =3: kv staged
+  // with the L2::256B prefetch hint).
   std::vector<const char*> modes{nullptr};
   if (T == 1 && B >= 32) {
     modes.push_back("0");
     modes.push_back("2");
+    if (!vk) modes.push_back("3");
   }
   for (const char* mode : modes) {
     if (mode != nullptr) setenv("KIMI_KDA_DECODE", mode, 1);

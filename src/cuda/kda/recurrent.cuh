@@ -595,7 +595,18 @@ __global__ void __launch_bounds__(kThreads, kDecodeMinBlocks<4 * NR>) kda_decode
 }
 
 // kv, staged variant (see above).
-template <int CG, int NR>
+// kPf256: the 16-byte state loads carry the L2::256B prefetch-size hint (the tile reads 128 B of each
+// 512 B state row; the L2 then fetches 256 B blocks, half of them the neighbouring tile's, which its
+// CTA, launched next to this one, reads at about the same time).
+__device__ __forceinline__ float4 ldcs_pf256(const float* p) {
+  float4 r;
+  asm volatile("ld.global.cs.L2::256B.v4.f32 {%0, %1, %2, %3}, [%4];"
+               : "=f"(r.x), "=f"(r.y), "=f"(r.z), "=f"(r.w)
+               : "l"(p));
+  return r;
+}
+
+template <int CG, int NR, bool kPf256 = false>
 __global__ void __launch_bounds__(kThreads, NR <= 4 ? 8 : NR <= 8 ? 6 : 4) kda_decode_kv_staged_kernel(const Params p) {
   constexpr int RG = kThreads / CG;  // row groups
   constexpr int BV = 4 * CG;         // columns per CTA
@@ -622,7 +633,8 @@ __global__ void __launch_bounds__(kThreads, NR <= 4 ? 8 : NR <= 8 ? 6 : 4) kda_d
     const int64_t step = int64_t(RG) * p.si_r;
     if (p.si_vec && vcols == 4 && rg + RG * (NR - 1) < K) {
 #pragma unroll
-      for (int r = 0; r < NR; ++r) S[r] = __ldcs(reinterpret_cast<const float4*>(base + r * step));
+      for (int r = 0; r < NR; ++r)
+        S[r] = kPf256 ? ldcs_pf256(base + r * step) : __ldcs(reinterpret_cast<const float4*>(base + r * step));
     } else {
 #pragma unroll
       for (int r = 0; r < NR; ++r) S[r] = ld_state4(base, r * step, rg + RG * r < K ? vcols : 0, p.si_vec);
