@@ -27,6 +27,7 @@ struct Cfg {
   int64_t o_pad = 0;       // o as a strided view
   float scale = 0.f;       // 0: default
   int chunk = 64;
+  bool alias = false;  // final_state aliases initial_state (one call per case: Scale::test only)
 };
 
 std::string cfg_str(const Cfg& c) {
@@ -41,6 +42,7 @@ std::string cfg_str(const Cfg& c) {
   if (c.beta_sigmoid) s += " beta-sigmoid";
   if (c.l2) s += " l2";
   if (c.h0) s += " h0";
+  if (c.alias) s += " alias";
   s += c.vk ? " vk" : " kv";
   if (c.qkv_slice) s += " qkv-slice";
   if (c.o_pad) s += " o-strided";
@@ -168,7 +170,7 @@ Result run_kda(const Cfg& c, bool chunk, DType dt, Scale scale, Device dev, uint
   a.qk_l2norm_in_kernel = c.l2;
   if (c.scale != 0.f) a.scale = c.scale;
   if (c.h0) a.initial_state = h0;
-  a.final_state = ht;
+  a.final_state = c.alias ? h0 : ht;
   a.state_layout = c.vk ? StateLayout::vk : StateLayout::kv;
   if (!c.lens.empty()) a.cu_seqlens = cu;
 
@@ -181,7 +183,7 @@ Result run_kda(const Cfg& c, bool chunk, DType dt, Scale scale, Device dev, uint
   const oracle::KdaResult ref = oracle::kda(p);
   Compare cmp;
   cmp.output("o", o, ref.o);
-  cmp.output("final_state", ht, c.vk ? swap_last(ref.ht, K, V) : ref.ht);
+  cmp.output("final_state", c.alias ? h0 : ht, c.vk ? swap_last(ref.ht, K, V) : ref.ht);
   Result r = cmp.result(ms);
   r.guards_ok = r.guards_ok && h0.guards_ok() && (!qkv || qkv->guards_ok());
   return r;
@@ -260,6 +262,39 @@ void add_kda_cases(CaseList& list, Scale scale) {
     Cfg c5{2, 0, 2, 8, 8, {}};
     c5.gate = Gate::softplus, c5.h0 = true;
     cfgs.push_back(c5);
+    // Decode (T = 1): the one-token CUDA kernels, full 16-byte tiles and ragged edges, both layouts,
+    // both tile shapes (9 * 8 * 4 CTAs >= 2 per SM: BV = 32; 2 * 3 * 4: BV = 16).
+    Cfg d1{9, 1, 8, 128, 128, {}};
+    d1.gate = Gate::bounded, d1.beta_sigmoid = d1.l2 = d1.h0 = true;
+    cfgs.push_back(d1);
+    Cfg d2 = d1;
+    d2.vk = true, d2.gate = Gate::softplus;
+    cfgs.push_back(d2);
+    Cfg d3{2, 1, 3, 128, 128, {}};
+    d3.gate = Gate::softplus, d3.beta_sigmoid = d3.l2 = d3.h0 = true, d3.o_pad = 3;
+    cfgs.push_back(d3);
+    d3.alias = true;
+    Cfg d4 = d3;
+    d4.vk = true, d4.gate = Gate::bounded;
+    cfgs.push_back(d4);
+    Cfg d5{3, 1, 2, 40, 38, {}};  // ragged K and V; kv rows of 38: scalar state accesses
+    d5.gate = Gate::bounded, d5.l2 = d5.h0 = true, d5.scale = 0.3f;
+    cfgs.push_back(d5);
+    Cfg d6 = d5;
+    d6.vk = true;  // vk rows of 40: 16-byte accesses, ragged V
+    cfgs.push_back(d6);
+    Cfg d6s = d5;
+    d6s.vk = true, d6s.K = 42;  // vk rows of 42: scalar
+    cfgs.push_back(d6s);
+    Cfg d7{2, 1, 2, 200, 72, {}};  // K > 128
+    d7.gate = Gate::softplus, d7.beta_sigmoid = d7.l2 = d7.h0 = true;
+    cfgs.push_back(d7);
+    Cfg d8 = d7;
+    d8.vk = true;
+    cfgs.push_back(d8);
+    Cfg d9{2, 1, 2, 32, 32, {}};  // no initial state, no gate, q, k, v slices of one tensor
+    d9.qkv_slice = d9.vk = true;
+    cfgs.push_back(d9);
   } else {
     Cfg a{1, 1024, 8, 128, 128, {}};  // Kimi-Linear heads (H scaled)
     a.gate = Gate::softplus, a.beta_sigmoid = a.l2 = a.h0 = true;

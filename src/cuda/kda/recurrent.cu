@@ -1,8 +1,10 @@
 // Launcher of cuda::kda_recurrent_fwd (src/cuda/kda/kda.h): args (validated by the caller) -> Params
 // -> pick the layout's kernel and tile shape -> launch on ctx.cuda_stream. Device code:
 // src/cuda/kda/recurrent.cuh.
+#include <atomic>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -38,6 +40,23 @@ int state_vec(const TensorView& s, int64_t row_len) {
   return aligned && row_len % 4 == 0 && s.strides[0] % 4 == 0 && s.strides[1] % 4 == 0 && s.strides[2] % 4 == 0;
 }
 
+// Multiprocessor count per device, queried once (the attribute query is off the per-call path).
+int sm_count(int dev) {
+  constexpr int kMaxDevices = 64;
+  static std::atomic<int> cache[kMaxDevices] = {};
+  if (dev < 0 || dev >= kMaxDevices) {
+    int sms = 0;
+    KIMI_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+    return sms;
+  }
+  int sms = cache[dev].load(std::memory_order_relaxed);
+  if (sms <= 0) {
+    KIMI_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+    cache[dev].store(sms, std::memory_order_relaxed);
+  }
+  return sms;
+}
+
 template <class Kernel>
 void launch(Kernel kernel, const Params& p, int64_t ctas, cudaStream_t s) {
   if (ctas > int64_t(0x7fffffff)) throw Error("cuda kda_recurrent_fwd: grid too large");
@@ -54,7 +73,10 @@ void kda_recurrent_fwd(const KdaArgs& a, const Context& ctx) {
   if (K < 1 || K > 256 || V < 1 || V > 256) throw Error("cuda kda_recurrent_fwd: K and V must be in [1, 256]");
 
   const cudaStream_t s = static_cast<cudaStream_t>(ctx.cuda_stream);
-  KIMI_CUDA_CHECK(cudaSetDevice(a.q.device.index));
+  const int dev = a.q.device.index;
+  int cur = -1;
+  KIMI_CUDA_CHECK(cudaGetDevice(&cur));
+  if (cur != dev) KIMI_CUDA_CHECK(cudaSetDevice(dev));
 
   Params p{};
   p.q = a.q.data, p.k = a.k.data, p.v = a.v.data, p.g = a.g.data, p.beta = a.beta.data, p.o = a.o.data;
@@ -104,8 +126,7 @@ void kda_recurrent_fwd(const KdaArgs& a, const Context& ctx) {
   p.H = H, p.K = K, p.V = V;
 
   // Tile shape: BV = 32 columns per CTA, or 16 when that leaves fewer than two CTAs per SM.
-  int sms = 132;
-  KIMI_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, a.q.device.index));
+  const int sms = sm_count(dev);
   const bool small = N * H * ((V + 31) / 32) < 2 * int64_t(sms);
   const int BV = small ? 16 : 32;
   p.n_tiles = (V + BV - 1) / BV;
@@ -124,7 +145,70 @@ void kda_recurrent_fwd(const KdaArgs& a, const Context& ctx) {
     p.cu = d_cu;
   }
 
-  if (kv) {
+  // KIMI_KDA_DECODE (A/B of the T = 1 path; same results): 0 = the general kernels, 1 (default) = the
+  // staged one-token kernels, 2 = the register-only one-token kernels, 3 = staged with the L2::256B
+  // prefetch hint on the kv state loads (vk as 1).
+  // Read per call (tens of ns) so that one benchmark process can compare the variants.
+  const char* mode_env = std::getenv("KIMI_KDA_DECODE");
+  const int decode_mode =
+      mode_env != nullptr && (mode_env[0] == '0' || mode_env[0] == '2' || mode_env[0] == '3') ? mode_env[0] - '0' : 1;
+  if (!varlen && T == 1 && decode_mode != 0) {  // decode: the one-token kernels, same tiles
+    if (kv && decode_mode == 3) {  // staged, L2::256B prefetch hint on the state loads (A/B)
+      if (!small) {
+        if (K <= 64) launch(kda_decode_kv_staged_kernel<8, 4, true>, p, ctas, s);
+        else if (K <= 128) launch(kda_decode_kv_staged_kernel<8, 8, true>, p, ctas, s);
+        else launch(kda_decode_kv_staged_kernel<8, 16, true>, p, ctas, s);
+      } else {
+        if (K <= 64) launch(kda_decode_kv_staged_kernel<4, 2, true>, p, ctas, s);
+        else if (K <= 128) launch(kda_decode_kv_staged_kernel<4, 4, true>, p, ctas, s);
+        else launch(kda_decode_kv_staged_kernel<4, 8, true>, p, ctas, s);
+      }
+    } else if (kv && decode_mode == 1) {  // staged (default)
+      if (!small) {
+        if (K <= 64) launch(kda_decode_kv_staged_kernel<8, 4>, p, ctas, s);
+        else if (K <= 128) launch(kda_decode_kv_staged_kernel<8, 8>, p, ctas, s);
+        else launch(kda_decode_kv_staged_kernel<8, 16>, p, ctas, s);
+      } else {
+        if (K <= 64) launch(kda_decode_kv_staged_kernel<4, 2>, p, ctas, s);
+        else if (K <= 128) launch(kda_decode_kv_staged_kernel<4, 4>, p, ctas, s);
+        else launch(kda_decode_kv_staged_kernel<4, 8>, p, ctas, s);
+      }
+    } else if (kv) {
+      if (!small) {
+        if (K <= 64) launch(kda_decode_kv_kernel<8, 4>, p, ctas, s);
+        else if (K <= 128) launch(kda_decode_kv_kernel<8, 8>, p, ctas, s);
+        else launch(kda_decode_kv_kernel<8, 16>, p, ctas, s);
+      } else {
+        if (K <= 64) launch(kda_decode_kv_kernel<4, 2>, p, ctas, s);
+        else if (K <= 128) launch(kda_decode_kv_kernel<4, 4>, p, ctas, s);
+        else launch(kda_decode_kv_kernel<4, 8>, p, ctas, s);
+      }
+    } else if (decode_mode != 2) {  // vk staged (default)
+      if (!small) {
+        if (K <= 32) launch(kda_decode_vk_staged_kernel<8, 1, 2>, p, ctas, s);
+        else if (K <= 64) launch(kda_decode_vk_staged_kernel<16, 1, 4>, p, ctas, s);
+        else if (K <= 128) launch(kda_decode_vk_staged_kernel<32, 1, 8>, p, ctas, s);
+        else launch(kda_decode_vk_staged_kernel<32, 2, 8>, p, ctas, s);
+      } else {
+        if (K <= 32) launch(kda_decode_vk_staged_kernel<8, 1, 1>, p, ctas, s);
+        else if (K <= 64) launch(kda_decode_vk_staged_kernel<16, 1, 2>, p, ctas, s);
+        else if (K <= 128) launch(kda_decode_vk_staged_kernel<32, 1, 4>, p, ctas, s);
+        else launch(kda_decode_vk_staged_kernel<32, 2, 4>, p, ctas, s);
+      }
+    } else {
+      if (!small) {
+        if (K <= 32) launch(kda_decode_vk_kernel<8, 1, 2>, p, ctas, s);
+        else if (K <= 64) launch(kda_decode_vk_kernel<16, 1, 4>, p, ctas, s);
+        else if (K <= 128) launch(kda_decode_vk_kernel<32, 1, 8>, p, ctas, s);
+        else launch(kda_decode_vk_kernel<32, 2, 8>, p, ctas, s);
+      } else {
+        if (K <= 32) launch(kda_decode_vk_kernel<8, 1, 1>, p, ctas, s);
+        else if (K <= 64) launch(kda_decode_vk_kernel<16, 1, 2>, p, ctas, s);
+        else if (K <= 128) launch(kda_decode_vk_kernel<32, 1, 4>, p, ctas, s);
+        else launch(kda_decode_vk_kernel<32, 2, 4>, p, ctas, s);
+      }
+    }
+  } else if (kv) {
     // CG column groups of 4 (BV = 4 * CG), RG = 128 / CG row groups, NR = ceil(K / RG) rows each.
     if (!small) {  // CG = 8, RG = 16
       if (K <= 64) launch(kda_recurrent_kv_kernel<8, 4>, p, ctas, s);

@@ -102,6 +102,18 @@ __device__ __forceinline__ void st_state4(float* p, int64_t off, int valid, int 
 __device__ __forceinline__ int clamp4(int x) { return x < 0 ? 0 : (x > 4 ? 4 : x); }
 __device__ __forceinline__ float& comp(float4& x, int e) { return e == 0 ? x.x : e == 1 ? x.y : e == 2 ? x.z : x.w; }
 
+// exp of the (optionally fused) gate of element i of head h, from the raw input gi.
+__device__ __forceinline__ float gate_exp(const Params& p, int h, int i, float gi, float expA) {
+  if (p.gate == gate_bounded) {
+    const float x = expA * (gi + p.dt_bias[h * p.dtb_h + i * p.dtb_k]);
+    gi = p.lower_bound / (1.f + expf(-x));
+  } else if (p.gate == gate_softplus) {
+    const float x = gi + p.dt_bias[h * p.dtb_h + i * p.dtb_k];
+    gi = -expA * (x > 20.f ? x : log1pf(expf(x)));
+  }
+  return expf(gi);
+}
+
 // Shared per-token staging, double-buffered. KMAX >= K rows (zero-filled beyond K: q = k = 0,
 // exp(g) = 1, so the state rows beyond K stay 0), BV values of v (0 beyond V).
 template <int KMAX, int BV>
@@ -153,15 +165,7 @@ __device__ __forceinline__ void stage_token(const Params& p, Stage<KMAX, BV>& sm
     if (i < p.K) {
       qi = ld(p.q, oq + i, p.tq);
       ki = ld(p.k, ok + i, p.tk);
-      float gi = ld(p.g, og + i, p.tg);
-      if (p.gate == gate_bounded) {
-        const float x = expA * (gi + p.dt_bias[h * p.dtb_h + i * p.dtb_k]);
-        gi = p.lower_bound / (1.f + expf(-x));
-      } else if (p.gate == gate_softplus) {
-        const float x = gi + p.dt_bias[h * p.dtb_h + i * p.dtb_k];
-        gi = -expA * (x > 20.f ? x : log1pf(expf(x)));
-      }
-      ai = expf(gi);
+      ai = gate_exp(p, h, i, ld(p.g, og + i, p.tg), expA);
     }
     sm.q[buf][i] = qi;
     sm.k[buf][i] = ki;
@@ -417,6 +421,544 @@ __global__ void __launch_bounds__(kThreads) kda_recurrent_vk_kernel(const Params
         const int i0 = 4 * kg + 4 * KG * c;
         st_state4(base, int64_t(j) * p.so_r + i0, j < p.V ? clamp4(p.K - i0) : 0, p.so_vec, S[n][c]);
       }
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Decode specializations: T == 1, no cu_seqlens (sequence n = batch row b, token t = 0). Same tiles,
+// thread mappings and math as the kernels above, but the CTA is one latency-bound pass over its
+// 16 KB (K = V = 128) state tile, so every thread issues all of its 16-byte state loads first
+// (unrolled, independent, ld.global.cs; branch-free on full tiles), and all token work overlaps them;
+// no double buffers; 16-byte st.global.cs stores. Two variants per layout (same results):
+//  - staged (default): the token goes through shared memory (stage_token, one buffer); its barrier is
+//    taken while the state loads are in flight, and the thread reads its q, k, exp(g) back only when
+//    the state is needed, so it keeps few registers: at K = V = 128, kv 79 registers (6 CTAs per SM,
+//    96 KB of state loads in flight per SM), vk 72 (7 CTAs, 112 KB). kv: 2 barriers, vk: 1.
+//  - register-only (KIMI_KDA_DECODE=2): each thread loads q, k, g of its own rows / K slots and v of
+//    its own columns into registers; the L2-norm sums (q.q, k.k, q.k) ride along the reduction of
+//    k^T Sd, q^T Sd: kv 1 barrier, vk none, but 92-96 registers (5 CTAs, 80 KB in flight per SM).
+// Aliasing: as above, every thread reads its own state elements first and writes the same ones last.
+template <int StateFloats>
+inline constexpr int kDecodeMinBlocks = StateFloats <= 8 ? 8 : StateFloats <= 16 ? 6 : StateFloats <= 32 ? 5 : 3;
+
+template <int CG, int NR>
+__global__ void __launch_bounds__(kThreads, kDecodeMinBlocks<4 * NR>) kda_decode_kv_kernel(const Params p) {
+  constexpr int RG = kThreads / CG;  // row groups
+  constexpr int BV = 4 * CG;         // columns per CTA
+  static_assert(32 % CG == 0 && kThreads % CG == 0, "column groups must divide a warp");
+  __shared__ float red[kWarps][CG][8];  // per warp, per column group: k^T Sd (4), q^T Sd (4)
+  __shared__ float sums[kWarps][3];     // per warp: q.q, k.k, q.k over the warp's rows
+
+  const int64_t cta = blockIdx.x;
+  const int tile = int(cta % p.n_tiles);
+  const int64_t nh = cta / p.n_tiles;
+  const int h = int(nh % p.H);
+  const int64_t n = nh / p.H;
+  const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
+  const int cg = tid % CG, rg = tid / CG;
+  const int jc = tile * BV + 4 * cg;   // first of the thread's 4 columns
+  const int vcols = clamp4(p.V - jc);  // valid columns of the thread
+  const int K = p.K;
+
+  // 1. State tile loads, all in flight at once.
+  float4 S[NR];
+  if (p.s_in != nullptr) {
+    const float* base = p.s_in + n * p.si_n + h * p.si_h + int64_t(rg) * p.si_r + jc;
+    const int64_t step = int64_t(RG) * p.si_r;
+    if (p.si_vec && vcols == 4 && rg + RG * (NR - 1) < K) {
+#pragma unroll
+      for (int r = 0; r < NR; ++r) S[r] = __ldcs(reinterpret_cast<const float4*>(base + r * step));
+    } else {
+#pragma unroll
+      for (int r = 0; r < NR; ++r) S[r] = ld_state4(base, r * step, rg + RG * r < K ? vcols : 0, p.si_vec);
+    }
+  } else {
+#pragma unroll
+    for (int r = 0; r < NR; ++r) S[r] = make_float4(0.f, 0.f, 0.f, 0.f);
+  }
+
+  // 2. Token loads: q, k, g of the thread's rows (broadcast within the row group), v of its columns.
+  const int64_t oq = n * p.q_b + h * p.q_h, ok = n * p.k_b + h * p.k_h, og = n * p.g_b + h * p.g_h;
+  float qr[NR], kr[NR], ar[NR];
+#pragma unroll
+  for (int r = 0; r < NR; ++r) {
+    const int i = rg + RG * r;
+    qr[r] = i < K ? ld(p.q, oq + i, p.tq) : 0.f;
+    kr[r] = i < K ? ld(p.k, ok + i, p.tk) : 0.f;
+    ar[r] = i < K ? ld(p.g, og + i, p.tg) : 0.f;
+  }
+  float vv[4];
+  const int64_t ov = n * p.v_b + h * p.v_h + jc;
+#pragma unroll
+  for (int e = 0; e < 4; ++e) vv[e] = e < vcols ? ld(p.v, ov + e, p.tv) : 0.f;
+  float bt = ld(p.beta, n * p.beta_b + h * p.beta_h, p.tbeta);
+  const float expA = p.gate != gate_none ? expf(p.A_log[h * p.A_s]) : 0.f;
+
+  float sqq = 0.f, skk = 0.f, sqk = 0.f;
+#pragma unroll
+  for (int r = 0; r < NR; ++r) {
+    ar[r] = rg + RG * r < K ? gate_exp(p, h, rg + RG * r, ar[r], expA) : 1.f;
+    sqq = fmaf(qr[r], qr[r], sqq);
+    skk = fmaf(kr[r], kr[r], skk);
+    sqk = fmaf(qr[r], kr[r], sqk);
+  }
+
+  // 3. Decay and the partial reductions over this thread's rows; sum over the warp's row groups.
+  float pk[4] = {0.f, 0.f, 0.f, 0.f}, pq[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+  for (int r = 0; r < NR; ++r) {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      float& s = comp(S[r], e);
+      s *= ar[r];
+      pk[e] = fmaf(kr[r], s, pk[e]);
+      pq[e] = fmaf(qr[r], s, pq[e]);
+    }
+  }
+#pragma unroll
+  for (int o = CG; o < 32; o *= 2) {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      pk[e] += __shfl_xor_sync(0xffffffffu, pk[e], o);
+      pq[e] += __shfl_xor_sync(0xffffffffu, pq[e], o);
+    }
+    sqq += __shfl_xor_sync(0xffffffffu, sqq, o);
+    skk += __shfl_xor_sync(0xffffffffu, skk, o);
+    sqk += __shfl_xor_sync(0xffffffffu, sqk, o);
+  }
+  if (lane < CG) {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      red[warp][cg][e] = pk[e];
+      red[warp][cg][4 + e] = pq[e];
+    }
+  }
+  if (lane == 0) {  // all column groups hold the same row sums
+    sums[warp][0] = sqq;
+    sums[warp][1] = skk;
+    sums[warp][2] = sqk;
+  }
+  if (p.beta_sigmoid) bt = 1.f / (1.f + expf(-bt));
+  __syncthreads();
+
+  // 4. Token scalars, e, o, rank-1 update, state store.
+  sqq = skk = sqk = 0.f;
+#pragma unroll
+  for (int w = 0; w < kWarps; ++w) {
+    sqq += sums[w][0];
+    skk += sums[w][1];
+    sqk += sums[w][2];
+  }
+  float rq = p.scale, rk = 1.f;
+  if (p.l2norm) {
+    rq = p.scale / sqrtf(sqq + 1e-6f);
+    rk = 1.f / sqrtf(skk + 1e-6f);
+  }
+  const float qk = sqk * rq * rk;
+  float ev[4], qs[4];
+#pragma unroll
+  for (int e = 0; e < 4; ++e) {
+    float ks = 0.f;
+    qs[e] = 0.f;
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w) {
+      ks += red[w][cg][e];
+      qs[e] += red[w][cg][4 + e];
+    }
+    ev[e] = vv[e] - rk * ks;
+  }
+  if (rg == 0) {  // o = qS + beta (q.k) e, written by the first row group
+    const int64_t oo = n * p.o_b + h * p.o_h + jc;
+#pragma unroll
+    for (int e = 0; e < 4; ++e)
+      if (e < vcols) st(p.o, oo + e, p.to, rq * qs[e] + bt * qk * ev[e]);
+  }
+#pragma unroll
+  for (int e = 0; e < 4; ++e) ev[e] *= bt * rk;  // now beta * rk * e
+#pragma unroll
+  for (int r = 0; r < NR; ++r)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) comp(S[r], e) = fmaf(kr[r], ev[e], comp(S[r], e));
+
+  if (p.s_out != nullptr) {
+    float* base = p.s_out + n * p.so_n + h * p.so_h + int64_t(rg) * p.so_r + jc;
+    const int64_t step = int64_t(RG) * p.so_r;
+    if (p.so_vec && vcols == 4 && rg + RG * (NR - 1) < K) {
+#pragma unroll
+      for (int r = 0; r < NR; ++r) __stcs(reinterpret_cast<float4*>(base + r * step), S[r]);
+    } else {
+#pragma unroll
+      for (int r = 0; r < NR; ++r) st_state4(base, r * step, rg + RG * r < K ? vcols : 0, p.so_vec, S[r]);
+    }
+  }
+}
+
+// kv, staged variant (see above).
+// kPf256: the 16-byte state loads carry the L2::256B prefetch-size hint (the tile reads 128 B of each
+// 512 B state row; the L2 then fetches 256 B blocks, half of them the neighbouring tile's, which its
+// CTA, launched next to this one, reads at about the same time).
+__device__ __forceinline__ float4 ldcs_pf256(const float* p) {
+  float4 r;
+  asm volatile("ld.global.cs.L2::256B.v4.f32 {%0, %1, %2, %3}, [%4];"
+               : "=f"(r.x), "=f"(r.y), "=f"(r.z), "=f"(r.w)
+               : "l"(p));
+  return r;
+}
+
+template <int CG, int NR, bool kPf256 = false>
+__global__ void __launch_bounds__(kThreads, NR <= 4 ? 8 : NR <= 8 ? 6 : 4) kda_decode_kv_staged_kernel(const Params p) {
+  constexpr int RG = kThreads / CG;  // row groups
+  constexpr int BV = 4 * CG;         // columns per CTA
+  constexpr int KMAX = RG * NR;
+  static_assert(32 % CG == 0 && kThreads % CG == 0, "column groups must divide a warp");
+  __shared__ Stage<KMAX, BV> sm;
+  __shared__ float red[kWarps][CG][8];  // per warp, per column group: k^T Sd (4), q^T Sd (4)
+
+  const int64_t cta = blockIdx.x;
+  const int tile = int(cta % p.n_tiles);
+  const int64_t nh = cta / p.n_tiles;
+  const int h = int(nh % p.H);
+  const int64_t n = nh / p.H;
+  const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
+  const int cg = tid % CG, rg = tid / CG;
+  const int j0 = tile * BV;
+  const int jc = j0 + 4 * cg;          // first of the thread's 4 columns
+  const int vcols = clamp4(p.V - jc);  // valid columns of the thread
+  const int K = p.K;
+
+  float4 S[NR];
+  if (p.s_in != nullptr) {
+    const float* base = p.s_in + n * p.si_n + h * p.si_h + int64_t(rg) * p.si_r + jc;
+    const int64_t step = int64_t(RG) * p.si_r;
+    if (p.si_vec && vcols == 4 && rg + RG * (NR - 1) < K) {
+#pragma unroll
+      for (int r = 0; r < NR; ++r)
+        S[r] = kPf256 ? ldcs_pf256(base + r * step) : __ldcs(reinterpret_cast<const float4*>(base + r * step));
+    } else {
+#pragma unroll
+      for (int r = 0; r < NR; ++r) S[r] = ld_state4(base, r * step, rg + RG * r < K ? vcols : 0, p.si_vec);
+    }
+  } else {
+#pragma unroll
+    for (int r = 0; r < NR; ++r) S[r] = make_float4(0.f, 0.f, 0.f, 0.f);
+  }
+
+  const float expA = p.gate != gate_none ? expf(p.A_log[h * p.A_s]) : 0.f;
+  stage_token(p, sm, 0, n, 0, h, j0, expA);
+  const TokenScalars ts = token_scalars(p, sm, 0);
+
+  float pk[4] = {0.f, 0.f, 0.f, 0.f}, pq[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+  for (int r = 0; r < NR; ++r) {
+    const int i = rg + RG * r;
+    const float a = sm.a[0][i], ki = sm.k[0][i], qi = sm.q[0][i];
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      float& s = comp(S[r], e);
+      s *= a;
+      pk[e] = fmaf(ki, s, pk[e]);
+      pq[e] = fmaf(qi, s, pq[e]);
+    }
+  }
+#pragma unroll
+  for (int o = CG; o < 32; o *= 2) {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      pk[e] += __shfl_xor_sync(0xffffffffu, pk[e], o);
+      pq[e] += __shfl_xor_sync(0xffffffffu, pq[e], o);
+    }
+  }
+  if (lane < CG) {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      red[warp][cg][e] = pk[e];
+      red[warp][cg][4 + e] = pq[e];
+    }
+  }
+  __syncthreads();
+
+  float ev[4], qs[4];
+#pragma unroll
+  for (int e = 0; e < 4; ++e) {
+    float ks = 0.f;
+    qs[e] = 0.f;
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w) {
+      ks += red[w][cg][e];
+      qs[e] += red[w][cg][4 + e];
+    }
+    ev[e] = sm.v[0][4 * cg + e] - ts.rk * ks;
+  }
+  if (rg == 0) {  // o = qS + beta (q.k) e, written by the first row group
+    const int64_t oo = n * p.o_b + h * p.o_h + jc;
+#pragma unroll
+    for (int e = 0; e < 4; ++e)
+      if (e < vcols) st(p.o, oo + e, p.to, ts.rq * qs[e] + ts.beta * ts.qk * ev[e]);
+  }
+#pragma unroll
+  for (int e = 0; e < 4; ++e) ev[e] *= ts.beta * ts.rk;  // now beta * rk * e
+#pragma unroll
+  for (int r = 0; r < NR; ++r) {
+    const float ki = sm.k[0][rg + RG * r];
+#pragma unroll
+    for (int e = 0; e < 4; ++e) comp(S[r], e) = fmaf(ki, ev[e], comp(S[r], e));
+  }
+
+  if (p.s_out != nullptr) {
+    float* base = p.s_out + n * p.so_n + h * p.so_h + int64_t(rg) * p.so_r + jc;
+    const int64_t step = int64_t(RG) * p.so_r;
+    if (p.so_vec && vcols == 4 && rg + RG * (NR - 1) < K) {
+#pragma unroll
+      for (int r = 0; r < NR; ++r) __stcs(reinterpret_cast<float4*>(base + r * step), S[r]);
+    } else {
+#pragma unroll
+      for (int r = 0; r < NR; ++r) st_state4(base, r * step, rg + RG * r < K ? vcols : 0, p.so_vec, S[r]);
+    }
+  }
+}
+
+// vk, staged variant (see above).
+template <int KG, int KC, int NV>
+__global__ void __launch_bounds__(kThreads, KC * NV <= 4 ? 8 : KC == 1 && NV <= 8 ? 7 : KC * NV <= 8 ? 6 : 3)
+    kda_decode_vk_staged_kernel(const Params p) {
+  constexpr int VG = kThreads / KG;  // column groups
+  constexpr int BV = VG * NV;        // columns per CTA
+  constexpr int KMAX = 4 * KG * KC;
+  static_assert(32 % KG == 0, "a column's K groups must lie in one warp");
+  __shared__ Stage<KMAX, BV> sm;
+
+  const int64_t cta = blockIdx.x;
+  const int tile = int(cta % p.n_tiles);
+  const int64_t nh = cta / p.n_tiles;
+  const int h = int(nh % p.H);
+  const int64_t n = nh / p.H;
+  const int tid = threadIdx.x;
+  const int kg = tid % KG, vg = tid / KG;
+  const int j0 = tile * BV;
+  const int jt = j0 + vg;  // the thread's first column; columns jt + VG * m, m < NV
+  const int K = p.K, V = p.V;
+
+  float4 S[NV][KC];
+  if (p.s_in != nullptr) {
+    const float* base = p.s_in + n * p.si_n + h * p.si_h + int64_t(jt) * p.si_r + 4 * kg;
+    const int64_t step = int64_t(VG) * p.si_r;
+    if (p.si_vec && 4 * kg + 4 * KG * (KC - 1) + 4 <= K && jt + VG * (NV - 1) < V) {
+#pragma unroll
+      for (int m = 0; m < NV; ++m)
+#pragma unroll
+        for (int c = 0; c < KC; ++c)
+          S[m][c] = __ldcs(reinterpret_cast<const float4*>(base + m * step + 4 * KG * c));
+    } else {
+#pragma unroll
+      for (int m = 0; m < NV; ++m)
+#pragma unroll
+        for (int c = 0; c < KC; ++c) {
+          const int i0 = 4 * kg + 4 * KG * c;
+          S[m][c] = ld_state4(base, m * step + 4 * KG * c, jt + VG * m < V ? clamp4(K - i0) : 0, p.si_vec);
+        }
+    }
+  } else {
+#pragma unroll
+    for (int m = 0; m < NV; ++m)
+#pragma unroll
+      for (int c = 0; c < KC; ++c) S[m][c] = make_float4(0.f, 0.f, 0.f, 0.f);
+  }
+
+  const float expA = p.gate != gate_none ? expf(p.A_log[h * p.A_s]) : 0.f;
+  stage_token(p, sm, 0, n, 0, h, j0, expA);
+  const TokenScalars ts = token_scalars(p, sm, 0);
+
+  float a[KC][4], kk[KC][4], qq[KC][4];
+#pragma unroll
+  for (int c = 0; c < KC; ++c) {
+    const int i0 = 4 * kg + 4 * KG * c;
+    const float4 a4 = *reinterpret_cast<const float4*>(&sm.a[0][i0]);
+    const float4 k4 = *reinterpret_cast<const float4*>(&sm.k[0][i0]);
+    const float4 q4 = *reinterpret_cast<const float4*>(&sm.q[0][i0]);
+    a[c][0] = a4.x, a[c][1] = a4.y, a[c][2] = a4.z, a[c][3] = a4.w;
+    kk[c][0] = k4.x, kk[c][1] = k4.y, kk[c][2] = k4.z, kk[c][3] = k4.w;
+    qq[c][0] = q4.x, qq[c][1] = q4.y, qq[c][2] = q4.z, qq[c][3] = q4.w;
+  }
+#pragma unroll
+  for (int m = 0; m < NV; ++m) {
+    float pk = 0.f, pq = 0.f;
+#pragma unroll
+    for (int c = 0; c < KC; ++c)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        float& x = comp(S[m][c], e);
+        x *= a[c][e];
+        pk = fmaf(kk[c][e], x, pk);
+        pq = fmaf(qq[c][e], x, pq);
+      }
+#pragma unroll
+    for (int o = 1; o < KG; o *= 2) {
+      pk += __shfl_xor_sync(0xffffffffu, pk, o);
+      pq += __shfl_xor_sync(0xffffffffu, pq, o);
+    }
+    const int jl = vg + VG * m;  // local column
+    const float ev = sm.v[0][jl] - ts.rk * pk;
+    const float be = ts.beta * ts.rk * ev;
+#pragma unroll
+    for (int c = 0; c < KC; ++c)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) comp(S[m][c], e) = fmaf(be, kk[c][e], comp(S[m][c], e));
+    if (kg == 0 && j0 + jl < V)
+      st(p.o, n * p.o_b + h * p.o_h + j0 + jl, p.to, ts.rq * pq + ts.beta * ts.qk * ev);
+  }
+
+  if (p.s_out != nullptr) {
+    float* base = p.s_out + n * p.so_n + h * p.so_h + int64_t(jt) * p.so_r + 4 * kg;
+    const int64_t step = int64_t(VG) * p.so_r;
+    if (p.so_vec && 4 * kg + 4 * KG * (KC - 1) + 4 <= K && jt + VG * (NV - 1) < V) {
+#pragma unroll
+      for (int m = 0; m < NV; ++m)
+#pragma unroll
+        for (int c = 0; c < KC; ++c) __stcs(reinterpret_cast<float4*>(base + m * step + 4 * KG * c), S[m][c]);
+    } else {
+#pragma unroll
+      for (int m = 0; m < NV; ++m)
+#pragma unroll
+        for (int c = 0; c < KC; ++c) {
+          const int i0 = 4 * kg + 4 * KG * c;
+          st_state4(base, m * step + 4 * KG * c, jt + VG * m < V ? clamp4(K - i0) : 0, p.so_vec, S[m][c]);
+        }
+    }
+  }
+}
+
+template <int KG, int KC, int NV>
+__global__ void __launch_bounds__(kThreads, kDecodeMinBlocks<4 * KC * NV>) kda_decode_vk_kernel(const Params p) {
+  constexpr int VG = kThreads / KG;  // column groups
+  constexpr int BV = VG * NV;        // columns per CTA
+  static_assert(32 % KG == 0, "a column's K groups must lie in one warp");
+
+  const int64_t cta = blockIdx.x;
+  const int tile = int(cta % p.n_tiles);
+  const int64_t nh = cta / p.n_tiles;
+  const int h = int(nh % p.H);
+  const int64_t n = nh / p.H;
+  const int tid = threadIdx.x;
+  const int kg = tid % KG, vg = tid / KG;
+  const int jt = tile * BV + vg;  // the thread's first column; columns jt + VG * m, m < NV
+  const int K = p.K, V = p.V;
+
+  // 1. State loads (rows of the transposed state = columns j), all in flight at once.
+  float4 S[NV][KC];
+  if (p.s_in != nullptr) {
+    const float* base = p.s_in + n * p.si_n + h * p.si_h + int64_t(jt) * p.si_r + 4 * kg;
+    const int64_t step = int64_t(VG) * p.si_r;
+    if (p.si_vec && 4 * kg + 4 * KG * (KC - 1) + 4 <= K && jt + VG * (NV - 1) < V) {
+#pragma unroll
+      for (int m = 0; m < NV; ++m)
+#pragma unroll
+        for (int c = 0; c < KC; ++c)
+          S[m][c] = __ldcs(reinterpret_cast<const float4*>(base + m * step + 4 * KG * c));
+    } else {
+#pragma unroll
+      for (int m = 0; m < NV; ++m)
+#pragma unroll
+        for (int c = 0; c < KC; ++c) {
+          const int i0 = 4 * kg + 4 * KG * c;
+          S[m][c] = ld_state4(base, m * step + 4 * KG * c, jt + VG * m < V ? clamp4(K - i0) : 0, p.si_vec);
+        }
+    }
+  } else {
+#pragma unroll
+    for (int m = 0; m < NV; ++m)
+#pragma unroll
+      for (int c = 0; c < KC; ++c) S[m][c] = make_float4(0.f, 0.f, 0.f, 0.f);
+  }
+
+  // 2. Token loads: q, k, g of the thread's K slots, v of its columns, beta.
+  const int64_t oq = n * p.q_b + h * p.q_h, ok = n * p.k_b + h * p.k_h, og = n * p.g_b + h * p.g_h;
+  float qq[KC][4], kk[KC][4], a[KC][4];
+#pragma unroll
+  for (int c = 0; c < KC; ++c)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int i = 4 * kg + 4 * KG * c + e;
+      qq[c][e] = i < K ? ld(p.q, oq + i, p.tq) : 0.f;
+      kk[c][e] = i < K ? ld(p.k, ok + i, p.tk) : 0.f;
+      a[c][e] = i < K ? ld(p.g, og + i, p.tg) : 0.f;
+    }
+  float vv[NV];
+  const int64_t ov = n * p.v_b + h * p.v_h;
+#pragma unroll
+  for (int m = 0; m < NV; ++m) vv[m] = jt + VG * m < V ? ld(p.v, ov + jt + VG * m, p.tv) : 0.f;
+  float bt = ld(p.beta, n * p.beta_b + h * p.beta_h, p.tbeta);
+  const float expA = p.gate != gate_none ? expf(p.A_log[h * p.A_s]) : 0.f;
+
+  float sqq = 0.f, skk = 0.f, sqk = 0.f;
+#pragma unroll
+  for (int c = 0; c < KC; ++c)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int i = 4 * kg + 4 * KG * c + e;
+      a[c][e] = i < K ? gate_exp(p, h, i, a[c][e], expA) : 1.f;
+      sqq = fmaf(qq[c][e], qq[c][e], sqq);
+      skk = fmaf(kk[c][e], kk[c][e], skk);
+      sqk = fmaf(qq[c][e], kk[c][e], sqk);
+    }
+  // The KG lanes of a column group hold all K: shuffles only, no barrier.
+#pragma unroll
+  for (int o = 1; o < KG; o *= 2) {
+    sqq += __shfl_xor_sync(0xffffffffu, sqq, o);
+    skk += __shfl_xor_sync(0xffffffffu, skk, o);
+    sqk += __shfl_xor_sync(0xffffffffu, sqk, o);
+  }
+  if (p.beta_sigmoid) bt = 1.f / (1.f + expf(-bt));
+  float rq = p.scale, rk = 1.f;
+  if (p.l2norm) {
+    rq = p.scale / sqrtf(sqq + 1e-6f);
+    rk = 1.f / sqrtf(skk + 1e-6f);
+  }
+  const float qk = sqk * rq * rk;
+
+  // 3. Per column: decay, reductions over K, e, o, rank-1 update.
+#pragma unroll
+  for (int m = 0; m < NV; ++m) {
+    float pk = 0.f, pq = 0.f;
+#pragma unroll
+    for (int c = 0; c < KC; ++c)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        float& s = comp(S[m][c], e);
+        s *= a[c][e];
+        pk = fmaf(kk[c][e], s, pk);
+        pq = fmaf(qq[c][e], s, pq);
+      }
+#pragma unroll
+    for (int o = 1; o < KG; o *= 2) {
+      pk += __shfl_xor_sync(0xffffffffu, pk, o);
+      pq += __shfl_xor_sync(0xffffffffu, pq, o);
+    }
+    const float ev = vv[m] - rk * pk;
+    const float be = bt * rk * ev;
+#pragma unroll
+    for (int c = 0; c < KC; ++c)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) comp(S[m][c], e) = fmaf(be, kk[c][e], comp(S[m][c], e));
+    if (kg == 0 && jt + VG * m < V) st(p.o, n * p.o_b + h * p.o_h + jt + VG * m, p.to, rq * pq + bt * qk * ev);
+  }
+
+  if (p.s_out != nullptr) {
+    float* base = p.s_out + n * p.so_n + h * p.so_h + int64_t(jt) * p.so_r + 4 * kg;
+    const int64_t step = int64_t(VG) * p.so_r;
+    if (p.so_vec && 4 * kg + 4 * KG * (KC - 1) + 4 <= K && jt + VG * (NV - 1) < V) {
+#pragma unroll
+      for (int m = 0; m < NV; ++m)
+#pragma unroll
+        for (int c = 0; c < KC; ++c) __stcs(reinterpret_cast<float4*>(base + m * step + 4 * KG * c), S[m][c]);
+    } else {
+#pragma unroll
+      for (int m = 0; m < NV; ++m)
+#pragma unroll
+        for (int c = 0; c < KC; ++c) {
+          const int i0 = 4 * kg + 4 * KG * c;
+          st_state4(base, m * step + 4 * KG * c, jt + VG * m < V ? clamp4(K - i0) : 0, p.so_vec, S[m][c]);
+        }
     }
   }
 }
