@@ -140,7 +140,7 @@ __attribute__((always_inline)) inline void gemm_tile(int64_t K, const float* A, 
 __attribute__((always_inline)) inline void gemm_any(int64_t M, int64_t N, int64_t K, const float* A,
                                                     int64_t sai, int64_t sap, const float* B, int64_t ldb,
                                                     float* C, int64_t ldc, bool accumulate) {
-  constexpr int MR = 4, NR = 32;
+  constexpr int MR = 8, NR = 32;
   const int64_t N0 = N - N % NR;
   int64_t i = 0;
   const int64_t M0 = M - M % MR;
@@ -270,6 +270,15 @@ struct Loader {
   const float* dt_bias = nullptr;  // K values of head h
   mutable std::vector<float> t1, t2;
 
+  // NOTE: the rows of one head are H * K elements apart (4 KB at H = 8, K = 128 f32): each row is on a
+  // page of its own, where the hardware prefetchers do not follow. The chunk form asks for the next
+  // chunk's rows while it reads this chunk's (measured: see docs/ops/kda.md).
+  void prefetch_row(const TensorView& x, int64_t b, int64_t s, int64_t n) const {
+    const char* p = elem(x, b, s, h);
+    const int64_t bytes = n * int64_t(x.element_size());
+    for (int64_t o = 0; o < bytes; o += 64) __builtin_prefetch(p + o, 0, 2);
+  }
+
   Loader(const KdaArgs& args, const KdaDims& dims, int64_t head) : a(args), d(dims), h(head) {
     if (a.gate) {
       const TensorView& al = a.gate->A_log;
@@ -280,10 +289,18 @@ struct Loader {
     }
   }
 
-  void load(int64_t b, int64_t t, int64_t n, float* q, float* k, float* v, float* g, float* beta) const {
+  // ahead > 0: also prefetch the rows of token s + ahead (< end) for each token s read.
+  void load(int64_t b, int64_t t, int64_t n, float* q, float* k, float* v, float* g, float* beta,
+            int64_t ahead = 0, int64_t end = 0) const {
     const int64_t K = d.K, V = d.V;
     for (int64_t r = 0; r < n; ++r) {
       const int64_t s = t + r;
+      if (ahead > 0 && s + ahead < end) {
+        prefetch_row(a.q, b, s + ahead, K);
+        prefetch_row(a.k, b, s + ahead, K);
+        prefetch_row(a.v, b, s + ahead, V);
+        prefetch_row(a.g, b, s + ahead, K);
+      }
       float* qr = q + r * K;
       float* kr = k + r * K;
       float* gr = g + r * K;
@@ -377,6 +394,13 @@ void recurrent_one(const KdaArgs& a, const KdaDims& d, int64_t n, int64_t h) {
 
 constexpr int64_t kSub = 16;  // sub-block of the intra-chunk matrices (see chunk_one)
 
+// Sum of 16 lanes as a tree (depth 4: a sequential sum is a 16-add dependency chain per value).
+__attribute__((always_inline)) inline float sum16(float* l) {
+  for (int i = 0; i < 8; ++i) l[i] += l[i + 8];
+  for (int i = 0; i < 4; ++i) l[i] += l[i + 4];
+  return (l[0] + l[2]) + (l[1] + l[3]);
+}
+
 struct ChunkScratch {
   std::vector<float> S, q, k, v, g, beta, al, Pf, KQ, Kd, Akk, Aqk, Qr, Ab, Kl, U, P, xv, yv;
   ChunkScratch(int64_t C, int64_t K, int64_t V)
@@ -426,7 +450,8 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) void chunk_one(cons
   load_state(a, d, n, h, S);
   for (int64_t c0 = 0; c0 < sq.len; c0 += C) {
     const int64_t m = std::min(C, sq.len - c0);
-    ld.load(sq.b, sq.t0 + c0, m, s.q.data(), s.k.data(), s.v.data(), s.g.data(), s.beta.data());
+    ld.load(sq.b, sq.t0 + c0, m, s.q.data(), s.k.data(), s.v.data(), s.g.data(), s.beta.data(), C,
+            sq.t0 + sq.len);
     const float *q = s.q.data(), *k = s.k.data();
     // al = exp(g); Pf_r = a_0 ... a_r = exp(G_r); KQ = [k . Pf; q . Pf] (2m x K)
     float *al = s.al.data(), *Pf = s.Pf.data(), *KQ = s.KQ.data();
@@ -507,13 +532,8 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) void chunk_one(cons
             xv[c] *= aj[c];
             yv[c] *= aj[c];
           }
-          float sqk = 0.f, skk = 0.f;
-          for (int l = 0; l < 16; ++l) {
-            sqk += lq[l];
-            skk += lk[l];
-          }
-          Aqk[i * C + j] = sqk;
-          if (j < i) Akk[i * C + j] = skk;
+          Aqk[i * C + j] = sum16(lq);
+          if (j < i) Akk[i * C + j] = sum16(lk);
         }
       }
     }
