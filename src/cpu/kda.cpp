@@ -114,10 +114,10 @@ void gate_row(GateForm form, float a, float lb, const float* f, const float* dt,
 // C[M x N] = (C +) A[M x K] B[K x N], row-major with leading dimensions: the dense products of the chunk
 // form.
 //
-// NOTE: a register-tiled kernel (4 x 32 accumulators) rather than cblas_sgemm. The OpenBLAS of this
-// machine detects its CPU as "Prescott" and runs SSE3 kernels (7-12 GMAC/s at 64..128 x 128 x 128);
-// this kernel, cloned for AVX-512 / AVX2, runs 30-46 GMAC/s there, about what OpenBLAS's own SkylakeX
-// kernels reach at these small sizes when forced with OPENBLAS_CORETYPE (see docs/ops/kda.md).
+// NOTE: a register-tiled kernel (8 x 32 accumulators: 16 AVX-512 registers, enough independent FMA
+// chains for two FMA ports at latency 4) rather than cblas_sgemm. The OpenBLAS of this machine detects
+// its CPU as "Prescott" and runs SSE3 kernels (7-12 GMAC/s at 64..128 x 128 x 128); this kernel, cloned
+// for AVX-512 / AVX2, runs an estimated 55-80 GMAC/s inside the chunk form (see docs/ops/kda.md).
 template <int MR, int NR>
 __attribute__((always_inline)) inline void gemm_tile(int64_t K, const float* A, int64_t sai, int64_t sap,
                                                      const float* B, int64_t ldb, float* C, int64_t ldc,
