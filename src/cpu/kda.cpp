@@ -114,20 +114,21 @@ void gate_row(GateForm form, float a, float lb, const float* f, const float* dt,
 // C[M x N] = (C +) A[M x K] B[K x N], row-major with leading dimensions: the dense products of the chunk
 // form.
 //
-// NOTE: a register-tiled kernel (4 x 32 accumulators) rather than cblas_sgemm. The OpenBLAS of this
-// machine detects its CPU as "Prescott" and runs SSE3 kernels (7-12 GMAC/s at 64..128 x 128 x 128);
-// this kernel, cloned for AVX-512 / AVX2, runs 30-46 GMAC/s there, about what OpenBLAS's own SkylakeX
-// kernels reach at these small sizes when forced with OPENBLAS_CORETYPE (see docs/ops/kda.md).
+// NOTE: a register-tiled kernel (8 x 32 accumulators: 16 AVX-512 registers, enough independent FMA
+// chains for two FMA ports at latency 4) rather than cblas_sgemm. The OpenBLAS of this machine detects
+// its CPU as "Prescott" and runs SSE3 kernels (7-12 GMAC/s at 64..128 x 128 x 128); this kernel, cloned
+// for AVX-512 / AVX2, runs an estimated 55-80 GMAC/s inside the chunk form (see docs/ops/kda.md).
 template <int MR, int NR>
-__attribute__((always_inline)) inline void gemm_tile(int64_t K, const float* A, int64_t lda, const float* B,
-                                                     int64_t ldb, float* C, int64_t ldc, bool accumulate) {
+__attribute__((always_inline)) inline void gemm_tile(int64_t K, const float* A, int64_t sai, int64_t sap,
+                                                     const float* B, int64_t ldb, float* C, int64_t ldc,
+                                                     bool accumulate) {
   float acc[MR][NR];
   for (int i = 0; i < MR; ++i)
     for (int j = 0; j < NR; ++j) acc[i][j] = accumulate ? C[i * ldc + j] : 0.f;
   for (int64_t p = 0; p < K; ++p) {
     const float* b = B + p * ldb;
     for (int i = 0; i < MR; ++i) {
-      const float x = A[i * lda + p];
+      const float x = A[i * sai + p * sap];
       for (int j = 0; j < NR; ++j) acc[i][j] += x * b[j];
     }
   }
@@ -135,12 +136,11 @@ __attribute__((always_inline)) inline void gemm_tile(int64_t K, const float* A, 
     for (int j = 0; j < NR; ++j) C[i * ldc + j] = acc[i][j];
 }
 
-__attribute__((target_clones("avx512f", "avx2", "default"))) void gemm_nn(int64_t M, int64_t N, int64_t K,
-                                                                          const float* A, int64_t lda,
-                                                                          const float* B, int64_t ldb,
-                                                                          float* C, int64_t ldc,
-                                                                          bool accumulate) {
-  constexpr int MR = 4, NR = 32;
+// A(i, p) = A[i * sai + p * sap]: row-major A (sai = lda, sap = 1) or a transposed one (sai = 1, sap = lda).
+__attribute__((always_inline)) inline void gemm_any(int64_t M, int64_t N, int64_t K, const float* A,
+                                                    int64_t sai, int64_t sap, const float* B, int64_t ldb,
+                                                    float* C, int64_t ldc, bool accumulate) {
+  constexpr int MR = 8, NR = 32;
   const int64_t N0 = N - N % NR;
   int64_t i = 0;
   const int64_t M0 = M - M % MR;
@@ -148,7 +148,7 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) void gemm_nn(int64_
   for (int64_t ib = 0; ib < M0; ib += MB)
     for (int64_t j = 0; j < N0; j += NR)
       for (i = ib; i < std::min(M0, ib + MB); i += MR)
-        gemm_tile<MR, NR>(K, A + i * lda, lda, B + j, ldb, C + i * ldc + j, ldc, accumulate);
+        gemm_tile<MR, NR>(K, A + i * sai, sai, sap, B + j, ldb, C + i * ldc + j, ldc, accumulate);
   i = M0;
   // rows left over (all columns), then the columns left over of the tiled rows: one row at a time
   for (int64_t r = 0; r < M; ++r) {
@@ -158,11 +158,28 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) void gemm_nn(int64_
     if (!accumulate)
       for (int64_t j = j0; j < N; ++j) c[j] = 0.f;
     for (int64_t p = 0; p < K; ++p) {
-      const float x = A[r * lda + p];
+      const float x = A[r * sai + p * sap];
       const float* b = B + p * ldb;
       for (int64_t j = j0; j < N; ++j) c[j] += x * b[j];
     }
   }
+}
+
+__attribute__((target_clones("avx512f", "avx2", "default"))) void gemm_nn(int64_t M, int64_t N, int64_t K,
+                                                                          const float* A, int64_t lda,
+                                                                          const float* B, int64_t ldb,
+                                                                          float* C, int64_t ldc,
+                                                                          bool accumulate) {
+  gemm_any(M, N, K, A, lda, 1, B, ldb, C, ldc, accumulate);
+}
+
+// C[M x N] (+)= A^T B with A [K x M] row-major (leading dimension lda).
+__attribute__((target_clones("avx512f", "avx2", "default"))) void gemm_tn(int64_t M, int64_t N, int64_t K,
+                                                                          const float* A, int64_t lda,
+                                                                          const float* B, int64_t ldb,
+                                                                          float* C, int64_t ldc,
+                                                                          bool accumulate) {
+  gemm_any(M, N, K, A, 1, lda, B, ldb, C, ldc, accumulate);
 }
 
 // Rows [i0, i1) of U += NL U among themselves (j in [i0, i)).
@@ -253,6 +270,15 @@ struct Loader {
   const float* dt_bias = nullptr;  // K values of head h
   mutable std::vector<float> t1, t2;
 
+  // NOTE: the rows of one head are H * K elements apart (4 KB at H = 8, K = 128 f32): each row is on a
+  // page of its own, where the hardware prefetchers do not follow. The chunk form asks for the next
+  // chunk's rows while it reads this chunk's (measured: see docs/ops/kda.md).
+  void prefetch_row(const TensorView& x, int64_t b, int64_t s, int64_t n) const {
+    const char* p = elem(x, b, s, h);
+    const int64_t bytes = n * int64_t(x.element_size());
+    for (int64_t o = 0; o < bytes; o += 64) __builtin_prefetch(p + o, 0, 2);
+  }
+
   Loader(const KdaArgs& args, const KdaDims& dims, int64_t head) : a(args), d(dims), h(head) {
     if (a.gate) {
       const TensorView& al = a.gate->A_log;
@@ -263,10 +289,18 @@ struct Loader {
     }
   }
 
-  void load(int64_t b, int64_t t, int64_t n, float* q, float* k, float* v, float* g, float* beta) const {
+  // ahead > 0: also prefetch the rows of token s + ahead (< end) for each token s read.
+  void load(int64_t b, int64_t t, int64_t n, float* q, float* k, float* v, float* g, float* beta,
+            int64_t ahead = 0, int64_t end = 0) const {
     const int64_t K = d.K, V = d.V;
     for (int64_t r = 0; r < n; ++r) {
       const int64_t s = t + r;
+      if (ahead > 0 && s + ahead < end) {
+        prefetch_row(a.q, b, s + ahead, K);
+        prefetch_row(a.k, b, s + ahead, K);
+        prefetch_row(a.v, b, s + ahead, V);
+        prefetch_row(a.g, b, s + ahead, K);
+      }
       float* qr = q + r * K;
       float* kr = k + r * K;
       float* gr = g + r * K;
@@ -360,9 +394,15 @@ void recurrent_one(const KdaArgs& a, const KdaDims& d, int64_t n, int64_t h) {
 
 constexpr int64_t kSub = 16;  // sub-block of the intra-chunk matrices (see chunk_one)
 
+// Sum of 16 lanes as a tree (depth 4: a sequential sum is a 16-add dependency chain per value).
+__attribute__((always_inline)) inline float sum16(float* l) {
+  for (int i = 0; i < 8; ++i) l[i] += l[i + 8];
+  for (int i = 0; i < 4; ++i) l[i] += l[i + 4];
+  return (l[0] + l[2]) + (l[1] + l[3]);
+}
+
 struct ChunkScratch {
-  std::vector<float> S, q, k, v, g, beta, KQ, KdT, Akk, Aqk, Qr, Ab, Kl, U, P, x, w;
-  std::vector<double> G;
+  std::vector<float> S, q, k, v, g, beta, al, Pf, KQ, Kd, Akk, Aqk, Qr, Ab, Kl, U, P, xv, yv;
   ChunkScratch(int64_t C, int64_t K, int64_t V)
       : S(static_cast<size_t>(K * V)),
         q(static_cast<size_t>(C * K)),
@@ -370,8 +410,10 @@ struct ChunkScratch {
         v(static_cast<size_t>(C * V)),
         g(static_cast<size_t>(C * K)),
         beta(static_cast<size_t>(C)),
+        al(static_cast<size_t>(C * K)),
+        Pf(static_cast<size_t>(C * K)),
         KQ(static_cast<size_t>(2 * C * K)),
-        KdT(static_cast<size_t>(C * K)),
+        Kd(static_cast<size_t>(C * K)),
         Akk(static_cast<size_t>(C * C)),
         Aqk(static_cast<size_t>(C * C)),
         Qr(static_cast<size_t>(2 * kSub * K)),
@@ -379,19 +421,22 @@ struct ChunkScratch {
         Kl(static_cast<size_t>((C + 32) * K)),
         U(static_cast<size_t>(C * V)),
         P(static_cast<size_t>(2 * C * V)),
-        x(static_cast<size_t>(C * K)),
-        w(static_cast<size_t>(C * K)),
-        G(static_cast<size_t>(C * K)) {}
+        xv(static_cast<size_t>(K)),
+        yv(static_cast<size_t>(K)) {}
 };
 
 // One (sequence, head) pair in chunks of C tokens (SPEC 5.1).
 //
-// The decay factor of a pair i >= j of one chunk is exp(G_i - G_j) with G the cumulative sum of g in
-// fp64 (so that G_i - G_j keeps its digits when G is large). Every exponent is <= 0:
-//   - pairs inside one sub-block of kSub rows: exp(G_i - G_j) formed per pair;
+// Decay factors are products of the per-token decays a_t = exp(g_t) (one exp per token and channel, as in
+// the recurrent form), never exponentials of differences of a cumulative sum: exp(G_i - G_j) =
+// a_{j+1} ... a_i for j < i. Every factor is in [0, 1], so nothing overflows, and a product that
+// underflows is below 1e-38 (flushed to zero: the region runs with FTZ/DAZ). Each factor is a chain of
+// at most C roundings (0.5 ulp each, like the recurrent form's per-token decay of the state), where
+// exp(float(G_i - G_j)) loses |G_i - G_j| * 2^-24 of relative precision when G is large.
+//   - pairs inside one sub-block of kSub rows: running products per row i (j from i down to i0);
 //   - pairs across sub-blocks (j < r <= i with r the first row of i's sub-block):
-//     exp(G_i - G_j) = exp(G_i - G_r) * exp(G_r - G_j), two factors in (0, 1], so these blocks are
-//     dense products (FLA's secondary chunking). Never exp(G_i) * exp(-G_j), which overflows.
+//     exp(G_i - G_j) = [a_{r+1} ... a_i] [a_{j+1} ... a_r], two factors in [0, 1], so these blocks are
+//     dense products (FLA's secondary chunking).
 // Cloned for AVX-512 / AVX2 / baseline: its element-wise loops are a good part of the chunk form's time.
 __attribute__((target_clones("avx512f", "avx2", "default"))) void chunk_one(const KdaArgs& a,
                                                                             const KdaDims& d, int64_t C,
@@ -401,28 +446,31 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) void chunk_one(cons
   const KdaSeq sq = d.seqs[size_t(n)];
   const Loader ld(a, d, h);
   float* S = s.S.data();
+  float *xv = s.xv.data(), *yv = s.yv.data();
   load_state(a, d, n, h, S);
   for (int64_t c0 = 0; c0 < sq.len; c0 += C) {
     const int64_t m = std::min(C, sq.len - c0);
-    ld.load(sq.b, sq.t0 + c0, m, s.q.data(), s.k.data(), s.v.data(), s.g.data(), s.beta.data());
+    ld.load(sq.b, sq.t0 + c0, m, s.q.data(), s.k.data(), s.v.data(), s.g.data(), s.beta.data(), C,
+            sq.t0 + sq.len);
     const float *q = s.q.data(), *k = s.k.data();
-    double* G = s.G.data();
-    // G = cumsum(g) (fp64); KQ = [k . exp(G); q . exp(G)] (2m x K), KdT = (k . exp(G_C - G))^T (K x m)
-    for (int64_t i = 0; i < K; ++i) G[i] = s.g[size_t(i)];
+    // al = exp(g); Pf_r = a_0 ... a_r = exp(G_r); KQ = [k . Pf; q . Pf] (2m x K)
+    float *al = s.al.data(), *Pf = s.Pf.data(), *KQ = s.KQ.data();
+    exp_array(s.g.data(), al, m * K);
+    std::memcpy(Pf, al, static_cast<size_t>(K) * sizeof(float));
     for (int64_t r = 1; r < m; ++r)
-      for (int64_t i = 0; i < K; ++i) G[r * K + i] = G[(r - 1) * K + i] + s.g[size_t(r * K + i)];
-    const double* GC = G + (m - 1) * K;
-    for (int64_t e = 0; e < m * K; ++e) s.x[size_t(e)] = float(G[e]);
-    exp_array(s.x.data(), s.w.data(), m * K);
+      for (int64_t i = 0; i < K; ++i) Pf[r * K + i] = Pf[(r - 1) * K + i] * al[r * K + i];
     for (int64_t e = 0; e < m * K; ++e) {
-      s.KQ[size_t(e)] = k[e] * s.w[size_t(e)];
-      s.KQ[size_t(m * K + e)] = q[e] * s.w[size_t(e)];
+      KQ[e] = k[e] * Pf[e];
+      KQ[m * K + e] = q[e] * Pf[e];
     }
-    for (int64_t r = 0; r < m; ++r)
-      for (int64_t i = 0; i < K; ++i) s.x[size_t(r * K + i)] = float(GC[i] - G[r * K + i]);
-    exp_array(s.x.data(), s.w.data(), m * K);
-    for (int64_t r = 0; r < m; ++r)
-      for (int64_t i = 0; i < K; ++i) s.KdT[size_t(i * m + r)] = k[r * K + i] * s.w[size_t(r * K + i)];
+    // Kd_r = k_r . (a_{r+1} ... a_{m-1}) = k_r . exp(G_C - G_r) (m x K)
+    float* Kd = s.Kd.data();
+    std::fill(xv, xv + K, 1.f);
+    for (int64_t r = m - 1; r >= 0; --r)
+      for (int64_t i = 0; i < K; ++i) {
+        Kd[r * K + i] = k[r * K + i] * xv[i];
+        xv[i] *= al[r * K + i];
+      }
 
     // A_qk (i >= j) and A_kk (i > j, before the beta row scaling), C x C row-major, zero above.
     float *Aqk = s.Aqk.data(), *Akk = s.Akk.data();
@@ -432,24 +480,27 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) void chunk_one(cons
     }
     for (int64_t i0 = 0; i0 < m; i0 += kSub) {
       const int64_t i1 = std::min(m, i0 + kSub), bi = i1 - i0;
-      const double* Gr = G + i0 * K;
       if (i0 > 0) {
-        // rows of the sub-block against all earlier rows, through the reference row r = i0
-        for (int64_t r = 0; r < bi; ++r)
-          for (int64_t i = 0; i < K; ++i) s.x[size_t(r * K + i)] = float(G[(i0 + r) * K + i] - Gr[i]);
-        exp_array(s.x.data(), s.w.data(), bi * K);
-        for (int64_t e = 0; e < bi * K; ++e) {
-          s.Qr[size_t(e)] = q[i0 * K + e] * s.w[size_t(e)];
-          s.Qr[size_t(bi * K + e)] = k[i0 * K + e] * s.w[size_t(e)];
+        // rows of the sub-block against all earlier rows, through the reference row r = i0:
+        // Qr = [q_i; k_i] . (a_{r+1} ... a_i), Kl^T[:, j] = k_j . (a_{j+1} ... a_r)
+        std::fill(xv, xv + K, 1.f);
+        for (int64_t r = 0; r < bi; ++r) {
+          if (r > 0)
+            for (int64_t i = 0; i < K; ++i) xv[i] *= al[(i0 + r) * K + i];
+          for (int64_t i = 0; i < K; ++i) {
+            s.Qr[size_t(r * K + i)] = q[(i0 + r) * K + i] * xv[i];
+            s.Qr[size_t((bi + r) * K + i)] = k[(i0 + r) * K + i] * xv[i];
+          }
         }
-        for (int64_t j = 0; j < i0; ++j)
-          for (int64_t i = 0; i < K; ++i) s.x[size_t(j * K + i)] = float(Gr[i] - G[j * K + i]);
-        exp_array(s.x.data(), s.w.data(), i0 * K);
         // Kl^T [K, np]: columns padded with zeros to a multiple of 32 so that the product runs on full tiles
         const int64_t np = (i0 + 31) / 32 * 32;
         for (int64_t i = 0; i < K; ++i) std::fill(s.Kl.data() + i * np + i0, s.Kl.data() + (i + 1) * np, 0.f);
-        for (int64_t j = 0; j < i0; ++j)
-          for (int64_t i = 0; i < K; ++i) s.Kl[size_t(i * np + j)] = k[j * K + i] * s.w[size_t(j * K + i)];
+        std::memcpy(xv, al + i0 * K, static_cast<size_t>(K) * sizeof(float));
+        for (int64_t j = i0 - 1; j >= 0; --j)
+          for (int64_t i = 0; i < K; ++i) {
+            s.Kl[size_t(i * np + j)] = k[j * K + i] * xv[i];
+            xv[i] *= al[j * K + i];
+          }
         // [Qr; Kr] Kl^T -> rows i0.. of A_qk and A_kk
         gemm_nn(2 * bi, np, K, s.Qr.data(), K, s.Kl.data(), np, s.Ab.data(), np, false);
         for (int64_t r = 0; r < bi; ++r) {
@@ -457,36 +508,32 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) void chunk_one(cons
           std::memcpy(Akk + (i0 + r) * C, s.Ab.data() + (bi + r) * np, static_cast<size_t>(i0) * sizeof(float));
         }
       }
-      // pairs inside the sub-block, per pair
+      // pairs inside the sub-block: for row i, xv = q_i . (a_{j+1} ... a_i), yv = k_i . (a_{j+1} ... a_i)
+      // as j goes down from i to i0
       for (int64_t i = i0; i < i1; ++i) {
-        const int64_t nj = i - i0 + 1;
-        for (int64_t j = i0; j <= i; ++j)
-          for (int64_t c = 0; c < K; ++c) s.x[size_t((j - i0) * K + c)] = float(G[i * K + c] - G[j * K + c]);
-        exp_array(s.x.data(), s.w.data(), nj * K);
-        for (int64_t j = i0; j <= i; ++j) {
-          const float* wj = s.w.data() + (j - i0) * K;
-          const float *qi = q + i * K, *ki = k + i * K, *kj = k + j * K;
+        std::memcpy(xv, q + i * K, static_cast<size_t>(K) * sizeof(float));
+        std::memcpy(yv, k + i * K, static_cast<size_t>(K) * sizeof(float));
+        for (int64_t j = i; j >= i0; --j) {
+          const float* kj = k + j * K;
+          const float* aj = al + j * K;
           // sums over 16 lanes (vectorizes without -ffast-math), then across the lanes
           float lq[16] = {}, lk[16] = {};
           int64_t c = 0;
           for (; c + 16 <= K; c += 16)
             for (int l = 0; l < 16; ++l) {
-              const float kw = kj[c + l] * wj[c + l];
-              lq[l] += qi[c + l] * kw;
-              lk[l] += ki[c + l] * kw;
+              lq[l] += xv[c + l] * kj[c + l];
+              lk[l] += yv[c + l] * kj[c + l];
+              xv[c + l] *= aj[c + l];
+              yv[c + l] *= aj[c + l];
             }
           for (int l = 0; c < K; ++c, ++l) {
-            const float kw = kj[c] * wj[c];
-            lq[l] += qi[c] * kw;
-            lk[l] += ki[c] * kw;
+            lq[l] += xv[c] * kj[c];
+            lk[l] += yv[c] * kj[c];
+            xv[c] *= aj[c];
+            yv[c] *= aj[c];
           }
-          float sqk = 0.f, skk = 0.f;
-          for (int l = 0; l < 16; ++l) {
-            sqk += lq[l];
-            skk += lk[l];
-          }
-          Aqk[i * C + j] = sqk;
-          if (j < i) Akk[i * C + j] = skk;
+          Aqk[i * C + j] = sum16(lq);
+          if (j < i) Akk[i * C + j] = sum16(lk);
         }
       }
     }
@@ -495,7 +542,7 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) void chunk_one(cons
 
     // P = KQ S = [Ke S; Qe S]
     float *U = s.U.data(), *P = s.P.data(), *O = P + m * V;
-    gemm_nn(2 * m, V, K, s.KQ.data(), K, S, V, P, V, false);
+    gemm_nn(2 * m, V, K, KQ, K, S, V, P, V, false);
     // U = (I + A_kk)^-1 Diag(beta) (V - Ke S): forward substitution (unit lower triangular solve)
     for (int64_t r = 0; r < m; ++r)
       for (int64_t j = 0; j < V; ++j)
@@ -507,12 +554,11 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) void chunk_one(cons
       gemm_nn(i1 - i0, V, i1, Aqk + i0 * C, C, U, V, O + i0 * V, V, true);
     }
     for (int64_t r = 0; r < m; ++r) store_vec(a.o, sq.b, sq.t0 + c0 + r, h, V, O + r * V);
-    // S <- Diag(exp(G_C)) S + Kd^T U
-    for (int64_t i = 0; i < K; ++i) s.x[size_t(i)] = float(GC[i]);
-    exp_array(s.x.data(), s.w.data(), K);
+    // S <- Diag(exp(G_C)) S + Kd^T U, exp(G_C) = Pf_{m-1}
+    const float* GC = Pf + (m - 1) * K;
     for (int64_t i = 0; i < K; ++i)
-      for (int64_t j = 0; j < V; ++j) S[i * V + j] *= s.w[size_t(i)];
-    gemm_nn(K, V, m, s.KdT.data(), m, U, V, S, V, true);
+      for (int64_t j = 0; j < V; ++j) S[i * V + j] *= GC[i];
+    gemm_tn(K, V, m, Kd, K, U, V, S, V, true);
   }
   store_state(a, d, n, h, S);
 }
