@@ -85,36 +85,22 @@ void run(int B, int T, int H, int K, int V, kimi::StateLayout layout) {
   cudaEvent_t e0, e1;
   CK(cudaEventCreate(&e0));
   CK(cudaEventCreate(&e1));
-  // The default T = 1 kernels first; at B >= 32 also the A/B variants of src/cuda/kda/recurrent.cu
-  // (KIMI_KDA_DECODE=0: the general kernels; =2: the register-only one-token kernels; =3: kv staged
-  // with the L2::256B prefetch hint).
-  std::vector<const char*> modes{nullptr};
-  if (T == 1 && B >= 32) {
-    modes.push_back("0");
-    modes.push_back("2");
-    if (!vk) modes.push_back("3");
+  for (int i = 0; i < 20; ++i) kimi::kda_recurrent_fwd(a);
+  std::vector<float> ms;
+  for (int i = 0; i < 100; ++i) {
+    CK(cudaEventRecord(e0));
+    kimi::kda_recurrent_fwd(a);
+    CK(cudaEventRecord(e1));
+    CK(cudaEventSynchronize(e1));
+    float t;
+    CK(cudaEventElapsedTime(&t, e0, e1));
+    ms.push_back(t);
   }
-  for (const char* mode : modes) {
-    if (mode != nullptr) setenv("KIMI_KDA_DECODE", mode, 1);
-    for (int i = 0; i < 20; ++i) kimi::kda_recurrent_fwd(a);
-    std::vector<float> ms;
-    for (int i = 0; i < 100; ++i) {
-      CK(cudaEventRecord(e0));
-      kimi::kda_recurrent_fwd(a);
-      CK(cudaEventRecord(e1));
-      CK(cudaEventSynchronize(e1));
-      float t;
-      CK(cudaEventElapsedTime(&t, e0, e1));
-      ms.push_back(t);
-    }
-    if (mode != nullptr) unsetenv("KIMI_KDA_DECODE");
-    std::sort(ms.begin(), ms.end());
-    const double med = ms[ms.size() / 2];
-    const double state_bytes = double(ns) * 4 * 2;
-    std::printf("kimi kda_recurrent_fwd B=%d T=%d H=%d K=%d V=%d layout=%s  %.4f ms  state %.2f TB/s%s%s\n", B, T, H, K,
-                V, vk ? "vk" : "kv", med, state_bytes / (med * 1e-3) / 1e12, mode ? "  [A/B KIMI_KDA_DECODE=" : "",
-                mode ? (std::string(mode) + "]").c_str() : "");
-  }
+  std::sort(ms.begin(), ms.end());
+  const double med = ms[ms.size() / 2];
+  const double state_bytes = double(ns) * 4 * 2;
+  std::printf("kimi kda_recurrent_fwd B=%d T=%d H=%d K=%d V=%d layout=%s  %.4f ms  state %.2f TB/s\n", B, T, H, K, V,
+              vk ? "vk" : "kv", med, state_bytes / (med * 1e-3) / 1e12);
   cudaEventDestroy(e0);
   cudaEventDestroy(e1);
 }

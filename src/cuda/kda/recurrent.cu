@@ -4,7 +4,6 @@
 #include <atomic>
 #include <cmath>
 #include <cstdint>
-#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -145,25 +144,8 @@ void kda_recurrent_fwd(const KdaArgs& a, const Context& ctx) {
     p.cu = d_cu;
   }
 
-  // KIMI_KDA_DECODE (A/B of the T = 1 path; same results): 0 = the general kernels, 1 (default) = the
-  // staged one-token kernels, 2 = the register-only one-token kernels, 3 = staged with the L2::256B
-  // prefetch hint on the kv state loads (vk as 1).
-  // Read per call (tens of ns) so that one benchmark process can compare the variants.
-  const char* mode_env = std::getenv("KIMI_KDA_DECODE");
-  const int decode_mode =
-      mode_env != nullptr && (mode_env[0] == '0' || mode_env[0] == '2' || mode_env[0] == '3') ? mode_env[0] - '0' : 1;
-  if (!varlen && T == 1 && decode_mode != 0) {  // decode: the one-token kernels, same tiles
-    if (kv && decode_mode == 3) {  // staged, L2::256B prefetch hint on the state loads (A/B)
-      if (!small) {
-        if (K <= 64) launch(kda_decode_kv_staged_kernel<8, 4, true>, p, ctas, s);
-        else if (K <= 128) launch(kda_decode_kv_staged_kernel<8, 8, true>, p, ctas, s);
-        else launch(kda_decode_kv_staged_kernel<8, 16, true>, p, ctas, s);
-      } else {
-        if (K <= 64) launch(kda_decode_kv_staged_kernel<4, 2, true>, p, ctas, s);
-        else if (K <= 128) launch(kda_decode_kv_staged_kernel<4, 4, true>, p, ctas, s);
-        else launch(kda_decode_kv_staged_kernel<4, 8, true>, p, ctas, s);
-      }
-    } else if (kv && decode_mode == 1) {  // staged (default)
+  if (!varlen && T == 1) {  // decode: the one-token kernels (recurrent.cuh), same tiles
+    if (kv) {
       if (!small) {
         if (K <= 64) launch(kda_decode_kv_staged_kernel<8, 4>, p, ctas, s);
         else if (K <= 128) launch(kda_decode_kv_staged_kernel<8, 8>, p, ctas, s);
@@ -173,17 +155,7 @@ void kda_recurrent_fwd(const KdaArgs& a, const Context& ctx) {
         else if (K <= 128) launch(kda_decode_kv_staged_kernel<4, 4>, p, ctas, s);
         else launch(kda_decode_kv_staged_kernel<4, 8>, p, ctas, s);
       }
-    } else if (kv) {
-      if (!small) {
-        if (K <= 64) launch(kda_decode_kv_kernel<8, 4>, p, ctas, s);
-        else if (K <= 128) launch(kda_decode_kv_kernel<8, 8>, p, ctas, s);
-        else launch(kda_decode_kv_kernel<8, 16>, p, ctas, s);
-      } else {
-        if (K <= 64) launch(kda_decode_kv_kernel<4, 2>, p, ctas, s);
-        else if (K <= 128) launch(kda_decode_kv_kernel<4, 4>, p, ctas, s);
-        else launch(kda_decode_kv_kernel<4, 8>, p, ctas, s);
-      }
-    } else if (decode_mode != 2) {  // vk staged (default)
+    } else {
       if (!small) {
         if (K <= 32) launch(kda_decode_vk_staged_kernel<8, 1, 2>, p, ctas, s);
         else if (K <= 64) launch(kda_decode_vk_staged_kernel<16, 1, 4>, p, ctas, s);
@@ -194,18 +166,6 @@ void kda_recurrent_fwd(const KdaArgs& a, const Context& ctx) {
         else if (K <= 64) launch(kda_decode_vk_staged_kernel<16, 1, 2>, p, ctas, s);
         else if (K <= 128) launch(kda_decode_vk_staged_kernel<32, 1, 4>, p, ctas, s);
         else launch(kda_decode_vk_staged_kernel<32, 2, 4>, p, ctas, s);
-      }
-    } else {
-      if (!small) {
-        if (K <= 32) launch(kda_decode_vk_kernel<8, 1, 2>, p, ctas, s);
-        else if (K <= 64) launch(kda_decode_vk_kernel<16, 1, 4>, p, ctas, s);
-        else if (K <= 128) launch(kda_decode_vk_kernel<32, 1, 8>, p, ctas, s);
-        else launch(kda_decode_vk_kernel<32, 2, 8>, p, ctas, s);
-      } else {
-        if (K <= 32) launch(kda_decode_vk_kernel<8, 1, 1>, p, ctas, s);
-        else if (K <= 64) launch(kda_decode_vk_kernel<16, 1, 2>, p, ctas, s);
-        else if (K <= 128) launch(kda_decode_vk_kernel<32, 1, 4>, p, ctas, s);
-        else launch(kda_decode_vk_kernel<32, 2, 4>, p, ctas, s);
       }
     }
   } else if (kv) {
