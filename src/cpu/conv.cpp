@@ -14,6 +14,7 @@
 #include <cstring>
 
 #include "cpu/tensor_io.h"
+#include "cpu/vec_math.h"
 
 namespace kimi::cpu {
 
@@ -67,18 +68,9 @@ void silu_inplace(float* o, int64_t n) {
     const float z = o[c];
     const uint32_t zb = std::bit_cast<uint32_t>(z);
     uint32_t a = zb & 0x7fffffffu;            // |z|
-    a = a < 0x42ae0000u ? a : 0x42ae0000u;    // min(|z|, 87)
+    a = a < kExpClampBits ? a : kExpClampBits;  // min(|z|, 87)
     const float x = -std::bit_cast<float>(a);  // -|z| in [-87, 0]
-    const float k = (x * 1.44269504088896341f + 12582912.f) - 12582912.f;  // round(x / ln 2)
-    const float r = x - k * 0.693359375f + k * 2.12194440e-4f;             // x - k ln 2
-    float p = 1.9875691500e-4f;
-    p = p * r + 1.3981999507e-3f;
-    p = p * r + 8.3334519073e-3f;
-    p = p * r + 4.1665795894e-2f;
-    p = p * r + 1.6666665459e-1f;
-    p = p * r + 5.0000001201e-1f;
-    p = p * r * r + r + 1.f;
-    const float e = p * std::bit_cast<float>((int32_t(k) + 127) << 23);  // 2^k, k in [-126, 0]
+    const float e = exp_clamped(x);
     const float inv = 1.f / (1.f + e);
     const float pos = float(int32_t(1u - (zb >> 31)));  // 1 for z >= +0, 0 for z <= -0
     o[c] = z * inv * (pos + (1.f - pos) * e);

@@ -18,6 +18,7 @@
 #endif
 
 #include "cpu/tensor_io.h"
+#include "cpu/vec_math.h"
 
 namespace kimi::cpu {
 
@@ -33,7 +34,7 @@ inline float sigmoidf(float z) {
 // stays NaN. The chunk form only calls it with x <= 0 (differences of a non-increasing cumulative sum).
 __attribute__((target_clones("avx512f", "avx2", "default"))) void exp_array(const float* x, float* y,
                                                                             int64_t n) {
-  constexpr uint32_t k87 = 0x42AE0000u;  // bits of 87.f
+  constexpr uint32_t k87 = kExpClampBits;
 #pragma omp simd
   for (int64_t i = 0; i < n; ++i) {
     const uint32_t u = std::bit_cast<uint32_t>(x[i]);
@@ -41,19 +42,7 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) void exp_array(cons
     const uint32_t keep = (sign != 0u && mag > k87) ? 0u : 0xffffffffu;  // below -87: 0
     const uint32_t nan = mag > 0x7f800000u ? 0x7fc00000u : 0u;
     const float v = std::bit_cast<float>((mag < k87 ? mag : k87) | sign);  // clamped to [-87, 87]
-    const float t = v * 1.44269504088896341f;
-    const float m = (t + 12582912.f) - 12582912.f;  // round to nearest integer
-    float r = v - m * 0.693359375f;
-    r = r - m * -2.12194440e-4f;
-    float p = 1.9875691500e-4f;
-    p = p * r + 1.3981999507e-3f;
-    p = p * r + 8.3334519073e-3f;
-    p = p * r + 4.1665795894e-2f;
-    p = p * r + 1.6666665459e-1f;
-    p = p * r + 5.0000001201e-1f;
-    p = p * r * r + r + 1.f;
-    const float s = std::bit_cast<float>(static_cast<uint32_t>(static_cast<int32_t>(m) + 127) << 23);
-    y[i] = std::bit_cast<float>((std::bit_cast<uint32_t>(p * s) & keep) | nan);
+    y[i] = std::bit_cast<float>((std::bit_cast<uint32_t>(exp_clamped(v)) & keep) | nan);
   }
 }
 
