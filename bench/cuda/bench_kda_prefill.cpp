@@ -14,51 +14,16 @@
 #include <random>
 #include <vector>
 
+#include "bench_util.h"
 #include "kimi/device.h"
 #include "kimi/ops/kda.h"
 
 namespace {
 
-#define CK(x)                                                                  \
-  do {                                                                         \
-    cudaError_t e_ = (x);                                                      \
-    if (e_ != cudaSuccess) {                                                   \
-      std::fprintf(stderr, "%s: %s\n", #x, cudaGetErrorString(e_));           \
-      std::exit(1);                                                            \
-    }                                                                          \
-  } while (0)
-
-constexpr double kCopyBytesPerS = 4.25e12;  // BENCH.md: device-to-device copy, read + written
-
-struct DevBuf {
-  void* p = nullptr;
-  DevBuf(size_t bytes, const std::vector<uint8_t>& init) {
-    CK(cudaMalloc(&p, bytes ? bytes : 1));
-    if (!init.empty()) CK(cudaMemcpy(p, init.data(), bytes, cudaMemcpyHostToDevice));
-  }
-  ~DevBuf() { cudaFree(p); }
-  DevBuf(const DevBuf&) = delete;
-  DevBuf& operator=(const DevBuf&) = delete;
-};
-
-std::vector<uint8_t> random_bf16(size_t n, std::mt19937& rng, float lo, float hi) {
-  std::uniform_real_distribution<float> d(lo, hi);
-  std::vector<uint8_t> b(n * 2);
-  for (size_t i = 0; i < n; ++i) {
-    const uint16_t h = kimi::f32_to_bf16(d(rng));
-    std::memcpy(&b[i * 2], &h, 2);
-  }
-  return b;
-}
-std::vector<uint8_t> random_f32(size_t n, std::mt19937& rng, float lo, float hi) {
-  std::uniform_real_distribution<float> d(lo, hi);
-  std::vector<uint8_t> b(n * 4);
-  for (size_t i = 0; i < n; ++i) {
-    const float f = d(rng);
-    std::memcpy(&b[i * 4], &f, 4);
-  }
-  return b;
-}
+using kimi::bench::DevBuf;
+using kimi::bench::kCopyBytesPerS;
+using kimi::bench::random_bf16;
+using kimi::bench::random_f32;
 
 // nseq sequences of T tokens each; varlen packs them into B = 1 with cu_seqlens (host i32, as the API takes it).
 void run(int nseq, int T, int H, bool varlen) {
