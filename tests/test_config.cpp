@@ -40,6 +40,15 @@ TEST(Config, KimiLinearTinyHasEverySwitchOff) {
   EXPECT_FLOAT_EQ(c.routed_scaling_factor, 2.446f);
 }
 
+TEST(Config, SituLinearBetaAbsentMeansIdentity) {
+  EXPECT_FLOAT_EQ(named_config("k3-tiny").situ_linear_beta, 25.f);  // SPEC 13 sets it
+  std::string j = config_to_json(named_config("k3-tiny"));
+  const size_t p = j.find("\"activation_situ_linear_beta\"");
+  ASSERT_NE(p, std::string::npos);
+  j.erase(p, j.find('\n', p) - p + 1);  // drop the field (and its line)
+  EXPECT_FLOAT_EQ(parse_config(j).situ_linear_beta, 0.f);  // identity on up (SPEC 7)
+}
+
 TEST(Config, JsonRoundTripKeepsEveryField) {
   for (const char* name : {"k3-tiny", "kimi-linear-tiny"}) {
     const Config a = named_config(name);

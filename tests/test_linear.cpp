@@ -218,3 +218,16 @@ TEST(LinearMxfp4, RejectsOddInputWidth) {
 }
 }  // namespace
 }  // namespace kimi
+
+namespace kimi {
+namespace {
+// The fused path reads x rows after writing y rows: an in-place or overlapping y is refused.
+TEST(Linear, RejectsOutputOverlappingInput) {
+  Tensor buf(DType::f32, {4, 16}), w(DType::f32, {16, 16});
+  const TensorView all = buf.view();
+  EXPECT_KIMI_ERROR(linear(all, Weight{w, {}}, all), "linear", "'y'", "disjoint from 'x'");
+  const TensorView x = all.slice(0, 0, 3), y = all.slice(0, 1, 4);  // rows 0-2 and 1-3 of one buffer
+  EXPECT_KIMI_ERROR(linear(x, Weight{w, {}}, y), "linear", "'y'", "disjoint from 'x'");
+}
+}  // namespace
+}  // namespace kimi

@@ -24,6 +24,13 @@ TEST(Norm, RejectsBadArguments) {
   EXPECT_KIMI_ERROR(add_rms_norm(x, y5, w, 1e-5f, y, y), "add_rms_norm", "'residual'");
 }
 
+TEST(Norm, RejectsNegativeExtents) {
+  Tensor x(DType::f32, {4, 8}), w(DType::f32, {8}), y(DType::f32, {4, 8});
+  TensorView bad = x.view();
+  bad.shape[0] = -4;
+  EXPECT_KIMI_ERROR(rms_norm(bad, w, 1e-5f, y), "rms_norm", "'x'", "non-negative sizes", "[-4, 8]");
+}
+
 TEST(Norm, EmptyRowsAreANoOp) {
   Tensor x(DType::f32, {0, 8}), w(DType::f32, {8}), y(DType::f32, {0, 8});
   EXPECT_NO_THROW(rms_norm(x, w, 1e-5f, y));

@@ -29,7 +29,10 @@ class TempDir {
 };
 
 // A raw safetensors file from a header string and n data bytes.
-void write_raw(const std::string& path, const std::string& header, size_t data_bytes, uint64_t claimed_len = ~0ull) {
+// The header is padded with spaces to a multiple of 8 bytes (as writers do) unless pad is false.
+void write_raw(const std::string& path, std::string header, size_t data_bytes, uint64_t claimed_len = ~0ull,
+               bool pad = true) {
+  if (pad) header.append((8 - header.size() % 8) % 8, ' ');
   std::ofstream out(path, std::ios::binary);
   const uint64_t n = claimed_len == ~0ull ? header.size() : claimed_len;
   for (int i = 0; i < 8; ++i) out.put(char(n >> (8 * i)));
@@ -78,8 +81,8 @@ TEST(Safetensors, RejectsMalformedHeaders) {
   TempDir d;
   const std::string p = d.file("bad.safetensors");
   auto expect_bad = [&](const std::string& header, size_t data, std::initializer_list<const char*> frags,
-                        uint64_t claimed = ~0ull) {
-    write_raw(p, header, data, claimed);
+                        uint64_t claimed = ~0ull, bool pad = true) {
+    write_raw(p, header, data, claimed, pad);
     try {
       SafetensorsFile f(p);
       ADD_FAILURE() << "accepted: " << header;
@@ -100,6 +103,11 @@ TEST(Safetensors, RejectsMalformedHeaders) {
   expect_bad(R"({"a":{"dtype":"F32","shape":[4],"data_offsets":[0,16]},"z":{"dtype":"F32","shape":[0],"data_offsets":[4,4]},"b":{"dtype":"F32","shape":[1],"data_offsets":[8,12]}})",
              16, {"overlap"});
   expect_bad(R"({"t":{"dtype":"F32","shape":[1]}})", 4, {"data_offsets"});
+  expect_bad(R"({"t":{"dtype":"U8","shape":[0,4611686018427387904,4611686018427387904],"data_offsets":[0,0]}})", 0,
+             {"'t'", "overflow"});  // empty, but its extents would overflow index math
+  // 2-byte elements at an odd file offset (an unpadded 55-byte header: data starts at 63)
+  expect_bad(R"({"t":{"dtype":"BF16","shape":[1],"data_offsets":[0,2]}})", 2, {"'t'", "not aligned"}, ~0ull, false);
+  expect_bad(R"({"t":{"dtype":"F32","shape":[1],"data_offsets":[2,6]}})", 6, {"'t'", "not aligned"});
   expect_bad(R"({"__metadata__":{"k":1}})", 0, {"__metadata__"});
 }
 

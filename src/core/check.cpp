@@ -22,6 +22,44 @@ void Checker::fail(const std::string& message) const { throw Error(op_ + ": " + 
 
 void Checker::present(std::string_view arg, const TensorView& t) const {
   if (!t.present()) fail(arg, "a tensor", "none (null data)");
+  if (t.ndim < 0 || t.ndim > kMaxDims) fail(arg, "0 to 6 dimensions", std::to_string(t.ndim));
+  for (int d = 0; d < t.ndim; ++d)
+    if (t.shape[d] < 0) fail(arg, "non-negative sizes", "shape " + t.shape_string());
+}
+
+namespace {
+// [first byte, one past the last byte] of a view with non-negative strides; {0, 0} when empty.
+std::pair<uintptr_t, uintptr_t> byte_span(const TensorView& t) {
+  if (!t.present() || t.numel() == 0) return {0, 0};
+  int64_t last = 0;
+  for (int d = 0; d < t.ndim; ++d) last += (t.shape[d] - 1) * t.strides[d];
+  const uintptr_t b = reinterpret_cast<uintptr_t>(t.data);
+  return {b, b + uintptr_t(last + 1) * t.element_size()};
+}
+}  // namespace
+
+bool Checker::overlaps(const TensorView& a, const TensorView& b) {
+  const auto [a0, a1] = byte_span(a);
+  const auto [b0, b1] = byte_span(b);
+  return a0 != a1 && b0 != b1 && a0 < b1 && b0 < a1;
+}
+
+void Checker::same_or_disjoint(std::string_view arg, const TensorView& t, std::string_view other_arg,
+                               const TensorView& other) const {
+  if (!overlaps(t, other)) return;
+  bool same = t.data == other.data && t.dtype == other.dtype && t.ndim == other.ndim;
+  for (int d = 0; same && d < t.ndim; ++d) same = t.shape[d] == other.shape[d] && t.strides[d] == other.strides[d];
+  if (!same)
+    fail(arg, "either exactly the view '" + std::string(other_arg) + "' (in place) or memory disjoint from it",
+         "a different view of overlapping memory (" + std::string(dtype_name(t.dtype)) + " " + t.shape_string() +
+             " vs " + std::string(dtype_name(other.dtype)) + " " + other.shape_string() + ")");
+}
+
+void Checker::disjoint(std::string_view arg, const TensorView& t, std::string_view other_arg,
+                       const TensorView& other) const {
+  if (overlaps(t, other))
+    fail(arg, "memory disjoint from '" + std::string(other_arg) + "' (the operator is not in place)",
+         "a view overlapping it");
 }
 
 void Checker::rank(std::string_view arg, const TensorView& t, int ndim) const {

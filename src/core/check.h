@@ -25,8 +25,18 @@ class Checker {
   [[noreturn]] void fail(std::string_view arg, const std::string& expected, const std::string& got) const;
   [[noreturn]] void fail(const std::string& message) const;
 
+  // Two views touch a common byte range (spans from the lowest to the highest addressed element;
+  // conservative for interleaved strided views). Absent or empty views overlap nothing.
+  static bool overlaps(const TensorView& a, const TensorView& b);
+  // `t` is either exactly the view `other` (same data, dtype, shape, strides: in place) or disjoint from it.
+  void same_or_disjoint(std::string_view arg, const TensorView& t, std::string_view other_arg,
+                        const TensorView& other) const;
+  // `t` shares no memory with `other` (an operator that reads `other` after writing `t`).
+  void disjoint(std::string_view arg, const TensorView& t, std::string_view other_arg, const TensorView& other) const;
+
   // present, with the given number of dimensions
   void rank(std::string_view arg, const TensorView& t, int ndim) const;
+  // present: data not null, 0 <= ndim <= 6, no negative extent.
   void present(std::string_view arg, const TensorView& t) const;
   void shape(std::string_view arg, const TensorView& t, std::initializer_list<int64_t> expected) const;
   void shape(std::string_view arg, const TensorView& t, const std::vector<int64_t>& expected) const;

@@ -49,6 +49,15 @@ ModelFiles open_model(const std::string& dir) {
     if (!ck.has(s.name)) throw Error("checkpoint " + dir + ": missing tensor '" + s.name + "' (required by config.json)");
     check_tensor(dir, s, ck.info(s.name));
     named.insert(s.name);
+    // SPEC 5: A_log may be stored padded (K3: fp32[128], first H meaningful); the tail must be zero.
+    if (s.name.size() >= 5 && s.name.compare(s.name.size() - 5, 5, "A_log") == 0) {
+      const TensorView a = ck.get(s.name);
+      for (int64_t i = cfg.kda_num_heads; i < a.numel(); ++i)
+        if (load_as_f32(a.data, a.dtype, i) != 0.f)
+          throw Error("checkpoint " + dir + ": tensor '" + s.name + "': expected zeros after the first " +
+                      std::to_string(cfg.kda_num_heads) + " (num_heads) entries, got " +
+                      std::to_string(load_as_f32(a.data, a.dtype, i)) + " at index " + std::to_string(i));
+    }
   }
   std::vector<std::string> unused;
   for (const std::string& n : ck.names())

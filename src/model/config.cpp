@@ -151,7 +151,7 @@ Config parse_config(std::string_view text, const std::string& source) {
     r.fail("hidden_act", "\"silu\" or \"situ\"", "\"" + act + "\"");
   }
   c.situ_beta = float(r.number("activation_situ_beta", 4.0));
-  c.situ_linear_beta = float(r.number("activation_situ_linear_beta", 25.0));
+  c.situ_linear_beta = float(r.number("activation_situ_linear_beta", 0.0));  // absent: identity on up (SPEC 7)
   if (c.hidden_act == Activation::situ && !(c.situ_beta > 0))
     r.fail("activation_situ_beta", "a positive number", std::to_string(c.situ_beta));
 
@@ -226,7 +226,7 @@ std::string config_to_json(const Config& c) {
             {"topk_group", 1}};
   if (c.hidden_act == Activation::situ) {
     t["activation_situ_beta"] = c.situ_beta;
-    t["activation_situ_linear_beta"] = c.situ_linear_beta;
+    if (c.situ_linear_beta > 0) t["activation_situ_linear_beta"] = c.situ_linear_beta;
   }
   if (c.routed_expert_hidden_size) {
     t["routed_expert_hidden_size"] = *c.routed_expert_hidden_size;

@@ -90,13 +90,14 @@ SafetensorsHeader parse_safetensors_header(std::span<const uint8_t> file, uint64
     t.name = name;
     t.dtype = parse_dtype(v["dtype"].get<std::string>(), path, name);
     if (v["shape"].size() > size_t(kMaxDims)) fail(path, where + ": more than 6 dimensions");
-    uint64_t count = 1;
+    uint64_t count = 1, nonzero = 1;  // nonzero: product of the non-zero extents (bounds index math)
     for (const json& d : v["shape"]) {
       if (!d.is_number_unsigned()) fail(path, where + ": shape entries must be non-negative integers");
       const uint64_t s = d.get<uint64_t>();
-      if (s > uint64_t(std::numeric_limits<int64_t>::max()) || (s && count > std::numeric_limits<uint64_t>::max() / s))
-        fail(path, where + ": shape overflows");
+      constexpr uint64_t kMax = uint64_t(std::numeric_limits<int64_t>::max());
+      if (s > kMax || (s && nonzero > kMax / s)) fail(path, where + ": shape overflows");
       count *= s;
+      if (s) nonzero *= s;
       t.shape.push_back(int64_t(s));
     }
     const json& off = v["data_offsets"];
@@ -111,6 +112,9 @@ SafetensorsHeader parse_safetensors_header(std::span<const uint8_t> file, uint64
     if (e - b != count * es)
       fail(path, where + ": expected " + std::to_string(count * es) + " bytes for shape and dtype, data_offsets span " + std::to_string(e - b));
     t.begin = 8 + n + b;
+    if (e != b && t.begin % es != 0)
+      fail(path, where + ": data at file offset " + std::to_string(t.begin) + " is not aligned to its " +
+                     std::to_string(es) + "-byte elements");
     t.nbytes = e - b;
     out.tensors.push_back(std::move(t));
   }
@@ -247,10 +251,18 @@ uint64_t Checkpoint::total_bytes() const {
 
 void write_safetensors(const std::string& path, std::span<const TensorToWrite> tensors,
                        const std::map<std::string, std::string>& metadata) {
+  // Data in order of element size, largest first (stable): with the header padded to 8 bytes every
+  // tensor then starts aligned to its elements, as the safetensors library lays files out.
+  std::vector<const TensorToWrite*> order;
+  for (const TensorToWrite& t : tensors) order.push_back(&t);
+  std::stable_sort(order.begin(), order.end(), [](const TensorToWrite* a, const TensorToWrite* b) {
+    return a->data.element_size() > b->data.element_size();
+  });
   json h = json::object();
   if (!metadata.empty()) h["__metadata__"] = metadata;
   uint64_t off = 0;
-  for (const TensorToWrite& t : tensors) {
+  for (const TensorToWrite* tp : order) {
+    const TensorToWrite& t = *tp;
     if (!t.data.is_contiguous() || t.data.device.type != DeviceType::cpu)
       throw Error("write_safetensors: tensor '" + t.name + "' must be a contiguous CPU tensor");
     const uint64_t nb = uint64_t(t.data.numel()) * t.data.element_size();
@@ -267,8 +279,8 @@ void write_safetensors(const std::string& path, std::span<const TensorToWrite> t
   for (int i = 0; i < 8; ++i) len[i] = uint8_t(uint64_t(text.size()) >> (8 * i));
   out.write(reinterpret_cast<const char*>(len), 8);
   out.write(text.data(), std::streamsize(text.size()));
-  for (const TensorToWrite& t : tensors)
-    out.write(static_cast<const char*>(t.data.data), std::streamsize(uint64_t(t.data.numel()) * t.data.element_size()));
+  for (const TensorToWrite* t : order)
+    out.write(static_cast<const char*>(t->data.data), std::streamsize(uint64_t(t->data.numel()) * t->data.element_size()));
   if (!out) throw Error("write_safetensors: write to " + path + " failed");
 }
 

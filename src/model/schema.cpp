@@ -1,6 +1,8 @@
 // Implementation of kimi/model/schema.h: the SPEC 11 tensor list.
 #include "kimi/model/schema.h"
 
+#include "kimi/error.h"
+
 namespace kimi::model {
 
 std::string tensor_prefix(const Config& c) { return c.k3_wrapper ? "language_model.model." : "model."; }
@@ -85,6 +87,9 @@ std::vector<TensorSpec> checkpoint_schema(const Config& c, const SchemaOptions& 
         add(M + "shared_experts.up_proj.weight", {si, d}, TensorRole::weight, i);
         add(M + "shared_experts.down_proj.weight", {d, si}, TensorRole::weight, i);
       }
+      if (opt.mxfp4_experts && (dl % 32 != 0 || I % 32 != 0))
+        throw Error("checkpoint_schema: MXFP4 routed experts need the expert widths divisible by 32, got latent " +
+                    std::to_string(dl) + " and moe_intermediate_size " + std::to_string(I));
       for (int64_t e = 0; e < E; ++e) {
         const std::string X = M + "experts." + std::to_string(e) + ".";
         const std::pair<const char*, std::pair<int64_t, int64_t>> ws[] = {{"w1", {I, dl}}, {"w3", {I, dl}}, {"w2", {dl, I}}};

@@ -42,23 +42,6 @@ void check_cache(const check::Checker& c, const char* name, const TensorView& t,
   c.no_negative_strides(name, t);
 }
 
-// Two views that share a data pointer must be the same view (exact aliasing); anything else is a
-// partial overlap the operator cannot honour.
-void check_alias(const check::Checker& c, const char* name, const TensorView& t, const char* other_name,
-                 const TensorView& other) {
-  if (!t.present() || !other.present() || t.data != other.data) return;
-  bool same = t.dtype == other.dtype && t.ndim == other.ndim;
-  for (int d = 0; same && d < t.ndim; ++d) same = t.shape[d] == other.shape[d] && t.strides[d] == other.strides[d];
-  if (!same)
-    c.fail(name, std::string("either exactly the view '") + other_name + "' (in place) or memory disjoint from it",
-           "a different view of the same data (dtype " + std::string(dtype_name(t.dtype)) + ", shape " +
-               t.shape_string() + " vs " + std::string(dtype_name(other.dtype)) + " " + other.shape_string() + ")");
-}
-// y is written while x is still being read (chunk histories, the cache hand-off): no in-place conv.
-void check_disjoint_start(const check::Checker& c, const TensorView& y, const TensorView& x) {
-  if (y.present() && x.present() && y.data == x.data)
-    c.fail("y", "memory disjoint from 'x' (the convolution is not in place)", "the same data pointer as 'x'");
-}
 }  // namespace
 
 void short_conv_fwd(TensorView x, TensorView w, TensorView cache_in, TensorView cache_out, TensorView cu_seqlens,
@@ -71,7 +54,7 @@ void short_conv_fwd(TensorView x, TensorView w, TensorView cache_in, TensorView 
   c.shape("y", y, dims(x));
   c.float_dtype("y", y);
   c.inner_contiguous("y", y);
-  check_disjoint_start(c, y, x);
+  c.disjoint("y", y, "x", x);  // y is written while x is still read (chunk histories)
   const int64_t width = check_conv_weight(c, w, channels);
   if (act != ConvActivation::none && act != ConvActivation::silu)
     c.fail("act", "ConvActivation::none or ConvActivation::silu", std::to_string(int(act)));
@@ -89,7 +72,7 @@ void short_conv_fwd(TensorView x, TensorView w, TensorView cache_in, TensorView 
   const int64_t nseq = int64_t(offsets.size()) - 1;
   if (cache_in.present()) check_cache(c, "cache_in", cache_in, nseq, channels, width);
   if (cache_out.present()) check_cache(c, "cache_out", cache_out, nseq, channels, width);
-  check_alias(c, "cache_out", cache_out, "cache_in", cache_in);
+  c.same_or_disjoint("cache_out", cache_out, "cache_in", cache_in);
   const Device dev = c.same_device({{"x", &x},
                                     {"w", &w},
                                     {"cache_in", &cache_in},
@@ -116,7 +99,7 @@ void short_conv_update(TensorView x, TensorView w, TensorView cache, TensorView 
   c.shape("y", y, dims(x));
   c.float_dtype("y", y);
   c.inner_contiguous("y", y);
-  check_disjoint_start(c, y, x);
+  c.disjoint("y", y, "x", x);  // y is written while x is still read (chunk histories)
   const int64_t width = check_conv_weight(c, w, channels);
   if (act != ConvActivation::none && act != ConvActivation::silu)
     c.fail("act", "ConvActivation::none or ConvActivation::silu", std::to_string(int(act)));

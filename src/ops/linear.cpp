@@ -42,6 +42,7 @@ void linear(TensorView x, const Weight& w, TensorView y, float beta, const Conte
   if (y.size(0) > 1 && y.stride(0) < y.size(1))
     c.fail("y", "non-overlapping rows (stride(0) >= " + std::to_string(y.size(1)) + ")",
            "stride(0) " + std::to_string(y.stride(0)));
+  c.disjoint("y", y, "x", x);  // the fused path reads x rows after writing y rows
   if (beta != 0.f && beta != 1.f) c.fail("beta", "0 or 1", std::to_string(beta));
   const Device dev = c.same_device({{"x", &x}, {"w.w", &w.w}, {"w.scale", &w.scale}, {"y", &y}});
   dispatch_cpu_only(c, dev, [&] { cpu::linear(x, w, y, beta, ctx); });

@@ -135,7 +135,7 @@ void mla_cache_write(TensorView latent, TensorView k_pe, TensorView cache, Tenso
   const std::vector<int64_t> st = host_index(c, "start", start, N);
   for (int64_t n = 0; n < N; ++n) {
     const int64_t s = st[size_t(n)];
-    if (s < 0 || s + T > L)
+    if (s < 0 || T > L || s > L - T)  // no s + T: it can overflow for i64 starts
       c.fail("start", "0 <= start[n] and start[n] + T <= L = " + to_string(L) + " (T = " + to_string(T) + ")",
              "start[" + to_string(n) + "] = " + to_string(s));
   }

@@ -41,11 +41,11 @@ void Compare::values(const std::string& name, const std::vector<double>& got, co
   const double e = rel_err(got, ref);
   if (!all_finite(got)) {
     result_.finite = false;
-    result_.detail += name + " has NaN/Inf; ";
+    nonfinite_ += (nonfinite_.empty() ? "" : ", ") + name + " has NaN/Inf";
   }
   if (!(e <= result_.err)) {  // NaN-safe max
     result_.err = e;
-    result_.detail = "worst: " + name;
+    worst_ = name;
   }
 }
 

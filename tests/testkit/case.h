@@ -61,11 +61,14 @@ class Compare {
   void values(const std::string& name, const std::vector<double>& got, const std::vector<double>& ref);
   Result result(double ms) {
     result_.ms = ms;
-    return result_;
+    Result r = result_;
+    r.detail = worst_.empty() ? nonfinite_ : "worst: " + worst_ + (nonfinite_.empty() ? "" : "; " + nonfinite_);
+    return r;
   }
 
  private:
   Result result_;
+  std::string worst_, nonfinite_;  // the output with the largest error; outputs with NaN/Inf
 };
 
 // Runs fn once (Scale::test) or warm-up + median of several runs (Scale::check); returns ms.

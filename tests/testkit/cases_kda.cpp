@@ -273,7 +273,8 @@ void add_kda_cases(CaseList& list, Scale scale) {
     Cfg d3{2, 1, 3, 128, 128, {}};
     d3.gate = Gate::softplus, d3.beta_sigmoid = d3.l2 = d3.h0 = true, d3.o_pad = 3;
     cfgs.push_back(d3);
-    d3.alias = true;
+    d3.alias = true;  // the same case with final_state aliasing initial_state, kv layout
+    cfgs.push_back(d3);
     Cfg d4 = d3;
     d4.vk = true, d4.gate = Gate::bounded;
     cfgs.push_back(d4);

@@ -36,7 +36,7 @@ struct Config {
   float mla_norm_eps = 1e-6f;                 // q_a_layernorm / kv_a_layernorm (SPEC 3)
   // FFN
   Activation hidden_act = Activation::silu;
-  float situ_beta = 4.f, situ_linear_beta = 25.f;
+  float situ_beta = 4.f, situ_linear_beta = 0.f;  // lbeta <= 0 (field absent): identity on up
   int64_t intermediate_size = 0, first_k_dense_replace = 0, moe_layer_freq = 1;
   int64_t num_experts = 0, num_experts_per_token = 0, num_shared_experts = 0, moe_intermediate_size = 0;
   std::optional<int64_t> routed_expert_hidden_size;  // latent MoE width (K3)

@@ -21,7 +21,7 @@ struct Weight {
 };
 
 // x: [M, in] (rows any stride, last dim stride 1); y: [M, out] (rows must not overlap: row stride >= out
-// when M > 1); weight rows any stride, last dim stride 1. fp32 accumulate.
+// when M > 1; y shares no memory with x); weight rows any stride, last dim stride 1. fp32 accumulate.
 // beta = 0: y = x W^T (y is never read: NaN in y does not leak); beta = 1: y += x W^T (accumulate into
 // y, used for sums of experts). in = 0 gives y = 0 (beta 0) or leaves y unchanged (beta 1).
 void linear(TensorView x, const Weight& w, TensorView y, float beta = 0.f, const Context& ctx = {});
