@@ -223,7 +223,12 @@ std::string config_to_json(const Config& c) {
             {"moe_router_activation_func", "sigmoid"},
             {"routed_scaling_factor", c.routed_scaling_factor},
             {"num_expert_group", 1},
-            {"topk_group", 1}};
+            {"topk_group", 1},
+            // NOTE: transformers defaults absent token ids to Kimi's real ones (163839 ...), which break an
+            // embedding of a tiny vocabulary (padding_idx out of range): say "none" explicitly.
+            {"pad_token_id", nullptr},
+            {"bos_token_id", nullptr},
+            {"eos_token_id", nullptr}};
   if (c.hidden_act == Activation::situ) {
     t["activation_situ_beta"] = c.situ_beta;
     if (c.situ_linear_beta > 0) t["activation_situ_linear_beta"] = c.situ_linear_beta;
