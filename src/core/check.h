@@ -44,6 +44,12 @@ class Checker {
   void float_dtype(std::string_view arg, const TensorView& t) const { dtype(arg, t, {DType::f32, DType::bf16, DType::f16}); }
   void device(std::string_view arg, const TensorView& t, Device d) const;
   void inner_contiguous(std::string_view arg, const TensorView& t) const;  // last dim stride 1
+  // An activation: the given shape (kAny: free), f32/bf16/f16, stride 1 in the last dimension.
+  void activation(std::string_view arg, const TensorView& t, const std::vector<int64_t>& expected) const {
+    shape(arg, t, expected);
+    float_dtype(arg, t);
+    inner_contiguous(arg, t);
+  }
   void contiguous(std::string_view arg, const TensorView& t) const;
   void no_negative_strides(std::string_view arg, const TensorView& t) const;
   // Every present tensor on one device; returns it.

@@ -48,12 +48,9 @@ void short_conv_fwd(TensorView x, TensorView w, TensorView cache_in, TensorView 
                     ConvActivation act, TensorView y, const Context& ctx) {
   check::Checker c("short_conv_fwd");
   c.rank("x", x, 3);
-  c.float_dtype("x", x);
-  c.inner_contiguous("x", x);
+  c.activation("x", x, dims(x));
   const int64_t channels = x.size(2);
-  c.shape("y", y, dims(x));
-  c.float_dtype("y", y);
-  c.inner_contiguous("y", y);
+  c.activation("y", y, dims(x));
   c.disjoint("y", y, "x", x);  // y is written while x is still read (chunk histories)
   const int64_t width = check_conv_weight(c, w, channels);
   if (act != ConvActivation::none && act != ConvActivation::silu)
@@ -93,12 +90,9 @@ void short_conv_update(TensorView x, TensorView w, TensorView cache, TensorView 
                        TensorView y, const Context& ctx) {
   check::Checker c("short_conv_update");
   c.rank("x", x, 2);
-  c.float_dtype("x", x);
-  c.inner_contiguous("x", x);
+  c.activation("x", x, dims(x));
   const int64_t n = x.size(0), channels = x.size(1);
-  c.shape("y", y, dims(x));
-  c.float_dtype("y", y);
-  c.inner_contiguous("y", y);
+  c.activation("y", y, dims(x));
   c.disjoint("y", y, "x", x);  // y is written while x is still read (chunk histories)
   const int64_t width = check_conv_weight(c, w, channels);
   if (act != ConvActivation::none && act != ConvActivation::silu)

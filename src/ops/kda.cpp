@@ -24,13 +24,6 @@ std::string str(int64_t v) {
   return std::to_string(v);
 }
 
-// A float activation with the given shape (kAny: free) and stride 1 in its last dimension.
-void check_act(const check::Checker& c, const char* name, const TensorView& t,
-               const std::vector<int64_t>& shape) {
-  c.shape(name, t, shape);
-  c.float_dtype(name, t);
-  c.inner_contiguous(name, t);
-}
 
 // A_log f32 [H], dt_bias f32 [H*K] or [H, K] (contiguous).
 void check_gate(const check::Checker& c, const KdaGate& gate, int64_t H, int64_t K) {
@@ -58,18 +51,18 @@ cpu::KdaDims check_args(const check::Checker& c, const KdaArgs& a) {
   if (K < 1 || K > kMaxHeadDim)
     c.fail("q", "head dim K = shape[3] in [1, " + str(kMaxHeadDim) + "]",
            str(K) + " (shape " + a.q.shape_string() + ")");
-  check_act(c, "k", a.k, {B, T, H, K});
+  c.activation("k", a.k, {B, T, H, K});
   c.rank("v", a.v, 4);
-  check_act(c, "v", a.v, {B, T, H, kAny});
+  c.activation("v", a.v, {B, T, H, kAny});
   const int64_t V = a.v.size(3);
   if (V < 1 || V > kMaxHeadDim)
     c.fail("v", "value head dim V = shape[3] in [1, " + str(kMaxHeadDim) + "]",
            str(V) + " (shape " + a.v.shape_string() + ")");
-  check_act(c, "g", a.g, {B, T, H, K});
+  c.activation("g", a.g, {B, T, H, K});
   c.shape("beta", a.beta, {B, T, H});
   c.float_dtype("beta", a.beta);
   c.no_negative_strides("beta", a.beta);
-  check_act(c, "o", a.o, {B, T, H, V});
+  c.activation("o", a.o, {B, T, H, V});
   if (a.gate) check_gate(c, *a.gate, H, K);
   if (a.scale && !std::isfinite(*a.scale)) c.fail("scale", "a finite value", std::to_string(*a.scale));
 
@@ -127,7 +120,7 @@ void kda_gate(TensorView f, const KdaGate& gate, TensorView g, const Context& ct
   c.float_dtype("f", f);
   c.inner_contiguous("f", f);
   const int64_t H = f.size(-2), K = f.size(-1);
-  check_act(c, "g", g, dims(f));
+  c.activation("g", g, dims(f));
   check_gate(c, gate, H, K);
   const Device dev =
       c.same_device({{"f", &f}, {"gate.A_log", &gate.A_log}, {"gate.dt_bias", &gate.dt_bias}, {"g", &g}});
@@ -140,7 +133,7 @@ void kda_beta(TensorView b, TensorView beta, const Context& ctx) {
   if (b.ndim < 1) c.fail("b", "at least 1 dimension [..., H]", "0");
   c.float_dtype("b", b);
   c.inner_contiguous("b", b);
-  check_act(c, "beta", beta, dims(b));
+  c.activation("beta", beta, dims(b));
   const Device dev = c.same_device({{"b", &b}, {"beta", &beta}});
   dispatch_cpu_only(c, dev, [&] { cpu::kda_beta(b, beta, ctx); });
 }
