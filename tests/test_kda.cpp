@@ -245,6 +245,47 @@ TEST(Kda, FinalStateMayAliasInitialState) {
   }
 }
 
+// state_slots: sequence n reads and writes pool row slots[n] (in place); the other pool rows are untouched;
+// o and the states equal an unpooled run on the gathered rows. Both forms, both layouts (pool rows hold
+// the layout's bytes, so gathering is layout-blind).
+TEST(Kda, StateSlotsIndexAPool) {
+  const Problem p(1, 0, 2, 16, 8, {9, 1, 30}, 71);
+  const int64_t pool_rows = 5, row = p.H * p.K * p.V;
+  const int32_t slot[3] = {4, 0, 2};
+  Tensor slots(DType::i32, {3});
+  std::memcpy(slots.data(), slot, sizeof slot);
+  for (StateLayout layout : {StateLayout::kv, StateLayout::vk}) {
+    for (bool chunk : {false, true}) {
+      const std::vector<int64_t> pshape = layout == StateLayout::kv ? std::vector<int64_t>{pool_rows, p.H, p.K, p.V}
+                                                                    : std::vector<int64_t>{pool_rows, p.H, p.V, p.K};
+      Tensor pool(DType::f32, pshape), h0(DType::f32, {p.N, pshape[1], pshape[2], pshape[3]});
+      std::mt19937_64 rng(5);
+      fill(pool, rng, -1, 1);
+      const std::vector<float> before = values(pool);
+      for (int64_t n = 0; n < p.N; ++n)
+        std::memcpy(h0.data_as<float>() + n * row, pool.data_as<float>() + slot[n] * row, size_t(row) * 4);
+      Out ref(p), got(p);
+      KdaArgs r = p.args(ref.o, {}), a = p.args(got.o, pool);
+      r.state_layout = a.state_layout = layout;
+      r.initial_state = h0, r.final_state = h0;  // in place, unpooled
+      a.initial_state = pool, a.state_slots = slots;
+      chunk ? kda_chunk_fwd(r) : kda_recurrent_fwd(r);
+      chunk ? kda_chunk_fwd(a) : kda_recurrent_fwd(a);
+      EXPECT_EQ(values(got.o), values(ref.o));
+      const std::vector<float> after = values(pool), h = values(h0);
+      for (int64_t m = 0; m < pool_rows; ++m) {
+        int64_t n = -1;
+        for (int64_t i = 0; i < p.N; ++i)
+          if (slot[i] == m) n = i;
+        for (int64_t e = 0; e < row; ++e) {
+          const float want = n < 0 ? before[size_t(m * row + e)] : h[size_t(n * row + e)];
+          ASSERT_EQ(after[size_t(m * row + e)], want) << "pool row " << m << " element " << e;
+        }
+      }
+    }
+  }
+}
+
 TEST(Kda, ZeroLengthSequencesKeepTheirState) {
   const Problem p(1, 0, 2, 8, 8, {0, 5, 0}, 61);
   for (bool chunk : {false, true}) {
@@ -314,6 +355,16 @@ TEST(Kda, RejectsBadArguments) {
          a.final_state = TensorView(static_cast<float*>(p.h0.data()) + 3, DType::f32, {2, 2, 8, 8});
        }),
        "'final_state'", "overlap");
+  // state_slots: into a pool of 3 rows (h0bad), distinct, in range, with a state to index
+  Tensor sl(DType::i32, {2});
+  auto slots_with = [&](int32_t s0, int32_t s1) {
+    sl.data_as<int32_t>()[0] = s0, sl.data_as<int32_t>()[1] = s1;
+    return with([&](KdaArgs& a) { a.initial_state = h0bad, a.final_state = {}, a.state_slots = sl; });
+  };
+  both(slots_with(0, 3), "'state_slots'", "[0, 3)", "state_slots[1] = 3");
+  both(slots_with(2, 2), "'state_slots'", "distinct", "state_slots[0] = state_slots[1] = 2");
+  both(with([&](KdaArgs& a) { a.initial_state = {}, a.final_state = {}, a.state_slots = sl; }), "'state_slots'",
+       "absent when neither");
   // cu_seqlens
   Tensor cu(DType::i64, {3});
   auto cu_with = [&](std::initializer_list<int64_t> off) {

@@ -212,8 +212,8 @@ TEST(Mla, CacheWriteRejectsBadArguments) {
   EXPECT_KIMI_ERROR(mla_cache_write(in.latent, in.k_pe, cache, s0, ints({0, 3})), "'slots'", "[0, 3)", "slots[1] = 3");
   EXPECT_KIMI_ERROR(mla_cache_write(in.latent, in.k_pe, cache, s0, ints({-2, 0})), "'slots'", "[0, 3)", "slots[0] = -2");
   EXPECT_KIMI_ERROR(mla_cache_write(in.latent, in.k_pe, cache, s0, ints({2, 2})), "'slots'", "distinct",
-                    "slots[1] = slots[0] = 2");
-  EXPECT_KIMI_ERROR(mla_cache_write(in.latent, in.k_pe, cache1, s0, {}), "'cache'", "at least N = 2 rows", "Nc = 1");
+                    "slots[0] = slots[1] = 2");
+  EXPECT_KIMI_ERROR(mla_cache_write(in.latent, in.k_pe, cache1, s0, {}), "'cache'", "at least N = 2 rows", "shape[0] = 1");
   TensorView sg = s0.view();
   sg.device = Device::cuda(0);
   EXPECT_KIMI_ERROR(mla_cache_write(in.latent, in.k_pe, cache, sg, {}), "'start'", "host", "cuda:0");
@@ -242,7 +242,7 @@ TEST(Mla, DecodeRejectsBadArguments) {
   EXPECT_KIMI_ERROR(mla_decode(q, cache, lens, {}, wd, {}, {}, o3), "'o'", "[2, 4, ?]", "[2, 3, 32]");
   EXPECT_KIMI_ERROR(mla_decode(q, cache, lens, {}, wd, g, {}, o), "'gate'", "[2, 128]", "[2, 64]");
   EXPECT_KIMI_ERROR(mla_decode(q, cache.view().slice(0, 0, 1), lens, {}, wd, {}, {}, o), "'cache'", "at least N = 2",
-                    "Nc = 1");
+                    "shape[0] = 1");
   TensorView lg = lens.view();
   lg.device = Device::cuda(0);
   EXPECT_KIMI_ERROR(mla_decode(q, cache, lg, {}, wd, {}, {}, o), "'lens'", "host", "cuda:0");

@@ -144,6 +144,44 @@ std::vector<int64_t> Checker::cu_seqlens(std::string_view arg, const TensorView&
   return off;
 }
 
+std::vector<int64_t> Checker::host_index(std::string_view arg, const TensorView& t, int64_t n) const {
+  rank(arg, t, 1);
+  dtype(arg, t, {DType::i32, DType::i64});
+  shape(arg, t, {n});
+  if (t.device.type != DeviceType::cpu) fail(arg, "an index tensor readable on the host (device cpu)", to_string(t.device));
+  no_negative_strides(arg, t);
+  std::vector<int64_t> v(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) v[size_t(i)] = load_index(t, i);
+  return v;
+}
+
+std::vector<int64_t> Checker::slots(std::string_view arg, const TensorView& t, int64_t n, std::string_view pool_arg,
+                                    int64_t pool, bool distinct) const {
+  std::vector<int64_t> s;
+  if (!t.present()) {
+    if (n > pool)
+      fail(pool_arg, "at least N = " + std::to_string(n) + " rows in dimension 0 (no '" + std::string(arg) + "' given)",
+           "shape[0] = " + std::to_string(pool));
+    for (int64_t i = 0; i < n; ++i) s.push_back(i);
+    return s;
+  }
+  s = host_index(arg, t, n);
+  std::vector<int64_t> owner(distinct ? static_cast<size_t>(pool) : 0, -1);
+  const std::string a(arg);
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t v = s[size_t(i)];
+    if (v < 0 || v >= pool)
+      fail(arg, "values in [0, " + std::to_string(pool) + ") (rows of '" + std::string(pool_arg) + "')",
+           a + "[" + std::to_string(i) + "] = " + std::to_string(v));
+    if (!distinct) continue;
+    if (owner[size_t(v)] >= 0)
+      fail(arg, "distinct rows (each row of '" + std::string(pool_arg) + "' written once)",
+           a + "[" + std::to_string(owner[size_t(v)]) + "] = " + a + "[" + std::to_string(i) + "] = " + std::to_string(v));
+    owner[size_t(v)] = i;
+  }
+  return s;
+}
+
 void Checker::range(std::string_view arg, int64_t value, int64_t lo, int64_t hi) const {
   if (value < lo || value > hi)
     fail(arg, "a value in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]", std::to_string(value));

@@ -56,6 +56,12 @@ class Checker {
   Device same_device(std::initializer_list<std::pair<std::string_view, const TensorView*>> ts) const;
   // cu_seqlens: i32/i64 [N+1], starts at 0, non-decreasing, ends at total. Returns the offsets.
   std::vector<int64_t> cu_seqlens(std::string_view arg, const TensorView& t, int64_t total) const;
+  // An index tensor i32/i64 [n] readable on the host; returns its values.
+  std::vector<int64_t> host_index(std::string_view arg, const TensorView& t, int64_t n) const;
+  // Row slots into a pool of `pool` rows (the pool tensor is named `pool_arg`): i32/i64 [n] on the host,
+  // each in [0, pool), pairwise distinct when `distinct` (rows written). Absent: rows 0..n-1 (n <= pool).
+  std::vector<int64_t> slots(std::string_view arg, const TensorView& t, int64_t n, std::string_view pool_arg,
+                             int64_t pool, bool distinct) const;
   // A positive / in-range integer parameter.
   void range(std::string_view arg, int64_t value, int64_t lo, int64_t hi) const;
 

@@ -314,7 +314,7 @@ void load_state(const KdaArgs& a, const KdaDims& d, int64_t n, int64_t h, float*
     std::fill(S, S + K * V, 0.f);
     return;
   }
-  const float* p = static_cast<const float*>(a.initial_state.data) + (n * d.H + h) * K * V;
+  const float* p = static_cast<const float*>(a.initial_state.data) + (d.state_rows[size_t(n)] * d.H + h) * K * V;
   if (a.state_layout == StateLayout::kv) {
     std::memcpy(S, p, size_t(K * V) * sizeof(float));
   } else {
@@ -326,7 +326,7 @@ void load_state(const KdaArgs& a, const KdaDims& d, int64_t n, int64_t h, float*
 void store_state(const KdaArgs& a, const KdaDims& d, int64_t n, int64_t h, const float* S) {
   if (!a.final_state.present()) return;
   const int64_t K = d.K, V = d.V;
-  float* p = static_cast<float*>(a.final_state.data) + (n * d.H + h) * K * V;
+  float* p = static_cast<float*>(a.final_state.data) + (d.state_rows[size_t(n)] * d.H + h) * K * V;
   if (a.state_layout == StateLayout::kv) {
     std::memcpy(p, S, size_t(K * V) * sizeof(float));
   } else {

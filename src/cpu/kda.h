@@ -15,11 +15,13 @@ struct KdaSeq {
   int64_t b, t0, len;
 };
 
-// Sizes resolved by the validation: N = seqs.size() (state rows), scale already defaulted.
+// Sizes resolved by the validation: N = seqs.size(), scale already defaulted; sequence n's state is
+// row state_rows[n] of initial_state / final_state (n itself without state_slots).
 struct KdaDims {
   int64_t B, T, H, K, V;
   float scale;
   std::vector<KdaSeq> seqs;
+  std::vector<int64_t> state_rows;
 };
 
 void kda_gate(TensorView f, const KdaGate& gate, TensorView g, const Context& ctx);

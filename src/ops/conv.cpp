@@ -99,30 +99,8 @@ void short_conv_update(TensorView x, TensorView w, TensorView cache, TensorView 
     c.fail("act", "ConvActivation::none or ConvActivation::silu", std::to_string(int(act)));
   if (width > 1 || cache.present()) check_cache(c, "cache", cache, cache_slots.present() ? kAny : n, channels, width);
 
-  std::vector<int64_t> rows(static_cast<size_t>(n));
-  if (cache_slots.present()) {
-    c.shape("cache_slots", cache_slots, {n});
-    c.dtype("cache_slots", cache_slots, {DType::i32, DType::i64});
-    c.no_negative_strides("cache_slots", cache_slots);
-    if (cache_slots.device.type != DeviceType::cpu)
-      c.fail("cache_slots", "slots readable on the host (device cpu)", to_string(cache_slots.device));
-    const int64_t pool = cache.present() ? cache.size(0) : 0;
-    std::vector<int64_t> owner(static_cast<size_t>(pool), -1);
-    for (int64_t i = 0; i < n; ++i) {
-      const int64_t s = check::load_index(cache_slots, i);
-      if (s < 0 || s >= pool)
-        c.fail("cache_slots", "slots in [0, " + std::to_string(pool) + ") (cache rows)",
-               "cache_slots[" + std::to_string(i) + "] = " + std::to_string(s));
-      if (owner[size_t(s)] >= 0)
-        c.fail("cache_slots", "distinct slots (each cache row updated once)",
-               "cache_slots[" + std::to_string(owner[size_t(s)]) + "] = cache_slots[" + std::to_string(i) +
-                   "] = " + std::to_string(s));
-      owner[size_t(s)] = i;
-      rows[size_t(i)] = s;
-    }
-  } else {
-    for (int64_t i = 0; i < n; ++i) rows[size_t(i)] = i;
-  }
+  // Without a cache (W = 1) the rows are unused; with one, slots index it (absent: rows 0..n-1).
+  const std::vector<int64_t> rows = c.slots("cache_slots", cache_slots, n, "cache", cache.present() ? cache.size(0) : n, true);
   const Device dev =
       c.same_device({{"x", &x}, {"w", &w}, {"cache", &cache}, {"y", &y}});  // slots: read on the host
   dispatch_cpu_only(c, dev, [&] {

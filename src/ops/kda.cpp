@@ -81,7 +81,7 @@ cpu::KdaDims check_args(const check::Checker& c, const KdaArgs& a) {
                                     {"final_state", &a.final_state}});
   (void)dev;
 
-  cpu::KdaDims d{B, T, H, K, V, a.scale ? *a.scale : float(1.0 / std::sqrt(double(K))), {}};
+  cpu::KdaDims d{B, T, H, K, V, a.scale ? *a.scale : float(1.0 / std::sqrt(double(K))), {}, {}};
   if (a.cu_seqlens.present()) {
     if (B != 1) c.fail("cu_seqlens", "batch size 1 (q.shape[0]) with cu_seqlens", "q.shape[0] = " + str(B));
     const std::vector<int64_t> off = c.cu_seqlens("cu_seqlens", a.cu_seqlens, T);
@@ -90,8 +90,15 @@ cpu::KdaDims check_args(const check::Checker& c, const KdaArgs& a) {
     for (int64_t b = 0; b < B; ++b) d.seqs.push_back({b, 0, T});
   }
   const int64_t N = int64_t(d.seqs.size());
+  // State rows: N, or the pool size with state_slots (both states the same pool size).
+  int64_t rows = N;
+  if (a.state_slots.present()) {
+    const TensorView& s0 = a.initial_state.present() ? a.initial_state : a.final_state;
+    if (!s0.present()) c.fail("state_slots", "absent when neither initial_state nor final_state is given", "present");
+    rows = s0.ndim == 4 ? s0.size(0) : 0;
+  }
   const bool kv = a.state_layout == StateLayout::kv;
-  const std::vector<int64_t> st = kv ? std::vector<int64_t>{N, H, K, V} : std::vector<int64_t>{N, H, V, K};
+  const std::vector<int64_t> st = kv ? std::vector<int64_t>{rows, H, K, V} : std::vector<int64_t>{rows, H, V, K};
   const std::string lay = kv ? " (layout kv [N, H, K, V])" : " (layout vk [N, H, V, K])";
   for (const auto& [name, t] : {std::pair<const char*, const TensorView*>{"initial_state", &a.initial_state},
                                 {"final_state", &a.final_state}}) {
@@ -101,14 +108,20 @@ cpu::KdaDims check_args(const check::Checker& c, const KdaArgs& a) {
     c.dtype(name, *t, {DType::f32});
     c.contiguous(name, *t);
   }
+  d.state_rows = c.slots("state_slots", a.state_slots, N, "initial_state", rows, true);
   if (a.initial_state.present() && a.final_state.present() && a.initial_state.data != a.final_state.data) {
     const char* i0 = static_cast<const char*>(a.initial_state.data);
     const char* f0 = static_cast<const char*>(a.final_state.data);
-    const int64_t bytes = N * H * K * V * 4;
+    const int64_t bytes = rows * H * K * V * 4;
     if (i0 < f0 + bytes && f0 < i0 + bytes)
       c.fail("final_state", "the same memory as initial_state or no overlap with it", "a partial overlap");
   }
   return d;
+}
+
+// The CUDA kernels index states by sequence; slots there are future work (issue 3's fused decode step).
+[[maybe_unused]] void no_state_slots_on_cuda(const check::Checker& c, const KdaArgs& a) {
+  if (a.state_slots.present()) c.fail("state_slots", "absent on the cuda backend (not implemented there yet)", "present");
 }
 }  // namespace
 
@@ -145,6 +158,7 @@ void kda_recurrent_fwd(const KdaArgs& args, const Context& ctx) {
       c, args.q.device, [&] { cpu::kda_recurrent_fwd(args, d, ctx); },
       [&] {
 #ifdef KIMI_WITH_CUDA
+        no_state_slots_on_cuda(c, args);
         cuda::kda_recurrent_fwd(args, ctx);
 #endif
       });
@@ -158,6 +172,7 @@ void kda_chunk_fwd(const KdaArgs& args, int chunk_size, const Context& ctx) {
       c, args.q.device, [&] { cpu::kda_chunk_fwd(args, d, chunk_size, ctx); },
       [&] {
 #ifdef KIMI_WITH_CUDA
+        no_state_slots_on_cuda(c, args);
         // NOTE: the tensor-core chunk kernel takes bf16/f16 inputs at K = V in {64, 128} (its bf16 operands
         // give ~3e-3 relative error, inside SPEC 14's bf16 bar but not its fp32 one). f32 inputs and other
         // head sizes run the fp32 recurrent kernel: the same operator result, exact in fp32 (docs/ops/kda.md).

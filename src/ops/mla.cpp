@@ -21,42 +21,6 @@ void float_rows(const check::Checker& c, const char* arg, const TensorView& t, i
   c.inner_contiguous(arg, t);
 }
 
-// i32/i64 [n] on the host; returns its values.
-std::vector<int64_t> host_index(const check::Checker& c, const char* arg, const TensorView& t, int64_t n) {
-  c.rank(arg, t, 1);
-  c.dtype(arg, t, {DType::i32, DType::i64});
-  c.shape(arg, t, {n});
-  if (t.device.type != DeviceType::cpu) c.fail(arg, "an index tensor readable on the host (device cpu)", to_string(t.device));
-  c.no_negative_strides(arg, t);
-  std::vector<int64_t> v(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) v[size_t(i)] = check::load_index(t, i);
-  return v;
-}
-
-// slots [n] in [0, nc) (distinct if `distinct`), or 0..n-1 when absent (then n <= nc).
-std::vector<int64_t> cache_slots(const check::Checker& c, const TensorView& slots, int64_t n, int64_t nc, bool distinct) {
-  std::vector<int64_t> s;
-  if (!slots.present()) {
-    if (n > nc)
-      c.fail("cache", "at least N = " + to_string(n) + " rows in dimension 0 (no 'slots' given)", "Nc = " + to_string(nc));
-    for (int64_t i = 0; i < n; ++i) s.push_back(i);
-    return s;
-  }
-  s = host_index(c, "slots", slots, n);
-  std::unordered_map<int64_t, int64_t> seen;
-  for (int64_t i = 0; i < n; ++i) {
-    const int64_t v = s[size_t(i)];
-    if (v < 0 || v >= nc)
-      c.fail("slots", "slots[n] in [0, Nc) = [0, " + to_string(nc) + ")", "slots[" + to_string(i) + "] = " + to_string(v));
-    if (distinct) {
-      auto [it, fresh] = seen.emplace(v, i);
-      if (!fresh)
-        c.fail("slots", "distinct cache rows", "slots[" + to_string(i) + "] = slots[" + to_string(it->second) + "] = " + to_string(v));
-    }
-  }
-  return s;
-}
-
 // w_kvb: dense [H*(Dn+Dv), R]; `where` says where each size came from.
 void check_w_kvb(const check::Checker& c, const Weight& w, const cpu::MlaDims& d, const std::string& where) {
   if (w.is_mxfp4()) c.fail("w_kvb", "a dense weight (f32/bf16/f16, no scale)", "MXFP4 (scale present)");
@@ -132,14 +96,14 @@ void mla_cache_write(TensorView latent, TensorView k_pe, TensorView cache, Tenso
                         " (latent.size(-1) + k_pe.size(-1))",
            cache.shape_string());
   const int64_t Nc = cache.size(0), L = cache.size(1);
-  const std::vector<int64_t> st = host_index(c, "start", start, N);
+  const std::vector<int64_t> st = c.host_index("start", start, N);
   for (int64_t n = 0; n < N; ++n) {
     const int64_t s = st[size_t(n)];
     if (s < 0 || T > L || s > L - T)  // no s + T: it can overflow for i64 starts
       c.fail("start", "0 <= start[n] and start[n] + T <= L = " + to_string(L) + " (T = " + to_string(T) + ")",
              "start[" + to_string(n) + "] = " + to_string(s));
   }
-  const std::vector<int64_t> sl = cache_slots(c, slots, N, Nc, true);
+  const std::vector<int64_t> sl = c.slots("slots", slots, N, "cache", Nc, true);
   const Device dev = c.same_device({{"latent", &latent}, {"k_pe", &k_pe}, {"cache", &cache}});
   dispatch_cpu_only(c, dev, [&] { cpu::mla_cache_write(latent, k_pe, cache, st, sl, ctx); });
 }
@@ -169,11 +133,11 @@ void mla_decode(TensorView q, TensorView cache, TensorView lens, TensorView slot
   if (d.v_dim < 1) c.fail("o", "last dimension Dv >= 1", "0");
   check_w_kvb(c, w_kvb, d, "H = q.size(-2), R = w_kvb columns, P = cache.size(-1) - R, Dn = q.size(-1) - P, Dv = o.size(-1)");
   check_gate(c, gate, {N}, d);
-  const std::vector<int64_t> ln = host_index(c, "lens", lens, N);
+  const std::vector<int64_t> ln = c.host_index("lens", lens, N);
   for (int64_t n = 0; n < N; ++n)
     if (ln[size_t(n)] < 1 || ln[size_t(n)] > L)
       c.fail("lens", "lens[n] in [1, L] = [1, " + to_string(L) + "]", "lens[" + to_string(n) + "] = " + to_string(ln[size_t(n)]));
-  const std::vector<int64_t> sl = cache_slots(c, slots, N, Nc, false);
+  const std::vector<int64_t> sl = c.slots("slots", slots, N, "cache", Nc, false);
   d.scale = resolve_scale(c, softmax_scale, d);
   const Device dev = c.same_device({{"q", &q}, {"cache", &cache}, {"w_kvb.w", &w_kvb.w}, {"gate", &gate}, {"o", &o}});
   dispatch_cpu_only(c, dev, [&] { cpu::mla_decode(q, cache, ln, sl, w_kvb, gate, d, o, ctx); });

@@ -54,6 +54,11 @@ struct KdaArgs {
   TensorView final_state;                // optional output, same layout; may alias initial_state
   StateLayout state_layout = StateLayout::kv;
   TensorView cu_seqlens;                 // optional i32/i64 [N+1]
+  // Optional state pool indexing, i32/i64 [N] on the host, distinct: sequence n reads
+  // initial_state[state_slots[n]] and writes final_state[state_slots[n]], the states being pools
+  // [N_pool, H, K, V] / [N_pool, H, V, K] (serving engines' per-sequence slots). Other rows are untouched.
+  // CPU backend only for now (the CUDA backend rejects it).
+  TensorView state_slots;
   TensorView o;                          // output [B, T, H, V]
 };
 
