@@ -2,6 +2,7 @@
 //   kimi check [--filter OP] [--small]   every operator vs the fp64 oracle, one table
 //   kimi random-model CONFIG --out DIR     a random checkpoint in the real HF layout (k3-tiny, ...)
 //   kimi inspect DIR                        config summary, tensors, bytes, parameter counts
+//   kimi generate DIR --prompt 1,2,3        generate tokens (greedy or sampled), tokens per second
 #include <CLI/CLI.hpp>
 
 #include "kimi/check.h"
@@ -31,11 +32,24 @@ int main(int argc, char** argv) {
   auto* inspect = app.add_subcommand("inspect", "Summarize a checkpoint directory");
   inspect->add_option("dir", inspect_dir, "Checkpoint directory (config.json + safetensors)")->required();
 
+  kimi::cli::GenerateCmdOptions gen;
+  auto* generate = app.add_subcommand("generate", "Generate tokens from prompts of token ids");
+  generate->add_option("dir", gen.dir, "Checkpoint directory (config.json + safetensors)")->required();
+  generate->add_option("--prompt", gen.prompts, "Comma-separated token ids; repeat for a batch")->required();
+  generate->add_option("--max-tokens", gen.max_tokens, "New tokens per sequence");
+  generate->add_option("--temperature", gen.temperature, "0 = greedy");
+  generate->add_option("--top-k", gen.top_k, "Sample among the k most likely tokens (0 = all)");
+  generate->add_option("--top-p", gen.top_p, "Nucleus sampling mass in (0, 1]");
+  generate->add_option("--seed", gen.seed, "Sampling seed");
+  generate->add_option("--stop", gen.stop, "Stop token ids");
+  generate->add_option("--threads", gen.threads, "CPU threads (0 = OpenMP default)");
+
   CLI11_PARSE(app, argc, argv);
   try {
     if (check->parsed()) return kimi::cli::run_check(check_opt) == 0 ? 0 : 1;
     if (random_model->parsed()) return kimi::cli::run_random_model(rm);
     if (inspect->parsed()) return kimi::cli::run_inspect(inspect_dir);
+    if (generate->parsed()) return kimi::cli::run_generate(gen);
   } catch (const kimi::Error& e) {
     std::fprintf(stderr, "kimi: %s\n", e.what());
     return 2;

@@ -1,8 +1,9 @@
-// tools/kimi/model_cmds.h: `kimi random-model` and `kimi inspect`.
+// tools/kimi/model_cmds.h: `kimi random-model`, `kimi inspect` and `kimi generate`.
 #pragma once
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace kimi::cli {
 
@@ -15,5 +16,18 @@ struct RandomModelOptions {
 };
 int run_random_model(const RandomModelOptions& opt);
 int run_inspect(const std::string& dir);
+
+struct GenerateCmdOptions {
+  std::string dir;
+  std::vector<std::string> prompts;  // comma-separated token ids, one string per sequence
+  int64_t max_tokens = 16;
+  float temperature = 0.f;
+  int top_k = 0;
+  float top_p = 1.f;
+  uint64_t seed = 0;
+  std::vector<int32_t> stop;
+  int threads = 0;
+};
+int run_generate(const GenerateCmdOptions& opt);  // tools/kimi/generate_cmd.cpp
 
 }  // namespace kimi::cli

@@ -1,0 +1,48 @@
+// kimi/model/cache.h: the per-sequence decode state of every layer, held in slots.
+//
+// A Cache is a pool of `max_seqs` sequence slots, each able to hold up to `max_len` tokens. Per layer:
+//   KDA layer: state   f32 [S, H, K, V]          (kv layout, SPEC 5; zero for an empty slot)
+//              conv_q, conv_k, conv_v f32 [S, P, W-1]   the last W-1 conv INPUTS per channel, oldest first
+//                                                 (kimi/ops/conv.h's cache layout; P = H*K)
+//   MLA layer: latent  f32 [S, max_len, R + Pr]  token j of slot s at [s, j, :] = [RMSNorm(c_j) | k_pe_j]
+//                                                 (R = kv_lora_rank, Pr = qk_rope_head_dim; SPEC 6)
+// S = max_seqs. length(s) counts the tokens slot s has consumed; forward() appends at that position.
+// Everything is fp32 on the host (the CPU backend's reference precision).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "kimi/model/config.h"
+#include "kimi/tensor.h"
+
+namespace kimi::model {
+
+class Cache {
+ public:
+  struct Layer {
+    Tensor state, conv_q, conv_k, conv_v;  // KDA layers
+    Tensor latent;                         // MLA layers
+  };
+
+  // Throws kimi::Error when max_seqs < 1 or max_len < 1.
+  Cache(const Config& c, int64_t max_seqs, int64_t max_len);
+
+  int64_t max_seqs() const { return int64_t(length_.size()); }
+  int64_t max_len() const { return max_len_; }
+  int64_t length(int64_t slot) const;  // tokens held by slot (throws on a bad slot)
+  void reset(int64_t slot);            // empty the slot: length 0, zero state and conv caches
+  void advance(int64_t slot, int64_t tokens);  // used by forward() after a step
+  size_t bytes() const;                // memory held
+
+  Layer& layer(int64_t i) { return layers_[size_t(i)]; }
+  const Layer& layer(int64_t i) const { return layers_[size_t(i)]; }
+
+ private:
+  void check_slot(int64_t slot) const;
+  int64_t max_len_;
+  std::vector<int64_t> length_;
+  std::vector<Layer> layers_;
+};
+
+}  // namespace kimi::model

@@ -1,0 +1,45 @@
+// kimi/model/generate.h: token generation on a Model: batched prefill, then one decode step per token
+// for every unfinished sequence, with greedy or seeded temperature / top-k / top-p sampling.
+#pragma once
+
+#include <cstdint>
+#include <random>
+#include <span>
+#include <vector>
+
+#include "kimi/context.h"
+#include "kimi/model/model.h"
+
+namespace kimi::model {
+
+struct SamplingParams {
+  float temperature = 0.f;  // 0: greedy (argmax, lowest id on ties); > 0: sample softmax(logits / temperature)
+  int top_k = 0;            // keep the k most likely tokens (0: all)
+  float top_p = 1.f;        // then the smallest set whose probability reaches top_p (nucleus), in (0, 1]
+  uint64_t seed = 0;        // sequence n samples from its own generator seeded with (seed, n)
+};
+
+struct GenerateOptions {
+  int64_t max_new_tokens = 16;        // per sequence, >= 1
+  std::vector<int32_t> stop_tokens;   // a generated stop token ends its sequence (and is included)
+  SamplingParams sampling;
+};
+
+enum class FinishReason : uint8_t { length, stop };
+
+struct GenerateResult {
+  std::vector<std::vector<int32_t>> tokens;  // generated tokens per prompt (prompts not included)
+  std::vector<FinishReason> finish;
+  int64_t prefill_tokens = 0, decode_tokens = 0;  // tokens through the model in each phase
+  double prefill_seconds = 0, decode_seconds = 0;
+  size_t cache_bytes = 0;
+};
+
+// Generates for every prompt (token ids, each >= 1 token) in one batch.
+GenerateResult generate(const Model& model, std::span<const std::vector<int32_t>> prompts,
+                        const GenerateOptions& opt, const Context& ctx = {});
+
+// Picks a token from one row of logits (validates the parameters; throws kimi::Error naming them).
+int32_t sample_token(std::span<const float> logits, const SamplingParams& p, std::mt19937_64& rng);
+
+}  // namespace kimi::model

@@ -1,0 +1,79 @@
+// kimi/model/model.h: a loaded Kimi K3 / Kimi-Linear model and its forward pass (SPEC 1, 5-8).
+//
+// One code path serves both models; the config's switches (SPEC 1) pick the blocks:
+//   h = embed(tokens)                                                  [T, d] fp32
+//   plain pre-norm (no attn_res_block_size), per layer i:
+//     h += Mixer_i(RMSNorm_in(h))          Mixer = KDA (SPEC 5) or gated MLA (SPEC 6)
+//     h += FFN_i(RMSNorm_post(h))          FFN = dense GLU MLP or (latent) MoE (SPEC 7)
+//   Block Attention Residuals (K3, SPEC 8): the same mixers and FFNs, their inputs mixed from the sealed
+//     blocks and the running `partial` sum by attn_res; a block is sealed every attn_res_block_size layers.
+//   logits = lm_head(RMSNorm(h))          (AttnRes: h = attn_res over the blocks and partial first)
+//
+// Activations are fp32 on the CPU backend; weights stay in the checkpoint's dtype (bf16 / MXFP4) and are
+// converted inside the operators. A batch is packed: N sequences of any lengths (>= 1 token each), each
+// in its own cache slot, each continuing from the tokens its slot already holds, so prefill, chunked
+// prefill, decode and mixes of them are the same call.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+
+#include "kimi/context.h"
+#include "kimi/model/cache.h"
+#include "kimi/model/checkpoint.h"
+#include "kimi/model/config.h"
+#include "kimi/tensor.h"
+
+namespace kimi::model {
+
+struct ModelWeights;  // src/model/weights.h
+
+class Model {
+ public:
+  // Opens dir (config.json + safetensors), validates it against the schema (open_model) and binds every
+  // weight as a view into the read-only mapping: no weight is copied. Only the small fp32 parameters
+  // the operators need as f32 (A_log's first H entries, dt_bias, the router correction bias) are
+  // converted once into owned tensors (never downcast).
+  explicit Model(const std::string& dir);
+  ~Model();
+  Model(const Model&) = delete;
+  Model& operator=(const Model&) = delete;
+
+  const Config& config() const { return files_.config; }
+  const ModelFiles& files() const { return files_; }
+  const ModelWeights& weights() const { return *weights_; }
+
+ private:
+  ModelFiles files_;
+  std::unique_ptr<ModelWeights> weights_;
+};
+
+// A packed batch of N sequences.
+struct Batch {
+  std::span<const int32_t> tokens;      // [T] sequence n's new tokens at [cu_seqlens[n], cu_seqlens[n+1])
+  std::span<const int64_t> cu_seqlens;  // [N+1] offsets from 0 to T, every sequence >= 1 token
+  std::span<const int64_t> slots;       // [N] distinct cache slots; sequence n continues at cache.length(slot)
+};
+
+enum class LogitsFor : uint8_t {
+  last,  // the last token of each sequence: [N, vocab]
+  all,   // every token: [T, vocab]
+};
+
+struct ForwardOptions {
+  LogitsFor logits = LogitsFor::last;
+  // Called with the embedding output (layer -1) and, after each decoder layer i, the residual stream
+  // [T, d] f32 (with Block AttnRes: the running `partial` sum, SPEC 8). For per-layer parity tests.
+  std::function<void(int64_t layer, TensorView hidden)> on_layer;
+};
+
+// Runs the batch through the model, appends its tokens to the cache slots and returns f32 logits.
+// Validates the batch (token ids in [0, vocab), offsets, distinct slots in range, room in each slot)
+// before touching the cache; errors name the argument, the expected and the actual value.
+Tensor forward(const Model& model, Cache& cache, const Batch& batch, const ForwardOptions& opt = {},
+               const Context& ctx = {});
+
+}  // namespace kimi::model

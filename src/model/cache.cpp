@@ -1,0 +1,70 @@
+// Implementation of kimi/model/cache.h.
+#include "kimi/model/cache.h"
+
+#include <cstring>
+#include <string>
+
+#include "kimi/error.h"
+
+namespace kimi::model {
+
+Cache::Cache(const Config& c, int64_t max_seqs, int64_t max_len) : max_len_(max_len) {
+  if (max_seqs < 1) throw Error("Cache: max_seqs: expected >= 1, got " + std::to_string(max_seqs));
+  if (max_len < 1) throw Error("Cache: max_len: expected >= 1, got " + std::to_string(max_len));
+  length_.assign(size_t(max_seqs), 0);
+  layers_.resize(size_t(c.num_hidden_layers));
+  const int64_t S = max_seqs;
+  for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
+    Layer& L = layers_[size_t(i)];
+    if (c.is_kda_layer(i)) {
+      const int64_t H = c.kda_num_heads, K = c.kda_head_dim, P = H * K, W1 = c.conv_kernel - 1;
+      L.state = Tensor(DType::f32, {S, H, K, K});
+      L.conv_q = Tensor(DType::f32, {S, P, W1});
+      L.conv_k = Tensor(DType::f32, {S, P, W1});
+      L.conv_v = Tensor(DType::f32, {S, P, W1});
+    } else {
+      L.latent = Tensor(DType::f32, {S, max_len, c.kv_lora_rank + c.qk_rope_head_dim});
+    }
+  }
+}
+
+void Cache::check_slot(int64_t slot) const {
+  if (slot < 0 || slot >= max_seqs())
+    throw Error("Cache: slot: expected a value in [0, " + std::to_string(max_seqs()) + "), got " + std::to_string(slot));
+}
+
+int64_t Cache::length(int64_t slot) const {
+  check_slot(slot);
+  return length_[size_t(slot)];
+}
+
+void Cache::reset(int64_t slot) {
+  check_slot(slot);
+  length_[size_t(slot)] = 0;
+  // The MLA latent rows past length() are never read: only the recurrent state must be cleared.
+  for (Layer& L : layers_) {
+    for (Tensor* t : {&L.state, &L.conv_q, &L.conv_k, &L.conv_v}) {
+      if (!t->data()) continue;
+      const size_t row = t->nbytes() / size_t(max_seqs());
+      std::memset(static_cast<char*>(t->data()) + size_t(slot) * row, 0, row);
+    }
+  }
+}
+
+void Cache::advance(int64_t slot, int64_t tokens) {
+  check_slot(slot);
+  if (tokens < 0 || length_[size_t(slot)] + tokens > max_len_)
+    throw Error("Cache: advance: slot " + std::to_string(slot) + " would hold " +
+                std::to_string(length_[size_t(slot)] + tokens) + " tokens, expected <= max_len " +
+                std::to_string(max_len_));
+  length_[size_t(slot)] += tokens;
+}
+
+size_t Cache::bytes() const {
+  size_t b = 0;
+  for (const Layer& L : layers_)
+    for (const Tensor* t : {&L.state, &L.conv_q, &L.conv_k, &L.conv_v, &L.latent}) b += t->data() ? t->nbytes() : 0;
+  return b;
+}
+
+}  // namespace kimi::model

@@ -1,0 +1,223 @@
+// kimi/model/model.h and generate.h on random tiny models of both families (every K3 switch on in
+// k3-tiny, all off in kimi-linear-tiny; KDA and MLA layers, dense and MoE FFNs, MXFP4 experts):
+//   - cache consistency: prefill(T) == prefill(T - n) + n single-token decode steps == chunked prefill,
+//     for the logits of every position (fp32; the KDA chunk and recurrent forms and the MLA explicit and
+//     absorbed forms agree to rounding);
+//   - batching: a varlen batch in arbitrary slots == each sequence alone;
+//   - per-layer trace: the embedding and every layer reported, final logits finite;
+//   - sampling: greedy, top-k 1, tiny top-p, seeded reproducibility, parameter errors;
+//   - bad batches rejected before the cache changes.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <random>
+
+#include "expect_error.h"
+#include "kimi/model/generate.h"
+#include "kimi/model/model.h"
+
+namespace kimi::model {
+namespace {
+
+namespace fs = std::filesystem;
+
+// One random checkpoint per config, written once per test binary run.
+const Model& tiny(const std::string& name) {
+  static std::map<std::string, std::unique_ptr<Model>> models;
+  auto& m = models[name];
+  if (!m) {
+    const fs::path dir = fs::temp_directory_path() / ("kimi-model-" + name + "-" + std::to_string(::getpid()));
+    fs::remove_all(dir);
+    SchemaOptions so;
+    so.mxfp4_experts = name == "k3-tiny";
+    write_random_model(dir.string(), named_config(name), so, 11);
+    m = std::make_unique<Model>(dir.string());
+  }
+  return *m;
+}
+
+std::vector<int32_t> random_tokens(int64_t n, uint64_t seed, int64_t vocab) {
+  std::mt19937_64 rng(seed);
+  std::vector<int32_t> t(static_cast<size_t>(n));
+  for (auto& x : t) x = int32_t(rng() % uint64_t(vocab));
+  return t;
+}
+
+// Logits of every position of `tokens`, fed to slot 0 of a fresh cache in pieces of the given sizes.
+std::vector<float> logits_in_pieces(const Model& m, const std::vector<int32_t>& tokens, const std::vector<int64_t>& pieces) {
+  Cache cache(m.config(), 2, int64_t(tokens.size()));
+  std::vector<float> out;
+  size_t pos = 0;
+  for (int64_t len : pieces) {
+    const std::span<const int32_t> part(tokens.data() + pos, size_t(len));
+    const int64_t cu[2] = {0, len}, slot[1] = {0};
+    ForwardOptions opt;
+    opt.logits = LogitsFor::all;
+    const Tensor l = forward(m, cache, {part, cu, slot}, opt);
+    out.insert(out.end(), l.data_as<float>(), l.data_as<float>() + l.numel());
+    pos += size_t(len);
+  }
+  EXPECT_EQ(cache.length(0), int64_t(tokens.size()));
+  return out;
+}
+
+double rel_err(const std::vector<float>& a, const std::vector<float>& b) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < b.size(); ++i) num += (double(a[i]) - b[i]) * (double(a[i]) - b[i]), den += double(b[i]) * b[i];
+  return std::sqrt(num / den);
+}
+
+class ModelTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(ModelTest, PrefillThenDecodeMatchesOnePrefill) {
+  const Model& m = tiny(GetParam());
+  // 70 tokens cross the 64-token KDA chunk; the MLA layers see both the explicit and the absorbed form.
+  const std::vector<int32_t> tokens = random_tokens(70, 3, m.config().vocab_size);
+  const std::vector<float> whole = logits_in_pieces(m, tokens, {70});
+  for (const std::vector<int64_t>& pieces : std::vector<std::vector<int64_t>>{{66, 1, 1, 1, 1}, {1, 1, 1, 67}, {13, 40, 17}}) {
+    const std::vector<float> split = logits_in_pieces(m, tokens, pieces);
+    ASSERT_EQ(split.size(), whole.size());
+    EXPECT_LE(rel_err(split, whole), 2e-5) << GetParam() << " pieces of " << pieces[0] << ", " << pieces[1] << ", ...";
+    for (float v : split) ASSERT_TRUE(std::isfinite(v));
+  }
+}
+
+TEST_P(ModelTest, VarlenBatchInSlotsMatchesEachSequenceAlone) {
+  const Model& m = tiny(GetParam());
+  const int64_t V = m.config().vocab_size;
+  const std::vector<std::vector<int32_t>> seqs = {random_tokens(9, 5, V), random_tokens(1, 6, V), random_tokens(30, 7, V)};
+  std::vector<int32_t> packed;
+  std::vector<int64_t> cu{0};
+  for (const auto& s : seqs) packed.insert(packed.end(), s.begin(), s.end()), cu.push_back(int64_t(packed.size()));
+  const int64_t slots[3] = {3, 0, 1};
+  Cache cache(m.config(), 4, 40);
+  const Tensor batch = forward(m, cache, {packed, cu, slots});
+  // one decode step for all three, in a different order than the prefill
+  const int32_t next[3] = {5, 6, 7};
+  const int64_t cu1[4] = {0, 1, 2, 3}, slots1[3] = {1, 3, 0};
+  const Tensor step = forward(m, cache, {next, cu1, slots1});
+  EXPECT_EQ(cache.length(3), 10);
+  EXPECT_EQ(cache.length(2), 0);
+  const int64_t order[3] = {2, 0, 1};  // step row r is sequence order[r]
+  for (int64_t n = 0; n < 3; ++n) {
+    std::vector<int32_t> alone = seqs[size_t(n)];
+    const std::vector<float> ref = logits_in_pieces(m, alone, {int64_t(alone.size())});
+    std::vector<float> got(batch.data_as<float>() + n * V, batch.data_as<float>() + (n + 1) * V);
+    std::vector<float> want(ref.end() - V, ref.end());
+    EXPECT_LE(rel_err(got, want), 1e-5) << GetParam() << " sequence " << n;
+    alone.push_back(next[n == 0 ? 1 : n == 1 ? 2 : 0]);
+    const std::vector<float> ref2 = logits_in_pieces(m, alone, {int64_t(alone.size())});
+    int64_t r = 0;
+    while (order[r] != n) ++r;
+    got.assign(step.data_as<float>() + r * V, step.data_as<float>() + (r + 1) * V);
+    want.assign(ref2.end() - V, ref2.end());
+    EXPECT_LE(rel_err(got, want), 2e-5) << GetParam() << " sequence " << n << " decode";
+  }
+}
+
+TEST_P(ModelTest, TraceReportsEveryLayer) {
+  const Model& m = tiny(GetParam());
+  const std::vector<int32_t> tokens = random_tokens(5, 8, m.config().vocab_size);
+  Cache cache(m.config(), 1, 5);
+  std::vector<int64_t> seen;
+  ForwardOptions opt;
+  opt.on_layer = [&](int64_t layer, TensorView h) {
+    seen.push_back(layer);
+    EXPECT_EQ(h.shape_string(), "[5, 256]");
+    for (int64_t i = 0; i < 5 * 256; ++i) ASSERT_TRUE(std::isfinite(static_cast<const float*>(h.data)[i]));
+  };
+  const int64_t cu[2] = {0, 5}, slot[1] = {0};
+  forward(m, cache, {tokens, cu, slot}, opt);
+  ASSERT_EQ(int64_t(seen.size()), m.config().num_hidden_layers + 1);
+  for (size_t i = 0; i < seen.size(); ++i) EXPECT_EQ(seen[i], int64_t(i) - 1);
+}
+
+TEST_P(ModelTest, GenerateIsDeterministicAndHonoursStops) {
+  const Model& m = tiny(GetParam());
+  const std::vector<std::vector<int32_t>> prompts = {{1, 2, 3}, {4}};
+  GenerateOptions g;
+  g.max_new_tokens = 6;
+  const GenerateResult a = generate(m, prompts, g);
+  ASSERT_EQ(a.tokens.size(), 2u);
+  EXPECT_EQ(a.tokens[0].size(), 6u);
+  EXPECT_EQ(a.prefill_tokens, 4);
+  EXPECT_EQ(a.decode_tokens, 10);  // 5 steps x 2 sequences
+  // Greedy generation continues exactly as a prefill of prompt + generated tokens would predict.
+  std::vector<int32_t> full = prompts[0];
+  full.insert(full.end(), a.tokens[0].begin(), a.tokens[0].end() - 1);
+  const std::vector<float> l = logits_in_pieces(m, full, {int64_t(full.size())});
+  const int64_t V = m.config().vocab_size;
+  for (size_t i = 0; i < a.tokens[0].size(); ++i) {
+    const float* row = l.data() + (int64_t(prompts[0].size()) - 1 + int64_t(i)) * V;
+    EXPECT_EQ(a.tokens[0][i], int32_t(std::max_element(row, row + V) - row)) << "token " << i;
+  }
+  // A stop token ends its sequence (included); the other runs on.
+  g.stop_tokens = {a.tokens[1][2]};
+  const GenerateResult b = generate(m, prompts, g);
+  EXPECT_EQ(b.tokens[1], std::vector<int32_t>(a.tokens[1].begin(), a.tokens[1].begin() + 3));
+  EXPECT_EQ(b.finish[1], FinishReason::stop);
+  // Seeded sampling is reproducible and differs across seeds.
+  g.stop_tokens.clear();
+  g.sampling = {1.0f, 0, 1.f, 42};
+  const GenerateResult s1 = generate(m, prompts, g), s2 = generate(m, prompts, g);
+  EXPECT_EQ(s1.tokens, s2.tokens);
+  g.sampling.seed = 43;
+  EXPECT_NE(generate(m, prompts, g).tokens, s1.tokens);
+}
+
+INSTANTIATE_TEST_SUITE_P(Tiny, ModelTest, ::testing::Values("k3-tiny", "kimi-linear-tiny"),
+                         [](const auto& info) { return info.param == "k3-tiny" ? "K3" : "KimiLinear"; });
+
+TEST(Sampling, GreedyTopKTopP) {
+  const std::vector<float> logits = {0.5f, 2.f, 2.f, -1.f, 1.9f};
+  std::mt19937_64 rng(1);
+  EXPECT_EQ(sample_token(logits, {}, rng), 1);  // ties: lower id
+  for (int i = 0; i < 50; ++i) {
+    EXPECT_EQ(sample_token(logits, {1.f, 1, 1.f, 0}, rng), 1);          // top-1 = greedy
+    EXPECT_EQ(sample_token(logits, {1.f, 0, 1e-6f, 0}, rng), 1);        // tiny nucleus = greedy
+    const int32_t t = sample_token(logits, {1.f, 3, 1.f, 0}, rng);      // top-3 = {1, 2, 4}
+    EXPECT_TRUE(t == 1 || t == 2 || t == 4) << t;
+  }
+  // Empirical frequencies follow softmax(logits / T) (5000 draws, 4 sigma).
+  std::vector<int> count(5);
+  const int draws = 5000;
+  for (int i = 0; i < draws; ++i) ++count[size_t(sample_token(logits, {2.f, 0, 1.f, 0}, rng))];
+  double z = 0;
+  for (float l : logits) z += std::exp(l / 2.0);
+  for (size_t i = 0; i < 5; ++i) {
+    const double p = std::exp(logits[i] / 2.0) / z, sd = std::sqrt(p * (1 - p) / draws);
+    EXPECT_NEAR(count[i] / double(draws), p, 4 * sd) << i;
+  }
+  EXPECT_KIMI_ERROR(sample_token(logits, {-1.f, 0, 1.f, 0}, rng), "temperature", ">= 0", "-1");
+  EXPECT_KIMI_ERROR(sample_token(logits, {1.f, -2, 1.f, 0}, rng), "top_k", ">= 0", "-2");
+  EXPECT_KIMI_ERROR(sample_token(logits, {1.f, 0, 0.f, 0}, rng), "top_p", "(0, 1]", "0");
+  const std::vector<float> nan = {0.f, NAN};
+  EXPECT_KIMI_ERROR(sample_token(nan, {}, rng), "logits", "NaN at index 1");
+}
+
+TEST(Model, RejectsBadBatches) {
+  const Model& m = tiny("kimi-linear-tiny");
+  Cache cache(m.config(), 2, 8);
+  const int32_t tok[3] = {1, 2, 3}, bad_tok[2] = {1, 512};
+  const int64_t cu[3] = {0, 2, 3}, s01[2] = {0, 1}, s00[2] = {0, 0}, s02[2] = {0, 2};
+  EXPECT_KIMI_ERROR(forward(m, cache, {std::span(bad_tok), std::span(cu, 2), std::span(s01, 1)}), "'batch.tokens'",
+                    "[0, vocab_size = 512)", "tokens[1] = 512");
+  EXPECT_KIMI_ERROR(forward(m, cache, {tok, cu, s00}), "'batch.slots'", "distinct", "batch.slots[0] = batch.slots[1] = 0");
+  EXPECT_KIMI_ERROR(forward(m, cache, {tok, cu, s02}), "'batch.slots'", "[0, 2)", "batch.slots[1] = 2");
+  EXPECT_KIMI_ERROR(forward(m, cache, {tok, cu, std::span(s01, 1)}), "'batch.slots'", "2 slots", "1");
+  const int64_t empty[3] = {0, 0, 3};
+  EXPECT_KIMI_ERROR(forward(m, cache, {tok, empty, s01}), "'batch.cu_seqlens'", ">= 1 token", "sequence 0 has 0");
+  const int64_t short_cu[3] = {0, 1, 2};
+  EXPECT_KIMI_ERROR(forward(m, cache, {tok, short_cu, s01}), "'batch.cu_seqlens'", "= number of tokens 3", "2");
+  EXPECT_EQ(cache.length(0), 0);
+  // Room: 8 tokens per slot.
+  const std::vector<int32_t> nine(9, 1);
+  const int64_t cu9[2] = {0, 9};
+  EXPECT_KIMI_ERROR(forward(m, cache, {nine, cu9, std::span(s01, 1)}), "max_len = 8", "slot 0 would hold 0 + 9");
+  EXPECT_KIMI_ERROR(Cache(m.config(), 0, 8), "max_seqs", ">= 1", "0");
+  EXPECT_KIMI_ERROR(generate(m, std::vector<std::vector<int32_t>>{{}}, {}), "prompts[0]", ">= 1 token");
+}
+
+}  // namespace
+}  // namespace kimi::model
