@@ -83,9 +83,15 @@ int64_t load_index(const TensorView& t, int64_t i);
 
 namespace kimi {
 struct Weight;
+struct KdaGate;
 namespace check {
 // A dense [out, in] (f32/bf16/f16) or MXFP4 (packed u8 [out, in/2] + scale u8 [out, in/32]) weight;
 // kAny leaves a size free. Defined in src/ops/linear.cpp.
 void weight(const Checker& c, std::string_view arg, const Weight& w, int64_t out, int64_t in);
+// A short-conv weight [C, W] or [C, 1, W], float, W in [1, 8], named `arg`; returns W. src/ops/conv.cpp.
+int64_t conv_weight(const Checker& c, std::string_view arg, const TensorView& w, int64_t channels);
+// The fused KDA gate's parameters for H heads of K channels (A_log f32 [H], dt_bias f32 [H*K] or [H, K],
+// lower_bound finite <= 0 for the bounded form). src/ops/kda.cpp.
+void kda_gate(const Checker& c, const KdaGate& gate, int64_t H, int64_t K);
 }  // namespace check
 }  // namespace kimi

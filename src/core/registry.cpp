@@ -24,6 +24,7 @@ constexpr OpInfo kOps[] = {
     {"kda_beta", "kda", false},
     {"kda_recurrent_fwd", "kda", kCuda},
     {"kda_chunk_fwd", "kda", kCuda},
+    {"kda_decode_step", "kda", false},
     {"mla_prefill", "mla", false},
     {"mla_cache_write", "mla", false},
     {"mla_decode", "mla", false},

@@ -11,28 +11,31 @@
 namespace kimi {
 
 namespace {
-using check::dims;
-using check::kAny;
-
 constexpr int64_t kMaxWidth = 8;
+}  // namespace
 
-// w: [C, W] or the checkpoint's [C, 1, W], float, W in [1, 8]. Returns W.
-int64_t check_conv_weight(const check::Checker& c, const TensorView& w, int64_t channels) {
-  c.present("w", w);
+namespace check {
+int64_t conv_weight(const Checker& c, std::string_view arg, const TensorView& w, int64_t channels) {
+  c.present(arg, w);
   if (w.ndim != 2 && w.ndim != 3)
-    c.fail("w", "2 dimensions [C, W] or 3 dimensions [C, 1, W]", std::to_string(w.ndim) + " (shape " + w.shape_string() + ")");
+    c.fail(arg, "2 dimensions [C, W] or 3 dimensions [C, 1, W]", std::to_string(w.ndim) + " (shape " + w.shape_string() + ")");
   if (w.ndim == 2)
-    c.shape("w", w, {channels, kAny});
+    c.shape(arg, w, {channels, kAny});
   else
-    c.shape("w", w, {channels, 1, kAny});
-  c.float_dtype("w", w);
-  c.no_negative_strides("w", w);
+    c.shape(arg, w, {channels, 1, kAny});
+  c.float_dtype(arg, w);
+  c.no_negative_strides(arg, w);
   const int64_t width = w.size(-1);
   if (width < 1 || width > kMaxWidth)
-    c.fail("w", "kernel width W (last dimension) in [1, " + std::to_string(kMaxWidth) + "]",
+    c.fail(arg, "kernel width W (last dimension) in [1, " + std::to_string(kMaxWidth) + "]",
            std::to_string(width) + " (shape " + w.shape_string() + ")");
   return width;
 }
+}  // namespace check
+
+namespace {
+using check::dims;
+using check::kAny;
 
 // Optional cache [rows, C, W-1] (rows may be kAny), any float dtype, non-negative strides.
 void check_cache(const check::Checker& c, const char* name, const TensorView& t, int64_t rows, int64_t channels,
@@ -52,7 +55,7 @@ void short_conv_fwd(TensorView x, TensorView w, TensorView cache_in, TensorView 
   const int64_t channels = x.size(2);
   c.activation("y", y, dims(x));
   c.disjoint("y", y, "x", x);  // y is written while x is still read (chunk histories)
-  const int64_t width = check_conv_weight(c, w, channels);
+  const int64_t width = check::conv_weight(c, "w", w, channels);
   if (act != ConvActivation::none && act != ConvActivation::silu)
     c.fail("act", "ConvActivation::none or ConvActivation::silu", std::to_string(int(act)));
 
@@ -94,7 +97,7 @@ void short_conv_update(TensorView x, TensorView w, TensorView cache, TensorView 
   const int64_t n = x.size(0), channels = x.size(1);
   c.activation("y", y, dims(x));
   c.disjoint("y", y, "x", x);  // y is written while x is still read (chunk histories)
-  const int64_t width = check_conv_weight(c, w, channels);
+  const int64_t width = check::conv_weight(c, "w", w, channels);
   if (act != ConvActivation::none && act != ConvActivation::silu)
     c.fail("act", "ConvActivation::none or ConvActivation::silu", std::to_string(int(act)));
   if (width > 1 || cache.present()) check_cache(c, "cache", cache, cache_slots.present() ? kAny : n, channels, width);

@@ -25,8 +25,10 @@ std::string str(int64_t v) {
 }
 
 
+}  // namespace
+
 // A_log f32 [H], dt_bias f32 [H*K] or [H, K] (contiguous).
-void check_gate(const check::Checker& c, const KdaGate& gate, int64_t H, int64_t K) {
+void check::kda_gate(const check::Checker& c, const KdaGate& gate, int64_t H, int64_t K) {
   c.shape("gate.A_log", gate.A_log, {H});
   c.dtype("gate.A_log", gate.A_log, {DType::f32});
   c.no_negative_strides("gate.A_log", gate.A_log);
@@ -41,6 +43,8 @@ void check_gate(const check::Checker& c, const KdaGate& gate, int64_t H, int64_t
   if (gate.form == GateForm::bounded && !(std::isfinite(gate.lower_bound) && gate.lower_bound <= 0.f))
     c.fail("gate.lower_bound", "a finite value <= 0", std::to_string(gate.lower_bound));
 }
+
+namespace {
 
 // Validates every argument of kda_recurrent_fwd / kda_chunk_fwd and resolves the sizes.
 cpu::KdaDims check_args(const check::Checker& c, const KdaArgs& a) {
@@ -63,7 +67,7 @@ cpu::KdaDims check_args(const check::Checker& c, const KdaArgs& a) {
   c.float_dtype("beta", a.beta);
   c.no_negative_strides("beta", a.beta);
   c.activation("o", a.o, {B, T, H, V});
-  if (a.gate) check_gate(c, *a.gate, H, K);
+  if (a.gate) check::kda_gate(c, *a.gate, H, K);
   if (a.scale && !std::isfinite(*a.scale)) c.fail("scale", "a finite value", std::to_string(*a.scale));
 
   const TensorView none{};
@@ -134,7 +138,7 @@ void kda_gate(TensorView f, const KdaGate& gate, TensorView g, const Context& ct
   c.inner_contiguous("f", f);
   const int64_t H = f.size(-2), K = f.size(-1);
   c.activation("g", g, dims(f));
-  check_gate(c, gate, H, K);
+  check::kda_gate(c, gate, H, K);
   const Device dev =
       c.same_device({{"f", &f}, {"gate.A_log", &gate.A_log}, {"gate.dt_bias", &gate.dt_bias}, {"g", &g}});
   dispatch_cpu_only(c, dev, [&] { cpu::kda_gate(f, gate, g, ctx); });

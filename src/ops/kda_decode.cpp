@@ -1,0 +1,150 @@
+// kimi/ops/kda_decode.h: validation, then the CPU kernels of its parts (conv, recurrence, gated norm)
+// on one token per sequence. Everything is checked before any cache or state row is written.
+#include "kimi/ops/kda_decode.h"
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "core/check.h"
+#include "core/dispatch.h"
+#include "cpu/conv.h"
+#include "cpu/kda.h"
+#include "cpu/norm.h"
+
+namespace kimi {
+namespace {
+
+using check::dims;
+using check::kAny;
+
+constexpr int64_t kMaxHeadDim = 256;
+
+std::string str(int64_t v) { return std::to_string(v); }
+
+// [N, C] row view as [N, 1, C] / [N, 1, H, C/H] / [N, H, C/H].
+TensorView as3(const TensorView& t) {
+  const int64_t shape[3] = {t.size(0), 1, t.size(1)}, strides[3] = {t.stride(0), t.size(1), 1};
+  return TensorView(t.data, t.dtype, shape, strides, t.device);
+}
+TensorView heads4(const TensorView& t, int64_t H) {
+  const int64_t D = t.size(1) / H;
+  const int64_t shape[4] = {t.size(0), 1, H, D}, strides[4] = {t.stride(0), t.size(1), D, 1};
+  return TensorView(t.data, t.dtype, shape, strides, t.device);
+}
+TensorView heads3(const TensorView& t, int64_t H) {
+  const int64_t D = t.size(1) / H;
+  const int64_t shape[3] = {t.size(0), H, D}, strides[3] = {t.stride(0), D, 1};
+  return TensorView(t.data, t.dtype, shape, strides, t.device);
+}
+
+struct Sizes {
+  int64_t N, H, K, V, S;
+  std::vector<int64_t> rows;  // pool row of sequence n
+};
+
+Sizes check_args(const check::Checker& c, const KdaDecodeArgs& a) {
+  c.rank("x_q", a.x_q, 2);
+  c.activation("x_q", a.x_q, dims(a.x_q));
+  const int64_t N = a.x_q.size(0), P = a.x_q.size(1);
+  c.rank("b", a.b, 2);
+  c.activation("b", a.b, {N, kAny});
+  const int64_t H = a.b.size(1);
+  if (H < 1 || P % H != 0) c.fail("b", "H = shape[1] >= 1 dividing x_q.shape[1] = " + str(P), str(H));
+  const int64_t K = P / H;
+  c.activation("x_k", a.x_k, {N, P});
+  c.activation("f", a.f, {N, P});
+  c.rank("x_v", a.x_v, 2);
+  c.activation("x_v", a.x_v, {N, kAny});
+  const int64_t Pv = a.x_v.size(1);
+  if (Pv % H != 0) c.fail("x_v", "shape[1] a multiple of H = " + str(H), str(Pv));
+  const int64_t V = Pv / H;
+  if (K < 1 || K > kMaxHeadDim) c.fail("x_q", "head dim K = shape[1] / H in [1, " + str(kMaxHeadDim) + "]", str(K));
+  if (V < 1 || V > kMaxHeadDim) c.fail("x_v", "head dim V = shape[1] / H in [1, " + str(kMaxHeadDim) + "]", str(V));
+  if (a.z.present()) c.activation("z", a.z, {N, Pv});
+  c.activation("y", a.y, {N, Pv});
+
+  // state pool [S, H, K, V] / [S, H, V, K]
+  c.rank("state", a.state, 4);
+  const int64_t S = a.state.size(0);
+  const bool kv = a.state_layout == StateLayout::kv;
+  const std::vector<int64_t> st = kv ? std::vector<int64_t>{S, H, K, V} : std::vector<int64_t>{S, H, V, K};
+  if (dims(a.state) != st)
+    c.fail("state", "shape " + check::shape_string(st) + (kv ? " (layout kv [S, H, K, V])" : " (layout vk [S, H, V, K])"),
+           a.state.shape_string());
+  c.dtype("state", a.state, {DType::f32});
+  c.contiguous("state", a.state);
+
+  // convs: weights of one width W, caches [S, C, W-1]
+  const int64_t W = check::conv_weight(c, "conv_q", a.conv_q, P);
+  if (check::conv_weight(c, "conv_k", a.conv_k, P) != W)
+    c.fail("conv_k", "kernel width " + str(W) + " (like conv_q)", str(a.conv_k.size(-1)));
+  if (check::conv_weight(c, "conv_v", a.conv_v, Pv) != W)
+    c.fail("conv_v", "kernel width " + str(W) + " (like conv_q)", str(a.conv_v.size(-1)));
+  const std::pair<const char*, std::pair<const TensorView*, int64_t>> caches[] = {
+      {"cache_q", {&a.cache_q, P}}, {"cache_k", {&a.cache_k, P}}, {"cache_v", {&a.cache_v, Pv}}};
+  for (const auto& [name, tc] : caches) {
+    if (W == 1 && !tc.first->present()) continue;
+    c.shape(name, *tc.first, {S, tc.second, W - 1});
+    c.float_dtype(name, *tc.first);
+    c.no_negative_strides(name, *tc.first);
+  }
+
+  check::kda_gate(c, a.gate, H, K);
+  c.shape("o_norm", a.o_norm, {V});
+  c.float_dtype("o_norm", a.o_norm);
+  c.no_negative_strides("o_norm", a.o_norm);
+  if (!(std::isfinite(a.norm_eps) && a.norm_eps >= 0.f)) c.fail("norm_eps", "a finite value >= 0", std::to_string(a.norm_eps));
+  if (a.scale && !std::isfinite(*a.scale)) c.fail("scale", "a finite value", std::to_string(*a.scale));
+
+  // y is written while the inputs are read; caches and state are updated in place and must not overlap it.
+  const std::pair<const char*, const TensorView*> inputs[] = {
+      {"x_q", &a.x_q}, {"x_k", &a.x_k}, {"x_v", &a.x_v},       {"f", &a.f},
+      {"b", &a.b},     {"z", &a.z},     {"state", &a.state}, {"cache_q", &a.cache_q},
+      {"cache_k", &a.cache_k}, {"cache_v", &a.cache_v}};
+  for (const auto& [name, t] : inputs) c.disjoint("y", a.y, name, *t);
+  c.same_device({{"x_q", &a.x_q}, {"x_k", &a.x_k}, {"x_v", &a.x_v}, {"conv_q", &a.conv_q}, {"conv_k", &a.conv_k},
+                 {"conv_v", &a.conv_v}, {"cache_q", &a.cache_q}, {"cache_k", &a.cache_k}, {"cache_v", &a.cache_v},
+                 {"f", &a.f}, {"gate.A_log", &a.gate.A_log}, {"gate.dt_bias", &a.gate.dt_bias}, {"b", &a.b},
+                 {"z", &a.z}, {"o_norm", &a.o_norm}, {"state", &a.state}, {"y", &a.y}});
+  return {N, H, K, V, S, c.slots("slots", a.slots, N, "state", S, true)};
+}
+
+void cpu_decode_step(const KdaDecodeArgs& a, const Sizes& z, const Context& ctx) {
+  const int64_t N = z.N, H = z.H, K = z.K, V = z.V;
+  // 1. convs + SiLU, one token per sequence, caches shifted in place
+  std::vector<cpu::ConvSeq> seqs(static_cast<size_t>(N));
+  for (int64_t n = 0; n < N; ++n) seqs[size_t(n)] = {n, 0, 1, z.rows[size_t(n)]};
+  Tensor q(DType::f32, {N, H * K}), k(DType::f32, {N, H * K}), v(DType::f32, {N, H * V});
+  cpu::short_conv(as3(a.x_q), a.conv_q, a.cache_q, a.cache_q, seqs, ConvActivation::silu, as3(q), ctx);
+  cpu::short_conv(as3(a.x_k), a.conv_k, a.cache_k, a.cache_k, seqs, ConvActivation::silu, as3(k), ctx);
+  cpu::short_conv(as3(a.x_v), a.conv_v, a.cache_v, a.cache_v, seqs, ConvActivation::silu, as3(v), ctx);
+  // 2. gate, beta, L2 norm, recurrence on the pool rows
+  Tensor o(DType::f32, {N, H * V});
+  KdaArgs r;
+  r.q = heads4(q, H), r.k = heads4(k, H), r.v = heads4(v, H), r.g = heads4(a.f, H);
+  const int64_t bshape[3] = {N, 1, H}, bstrides[3] = {a.b.stride(0), H, 1};
+  r.beta = TensorView(a.b.data, a.b.dtype, bshape, bstrides, a.b.device);
+  r.gate = a.gate;
+  r.beta_sigmoid_in_kernel = r.qk_l2norm_in_kernel = true;
+  r.scale = a.scale;
+  r.initial_state = r.final_state = a.state;
+  r.state_layout = a.state_layout;
+  r.o = heads4(o, H);
+  cpu::KdaDims d{N, 1, H, K, V, a.scale ? *a.scale : float(1.0 / std::sqrt(double(K))), {}, z.rows};
+  for (int64_t n = 0; n < N; ++n) d.seqs.push_back({n, 0, 1});
+  cpu::kda_recurrent_fwd(r, d, ctx);
+  // 3. per-head gated RMSNorm
+  cpu::gated_rms_norm(heads3(o, H), a.z.present() ? heads3(a.z, H) : TensorView{}, a.o_norm, a.norm_eps,
+                      heads3(a.y, H), ctx);
+}
+
+}  // namespace
+
+void kda_decode_step(const KdaDecodeArgs& a, const Context& ctx) {
+  check::Checker c("kda_decode_step");
+  const Sizes z = check_args(c, a);
+  dispatch_cpu_only(c, a.x_q.device, [&] { cpu_decode_step(a, z, ctx); });
+}
+
+}  // namespace kimi
