@@ -265,13 +265,31 @@ Config named_config(std::string_view name) {
  "num_experts":16,"num_experts_per_token":4,"num_shared_experts":2,"moe_intermediate_size":64,
  "moe_router_activation_func":"sigmoid","moe_renormalize":true,"routed_scaling_factor":2.446,
  "num_expert_group":1,"topk_group":1})";
+  // K3's real per-layer widths (SPEC 1) on 4 layers (3 KDA + 1 MLA, layer 0 dense), 32 experts top-8 instead of
+  // 896 top-16, a 32768-token vocabulary instead of 163840: ~7 GB, a real-size slice that fits one machine.
+  static const char* k3_slice = R"({"model_type":"kimi_linear","vocab_size":32768,"hidden_size":7168,"num_hidden_layers":4,
+ "rms_norm_eps":1e-5,"tie_word_embeddings":false,
+ "linear_attn_config":{"num_heads":96,"head_dim":128,"short_conv_kernel_size":4,"use_full_rank_gate":true,
+   "gate_lower_bound":-5.0,"kda_layers":[1,2,3],"full_attn_layers":[4]},
+ "num_attention_heads":96,"num_key_value_heads":96,"q_lora_rank":1536,"kv_lora_rank":512,
+ "qk_nope_head_dim":128,"qk_rope_head_dim":64,"v_head_dim":128,"mla_use_nope":true,"mla_use_output_gate":true,
+ "hidden_act":"situ","activation_situ_beta":4.0,"activation_situ_linear_beta":25.0,
+ "intermediate_size":33792,"first_k_dense_replace":1,"moe_layer_freq":1,
+ "num_experts":32,"num_experts_per_token":8,"num_shared_experts":2,"moe_intermediate_size":3072,
+ "routed_expert_hidden_size":3584,"latent_moe_use_norm":true,"moe_router_activation_func":"sigmoid",
+ "moe_renormalize":true,"routed_scaling_factor":1.0,"num_expert_group":1,"topk_group":1,"attn_res_block_size":12})";
+  if (name == "k3-slice") {
+    Config c = parse_config(k3_slice, "k3-slice");
+    c.k3_wrapper = true;
+    return c;
+  }
   if (name == "k3-tiny") {
     Config c = parse_config(k3_tiny, "k3-tiny");
     c.k3_wrapper = true;
     return c;
   }
   if (name == "kimi-linear-tiny") return parse_config(kl_tiny, "kimi-linear-tiny");
-  throw Error("named_config: unknown configuration '" + std::string(name) + "' (expected k3-tiny or kimi-linear-tiny)");
+  throw Error("named_config: unknown configuration '" + std::string(name) + "' (expected k3-tiny, kimi-linear-tiny or k3-slice)");
 }
 
 }  // namespace kimi::model

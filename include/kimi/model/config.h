@@ -56,7 +56,8 @@ Config load_config(const std::string& path);
 // The same fields as JSON (Kimi-Linear layout, or wrapped in text_config when k3_wrapper).
 std::string config_to_json(const Config& c);
 
-// Named configurations: "k3-tiny", "kimi-linear-tiny" (SPEC 13).
+// Named configurations: "k3-tiny", "kimi-linear-tiny" (SPEC 13); "k3-slice": K3's real per-layer widths on
+// 4 layers with 32 experts and a 32768-token vocabulary (~7 GB, for speed measurements at real sizes).
 Config named_config(std::string_view name);
 
 }  // namespace kimi::model
