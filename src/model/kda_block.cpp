@@ -6,10 +6,13 @@
 //   o = KDA(q, k, v, f, b; state of each slot)     [T, H, V]  q, k L2-normalized in the op, scale K^-0.5
 //   y = RMSNorm_head(o) * sigmoid(z),  z = W_g x (full rank) or W_gb W_ga x (low rank)
 //   out (+)= W_o y
+// Prefill (any sequence with > 1 new token): convs, kda_chunk_fwd, gated_rms_norm. Decode (one token each):
+// everything between the projections in one kda_decode_step on the slot pools.
 #include <cstring>
 
 #include "kimi/ops/conv.h"
 #include "kimi/ops/kda.h"
+#include "kimi/ops/kda_decode.h"
 #include "kimi/ops/linear.h"
 #include "kimi/ops/norm.h"
 #include "model/blocks.h"
@@ -40,47 +43,52 @@ void conv(const Tensor& pool, TensorView w, const Step& s, TensorView x, TensorV
 void kda_block(const Config& c, const KdaLayerWeights& w, Cache::Layer& cache, const Step& s, TensorView x,
                TensorView out, float beta, const Context& ctx) {
   const int64_t T = s.T, H = c.kda_num_heads, K = c.kda_head_dim, P = H * K;
-  Tensor raw(DType::f32, {T, P}), q(DType::f32, {T, P}), k(DType::f32, {T, P}), v(DType::f32, {T, P});
-  linear(x, w.q, raw, 0.f, ctx);
-  conv(cache.conv_q, w.conv_q, s, raw, q, ctx);
-  linear(x, w.k, raw, 0.f, ctx);
-  conv(cache.conv_k, w.conv_k, s, raw, k, ctx);
-  linear(x, w.v, raw, 0.f, ctx);
-  conv(cache.conv_v, w.conv_v, s, raw, v, ctx);
-
-  Tensor fa(DType::f32, {T, K}), f(DType::f32, {T, P}), b(DType::f32, {T, H});
+  Tensor xq(DType::f32, {T, P}), xk(DType::f32, {T, P}), xv(DType::f32, {T, P});  // before the convs
+  linear(x, w.q, xq, 0.f, ctx);
+  linear(x, w.k, xk, 0.f, ctx);
+  linear(x, w.v, xv, 0.f, ctx);
+  Tensor fa(DType::f32, {T, K}), f(DType::f32, {T, P}), b(DType::f32, {T, H}), z(DType::f32, {T, P});
   linear(x, w.f_a, fa, 0.f, ctx);
   linear(fa, w.f_b, f, 0.f, ctx);
   linear(x, w.b, b, 0.f, ctx);
-
-  Tensor o(DType::f32, {T, P});  // [T, H, V]
-  KdaArgs a;
-  a.q = batch1(split_last(q, H)), a.k = batch1(split_last(k, H)), a.v = batch1(split_last(v, H));
-  a.g = batch1(split_last(f, H));
-  a.beta = batch1(b);
-  a.gate = KdaGate{c.gate_lower_bound ? GateForm::bounded : GateForm::softplus, w.A_log, w.dt_bias,
-                   c.gate_lower_bound.value_or(0.f)};
-  a.beta_sigmoid_in_kernel = true;
-  a.qk_l2norm_in_kernel = true;
-  a.initial_state = cache.state, a.final_state = cache.state;  // [S, H, K, V], updated in place
-  a.state_slots = s.slot_t;
-  a.cu_seqlens = s.cu_t;
-  a.o = batch1(split_last(o, H));
-  if (s.decode) {
-    kda_recurrent_fwd(a, ctx);
-  } else {
-    kda_chunk_fwd(a, 64, ctx);
-  }
-
-  Tensor z(DType::f32, {T, P});
   if (w.g.w.present()) {
     linear(x, w.g, z, 0.f, ctx);
   } else {
     linear(x, w.g_a, fa, 0.f, ctx);
     linear(fa, w.g_b, z, 0.f, ctx);
   }
-  gated_rms_norm(split_last(o, H), split_last(z, H), w.o_norm, c.rms_norm_eps, split_last(o, H), ctx);
-  linear(o, w.o, out, beta, ctx);
+  const KdaGate gate{c.gate_lower_bound ? GateForm::bounded : GateForm::softplus, w.A_log, w.dt_bias,
+                     c.gate_lower_bound.value_or(0.f)};
+  Tensor y(DType::f32, {T, P});  // [T, H, V]
+
+  if (s.decode) {  // one token per sequence: the fused step on the slot pools
+    KdaDecodeArgs d;
+    d.x_q = xq, d.x_k = xk, d.x_v = xv, d.conv_q = w.conv_q, d.conv_k = w.conv_k, d.conv_v = w.conv_v;
+    d.cache_q = cache.conv_q, d.cache_k = cache.conv_k, d.cache_v = cache.conv_v;
+    d.f = f, d.gate = gate, d.b = b, d.z = z, d.o_norm = w.o_norm, d.norm_eps = c.rms_norm_eps;
+    d.state = cache.state, d.slots = s.slot_t, d.y = y;
+    kda_decode_step(d, ctx);
+  } else {
+    Tensor q(DType::f32, {T, P}), k(DType::f32, {T, P}), v(DType::f32, {T, P});
+    conv(cache.conv_q, w.conv_q, s, xq, q, ctx);
+    conv(cache.conv_k, w.conv_k, s, xk, k, ctx);
+    conv(cache.conv_v, w.conv_v, s, xv, v, ctx);
+    Tensor o(DType::f32, {T, P});  // [T, H, V]
+    KdaArgs a;
+    a.q = batch1(split_last(q, H)), a.k = batch1(split_last(k, H)), a.v = batch1(split_last(v, H));
+    a.g = batch1(split_last(f, H));
+    a.beta = batch1(b);
+    a.gate = gate;
+    a.beta_sigmoid_in_kernel = true;
+    a.qk_l2norm_in_kernel = true;
+    a.initial_state = cache.state, a.final_state = cache.state;  // [S, H, K, V], updated in place
+    a.state_slots = s.slot_t;
+    a.cu_seqlens = s.cu_t;
+    a.o = batch1(split_last(o, H));
+    kda_chunk_fwd(a, 64, ctx);
+    gated_rms_norm(split_last(o, H), split_last(z, H), w.o_norm, c.rms_norm_eps, split_last(y, H), ctx);
+  }
+  linear(y, w.o, out, beta, ctx);
 }
 
 }  // namespace kimi::model
