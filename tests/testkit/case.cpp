@@ -15,6 +15,7 @@ CaseList all_cases(Scale scale) {
   add_mxfp4_cases(list, scale);
   add_conv_cases(list, scale);
   add_kda_cases(list, scale);
+  add_kda_decode_cases(list, scale);
   add_mla_cases(list, scale);
   add_moe_cases(list, scale);
   add_attn_res_cases(list, scale);

@@ -40,6 +40,7 @@ void add_linear_cases(CaseList&, Scale);
 void add_mxfp4_cases(CaseList&, Scale);
 void add_conv_cases(CaseList&, Scale);
 void add_kda_cases(CaseList&, Scale);
+void add_kda_decode_cases(CaseList&, Scale);
 void add_mla_cases(CaseList&, Scale);
 void add_moe_cases(CaseList&, Scale);
 void add_attn_res_cases(CaseList&, Scale);

@@ -1,0 +1,121 @@
+// Harness cases for kimi/ops/kda_decode.h: the fused decode step against the fp64 oracles of its parts
+// (tests/oracle: short_conv, kda, gated_rms_norm) on the dtype-rounded inputs, for a batch of sequences in
+// scattered slots of conv-cache and state pools. Outputs compared: y, the whole state pool and the three
+// whole conv-cache pools (rows outside the slots must come back unchanged).
+#include <cmath>
+#include <random>
+
+#include "kimi/ops/kda_decode.h"
+#include "oracle/conv.h"
+#include "oracle/kda.h"
+#include "oracle/norm.h"
+#include "testkit/buf.h"
+#include "testkit/case.h"
+
+namespace kimi::testkit {
+
+namespace {
+
+struct DecodeCfg {
+  int64_t N, H, K, V, S;
+  bool bounded, vk, gated;
+};
+
+// [S, H, a, b] <-> [S, H, b, a]
+std::vector<double> swap_last2(const std::vector<double>& x, int64_t a, int64_t b) {
+  std::vector<double> y(x.size());
+  for (size_t m = 0; m < x.size() / size_t(a * b); ++m)
+    for (int64_t i = 0; i < a; ++i)
+      for (int64_t j = 0; j < b; ++j) y[m * size_t(a * b) + size_t(j * a + i)] = x[m * size_t(a * b) + size_t(i * b + j)];
+  return y;
+}
+
+Result run_decode(const DecodeCfg& c, DType dt, Scale scale, Device dev, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  const int64_t N = c.N, H = c.H, K = c.K, V = c.V, S = c.S, P = H * K, Pv = H * V, W = 4;
+  Buf xq(dev, dt, {N, P}), xk(dev, dt, {N, P}), xv(dev, dt, {N, Pv}), f(dev, dt, {N, P}), b(dev, dt, {N, H});
+  Buf z(dev, dt, {N, Pv}), y(dev, dt, {N, Pv}, 3);
+  Buf wq(dev, DType::f32, {P, 1, W}), wk(dev, DType::f32, {P, 1, W}), wv(dev, DType::f32, {Pv, 1, W});
+  Buf cq(dev, DType::f32, {S, P, W - 1}), ck(dev, DType::f32, {S, P, W - 1}), cv(dev, DType::f32, {S, Pv, W - 1});
+  Buf A_log(dev, DType::f32, {H}), dt_bias(dev, DType::f32, {P}), o_norm(dev, DType::f32, {V});
+  Buf state(dev, DType::f32, c.vk ? std::vector<int64_t>{S, H, V, K} : std::vector<int64_t>{S, H, K, V});
+  for (Buf* t : {&xq, &xk, &xv, &z, &cq, &ck, &cv, &state}) t->uniform(rng, -1, 1);
+  for (Buf* t : {&wq, &wk, &wv}) t->uniform(rng, -0.5, 0.5);
+  f.uniform(rng, -8, 8), b.uniform(rng, -4, 4), A_log.uniform(rng, -2, 1), dt_bias.uniform(rng, -8, 8);
+  o_norm.uniform(rng, 0.5, 1.5);
+  // slots: the sequences in reverse order over every other pool row
+  Buf slots(Device::cpu(), DType::i64, {N});
+  std::vector<int64_t> sl(static_cast<size_t>(N));
+  for (int64_t n = 0; n < N; ++n) sl[size_t(n)] = (S - 1 - 2 * n) % S;
+  slots.set_ints(sl);
+
+  // oracle: gather the slot rows, run the parts, scatter back into copies of the pools
+  const std::vector<double> st0 = c.vk ? swap_last2(state.to_f64(), V, K) : state.to_f64();  // kv layout
+  std::vector<double> pool_q = cq.to_f64(), pool_k = ck.to_f64(), pool_v = cv.to_f64(), pool_s = st0;
+  auto conv = [&](const Buf& x, const Buf& w, std::vector<double>& pool, int64_t C) {
+    std::vector<double> rows(size_t(N * C * (W - 1)));
+    for (int64_t n = 0; n < N; ++n)
+      std::copy_n(pool.begin() + sl[size_t(n)] * C * (W - 1), C * (W - 1), rows.begin() + n * C * (W - 1));
+    const oracle::ConvResult r =
+        oracle::short_conv(x.to_f64(), std::vector<int64_t>(size_t(N), 1), C, w.to_f64(), W, &rows, true);
+    for (int64_t n = 0; n < N; ++n)
+      std::copy_n(r.cache.begin() + n * C * (W - 1), C * (W - 1), pool.begin() + sl[size_t(n)] * C * (W - 1));
+    return r.y;
+  };
+  oracle::KdaProblem p;
+  p.B = N, p.T = 1, p.H = H, p.K = K, p.V = V;
+  p.q = conv(xq, wq, pool_q, P), p.k = conv(xk, wk, pool_k, P), p.v = conv(xv, wv, pool_v, Pv);
+  p.g = f.to_f64(), p.beta = b.to_f64();
+  p.use_gate = true, p.bounded = c.bounded, p.A_log = A_log.to_f64(), p.dt_bias = dt_bias.to_f64();
+  p.beta_sigmoid = p.l2norm = true;
+  p.h0.resize(size_t(N * H * K * V));
+  for (int64_t n = 0; n < N; ++n)
+    std::copy_n(st0.begin() + sl[size_t(n)] * H * K * V, H * K * V, p.h0.begin() + n * H * K * V);
+  const oracle::KdaResult r = oracle::kda(p);
+  for (int64_t n = 0; n < N; ++n)
+    std::copy_n(r.ht.begin() + n * H * K * V, H * K * V, pool_s.begin() + sl[size_t(n)] * H * K * V);
+  const std::vector<double> zv = z.to_f64();
+  const std::vector<double> yref = oracle::gated_rms_norm(r.o, c.gated ? &zv : nullptr, o_norm.to_f64(), N * H, V, 1e-5);
+
+  KdaDecodeArgs a;
+  a.x_q = xq, a.x_k = xk, a.x_v = xv, a.conv_q = wq, a.conv_k = wk, a.conv_v = wv;
+  a.cache_q = cq, a.cache_k = ck, a.cache_v = cv, a.f = f, a.b = b;
+  a.gate = KdaGate{c.bounded ? GateForm::bounded : GateForm::softplus, A_log, dt_bias, -5.f};
+  if (c.gated) a.z = z;
+  a.o_norm = o_norm, a.norm_eps = 1e-5f, a.state = state, a.slots = slots, a.y = y;
+  a.state_layout = c.vk ? StateLayout::vk : StateLayout::kv;
+  // The step updates the pools in place: one timed call (no warm-up repeats), the one compared.
+  const double ms = time_call(Scale::test, dev, [&] { kda_decode_step(a); });
+  Compare cmp;
+  cmp.output("y", y, yref);
+  cmp.output("state", state, c.vk ? swap_last2(pool_s, K, V) : pool_s);
+  cmp.output("cache_q", cq, pool_q);
+  cmp.output("cache_k", ck, pool_k);
+  cmp.output("cache_v", cv, pool_v);
+  (void)scale;
+  return cmp.result(ms);
+}
+
+}  // namespace
+
+void add_kda_decode_cases(CaseList& list, Scale scale) {
+  std::vector<DecodeCfg> cfgs;
+  if (scale == Scale::test) {
+    cfgs = {{3, 2, 16, 8, 7, true, false, true}, {2, 3, 24, 16, 4, false, true, true}, {4, 2, 128, 128, 9, false, false, false}};
+  } else {
+    cfgs = {{8, 96, 128, 128, 17, true, true, true},    // K3 layer, V-first state pool
+            {32, 32, 128, 128, 64, false, false, true}};  // Kimi-Linear layer, batch 32
+  }
+  uint64_t seed = 500;
+  for (const DecodeCfg& c : cfgs) {
+    for (DType dt : {DType::f32, DType::bf16}) {
+      const std::string shape = "N=" + std::to_string(c.N) + " H=" + std::to_string(c.H) + " K=" + std::to_string(c.K) +
+                                " V=" + std::to_string(c.V) + " pool=" + std::to_string(c.S) +
+                                (c.bounded ? " bounded" : " softplus") + (c.vk ? " vk" : " kv") + (c.gated ? " gated" : "");
+      const uint64_t sd = seed++;
+      list.push_back({"kda_decode_step", shape, dt, tol_for(dt), [=](Device dev) { return run_decode(c, dt, scale, dev, sd); }});
+    }
+  }
+}
+
+}  // namespace kimi::testkit
