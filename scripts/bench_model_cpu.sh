@@ -2,7 +2,7 @@
 # Model speed and peak memory on the CPU: prefill and decode tokens/s of `kimi generate` for k3-tiny,
 # kimi-linear-tiny and (with --slice) k3-slice (K3's real per-layer widths, ~7 GB; written once to
 # $KIMI_BENCH_DIR/k3-slice). Peak memory = max resident set (GNU time), which counts the mapped weight pages
-# the run touched. Usage: scripts/bench_model_cpu.sh [--slice]   (after a release build)
+# the run touched. Each run is timed after one untimed warm-up run (weights paged in). Usage: scripts/bench_model_cpu.sh [--slice]   (after a release build)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 kimi=./build/release/kimi
@@ -14,7 +14,7 @@ run() {  # name vocab prompt_len batch new_tokens
   local name=$1 vocab=$2 len=$3 batch=$4 new=$5 args=()
   for b in $(seq 1 "$batch"); do args+=(--prompt "$(ids "$len" "$b" "$vocab")"); done
   echo "== $name: batch $batch x prompt $len, $new new tokens each, $(nproc) cores"
-  /usr/bin/time -f "peak RSS %M KB, wall %e s" "$kimi" generate "$dir/$name" "${args[@]}" --max-tokens "$new" 2>&1 |
+  /usr/bin/time -f "peak RSS %M KB, wall %e s" "$kimi" generate "$dir/$name" "${args[@]}" --max-tokens "$new" --warmup 2>&1 |
     grep -E "prefill|decode|cache|peak"
 }
 

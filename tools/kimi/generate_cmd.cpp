@@ -55,6 +55,7 @@ int run_generate(const GenerateCmdOptions& opt) {
   g.sampling = {opt.temperature, opt.top_k, opt.top_p, opt.seed};
   Context ctx;
   ctx.cpu_threads = opt.threads;
+  if (opt.warmup) generate(model, prompts, g, ctx);
   const GenerateResult r = generate(model, prompts, g, ctx);
   for (size_t n = 0; n < prompts.size(); ++n)
     fmt::print("[{}] prompt {} -> {} ({})\n", n, join(prompts[n]), join(r.tokens[n]),

@@ -43,6 +43,7 @@ int main(int argc, char** argv) {
   generate->add_option("--seed", gen.seed, "Sampling seed");
   generate->add_option("--stop", gen.stop, "Stop token ids");
   generate->add_option("--threads", gen.threads, "CPU threads (0 = OpenMP default)");
+  generate->add_flag("--warmup", gen.warmup, "Run once untimed first (pages the weights in)");
 
   CLI11_PARSE(app, argc, argv);
   try {

@@ -27,6 +27,7 @@ struct GenerateCmdOptions {
   uint64_t seed = 0;
   std::vector<int32_t> stop;
   int threads = 0;
+  bool warmup = false;  // run the generation once untimed first (weights paged in, caches warm)
 };
 int run_generate(const GenerateCmdOptions& opt);  // tools/kimi/generate_cmd.cpp
 
