@@ -13,5 +13,8 @@ void* alloc(Device d, size_t bytes);
 void free(Device d, void* p);
 void copy_bytes(void* dst, Device dst_dev, const void* src, Device src_dev, size_t bytes, void* stream);
 void synchronize(Device d, void* stream);
+// Stream-ordered scratch (cudaMallocAsync / cudaFreeAsync on `stream`): for operator temporaries.
+void* alloc_async(Device d, size_t bytes, void* stream);
+void free_async(void* p, void* stream);
 
 }  // namespace kimi::cuda

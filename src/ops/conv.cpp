@@ -7,6 +7,9 @@
 #include "core/check.h"
 #include "core/dispatch.h"
 #include "cpu/conv.h"
+#ifdef KIMI_WITH_CUDA
+#include "cuda/conv/conv.h"
+#endif
 
 namespace kimi {
 
@@ -106,7 +109,7 @@ void short_conv_update(TensorView x, TensorView w, TensorView cache, TensorView 
   const std::vector<int64_t> rows = c.slots("cache_slots", cache_slots, n, "cache", cache.present() ? cache.size(0) : n, true);
   const Device dev =
       c.same_device({{"x", &x}, {"w", &w}, {"cache", &cache}, {"y", &y}});  // slots: read on the host
-  dispatch_cpu_only(c, dev, [&] {
+  dispatch(c, dev, [&] {
     // One token per sequence: x [N, C] as [N, 1, C]; the cache is read and written in place.
     const int64_t shape3[3] = {n, 1, channels};
     const int64_t xs[3] = {x.stride(0), channels, 1}, ys[3] = {y.stride(0), channels, 1};
@@ -114,6 +117,10 @@ void short_conv_update(TensorView x, TensorView w, TensorView cache, TensorView 
     std::vector<cpu::ConvSeq> seqs(static_cast<size_t>(n));
     for (int64_t i = 0; i < n; ++i) seqs[size_t(i)] = {i, 0, 1, rows[size_t(i)]};
     cpu::short_conv(x3, w, cache, cache, seqs, act, y3, ctx);
+  }, [&] {
+#ifdef KIMI_WITH_CUDA
+    cuda::short_conv_update(x, w, cache, rows, act, y, ctx);
+#endif
   });
 }
 

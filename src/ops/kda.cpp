@@ -123,9 +123,10 @@ cpu::KdaDims check_args(const check::Checker& c, const KdaArgs& a) {
   return d;
 }
 
-// The CUDA kernels index states by sequence; slots there are future work (issue 3's fused decode step).
+// The CUDA chunk kernels index states by sequence (the recurrent ones take slots).
 [[maybe_unused]] void no_state_slots_on_cuda(const check::Checker& c, const KdaArgs& a) {
-  if (a.state_slots.present()) c.fail("state_slots", "absent on the cuda backend (not implemented there yet)", "present");
+  if (a.state_slots.present())
+    c.fail("state_slots", "absent for the cuda chunk kernels (kda_recurrent_fwd takes them)", "present");
 }
 }  // namespace
 
@@ -162,7 +163,6 @@ void kda_recurrent_fwd(const KdaArgs& args, const Context& ctx) {
       c, args.q.device, [&] { cpu::kda_recurrent_fwd(args, d, ctx); },
       [&] {
 #ifdef KIMI_WITH_CUDA
-        no_state_slots_on_cuda(c, args);
         cuda::kda_recurrent_fwd(args, ctx);
 #endif
       });

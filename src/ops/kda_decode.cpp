@@ -1,7 +1,8 @@
-// kimi/ops/kda_decode.h: validation, then the CPU kernels of its parts (conv, recurrence, gated norm)
-// on one token per sequence. Everything is checked before any cache or state row is written.
+// kimi/ops/kda_decode.h: validation, then the kernels of its parts (conv, recurrence, gated norm) on the
+// args' backend, one token per sequence. Everything is checked before any cache or state row is written.
 #include "kimi/ops/kda_decode.h"
 
+#include <array>
 #include <cmath>
 #include <string>
 #include <vector>
@@ -11,6 +12,12 @@
 #include "cpu/conv.h"
 #include "cpu/kda.h"
 #include "cpu/norm.h"
+#ifdef KIMI_WITH_CUDA
+#include "cuda/conv/conv.h"
+#include "cuda/kda/kda.h"
+#include "cuda/norm/norm.h"
+#include "cuda/runtime.h"
+#endif
 
 namespace kimi {
 namespace {
@@ -110,17 +117,33 @@ Sizes check_args(const check::Checker& c, const KdaDecodeArgs& a) {
   return {N, H, K, V, S, c.slots("slots", a.slots, N, "state", S, true)};
 }
 
-void cpu_decode_step(const KdaDecodeArgs& a, const Sizes& z, const Context& ctx) {
-  const int64_t N = z.N, H = z.H, K = z.K, V = z.V;
+// The step as its parts on the args' backend: three conv updates into f32 q, k, v [N, P|Pv], the
+// recurrence (T = 1, state rows by slot) into f32 o [N, Pv], the gated norm into y. `tmp` holds
+// (2 P + 2 Pv) * N floats on the args' device.
+void run_parts(const KdaDecodeArgs& a, const Sizes& z, float* tmp, const Context& ctx) {
+  const int64_t N = z.N, H = z.H, K = z.K, V = z.V, P = H * K, Pv = H * V;
+  const Device dev = a.x_q.device;
+  [[maybe_unused]] const bool cuda = dev.type == DeviceType::cuda;
+  const TensorView q(tmp, DType::f32, {N, P}, dev), k(tmp + N * P, DType::f32, {N, P}, dev),
+      v(tmp + 2 * N * P, DType::f32, {N, Pv}, dev), o(tmp + 2 * N * P + N * Pv, DType::f32, {N, Pv}, dev);
   // 1. convs + SiLU, one token per sequence, caches shifted in place
   std::vector<cpu::ConvSeq> seqs(static_cast<size_t>(N));
   for (int64_t n = 0; n < N; ++n) seqs[size_t(n)] = {n, 0, 1, z.rows[size_t(n)]};
-  Tensor q(DType::f32, {N, H * K}), k(DType::f32, {N, H * K}), v(DType::f32, {N, H * V});
-  cpu::short_conv(as3(a.x_q), a.conv_q, a.cache_q, a.cache_q, seqs, ConvActivation::silu, as3(q), ctx);
-  cpu::short_conv(as3(a.x_k), a.conv_k, a.cache_k, a.cache_k, seqs, ConvActivation::silu, as3(k), ctx);
-  cpu::short_conv(as3(a.x_v), a.conv_v, a.cache_v, a.cache_v, seqs, ConvActivation::silu, as3(v), ctx);
+  const std::array<std::array<TensorView, 4>, 3> convs = {{{a.x_q, a.conv_q, a.cache_q, q},
+                                                           {a.x_k, a.conv_k, a.cache_k, k},
+                                                           {a.x_v, a.conv_v, a.cache_v, v}}};
+  for (const auto& [x, w, cache, y] : convs) {
+#ifdef KIMI_WITH_CUDA
+    if (cuda) {
+      cuda::short_conv_update(x, w, cache, z.rows, ConvActivation::silu, y, ctx);
+      continue;
+    }
+#endif
+    cpu::short_conv(as3(x), w, cache, cache, seqs, ConvActivation::silu, as3(y), ctx);
+  }
   // 2. gate, beta, L2 norm, recurrence on the pool rows
-  Tensor o(DType::f32, {N, H * V});
+  Tensor rows(DType::i64, {N});
+  std::copy(z.rows.begin(), z.rows.end(), rows.data_as<int64_t>());
   KdaArgs r;
   r.q = heads4(q, H), r.k = heads4(k, H), r.v = heads4(v, H), r.g = heads4(a.f, H);
   const int64_t bshape[3] = {N, 1, H}, bstrides[3] = {a.b.stride(0), H, 1};
@@ -130,13 +153,21 @@ void cpu_decode_step(const KdaDecodeArgs& a, const Sizes& z, const Context& ctx)
   r.scale = a.scale;
   r.initial_state = r.final_state = a.state;
   r.state_layout = a.state_layout;
+  r.state_slots = rows;
   r.o = heads4(o, H);
+  const TensorView zh = a.z.present() ? heads3(a.z, H) : TensorView{};
+#ifdef KIMI_WITH_CUDA
+  if (cuda) {
+    cuda::kda_recurrent_fwd(r, ctx);
+    cuda::gated_rms_norm(heads3(o, H), zh, a.o_norm, a.norm_eps, heads3(a.y, H), ctx);  // 3.
+    return;
+  }
+#endif
   cpu::KdaDims d{N, 1, H, K, V, a.scale ? *a.scale : float(1.0 / std::sqrt(double(K))), {}, z.rows};
   for (int64_t n = 0; n < N; ++n) d.seqs.push_back({n, 0, 1});
   cpu::kda_recurrent_fwd(r, d, ctx);
   // 3. per-head gated RMSNorm
-  cpu::gated_rms_norm(heads3(o, H), a.z.present() ? heads3(a.z, H) : TensorView{}, a.o_norm, a.norm_eps,
-                      heads3(a.y, H), ctx);
+  cpu::gated_rms_norm(heads3(o, H), zh, a.o_norm, a.norm_eps, heads3(a.y, H), ctx);
 }
 
 }  // namespace
@@ -144,7 +175,27 @@ void cpu_decode_step(const KdaDecodeArgs& a, const Sizes& z, const Context& ctx)
 void kda_decode_step(const KdaDecodeArgs& a, const Context& ctx) {
   check::Checker c("kda_decode_step");
   const Sizes z = check_args(c, a);
-  dispatch_cpu_only(c, a.x_q.device, [&] { cpu_decode_step(a, z, ctx); });
+  const int64_t floats = z.N * (2 * z.H * z.K + 2 * z.H * z.V);
+  dispatch(
+      c, a.x_q.device,
+      [&] {
+        std::vector<float> tmp(static_cast<size_t>(floats));
+        run_parts(a, z, tmp.data(), ctx);
+      },
+      [&] {
+#ifdef KIMI_WITH_CUDA
+        // NOTE: five launches (3 conv updates, the one-token recurrence, the gated norm); one fused kernel
+        // per layer is issue 3's target.
+        float* tmp = static_cast<float*>(cuda::alloc_async(a.x_q.device, size_t(floats) * 4, ctx.cuda_stream));
+        try {
+          run_parts(a, z, tmp, ctx);
+        } catch (...) {
+          cuda::free_async(tmp, ctx.cuda_stream);
+          throw;
+        }
+        cuda::free_async(tmp, ctx.cuda_stream);
+#endif
+      });
 }
 
 }  // namespace kimi

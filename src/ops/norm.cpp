@@ -77,7 +77,13 @@ void gated_rms_norm(TensorView o, TensorView z, TensorView w, float eps, TensorV
   check_weight(c, w, o.size(-1));
   check_eps(c, eps);
   const Device dev = c.same_device({{"o", &o}, {"z", &z}, {"w", &w}, {"y", &y}});
-  dispatch_cpu_only(c, dev, [&] { cpu::gated_rms_norm(o, z, w, eps, y, ctx); });
+  dispatch(
+      c, dev, [&] { cpu::gated_rms_norm(o, z, w, eps, y, ctx); },
+      [&] {
+#ifdef KIMI_WITH_CUDA
+        cuda::gated_rms_norm(o, z, w, eps, y, ctx);
+#endif
+      });
 }
 
 void l2_norm(TensorView x, TensorView y, float eps, const Context& ctx) {

@@ -57,7 +57,7 @@ struct KdaArgs {
   // Optional state pool indexing, i32/i64 [N] on the host, distinct: sequence n reads
   // initial_state[state_slots[n]] and writes final_state[state_slots[n]], the states being pools
   // [N_pool, H, K, V] / [N_pool, H, V, K] (serving engines' per-sequence slots). Other rows are untouched.
-  // CPU backend only for now (the CUDA backend rejects it).
+  // CPU and the CUDA recurrent kernels (the CUDA chunk kernels reject it for now).
   TensorView state_slots;
   TensorView o;                          // output [B, T, H, V]
 };

@@ -56,6 +56,15 @@ int sm_count(int dev) {
   return sms;
 }
 
+// A host i32/i64 [n] tensor (any stride) as int64 values.
+std::vector<int64_t> host_int64(const TensorView& t) {
+  std::vector<int64_t> v(size_t(t.shape[0]));
+  for (int64_t i = 0; i < t.shape[0]; ++i)
+    v[size_t(i)] = t.dtype == DType::i32 ? int64_t(static_cast<const int32_t*>(t.data)[i * t.strides[0]])
+                                         : static_cast<const int64_t*>(t.data)[i * t.strides[0]];
+  return v;
+}
+
 template <class Kernel>
 void launch(Kernel kernel, const Params& p, int64_t ctas, cudaStream_t s) {
   if (ctas > int64_t(0x7fffffff)) throw Error("cuda kda_recurrent_fwd: grid too large");
@@ -131,17 +140,20 @@ void kda_recurrent_fwd(const KdaArgs& a, const Context& ctx) {
   p.n_tiles = (V + BV - 1) / BV;
   const int64_t ctas = N * H * p.n_tiles;
 
-  // cu_seqlens is a host tensor: upload the offsets as int64.
+  // cu_seqlens and state_slots are host tensors: upload them as int64 ([N+1] offsets, then [N] rows).
+  std::vector<int64_t> idx;
+  if (varlen) idx = host_int64(a.cu_seqlens);
+  const size_t slots_at = idx.size();
+  if (a.state_slots.present()) {
+    const std::vector<int64_t> sl = host_int64(a.state_slots);
+    idx.insert(idx.end(), sl.begin(), sl.end());
+  }
   int64_t* d_cu = nullptr;
-  if (varlen) {
-    std::vector<int64_t> cu(size_t(N + 1));
-    const int64_t cs = a.cu_seqlens.strides[0];
-    for (int64_t i = 0; i <= N; ++i)
-      cu[size_t(i)] = a.cu_seqlens.dtype == DType::i32 ? int64_t(static_cast<const int32_t*>(a.cu_seqlens.data)[i * cs])
-                                                       : static_cast<const int64_t*>(a.cu_seqlens.data)[i * cs];
-    KIMI_CUDA_CHECK(cudaMallocAsync(&d_cu, cu.size() * sizeof(int64_t), s));
-    KIMI_CUDA_CHECK(cudaMemcpyAsync(d_cu, cu.data(), cu.size() * sizeof(int64_t), cudaMemcpyHostToDevice, s));
-    p.cu = d_cu;
+  if (!idx.empty()) {
+    KIMI_CUDA_CHECK(cudaMallocAsync(&d_cu, idx.size() * sizeof(int64_t), s));
+    KIMI_CUDA_CHECK(cudaMemcpyAsync(d_cu, idx.data(), idx.size() * sizeof(int64_t), cudaMemcpyHostToDevice, s));
+    if (varlen) p.cu = d_cu;
+    if (a.state_slots.present()) p.slots = d_cu + slots_at;
   }
 
   if (!varlen && T == 1) {  // decode: the one-token kernels (recurrent.cuh), same tiles

@@ -15,6 +15,7 @@
 // int64). States fp32 [N, H, K, V] (kv) or [N, H, V, K] (vk), last dim stride 1, other strides
 // arbitrary; initial optional (zeros), final optional and may alias initial (every thread reads its
 // own state elements at the start and writes the same elements at the end; no thread touches another's).
+// Sequence n's state is row n, or row slots[n] of a state pool (distinct rows, device int64 [N]).
 //
 // Grid: 1-D, CTA = (V-tile, head, sequence), V-tile fastest. 128 threads. The CTA's K x BV state tile
 // lives in registers for the whole token loop; 16-byte state accesses where the layout allows
@@ -61,11 +62,14 @@ struct Params {
   // States: [n, h, row] strides (the last dim has stride 1).
   const float* s_in; int64_t si_n, si_h, si_r; int si_vec;
   float* s_out; int64_t so_n, so_h, so_r; int so_vec;
+  const int64_t* slots;  // device [N]: sequence n's state row (state pools, KdaArgs::state_slots), or null: n
   // Sequences.
   const int64_t* cu;  // device [N+1] or null
   int64_t T;          // tokens per sequence without cu
   int H, K, V, n_tiles;
 };
+
+__device__ __forceinline__ int64_t state_row(const Params& p, int64_t n) { return p.slots != nullptr ? p.slots[n] : n; }
 
 __device__ __forceinline__ float ld(const void* p, int64_t i, int t) {
   if (t == st_bf16) return __bfloat162float(static_cast<const __nv_bfloat16*>(p)[i]);
@@ -242,7 +246,7 @@ __global__ void __launch_bounds__(kThreads) kda_recurrent_kv_kernel(const Params
 
   float4 S[NR];
   if (p.s_in != nullptr) {
-    const float* base = p.s_in + si.n * p.si_n + si.h * p.si_h;
+    const float* base = p.s_in + state_row(p, si.n) * p.si_n + si.h * p.si_h;
 #pragma unroll
     for (int r = 0; r < NR; ++r) {
       const int i = rg + RG * r;
@@ -320,7 +324,7 @@ __global__ void __launch_bounds__(kThreads) kda_recurrent_kv_kernel(const Params
   }
 
   if (p.s_out != nullptr) {
-    float* base = p.s_out + si.n * p.so_n + si.h * p.so_h;
+    float* base = p.s_out + state_row(p, si.n) * p.so_n + si.h * p.so_h;
 #pragma unroll
     for (int r = 0; r < NR; ++r) {
       const int i = rg + RG * r;
@@ -346,7 +350,7 @@ __global__ void __launch_bounds__(kThreads) kda_recurrent_vk_kernel(const Params
 
   float4 S[NV][KC];
   if (p.s_in != nullptr) {
-    const float* base = p.s_in + si.n * p.si_n + si.h * p.si_h;
+    const float* base = p.s_in + state_row(p, si.n) * p.si_n + si.h * p.si_h;
 #pragma unroll
     for (int n = 0; n < NV; ++n) {
       const int j = j0 + vg + VG * n;
@@ -412,7 +416,7 @@ __global__ void __launch_bounds__(kThreads) kda_recurrent_vk_kernel(const Params
   }
 
   if (p.s_out != nullptr) {
-    float* base = p.s_out + si.n * p.so_n + si.h * p.so_h;
+    float* base = p.s_out + state_row(p, si.n) * p.so_n + si.h * p.so_h;
 #pragma unroll
     for (int n = 0; n < NV; ++n) {
       const int j = j0 + vg + VG * n;
@@ -461,7 +465,7 @@ __global__ void __launch_bounds__(kThreads, NR <= 4 ? 8 : NR <= 8 ? 6 : 4) kda_d
 
   float4 S[NR];
   if (p.s_in != nullptr) {
-    const float* base = p.s_in + n * p.si_n + h * p.si_h + int64_t(rg) * p.si_r + jc;
+    const float* base = p.s_in + state_row(p, n) * p.si_n + h * p.si_h + int64_t(rg) * p.si_r + jc;
     const int64_t step = int64_t(RG) * p.si_r;
     if (p.si_vec && vcols == 4 && rg + RG * (NR - 1) < K) {
 #pragma unroll
@@ -538,7 +542,7 @@ __global__ void __launch_bounds__(kThreads, NR <= 4 ? 8 : NR <= 8 ? 6 : 4) kda_d
   }
 
   if (p.s_out != nullptr) {
-    float* base = p.s_out + n * p.so_n + h * p.so_h + int64_t(rg) * p.so_r + jc;
+    float* base = p.s_out + state_row(p, n) * p.so_n + h * p.so_h + int64_t(rg) * p.so_r + jc;
     const int64_t step = int64_t(RG) * p.so_r;
     if (p.so_vec && vcols == 4 && rg + RG * (NR - 1) < K) {
 #pragma unroll
@@ -573,7 +577,7 @@ __global__ void __launch_bounds__(kThreads, KC * NV <= 4 ? 8 : KC == 1 && NV <= 
 
   float4 S[NV][KC];
   if (p.s_in != nullptr) {
-    const float* base = p.s_in + n * p.si_n + h * p.si_h + int64_t(jt) * p.si_r + 4 * kg;
+    const float* base = p.s_in + state_row(p, n) * p.si_n + h * p.si_h + int64_t(jt) * p.si_r + 4 * kg;
     const int64_t step = int64_t(VG) * p.si_r;
     if (p.si_vec && 4 * kg + 4 * KG * (KC - 1) + 4 <= K && jt + VG * (NV - 1) < V) {
 #pragma unroll
@@ -641,7 +645,7 @@ __global__ void __launch_bounds__(kThreads, KC * NV <= 4 ? 8 : KC == 1 && NV <= 
   }
 
   if (p.s_out != nullptr) {
-    float* base = p.s_out + n * p.so_n + h * p.so_h + int64_t(jt) * p.so_r + 4 * kg;
+    float* base = p.s_out + state_row(p, n) * p.so_n + h * p.so_h + int64_t(jt) * p.so_r + 4 * kg;
     const int64_t step = int64_t(VG) * p.so_r;
     if (p.so_vec && 4 * kg + 4 * KG * (KC - 1) + 4 <= K && jt + VG * (NV - 1) < V) {
 #pragma unroll

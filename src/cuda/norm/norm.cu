@@ -6,6 +6,7 @@
 
 #include "cuda/check.cuh"
 #include "cuda/norm/norm.h"
+#include "cuda/norm/gated_rms_norm.cuh"
 #include "cuda/norm/rms_norm.cuh"
 
 namespace kimi::cuda {
@@ -62,6 +63,27 @@ void rms_norm(TensorView x, TensorView w, float eps, TensorView y, const Context
       });
     });
   });
+  KIMI_CUDA_CHECK(cudaGetLastError());
+  KIMI_CUDA_CHECK(cudaFreeAsync(off, s));
+}
+
+void gated_rms_norm(TensorView o, TensorView z, TensorView w, float eps, TensorView y, const Context& ctx) {
+  const auto oo = row_offsets(o), yo = row_offsets(y);
+  const auto zo = z.present() ? row_offsets(z) : std::vector<int64_t>(oo.size(), 0);
+  const int64_t rows = int64_t(oo.size());
+  if (rows == 0) return;
+  const cudaStream_t s = static_cast<cudaStream_t>(ctx.cuda_stream);
+  KIMI_CUDA_CHECK(cudaSetDevice(o.device.index));
+  std::vector<int64_t> all(oo);
+  all.insert(all.end(), zo.begin(), zo.end());
+  all.insert(all.end(), yo.begin(), yo.end());
+  int64_t* off = nullptr;
+  KIMI_CUDA_CHECK(cudaMallocAsync(&off, all.size() * sizeof(int64_t), s));
+  KIMI_CUDA_CHECK(cudaMemcpyAsync(off, all.data(), all.size() * sizeof(int64_t), cudaMemcpyHostToDevice, s));
+  constexpr int kWarps = 8;
+  gated_rms_norm_kernel<<<unsigned((rows + kWarps - 1) / kWarps), kWarps * 32, 0, s>>>(
+      o.data, elem_type(o.dtype), off, z.present() ? z.data : nullptr, z.present() ? elem_type(z.dtype) : 0,
+      off + rows, w.data, elem_type(w.dtype), y.data, elem_type(y.dtype), off + 2 * rows, rows, int(o.size(-1)), eps);
   KIMI_CUDA_CHECK(cudaGetLastError());
   KIMI_CUDA_CHECK(cudaFreeAsync(off, s));
 }

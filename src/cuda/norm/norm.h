@@ -7,5 +7,6 @@
 namespace kimi::cuda {
 
 void rms_norm(TensorView x, TensorView w, float eps, TensorView y, const Context& ctx);
+void gated_rms_norm(TensorView o, TensorView z, TensorView w, float eps, TensorView y, const Context& ctx);
 
 }  // namespace kimi::cuda

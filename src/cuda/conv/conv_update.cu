@@ -1,0 +1,74 @@
+// CUDA short-conv decode step (kimi/ops/conv.h short_conv_update, SPEC 4), one thread per (sequence, channel):
+//   hist = cache[row_n, c, 0 .. W-2]  (oldest first)
+//   y[n, c] = act(sum_{j < W-1} w[c, j] * hist[j] + w[c, W-1] * x[n, c])
+//   cache[row_n, c, :] = [hist[1 .. W-2], x[n, c]]      (in place; each thread owns its (row, channel))
+// Accumulated in fp32 in tap order j = 0 .. W-1 (the CPU kernel's order). x, y: [N, C] rows of any stride;
+// w: [C, W] / [C, 1, W] any strides; cache [Nc, C, W-1] any strides; float dtypes as codes.
+#include <vector>
+
+#include "cuda/check.cuh"
+#include "cuda/conv/conv.h"
+#include "cuda/elementwise.cuh"
+
+namespace kimi::cuda {
+
+namespace {
+
+constexpr int kMaxWidth = 8;
+
+struct ConvParams {
+  const void* x; int tx; int64_t x_n;
+  void* y; int ty; int64_t y_n;
+  const void* w; int tw; int64_t w_c, w_j;
+  void* cache; int tc; int64_t c_r, c_c, c_j;
+  const int64_t* rows;  // device [N]
+  int64_t N, C;
+  int W, silu;
+};
+
+__global__ void conv_update_kernel(ConvParams p) {
+  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= p.N * p.C) return;
+  const int64_t n = i / p.C, c = i % p.C;
+  const float x = load_f32(p.x, n * p.x_n + c, p.tx);
+  float hist[kMaxWidth];
+  const int64_t base = p.rows[n] * p.c_r + c * p.c_c;
+  for (int j = 0; j < p.W - 1; ++j) hist[j] = load_f32(p.cache, base + j * p.c_j, p.tc);
+  float acc = 0.f;
+  for (int j = 0; j < p.W - 1; ++j) acc += load_f32(p.w, c * p.w_c + j * p.w_j, p.tw) * hist[j];
+  acc += load_f32(p.w, c * p.w_c + (p.W - 1) * p.w_j, p.tw) * x;
+  if (p.silu) acc = acc * sigmoid_f32(acc);
+  store_f32(p.y, n * p.y_n + c, p.ty, acc);
+  for (int j = 0; j + 1 < p.W - 1; ++j) store_f32(p.cache, base + j * p.c_j, p.tc, hist[j + 1]);
+  if (p.W > 1) store_f32(p.cache, base + (p.W - 2) * p.c_j, p.tc, x);
+}
+
+}  // namespace
+
+void short_conv_update(TensorView x, TensorView w, TensorView cache, const std::vector<int64_t>& rows,
+                       ConvActivation act, TensorView y, const Context& ctx) {
+  const int64_t N = x.shape[0], C = x.shape[1];
+  if (N == 0 || C == 0) return;
+  const cudaStream_t s = static_cast<cudaStream_t>(ctx.cuda_stream);
+  KIMI_CUDA_CHECK(cudaSetDevice(x.device.index));
+  ConvParams p{};
+  p.x = x.data, p.tx = elem_type(x.dtype), p.x_n = x.strides[0];
+  p.y = y.data, p.ty = elem_type(y.dtype), p.y_n = y.strides[0];
+  p.w = w.data, p.tw = elem_type(w.dtype), p.w_c = w.strides[0], p.w_j = w.strides[w.ndim - 1];
+  p.W = int(w.shape[w.ndim - 1]);
+  if (cache.present()) {
+    p.cache = cache.data, p.tc = elem_type(cache.dtype);
+    p.c_r = cache.strides[0], p.c_c = cache.strides[1], p.c_j = cache.strides[2];
+  }
+  p.N = N, p.C = C, p.silu = act == ConvActivation::silu;
+  int64_t* d_rows = nullptr;
+  KIMI_CUDA_CHECK(cudaMallocAsync(&d_rows, size_t(N) * sizeof(int64_t), s));
+  KIMI_CUDA_CHECK(cudaMemcpyAsync(d_rows, rows.data(), size_t(N) * sizeof(int64_t), cudaMemcpyHostToDevice, s));
+  p.rows = d_rows;
+  constexpr int kThreads = 256;
+  conv_update_kernel<<<unsigned((N * C + kThreads - 1) / kThreads), kThreads, 0, s>>>(p);
+  KIMI_CUDA_CHECK(cudaGetLastError());
+  KIMI_CUDA_CHECK(cudaFreeAsync(d_rows, s));
+}
+
+}  // namespace kimi::cuda
