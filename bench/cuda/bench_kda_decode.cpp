@@ -17,6 +17,7 @@
 #include "bench_util.h"
 #include "kimi/device.h"
 #include "kimi/ops/kda.h"
+#include "kimi/ops/kda_decode.h"
 
 namespace {
 
@@ -73,6 +74,61 @@ void run(int B, int T, int H, int K, int V, kimi::StateLayout layout) {
   cudaEventDestroy(e1);
 }
 
+// kda_decode_step: one whole KDA layer's decode token (3 conv updates, gate, beta, L2 norm, recurrence on
+// slot-indexed pools, gated RMSNorm) for B sequences in a pool of 2B rows (every other row), V-first state.
+void run_step(int B, int H, int K) {
+  using kimi::DType;
+  std::mt19937 rng(43);
+  const int64_t P = int64_t(H) * K, S = 2 * int64_t(B), W = 4;
+  const size_t nx = size_t(B) * P, ns = size_t(S) * H * K * K, nc = size_t(S) * P * (W - 1);
+  DevBuf xq(nx * 2, random_bf16(nx, rng, -1, 1)), xk(nx * 2, random_bf16(nx, rng, -1, 1)), xv(nx * 2, random_bf16(nx, rng, -1, 1));
+  DevBuf f(nx * 2, random_bf16(nx, rng, -8, 8)), z(nx * 2, random_bf16(nx, rng, -4, 4)), y(nx * 2, {});
+  DevBuf b(size_t(B) * H * 2, random_bf16(size_t(B) * H, rng, -4, 4));
+  DevBuf wq(size_t(P * W) * 4, random_f32(size_t(P * W), rng, -0.5f, 0.5f)), wk(size_t(P * W) * 4, random_f32(size_t(P * W), rng, -0.5f, 0.5f)),
+      wv(size_t(P * W) * 4, random_f32(size_t(P * W), rng, -0.5f, 0.5f));
+  DevBuf cq(nc * 4, random_f32(nc, rng, -1, 1)), ck(nc * 4, random_f32(nc, rng, -1, 1)), cv(nc * 4, random_f32(nc, rng, -1, 1));
+  DevBuf A(size_t(H) * 4, random_f32(size_t(H), rng, -2, 1)), dt(size_t(P) * 4, random_f32(size_t(P), rng, -2, 2));
+  DevBuf on(size_t(K) * 4, random_f32(size_t(K), rng, 0.5f, 1.5f)), st(ns * 4, random_f32(ns, rng, -0.1f, 0.1f));
+  const kimi::Device dev = kimi::Device::cuda(0);
+  std::vector<int64_t> slot(static_cast<size_t>(B));
+  for (int n = 0; n < B; ++n) slot[size_t(n)] = 2 * n + 1;
+  kimi::KdaDecodeArgs a;
+  a.x_q = kimi::TensorView(xq.p, DType::bf16, {B, P}, dev), a.x_k = kimi::TensorView(xk.p, DType::bf16, {B, P}, dev);
+  a.x_v = kimi::TensorView(xv.p, DType::bf16, {B, P}, dev), a.f = kimi::TensorView(f.p, DType::bf16, {B, P}, dev);
+  a.z = kimi::TensorView(z.p, DType::bf16, {B, P}, dev), a.y = kimi::TensorView(y.p, DType::bf16, {B, P}, dev);
+  a.b = kimi::TensorView(b.p, DType::bf16, {B, H}, dev);
+  a.conv_q = kimi::TensorView(wq.p, DType::f32, {P, 1, W}, dev), a.conv_k = kimi::TensorView(wk.p, DType::f32, {P, 1, W}, dev);
+  a.conv_v = kimi::TensorView(wv.p, DType::f32, {P, 1, W}, dev);
+  a.cache_q = kimi::TensorView(cq.p, DType::f32, {S, P, W - 1}, dev), a.cache_k = kimi::TensorView(ck.p, DType::f32, {S, P, W - 1}, dev);
+  a.cache_v = kimi::TensorView(cv.p, DType::f32, {S, P, W - 1}, dev);
+  a.gate = kimi::KdaGate{kimi::GateForm::bounded, kimi::TensorView(A.p, DType::f32, {H}, dev),
+                         kimi::TensorView(dt.p, DType::f32, {P}, dev), -5.f};
+  a.o_norm = kimi::TensorView(on.p, DType::f32, {K}, dev);
+  a.state = kimi::TensorView(st.p, DType::f32, {S, H, K, K}, dev);
+  a.state_layout = kimi::StateLayout::vk;
+  a.slots = kimi::TensorView(slot.data(), DType::i64, {B});
+  cudaEvent_t e0, e1;
+  CK(cudaEventCreate(&e0));
+  CK(cudaEventCreate(&e1));
+  for (int i = 0; i < 20; ++i) kimi::kda_decode_step(a);
+  std::vector<float> ms;
+  for (int i = 0; i < 100; ++i) {
+    CK(cudaEventRecord(e0));
+    kimi::kda_decode_step(a);
+    CK(cudaEventRecord(e1));
+    CK(cudaEventSynchronize(e1));
+    float t;
+    CK(cudaEventElapsedTime(&t, e0, e1));
+    ms.push_back(t);
+  }
+  std::sort(ms.begin(), ms.end());
+  const double med = ms[ms.size() / 2];
+  std::printf("kimi kda_decode_step B=%d H=%d K=V=%d vk pool=%lld  %.4f ms  (5 launches; fused-kernel target <= 0.010 ms at B=1 H=96)\n",
+              B, H, K, (long long)S, med);
+  cudaEventDestroy(e0);
+  cudaEventDestroy(e1);
+}
+
 }  // namespace
 
 int main() {
@@ -86,5 +142,7 @@ int main() {
     run(256, 1, 32, 128, 128, layout);
     run(1, 1, 96, 128, 128, layout);  // one K3 layer, B = 1
   }
+  run_step(1, 96, 128);   // one K3 layer
+  run_step(32, 96, 128);
   return 0;
 }
