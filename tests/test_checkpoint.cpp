@@ -20,6 +20,19 @@ std::string temp_dir(const std::string& tag) {
   return p.string();
 }
 
+TEST(Checkpoint, RewritingADirectoryReplacesTheOldCheckpoint) {
+  const std::string dir = temp_dir("rewrite");
+  write_random_model(dir, named_config("kimi-linear-tiny"), {}, 1, 3);  // index + 3 shards
+  std::ofstream(fs::path(dir) / "notes.txt") << "kept";
+  write_random_model(dir, named_config("kimi-linear-tiny"), {}, 2, 1);  // one file
+  EXPECT_FALSE(fs::exists(fs::path(dir) / "model.safetensors.index.json"));
+  EXPECT_FALSE(fs::exists(fs::path(dir) / "model-00001-of-00003.safetensors"));
+  EXPECT_TRUE(fs::exists(fs::path(dir) / "notes.txt"));
+  const ModelFiles m = open_model(dir);
+  EXPECT_EQ(m.checkpoint.names().size(), m.schema.size());
+  fs::remove_all(dir);
+}
+
 TEST(Checkpoint, RandomModelsOpenAndValidate) {
   for (const char* name : {"k3-tiny", "kimi-linear-tiny"}) {
     for (int shards : {1, 3}) {

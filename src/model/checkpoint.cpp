@@ -69,6 +69,14 @@ void write_random_model(const std::string& dir, const Config& c, const SchemaOpt
   namespace fs = std::filesystem;
   if (shards < 1) throw Error("write_random_model: shards must be >= 1, got " + std::to_string(shards));
   fs::create_directories(dir);
+  // A checkpoint written earlier into the same directory (e.g. with another shard count) would leave an
+  // index or shards that shadow or mix with this one: remove the safetensors files of the HF layout first.
+  for (const fs::directory_entry& e : fs::directory_iterator(dir)) {
+    const std::string n = e.path().filename().string();
+    const bool ours = n == "model.safetensors" || n == "model.safetensors.index.json" ||
+                      (n.rfind("model-", 0) == 0 && n.size() > 12 && n.compare(n.size() - 12, 12, ".safetensors") == 0);
+    if (ours && e.is_regular_file()) fs::remove(e.path());
+  }
   std::ofstream(fs::path(dir) / "config.json") << config_to_json(c) << "\n";
   const std::vector<TensorSpec> schema = checkpoint_schema(c, opt);
   std::mt19937_64 rng(seed);

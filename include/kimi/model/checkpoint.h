@@ -25,7 +25,8 @@ ModelFiles open_model(const std::string& dir);
 
 // Writes a checkpoint in the real HF layout with random weights in realistic ranges (bf16 weights, fp32
 // parameters, MXFP4 routed experts when opt.mxfp4_experts), and its config.json. shards > 1 writes
-// model-0000k-of-0000n.safetensors files and model.safetensors.index.json.
+// model-0000k-of-0000n.safetensors files and model.safetensors.index.json. Safetensors files of an earlier
+// checkpoint in dir (model.safetensors, the index, model-*.safetensors) are removed first; nothing else is.
 void write_random_model(const std::string& dir, const Config& c, const SchemaOptions& opt, uint64_t seed,
                         int shards = 1);
 
