@@ -18,7 +18,7 @@ constexpr OpInfo kOps[] = {
     {"linear", "linear", false},
     {"mxfp4_dequant", "mxfp4", false},
     {"mxfp4_quant", "mxfp4", false},
-    {"short_conv_fwd", "conv", false},
+    {"short_conv_fwd", "conv", kCuda},
     {"short_conv_update", "conv", kCuda},
     {"kda_gate", "kda", false},
     {"kda_beta", "kda", false},

@@ -81,7 +81,7 @@ void short_conv_fwd(TensorView x, TensorView w, TensorView cache_in, TensorView 
                                     {"cache_in", &cache_in},
                                     {"cache_out", &cache_out},
                                     {"y", &y}});  // cu_seqlens: read on the host
-  dispatch_cpu_only(c, dev, [&] {
+  dispatch(c, dev, [&] {
     std::vector<cpu::ConvSeq> seqs(static_cast<size_t>(nseq));
     for (int64_t n = 0; n < nseq; ++n) {
       const int64_t b = cu_seqlens.present() ? 0 : n;
@@ -89,6 +89,10 @@ void short_conv_fwd(TensorView x, TensorView w, TensorView cache_in, TensorView 
       seqs[size_t(n)] = {b, t0, offsets[size_t(n) + 1] - offsets[size_t(n)], n};
     }
     cpu::short_conv(x, w, cache_in, cache_out, seqs, act, y, ctx);
+  }, [&] {
+#ifdef KIMI_WITH_CUDA
+    cuda::short_conv_fwd(x, w, cache_in, cache_out, offsets, cu_seqlens.present(), act, y, ctx);
+#endif
   });
 }
 
