@@ -27,7 +27,7 @@ grep -iE "chunk.*cuda.*rel|rel.*err" "$OUT/tests.log" | head -20
 timeout 60 ./build/cuda/bench/kimi_bench_kda_prefill
 for s in ${KIMI_NCU_SHAPES-0 4}; do
   timeout 60 ncu --clock-control none --metrics gpu__time_duration.sum -k regex:kda_chunk --launch-skip 30 \
-    --launch-count ${KIMI_NCU_COUNT:-6} ./build/cuda/bench/kimi_bench_kda_prefill "$s" 2>&1 |
+    --launch-count ${KIMI_NCU_COUNT:-4} ./build/cuda/bench/kimi_bench_kda_prefill "$s" 2>&1 |
     grep -E "kda_chunk|gpu__time_duration|kimi kda" | sed -E 's/\(int, int, int\)//; s/ +/ /g'
 done
 echo "total: $(( $(date +%s) - t0 )) s"

@@ -100,8 +100,6 @@ using bf16 = __nv_bfloat16;
 constexpr int kC = 64;  // chunk rows
 constexpr int kThreads = 512;  // prep kernel
 constexpr int kWarps = kThreads / 32;
-constexpr int kOutThreads = 256;  // output kernel
-constexpr int kOutVT = 64;        // V tile of the output kernel
 constexpr int walk_threads(int VT) { return VT == 64 ? 512 : 256; }
 
 // Storage dtypes (== int(kimi::DType::...), checked by static_assert in chunk.cu).
@@ -117,20 +115,16 @@ struct Scratch {
   bf16* wh;      // [cid][64][D]  Wn = -Tb Kg, hi
   bf16* wl;      // [cid][64][D]  lo
   float* u0;     // [cid][64][D]  U0 = Tb V
-  bf16* uh;      // [cid][D][64]  U^T hi (written by the walk)
-  bf16* ul;      // [cid][D][64]  U^T lo
-  float* st;     // [cid][D][D]   S^T at the chunk start (written by the walk)
 };
 
 // Bytes of each scratch array per chunk-head, in the order of Scratch (all multiples of 256).
 template <int D>
 struct ScratchBytes {
   static constexpr size_t qg = size_t(kC) * D * 2, aqk = size_t(kC) * kC * 2, kdt = size_t(D) * kC * 2,
-                          decay = size_t(D) * 4, wh = size_t(kC) * D * 2, wl = wh, u0 = size_t(kC) * D * 4,
-                          uh = size_t(D) * kC * 2, ul = uh, st = size_t(D) * D * 4;
-  static constexpr size_t total = qg + aqk + kdt + decay + wh + wl + u0 + uh + ul + st;
+                          decay = size_t(D) * 4, wh = size_t(kC) * D * 2, wl = wh, u0 = size_t(kC) * D * 4;
+  static constexpr size_t total = qg + aqk + kdt + decay + wh + wl + u0;
 };
-static_assert(ScratchBytes<128>::total == 205312 && ScratchBytes<64>::total == 90368, "documented sizes");
+static_assert(ScratchBytes<128>::total == 107008 && ScratchBytes<64>::total == 57600, "documented sizes");
 
 struct Params {
   const void* q;
@@ -174,7 +168,7 @@ struct PrepSmem {
   static constexpr size_t R3 = R2 + mx(kRB, kRT);  // k raw, then Tb [64][LDT]
   static constexpr size_t R4 = R3 + kRB;        // q', then Qg
   static constexpr size_t R5 = R4 + kRB;        // k', then Kg^T [D][LDT]
-  static constexpr size_t R6 = R5 + mx(kRB, kRT);  // column operand, then KdT [D][LDT]
+  static constexpr size_t R6 = R5 + mx(kRB, kRT);  // KdT [D][LDT]
   static constexpr size_t AKK = R6 + mx(kRB, kRT);  // A_kk fp32 [64][LDA]
   static constexpr size_t AQK = AKK + kTf;       // A_qk bf16 [64][LDT]
   static constexpr size_t BETA = AQK + size_t(kC) * LDT * 2;
@@ -182,17 +176,20 @@ struct PrepSmem {
   static constexpr size_t DECAY = GC + D * 4;
   static constexpr size_t MQ = DECAY + D * 4;
   static constexpr size_t MK = MQ + kC * 4;
-  static constexpr size_t TOTAL = MK + kC * 4;
+  static constexpr int kColRows = 160;  // column operands of the four row blocks: 16 + 32 + 48 + 64 rows
+  static constexpr size_t KCOL = MK + kC * 4;  // bf16 [160][LDB]
+  static constexpr size_t TOTAL = KCOL + size_t(kColRows) * LDB * 2;
   static_assert(D % 32 == 0, "tile shapes");
   static_assert(size_t(kC) * LDT * 2 <= kRB, "Tb fits R3");
   static_assert(R2 % 16 == 0 && R3 % 16 == 0 && R4 % 16 == 0 && R5 % 16 == 0 && R6 % 16 == 0 && AKK % 16 == 0 &&
-                    AQK % 16 == 0 && BETA % 16 == 0 && GC % 16 == 0 && DECAY % 16 == 0,
+                    AQK % 16 == 0 && BETA % 16 == 0 && GC % 16 == 0 && DECAY % 16 == 0 && KCOL % 16 == 0,
                 "16-byte aligned regions");
   static_assert(TOTAL <= 227 * 1024, "fits the sm_90 shared memory of one CTA");
 };
 
 // Walk kernel shared memory: S^T fp32 [VT][LDS]; two input buffers {Wn hi, Wn lo [64][LDB], U0 fp32
-// [64][LDU], KdT [D][LDT], decay [D]}; U^T hi, lo [VT][LDT].
+// [64][LDU], KdT [D][LDT], decay [D]}; U^T hi, lo [VT][LDT]; one buffer of the output operands Qg [64][LDB],
+// A_qk [64][LDT].
 template <int D, int VT>
 struct WalkSmem {
   static constexpr int LDB = D + 8, LDT = kC + 8, LDS = D + 8, LDU = VT + 8;
@@ -204,24 +201,14 @@ struct WalkSmem {
   static constexpr size_t BUF0 = S + size_t(VT) * LDS * 4;
   static constexpr size_t UT = BUF0 + 2 * kBuf;
   static constexpr size_t UL = UT + size_t(VT) * LDT * 2;
-  static constexpr size_t TOTAL = UL + size_t(VT) * LDT * 2;
+  static constexpr size_t QG = UL + size_t(VT) * LDT * 2;
+  static constexpr size_t AQK = QG + size_t(kC) * LDB * 2;
+  static constexpr size_t TOTAL = AQK + size_t(kC) * LDT * 2;
   static_assert(D % VT == 0 && (VT == 32 || VT == 64), "tile shapes");
   static_assert(BUF0 % 16 == 0 && kBuf % 16 == 0 && BWL % 16 == 0 && BU0 % 16 == 0 && BKDT % 16 == 0 &&
-                    BDEC % 16 == 0 && UT % 16 == 0 && UL % 16 == 0,
+                    BDEC % 16 == 0 && UT % 16 == 0 && UL % 16 == 0 && QG % 16 == 0 && AQK % 16 == 0,
                 "16-byte aligned regions");
   static_assert(TOTAL <= 227 * 1024, "fits the sm_90 shared memory of one CTA");
-};
-
-// Output kernel shared memory: Qg [64][LDB], S^T fp32 [64][LDS], A_qk [64][LDT], U^T hi, lo [64][LDT].
-template <int D>
-struct OutSmem {
-  static constexpr int VT = kOutVT, LDB = D + 8, LDT = kC + 8, LDS = D + 8;
-  static constexpr size_t QG = 0, S = QG + size_t(kC) * LDB * 2, AQK = S + size_t(VT) * LDS * 4,
-                          UT = AQK + size_t(kC) * LDT * 2, UL = UT + size_t(VT) * LDT * 2,
-                          TOTAL = UL + size_t(VT) * LDT * 2;
-  static_assert(D % VT == 0, "tile shapes");
-  static_assert(S % 16 == 0 && AQK % 16 == 0 && UT % 16 == 0 && UL % 16 == 0, "16-byte aligned regions");
-  static_assert(2 * (TOTAL + 1024) <= 228 * 1024, "two CTAs per SM");
 };
 
 // ---------------------------------------------------------------------------------------------------------
@@ -413,9 +400,14 @@ template <typename E, int ROWS, int COLS, int NTHR>
 __device__ __forceinline__ void cp_tile_g2s(E* s, int lds, const E* g, int64_t ldg, int tid) {
   constexpr int PER = 16 / int(sizeof(E)), CPR = COLS / PER;
   static_assert(COLS % PER == 0, "16-byte rows");
-  for (int e = tid; e < ROWS * CPR; e += NTHR) {
-    const int r = e / CPR, c = (e % CPR) * PER;
-    cp_async16(s + r * lds + c, g + r * ldg + c);
+  constexpr int NIT = (ROWS * CPR + NTHR - 1) / NTHR;
+#pragma unroll
+  for (int it = 0; it < NIT; ++it) {
+    const int e = tid + it * NTHR;
+    if ((ROWS * CPR) % NTHR == 0 || e < ROWS * CPR) {
+      const int r = e / CPR, c = (e % CPR) * PER;
+      cp_async16(s + r * lds + c, g + r * ldg + c);
+    }
   }
 }
 
@@ -424,9 +416,14 @@ template <typename E, int ROWS, int COLS, int NTHR>
 __device__ __forceinline__ void copy_tile_s2g(E* g, int64_t ldg, const E* s, int lds, int tid) {
   constexpr int PER = 16 / int(sizeof(E)), CPR = COLS / PER;
   static_assert(COLS % PER == 0, "16-byte rows");
-  for (int e = tid; e < ROWS * CPR; e += NTHR) {
-    const int r = e / CPR, c = (e % CPR) * PER;
-    *reinterpret_cast<uint4*>(g + r * ldg + c) = *reinterpret_cast<const uint4*>(s + r * lds + c);
+  constexpr int NIT = (ROWS * CPR + NTHR - 1) / NTHR;
+#pragma unroll
+  for (int it = 0; it < NIT; ++it) {
+    const int e = tid + it * NTHR;
+    if ((ROWS * CPR) % NTHR == 0 || e < ROWS * CPR) {
+      const int r = e / CPR, c = (e % CPR) * PER;
+      *reinterpret_cast<uint4*>(g + r * ldg + c) = *reinterpret_cast<const uint4*>(s + r * lds + c);
+    }
   }
 }
 
@@ -449,7 +446,8 @@ __global__ void __launch_bounds__(kThreads, 1) kda_chunk_prep(const Params p) {
   bf16* const sQr = reinterpret_cast<bf16*>(smem + L::R4);     // q' (P2a), then Qg (P2b - P4)
   bf16* const sKr = reinterpret_cast<bf16*>(smem + L::R5);     // k' (P2a)
   bf16* const sKgT = reinterpret_cast<bf16*>(smem + L::R5);    // Kg^T [D][LDT] (P2b - P4)
-  bf16* const sKc = reinterpret_cast<bf16*>(smem + L::R6);     // column operand (P2a), then KdT [D][LDT]
+  bf16* const sKc = reinterpret_cast<bf16*>(smem + L::R6);     // KdT [D][LDT] (P2b - P4)
+  bf16* const sKcol = reinterpret_cast<bf16*>(smem + L::KCOL);  // column operands [160][LDB] (P2a)
   float* const sAkk = reinterpret_cast<float*>(smem + L::AKK);  // A_kk [64][LDA] fp32 (beta applied)
   bf16* const sAqk = reinterpret_cast<bf16*>(smem + L::AQK);   // A_qk [64][LDT] bf16 (upper zero)
   float* const sBeta = reinterpret_cast<float*>(smem + L::BETA);
@@ -479,7 +477,9 @@ __global__ void __launch_bounds__(kThreads, 1) kda_chunk_prep(const Params p) {
 #pragma unroll
     for (int e = 0; e < EPL; ++e) dtb[e] = p.dt_bias[int64_t(h) * D + lane * EPL + e];
   }
-  for (int e = tid; e < kC * LDT; e += kThreads) sAqk[e] = __float2bfloat16_rn(0.f);  // upper blocks stay 0
+  static_assert((kC * LDT * 2) % 16 == 0, "16-byte zero fill");
+  for (int e = tid; e < kC * LDT * 2 / 16; e += kThreads)  // upper blocks stay 0
+    reinterpret_cast<uint4*>(sAqk)[e] = make_uint4(0u, 0u, 0u, 0u);
   __syncthreads();
 
 
@@ -590,8 +590,12 @@ __global__ void __launch_bounds__(kThreads, 1) kda_chunk_prep(const Params p) {
     __syncthreads();
 
     // ---- P2a: A_qk, A_kk --------------------------------------------------------------------------------
+    // One element-wise phase forms every operand (fully unrolled loops: many independent exp / load chains
+    // per thread), one barrier, one phase of mma tiles over all blocks (a, b).
     // row operands q' = q exp(G_i - R_a), k' = k exp(G_i - R_a), a = i / 16, R_0 = 0, R_a = G[16a - 1]
-    for (int e = tid; e < kC * D / 2; e += kThreads) {
+#pragma unroll 4
+    for (int it = 0; it < kC * D / 2 / kThreads; ++it) {
+      const int e = tid + it * kThreads;
       const int r = e / (D / 2), c = 2 * (e % (D / 2)), a = r >> 4;
       const float2 gg = *reinterpret_cast<const float2*>(sG + r * D + c);
       const float2 R = a ? *reinterpret_cast<const float2*>(sG + (16 * a - 1) * D + c) : make_float2(0.f, 0.f);
@@ -601,25 +605,40 @@ __global__ void __launch_bounds__(kThreads, 1) kda_chunk_prep(const Params p) {
       sts32(sQr + r * LDB + c, pack_bf16(bf_lo(uq) * mq * e0, bf_hi(uq) * mq * e1));
       sts32(sKr + r * LDB + c, pack_bf16(bf_lo(uk) * mk * e0, bf_hi(uk) * mk * e1));
     }
-#pragma unroll 1
-    for (int a = kDiagMma ? 0 : 1; a < 4; ++a) {
-      const int ncol = kDiagMma ? 16 * a + 16 : 16 * a;
-      // column operand k_j exp(R_a - G_j), j < ncol (<= 0 for j < 16a; in [0, 80] on the diagonal block)
-      for (int e = tid; e < ncol * (D / 2); e += kThreads) {
-        const int j = e / (D / 2), c = 2 * (e % (D / 2));
-        const float2 gg = *reinterpret_cast<const float2*>(sG + j * D + c);
-        const float2 R = a ? *reinterpret_cast<const float2*>(sG + (16 * a - 1) * D + c) : make_float2(0.f, 0.f);
-        const float e0 = __expf(R.x - gg.x), e1 = __expf(R.y - gg.y);
-        const float mk = sMk[j];
-        const uint32_t uk = lds32(sKn + j * LDB + c);
-        sts32(sKc + j * LDB + c, pack_bf16(bf_lo(uk) * mk * e0, bf_hi(uk) * mk * e1));
-      }
-      __syncthreads();
-      const int nb = kDiagMma ? a + 1 : a;  // column blocks b < nb
-      for (int tile = warp; tile < 4 * nb; tile += kWarps) {
-        const int mat = tile & 1, half = (tile >> 1) & 1, b = tile >> 2;
+    // column operands of row block a (rows kColOff(a) .. + 16 (a + 1) of sKcol): k_j exp(R_a - G_j), j < 16 (a + 1)
+    // (<= 0 for j < 16a; in [0, 80] on the diagonal block, used only when kDiagMma)
+    static_assert(L::kColRows * (D / 2) % kThreads == 0, "whole iterations");
+#pragma unroll 4
+    for (int it = 0; it < L::kColRows * (D / 2) / kThreads; ++it) {
+      const int e = tid + it * kThreads;
+      const int jr = e / (D / 2), c = 2 * (e % (D / 2));
+      const int a = jr < 16 ? 0 : jr < 48 ? 1 : jr < 96 ? 2 : 3;
+      const int j = jr - 8 * a * (a + 1);
+      const float2 gg = *reinterpret_cast<const float2*>(sG + j * D + c);
+      const float2 R = a ? *reinterpret_cast<const float2*>(sG + (16 * a - 1) * D + c) : make_float2(0.f, 0.f);
+      const float e0 = __expf(R.x - gg.x), e1 = __expf(R.y - gg.y);
+      const float mk = sMk[j];
+      const uint32_t uk = lds32(sKn + j * LDB + c);
+      sts32(sKcol + jr * LDB + c, pack_bf16(bf_lo(uk) * mk * e0, bf_hi(uk) * mk * e1));
+    }
+    __syncthreads();
+    {
+      // tiles (a, b, mat, half): 16 x 8 outputs of block (a, b) of A_qk (mat 0) or A_kk (mat 1), b <= a
+      // (b < a without kDiagMma); tile index t = 4 * blk + 2 * half + mat over the blocks in (a, b) order.
+      constexpr int kBlocks = kDiagMma ? 10 : 6;
+      for (int tile = warp; tile < 4 * kBlocks; tile += kWarps) {
+        const int mat = tile & 1, half = (tile >> 1) & 1, blk = tile >> 2;
+        int a, b;
+        if constexpr (kDiagMma) {
+          a = blk < 1 ? 0 : blk < 3 ? 1 : blk < 6 ? 2 : 3;
+          b = blk - a * (a + 1) / 2;
+        } else {
+          a = blk < 1 ? 1 : blk < 3 ? 2 : 3;
+          b = blk - a * (a - 1) / 2;
+        }
         float acc[1][1][4] = {};
-        warp_mma<1, 1, D, kBbf16>(acc, mat ? sKr : sQr, LDB, 16 * a, sKc, LDB, 16 * b + 8 * half, lane);
+        warp_mma<1, 1, D, kBbf16>(acc, mat ? sKr : sQr, LDB, 16 * a, sKcol + 8 * a * (a + 1) * LDB, LDB,
+                                  16 * b + 8 * half, lane);
 #pragma unroll
         for (int rr = 0; rr < 2; ++rr) {
           const int i = 16 * a + gq + 8 * rr;
@@ -634,8 +653,8 @@ __global__ void __launch_bounds__(kThreads, 1) kda_chunk_prep(const Params p) {
           }
         }
       }
-      __syncthreads();
     }
+    __syncthreads();  // the tiles have read q', k' (R4, R5) before P2b overwrites them
     if constexpr (!kDiagMma) {
       // diagonal 16 x 16 blocks per pair: exp(G_i - G_j), i >= j, exponent <= 0 (any g <= 0)
       for (int e = tid; e < 4 * 256; e += kThreads) {
@@ -661,7 +680,9 @@ __global__ void __launch_bounds__(kThreads, 1) kda_chunk_prep(const Params p) {
     }
 
     // ---- P2b: Qg, Kg^T, KdT (R4 - R6 are free: the last P2a barrier is behind us) -------------------------
-    for (int e = tid; e < kC * D / 2; e += kThreads) {
+#pragma unroll 4
+    for (int it = 0; it < kC * D / 2 / kThreads; ++it) {
+      const int e = tid + it * kThreads;
       const int r = e / (D / 2), c = 2 * (e % (D / 2));
       const float2 gg = *reinterpret_cast<const float2*>(sG + r * D + c);
       const float mq = sMq[r];
@@ -669,7 +690,9 @@ __global__ void __launch_bounds__(kThreads, 1) kda_chunk_prep(const Params p) {
       const uint32_t uq = lds32(sQn + r * LDB + c);
       sts32(sQr + r * LDB + c, pack_bf16(bf_lo(uq) * mq * e0, bf_hi(uq) * mq * e1));
     }
-    for (int e = tid; e < D * (kC / 2); e += kThreads) {  // consecutive threads: consecutive channels
+#pragma unroll 4
+    for (int it = 0; it < D * (kC / 2) / kThreads; ++it) {  // consecutive threads: consecutive channels
+      const int e = tid + it * kThreads;
       const int c = e % D, r = 2 * (e / D);
       const float gc = sGC[c], g0 = sG[r * D + c], g1 = sG[(r + 1) * D + c];
       const float k0 = bf2f(sKn[r * LDB + c]) * sMk[r], k1 = bf2f(sKn[(r + 1) * LDB + c]) * sMk[r + 1];
@@ -719,7 +742,9 @@ __global__ void __launch_bounds__(kThreads, 1) kda_chunk_prep(const Params p) {
       }
       __syncthreads();
     }
-    for (int e = tid; e < kC * kC; e += kThreads) {
+#pragma unroll
+    for (int it = 0; it < kC * kC / kThreads; ++it) {
+      const int e = tid + it * kThreads;
       const int i = e >> 6, j = e & 63;
       const float val = (j >> 4) > (i >> 4) ? 0.f : sT[i * LDA + j] * sBeta[j];
       sTb[i * LDT + j] = __float2bfloat16_rn(val);
@@ -786,6 +811,15 @@ __device__ __forceinline__ void walk_prefetch(const Params& p, unsigned char* bu
 }
 
 template <int D, int VT>
+__device__ __forceinline__ void walk_prefetch_out(const Params& p, unsigned char* smem, int64_t cid, int tid) {
+  using L = WalkSmem<D, VT>;
+  constexpr int NTHR = walk_threads(VT);
+  cp_tile_g2s<bf16, kC, D, NTHR>(reinterpret_cast<bf16*>(smem + L::QG), L::LDB, p.scr.qg + cid * (kC * D), D, tid);
+  cp_tile_g2s<bf16, kC, kC, NTHR>(reinterpret_cast<bf16*>(smem + L::AQK), L::LDT, p.scr.aqk + cid * (kC * kC), kC,
+                                  tid);
+}
+
+template <int D, int VT>
 __global__ void __launch_bounds__(walk_threads(VT), 1) kda_chunk_walk(const Params p) {
   using L = WalkSmem<D, VT>;
   constexpr int NTHR = walk_threads(VT), NW = NTHR / 32, NV = D / VT;
@@ -794,6 +828,8 @@ __global__ void __launch_bounds__(walk_threads(VT), 1) kda_chunk_walk(const Para
   float* const sS = reinterpret_cast<float*>(smem + L::S);  // S^T [VT][LDS] fp32
   bf16* const sUt = reinterpret_cast<bf16*>(smem + L::UT);  // U^T hi [VT][LDT]
   bf16* const sUl = reinterpret_cast<bf16*>(smem + L::UL);  // U^T lo [VT][LDT]
+  const bf16* const sQg = reinterpret_cast<const bf16*>(smem + L::QG);   // Qg [64][LDB]
+  const bf16* const sAqk = reinterpret_cast<const bf16*>(smem + L::AQK);  // A_qk [64][LDT]
 
   KDA_CHUNK_ASSERT(blockDim.x == NTHR);
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
@@ -823,7 +859,12 @@ __global__ void __launch_bounds__(walk_threads(VT), 1) kda_chunk_walk(const Para
     }
     sS[v * LDS + kk] = p.s0 ? p.s0[gi] : 0.f;
   }
+  // cp.async groups: the inputs of chunk c (buffer c & 1) are committed at the top of iteration c - 1, its
+  // output operands (Qg, A_qk, single buffer) at the end of iteration c - 1, after every read of chunk c - 1's;
+  // so the wait_group 1 after the top commit of iteration c leaves only chunk c + 1's inputs in flight.
   if (cbeg < cend) walk_prefetch<D, VT>(p, smem + L::BUF0, cbeg * p.H + h, v0, tid);
+  cp_async_commit();
+  if (cbeg < cend) walk_prefetch_out<D, VT>(p, smem, cbeg * p.H + h, tid);
   cp_async_commit();
 
   constexpr int WM = NW / 4, MT = 4 / WM;  // WM x 4 warp grid; MT m16 tiles of the 64 rows per warp
@@ -838,16 +879,13 @@ __global__ void __launch_bounds__(walk_threads(VT), 1) kda_chunk_walk(const Para
     if (c + 1 < cend)  // the other buffer was last read by chunk c - 1, before the barrier in its S update
       walk_prefetch<D, VT>(p, smem + L::BUF0 + size_t((c + 1 - cbeg) & 1) * L::kBuf, cid + p.H, v0, tid);
     cp_async_commit();
-    cp_async_wait<1>();  // chunk c's group has landed (for this thread)
+    cp_async_wait<1>();  // chunk c's groups have landed (for this thread)
     __syncthreads();     // ... and for all threads; also orders the S^T writes of chunk c - 1
     const bf16* const sWh = reinterpret_cast<const bf16*>(buf + L::BWH);
     const bf16* const sWl = reinterpret_cast<const bf16*>(buf + L::BWL);
     const float* const sU0 = reinterpret_cast<const float*>(buf + L::BU0);
     const bf16* const sKdt = reinterpret_cast<const bf16*>(buf + L::BKDT);
     const float* const sDecay = reinterpret_cast<const float*>(buf + L::BDEC);
-
-    // S^T at the chunk start -> scratch (rows v0 .. v0 + VT of [D][D])
-    copy_tile_s2g<float, VT, D, NTHR>(p.scr.st + cid * (D * D) + int64_t(v0) * D, D, sS, LDS, tid);
 
     // U = U0 + Wn S -> U^T hi + lo
     {
@@ -882,9 +920,29 @@ __global__ void __launch_bounds__(walk_threads(VT), 1) kda_chunk_walk(const Para
     }
     __syncthreads();
 
-    // U^T hi + lo -> scratch (rows v0 .. v0 + VT of [D][64])
-    copy_tile_s2g<bf16, VT, kC, NTHR>(p.scr.uh + cid * (D * kC) + int64_t(v0) * kC, kC, sUt, LDT, tid);
-    copy_tile_s2g<bf16, VT, kC, NTHR>(p.scr.ul + cid * (D * kC) + int64_t(v0) * kC, kC, sUl, LDT, tid);
+    // O = Qg S_start + A_qk U (64 x VT; S split hi + lo, U hi + lo) -> global o (rows in the sequence)
+    {
+      const int t0 = (kC / WM) * wm, n0 = wn * (VT / 4);
+      float acc[MT][NT][4] = {};
+      warp_mma<MT, NT, D, kBf32>(acc, sQg, LDB, t0, sS, LDS, n0, lane);
+      warp_mma<MT, NT, kC, kBpair>(acc, sAqk, LDT, t0, sUt, LDT, n0, lane, nullptr, sUl);
+      const int64_t tok0 = p.tab[3 * c], bb = p.tab[3 * c + 1];
+      const int rows = int(p.tab[3 * c + 2]);
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int rr = 0; rr < 2; ++rr) {
+          const int t = t0 + 16 * mt + gq + 8 * rr;
+          if (t < rows) {
+            const int64_t ob = bb * p.s_o[0] + (tok0 + t) * p.s_o[1] + h * p.s_o[2] + v0;
+#pragma unroll
+            for (int nt = 0; nt < NT; ++nt) {
+              const int v = n0 + 8 * nt + 2 * tq;
+              store_2(p.o, p.dt_o, ob + v, acc[mt][nt][2 * rr], acc[mt][nt][2 * rr + 1]);
+            }
+          }
+        }
+    }
 
     // S^T <- S^T diag(exp(GC)) + U^T KdT^T
     {
@@ -904,7 +962,9 @@ __global__ void __launch_bounds__(walk_threads(VT), 1) kda_chunk_walk(const Para
             acc[mt][nt][2 * rr + 1] = s.y * sDecay[kk + 1];
           }
       warp_mma<MT7, NT7, kC, kBbf16, true>(acc, sUt, LDT, m0, sKdt, LDT, n0, lane, sUl);
-      __syncthreads();  // every warp has read sS (products above, S^T store) before it is overwritten
+      __syncthreads();  // every warp has read sS, Qg, A_qk (products above) before they are overwritten
+      if (c + 1 < cend) walk_prefetch_out<D, VT>(p, smem, cid + p.H, tid);
+      cp_async_commit();
 #pragma unroll
       for (int mt = 0; mt < MT7; ++mt)
 #pragma unroll
@@ -936,69 +996,6 @@ __global__ void __launch_bounds__(walk_threads(VT), 1) kda_chunk_walk(const Para
       p.s1[gi] = sS[v * LDS + kk];
     }
   }
-}
-
-// ---------------------------------------------------------------------------------------------------------
-// kernel 3: per (chunk, head, V tile) output O = Qg S_start + A_qk U
-
-template <int D>
-__global__ void __launch_bounds__(kOutThreads, 2) kda_chunk_out(const Params p) {
-  using L = OutSmem<D>;
-  constexpr int VT = L::VT, NV = D / VT, NW = kOutThreads / 32;
-  constexpr int LDB = L::LDB, LDT = L::LDT, LDS = L::LDS;
-  extern __shared__ __align__(16) unsigned char smem[];
-  bf16* const sQg = reinterpret_cast<bf16*>(smem + L::QG);   // Qg [64][LDB]
-  float* const sS = reinterpret_cast<float*>(smem + L::S);   // S^T [VT][LDS] fp32
-  bf16* const sAqk = reinterpret_cast<bf16*>(smem + L::AQK);  // A_qk [64][LDT]
-  bf16* const sUt = reinterpret_cast<bf16*>(smem + L::UT);   // U^T hi [VT][LDT]
-  bf16* const sUl = reinterpret_cast<bf16*>(smem + L::UL);   // U^T lo [VT][LDT]
-
-  KDA_CHUNK_ASSERT(blockDim.x == kOutThreads);
-  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
-  const int gq = lane >> 2, tq = lane & 3;
-
-  const int64_t bid = int64_t(blockIdx.x);
-  const int vt = int(bid % NV);
-  const int64_t cid = bid / NV;  // chunk * H + head
-  const int h = int(cid % p.H);
-  const int64_t chunk = cid / p.H;
-  KDA_CHUNK_ASSERT(chunk < p.nch);
-  const int64_t tok0 = p.tab[3 * chunk], bb = p.tab[3 * chunk + 1];
-  const int rows = int(p.tab[3 * chunk + 2]);
-  const int v0 = vt * VT;
-
-  cp_tile_g2s<bf16, kC, D, kOutThreads>(sQg, LDB, p.scr.qg + cid * (kC * D), D, tid);
-  cp_tile_g2s<float, VT, D, kOutThreads>(sS, LDS, p.scr.st + cid * (D * D) + int64_t(v0) * D, D, tid);
-  cp_tile_g2s<bf16, kC, kC, kOutThreads>(sAqk, LDT, p.scr.aqk + cid * (kC * kC), kC, tid);
-  cp_tile_g2s<bf16, VT, kC, kOutThreads>(sUt, LDT, p.scr.uh + cid * (D * kC) + int64_t(v0) * kC, kC, tid);
-  cp_tile_g2s<bf16, VT, kC, kOutThreads>(sUl, LDT, p.scr.ul + cid * (D * kC) + int64_t(v0) * kC, kC, tid);
-  cp_async_commit();
-  cp_async_wait<0>();
-  __syncthreads();
-
-  constexpr int WM = NW / 4, MT = 4 / WM;  // WM x 4 warp grid; MT m16 tiles of the 64 rows per warp
-  static_assert(WM * 4 == NW && MT * WM == 4, "warp grid");
-  constexpr int NT = VT / 32;
-  const int wm = warp >> 2, wn = warp & 3;
-  const int t0 = (kC / WM) * wm, n0 = wn * (VT / 4);
-  float acc[MT][NT][4] = {};
-  warp_mma<MT, NT, D, kBf32>(acc, sQg, LDB, t0, sS, LDS, n0, lane);
-  warp_mma<MT, NT, kC, kBpair>(acc, sAqk, LDT, t0, sUt, LDT, n0, lane, nullptr, sUl);
-#pragma unroll
-  for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-    for (int rr = 0; rr < 2; ++rr) {
-      const int t = t0 + 16 * mt + gq + 8 * rr;
-      if (t < rows) {
-        const int64_t tok = tok0 + t;
-        const int64_t ob = bb * p.s_o[0] + tok * p.s_o[1] + h * p.s_o[2] + v0;
-#pragma unroll
-        for (int nt = 0; nt < NT; ++nt) {
-          const int v = n0 + 8 * nt + 2 * tq;
-          store_2(p.o, p.dt_o, ob + v, acc[mt][nt][2 * rr], acc[mt][nt][2 * rr + 1]);
-        }
-      }
-    }
 }
 
 }  // namespace kimi::cuda::kda_chunk
