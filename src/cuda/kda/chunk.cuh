@@ -267,6 +267,51 @@ __device__ __forceinline__ void load_n(const void* base, int dt, int64_t off, fl
   }
 }
 
+// Raw bits of N (1, 2 or 4) consecutive elements of a float tensor of runtime dtype dt at element offset off:
+// f32 -> w[e] = bits of element e; 16-bit -> w[e / 2] holds elements e (low half) and e + 1. No arithmetic on
+// the loaded words here, so that a thread's loads are all in flight before the first conversion
+// (raw_to_f32) waits for them.
+template <int N>
+__device__ __forceinline__ void load_raw(const void* base, int dt, int64_t off, uint32_t (&w)[N]) {
+  if (dt == kDtF32) {
+    const float* p = static_cast<const float*>(base) + off;
+    if (N == 4 && (reinterpret_cast<uintptr_t>(p) & 15) == 0) {
+      const uint4 u = *reinterpret_cast<const uint4*>(p);
+      const uint32_t x[4] = {u.x, u.y, u.z, u.w};
+#pragma unroll
+      for (int e = 0; e < N; ++e) w[e] = x[e];
+    } else if (N == 2 && (reinterpret_cast<uintptr_t>(p) & 7) == 0) {
+      const uint2 u = *reinterpret_cast<const uint2*>(p);
+      const uint32_t x[2] = {u.x, u.y};
+#pragma unroll
+      for (int e = 0; e < N; ++e) w[e] = x[e];
+    } else {
+#pragma unroll
+      for (int e = 0; e < N; ++e) w[e] = __float_as_uint(p[e]);
+    }
+  } else {
+    const unsigned short* p = static_cast<const unsigned short*>(base) + off;
+    if (N == 4 && (reinterpret_cast<uintptr_t>(p) & 7) == 0) {
+      const uint2 u = *reinterpret_cast<const uint2*>(p);
+      w[0] = u.x;
+      w[N > 1 ? 1 : 0] = u.y;
+    } else if (N == 2 && (reinterpret_cast<uintptr_t>(p) & 3) == 0) {
+      w[0] = *reinterpret_cast<const uint32_t*>(p);
+    } else if (N == 1) {
+      w[0] = p[0];
+    } else {
+#pragma unroll
+      for (int e = 0; e < N; e += 2) w[e / 2] = uint32_t(p[e]) | (uint32_t(p[e + 1]) << 16);
+    }
+  }
+}
+template <int N>
+__device__ __forceinline__ void raw_to_f32(const uint32_t (&w)[N], int dt, float (&x)[N]) {
+#pragma unroll
+  for (int e = 0; e < N; ++e)
+    x[e] = dt == kDtF32 ? __uint_as_float(w[e]) : u16_to_f32((w[e / 2] >> (16 * (e & 1))) & 0xffffu, dt);
+}
+
 __device__ __forceinline__ float load_1(const void* base, int dt, int64_t off) {
   float x[1];
   load_n<1>(base, dt, off, x);
@@ -486,19 +531,18 @@ __global__ void __launch_bounds__(kThreads, 1) kda_chunk_prep(const Params p) {
   {
     const int nrows = rows;
 
-    // V rows into registers first (stored to shared memory as V^T in P3, once R2 is free): their latency
-    // overlaps the q, k, g loads below
+    // V rows into registers first, as raw bits (converted and stored to shared memory as V^T in P3, once R2
+    // is free): their latency overlaps the q, k, g loads below
     constexpr int RWV = kC / kWarps;
-    float xv[RWV][EPL];
+    uint32_t wv[RWV][EPL];
 #pragma unroll
     for (int rr = 0; rr < RWV; ++rr) {
       const int r = warp + kWarps * rr;
+#pragma unroll
+      for (int e = 0; e < EPL; ++e) wv[rr][e] = 0u;  // zero bits: 0.0 in every dtype
       if (r < nrows) {
         const int64_t tok = tok0 + r;
-        load_n<EPL>(p.v, p.dt_v, bb * p.s_v[0] + tok * p.s_v[1] + h * p.s_v[2] + lane * EPL, xv[rr]);
-      } else {
-#pragma unroll
-        for (int e = 0; e < EPL; ++e) xv[rr][e] = 0.f;
+        load_raw<EPL>(p.v, p.dt_v, bb * p.s_v[0] + tok * p.s_v[1] + h * p.s_v[2] + lane * EPL, wv[rr]);
       }
     }
 
@@ -507,33 +551,37 @@ __global__ void __launch_bounds__(kThreads, 1) kda_chunk_prep(const Params p) {
     {
       constexpr int RW = kC / kWarps;  // rows per warp: r = warp + kWarps * rr
       const int ch = lane * EPL;
-      float xq[RW][EPL], xk[RW][EPL], xg[RW][EPL], xb[RW];
+      uint32_t wq[RW][EPL], wk[RW][EPL], wg[RW][EPL], wb[RW][1];
 #pragma unroll
       for (int rr = 0; rr < RW; ++rr) {
         const int r = warp + kWarps * rr;
         const int64_t tok = tok0 + r;
-        xb[rr] = 0.f;
-        if (r < nrows) {
-          load_n<EPL>(p.q, p.dt_q, bb * p.s_q[0] + tok * p.s_q[1] + h * p.s_q[2] + ch, xq[rr]);
-          load_n<EPL>(p.k, p.dt_k, bb * p.s_k[0] + tok * p.s_k[1] + h * p.s_k[2] + ch, xk[rr]);
-          load_n<EPL>(p.g, p.dt_g, bb * p.s_g[0] + tok * p.s_g[1] + h * p.s_g[2] + ch, xg[rr]);
-          if (lane == 0) xb[rr] = load_1(p.beta, p.dt_beta, bb * p.s_beta[0] + tok * p.s_beta[1] + h * p.s_beta[2]);
-        } else {
 #pragma unroll
-          for (int e = 0; e < EPL; ++e) xq[rr][e] = xk[rr][e] = xg[rr][e] = 0.f;
+        for (int e = 0; e < EPL; ++e) wq[rr][e] = wk[rr][e] = wg[rr][e] = 0u;
+        wb[rr][0] = 0u;
+        if (r < nrows) {
+          load_raw<EPL>(p.q, p.dt_q, bb * p.s_q[0] + tok * p.s_q[1] + h * p.s_q[2] + ch, wq[rr]);
+          load_raw<EPL>(p.k, p.dt_k, bb * p.s_k[0] + tok * p.s_k[1] + h * p.s_k[2] + ch, wk[rr]);
+          load_raw<EPL>(p.g, p.dt_g, bb * p.s_g[0] + tok * p.s_g[1] + h * p.s_g[2] + ch, wg[rr]);
+          if (lane == 0) load_raw<1>(p.beta, p.dt_beta, bb * p.s_beta[0] + tok * p.s_beta[1] + h * p.s_beta[2], wb[rr]);
         }
       }
 #pragma unroll
       for (int rr = 0; rr < RW; ++rr) {
         const int r = warp + kWarps * rr;
         const bool valid = r < nrows;
+        float xq[1][EPL], xk[1][EPL], xg[1][EPL], xb[1][1];
+        raw_to_f32<EPL>(wq[rr], p.dt_q, xq[0]);
+        raw_to_f32<EPL>(wk[rr], p.dt_k, xk[0]);
+        raw_to_f32<EPL>(wg[rr], p.dt_g, xg[0]);
+        raw_to_f32<1>(wb[rr], p.dt_beta, xb[0]);
         float mq = p.scale, mk = 1.f;
         if (p.l2norm) {
           float sq = 0.f, sk = 0.f;
 #pragma unroll
           for (int e = 0; e < EPL; ++e) {
-            sq += xq[rr][e] * xq[rr][e];
-            sk += xk[rr][e] * xk[rr][e];
+            sq += xq[0][e] * xq[0][e];
+            sk += xk[0][e] * xk[0][e];
           }
           sq = warp_sum(sq);
           sk = warp_sum(sk);
@@ -542,14 +590,14 @@ __global__ void __launch_bounds__(kThreads, 1) kda_chunk_prep(const Params p) {
         }
 #pragma unroll
         for (int e = 0; e < EPL; e += 2) {  // raw values (exact for bf16 inputs); multipliers applied later
-          sts32(sQn + r * LDB + ch + e, pack_bf16(xq[rr][e], xq[rr][e + 1]));
-          sts32(sKn + r * LDB + ch + e, pack_bf16(xk[rr][e], xk[rr][e + 1]));
+          sts32(sQn + r * LDB + ch + e, pack_bf16(xq[0][e], xq[0][e + 1]));
+          sts32(sKn + r * LDB + ch + e, pack_bf16(xk[0][e], xk[0][e + 1]));
         }
 #pragma unroll
         for (int e = 0; e < EPL; ++e) {
-          float gv = xg[rr][e];
+          float gv = xg[0][e];
           if (p.gate != kGateNone && valid) {
-            const float x = xg[rr][e] + dtb[e];
+            const float x = xg[0][e] + dtb[e];
             if (p.gate == kGateSoftplus)
               gv = -gate_a * (x > 20.f ? x : log1pf(expf(x)));
             else
@@ -558,7 +606,7 @@ __global__ void __launch_bounds__(kThreads, 1) kda_chunk_prep(const Params p) {
           sG[r * D + ch + e] = valid ? gv : 0.f;
         }
         if (lane == 0) {
-          float bv = xb[rr];
+          float bv = xb[0][0];
           if (valid && p.beta_sigmoid) bv = 1.f / (1.f + expf(-bv));
           sBeta[r] = valid ? bv : 0.f;
           sMq[r] = mq;
@@ -703,10 +751,13 @@ __global__ void __launch_bounds__(kThreads, 1) kda_chunk_prep(const Params p) {
 
     // ---- P3: V^T; T = (I + A_kk)^-1; Tb = T diag(beta) --------------------------------------------------
 #pragma unroll
-    for (int rr = 0; rr < RWV; ++rr)
+    for (int rr = 0; rr < RWV; ++rr) {
+      float xv[EPL];
+      raw_to_f32<EPL>(wv[rr], p.dt_v, xv);
 #pragma unroll
       for (int e = 0; e < EPL; ++e)
-        sVt[(lane * EPL + e) * LDT + warp + kWarps * rr] = __float2bfloat16_rn(xv[rr][e]);
+        sVt[(lane * EPL + e) * LDT + warp + kWarps * rr] = __float2bfloat16_rn(xv[e]);
+    }
     if (warp < 4 && lane < 16) {  // diagonal blocks: forward substitution, lane = column j of block warp
       const int base = 16 * warp, j = lane;
       float col[16];
