@@ -187,18 +187,19 @@ struct PrepSmem {
   static_assert(TOTAL <= 227 * 1024, "fits the sm_90 shared memory of one CTA");
 };
 
-// Walk kernel shared memory: S^T fp32 [VT][LDS]; two input buffers {Wn hi, Wn lo [64][LDB], U0 fp32
+// Walk kernel shared memory: S^T hi, lo bf16 [VT][LDB] (the fp32 state itself lives in registers); two input
+// buffers {Wn hi, Wn lo [64][LDB], U0 fp32
 // [64][LDU], KdT [D][LDT], decay [D]}; U^T hi, lo [VT][LDT]; one buffer of the output operands Qg [64][LDB],
 // A_qk [64][LDT].
 template <int D, int VT>
 struct WalkSmem {
-  static constexpr int LDB = D + 8, LDT = kC + 8, LDS = D + 8, LDU = VT + 8;
-  static constexpr size_t S = 0;
+  static constexpr int LDB = D + 8, LDT = kC + 8, LDU = VT + 8;
+  static constexpr size_t SH = 0, SL = SH + size_t(VT) * LDB * 2;  // S^T hi, lo bf16 [VT][LDB]
   static constexpr size_t kWh = size_t(kC) * LDB * 2, kU0 = size_t(kC) * LDU * 4, kKdt = size_t(D) * LDT * 2,
                           kDec = size_t(D) * 4;
   static constexpr size_t BWH = 0, BWL = BWH + kWh, BU0 = BWL + kWh, BKDT = BU0 + kU0, BDEC = BKDT + kKdt;
   static constexpr size_t kBuf = BDEC + kDec;  // one input buffer
-  static constexpr size_t BUF0 = S + size_t(VT) * LDS * 4;
+  static constexpr size_t BUF0 = SL + size_t(VT) * LDB * 2;
   static constexpr size_t UT = BUF0 + 2 * kBuf;
   static constexpr size_t UL = UT + size_t(VT) * LDT * 2;
   static constexpr size_t QG = UL + size_t(VT) * LDT * 2;
@@ -874,9 +875,10 @@ template <int D, int VT>
 __global__ void __launch_bounds__(walk_threads(VT), 1) kda_chunk_walk(const Params p) {
   using L = WalkSmem<D, VT>;
   constexpr int NTHR = walk_threads(VT), NW = NTHR / 32, NV = D / VT;
-  constexpr int LDB = L::LDB, LDT = L::LDT, LDS = L::LDS, LDU = L::LDU;
+  constexpr int LDB = L::LDB, LDT = L::LDT, LDU = L::LDU;
   extern __shared__ __align__(16) unsigned char smem[];
-  float* const sS = reinterpret_cast<float*>(smem + L::S);  // S^T [VT][LDS] fp32
+  bf16* const sSh = reinterpret_cast<bf16*>(smem + L::SH);  // S^T hi [VT][LDB]
+  bf16* const sSl = reinterpret_cast<bf16*>(smem + L::SL);  // S^T lo [VT][LDB]
   bf16* const sUt = reinterpret_cast<bf16*>(smem + L::UT);  // U^T hi [VT][LDT]
   bf16* const sUl = reinterpret_cast<bf16*>(smem + L::UL);  // U^T lo [VT][LDT]
   const bf16* const sQg = reinterpret_cast<const bf16*>(smem + L::QG);   // Qg [64][LDB]
@@ -894,22 +896,6 @@ __global__ void __launch_bounds__(walk_threads(VT), 1) kda_chunk_walk(const Para
   const int64_t cbeg = p.seq0[n], cend = p.seq0[n + 1];
   const int v0 = vt * VT;
 
-  // initial state slice -> S^T
-  const int64_t sbase = (int64_t(n) * p.H + h) * int64_t(D) * D;
-  for (int e = tid; e < VT * D; e += NTHR) {
-    int v, kk;
-    int64_t gi;
-    if (p.vk) {
-      v = e / D;
-      kk = e % D;
-      gi = sbase + int64_t(v0 + v) * D + kk;
-    } else {
-      kk = e / VT;
-      v = e % VT;
-      gi = sbase + int64_t(kk) * D + v0 + v;
-    }
-    sS[v * LDS + kk] = p.s0 ? p.s0[gi] : 0.f;
-  }
   // cp.async groups: the inputs of chunk c (buffer c & 1) are committed at the top of iteration c - 1, its
   // output operands (Qg, A_qk, single buffer) at the end of iteration c - 1, after every read of chunk c - 1's;
   // so the wait_group 1 after the top commit of iteration c leaves only chunk c + 1's inputs in flight.
@@ -923,6 +909,45 @@ __global__ void __launch_bounds__(walk_threads(VT), 1) kda_chunk_walk(const Para
   const int wm = warp >> 2, wn = warp & 3;
   constexpr int NT = VT / 32;  // n8 tiles per warp over VT / 4 columns
 
+  // The fp32 state S^T [VT][D] lives in registers, in the accumulator layout of the state update: warp (wm, wn)
+  // owns rows m0 .. m0 + VT / WM, columns n0 .. n0 + D / 4; st[mt][nt][2 rr + cc] is S^T[v][kk] with
+  // v = m0 + 16 mt + gq + 8 rr, kk = n0 + 8 nt + 2 tq + cc. Its bf16 hi + lo split (hi = bf16(x), lo =
+  // bf16(x - hi)) is written to sSh / sSl for the two products that read S.
+  constexpr int MT7 = VT / 16 / WM, NT7 = D / 32;
+  static_assert(MT7 >= 1 && MT7 * 16 * WM == VT, "state update tiles");
+  const int m0 = wm * (VT / WM), n07 = wn * (D / 4);
+  const int64_t sbase = (int64_t(n) * p.H + h) * int64_t(D) * D;
+  const auto state_index = [&](int v, int kk) {
+    return p.vk ? sbase + int64_t(v0 + v) * D + kk : sbase + int64_t(kk) * D + v0 + v;
+  };
+  float st[MT7][NT7][4];
+  const auto store_split = [&]() {
+#pragma unroll
+    for (int mt = 0; mt < MT7; ++mt)
+#pragma unroll
+      for (int nt = 0; nt < NT7; ++nt)
+#pragma unroll
+        for (int rr = 0; rr < 2; ++rr) {
+          const int v = m0 + 16 * mt + gq + 8 * rr, kk = n07 + 8 * nt + 2 * tq;
+          const float x0 = st[mt][nt][2 * rr], x1 = st[mt][nt][2 * rr + 1];
+          const uint32_t hi = pack_bf16(x0, x1);
+          sts32(sSh + v * LDB + kk, hi);
+          sts32(sSl + v * LDB + kk, pack_bf16(x0 - bf_lo(hi), x1 - bf_hi(hi)));
+        }
+  };
+#pragma unroll
+  for (int mt = 0; mt < MT7; ++mt)
+#pragma unroll
+    for (int nt = 0; nt < NT7; ++nt)
+#pragma unroll
+      for (int rr = 0; rr < 2; ++rr)
+#pragma unroll
+        for (int cc = 0; cc < 2; ++cc) {
+          const int v = m0 + 16 * mt + gq + 8 * rr, kk = n07 + 8 * nt + 2 * tq + cc;
+          st[mt][nt][2 * rr + cc] = p.s0 ? p.s0[state_index(v, kk)] : 0.f;
+        }
+  store_split();  // ordered before the first read by the barrier at the top of the first iteration
+
 #pragma unroll 1
   for (int64_t c = cbeg; c < cend; ++c) {
     const int64_t cid = c * p.H + h;
@@ -931,7 +956,7 @@ __global__ void __launch_bounds__(walk_threads(VT), 1) kda_chunk_walk(const Para
       walk_prefetch<D, VT>(p, smem + L::BUF0 + size_t((c + 1 - cbeg) & 1) * L::kBuf, cid + p.H, v0, tid);
     cp_async_commit();
     cp_async_wait<1>();  // chunk c's groups have landed (for this thread)
-    __syncthreads();     // ... and for all threads; also orders the S^T writes of chunk c - 1
+    __syncthreads();     // ... and for all threads; also orders the S^T hi / lo writes of chunk c - 1
     const bf16* const sWh = reinterpret_cast<const bf16*>(buf + L::BWH);
     const bf16* const sWl = reinterpret_cast<const bf16*>(buf + L::BWL);
     const float* const sU0 = reinterpret_cast<const float*>(buf + L::BU0);
@@ -953,7 +978,7 @@ __global__ void __launch_bounds__(walk_threads(VT), 1) kda_chunk_walk(const Para
             acc[mt][nt][2 * rr] = u.x;
             acc[mt][nt][2 * rr + 1] = u.y;
           }
-      warp_mma<MT, NT, D, kBf32, true>(acc, sWh, LDB, t0, sS, LDS, n0, lane, sWl);
+      warp_mma<MT, NT, D, kBpair, true>(acc, sWh, LDB, t0, sSh, LDB, n0, lane, sWl, sSl);
 #pragma unroll
       for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
@@ -971,11 +996,11 @@ __global__ void __launch_bounds__(walk_threads(VT), 1) kda_chunk_walk(const Para
     }
     __syncthreads();
 
-    // O = Qg S_start + A_qk U (64 x VT; S split hi + lo, U hi + lo) -> global o (rows in the sequence)
+    // O = Qg S_start + A_qk U (64 x VT; S hi + lo, U hi + lo) -> global o (rows in the sequence)
     {
       const int t0 = (kC / WM) * wm, n0 = wn * (VT / 4);
       float acc[MT][NT][4] = {};
-      warp_mma<MT, NT, D, kBf32>(acc, sQg, LDB, t0, sS, LDS, n0, lane);
+      warp_mma<MT, NT, D, kBpair>(acc, sQg, LDB, t0, sSh, LDB, n0, lane, nullptr, sSl);
       warp_mma<MT, NT, kC, kBpair>(acc, sAqk, LDT, t0, sUt, LDT, n0, lane, nullptr, sUl);
       const int64_t tok0 = p.tab[3 * c], bb = p.tab[3 * c + 1];
       const int rows = int(p.tab[3 * c + 2]);
@@ -995,57 +1020,38 @@ __global__ void __launch_bounds__(walk_threads(VT), 1) kda_chunk_walk(const Para
         }
     }
 
-    // S^T <- S^T diag(exp(GC)) + U^T KdT^T
-    {
-      constexpr int MT7 = VT / 16 / WM, NT7 = D / 32;
-      static_assert(MT7 >= 1 && MT7 * 16 * WM == VT, "state update tiles");
-      const int m0 = wm * (VT / WM), n0 = wn * (D / 4);
-      float acc[MT7][NT7][4];
+    // S^T <- S^T diag(exp(GC)) + U^T KdT^T   (VT x K, k = 64; U hi + lo; fp32 accumulators are the state)
 #pragma unroll
-      for (int mt = 0; mt < MT7; ++mt)
+    for (int mt = 0; mt < MT7; ++mt)
 #pragma unroll
-        for (int nt = 0; nt < NT7; ++nt)
+      for (int nt = 0; nt < NT7; ++nt)
 #pragma unroll
-          for (int rr = 0; rr < 2; ++rr) {
-            const int v = m0 + 16 * mt + gq + 8 * rr, kk = n0 + 8 * nt + 2 * tq;
-            const float2 s = *reinterpret_cast<const float2*>(sS + v * LDS + kk);
-            acc[mt][nt][2 * rr] = s.x * sDecay[kk];
-            acc[mt][nt][2 * rr + 1] = s.y * sDecay[kk + 1];
-          }
-      warp_mma<MT7, NT7, kC, kBbf16, true>(acc, sUt, LDT, m0, sKdt, LDT, n0, lane, sUl);
-      __syncthreads();  // every warp has read sS, Qg, A_qk (products above) before they are overwritten
-      if (c + 1 < cend) walk_prefetch_out<D, VT>(p, smem, cid + p.H, tid);
-      cp_async_commit();
-#pragma unroll
-      for (int mt = 0; mt < MT7; ++mt)
-#pragma unroll
-        for (int nt = 0; nt < NT7; ++nt)
-#pragma unroll
-          for (int rr = 0; rr < 2; ++rr) {
-            const int v = m0 + 16 * mt + gq + 8 * rr, kk = n0 + 8 * nt + 2 * tq;
-            *reinterpret_cast<float2*>(sS + v * LDS + kk) = make_float2(acc[mt][nt][2 * rr], acc[mt][nt][2 * rr + 1]);
-          }
-    }
-    // the next iteration's barrier (or the one below) orders these writes before any read
+        for (int rr = 0; rr < 2; ++rr) {
+          const int kk = n07 + 8 * nt + 2 * tq;
+          st[mt][nt][2 * rr] *= sDecay[kk];
+          st[mt][nt][2 * rr + 1] *= sDecay[kk + 1];
+        }
+    warp_mma<MT7, NT7, kC, kBbf16, true>(st, sUt, LDT, m0, sKdt, LDT, n07, lane, sUl);
+    __syncthreads();  // every warp has read S^T hi / lo, Qg, A_qk (products above) before they are overwritten
+    if (c + 1 < cend) walk_prefetch_out<D, VT>(p, smem, cid + p.H, tid);
+    cp_async_commit();
+    store_split();
+    // the next iteration's barrier orders these writes before any read
   }
   cp_async_wait<0>();
-  __syncthreads();
 
   if (p.s1) {
-    for (int e = tid; e < VT * D; e += NTHR) {
-      int v, kk;
-      int64_t gi;
-      if (p.vk) {
-        v = e / D;
-        kk = e % D;
-        gi = sbase + int64_t(v0 + v) * D + kk;
-      } else {
-        kk = e / VT;
-        v = e % VT;
-        gi = sbase + int64_t(kk) * D + v0 + v;
-      }
-      p.s1[gi] = sS[v * LDS + kk];
-    }
+#pragma unroll
+    for (int mt = 0; mt < MT7; ++mt)
+#pragma unroll
+      for (int nt = 0; nt < NT7; ++nt)
+#pragma unroll
+        for (int rr = 0; rr < 2; ++rr)
+#pragma unroll
+          for (int cc = 0; cc < 2; ++cc) {
+            const int v = m0 + 16 * mt + gq + 8 * rr, kk = n07 + 8 * nt + 2 * tq + cc;
+            p.s1[state_index(v, kk)] = st[mt][nt][2 * rr + cc];
+          }
   }
 }
 
