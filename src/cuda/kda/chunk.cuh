@@ -179,6 +179,12 @@ struct PrepSmem {
   static constexpr int kColRows = 160;  // column operands of the four row blocks: 16 + 32 + 48 + 64 rows
   static constexpr size_t KCOL = MK + kC * 4;  // bf16 [160][LDB]
   static constexpr size_t TOTAL = KCOL + size_t(kColRows) * LDB * 2;
+  // P4 staging of the outputs (16-byte coalesced stores): Wn hi in AKK, Wn lo in R1, U0 fp32 [64][LDU0] in KCOL
+  static constexpr int LDU0 = D + 4;
+  static constexpr size_t SWH = AKK, SWL = R1, SU0 = KCOL;
+  static_assert(size_t(kC) * LDB * 2 <= kTf && size_t(kC) * LDB * 2 <= kR1 &&
+                    size_t(kC) * LDU0 * 4 <= size_t(kColRows) * LDB * 2,
+                "P4 staging fits the dead regions");
   static_assert(D % 32 == 0, "tile shapes");
   static_assert(size_t(kC) * LDT * 2 <= kRB, "Tb fits R3");
   static_assert(R2 % 16 == 0 && R3 % 16 == 0 && R4 % 16 == 0 && R5 % 16 == 0 && R6 % 16 == 0 && AKK % 16 == 0 &&
@@ -810,9 +816,9 @@ __global__ void __launch_bounds__(kThreads, 1) kda_chunk_prep(const Params p) {
       static_assert(kWarps == 16, "warp grid");
       const int wm = warp >> 2, wn = warp & 3;
       const int t0 = 16 * wm, n0 = wn * (D / 4);
-      bf16* const gwh = p.scr.wh + cid * (kC * D);
-      bf16* const gwl = p.scr.wl + cid * (kC * D);
-      float* const gu0 = p.scr.u0 + cid * (kC * D);
+      bf16* const swh = reinterpret_cast<bf16*>(smem + L::SWH);  // regions dead since P3
+      bf16* const swl = reinterpret_cast<bf16*>(smem + L::SWL);
+      float* const su0 = reinterpret_cast<float*>(smem + L::SU0);
       {
         float acc[1][NT][4] = {};
         warp_mma<1, NT, kC, kBbf16>(acc, sTb, LDT, t0, sKgT, LDT, n0, lane);
@@ -824,8 +830,8 @@ __global__ void __launch_bounds__(kThreads, 1) kda_chunk_prep(const Params p) {
             const float w0 = -acc[0][nt][2 * rr], w1 = -acc[0][nt][2 * rr + 1];
             const uint32_t hi = pack_bf16(w0, w1);
             const uint32_t lo = pack_bf16(w0 - bf_lo(hi), w1 - bf_hi(hi));
-            *reinterpret_cast<uint32_t*>(gwh + t * D + c) = hi;
-            *reinterpret_cast<uint32_t*>(gwl + t * D + c) = lo;
+            sts32(swh + t * LDB + c, hi);
+            sts32(swl + t * LDB + c, lo);
           }
       }
       {
@@ -836,7 +842,7 @@ __global__ void __launch_bounds__(kThreads, 1) kda_chunk_prep(const Params p) {
 #pragma unroll
           for (int rr = 0; rr < 2; ++rr) {
             const int t = t0 + gq + 8 * rr, c = n0 + 8 * nt + 2 * tq;
-            *reinterpret_cast<float2*>(gu0 + t * D + c) = make_float2(acc[0][nt][2 * rr], acc[0][nt][2 * rr + 1]);
+            *reinterpret_cast<float2*>(su0 + t * L::LDU0 + c) = make_float2(acc[0][nt][2 * rr], acc[0][nt][2 * rr + 1]);
           }
       }
     }
@@ -844,6 +850,13 @@ __global__ void __launch_bounds__(kThreads, 1) kda_chunk_prep(const Params p) {
     copy_tile_s2g<bf16, kC, kC, kThreads>(p.scr.aqk + cid * (kC * kC), kC, sAqk, LDT, tid);
     copy_tile_s2g<bf16, D, kC, kThreads>(p.scr.kdt + cid * (D * kC), kC, sKc, LDT, tid);
     if (tid < D) p.scr.decay[cid * D + tid] = sDecay[tid];
+    __syncthreads();
+    copy_tile_s2g<bf16, kC, D, kThreads>(p.scr.wh + cid * (kC * D), D, reinterpret_cast<const bf16*>(smem + L::SWH),
+                                         LDB, tid);
+    copy_tile_s2g<bf16, kC, D, kThreads>(p.scr.wl + cid * (kC * D), D, reinterpret_cast<const bf16*>(smem + L::SWL),
+                                         LDB, tid);
+    copy_tile_s2g<float, kC, D, kThreads>(p.scr.u0 + cid * (kC * D), D, reinterpret_cast<const float*>(smem + L::SU0),
+                                          L::LDU0, tid);
   }
 }
 
