@@ -433,6 +433,52 @@ __device__ __forceinline__ void warp_mma(float (&acc)[MT][NT][4], const bf16* A,
   }
 }
 
+// warp_mma with Bt given as bf16 hi (Bt) + lo (Bt_lo) and optionally A as hi + lo (kAlo), the correction
+// products on separate accumulators: acc += A Bt, acc_b += A Bt_lo, acc_c += A_lo Bt (the caller adds them).
+// The dependent mma chain per accumulator is KD / 16 instead of 2 or 3 KD / 16 (the walk's latency path).
+template <int MT, int NT, int KD, bool kAlo>
+__device__ __forceinline__ void warp_mma_split(float (&acc)[MT][NT][4], float (&acc_b)[MT][NT][4],
+                                               float (&acc_c)[MT][NT][4], const bf16* A, int lda, int m0,
+                                               const bf16* Bt, int ldb, int n0, int lane, const bf16* A_lo,
+                                               const bf16* Bt_lo) {
+  const int g = lane >> 2, t = lane & 3;
+#pragma unroll
+  for (int k0 = 0; k0 < KD; k0 += 16) {
+    uint32_t a[MT][4], b[NT][2], bl[NT][2];
+    [[maybe_unused]] uint32_t al[MT][4];
+#pragma unroll
+    for (int i = 0; i < MT; ++i) {
+      const int o = (m0 + 16 * i + g) * lda + k0 + 2 * t;
+      a[i][0] = lds32(A + o);
+      a[i][1] = lds32(A + o + 8 * lda);
+      a[i][2] = lds32(A + o + 8);
+      a[i][3] = lds32(A + o + 8 * lda + 8);
+      if constexpr (kAlo) {
+        al[i][0] = lds32(A_lo + o);
+        al[i][1] = lds32(A_lo + o + 8 * lda);
+        al[i][2] = lds32(A_lo + o + 8);
+        al[i][3] = lds32(A_lo + o + 8 * lda + 8);
+      }
+    }
+#pragma unroll
+    for (int j = 0; j < NT; ++j) {
+      const int o = (n0 + 8 * j + g) * ldb + k0 + 2 * t;
+      b[j][0] = lds32(Bt + o);
+      b[j][1] = lds32(Bt + o + 8);
+      bl[j][0] = lds32(Bt_lo + o);
+      bl[j][1] = lds32(Bt_lo + o + 8);
+    }
+#pragma unroll
+    for (int i = 0; i < MT; ++i)
+#pragma unroll
+      for (int j = 0; j < NT; ++j) {
+        mma_bf16(acc[i][j], a[i], b[j]);
+        mma_bf16(acc_b[i][j], a[i], bl[j]);
+        if constexpr (kAlo) mma_bf16(acc_c[i][j], al[i], b[j]);
+      }
+  }
+}
+
 // ---------------------------------------------------------------------------------------------------------
 // copies
 
@@ -608,7 +654,7 @@ __global__ void __launch_bounds__(kThreads, 1) kda_chunk_prep(const Params p) {
             if (p.gate == kGateSoftplus)
               gv = -gate_a * (x > 20.f ? x : log1pf(expf(x)));
             else
-              gv = p.lb / (1.f + expf(-gate_a * x));
+              gv = __fdividef(p.lb, 1.f + __expf(-gate_a * x));  // -> 0 when the exponential overflows
           }
           sG[r * D + ch + e] = valid ? gv : 0.f;
         }
@@ -745,14 +791,25 @@ __global__ void __launch_bounds__(kThreads, 1) kda_chunk_prep(const Params p) {
       const uint32_t uq = lds32(sQn + r * LDB + c);
       sts32(sQr + r * LDB + c, pack_bf16(bf_lo(uq) * mq * e0, bf_hi(uq) * mq * e1));
     }
-#pragma unroll 4
-    for (int it = 0; it < D * (kC / 2) / kThreads; ++it) {  // consecutive threads: consecutive channels
+    // Kg^T, KdT: a thread forms 8 consecutive rows of one channel (consecutive threads: consecutive channels),
+    // stored as one 16-byte word each (bank-conflict free: rows of 144 bytes)
+    static_assert(D * (kC / 8) % kThreads == 0, "whole iterations");
+#pragma unroll
+    for (int it = 0; it < D * (kC / 8) / kThreads; ++it) {
       const int e = tid + it * kThreads;
-      const int c = e % D, r = 2 * (e / D);
-      const float gc = sGC[c], g0 = sG[r * D + c], g1 = sG[(r + 1) * D + c];
-      const float k0 = bf2f(sKn[r * LDB + c]) * sMk[r], k1 = bf2f(sKn[(r + 1) * LDB + c]) * sMk[r + 1];
-      sts32(sKgT + c * LDT + r, pack_bf16(k0 * __expf(g0), k1 * __expf(g1)));
-      sts32(sKc + c * LDT + r, pack_bf16(k0 * __expf(gc - g0), k1 * __expf(gc - g1)));
+      const int c = e % D, r0 = 8 * (e / D);
+      const float gc = sGC[c];
+      uint32_t wg[4], wd[4];
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const int r = r0 + 2 * i;
+        const float g0 = sG[r * D + c], g1 = sG[(r + 1) * D + c];
+        const float k0 = bf2f(sKn[r * LDB + c]) * sMk[r], k1 = bf2f(sKn[(r + 1) * LDB + c]) * sMk[r + 1];
+        wg[i] = pack_bf16(k0 * __expf(g0), k1 * __expf(g1));
+        wd[i] = pack_bf16(k0 * __expf(gc - g0), k1 * __expf(gc - g1));
+      }
+      *reinterpret_cast<uint4*>(sKgT + c * LDT + r0) = make_uint4(wg[0], wg[1], wg[2], wg[3]);
+      *reinterpret_cast<uint4*>(sKc + c * LDT + r0) = make_uint4(wd[0], wd[1], wd[2], wd[3]);
     }
     __syncthreads();
 
@@ -991,7 +1048,16 @@ __global__ void __launch_bounds__(walk_threads(VT), 1) kda_chunk_walk(const Para
             acc[mt][nt][2 * rr] = u.x;
             acc[mt][nt][2 * rr + 1] = u.y;
           }
-      warp_mma<MT, NT, D, kBpair, true>(acc, sWh, LDB, t0, sSh, LDB, n0, lane, sWl, sSl);
+      {
+        float acc_b[MT][NT][4] = {}, acc_c[MT][NT][4] = {};
+        warp_mma_split<MT, NT, D, true>(acc, acc_b, acc_c, sWh, LDB, t0, sSh, LDB, n0, lane, sWl, sSl);
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+          for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) acc[mt][nt][e] += acc_b[mt][nt][e] + acc_c[mt][nt][e];
+      }
 #pragma unroll
       for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
@@ -1012,9 +1078,15 @@ __global__ void __launch_bounds__(walk_threads(VT), 1) kda_chunk_walk(const Para
     // O = Qg S_start + A_qk U (64 x VT; S hi + lo, U hi + lo) -> global o (rows in the sequence)
     {
       const int t0 = (kC / WM) * wm, n0 = wn * (VT / 4);
-      float acc[MT][NT][4] = {};
-      warp_mma<MT, NT, D, kBpair>(acc, sQg, LDB, t0, sSh, LDB, n0, lane, nullptr, sSl);
-      warp_mma<MT, NT, kC, kBpair>(acc, sAqk, LDT, t0, sUt, LDT, n0, lane, nullptr, sUl);
+      float acc[MT][NT][4] = {}, acc_b[MT][NT][4] = {}, acc_c[MT][NT][4];
+      warp_mma_split<MT, NT, D, false>(acc, acc_b, acc_c, sQg, LDB, t0, sSh, LDB, n0, lane, nullptr, sSl);
+      warp_mma_split<MT, NT, kC, false>(acc, acc_b, acc_c, sAqk, LDT, t0, sUt, LDT, n0, lane, nullptr, sUl);
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) acc[mt][nt][e] += acc_b[mt][nt][e];
       const int64_t tok0 = p.tab[3 * c], bb = p.tab[3 * c + 1];
       const int rows = int(p.tab[3 * c + 2]);
 #pragma unroll
