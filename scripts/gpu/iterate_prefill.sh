@@ -3,7 +3,8 @@
 #   KIMI_COMMIT=<sha> bash scripts/gpu/iterate_prefill.sh
 # Builds kimi_tests and kimi_bench_kda_prefill only, runs the KDA tests (CPU and CUDA cases vs fp64), the
 # prefill benchmark, and per-kernel times (ncu gpu__time_duration) of two calls on shapes KIMI_NCU_SHAPES
-# (indices of bench_kda_prefill.cpp, default "0 4"). run_all.sh is the full run.
+# (indices of bench_kda_prefill.cpp, default "0 4"), and the benchmark again under each VAR=value of KIMI_AB
+# (A/B knobs of the launcher, e.g. "KIMI_KDA_PREP_THREADS=512"). run_all.sh is the full run.
 set -uo pipefail
 OUT=${OUT:-/tmp/kimi-gpu-out}
 mkdir -p "$OUT"
@@ -25,6 +26,10 @@ echo "kda tests: exit $?; $(grep -E '^\[  PASSED  \]|^\[  FAILED  \]' "$OUT/test
 grep -E "^\[  FAILED  \]|Failure" "$OUT/tests.log" | head -20
 grep -iE "chunk.*cuda.*rel|rel.*err" "$OUT/tests.log" | head -20
 timeout 60 ./build/cuda/bench/kimi_bench_kda_prefill
+for ab in ${KIMI_AB-}; do
+  echo "== A/B $ab"
+  env "$ab" timeout 60 ./build/cuda/bench/kimi_bench_kda_prefill
+done
 for s in ${KIMI_NCU_SHAPES-0 4}; do
   timeout 60 ncu --clock-control none --metrics gpu__time_duration.sum -k regex:kda_chunk --launch-skip 30 \
     --launch-count ${KIMI_NCU_COUNT:-4} ./build/cuda/bench/kimi_bench_kda_prefill "$s" 2>&1 |

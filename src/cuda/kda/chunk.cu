@@ -17,6 +17,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -46,18 +47,38 @@ void launch_kernel(Kern* kernel, size_t smem, int threads, int64_t ctas, const k
   KIMI_CUDA_CHECK(cudaGetLastError());
 }
 
+// Threads per CTA: the defaults, or KIMI_KDA_PREP_THREADS (512 | 1024) and KIMI_KDA_WALK32_THREADS (256 | 512)
+// from the environment (A/B benchmarking knobs, read once).
+int env_threads(const char* name, int dflt, int alt) {
+  const char* e = std::getenv(name);
+  return e && std::atoi(e) == alt ? alt : dflt;
+}
+
+template <int D, int PT>
+void launch_prep(const kda_chunk::Params& p, bool diag_mma, cudaStream_t s) {
+  namespace kc = kda_chunk;
+  if (diag_mma)
+    launch_kernel(kc::kda_chunk_prep<D, true, PT>, kc::PrepSmem<D>::TOTAL, PT, p.nch * p.H, p, s);
+  else
+    launch_kernel(kc::kda_chunk_prep<D, false, PT>, kc::PrepSmem<D>::TOTAL, PT, p.nch * p.H, p, s);
+}
+
 template <int D>
 void launch_all(const kda_chunk::Params& p, bool diag_mma, bool vt64, cudaStream_t s) {
   namespace kc = kda_chunk;
-  const int64_t nch = p.nch, H = p.H, N = p.N;
-  if (diag_mma)
-    launch_kernel(kc::kda_chunk_prep<D, true>, kc::PrepSmem<D>::TOTAL, kc::kThreads, nch * H, p, s);
+  static const int prep_threads = env_threads("KIMI_KDA_PREP_THREADS", 1024, 512);
+  static const int walk32_threads = env_threads("KIMI_KDA_WALK32_THREADS", 512, 256);
+  const int64_t H = p.H, N = p.N;
+  if (prep_threads == 1024)
+    launch_prep<D, 1024>(p, diag_mma, s);
   else
-    launch_kernel(kc::kda_chunk_prep<D, false>, kc::PrepSmem<D>::TOTAL, kc::kThreads, nch * H, p, s);
+    launch_prep<D, 512>(p, diag_mma, s);
   if (vt64)
-    launch_kernel(kc::kda_chunk_walk<D, 64>, kc::WalkSmem<D, 64>::TOTAL, kc::walk_threads(64), N * H * (D / 64), p, s);
+    launch_kernel(kc::kda_chunk_walk<D, 64, 512>, kc::WalkSmem<D, 64>::TOTAL, 512, N * H * (D / 64), p, s);
+  else if (walk32_threads == 512)
+    launch_kernel(kc::kda_chunk_walk<D, 32, 512>, kc::WalkSmem<D, 32>::TOTAL, 512, N * H * (D / 32), p, s);
   else
-    launch_kernel(kc::kda_chunk_walk<D, 32>, kc::WalkSmem<D, 32>::TOTAL, kc::walk_threads(32), N * H * (D / 32), p, s);
+    launch_kernel(kc::kda_chunk_walk<D, 32, 256>, kc::WalkSmem<D, 32>::TOTAL, 256, N * H * (D / 32), p, s);
 }
 
 }  // namespace

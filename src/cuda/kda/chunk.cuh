@@ -98,9 +98,8 @@ namespace kimi::cuda::kda_chunk {
 using bf16 = __nv_bfloat16;
 
 constexpr int kC = 64;  // chunk rows
-constexpr int kThreads = 512;  // prep kernel
-constexpr int kWarps = kThreads / 32;
-constexpr int walk_threads(int VT) { return VT == 64 ? 512 : 256; }
+// Threads of the prep kernel (512 or 1024) and of the walk (VT = 64: 512; VT = 32: 256 or 512) are template
+// parameters; the launcher (chunk.cu) picks them.
 
 // Storage dtypes (== int(kimi::DType::...), checked by static_assert in chunk.cu).
 enum : int { kDtF32 = 0, kDtBf16 = 1, kDtF16 = 2 };
@@ -528,8 +527,10 @@ __device__ __forceinline__ void copy_tile_s2g(E* g, int64_t ldg, const E* s, int
 // ---------------------------------------------------------------------------------------------------------
 // kernel 1: per chunk-head pre-pass (P1 - P4)
 
-template <int D, bool kDiagMma>
-__global__ void __launch_bounds__(kThreads, 1) kda_chunk_prep(const Params p) {
+template <int D, bool kDiagMma, int NTHR>
+__global__ void __launch_bounds__(NTHR, 1) kda_chunk_prep(const Params p) {
+  constexpr int kThreads = NTHR, kWarps = NTHR / 32;
+  static_assert(kThreads == 512 || kThreads == 1024, "prep block");
   using L = PrepSmem<D>;
   constexpr int LDB = L::LDB, LDT = L::LDT, LDA = L::LDA;
   constexpr int EPL = D / 32;  // channels per lane in row loads
@@ -793,10 +794,10 @@ __global__ void __launch_bounds__(kThreads, 1) kda_chunk_prep(const Params p) {
     }
     // Kg^T, KdT: a thread forms 8 consecutive rows of one channel (consecutive threads: consecutive channels),
     // stored as one 16-byte word each (bank-conflict free: rows of 144 bytes)
-    static_assert(D * (kC / 8) % kThreads == 0, "whole iterations");
 #pragma unroll
-    for (int it = 0; it < D * (kC / 8) / kThreads; ++it) {
+    for (int it = 0; it < (D * (kC / 8) + kThreads - 1) / kThreads; ++it) {
       const int e = tid + it * kThreads;
+      if (D * (kC / 8) % kThreads != 0 && e >= D * (kC / 8)) break;
       const int c = e % D, r0 = 8 * (e / D);
       const float gc = sGC[c];
       uint32_t wg[4], wd[4];
@@ -869,10 +870,10 @@ __global__ void __launch_bounds__(kThreads, 1) kda_chunk_prep(const Params p) {
 
     // ---- P4: Wn = -Tb Kg, U0 = Tb V -> scratch; Qg, A_qk, KdT, decay -> scratch ---------------------------
     {
-      constexpr int NT = D / 32;  // 4 x 4 warp grid: 16 rows x D / 4 columns per warp
-      static_assert(kWarps == 16, "warp grid");
-      const int wm = warp >> 2, wn = warp & 3;
-      const int t0 = 16 * wm, n0 = wn * (D / 4);
+      constexpr int WN = kWarps / 4, NT = D / (8 * WN);  // 4 x WN warp grid: 16 rows x D / WN columns per warp
+      static_assert(NT >= 1 && NT * 8 * WN == D, "warp grid");
+      const int wm = warp / WN, wn = warp % WN;
+      const int t0 = 16 * wm, n0 = wn * (D / WN);
       bf16* const swh = reinterpret_cast<bf16*>(smem + L::SWH);  // regions dead since P3
       bf16* const swl = reinterpret_cast<bf16*>(smem + L::SWL);
       float* const su0 = reinterpret_cast<float*>(smem + L::SU0);
@@ -920,10 +921,9 @@ __global__ void __launch_bounds__(kThreads, 1) kda_chunk_prep(const Params p) {
 // ---------------------------------------------------------------------------------------------------------
 // kernel 2: sequential walk over the chunks of one (sequence, head, V tile)
 
-template <int D, int VT>
+template <int D, int VT, int NTHR>
 __device__ __forceinline__ void walk_prefetch(const Params& p, unsigned char* buf, int64_t cid, int v0, int tid) {
   using L = WalkSmem<D, VT>;
-  constexpr int NTHR = walk_threads(VT);
   cp_tile_g2s<bf16, kC, D, NTHR>(reinterpret_cast<bf16*>(buf + L::BWH), L::LDB, p.scr.wh + cid * (kC * D), D, tid);
   cp_tile_g2s<bf16, kC, D, NTHR>(reinterpret_cast<bf16*>(buf + L::BWL), L::LDB, p.scr.wl + cid * (kC * D), D, tid);
   cp_tile_g2s<float, kC, VT, NTHR>(reinterpret_cast<float*>(buf + L::BU0), L::LDU, p.scr.u0 + cid * (kC * D) + v0, D,
@@ -932,19 +932,19 @@ __device__ __forceinline__ void walk_prefetch(const Params& p, unsigned char* bu
   cp_tile_g2s<float, 1, D, NTHR>(reinterpret_cast<float*>(buf + L::BDEC), D, p.scr.decay + cid * D, D, tid);
 }
 
-template <int D, int VT>
+template <int D, int VT, int NTHR>
 __device__ __forceinline__ void walk_prefetch_out(const Params& p, unsigned char* smem, int64_t cid, int tid) {
   using L = WalkSmem<D, VT>;
-  constexpr int NTHR = walk_threads(VT);
   cp_tile_g2s<bf16, kC, D, NTHR>(reinterpret_cast<bf16*>(smem + L::QG), L::LDB, p.scr.qg + cid * (kC * D), D, tid);
   cp_tile_g2s<bf16, kC, kC, NTHR>(reinterpret_cast<bf16*>(smem + L::AQK), L::LDT, p.scr.aqk + cid * (kC * kC), kC,
                                   tid);
 }
 
-template <int D, int VT>
-__global__ void __launch_bounds__(walk_threads(VT), 1) kda_chunk_walk(const Params p) {
+template <int D, int VT, int NTHR>
+__global__ void __launch_bounds__(NTHR, 1) kda_chunk_walk(const Params p) {
   using L = WalkSmem<D, VT>;
-  constexpr int NTHR = walk_threads(VT), NW = NTHR / 32, NV = D / VT;
+  constexpr int NW = NTHR / 32, NV = D / VT;
+  static_assert(NTHR == 512 || (VT == 32 && NTHR == 256), "walk block");
   constexpr int LDB = L::LDB, LDT = L::LDT, LDU = L::LDU;
   extern __shared__ __align__(16) unsigned char smem[];
   bf16* const sSh = reinterpret_cast<bf16*>(smem + L::SH);  // S^T hi [VT][LDB]
@@ -969,9 +969,9 @@ __global__ void __launch_bounds__(walk_threads(VT), 1) kda_chunk_walk(const Para
   // cp.async groups: the inputs of chunk c (buffer c & 1) are committed at the top of iteration c - 1, its
   // output operands (Qg, A_qk, single buffer) at the end of iteration c - 1, after every read of chunk c - 1's;
   // so the wait_group 1 after the top commit of iteration c leaves only chunk c + 1's inputs in flight.
-  if (cbeg < cend) walk_prefetch<D, VT>(p, smem + L::BUF0, cbeg * p.H + h, v0, tid);
+  if (cbeg < cend) walk_prefetch<D, VT, NTHR>(p, smem + L::BUF0, cbeg * p.H + h, v0, tid);
   cp_async_commit();
-  if (cbeg < cend) walk_prefetch_out<D, VT>(p, smem, cbeg * p.H + h, tid);
+  if (cbeg < cend) walk_prefetch_out<D, VT, NTHR>(p, smem, cbeg * p.H + h, tid);
   cp_async_commit();
 
   constexpr int WM = NW / 4, MT = 4 / WM;  // WM x 4 warp grid; MT m16 tiles of the 64 rows per warp
@@ -979,13 +979,13 @@ __global__ void __launch_bounds__(walk_threads(VT), 1) kda_chunk_walk(const Para
   const int wm = warp >> 2, wn = warp & 3;
   constexpr int NT = VT / 32;  // n8 tiles per warp over VT / 4 columns
 
-  // The fp32 state S^T [VT][D] lives in registers, in the accumulator layout of the state update: warp (wm, wn)
-  // owns rows m0 .. m0 + VT / WM, columns n0 .. n0 + D / 4; st[mt][nt][2 rr + cc] is S^T[v][kk] with
-  // v = m0 + 16 mt + gq + 8 rr, kk = n0 + 8 nt + 2 tq + cc. Its bf16 hi + lo split (hi = bf16(x), lo =
+  // The fp32 state S^T [VT][D] lives in registers, in the accumulator layout of the state update: warp w
+  // owns rows m0 = 16 (w / WN7) .. + 16, columns n07 = (w % WN7) D / WN7 .. + D / WN7; st[0][nt][2 rr + cc] is
+  // S^T[v][kk] with v = m0 + gq + 8 rr, kk = n07 + 8 nt + 2 tq + cc. Its bf16 hi + lo split (hi = bf16(x), lo =
   // bf16(x - hi)) is written to sSh / sSl for the two products that read S.
-  constexpr int MT7 = VT / 16 / WM, NT7 = D / 32;
-  static_assert(MT7 >= 1 && MT7 * 16 * WM == VT, "state update tiles");
-  const int m0 = wm * (VT / WM), n07 = wn * (D / 4);
+  constexpr int WM7 = VT / 16, WN7 = NW / WM7, MT7 = 1, NT7 = D / (8 * WN7);  // WM7 x WN7 warp grid
+  static_assert(WM7 * WN7 == NW && NT7 >= 1 && NT7 * 8 * WN7 == D, "state update tiles");
+  const int m0 = 16 * (warp / WN7), n07 = (warp % WN7) * (D / WN7);
   const int64_t sbase = (int64_t(n) * p.H + h) * int64_t(D) * D;
   const auto state_index = [&](int v, int kk) {
     return p.vk ? sbase + int64_t(v0 + v) * D + kk : sbase + int64_t(kk) * D + v0 + v;
@@ -1023,7 +1023,7 @@ __global__ void __launch_bounds__(walk_threads(VT), 1) kda_chunk_walk(const Para
     const int64_t cid = c * p.H + h;
     unsigned char* const buf = smem + L::BUF0 + size_t((c - cbeg) & 1) * L::kBuf;
     if (c + 1 < cend)  // the other buffer was last read by chunk c - 1, before the barrier in its S update
-      walk_prefetch<D, VT>(p, smem + L::BUF0 + size_t((c + 1 - cbeg) & 1) * L::kBuf, cid + p.H, v0, tid);
+      walk_prefetch<D, VT, NTHR>(p, smem + L::BUF0 + size_t((c + 1 - cbeg) & 1) * L::kBuf, cid + p.H, v0, tid);
     cp_async_commit();
     cp_async_wait<1>();  // chunk c's groups have landed (for this thread)
     __syncthreads();     // ... and for all threads; also orders the S^T hi / lo writes of chunk c - 1
@@ -1118,7 +1118,7 @@ __global__ void __launch_bounds__(walk_threads(VT), 1) kda_chunk_walk(const Para
         }
     warp_mma<MT7, NT7, kC, kBbf16, true>(st, sUt, LDT, m0, sKdt, LDT, n07, lane, sUl);
     __syncthreads();  // every warp has read S^T hi / lo, Qg, A_qk (products above) before they are overwritten
-    if (c + 1 < cend) walk_prefetch_out<D, VT>(p, smem, cid + p.H, tid);
+    if (c + 1 < cend) walk_prefetch_out<D, VT, NTHR>(p, smem, cid + p.H, tid);
     cp_async_commit();
     store_split();
     // the next iteration's barrier orders these writes before any read
