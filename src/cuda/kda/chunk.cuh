@@ -1,23 +1,26 @@
-// src/cuda/kda/chunk.cuh: chunkwise KDA forward (prefill) on tensor cores, SPEC 5 / 5.1, in FLA's three-pass
-// structure: everything that does not depend on the state is computed for all chunks in parallel, and the
-// sequential walk over chunks does only the two state-dependent products.
+// src/cuda/kda/chunk.cuh: chunkwise KDA forward (prefill) on tensor cores, SPEC 5 / 5.1, in two passes:
+// everything that does not depend on the state is computed for all chunks in parallel (prep), and one
+// sequential walk per (sequence, head, V tile) does the state-dependent products, the output included.
 //
 // Chunks: C = 64 rows; chunks never straddle sequences. The launcher builds a host table of all chunks
 // (tab[3 c] = first token, tab[3 c + 1] = batch row, tab[3 c + 2] = rows) and of the first chunk of each
 // sequence (seq0[n], seq0[N] = number of chunks), uploaded to the device. Rows beyond a sequence end are zero
 // (q = k = v = 0, g = 0, beta = 0): they neither decay nor update the state, and their outputs are not written.
 //
-// Kernel 1, kda_chunk_prep (grid: chunks x H, 512 threads, one chunk-head per CTA, fully parallel). The phases
-// P1 - P3 of the former single kernel, unchanged in numerics:
-//   P1  load q, k, raw g, beta, v of the 64 rows; q, k stored RAW as bf16 (exact for bf16 inputs) with per-row
-//       fp32 multipliers mq = scale / ||q|| (or scale), mk = 1 / ||k|| (or 1), applied whenever an operand is
-//       formed, so q and k are rounded only once; gate -> g (fp32); beta (sigmoid); G = inclusive cumsum of g
-//       over the chunk rows (fp32), GC = G[63], decay = exp(GC).
+// Kernel 1, kda_chunk_prep<D, kDiagMma, 1024> (grid: chunks x H, 1024 threads, one chunk-head per CTA, fully
+// parallel):
+//   P1  load q, k, raw g, beta, v of the 64 rows (every load of a thread issued before the first conversion);
+//       q, k stored RAW as bf16 (exact for bf16 inputs) with per-row fp32 multipliers mq = scale / ||q|| (or
+//       scale), mk = 1 / ||k|| (or 1), applied whenever an operand is formed, so q and k are rounded only
+//       once; gate -> g (fp32); beta (sigmoid); G = inclusive cumsum of g over the chunk rows (fp32), GC =
+//       G[63], decay = exp(GC).
 //   P2a A_qk (lower incl. diagonal) and A_kk (strictly lower, * beta_i) in 16 x 16 blocks, mma.sync
 //       m16n8k16 bf16 -> fp32. Row block a uses the reference R_a = G[16a - 1] (R_0 = 0):
 //         row operand  q_i exp(G_i - R_a), k_i exp(G_i - R_a)   (i >= 16a: G_i <= R_a, exponent <= 0)
 //         col operand  k_j exp(R_a - G_j)                       (j <  16a: G_j >= R_a, exponent <= 0)
-//       (G is non-increasing because g <= 0). Diagonal blocks (j in block a):
+//       (G is non-increasing because g <= 0). One element-wise phase forms the row operands and the column
+//       operands of all four row blocks (16 + 32 + 48 + 64 rows), one phase runs the mma tiles of all blocks.
+//       Diagonal blocks (j in block a):
 //         kDiagMma (bounded gate, lower bound >= -5): the same factoring through R_a, col exponents in
 //           [0, 80] (16 rows * 5): e^80 = 5.5e34 is finite in fp32 and bf16; the upper triangle (masked by a
 //           select, never multiplied) stays below 128 * e^80 |q||k|, finite.
@@ -29,55 +32,43 @@
 //       warp each, then block substitution T_ab = -T_aa sum_{m=b}^{a-1} L_am T_mb by distance a - b);
 //       Tb = T diag(beta) in bf16.
 //   P4  Wn = -Tb Kg (64 x K, fp32 accumulate -> bf16 hi + lo) and U0 = Tb V (64 x V, fp32), so that the
-//       pseudo-values are U = U0 + Wn S (the former X = V - Kg S, U = Tb X, reassociated: Tb and Kg are the
-//       same bf16 values as before, U0 is exact in fp32 and Wn keeps ~16 bits, so U is at least as accurate
-//       as the former Tb (X hi + lo)). Writes Qg, A_qk, KdT, decay, Wn, U0 to the scratch.
-// Kernel 2, kda_chunk_walk<VT> (grid: N x H x D / VT, VT = 64 with 512 threads or VT = 32 with 256 threads,
-//   one CTA per (sequence, head, V tile)): holds the fp32 state slice S^T[VT][K] (k contiguous) in shared
-//   memory and walks the chunks of its sequence; the inputs of chunk c + 1 (Wn hi + lo, U0 slice, KdT, decay)
-//   are prefetched with cp.async into a second buffer while chunk c computes:
-//     store S^T (state at the chunk start) -> scratch St
-//     U = U0 + Wn S          (64 x VT, k = K; Wn hi + lo, S split hi + lo on the fly: 3 mma) -> U^T hi + lo
-//                            (shared memory and scratch)
-//     S^T <- S^T diag(exp(GC)) + U^T KdT^T   (VT x K, k = 64; U hi + lo; fp32 accumulators start from S)
-// Kernel 3, kda_chunk_out (grid: chunks x H x D / 64, 256 threads, two CTAs per SM, fully parallel):
-//     O = Qg S_start + A_qk U  (64 x 64 tile; S split hi + lo, U hi + lo) -> global o (rows in the sequence).
-// All products: mma.sync.m16n8k16 bf16 x bf16 -> fp32, each operand with the same precision as in the former
-// single kernel (measured there on the H200 vs an fp64 recurrence, bf16 inputs and output, both gate forms,
-// T up to 65536: relative RMS error 3.0-3.6e-3 on o, 1.9-2.4e-3 on the final state; the bar is 5e-3;
-// single-bf16 S/X/U gave 4.7e-3). f32 inputs get ~4e-3 too: NOT an fp32-accurate path.
+//       pseudo-values are U = U0 + Wn S (Tb and Kg are bf16, U0 is exact in fp32 and Wn keeps ~16 bits).
+//       Writes Qg, A_qk, KdT, decay, Wn, U0 to the scratch (Wn, U0 staged in shared regions dead since P3,
+//       all copies 16-byte coalesced).
+// Kernel 2, kda_chunk_walk<D, VT, NTHR> (grid: N x H x D / VT; VT = 64 with 512 threads or VT = 32 with 256,
+//   one CTA per (sequence, head, V tile)): the fp32 state slice S^T[VT][K] lives in registers, in the
+//   accumulator layout of its update (each warp owns a 16 x D / WN7 tile), and its bf16 hi + lo split in shared
+//   memory. The inputs of chunk c + 1 (Wn hi + lo, U0 slice, KdT, decay) are prefetched with cp.async into a
+//   second buffer while chunk c computes; Qg and A_qk (one buffer) are fetched once chunk c - 1 has read them.
+//     U = U0 + Wn S          (64 x VT, k = K; Wn hi + lo, S hi + lo: 3 mma) -> U^T hi + lo (shared memory)
+//     O = Qg S + A_qk U      (64 x VT; S hi + lo, U hi + lo: 2 + 2 mma) -> global o (rows in the sequence)
+//     S^T <- S^T diag(exp(GC)) + U^T KdT^T   (VT x K, k = 64; U hi + lo; the registers accumulate)
+//   The hi / lo correction products go to separate accumulators (warp_mma_split): shorter mma chains.
+// All products: mma.sync.m16n8k16 bf16 x bf16 -> fp32, each operand with the same precision as the former
+// single kernel (measured on the H200 vs an fp64 recurrence, bf16 inputs and output, both gate forms, T up to
+// 65536: relative RMS error 3.0-3.6e-3 on o, 1.9-2.4e-3 on the final state; the bar is 5e-3; single-bf16
+// S/X/U gave 4.7e-3). f32 inputs get ~4e-3 too: NOT an fp32-accurate path.
 //
 // Scratch (one cudaMallocAsync per call, per chunk-head, D = K = V; x64 rows, so bytes per token-head =
 // per chunk-head / 64): Qg bf16 [64][D], A_qk bf16 [64][64], KdT bf16 [D][64], decay f32 [D], Wn hi + lo bf16
-// 2 x [64][D], U0 f32 [64][D], U^T hi + lo bf16 2 x [D][64], S^T f32 [D][D].
-//   D = 128: 205312 B per chunk-head = 3208 B per token-head (1 x 16384 x H64: 3.4 GB; 1 x 65536 x H32: 6.7 GB).
-//   D =  64:  90368 B per chunk-head = 1412 B per token-head.
+// 2 x [64][D], U0 f32 [64][D].
+//   D = 128: 107008 B per chunk-head = 1672 B per token-head (1 x 16384 x H64: 1.75 GB).
+//   D =  64:  57600 B per chunk-head =  900 B per token-head.
 //
-// Shared memory (bytes, D = 128): prep 151296 (1 CTA / SM); walk VT = 64: 197632, VT = 32: 154624 (1 CTA / SM);
-// out 79872 (2 CTAs / SM). Row pads of 16 bytes (bf16) and 32 bytes (fp32) keep the fragment loads
+// Shared memory (bytes; D = 128 / 64): prep 194816 / 117504 (1 CTA / SM); walk VT = 64: 224256, VT = 32:
+// 181248 (1 CTA / SM). Row pads of 16 bytes (bf16) and 16-32 bytes (fp32) keep the fragment loads
 // bank-conflict free.
-// ptxas (sm_90a, CUDA 13.0): registers prep 93 (D = 128) / 72 (D = 64), walk 123 (D = 128, VT = 64) / 136
-// (VT = 32) / 94 and 92 (D = 64), out 70 / 68; no spills, no stack.
+// ptxas (sm_90a, CUDA 13.0 here): registers prep 64 (1024 threads; D = 128: 4 bytes of spill), walk 125
+// (D = 128, VT = 64) / 158 (VT = 32); no other spills.
 //
-// Expected time (H200: ~4 TB/s HBM, ~3.5 TB/s achieved for streaming; D = 128). Traffic per token-head:
-// inputs q, k, v, g, beta (bf16) ~1 KB + o 256 B; prep writes 1.67 KB; walk reads Wn + U0 + KdT 1.3 KB (the
-// Wn / KdT reads of the second V tile come mostly from L2) and writes S^T + U 1.5 KB; out reads Qg + A_qk
-// (x2 V tiles, L2) + S^T + U 1.9 KB. Total ~7.5 KB per token-head:
-//   1 x 16384 H64 (1.05 M token-heads): ~7.9 GB -> memory floor ~2.2 ms; prep is latency-bound
-//     (16384 chunk-heads over 132 SMs, 1 CTA / SM: ~35 K warp instructions per chunk-head, at the former
-//     kernel's ~2 issued per SM cycle ~10 us, so ~1.0 - 1.5 ms: the largest uncertainty of this estimate);
-//     walk 256 chunks x ~2.5 us
-//     = ~0.65 ms; out ~0.6 ms. Expect ~2.3 - 3 ms (was 7.7).
-//   1 x 65536 H32: 4x the tokens x half the heads: ~2x the traffic -> ~4.5 - 6 ms (was 30.9); the walk
-//     (1024 chunks x ~2.5 us = 2.6 ms, 128 CTAs at VT = 32) overlaps nothing, so ~6 ms.
-//   1 x 65536 H8: traffic 1/4 of H32 (~1.5 ms) but the walk is 1024 sequential chunks: ~2.6 - 3.5 ms (was 29.9).
-//   8 x 4096 H32: the same 1.05 M token-heads as 1 x 16384 H64 (same prep / out / traffic), walk 64 chunks x
-//     512 CTAs at VT = 64 (3.9 waves): ~2 - 2.5 ms (was 4.5). 10 x 819 H64: half the chunk-heads, walk 1280
-//     CTAs (~10 waves x 13 chunks): ~1 - 1.3 ms (was 2.35).
-// The walk moves ~64 KB per chunk per CTA (VT = 64): with 128 CTAs at ~2.5 us per chunk that is ~3.3 TB/s, so
-// it sits near the HBM limit as well as the latency limit; per-kernel times (nsys) tell which one binds.
-// Beyond this: the S^T round trip (2 KB of the 7.5 KB) disappears if the output product is fused into the walk
-// (a third product in the sequential loop), and the prep could fit two CTAs per SM with a smaller layout.
+// Measured on the H200 (docs/BENCHMARKS.md; ncu gpu__time_duration, 1 x 16384 H64): prep 3.03 ms (16384
+// chunk-heads, ~24 us each per SM: latency-bound, ~1.5 instructions per cycle per SM, one CTA per SM), walk
+// 1.46 ms (256 chunks x 5.7 us, 128 CTAs); 1 x 65536 H8: prep 1.53 ms, walk 3.8 ms (1024 chunks x 3.7 us on
+// 32 CTAs: most SMs idle). Traffic per token-head ~1 KB inputs + 1.7 KB scratch written + ~2.5 KB read by the
+// walk (much of it from L2) + 256 B o: the kernels run at 6-7% of the memory floor, bound by latency, not bytes.
+// What would close the gap: prep with two or more CTAs per SM (operands formed in registers instead of shared
+// memory) or folded into the walk with 16-row sub-chunks (FlashKDA's structure), wgmma for the walk products,
+// and sequence parallelism (segment affine maps S_next = M S + C combined by a scan) for few heads.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -235,44 +226,6 @@ __device__ __forceinline__ float u16_to_f32(uint32_t h, int dt) {
   return dt == kDtBf16 ? __uint_as_float(h << 16) : __half2float(__ushort_as_half(static_cast<unsigned short>(h)));
 }
 
-// N consecutive elements (N in {1, 2, 4}) of a float tensor of runtime dtype dt at element offset off.
-template <int N>
-__device__ __forceinline__ void load_n(const void* base, int dt, int64_t off, float (&x)[N]) {
-  if (dt == kDtF32) {
-    const float* p = static_cast<const float*>(base) + off;
-    if (N == 4 && (reinterpret_cast<uintptr_t>(p) & 15) == 0) {
-      const float4 u = *reinterpret_cast<const float4*>(p);
-      const float w[4] = {u.x, u.y, u.z, u.w};
-#pragma unroll
-      for (int e = 0; e < N; ++e) x[e] = w[e];
-    } else if (N == 2 && (reinterpret_cast<uintptr_t>(p) & 7) == 0) {
-      const float2 u = *reinterpret_cast<const float2*>(p);
-      const float w[2] = {u.x, u.y};
-#pragma unroll
-      for (int e = 0; e < N; ++e) x[e] = w[e];
-    } else {
-#pragma unroll
-      for (int e = 0; e < N; ++e) x[e] = p[e];
-    }
-  } else {
-    const unsigned short* p = static_cast<const unsigned short*>(base) + off;
-    if (N == 4 && (reinterpret_cast<uintptr_t>(p) & 7) == 0) {
-      const uint2 u = *reinterpret_cast<const uint2*>(p);
-      const uint32_t w[4] = {u.x & 0xffffu, u.x >> 16, u.y & 0xffffu, u.y >> 16};
-#pragma unroll
-      for (int e = 0; e < N; ++e) x[e] = u16_to_f32(w[e], dt);
-    } else if (N == 2 && (reinterpret_cast<uintptr_t>(p) & 3) == 0) {
-      const uint32_t u = *reinterpret_cast<const uint32_t*>(p);
-      const uint32_t w[2] = {u & 0xffffu, u >> 16};
-#pragma unroll
-      for (int e = 0; e < N; ++e) x[e] = u16_to_f32(w[e], dt);
-    } else {
-#pragma unroll
-      for (int e = 0; e < N; ++e) x[e] = u16_to_f32(p[e], dt);
-    }
-  }
-}
-
 // Raw bits of N (1, 2 or 4) consecutive elements of a float tensor of runtime dtype dt at element offset off:
 // f32 -> w[e] = bits of element e; 16-bit -> w[e / 2] holds elements e (low half) and e + 1. No arithmetic on
 // the loaded words here, so that a thread's loads are all in flight before the first conversion
@@ -316,12 +269,6 @@ __device__ __forceinline__ void raw_to_f32(const uint32_t (&w)[N], int dt, float
 #pragma unroll
   for (int e = 0; e < N; ++e)
     x[e] = dt == kDtF32 ? __uint_as_float(w[e]) : u16_to_f32((w[e / 2] >> (16 * (e & 1))) & 0xffffu, dt);
-}
-
-__device__ __forceinline__ float load_1(const void* base, int dt, int64_t off) {
-  float x[1];
-  load_n<1>(base, dt, off, x);
-  return x[0];
 }
 
 // Two consecutive elements a, b at element offset off of a float tensor of runtime dtype dt.
@@ -368,24 +315,19 @@ __device__ __forceinline__ void mma_bf16(float (&c)[4], const uint32_t (&a)[4], 
 }
 
 // acc[i][j] += A[m0 + 16 i .. +16][0..KD) * Bt[n0 + 8 j .. +8][0..KD)^T for one warp.
-// A: bf16 row-major [m][k] (lda elements); Bt: [n][k] row-major (ldb elements).
-// BM = kBbf16: Bt bf16.  BM = kBf32: Bt fp32, split on the fly into bf16 hi + lo (two mma, ~16-bit operand).
-// BM = kBpair: Bt given as two bf16 arrays hi (Bt) + lo (Bt_lo), two mma.  kAlo: A given as hi (A) + lo
-// (A_lo), one more mma per fragment.
+// A: bf16 row-major [m][k] (lda elements); Bt: bf16 [n][k] row-major (ldb elements). kAlo: A given as hi (A)
+// + lo (A_lo), one more mma per fragment.
 // Fragments of mma.m16n8k16 (g = lane / 4, t = lane % 4): a0 = A[g][2t..], a1 = A[g+8][2t..],
 // a2 = A[g][2t+8..], a3 = A[g+8][2t+8..]; b0 = Bt[g][2t..], b1 = Bt[g][2t+8..];
 // c0, c1 = C[g][2t, 2t+1], c2, c3 = C[g+8][2t, 2t+1].
-enum : int { kBbf16 = 0, kBf32 = 1, kBpair = 2 };
-
-template <int MT, int NT, int KD, int BM, bool kAlo = false>
-__device__ __forceinline__ void warp_mma(float (&acc)[MT][NT][4], const bf16* A, int lda, int m0, const void* Bt,
-                                         int ldb, int n0, int lane, const bf16* A_lo = nullptr,
-                                         const bf16* Bt_lo = nullptr) {
+template <int MT, int NT, int KD, bool kAlo = false>
+__device__ __forceinline__ void warp_mma(float (&acc)[MT][NT][4], const bf16* A, int lda, int m0, const bf16* Bt,
+                                         int ldb, int n0, int lane, const bf16* A_lo = nullptr) {
   const int g = lane >> 2, t = lane & 3;
 #pragma unroll
   for (int k0 = 0; k0 < KD; k0 += 16) {
     uint32_t a[MT][4], b[NT][2];
-    [[maybe_unused]] uint32_t al[MT][4], bl[NT][2];
+    [[maybe_unused]] uint32_t al[MT][4];
 #pragma unroll
     for (int i = 0; i < MT; ++i) {
       const int o = (m0 + 16 * i + g) * lda + k0 + 2 * t;
@@ -403,30 +345,14 @@ __device__ __forceinline__ void warp_mma(float (&acc)[MT][NT][4], const bf16* A,
 #pragma unroll
     for (int j = 0; j < NT; ++j) {
       const int o = (n0 + 8 * j + g) * ldb + k0 + 2 * t;
-      if constexpr (BM == kBf32) {
-        const float* pb = static_cast<const float*>(Bt) + o;
-        const float2 x0 = *reinterpret_cast<const float2*>(pb);
-        const float2 x1 = *reinterpret_cast<const float2*>(pb + 8);
-        b[j][0] = pack_bf16(x0.x, x0.y);
-        b[j][1] = pack_bf16(x1.x, x1.y);
-        bl[j][0] = pack_bf16(x0.x - bf_lo(b[j][0]), x0.y - bf_hi(b[j][0]));
-        bl[j][1] = pack_bf16(x1.x - bf_lo(b[j][1]), x1.y - bf_hi(b[j][1]));
-      } else {
-        const bf16* pb = static_cast<const bf16*>(Bt) + o;
-        b[j][0] = lds32(pb);
-        b[j][1] = lds32(pb + 8);
-        if constexpr (BM == kBpair) {
-          bl[j][0] = lds32(Bt_lo + o);
-          bl[j][1] = lds32(Bt_lo + o + 8);
-        }
-      }
+      b[j][0] = lds32(Bt + o);
+      b[j][1] = lds32(Bt + o + 8);
     }
 #pragma unroll
     for (int i = 0; i < MT; ++i)
 #pragma unroll
       for (int j = 0; j < NT; ++j) {
         mma_bf16(acc[i][j], a[i], b[j]);
-        if constexpr (BM != kBbf16) mma_bf16(acc[i][j], a[i], bl[j]);
         if constexpr (kAlo) mma_bf16(acc[i][j], al[i], b[j]);
       }
   }
@@ -739,7 +665,7 @@ __global__ void __launch_bounds__(NTHR, 1) kda_chunk_prep(const Params p) {
           b = blk - a * (a - 1) / 2;
         }
         float acc[1][1][4] = {};
-        warp_mma<1, 1, D, kBbf16>(acc, mat ? sKr : sQr, LDB, 16 * a, sKcol + 8 * a * (a + 1) * LDB, LDB,
+        warp_mma<1, 1, D>(acc, mat ? sKr : sQr, LDB, 16 * a, sKcol + 8 * a * (a + 1) * LDB, LDB,
                                   16 * b + 8 * half, lane);
 #pragma unroll
         for (int rr = 0; rr < 2; ++rr) {
@@ -879,7 +805,7 @@ __global__ void __launch_bounds__(NTHR, 1) kda_chunk_prep(const Params p) {
       float* const su0 = reinterpret_cast<float*>(smem + L::SU0);
       {
         float acc[1][NT][4] = {};
-        warp_mma<1, NT, kC, kBbf16>(acc, sTb, LDT, t0, sKgT, LDT, n0, lane);
+        warp_mma<1, NT, kC>(acc, sTb, LDT, t0, sKgT, LDT, n0, lane);
 #pragma unroll
         for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
@@ -894,7 +820,7 @@ __global__ void __launch_bounds__(NTHR, 1) kda_chunk_prep(const Params p) {
       }
       {
         float acc[1][NT][4] = {};
-        warp_mma<1, NT, kC, kBbf16>(acc, sTb, LDT, t0, sVt, LDT, n0, lane);
+        warp_mma<1, NT, kC>(acc, sTb, LDT, t0, sVt, LDT, n0, lane);
 #pragma unroll
         for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
@@ -1116,7 +1042,7 @@ __global__ void __launch_bounds__(NTHR, 1) kda_chunk_walk(const Params p) {
           st[mt][nt][2 * rr] *= sDecay[kk];
           st[mt][nt][2 * rr + 1] *= sDecay[kk + 1];
         }
-    warp_mma<MT7, NT7, kC, kBbf16, true>(st, sUt, LDT, m0, sKdt, LDT, n07, lane, sUl);
+    warp_mma<MT7, NT7, kC, true>(st, sUt, LDT, m0, sKdt, LDT, n07, lane, sUl);
     __syncthreads();  // every warp has read S^T hi / lo, Qg, A_qk (products above) before they are overwritten
     if (c + 1 < cend) walk_prefetch_out<D, VT, NTHR>(p, smem, cid + p.H, tid);
     cp_async_commit();
