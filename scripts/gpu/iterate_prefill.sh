@@ -4,7 +4,7 @@
 # Builds kimi_tests and kimi_bench_kda_prefill only, runs the KDA tests (CPU and CUDA cases vs fp64), the
 # prefill benchmark, and per-kernel times (ncu gpu__time_duration) of two calls on shapes KIMI_NCU_SHAPES
 # (indices of bench_kda_prefill.cpp, default "0 4"), and the benchmark again under each VAR=value of KIMI_AB
-# (A/B knobs of the launcher, e.g. "KIMI_KDA_PREP_THREADS=512"). run_all.sh is the full run.
+# (environment A/B knobs, when the code under test reads any). run_all.sh is the full run.
 set -uo pipefail
 OUT=${OUT:-/tmp/kimi-gpu-out}
 mkdir -p "$OUT"
