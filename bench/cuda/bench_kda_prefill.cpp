@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <random>
 #include <vector>
@@ -87,16 +88,20 @@ void run(int nseq, int T, int H, bool varlen) {
 
 }  // namespace
 
-int main() {
+// Optional argument: the index (0-5) of the one shape to run (for profiling a single shape).
+int main(int argc, char** argv) {
   if (kimi::cuda_device_count() == 0) {
     std::fprintf(stderr, "no CUDA device\n");
     return 1;
   }
-  run(1, 16384, 64, false);
-  run(1, 8192, 64, false);
-  run(1, 65536, 32, false);
-  run(8, 4096, 32, true);
-  run(1, 65536, 8, false);
-  run(10, 819, 64, true);
+  struct Shape {
+    int nseq, T, H;
+    bool varlen;
+  };
+  const Shape shapes[] = {{1, 16384, 64, false}, {1, 8192, 64, false}, {1, 65536, 32, false},
+                          {8, 4096, 32, true},   {1, 65536, 8, false},  {10, 819, 64, true}};
+  const int only = argc > 1 ? std::atoi(argv[1]) : -1;
+  for (int i = 0; i < 6; ++i)
+    if (only < 0 || only == i) run(shapes[i].nseq, shapes[i].T, shapes[i].H, shapes[i].varlen);
   return 0;
 }

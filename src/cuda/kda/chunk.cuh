@@ -1,23 +1,26 @@
-// src/cuda/kda/chunk.cuh: chunkwise KDA forward (prefill) on tensor cores, SPEC 5 / 5.1, in FLA's three-pass
-// structure: everything that does not depend on the state is computed for all chunks in parallel, and the
-// sequential walk over chunks does only the two state-dependent products.
+// src/cuda/kda/chunk.cuh: chunkwise KDA forward (prefill) on tensor cores, SPEC 5 / 5.1, in two passes:
+// everything that does not depend on the state is computed for all chunks in parallel (prep), and one
+// sequential walk per (sequence, head, V tile) does the state-dependent products, the output included.
 //
 // Chunks: C = 64 rows; chunks never straddle sequences. The launcher builds a host table of all chunks
 // (tab[3 c] = first token, tab[3 c + 1] = batch row, tab[3 c + 2] = rows) and of the first chunk of each
 // sequence (seq0[n], seq0[N] = number of chunks), uploaded to the device. Rows beyond a sequence end are zero
 // (q = k = v = 0, g = 0, beta = 0): they neither decay nor update the state, and their outputs are not written.
 //
-// Kernel 1, kda_chunk_prep (grid: chunks x H, 512 threads, one chunk-head per CTA, fully parallel). The phases
-// P1 - P3 of the former single kernel, unchanged in numerics:
-//   P1  load q, k, raw g, beta, v of the 64 rows; q, k stored RAW as bf16 (exact for bf16 inputs) with per-row
-//       fp32 multipliers mq = scale / ||q|| (or scale), mk = 1 / ||k|| (or 1), applied whenever an operand is
-//       formed, so q and k are rounded only once; gate -> g (fp32); beta (sigmoid); G = inclusive cumsum of g
-//       over the chunk rows (fp32), GC = G[63], decay = exp(GC).
+// Kernel 1, kda_chunk_prep<D, kDiagMma, 1024> (grid: chunks x H, 1024 threads, one chunk-head per CTA, fully
+// parallel):
+//   P1  load q, k, raw g, beta, v of the 64 rows (every load of a thread issued before the first conversion);
+//       q, k stored RAW as bf16 (exact for bf16 inputs) with per-row fp32 multipliers mq = scale / ||q|| (or
+//       scale), mk = 1 / ||k|| (or 1), applied whenever an operand is formed, so q and k are rounded only
+//       once; gate -> g (fp32); beta (sigmoid); G = inclusive cumsum of g over the chunk rows (fp32), GC =
+//       G[63], decay = exp(GC).
 //   P2a A_qk (lower incl. diagonal) and A_kk (strictly lower, * beta_i) in 16 x 16 blocks, mma.sync
 //       m16n8k16 bf16 -> fp32. Row block a uses the reference R_a = G[16a - 1] (R_0 = 0):
 //         row operand  q_i exp(G_i - R_a), k_i exp(G_i - R_a)   (i >= 16a: G_i <= R_a, exponent <= 0)
 //         col operand  k_j exp(R_a - G_j)                       (j <  16a: G_j >= R_a, exponent <= 0)
-//       (G is non-increasing because g <= 0). Diagonal blocks (j in block a):
+//       (G is non-increasing because g <= 0). One element-wise phase forms the row operands and the column
+//       operands of all four row blocks (16 + 32 + 48 + 64 rows), one phase runs the mma tiles of all blocks.
+//       Diagonal blocks (j in block a):
 //         kDiagMma (bounded gate, lower bound >= -5): the same factoring through R_a, col exponents in
 //           [0, 80] (16 rows * 5): e^80 = 5.5e34 is finite in fp32 and bf16; the upper triangle (masked by a
 //           select, never multiplied) stays below 128 * e^80 |q||k|, finite.
@@ -29,55 +32,43 @@
 //       warp each, then block substitution T_ab = -T_aa sum_{m=b}^{a-1} L_am T_mb by distance a - b);
 //       Tb = T diag(beta) in bf16.
 //   P4  Wn = -Tb Kg (64 x K, fp32 accumulate -> bf16 hi + lo) and U0 = Tb V (64 x V, fp32), so that the
-//       pseudo-values are U = U0 + Wn S (the former X = V - Kg S, U = Tb X, reassociated: Tb and Kg are the
-//       same bf16 values as before, U0 is exact in fp32 and Wn keeps ~16 bits, so U is at least as accurate
-//       as the former Tb (X hi + lo)). Writes Qg, A_qk, KdT, decay, Wn, U0 to the scratch.
-// Kernel 2, kda_chunk_walk<VT> (grid: N x H x D / VT, VT = 64 with 512 threads or VT = 32 with 256 threads,
-//   one CTA per (sequence, head, V tile)): holds the fp32 state slice S^T[VT][K] (k contiguous) in shared
-//   memory and walks the chunks of its sequence; the inputs of chunk c + 1 (Wn hi + lo, U0 slice, KdT, decay)
-//   are prefetched with cp.async into a second buffer while chunk c computes:
-//     store S^T (state at the chunk start) -> scratch St
-//     U = U0 + Wn S          (64 x VT, k = K; Wn hi + lo, S split hi + lo on the fly: 3 mma) -> U^T hi + lo
-//                            (shared memory and scratch)
-//     S^T <- S^T diag(exp(GC)) + U^T KdT^T   (VT x K, k = 64; U hi + lo; fp32 accumulators start from S)
-// Kernel 3, kda_chunk_out (grid: chunks x H x D / 64, 256 threads, two CTAs per SM, fully parallel):
-//     O = Qg S_start + A_qk U  (64 x 64 tile; S split hi + lo, U hi + lo) -> global o (rows in the sequence).
-// All products: mma.sync.m16n8k16 bf16 x bf16 -> fp32, each operand with the same precision as in the former
-// single kernel (measured there on the H200 vs an fp64 recurrence, bf16 inputs and output, both gate forms,
-// T up to 65536: relative RMS error 3.0-3.6e-3 on o, 1.9-2.4e-3 on the final state; the bar is 5e-3;
-// single-bf16 S/X/U gave 4.7e-3). f32 inputs get ~4e-3 too: NOT an fp32-accurate path.
+//       pseudo-values are U = U0 + Wn S (Tb and Kg are bf16, U0 is exact in fp32 and Wn keeps ~16 bits).
+//       Writes Qg, A_qk, KdT, decay, Wn, U0 to the scratch (Wn, U0 staged in shared regions dead since P3,
+//       all copies 16-byte coalesced).
+// Kernel 2, kda_chunk_walk<D, VT, NTHR> (grid: N x H x D / VT; VT = 64 with 512 threads or VT = 32 with 256,
+//   one CTA per (sequence, head, V tile)): the fp32 state slice S^T[VT][K] lives in registers, in the
+//   accumulator layout of its update (each warp owns a 16 x D / WN7 tile), and its bf16 hi + lo split in shared
+//   memory. The inputs of chunk c + 1 (Wn hi + lo, U0 slice, KdT, decay) are prefetched with cp.async into a
+//   second buffer while chunk c computes; Qg and A_qk (one buffer) are fetched once chunk c - 1 has read them.
+//     U = U0 + Wn S          (64 x VT, k = K; Wn hi + lo, S hi + lo: 3 mma) -> U^T hi + lo (shared memory)
+//     O = Qg S + A_qk U      (64 x VT; S hi + lo, U hi + lo: 2 + 2 mma) -> global o (rows in the sequence)
+//     S^T <- S^T diag(exp(GC)) + U^T KdT^T   (VT x K, k = 64; U hi + lo; the registers accumulate)
+//   The hi / lo correction products go to separate accumulators (warp_mma_split): shorter mma chains.
+// All products: mma.sync.m16n8k16 bf16 x bf16 -> fp32, each operand with the same precision as the former
+// single kernel (measured on the H200 vs an fp64 recurrence, bf16 inputs and output, both gate forms, T up to
+// 65536: relative RMS error 3.0-3.6e-3 on o, 1.9-2.4e-3 on the final state; the bar is 5e-3; single-bf16
+// S/X/U gave 4.7e-3). f32 inputs get ~4e-3 too: NOT an fp32-accurate path.
 //
 // Scratch (one cudaMallocAsync per call, per chunk-head, D = K = V; x64 rows, so bytes per token-head =
 // per chunk-head / 64): Qg bf16 [64][D], A_qk bf16 [64][64], KdT bf16 [D][64], decay f32 [D], Wn hi + lo bf16
-// 2 x [64][D], U0 f32 [64][D], U^T hi + lo bf16 2 x [D][64], S^T f32 [D][D].
-//   D = 128: 205312 B per chunk-head = 3208 B per token-head (1 x 16384 x H64: 3.4 GB; 1 x 65536 x H32: 6.7 GB).
-//   D =  64:  90368 B per chunk-head = 1412 B per token-head.
+// 2 x [64][D], U0 f32 [64][D].
+//   D = 128: 107008 B per chunk-head = 1672 B per token-head (1 x 16384 x H64: 1.75 GB).
+//   D =  64:  57600 B per chunk-head =  900 B per token-head.
 //
-// Shared memory (bytes, D = 128): prep 151296 (1 CTA / SM); walk VT = 64: 197632, VT = 32: 154624 (1 CTA / SM);
-// out 79872 (2 CTAs / SM). Row pads of 16 bytes (bf16) and 32 bytes (fp32) keep the fragment loads
+// Shared memory (bytes; D = 128 / 64): prep 194816 / 117504 (1 CTA / SM); walk VT = 64: 224256, VT = 32:
+// 181248 (1 CTA / SM). Row pads of 16 bytes (bf16) and 16-32 bytes (fp32) keep the fragment loads
 // bank-conflict free.
-// ptxas (sm_90a, CUDA 13.0): registers prep 93 (D = 128) / 72 (D = 64), walk 123 (D = 128, VT = 64) / 136
-// (VT = 32) / 94 and 92 (D = 64), out 70 / 68; no spills, no stack.
+// ptxas (sm_90a, CUDA 13.0 here): registers prep 64 (1024 threads; D = 128: 4 bytes of spill), walk 125
+// (D = 128, VT = 64) / 158 (VT = 32); no other spills.
 //
-// Expected time (H200: ~4 TB/s HBM, ~3.5 TB/s achieved for streaming; D = 128). Traffic per token-head:
-// inputs q, k, v, g, beta (bf16) ~1 KB + o 256 B; prep writes 1.67 KB; walk reads Wn + U0 + KdT 1.3 KB (the
-// Wn / KdT reads of the second V tile come mostly from L2) and writes S^T + U 1.5 KB; out reads Qg + A_qk
-// (x2 V tiles, L2) + S^T + U 1.9 KB. Total ~7.5 KB per token-head:
-//   1 x 16384 H64 (1.05 M token-heads): ~7.9 GB -> memory floor ~2.2 ms; prep is latency-bound
-//     (16384 chunk-heads over 132 SMs, 1 CTA / SM: ~35 K warp instructions per chunk-head, at the former
-//     kernel's ~2 issued per SM cycle ~10 us, so ~1.0 - 1.5 ms: the largest uncertainty of this estimate);
-//     walk 256 chunks x ~2.5 us
-//     = ~0.65 ms; out ~0.6 ms. Expect ~2.3 - 3 ms (was 7.7).
-//   1 x 65536 H32: 4x the tokens x half the heads: ~2x the traffic -> ~4.5 - 6 ms (was 30.9); the walk
-//     (1024 chunks x ~2.5 us = 2.6 ms, 128 CTAs at VT = 32) overlaps nothing, so ~6 ms.
-//   1 x 65536 H8: traffic 1/4 of H32 (~1.5 ms) but the walk is 1024 sequential chunks: ~2.6 - 3.5 ms (was 29.9).
-//   8 x 4096 H32: the same 1.05 M token-heads as 1 x 16384 H64 (same prep / out / traffic), walk 64 chunks x
-//     512 CTAs at VT = 64 (3.9 waves): ~2 - 2.5 ms (was 4.5). 10 x 819 H64: half the chunk-heads, walk 1280
-//     CTAs (~10 waves x 13 chunks): ~1 - 1.3 ms (was 2.35).
-// The walk moves ~64 KB per chunk per CTA (VT = 64): with 128 CTAs at ~2.5 us per chunk that is ~3.3 TB/s, so
-// it sits near the HBM limit as well as the latency limit; per-kernel times (nsys) tell which one binds.
-// Beyond this: the S^T round trip (2 KB of the 7.5 KB) disappears if the output product is fused into the walk
-// (a third product in the sequential loop), and the prep could fit two CTAs per SM with a smaller layout.
+// Measured on the H200 (docs/BENCHMARKS.md; ncu gpu__time_duration, 1 x 16384 H64): prep 3.03 ms (16384
+// chunk-heads, ~24 us each per SM: latency-bound, ~1.5 instructions per cycle per SM, one CTA per SM), walk
+// 1.46 ms (256 chunks x 5.7 us, 128 CTAs); 1 x 65536 H8: prep 1.53 ms, walk 3.8 ms (1024 chunks x 3.7 us on
+// 32 CTAs: most SMs idle). Traffic per token-head ~1 KB inputs + 1.7 KB scratch written + ~2.5 KB read by the
+// walk (much of it from L2) + 256 B o: the kernels run at 6-7% of the memory floor, bound by latency, not bytes.
+// What would close the gap: prep with two or more CTAs per SM (operands formed in registers instead of shared
+// memory) or folded into the walk with 16-row sub-chunks (FlashKDA's structure), wgmma for the walk products,
+// and sequence parallelism (segment affine maps S_next = M S + C combined by a scan) for few heads.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -98,11 +89,8 @@ namespace kimi::cuda::kda_chunk {
 using bf16 = __nv_bfloat16;
 
 constexpr int kC = 64;  // chunk rows
-constexpr int kThreads = 512;  // prep kernel
-constexpr int kWarps = kThreads / 32;
-constexpr int kOutThreads = 256;  // output kernel
-constexpr int kOutVT = 64;        // V tile of the output kernel
-constexpr int walk_threads(int VT) { return VT == 64 ? 512 : 256; }
+// Threads of the prep kernel (512 or 1024) and of the walk (VT = 64: 512; VT = 32: 256 or 512) are template
+// parameters; the launcher (chunk.cu) picks them.
 
 // Storage dtypes (== int(kimi::DType::...), checked by static_assert in chunk.cu).
 enum : int { kDtF32 = 0, kDtBf16 = 1, kDtF16 = 2 };
@@ -117,20 +105,16 @@ struct Scratch {
   bf16* wh;      // [cid][64][D]  Wn = -Tb Kg, hi
   bf16* wl;      // [cid][64][D]  lo
   float* u0;     // [cid][64][D]  U0 = Tb V
-  bf16* uh;      // [cid][D][64]  U^T hi (written by the walk)
-  bf16* ul;      // [cid][D][64]  U^T lo
-  float* st;     // [cid][D][D]   S^T at the chunk start (written by the walk)
 };
 
 // Bytes of each scratch array per chunk-head, in the order of Scratch (all multiples of 256).
 template <int D>
 struct ScratchBytes {
   static constexpr size_t qg = size_t(kC) * D * 2, aqk = size_t(kC) * kC * 2, kdt = size_t(D) * kC * 2,
-                          decay = size_t(D) * 4, wh = size_t(kC) * D * 2, wl = wh, u0 = size_t(kC) * D * 4,
-                          uh = size_t(D) * kC * 2, ul = uh, st = size_t(D) * D * 4;
-  static constexpr size_t total = qg + aqk + kdt + decay + wh + wl + u0 + uh + ul + st;
+                          decay = size_t(D) * 4, wh = size_t(kC) * D * 2, wl = wh, u0 = size_t(kC) * D * 4;
+  static constexpr size_t total = qg + aqk + kdt + decay + wh + wl + u0;
 };
-static_assert(ScratchBytes<128>::total == 205312 && ScratchBytes<64>::total == 90368, "documented sizes");
+static_assert(ScratchBytes<128>::total == 107008 && ScratchBytes<64>::total == 57600, "documented sizes");
 
 struct Params {
   const void* q;
@@ -174,7 +158,7 @@ struct PrepSmem {
   static constexpr size_t R3 = R2 + mx(kRB, kRT);  // k raw, then Tb [64][LDT]
   static constexpr size_t R4 = R3 + kRB;        // q', then Qg
   static constexpr size_t R5 = R4 + kRB;        // k', then Kg^T [D][LDT]
-  static constexpr size_t R6 = R5 + mx(kRB, kRT);  // column operand, then KdT [D][LDT]
+  static constexpr size_t R6 = R5 + mx(kRB, kRT);  // KdT [D][LDT]
   static constexpr size_t AKK = R6 + mx(kRB, kRT);  // A_kk fp32 [64][LDA]
   static constexpr size_t AQK = AKK + kTf;       // A_qk bf16 [64][LDT]
   static constexpr size_t BETA = AQK + size_t(kC) * LDT * 2;
@@ -182,46 +166,46 @@ struct PrepSmem {
   static constexpr size_t DECAY = GC + D * 4;
   static constexpr size_t MQ = DECAY + D * 4;
   static constexpr size_t MK = MQ + kC * 4;
-  static constexpr size_t TOTAL = MK + kC * 4;
+  static constexpr int kColRows = 160;  // column operands of the four row blocks: 16 + 32 + 48 + 64 rows
+  static constexpr size_t KCOL = MK + kC * 4;  // bf16 [160][LDB]
+  static constexpr size_t TOTAL = KCOL + size_t(kColRows) * LDB * 2;
+  // P4 staging of the outputs (16-byte coalesced stores): Wn hi in AKK, Wn lo in R1, U0 fp32 [64][LDU0] in KCOL
+  static constexpr int LDU0 = D + 4;
+  static constexpr size_t SWH = AKK, SWL = R1, SU0 = KCOL;
+  static_assert(size_t(kC) * LDB * 2 <= kTf && size_t(kC) * LDB * 2 <= kR1 &&
+                    size_t(kC) * LDU0 * 4 <= size_t(kColRows) * LDB * 2,
+                "P4 staging fits the dead regions");
   static_assert(D % 32 == 0, "tile shapes");
   static_assert(size_t(kC) * LDT * 2 <= kRB, "Tb fits R3");
   static_assert(R2 % 16 == 0 && R3 % 16 == 0 && R4 % 16 == 0 && R5 % 16 == 0 && R6 % 16 == 0 && AKK % 16 == 0 &&
-                    AQK % 16 == 0 && BETA % 16 == 0 && GC % 16 == 0 && DECAY % 16 == 0,
+                    AQK % 16 == 0 && BETA % 16 == 0 && GC % 16 == 0 && DECAY % 16 == 0 && KCOL % 16 == 0,
                 "16-byte aligned regions");
   static_assert(TOTAL <= 227 * 1024, "fits the sm_90 shared memory of one CTA");
 };
 
-// Walk kernel shared memory: S^T fp32 [VT][LDS]; two input buffers {Wn hi, Wn lo [64][LDB], U0 fp32
-// [64][LDU], KdT [D][LDT], decay [D]}; U^T hi, lo [VT][LDT].
+// Walk kernel shared memory: S^T hi, lo bf16 [VT][LDB] (the fp32 state itself lives in registers); two input
+// buffers {Wn hi, Wn lo [64][LDB], U0 fp32
+// [64][LDU], KdT [D][LDT], decay [D]}; U^T hi, lo [VT][LDT]; one buffer of the output operands Qg [64][LDB],
+// A_qk [64][LDT].
 template <int D, int VT>
 struct WalkSmem {
-  static constexpr int LDB = D + 8, LDT = kC + 8, LDS = D + 8, LDU = VT + 8;
-  static constexpr size_t S = 0;
+  static constexpr int LDB = D + 8, LDT = kC + 8, LDU = VT + 8;
+  static constexpr size_t SH = 0, SL = SH + size_t(VT) * LDB * 2;  // S^T hi, lo bf16 [VT][LDB]
   static constexpr size_t kWh = size_t(kC) * LDB * 2, kU0 = size_t(kC) * LDU * 4, kKdt = size_t(D) * LDT * 2,
                           kDec = size_t(D) * 4;
   static constexpr size_t BWH = 0, BWL = BWH + kWh, BU0 = BWL + kWh, BKDT = BU0 + kU0, BDEC = BKDT + kKdt;
   static constexpr size_t kBuf = BDEC + kDec;  // one input buffer
-  static constexpr size_t BUF0 = S + size_t(VT) * LDS * 4;
+  static constexpr size_t BUF0 = SL + size_t(VT) * LDB * 2;
   static constexpr size_t UT = BUF0 + 2 * kBuf;
   static constexpr size_t UL = UT + size_t(VT) * LDT * 2;
-  static constexpr size_t TOTAL = UL + size_t(VT) * LDT * 2;
+  static constexpr size_t QG = UL + size_t(VT) * LDT * 2;
+  static constexpr size_t AQK = QG + size_t(kC) * LDB * 2;
+  static constexpr size_t TOTAL = AQK + size_t(kC) * LDT * 2;
   static_assert(D % VT == 0 && (VT == 32 || VT == 64), "tile shapes");
   static_assert(BUF0 % 16 == 0 && kBuf % 16 == 0 && BWL % 16 == 0 && BU0 % 16 == 0 && BKDT % 16 == 0 &&
-                    BDEC % 16 == 0 && UT % 16 == 0 && UL % 16 == 0,
+                    BDEC % 16 == 0 && UT % 16 == 0 && UL % 16 == 0 && QG % 16 == 0 && AQK % 16 == 0,
                 "16-byte aligned regions");
   static_assert(TOTAL <= 227 * 1024, "fits the sm_90 shared memory of one CTA");
-};
-
-// Output kernel shared memory: Qg [64][LDB], S^T fp32 [64][LDS], A_qk [64][LDT], U^T hi, lo [64][LDT].
-template <int D>
-struct OutSmem {
-  static constexpr int VT = kOutVT, LDB = D + 8, LDT = kC + 8, LDS = D + 8;
-  static constexpr size_t QG = 0, S = QG + size_t(kC) * LDB * 2, AQK = S + size_t(VT) * LDS * 4,
-                          UT = AQK + size_t(kC) * LDT * 2, UL = UT + size_t(VT) * LDT * 2,
-                          TOTAL = UL + size_t(VT) * LDT * 2;
-  static_assert(D % VT == 0, "tile shapes");
-  static_assert(S % 16 == 0 && AQK % 16 == 0 && UT % 16 == 0 && UL % 16 == 0, "16-byte aligned regions");
-  static_assert(2 * (TOTAL + 1024) <= 228 * 1024, "two CTAs per SM");
 };
 
 // ---------------------------------------------------------------------------------------------------------
@@ -242,48 +226,49 @@ __device__ __forceinline__ float u16_to_f32(uint32_t h, int dt) {
   return dt == kDtBf16 ? __uint_as_float(h << 16) : __half2float(__ushort_as_half(static_cast<unsigned short>(h)));
 }
 
-// N consecutive elements (N in {1, 2, 4}) of a float tensor of runtime dtype dt at element offset off.
+// Raw bits of N (1, 2 or 4) consecutive elements of a float tensor of runtime dtype dt at element offset off:
+// f32 -> w[e] = bits of element e; 16-bit -> w[e / 2] holds elements e (low half) and e + 1. No arithmetic on
+// the loaded words here, so that a thread's loads are all in flight before the first conversion
+// (raw_to_f32) waits for them.
 template <int N>
-__device__ __forceinline__ void load_n(const void* base, int dt, int64_t off, float (&x)[N]) {
+__device__ __forceinline__ void load_raw(const void* base, int dt, int64_t off, uint32_t (&w)[N]) {
   if (dt == kDtF32) {
     const float* p = static_cast<const float*>(base) + off;
     if (N == 4 && (reinterpret_cast<uintptr_t>(p) & 15) == 0) {
-      const float4 u = *reinterpret_cast<const float4*>(p);
-      const float w[4] = {u.x, u.y, u.z, u.w};
+      const uint4 u = *reinterpret_cast<const uint4*>(p);
+      const uint32_t x[4] = {u.x, u.y, u.z, u.w};
 #pragma unroll
-      for (int e = 0; e < N; ++e) x[e] = w[e];
+      for (int e = 0; e < N; ++e) w[e] = x[e];
     } else if (N == 2 && (reinterpret_cast<uintptr_t>(p) & 7) == 0) {
-      const float2 u = *reinterpret_cast<const float2*>(p);
-      const float w[2] = {u.x, u.y};
+      const uint2 u = *reinterpret_cast<const uint2*>(p);
+      const uint32_t x[2] = {u.x, u.y};
 #pragma unroll
-      for (int e = 0; e < N; ++e) x[e] = w[e];
+      for (int e = 0; e < N; ++e) w[e] = x[e];
     } else {
 #pragma unroll
-      for (int e = 0; e < N; ++e) x[e] = p[e];
+      for (int e = 0; e < N; ++e) w[e] = __float_as_uint(p[e]);
     }
   } else {
     const unsigned short* p = static_cast<const unsigned short*>(base) + off;
     if (N == 4 && (reinterpret_cast<uintptr_t>(p) & 7) == 0) {
       const uint2 u = *reinterpret_cast<const uint2*>(p);
-      const uint32_t w[4] = {u.x & 0xffffu, u.x >> 16, u.y & 0xffffu, u.y >> 16};
-#pragma unroll
-      for (int e = 0; e < N; ++e) x[e] = u16_to_f32(w[e], dt);
+      w[0] = u.x;
+      w[N > 1 ? 1 : 0] = u.y;
     } else if (N == 2 && (reinterpret_cast<uintptr_t>(p) & 3) == 0) {
-      const uint32_t u = *reinterpret_cast<const uint32_t*>(p);
-      const uint32_t w[2] = {u & 0xffffu, u >> 16};
-#pragma unroll
-      for (int e = 0; e < N; ++e) x[e] = u16_to_f32(w[e], dt);
+      w[0] = *reinterpret_cast<const uint32_t*>(p);
+    } else if (N == 1) {
+      w[0] = p[0];
     } else {
 #pragma unroll
-      for (int e = 0; e < N; ++e) x[e] = u16_to_f32(p[e], dt);
+      for (int e = 0; e < N; e += 2) w[e / 2] = uint32_t(p[e]) | (uint32_t(p[e + 1]) << 16);
     }
   }
 }
-
-__device__ __forceinline__ float load_1(const void* base, int dt, int64_t off) {
-  float x[1];
-  load_n<1>(base, dt, off, x);
-  return x[0];
+template <int N>
+__device__ __forceinline__ void raw_to_f32(const uint32_t (&w)[N], int dt, float (&x)[N]) {
+#pragma unroll
+  for (int e = 0; e < N; ++e)
+    x[e] = dt == kDtF32 ? __uint_as_float(w[e]) : u16_to_f32((w[e / 2] >> (16 * (e & 1))) & 0xffffu, dt);
 }
 
 // Two consecutive elements a, b at element offset off of a float tensor of runtime dtype dt.
@@ -330,24 +315,19 @@ __device__ __forceinline__ void mma_bf16(float (&c)[4], const uint32_t (&a)[4], 
 }
 
 // acc[i][j] += A[m0 + 16 i .. +16][0..KD) * Bt[n0 + 8 j .. +8][0..KD)^T for one warp.
-// A: bf16 row-major [m][k] (lda elements); Bt: [n][k] row-major (ldb elements).
-// BM = kBbf16: Bt bf16.  BM = kBf32: Bt fp32, split on the fly into bf16 hi + lo (two mma, ~16-bit operand).
-// BM = kBpair: Bt given as two bf16 arrays hi (Bt) + lo (Bt_lo), two mma.  kAlo: A given as hi (A) + lo
-// (A_lo), one more mma per fragment.
+// A: bf16 row-major [m][k] (lda elements); Bt: bf16 [n][k] row-major (ldb elements). kAlo: A given as hi (A)
+// + lo (A_lo), one more mma per fragment.
 // Fragments of mma.m16n8k16 (g = lane / 4, t = lane % 4): a0 = A[g][2t..], a1 = A[g+8][2t..],
 // a2 = A[g][2t+8..], a3 = A[g+8][2t+8..]; b0 = Bt[g][2t..], b1 = Bt[g][2t+8..];
 // c0, c1 = C[g][2t, 2t+1], c2, c3 = C[g+8][2t, 2t+1].
-enum : int { kBbf16 = 0, kBf32 = 1, kBpair = 2 };
-
-template <int MT, int NT, int KD, int BM, bool kAlo = false>
-__device__ __forceinline__ void warp_mma(float (&acc)[MT][NT][4], const bf16* A, int lda, int m0, const void* Bt,
-                                         int ldb, int n0, int lane, const bf16* A_lo = nullptr,
-                                         const bf16* Bt_lo = nullptr) {
+template <int MT, int NT, int KD, bool kAlo = false>
+__device__ __forceinline__ void warp_mma(float (&acc)[MT][NT][4], const bf16* A, int lda, int m0, const bf16* Bt,
+                                         int ldb, int n0, int lane, const bf16* A_lo = nullptr) {
   const int g = lane >> 2, t = lane & 3;
 #pragma unroll
   for (int k0 = 0; k0 < KD; k0 += 16) {
     uint32_t a[MT][4], b[NT][2];
-    [[maybe_unused]] uint32_t al[MT][4], bl[NT][2];
+    [[maybe_unused]] uint32_t al[MT][4];
 #pragma unroll
     for (int i = 0; i < MT; ++i) {
       const int o = (m0 + 16 * i + g) * lda + k0 + 2 * t;
@@ -365,31 +345,61 @@ __device__ __forceinline__ void warp_mma(float (&acc)[MT][NT][4], const bf16* A,
 #pragma unroll
     for (int j = 0; j < NT; ++j) {
       const int o = (n0 + 8 * j + g) * ldb + k0 + 2 * t;
-      if constexpr (BM == kBf32) {
-        const float* pb = static_cast<const float*>(Bt) + o;
-        const float2 x0 = *reinterpret_cast<const float2*>(pb);
-        const float2 x1 = *reinterpret_cast<const float2*>(pb + 8);
-        b[j][0] = pack_bf16(x0.x, x0.y);
-        b[j][1] = pack_bf16(x1.x, x1.y);
-        bl[j][0] = pack_bf16(x0.x - bf_lo(b[j][0]), x0.y - bf_hi(b[j][0]));
-        bl[j][1] = pack_bf16(x1.x - bf_lo(b[j][1]), x1.y - bf_hi(b[j][1]));
-      } else {
-        const bf16* pb = static_cast<const bf16*>(Bt) + o;
-        b[j][0] = lds32(pb);
-        b[j][1] = lds32(pb + 8);
-        if constexpr (BM == kBpair) {
-          bl[j][0] = lds32(Bt_lo + o);
-          bl[j][1] = lds32(Bt_lo + o + 8);
-        }
-      }
+      b[j][0] = lds32(Bt + o);
+      b[j][1] = lds32(Bt + o + 8);
     }
 #pragma unroll
     for (int i = 0; i < MT; ++i)
 #pragma unroll
       for (int j = 0; j < NT; ++j) {
         mma_bf16(acc[i][j], a[i], b[j]);
-        if constexpr (BM != kBbf16) mma_bf16(acc[i][j], a[i], bl[j]);
         if constexpr (kAlo) mma_bf16(acc[i][j], al[i], b[j]);
+      }
+  }
+}
+
+// warp_mma with Bt given as bf16 hi (Bt) + lo (Bt_lo) and optionally A as hi + lo (kAlo), the correction
+// products on separate accumulators: acc += A Bt, acc_b += A Bt_lo, acc_c += A_lo Bt (the caller adds them).
+// The dependent mma chain per accumulator is KD / 16 instead of 2 or 3 KD / 16 (the walk's latency path).
+template <int MT, int NT, int KD, bool kAlo>
+__device__ __forceinline__ void warp_mma_split(float (&acc)[MT][NT][4], float (&acc_b)[MT][NT][4],
+                                               float (&acc_c)[MT][NT][4], const bf16* A, int lda, int m0,
+                                               const bf16* Bt, int ldb, int n0, int lane, const bf16* A_lo,
+                                               const bf16* Bt_lo) {
+  const int g = lane >> 2, t = lane & 3;
+#pragma unroll
+  for (int k0 = 0; k0 < KD; k0 += 16) {
+    uint32_t a[MT][4], b[NT][2], bl[NT][2];
+    [[maybe_unused]] uint32_t al[MT][4];
+#pragma unroll
+    for (int i = 0; i < MT; ++i) {
+      const int o = (m0 + 16 * i + g) * lda + k0 + 2 * t;
+      a[i][0] = lds32(A + o);
+      a[i][1] = lds32(A + o + 8 * lda);
+      a[i][2] = lds32(A + o + 8);
+      a[i][3] = lds32(A + o + 8 * lda + 8);
+      if constexpr (kAlo) {
+        al[i][0] = lds32(A_lo + o);
+        al[i][1] = lds32(A_lo + o + 8 * lda);
+        al[i][2] = lds32(A_lo + o + 8);
+        al[i][3] = lds32(A_lo + o + 8 * lda + 8);
+      }
+    }
+#pragma unroll
+    for (int j = 0; j < NT; ++j) {
+      const int o = (n0 + 8 * j + g) * ldb + k0 + 2 * t;
+      b[j][0] = lds32(Bt + o);
+      b[j][1] = lds32(Bt + o + 8);
+      bl[j][0] = lds32(Bt_lo + o);
+      bl[j][1] = lds32(Bt_lo + o + 8);
+    }
+#pragma unroll
+    for (int i = 0; i < MT; ++i)
+#pragma unroll
+      for (int j = 0; j < NT; ++j) {
+        mma_bf16(acc[i][j], a[i], b[j]);
+        mma_bf16(acc_b[i][j], a[i], bl[j]);
+        if constexpr (kAlo) mma_bf16(acc_c[i][j], al[i], b[j]);
       }
   }
 }
@@ -413,9 +423,14 @@ template <typename E, int ROWS, int COLS, int NTHR>
 __device__ __forceinline__ void cp_tile_g2s(E* s, int lds, const E* g, int64_t ldg, int tid) {
   constexpr int PER = 16 / int(sizeof(E)), CPR = COLS / PER;
   static_assert(COLS % PER == 0, "16-byte rows");
-  for (int e = tid; e < ROWS * CPR; e += NTHR) {
-    const int r = e / CPR, c = (e % CPR) * PER;
-    cp_async16(s + r * lds + c, g + r * ldg + c);
+  constexpr int NIT = (ROWS * CPR + NTHR - 1) / NTHR;
+#pragma unroll
+  for (int it = 0; it < NIT; ++it) {
+    const int e = tid + it * NTHR;
+    if ((ROWS * CPR) % NTHR == 0 || e < ROWS * CPR) {
+      const int r = e / CPR, c = (e % CPR) * PER;
+      cp_async16(s + r * lds + c, g + r * ldg + c);
+    }
   }
 }
 
@@ -424,17 +439,24 @@ template <typename E, int ROWS, int COLS, int NTHR>
 __device__ __forceinline__ void copy_tile_s2g(E* g, int64_t ldg, const E* s, int lds, int tid) {
   constexpr int PER = 16 / int(sizeof(E)), CPR = COLS / PER;
   static_assert(COLS % PER == 0, "16-byte rows");
-  for (int e = tid; e < ROWS * CPR; e += NTHR) {
-    const int r = e / CPR, c = (e % CPR) * PER;
-    *reinterpret_cast<uint4*>(g + r * ldg + c) = *reinterpret_cast<const uint4*>(s + r * lds + c);
+  constexpr int NIT = (ROWS * CPR + NTHR - 1) / NTHR;
+#pragma unroll
+  for (int it = 0; it < NIT; ++it) {
+    const int e = tid + it * NTHR;
+    if ((ROWS * CPR) % NTHR == 0 || e < ROWS * CPR) {
+      const int r = e / CPR, c = (e % CPR) * PER;
+      *reinterpret_cast<uint4*>(g + r * ldg + c) = *reinterpret_cast<const uint4*>(s + r * lds + c);
+    }
   }
 }
 
 // ---------------------------------------------------------------------------------------------------------
 // kernel 1: per chunk-head pre-pass (P1 - P4)
 
-template <int D, bool kDiagMma>
-__global__ void __launch_bounds__(kThreads, 1) kda_chunk_prep(const Params p) {
+template <int D, bool kDiagMma, int NTHR>
+__global__ void __launch_bounds__(NTHR, 1) kda_chunk_prep(const Params p) {
+  constexpr int kThreads = NTHR, kWarps = NTHR / 32;
+  static_assert(kThreads == 512 || kThreads == 1024, "prep block");
   using L = PrepSmem<D>;
   constexpr int LDB = L::LDB, LDT = L::LDT, LDA = L::LDA;
   constexpr int EPL = D / 32;  // channels per lane in row loads
@@ -449,7 +471,8 @@ __global__ void __launch_bounds__(kThreads, 1) kda_chunk_prep(const Params p) {
   bf16* const sQr = reinterpret_cast<bf16*>(smem + L::R4);     // q' (P2a), then Qg (P2b - P4)
   bf16* const sKr = reinterpret_cast<bf16*>(smem + L::R5);     // k' (P2a)
   bf16* const sKgT = reinterpret_cast<bf16*>(smem + L::R5);    // Kg^T [D][LDT] (P2b - P4)
-  bf16* const sKc = reinterpret_cast<bf16*>(smem + L::R6);     // column operand (P2a), then KdT [D][LDT]
+  bf16* const sKc = reinterpret_cast<bf16*>(smem + L::R6);     // KdT [D][LDT] (P2b - P4)
+  bf16* const sKcol = reinterpret_cast<bf16*>(smem + L::KCOL);  // column operands [160][LDB] (P2a)
   float* const sAkk = reinterpret_cast<float*>(smem + L::AKK);  // A_kk [64][LDA] fp32 (beta applied)
   bf16* const sAqk = reinterpret_cast<bf16*>(smem + L::AQK);   // A_qk [64][LDT] bf16 (upper zero)
   float* const sBeta = reinterpret_cast<float*>(smem + L::BETA);
@@ -479,26 +502,27 @@ __global__ void __launch_bounds__(kThreads, 1) kda_chunk_prep(const Params p) {
 #pragma unroll
     for (int e = 0; e < EPL; ++e) dtb[e] = p.dt_bias[int64_t(h) * D + lane * EPL + e];
   }
-  for (int e = tid; e < kC * LDT; e += kThreads) sAqk[e] = __float2bfloat16_rn(0.f);  // upper blocks stay 0
+  static_assert((kC * LDT * 2) % 16 == 0, "16-byte zero fill");
+  for (int e = tid; e < kC * LDT * 2 / 16; e += kThreads)  // upper blocks stay 0
+    reinterpret_cast<uint4*>(sAqk)[e] = make_uint4(0u, 0u, 0u, 0u);
   __syncthreads();
 
 
   {
     const int nrows = rows;
 
-    // V rows into registers first (stored to shared memory as V^T in P3, once R2 is free): their latency
-    // overlaps the q, k, g loads below
+    // V rows into registers first, as raw bits (converted and stored to shared memory as V^T in P3, once R2
+    // is free): their latency overlaps the q, k, g loads below
     constexpr int RWV = kC / kWarps;
-    float xv[RWV][EPL];
+    uint32_t wv[RWV][EPL];
 #pragma unroll
     for (int rr = 0; rr < RWV; ++rr) {
       const int r = warp + kWarps * rr;
+#pragma unroll
+      for (int e = 0; e < EPL; ++e) wv[rr][e] = 0u;  // zero bits: 0.0 in every dtype
       if (r < nrows) {
         const int64_t tok = tok0 + r;
-        load_n<EPL>(p.v, p.dt_v, bb * p.s_v[0] + tok * p.s_v[1] + h * p.s_v[2] + lane * EPL, xv[rr]);
-      } else {
-#pragma unroll
-        for (int e = 0; e < EPL; ++e) xv[rr][e] = 0.f;
+        load_raw<EPL>(p.v, p.dt_v, bb * p.s_v[0] + tok * p.s_v[1] + h * p.s_v[2] + lane * EPL, wv[rr]);
       }
     }
 
@@ -507,33 +531,37 @@ __global__ void __launch_bounds__(kThreads, 1) kda_chunk_prep(const Params p) {
     {
       constexpr int RW = kC / kWarps;  // rows per warp: r = warp + kWarps * rr
       const int ch = lane * EPL;
-      float xq[RW][EPL], xk[RW][EPL], xg[RW][EPL], xb[RW];
+      uint32_t wq[RW][EPL], wk[RW][EPL], wg[RW][EPL], wb[RW][1];
 #pragma unroll
       for (int rr = 0; rr < RW; ++rr) {
         const int r = warp + kWarps * rr;
         const int64_t tok = tok0 + r;
-        xb[rr] = 0.f;
-        if (r < nrows) {
-          load_n<EPL>(p.q, p.dt_q, bb * p.s_q[0] + tok * p.s_q[1] + h * p.s_q[2] + ch, xq[rr]);
-          load_n<EPL>(p.k, p.dt_k, bb * p.s_k[0] + tok * p.s_k[1] + h * p.s_k[2] + ch, xk[rr]);
-          load_n<EPL>(p.g, p.dt_g, bb * p.s_g[0] + tok * p.s_g[1] + h * p.s_g[2] + ch, xg[rr]);
-          if (lane == 0) xb[rr] = load_1(p.beta, p.dt_beta, bb * p.s_beta[0] + tok * p.s_beta[1] + h * p.s_beta[2]);
-        } else {
 #pragma unroll
-          for (int e = 0; e < EPL; ++e) xq[rr][e] = xk[rr][e] = xg[rr][e] = 0.f;
+        for (int e = 0; e < EPL; ++e) wq[rr][e] = wk[rr][e] = wg[rr][e] = 0u;
+        wb[rr][0] = 0u;
+        if (r < nrows) {
+          load_raw<EPL>(p.q, p.dt_q, bb * p.s_q[0] + tok * p.s_q[1] + h * p.s_q[2] + ch, wq[rr]);
+          load_raw<EPL>(p.k, p.dt_k, bb * p.s_k[0] + tok * p.s_k[1] + h * p.s_k[2] + ch, wk[rr]);
+          load_raw<EPL>(p.g, p.dt_g, bb * p.s_g[0] + tok * p.s_g[1] + h * p.s_g[2] + ch, wg[rr]);
+          if (lane == 0) load_raw<1>(p.beta, p.dt_beta, bb * p.s_beta[0] + tok * p.s_beta[1] + h * p.s_beta[2], wb[rr]);
         }
       }
 #pragma unroll
       for (int rr = 0; rr < RW; ++rr) {
         const int r = warp + kWarps * rr;
         const bool valid = r < nrows;
+        float xq[1][EPL], xk[1][EPL], xg[1][EPL], xb[1][1];
+        raw_to_f32<EPL>(wq[rr], p.dt_q, xq[0]);
+        raw_to_f32<EPL>(wk[rr], p.dt_k, xk[0]);
+        raw_to_f32<EPL>(wg[rr], p.dt_g, xg[0]);
+        raw_to_f32<1>(wb[rr], p.dt_beta, xb[0]);
         float mq = p.scale, mk = 1.f;
         if (p.l2norm) {
           float sq = 0.f, sk = 0.f;
 #pragma unroll
           for (int e = 0; e < EPL; ++e) {
-            sq += xq[rr][e] * xq[rr][e];
-            sk += xk[rr][e] * xk[rr][e];
+            sq += xq[0][e] * xq[0][e];
+            sk += xk[0][e] * xk[0][e];
           }
           sq = warp_sum(sq);
           sk = warp_sum(sk);
@@ -542,23 +570,23 @@ __global__ void __launch_bounds__(kThreads, 1) kda_chunk_prep(const Params p) {
         }
 #pragma unroll
         for (int e = 0; e < EPL; e += 2) {  // raw values (exact for bf16 inputs); multipliers applied later
-          sts32(sQn + r * LDB + ch + e, pack_bf16(xq[rr][e], xq[rr][e + 1]));
-          sts32(sKn + r * LDB + ch + e, pack_bf16(xk[rr][e], xk[rr][e + 1]));
+          sts32(sQn + r * LDB + ch + e, pack_bf16(xq[0][e], xq[0][e + 1]));
+          sts32(sKn + r * LDB + ch + e, pack_bf16(xk[0][e], xk[0][e + 1]));
         }
 #pragma unroll
         for (int e = 0; e < EPL; ++e) {
-          float gv = xg[rr][e];
+          float gv = xg[0][e];
           if (p.gate != kGateNone && valid) {
-            const float x = xg[rr][e] + dtb[e];
+            const float x = xg[0][e] + dtb[e];
             if (p.gate == kGateSoftplus)
               gv = -gate_a * (x > 20.f ? x : log1pf(expf(x)));
             else
-              gv = p.lb / (1.f + expf(-gate_a * x));
+              gv = __fdividef(p.lb, 1.f + __expf(-gate_a * x));  // -> 0 when the exponential overflows
           }
           sG[r * D + ch + e] = valid ? gv : 0.f;
         }
         if (lane == 0) {
-          float bv = xb[rr];
+          float bv = xb[0][0];
           if (valid && p.beta_sigmoid) bv = 1.f / (1.f + expf(-bv));
           sBeta[r] = valid ? bv : 0.f;
           sMq[r] = mq;
@@ -590,8 +618,12 @@ __global__ void __launch_bounds__(kThreads, 1) kda_chunk_prep(const Params p) {
     __syncthreads();
 
     // ---- P2a: A_qk, A_kk --------------------------------------------------------------------------------
+    // One element-wise phase forms every operand (fully unrolled loops: many independent exp / load chains
+    // per thread), one barrier, one phase of mma tiles over all blocks (a, b).
     // row operands q' = q exp(G_i - R_a), k' = k exp(G_i - R_a), a = i / 16, R_0 = 0, R_a = G[16a - 1]
-    for (int e = tid; e < kC * D / 2; e += kThreads) {
+#pragma unroll 4
+    for (int it = 0; it < kC * D / 2 / kThreads; ++it) {
+      const int e = tid + it * kThreads;
       const int r = e / (D / 2), c = 2 * (e % (D / 2)), a = r >> 4;
       const float2 gg = *reinterpret_cast<const float2*>(sG + r * D + c);
       const float2 R = a ? *reinterpret_cast<const float2*>(sG + (16 * a - 1) * D + c) : make_float2(0.f, 0.f);
@@ -601,25 +633,40 @@ __global__ void __launch_bounds__(kThreads, 1) kda_chunk_prep(const Params p) {
       sts32(sQr + r * LDB + c, pack_bf16(bf_lo(uq) * mq * e0, bf_hi(uq) * mq * e1));
       sts32(sKr + r * LDB + c, pack_bf16(bf_lo(uk) * mk * e0, bf_hi(uk) * mk * e1));
     }
-#pragma unroll 1
-    for (int a = kDiagMma ? 0 : 1; a < 4; ++a) {
-      const int ncol = kDiagMma ? 16 * a + 16 : 16 * a;
-      // column operand k_j exp(R_a - G_j), j < ncol (<= 0 for j < 16a; in [0, 80] on the diagonal block)
-      for (int e = tid; e < ncol * (D / 2); e += kThreads) {
-        const int j = e / (D / 2), c = 2 * (e % (D / 2));
-        const float2 gg = *reinterpret_cast<const float2*>(sG + j * D + c);
-        const float2 R = a ? *reinterpret_cast<const float2*>(sG + (16 * a - 1) * D + c) : make_float2(0.f, 0.f);
-        const float e0 = __expf(R.x - gg.x), e1 = __expf(R.y - gg.y);
-        const float mk = sMk[j];
-        const uint32_t uk = lds32(sKn + j * LDB + c);
-        sts32(sKc + j * LDB + c, pack_bf16(bf_lo(uk) * mk * e0, bf_hi(uk) * mk * e1));
-      }
-      __syncthreads();
-      const int nb = kDiagMma ? a + 1 : a;  // column blocks b < nb
-      for (int tile = warp; tile < 4 * nb; tile += kWarps) {
-        const int mat = tile & 1, half = (tile >> 1) & 1, b = tile >> 2;
+    // column operands of row block a (rows kColOff(a) .. + 16 (a + 1) of sKcol): k_j exp(R_a - G_j), j < 16 (a + 1)
+    // (<= 0 for j < 16a; in [0, 80] on the diagonal block, used only when kDiagMma)
+    static_assert(L::kColRows * (D / 2) % kThreads == 0, "whole iterations");
+#pragma unroll 4
+    for (int it = 0; it < L::kColRows * (D / 2) / kThreads; ++it) {
+      const int e = tid + it * kThreads;
+      const int jr = e / (D / 2), c = 2 * (e % (D / 2));
+      const int a = jr < 16 ? 0 : jr < 48 ? 1 : jr < 96 ? 2 : 3;
+      const int j = jr - 8 * a * (a + 1);
+      const float2 gg = *reinterpret_cast<const float2*>(sG + j * D + c);
+      const float2 R = a ? *reinterpret_cast<const float2*>(sG + (16 * a - 1) * D + c) : make_float2(0.f, 0.f);
+      const float e0 = __expf(R.x - gg.x), e1 = __expf(R.y - gg.y);
+      const float mk = sMk[j];
+      const uint32_t uk = lds32(sKn + j * LDB + c);
+      sts32(sKcol + jr * LDB + c, pack_bf16(bf_lo(uk) * mk * e0, bf_hi(uk) * mk * e1));
+    }
+    __syncthreads();
+    {
+      // tiles (a, b, mat, half): 16 x 8 outputs of block (a, b) of A_qk (mat 0) or A_kk (mat 1), b <= a
+      // (b < a without kDiagMma); tile index t = 4 * blk + 2 * half + mat over the blocks in (a, b) order.
+      constexpr int kBlocks = kDiagMma ? 10 : 6;
+      for (int tile = warp; tile < 4 * kBlocks; tile += kWarps) {
+        const int mat = tile & 1, half = (tile >> 1) & 1, blk = tile >> 2;
+        int a, b;
+        if constexpr (kDiagMma) {
+          a = blk < 1 ? 0 : blk < 3 ? 1 : blk < 6 ? 2 : 3;
+          b = blk - a * (a + 1) / 2;
+        } else {
+          a = blk < 1 ? 1 : blk < 3 ? 2 : 3;
+          b = blk - a * (a - 1) / 2;
+        }
         float acc[1][1][4] = {};
-        warp_mma<1, 1, D, kBbf16>(acc, mat ? sKr : sQr, LDB, 16 * a, sKc, LDB, 16 * b + 8 * half, lane);
+        warp_mma<1, 1, D>(acc, mat ? sKr : sQr, LDB, 16 * a, sKcol + 8 * a * (a + 1) * LDB, LDB,
+                                  16 * b + 8 * half, lane);
 #pragma unroll
         for (int rr = 0; rr < 2; ++rr) {
           const int i = 16 * a + gq + 8 * rr;
@@ -634,8 +681,8 @@ __global__ void __launch_bounds__(kThreads, 1) kda_chunk_prep(const Params p) {
           }
         }
       }
-      __syncthreads();
     }
+    __syncthreads();  // the tiles have read q', k' (R4, R5) before P2b overwrites them
     if constexpr (!kDiagMma) {
       // diagonal 16 x 16 blocks per pair: exp(G_i - G_j), i >= j, exponent <= 0 (any g <= 0)
       for (int e = tid; e < 4 * 256; e += kThreads) {
@@ -661,7 +708,9 @@ __global__ void __launch_bounds__(kThreads, 1) kda_chunk_prep(const Params p) {
     }
 
     // ---- P2b: Qg, Kg^T, KdT (R4 - R6 are free: the last P2a barrier is behind us) -------------------------
-    for (int e = tid; e < kC * D / 2; e += kThreads) {
+#pragma unroll 4
+    for (int it = 0; it < kC * D / 2 / kThreads; ++it) {
+      const int e = tid + it * kThreads;
       const int r = e / (D / 2), c = 2 * (e % (D / 2));
       const float2 gg = *reinterpret_cast<const float2*>(sG + r * D + c);
       const float mq = sMq[r];
@@ -669,21 +718,37 @@ __global__ void __launch_bounds__(kThreads, 1) kda_chunk_prep(const Params p) {
       const uint32_t uq = lds32(sQn + r * LDB + c);
       sts32(sQr + r * LDB + c, pack_bf16(bf_lo(uq) * mq * e0, bf_hi(uq) * mq * e1));
     }
-    for (int e = tid; e < D * (kC / 2); e += kThreads) {  // consecutive threads: consecutive channels
-      const int c = e % D, r = 2 * (e / D);
-      const float gc = sGC[c], g0 = sG[r * D + c], g1 = sG[(r + 1) * D + c];
-      const float k0 = bf2f(sKn[r * LDB + c]) * sMk[r], k1 = bf2f(sKn[(r + 1) * LDB + c]) * sMk[r + 1];
-      sts32(sKgT + c * LDT + r, pack_bf16(k0 * __expf(g0), k1 * __expf(g1)));
-      sts32(sKc + c * LDT + r, pack_bf16(k0 * __expf(gc - g0), k1 * __expf(gc - g1)));
+    // Kg^T, KdT: a thread forms 8 consecutive rows of one channel (consecutive threads: consecutive channels),
+    // stored as one 16-byte word each (bank-conflict free: rows of 144 bytes)
+#pragma unroll
+    for (int it = 0; it < (D * (kC / 8) + kThreads - 1) / kThreads; ++it) {
+      const int e = tid + it * kThreads;
+      if (D * (kC / 8) % kThreads != 0 && e >= D * (kC / 8)) break;
+      const int c = e % D, r0 = 8 * (e / D);
+      const float gc = sGC[c];
+      uint32_t wg[4], wd[4];
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const int r = r0 + 2 * i;
+        const float g0 = sG[r * D + c], g1 = sG[(r + 1) * D + c];
+        const float k0 = bf2f(sKn[r * LDB + c]) * sMk[r], k1 = bf2f(sKn[(r + 1) * LDB + c]) * sMk[r + 1];
+        wg[i] = pack_bf16(k0 * __expf(g0), k1 * __expf(g1));
+        wd[i] = pack_bf16(k0 * __expf(gc - g0), k1 * __expf(gc - g1));
+      }
+      *reinterpret_cast<uint4*>(sKgT + c * LDT + r0) = make_uint4(wg[0], wg[1], wg[2], wg[3]);
+      *reinterpret_cast<uint4*>(sKc + c * LDT + r0) = make_uint4(wd[0], wd[1], wd[2], wd[3]);
     }
     __syncthreads();
 
     // ---- P3: V^T; T = (I + A_kk)^-1; Tb = T diag(beta) --------------------------------------------------
 #pragma unroll
-    for (int rr = 0; rr < RWV; ++rr)
+    for (int rr = 0; rr < RWV; ++rr) {
+      float xv[EPL];
+      raw_to_f32<EPL>(wv[rr], p.dt_v, xv);
 #pragma unroll
       for (int e = 0; e < EPL; ++e)
-        sVt[(lane * EPL + e) * LDT + warp + kWarps * rr] = __float2bfloat16_rn(xv[rr][e]);
+        sVt[(lane * EPL + e) * LDT + warp + kWarps * rr] = __float2bfloat16_rn(xv[e]);
+    }
     if (warp < 4 && lane < 16) {  // diagonal blocks: forward substitution, lane = column j of block warp
       const int base = 16 * warp, j = lane;
       float col[16];
@@ -719,7 +784,9 @@ __global__ void __launch_bounds__(kThreads, 1) kda_chunk_prep(const Params p) {
       }
       __syncthreads();
     }
-    for (int e = tid; e < kC * kC; e += kThreads) {
+#pragma unroll
+    for (int it = 0; it < kC * kC / kThreads; ++it) {
+      const int e = tid + it * kThreads;
       const int i = e >> 6, j = e & 63;
       const float val = (j >> 4) > (i >> 4) ? 0.f : sT[i * LDA + j] * sBeta[j];
       sTb[i * LDT + j] = __float2bfloat16_rn(val);
@@ -729,16 +796,16 @@ __global__ void __launch_bounds__(kThreads, 1) kda_chunk_prep(const Params p) {
 
     // ---- P4: Wn = -Tb Kg, U0 = Tb V -> scratch; Qg, A_qk, KdT, decay -> scratch ---------------------------
     {
-      constexpr int NT = D / 32;  // 4 x 4 warp grid: 16 rows x D / 4 columns per warp
-      static_assert(kWarps == 16, "warp grid");
-      const int wm = warp >> 2, wn = warp & 3;
-      const int t0 = 16 * wm, n0 = wn * (D / 4);
-      bf16* const gwh = p.scr.wh + cid * (kC * D);
-      bf16* const gwl = p.scr.wl + cid * (kC * D);
-      float* const gu0 = p.scr.u0 + cid * (kC * D);
+      constexpr int WN = kWarps / 4, NT = D / (8 * WN);  // 4 x WN warp grid: 16 rows x D / WN columns per warp
+      static_assert(NT >= 1 && NT * 8 * WN == D, "warp grid");
+      const int wm = warp / WN, wn = warp % WN;
+      const int t0 = 16 * wm, n0 = wn * (D / WN);
+      bf16* const swh = reinterpret_cast<bf16*>(smem + L::SWH);  // regions dead since P3
+      bf16* const swl = reinterpret_cast<bf16*>(smem + L::SWL);
+      float* const su0 = reinterpret_cast<float*>(smem + L::SU0);
       {
         float acc[1][NT][4] = {};
-        warp_mma<1, NT, kC, kBbf16>(acc, sTb, LDT, t0, sKgT, LDT, n0, lane);
+        warp_mma<1, NT, kC>(acc, sTb, LDT, t0, sKgT, LDT, n0, lane);
 #pragma unroll
         for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
@@ -747,19 +814,19 @@ __global__ void __launch_bounds__(kThreads, 1) kda_chunk_prep(const Params p) {
             const float w0 = -acc[0][nt][2 * rr], w1 = -acc[0][nt][2 * rr + 1];
             const uint32_t hi = pack_bf16(w0, w1);
             const uint32_t lo = pack_bf16(w0 - bf_lo(hi), w1 - bf_hi(hi));
-            *reinterpret_cast<uint32_t*>(gwh + t * D + c) = hi;
-            *reinterpret_cast<uint32_t*>(gwl + t * D + c) = lo;
+            sts32(swh + t * LDB + c, hi);
+            sts32(swl + t * LDB + c, lo);
           }
       }
       {
         float acc[1][NT][4] = {};
-        warp_mma<1, NT, kC, kBbf16>(acc, sTb, LDT, t0, sVt, LDT, n0, lane);
+        warp_mma<1, NT, kC>(acc, sTb, LDT, t0, sVt, LDT, n0, lane);
 #pragma unroll
         for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
           for (int rr = 0; rr < 2; ++rr) {
             const int t = t0 + gq + 8 * rr, c = n0 + 8 * nt + 2 * tq;
-            *reinterpret_cast<float2*>(gu0 + t * D + c) = make_float2(acc[0][nt][2 * rr], acc[0][nt][2 * rr + 1]);
+            *reinterpret_cast<float2*>(su0 + t * L::LDU0 + c) = make_float2(acc[0][nt][2 * rr], acc[0][nt][2 * rr + 1]);
           }
       }
     }
@@ -767,16 +834,22 @@ __global__ void __launch_bounds__(kThreads, 1) kda_chunk_prep(const Params p) {
     copy_tile_s2g<bf16, kC, kC, kThreads>(p.scr.aqk + cid * (kC * kC), kC, sAqk, LDT, tid);
     copy_tile_s2g<bf16, D, kC, kThreads>(p.scr.kdt + cid * (D * kC), kC, sKc, LDT, tid);
     if (tid < D) p.scr.decay[cid * D + tid] = sDecay[tid];
+    __syncthreads();
+    copy_tile_s2g<bf16, kC, D, kThreads>(p.scr.wh + cid * (kC * D), D, reinterpret_cast<const bf16*>(smem + L::SWH),
+                                         LDB, tid);
+    copy_tile_s2g<bf16, kC, D, kThreads>(p.scr.wl + cid * (kC * D), D, reinterpret_cast<const bf16*>(smem + L::SWL),
+                                         LDB, tid);
+    copy_tile_s2g<float, kC, D, kThreads>(p.scr.u0 + cid * (kC * D), D, reinterpret_cast<const float*>(smem + L::SU0),
+                                          L::LDU0, tid);
   }
 }
 
 // ---------------------------------------------------------------------------------------------------------
 // kernel 2: sequential walk over the chunks of one (sequence, head, V tile)
 
-template <int D, int VT>
+template <int D, int VT, int NTHR>
 __device__ __forceinline__ void walk_prefetch(const Params& p, unsigned char* buf, int64_t cid, int v0, int tid) {
   using L = WalkSmem<D, VT>;
-  constexpr int NTHR = walk_threads(VT);
   cp_tile_g2s<bf16, kC, D, NTHR>(reinterpret_cast<bf16*>(buf + L::BWH), L::LDB, p.scr.wh + cid * (kC * D), D, tid);
   cp_tile_g2s<bf16, kC, D, NTHR>(reinterpret_cast<bf16*>(buf + L::BWL), L::LDB, p.scr.wl + cid * (kC * D), D, tid);
   cp_tile_g2s<float, kC, VT, NTHR>(reinterpret_cast<float*>(buf + L::BU0), L::LDU, p.scr.u0 + cid * (kC * D) + v0, D,
@@ -785,15 +858,27 @@ __device__ __forceinline__ void walk_prefetch(const Params& p, unsigned char* bu
   cp_tile_g2s<float, 1, D, NTHR>(reinterpret_cast<float*>(buf + L::BDEC), D, p.scr.decay + cid * D, D, tid);
 }
 
-template <int D, int VT>
-__global__ void __launch_bounds__(walk_threads(VT), 1) kda_chunk_walk(const Params p) {
+template <int D, int VT, int NTHR>
+__device__ __forceinline__ void walk_prefetch_out(const Params& p, unsigned char* smem, int64_t cid, int tid) {
   using L = WalkSmem<D, VT>;
-  constexpr int NTHR = walk_threads(VT), NW = NTHR / 32, NV = D / VT;
-  constexpr int LDB = L::LDB, LDT = L::LDT, LDS = L::LDS, LDU = L::LDU;
+  cp_tile_g2s<bf16, kC, D, NTHR>(reinterpret_cast<bf16*>(smem + L::QG), L::LDB, p.scr.qg + cid * (kC * D), D, tid);
+  cp_tile_g2s<bf16, kC, kC, NTHR>(reinterpret_cast<bf16*>(smem + L::AQK), L::LDT, p.scr.aqk + cid * (kC * kC), kC,
+                                  tid);
+}
+
+template <int D, int VT, int NTHR>
+__global__ void __launch_bounds__(NTHR, 1) kda_chunk_walk(const Params p) {
+  using L = WalkSmem<D, VT>;
+  constexpr int NW = NTHR / 32, NV = D / VT;
+  static_assert(NTHR == 512 || (VT == 32 && NTHR == 256), "walk block");
+  constexpr int LDB = L::LDB, LDT = L::LDT, LDU = L::LDU;
   extern __shared__ __align__(16) unsigned char smem[];
-  float* const sS = reinterpret_cast<float*>(smem + L::S);  // S^T [VT][LDS] fp32
+  bf16* const sSh = reinterpret_cast<bf16*>(smem + L::SH);  // S^T hi [VT][LDB]
+  bf16* const sSl = reinterpret_cast<bf16*>(smem + L::SL);  // S^T lo [VT][LDB]
   bf16* const sUt = reinterpret_cast<bf16*>(smem + L::UT);  // U^T hi [VT][LDT]
   bf16* const sUl = reinterpret_cast<bf16*>(smem + L::UL);  // U^T lo [VT][LDT]
+  const bf16* const sQg = reinterpret_cast<const bf16*>(smem + L::QG);   // Qg [64][LDB]
+  const bf16* const sAqk = reinterpret_cast<const bf16*>(smem + L::AQK);  // A_qk [64][LDT]
 
   KDA_CHUNK_ASSERT(blockDim.x == NTHR);
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
@@ -807,23 +892,12 @@ __global__ void __launch_bounds__(walk_threads(VT), 1) kda_chunk_walk(const Para
   const int64_t cbeg = p.seq0[n], cend = p.seq0[n + 1];
   const int v0 = vt * VT;
 
-  // initial state slice -> S^T
-  const int64_t sbase = (int64_t(n) * p.H + h) * int64_t(D) * D;
-  for (int e = tid; e < VT * D; e += NTHR) {
-    int v, kk;
-    int64_t gi;
-    if (p.vk) {
-      v = e / D;
-      kk = e % D;
-      gi = sbase + int64_t(v0 + v) * D + kk;
-    } else {
-      kk = e / VT;
-      v = e % VT;
-      gi = sbase + int64_t(kk) * D + v0 + v;
-    }
-    sS[v * LDS + kk] = p.s0 ? p.s0[gi] : 0.f;
-  }
-  if (cbeg < cend) walk_prefetch<D, VT>(p, smem + L::BUF0, cbeg * p.H + h, v0, tid);
+  // cp.async groups: the inputs of chunk c (buffer c & 1) are committed at the top of iteration c - 1, its
+  // output operands (Qg, A_qk, single buffer) at the end of iteration c - 1, after every read of chunk c - 1's;
+  // so the wait_group 1 after the top commit of iteration c leaves only chunk c + 1's inputs in flight.
+  if (cbeg < cend) walk_prefetch<D, VT, NTHR>(p, smem + L::BUF0, cbeg * p.H + h, v0, tid);
+  cp_async_commit();
+  if (cbeg < cend) walk_prefetch_out<D, VT, NTHR>(p, smem, cbeg * p.H + h, tid);
   cp_async_commit();
 
   constexpr int WM = NW / 4, MT = 4 / WM;  // WM x 4 warp grid; MT m16 tiles of the 64 rows per warp
@@ -831,23 +905,59 @@ __global__ void __launch_bounds__(walk_threads(VT), 1) kda_chunk_walk(const Para
   const int wm = warp >> 2, wn = warp & 3;
   constexpr int NT = VT / 32;  // n8 tiles per warp over VT / 4 columns
 
+  // The fp32 state S^T [VT][D] lives in registers, in the accumulator layout of the state update: warp w
+  // owns rows m0 = 16 (w / WN7) .. + 16, columns n07 = (w % WN7) D / WN7 .. + D / WN7; st[0][nt][2 rr + cc] is
+  // S^T[v][kk] with v = m0 + gq + 8 rr, kk = n07 + 8 nt + 2 tq + cc. Its bf16 hi + lo split (hi = bf16(x), lo =
+  // bf16(x - hi)) is written to sSh / sSl for the two products that read S.
+  constexpr int WM7 = VT / 16, WN7 = NW / WM7, MT7 = 1, NT7 = D / (8 * WN7);  // WM7 x WN7 warp grid
+  static_assert(WM7 * WN7 == NW && NT7 >= 1 && NT7 * 8 * WN7 == D, "state update tiles");
+  const int m0 = 16 * (warp / WN7), n07 = (warp % WN7) * (D / WN7);
+  const int64_t sbase = (int64_t(n) * p.H + h) * int64_t(D) * D;
+  const auto state_index = [&](int v, int kk) {
+    return p.vk ? sbase + int64_t(v0 + v) * D + kk : sbase + int64_t(kk) * D + v0 + v;
+  };
+  float st[MT7][NT7][4];
+  const auto store_split = [&]() {
+#pragma unroll
+    for (int mt = 0; mt < MT7; ++mt)
+#pragma unroll
+      for (int nt = 0; nt < NT7; ++nt)
+#pragma unroll
+        for (int rr = 0; rr < 2; ++rr) {
+          const int v = m0 + 16 * mt + gq + 8 * rr, kk = n07 + 8 * nt + 2 * tq;
+          const float x0 = st[mt][nt][2 * rr], x1 = st[mt][nt][2 * rr + 1];
+          const uint32_t hi = pack_bf16(x0, x1);
+          sts32(sSh + v * LDB + kk, hi);
+          sts32(sSl + v * LDB + kk, pack_bf16(x0 - bf_lo(hi), x1 - bf_hi(hi)));
+        }
+  };
+#pragma unroll
+  for (int mt = 0; mt < MT7; ++mt)
+#pragma unroll
+    for (int nt = 0; nt < NT7; ++nt)
+#pragma unroll
+      for (int rr = 0; rr < 2; ++rr)
+#pragma unroll
+        for (int cc = 0; cc < 2; ++cc) {
+          const int v = m0 + 16 * mt + gq + 8 * rr, kk = n07 + 8 * nt + 2 * tq + cc;
+          st[mt][nt][2 * rr + cc] = p.s0 ? p.s0[state_index(v, kk)] : 0.f;
+        }
+  store_split();  // ordered before the first read by the barrier at the top of the first iteration
+
 #pragma unroll 1
   for (int64_t c = cbeg; c < cend; ++c) {
     const int64_t cid = c * p.H + h;
     unsigned char* const buf = smem + L::BUF0 + size_t((c - cbeg) & 1) * L::kBuf;
     if (c + 1 < cend)  // the other buffer was last read by chunk c - 1, before the barrier in its S update
-      walk_prefetch<D, VT>(p, smem + L::BUF0 + size_t((c + 1 - cbeg) & 1) * L::kBuf, cid + p.H, v0, tid);
+      walk_prefetch<D, VT, NTHR>(p, smem + L::BUF0 + size_t((c + 1 - cbeg) & 1) * L::kBuf, cid + p.H, v0, tid);
     cp_async_commit();
-    cp_async_wait<1>();  // chunk c's group has landed (for this thread)
-    __syncthreads();     // ... and for all threads; also orders the S^T writes of chunk c - 1
+    cp_async_wait<1>();  // chunk c's groups have landed (for this thread)
+    __syncthreads();     // ... and for all threads; also orders the S^T hi / lo writes of chunk c - 1
     const bf16* const sWh = reinterpret_cast<const bf16*>(buf + L::BWH);
     const bf16* const sWl = reinterpret_cast<const bf16*>(buf + L::BWL);
     const float* const sU0 = reinterpret_cast<const float*>(buf + L::BU0);
     const bf16* const sKdt = reinterpret_cast<const bf16*>(buf + L::BKDT);
     const float* const sDecay = reinterpret_cast<const float*>(buf + L::BDEC);
-
-    // S^T at the chunk start -> scratch (rows v0 .. v0 + VT of [D][D])
-    copy_tile_s2g<float, VT, D, NTHR>(p.scr.st + cid * (D * D) + int64_t(v0) * D, D, sS, LDS, tid);
 
     // U = U0 + Wn S -> U^T hi + lo
     {
@@ -864,7 +974,16 @@ __global__ void __launch_bounds__(walk_threads(VT), 1) kda_chunk_walk(const Para
             acc[mt][nt][2 * rr] = u.x;
             acc[mt][nt][2 * rr + 1] = u.y;
           }
-      warp_mma<MT, NT, D, kBf32, true>(acc, sWh, LDB, t0, sS, LDS, n0, lane, sWl);
+      {
+        float acc_b[MT][NT][4] = {}, acc_c[MT][NT][4] = {};
+        warp_mma_split<MT, NT, D, true>(acc, acc_b, acc_c, sWh, LDB, t0, sSh, LDB, n0, lane, sWl, sSl);
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+          for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) acc[mt][nt][e] += acc_b[mt][nt][e] + acc_c[mt][nt][e];
+      }
 #pragma unroll
       for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
@@ -882,123 +1001,69 @@ __global__ void __launch_bounds__(walk_threads(VT), 1) kda_chunk_walk(const Para
     }
     __syncthreads();
 
-    // U^T hi + lo -> scratch (rows v0 .. v0 + VT of [D][64])
-    copy_tile_s2g<bf16, VT, kC, NTHR>(p.scr.uh + cid * (D * kC) + int64_t(v0) * kC, kC, sUt, LDT, tid);
-    copy_tile_s2g<bf16, VT, kC, NTHR>(p.scr.ul + cid * (D * kC) + int64_t(v0) * kC, kC, sUl, LDT, tid);
-
-    // S^T <- S^T diag(exp(GC)) + U^T KdT^T
+    // O = Qg S_start + A_qk U (64 x VT; S hi + lo, U hi + lo) -> global o (rows in the sequence)
     {
-      constexpr int MT7 = VT / 16 / WM, NT7 = D / 32;
-      static_assert(MT7 >= 1 && MT7 * 16 * WM == VT, "state update tiles");
-      const int m0 = wm * (VT / WM), n0 = wn * (D / 4);
-      float acc[MT7][NT7][4];
+      const int t0 = (kC / WM) * wm, n0 = wn * (VT / 4);
+      float acc[MT][NT][4] = {}, acc_b[MT][NT][4] = {}, acc_c[MT][NT][4];
+      warp_mma_split<MT, NT, D, false>(acc, acc_b, acc_c, sQg, LDB, t0, sSh, LDB, n0, lane, nullptr, sSl);
+      warp_mma_split<MT, NT, kC, false>(acc, acc_b, acc_c, sAqk, LDT, t0, sUt, LDT, n0, lane, nullptr, sUl);
 #pragma unroll
-      for (int mt = 0; mt < MT7; ++mt)
+      for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-        for (int nt = 0; nt < NT7; ++nt)
+        for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
-          for (int rr = 0; rr < 2; ++rr) {
-            const int v = m0 + 16 * mt + gq + 8 * rr, kk = n0 + 8 * nt + 2 * tq;
-            const float2 s = *reinterpret_cast<const float2*>(sS + v * LDS + kk);
-            acc[mt][nt][2 * rr] = s.x * sDecay[kk];
-            acc[mt][nt][2 * rr + 1] = s.y * sDecay[kk + 1];
+          for (int e = 0; e < 4; ++e) acc[mt][nt][e] += acc_b[mt][nt][e];
+      const int64_t tok0 = p.tab[3 * c], bb = p.tab[3 * c + 1];
+      const int rows = int(p.tab[3 * c + 2]);
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int rr = 0; rr < 2; ++rr) {
+          const int t = t0 + 16 * mt + gq + 8 * rr;
+          if (t < rows) {
+            const int64_t ob = bb * p.s_o[0] + (tok0 + t) * p.s_o[1] + h * p.s_o[2] + v0;
+#pragma unroll
+            for (int nt = 0; nt < NT; ++nt) {
+              const int v = n0 + 8 * nt + 2 * tq;
+              store_2(p.o, p.dt_o, ob + v, acc[mt][nt][2 * rr], acc[mt][nt][2 * rr + 1]);
+            }
           }
-      warp_mma<MT7, NT7, kC, kBbf16, true>(acc, sUt, LDT, m0, sKdt, LDT, n0, lane, sUl);
-      __syncthreads();  // every warp has read sS (products above, S^T store) before it is overwritten
-#pragma unroll
-      for (int mt = 0; mt < MT7; ++mt)
-#pragma unroll
-        for (int nt = 0; nt < NT7; ++nt)
-#pragma unroll
-          for (int rr = 0; rr < 2; ++rr) {
-            const int v = m0 + 16 * mt + gq + 8 * rr, kk = n0 + 8 * nt + 2 * tq;
-            *reinterpret_cast<float2*>(sS + v * LDS + kk) = make_float2(acc[mt][nt][2 * rr], acc[mt][nt][2 * rr + 1]);
-          }
+        }
     }
-    // the next iteration's barrier (or the one below) orders these writes before any read
+
+    // S^T <- S^T diag(exp(GC)) + U^T KdT^T   (VT x K, k = 64; U hi + lo; fp32 accumulators are the state)
+#pragma unroll
+    for (int mt = 0; mt < MT7; ++mt)
+#pragma unroll
+      for (int nt = 0; nt < NT7; ++nt)
+#pragma unroll
+        for (int rr = 0; rr < 2; ++rr) {
+          const int kk = n07 + 8 * nt + 2 * tq;
+          st[mt][nt][2 * rr] *= sDecay[kk];
+          st[mt][nt][2 * rr + 1] *= sDecay[kk + 1];
+        }
+    warp_mma<MT7, NT7, kC, true>(st, sUt, LDT, m0, sKdt, LDT, n07, lane, sUl);
+    __syncthreads();  // every warp has read S^T hi / lo, Qg, A_qk (products above) before they are overwritten
+    if (c + 1 < cend) walk_prefetch_out<D, VT, NTHR>(p, smem, cid + p.H, tid);
+    cp_async_commit();
+    store_split();
+    // the next iteration's barrier orders these writes before any read
   }
   cp_async_wait<0>();
-  __syncthreads();
 
   if (p.s1) {
-    for (int e = tid; e < VT * D; e += NTHR) {
-      int v, kk;
-      int64_t gi;
-      if (p.vk) {
-        v = e / D;
-        kk = e % D;
-        gi = sbase + int64_t(v0 + v) * D + kk;
-      } else {
-        kk = e / VT;
-        v = e % VT;
-        gi = sbase + int64_t(kk) * D + v0 + v;
-      }
-      p.s1[gi] = sS[v * LDS + kk];
-    }
+#pragma unroll
+    for (int mt = 0; mt < MT7; ++mt)
+#pragma unroll
+      for (int nt = 0; nt < NT7; ++nt)
+#pragma unroll
+        for (int rr = 0; rr < 2; ++rr)
+#pragma unroll
+          for (int cc = 0; cc < 2; ++cc) {
+            const int v = m0 + 16 * mt + gq + 8 * rr, kk = n07 + 8 * nt + 2 * tq + cc;
+            p.s1[state_index(v, kk)] = st[mt][nt][2 * rr + cc];
+          }
   }
-}
-
-// ---------------------------------------------------------------------------------------------------------
-// kernel 3: per (chunk, head, V tile) output O = Qg S_start + A_qk U
-
-template <int D>
-__global__ void __launch_bounds__(kOutThreads, 2) kda_chunk_out(const Params p) {
-  using L = OutSmem<D>;
-  constexpr int VT = L::VT, NV = D / VT, NW = kOutThreads / 32;
-  constexpr int LDB = L::LDB, LDT = L::LDT, LDS = L::LDS;
-  extern __shared__ __align__(16) unsigned char smem[];
-  bf16* const sQg = reinterpret_cast<bf16*>(smem + L::QG);   // Qg [64][LDB]
-  float* const sS = reinterpret_cast<float*>(smem + L::S);   // S^T [VT][LDS] fp32
-  bf16* const sAqk = reinterpret_cast<bf16*>(smem + L::AQK);  // A_qk [64][LDT]
-  bf16* const sUt = reinterpret_cast<bf16*>(smem + L::UT);   // U^T hi [VT][LDT]
-  bf16* const sUl = reinterpret_cast<bf16*>(smem + L::UL);   // U^T lo [VT][LDT]
-
-  KDA_CHUNK_ASSERT(blockDim.x == kOutThreads);
-  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
-  const int gq = lane >> 2, tq = lane & 3;
-
-  const int64_t bid = int64_t(blockIdx.x);
-  const int vt = int(bid % NV);
-  const int64_t cid = bid / NV;  // chunk * H + head
-  const int h = int(cid % p.H);
-  const int64_t chunk = cid / p.H;
-  KDA_CHUNK_ASSERT(chunk < p.nch);
-  const int64_t tok0 = p.tab[3 * chunk], bb = p.tab[3 * chunk + 1];
-  const int rows = int(p.tab[3 * chunk + 2]);
-  const int v0 = vt * VT;
-
-  cp_tile_g2s<bf16, kC, D, kOutThreads>(sQg, LDB, p.scr.qg + cid * (kC * D), D, tid);
-  cp_tile_g2s<float, VT, D, kOutThreads>(sS, LDS, p.scr.st + cid * (D * D) + int64_t(v0) * D, D, tid);
-  cp_tile_g2s<bf16, kC, kC, kOutThreads>(sAqk, LDT, p.scr.aqk + cid * (kC * kC), kC, tid);
-  cp_tile_g2s<bf16, VT, kC, kOutThreads>(sUt, LDT, p.scr.uh + cid * (D * kC) + int64_t(v0) * kC, kC, tid);
-  cp_tile_g2s<bf16, VT, kC, kOutThreads>(sUl, LDT, p.scr.ul + cid * (D * kC) + int64_t(v0) * kC, kC, tid);
-  cp_async_commit();
-  cp_async_wait<0>();
-  __syncthreads();
-
-  constexpr int WM = NW / 4, MT = 4 / WM;  // WM x 4 warp grid; MT m16 tiles of the 64 rows per warp
-  static_assert(WM * 4 == NW && MT * WM == 4, "warp grid");
-  constexpr int NT = VT / 32;
-  const int wm = warp >> 2, wn = warp & 3;
-  const int t0 = (kC / WM) * wm, n0 = wn * (VT / 4);
-  float acc[MT][NT][4] = {};
-  warp_mma<MT, NT, D, kBf32>(acc, sQg, LDB, t0, sS, LDS, n0, lane);
-  warp_mma<MT, NT, kC, kBpair>(acc, sAqk, LDT, t0, sUt, LDT, n0, lane, nullptr, sUl);
-#pragma unroll
-  for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-    for (int rr = 0; rr < 2; ++rr) {
-      const int t = t0 + 16 * mt + gq + 8 * rr;
-      if (t < rows) {
-        const int64_t tok = tok0 + t;
-        const int64_t ob = bb * p.s_o[0] + tok * p.s_o[1] + h * p.s_o[2] + v0;
-#pragma unroll
-        for (int nt = 0; nt < NT; ++nt) {
-          const int v = n0 + 8 * nt + 2 * tq;
-          store_2(p.o, p.dt_o, ob + v, acc[mt][nt][2 * rr], acc[mt][nt][2 * rr + 1]);
-        }
-      }
-    }
 }
 
 }  // namespace kimi::cuda::kda_chunk
