@@ -23,7 +23,7 @@ namespace {
 namespace fs = std::filesystem;
 
 // One random checkpoint per config, written once per test binary run.
-const Model& tiny(const std::string& name) {
+const Model* tiny(const std::string& name) {
   static std::map<std::string, std::unique_ptr<Model>> models;
   auto& m = models[name];
   if (!m) {
@@ -34,7 +34,7 @@ const Model& tiny(const std::string& name) {
     write_random_model(dir.string(), named_config(name), so, 11);
     m = std::make_unique<Model>(dir.string());
   }
-  return *m;
+  return m.get();
 }
 
 std::vector<int32_t> random_tokens(int64_t n, uint64_t seed, int64_t vocab) {
@@ -71,7 +71,7 @@ double rel_err(const std::vector<float>& a, const std::vector<float>& b) {
 class ModelTest : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(ModelTest, PrefillThenDecodeMatchesOnePrefill) {
-  const Model& m = tiny(GetParam());
+  const Model& m = *tiny(GetParam());
   // 70 tokens cross the 64-token KDA chunk; the MLA layers see both the explicit and the absorbed form.
   const std::vector<int32_t> tokens = random_tokens(70, 3, m.config().vocab_size);
   const std::vector<float> whole = logits_in_pieces(m, tokens, {70});
@@ -84,7 +84,7 @@ TEST_P(ModelTest, PrefillThenDecodeMatchesOnePrefill) {
 }
 
 TEST_P(ModelTest, VarlenBatchInSlotsMatchesEachSequenceAlone) {
-  const Model& m = tiny(GetParam());
+  const Model& m = *tiny(GetParam());
   const int64_t V = m.config().vocab_size;
   const std::vector<std::vector<int32_t>> seqs = {random_tokens(9, 5, V), random_tokens(1, 6, V), random_tokens(30, 7, V)};
   std::vector<int32_t> packed;
@@ -117,7 +117,7 @@ TEST_P(ModelTest, VarlenBatchInSlotsMatchesEachSequenceAlone) {
 }
 
 TEST_P(ModelTest, TraceReportsEveryLayer) {
-  const Model& m = tiny(GetParam());
+  const Model& m = *tiny(GetParam());
   const std::vector<int32_t> tokens = random_tokens(5, 8, m.config().vocab_size);
   Cache cache(m.config(), 1, 5);
   std::vector<int64_t> seen;
@@ -134,7 +134,7 @@ TEST_P(ModelTest, TraceReportsEveryLayer) {
 }
 
 TEST_P(ModelTest, GenerateIsDeterministicAndHonoursStops) {
-  const Model& m = tiny(GetParam());
+  const Model& m = *tiny(GetParam());
   const std::vector<std::vector<int32_t>> prompts = {{1, 2, 3}, {4}};
   GenerateOptions g;
   g.max_new_tokens = 6;
@@ -197,7 +197,7 @@ TEST(Sampling, GreedyTopKTopP) {
 }
 
 TEST(Model, RejectsBadBatches) {
-  const Model& m = tiny("kimi-linear-tiny");
+  const Model& m = *tiny("kimi-linear-tiny");
   Cache cache(m.config(), 2, 8);
   const int32_t tok[3] = {1, 2, 3}, bad_tok[2] = {1, 512};
   const int64_t cu[3] = {0, 2, 3}, s01[2] = {0, 1}, s00[2] = {0, 0}, s02[2] = {0, 2};
