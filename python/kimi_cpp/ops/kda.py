@@ -62,8 +62,6 @@ def kda_forward(mode, q, k, v, g, beta, *, gate="none", A_log=None, dt_bias=None
 def _run(mode, q, k, v, g, beta, **kw):
     """Dispatches to the torch custom op for torch tensors, else calls kda_forward directly."""
     if _tensors.is_torch(q):
-        from . import _kda_torch  # noqa: PLC0415  (imports torch.library only for torch callers)
-
         return _kda_torch.kda_fwd(mode, q, k, v, g, beta, **kw)
     return kda_forward(mode, q, k, v, g, beta, **kw)
 
@@ -245,3 +243,12 @@ def kda_beta(b, out=None):
         out = _tensors.empty(b, b.shape)
     _C.kda_beta(b, out, _tensors.stream(b))
     return out
+
+
+# The torch custom op is registered when PyTorch is importable (at import, not inside a torch.compile trace).
+try:
+    import torch  # noqa: F401
+except ImportError:
+    _kda_torch = None
+else:
+    from . import _kda_torch
