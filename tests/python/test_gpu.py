@@ -38,6 +38,7 @@ def test_runs_on_the_current_stream(fn):
     torch.cuda.synchronize()
     side = torch.cuda.Stream()
     q_late = torch.zeros_like(args[0])
+    side.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(side):
         torch.cuda._sleep(200_000_000)       # ~0.1 s of GPU time on `side` before q is written
         q_late.copy_(args[0])
