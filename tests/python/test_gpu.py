@@ -107,3 +107,15 @@ def test_mixed_devices_rejected():
     q, k, v, g, beta, h0, A_log, dt_bias = inputs(1, 8, 2, 64, seed=6)
     with pytest.raises(kimi_cpp.Error, match="initial_state"):
         chunk_kda(q, k, v, g, beta, initial_state=h0.cpu())
+
+
+@pytest.mark.parametrize("dtype,D", [(torch.float32, 128) if torch else None, (torch.bfloat16, 128) if torch else None,
+                                     (torch.bfloat16, 64) if torch else None])
+@pytest.mark.parametrize("fn", [chunk_kda, fused_recurrent_kda])
+def test_cuda_backend_matches_cpu_backend(fn, dtype, D):
+    """The same call on CUDA tensors and on their CPU copies: the two backends agree within SPEC 14."""
+    args = inputs(2, 150, 4, D, dtype=dtype, seed=7)
+    o_gpu, h_gpu = call(fn, *args)
+    o_cpu, h_cpu = call(fn, *(a.cpu() for a in args))
+    tol = 1e-5 if dtype == torch.float32 else 5e-3
+    assert refs.rel_err(to_np(o_gpu), to_np(o_cpu)) <= tol and refs.rel_err(to_np(h_gpu), to_np(h_cpu)) <= tol

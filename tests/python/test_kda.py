@@ -403,3 +403,22 @@ def test_kda_gate_and_beta(lower_bound, rng):
         warnings.simplefilter("error")
         gt = kda_gate(torch.from_numpy(f), torch.from_numpy(A_log), torch.from_numpy(dt_bias), lower_bound)
     assert np.array_equal(gt.numpy(), g)
+
+
+def test_kda_forward_state_slots_pool_in_place():
+    """kimi's own API beyond FLA's: sequences read and write rows of a state pool (serving slots), in place."""
+    from kimi_cpp.ops.kda import kda_forward
+
+    q, k, v, g, beta, _ = make(1, 30, 2, 16, 8, seed=19)
+    cu = torch.tensor([0, 12, 30])
+    pool = torch.randn(5, 2, 16, 8)
+    before = pool.clone()
+    slots = torch.tensor([3, 1])
+    o, fs = kda_forward("recurrent", q, k, v, g, beta, initial_state=pool, final_state=pool, state_slots=slots,
+                        cu_seqlens=cu)
+    assert fs is pool
+    o_ref, h_ref = refs.kda(to_np(q), to_np(k), to_np(v), to_np(g), to_np(beta), cu_seqlens=[0, 12, 30],
+                            initial_state=to_np(before[slots]))
+    assert refs.rel_err(to_np(o), o_ref) <= 1e-5
+    assert refs.rel_err(to_np(pool[slots]), h_ref) <= 1e-5
+    assert torch.equal(pool[[0, 2, 4]], before[[0, 2, 4]])
