@@ -1,13 +1,17 @@
 """CUDA-only behaviour of the bindings (skipped without a GPU): the caller's current stream, CUDA graph capture and
-replay, torch.compile with Inductor, device cu_seqlens, and the errors for CPU-only ops and mixed devices. The
+replay, torch.compile with Inductor, device cu_seqlens, the CUDA backend against the CPU backend on one call,
+and the errors for CPU-only ops and mixed devices. The
 numerics on CUDA are covered by the 'cuda' cases of test_kda.py / test_ops.py and by test_fla.py."""
 import pytest
-from conftest import needs_cuda, to_np, torch
 
-import kimi_cpp
-import refs
-from kimi_cpp import ops
-from kimi_cpp.ops.kda import chunk_kda, fused_recurrent_kda
+torch = pytest.importorskip("torch")
+
+from conftest import needs_cuda, to_np  # noqa: E402
+
+import kimi_cpp  # noqa: E402
+import refs  # noqa: E402
+from kimi_cpp import ops  # noqa: E402
+from kimi_cpp.ops.kda import chunk_kda, fused_recurrent_kda  # noqa: E402
 
 pytestmark = needs_cuda
 
@@ -109,8 +113,7 @@ def test_mixed_devices_rejected():
         chunk_kda(q, k, v, g, beta, initial_state=h0.cpu())
 
 
-@pytest.mark.parametrize("dtype,D", [(torch.float32, 128) if torch else None, (torch.bfloat16, 128) if torch else None,
-                                     (torch.bfloat16, 64) if torch else None])
+@pytest.mark.parametrize("dtype,D", [(torch.float32, 128), (torch.bfloat16, 128), (torch.bfloat16, 64)])
 @pytest.mark.parametrize("fn", [chunk_kda, fused_recurrent_kda])
 def test_cuda_backend_matches_cpu_backend(fn, dtype, D):
     """The same call on CUDA tensors and on their CPU copies: the two backends agree within SPEC 14."""
