@@ -1,7 +1,7 @@
 """CUDA-only behaviour of the bindings (skipped without a GPU): the caller's current stream, CUDA graph capture and
 replay, torch.compile with Inductor, device cu_seqlens, the CUDA backend against the CPU backend on one call,
-and the errors for CPU-only ops and mixed devices. The
-numerics on CUDA are covered by the 'cuda' cases of test_kda.py / test_ops.py and by test_fla.py."""
+and the errors for CPU-only ops and mixed devices. The numerics on CUDA are covered by the 'cuda' cases of
+test_kda.py / test_ops.py and by test_fla.py."""
 import pytest
 
 torch = pytest.importorskip("torch")
