@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <random>
 
@@ -194,11 +195,68 @@ TEST(Sampling, GreedyTopKTopP) {
   EXPECT_KIMI_ERROR(sample_token(logits, {1.f, 0, 0.f, 0}, rng), "top_p", "(0, 1]", "0");
   const std::vector<float> nan = {0.f, NAN};
   EXPECT_KIMI_ERROR(sample_token(nan, {}, rng), "logits", "NaN at index 1");
+  const std::vector<float> pinf = {0.f, INFINITY, 1.f}, ninf = {-INFINITY, -INFINITY};
+  EXPECT_KIMI_ERROR(sample_token(pinf, {1.f, 0, 1.f, 0}, rng), "logits", "finite maximum", "+inf");
+  EXPECT_KIMI_ERROR(sample_token(ninf, {}, rng), "logits", "every logit -inf");
+  const std::vector<float> masked = {-INFINITY, 0.5f, -INFINITY, 0.4f};  // -inf masks tokens
+  for (int i = 0; i < 20; ++i) {
+    const int32_t t = sample_token(masked, {1.f, 0, 1.f, 0}, rng);
+    EXPECT_TRUE(t == 1 || t == 3) << t;
+  }
+}
+
+// The bytes of a cache: all layers' states and conv caches, and the MLA latent rows of `latent_slot` (all
+// slots when -1; latent rows past a slot's length are never read, so an emptied slot may keep stale ones).
+std::vector<uint8_t> cache_bytes(const Cache& cache, int64_t layers, int64_t latent_slot = -1) {
+  std::vector<uint8_t> b;
+  auto add = [&](const void* p, size_t n) { b.insert(b.end(), static_cast<const uint8_t*>(p), static_cast<const uint8_t*>(p) + n); };
+  for (int64_t i = 0; i < layers; ++i) {
+    const Cache::Layer& L = cache.layer(i);
+    for (const Tensor* t : {&L.state, &L.conv_q, &L.conv_k, &L.conv_v})
+      if (t->data()) add(t->data(), t->nbytes());
+    if (!L.latent.data()) continue;
+    const size_t row = L.latent.nbytes() / size_t(cache.max_seqs());
+    if (latent_slot < 0)
+      add(L.latent.data(), L.latent.nbytes());
+    else
+      add(static_cast<const uint8_t*>(L.latent.data()) + size_t(latent_slot) * row, row);
+  }
+  return b;
+}
+
+TEST(Model, AFailedForwardEmptiesItsSlotsAndAResetSlotIsFresh) {
+  const Model& m = *tiny("k3-tiny");
+  const int64_t L = m.config().num_hidden_layers;
+  const std::vector<int32_t> a = random_tokens(12, 21, 512), b = random_tokens(7, 22, 512);
+  const int64_t cu_a[2] = {0, 12}, cu_b[2] = {0, 7}, slot0[1] = {0}, slot1[1] = {1};
+  Cache fresh(m.config(), 2, 32), cache(m.config(), 2, 32);
+  const Tensor want = forward(m, fresh, {a, cu_a, slot0});
+  // slot 1 holds another sequence throughout; slot 0 fails in layer 3
+  forward(m, cache, {b, cu_b, slot1});
+  const std::vector<uint8_t> before = cache_bytes(cache, L, 1);
+  ForwardOptions boom;
+  boom.on_layer = [](int64_t layer, TensorView) {
+    if (layer == 3) throw Error("callback failed at layer 3");
+  };
+  EXPECT_KIMI_ERROR(forward(m, cache, {a, cu_a, slot0}, boom), "callback failed at layer 3");
+  EXPECT_EQ(cache.length(0), 0);
+  EXPECT_EQ(cache.length(1), 7);
+  EXPECT_EQ(cache_bytes(cache, L, 1), before);  // slot 0's state emptied (zeros, as before), slot 1 untouched
+  const Tensor retry = forward(m, cache, {a, cu_a, slot0});
+  EXPECT_EQ(std::memcmp(retry.data(), want.data(), want.nbytes()), 0);
+  // reset then reuse equals a fresh cache
+  cache.reset(0);
+  const Tensor again = forward(m, cache, {a, cu_a, slot0});
+  EXPECT_EQ(std::memcmp(again.data(), want.data(), want.nbytes()), 0);
 }
 
 TEST(Model, RejectsBadBatches) {
   const Model& m = *tiny("kimi-linear-tiny");
   Cache cache(m.config(), 2, 8);
+  const int32_t warm[2] = {5, 6};
+  const int64_t cu_warm[2] = {0, 2}, slot_warm[1] = {1};
+  forward(m, cache, {warm, cu_warm, slot_warm});  // slot 1 holds state: bad calls must leave it intact
+  const std::vector<uint8_t> before = cache_bytes(cache, m.config().num_hidden_layers);
   const int32_t tok[3] = {1, 2, 3}, bad_tok[2] = {1, 512};
   const int64_t cu[3] = {0, 2, 3}, s01[2] = {0, 1}, s00[2] = {0, 0}, s02[2] = {0, 2};
   EXPECT_KIMI_ERROR(forward(m, cache, {std::span(bad_tok), std::span(cu, 2), std::span(s01, 1)}), "'batch.tokens'",
@@ -211,10 +269,18 @@ TEST(Model, RejectsBadBatches) {
   const int64_t short_cu[3] = {0, 1, 2};
   EXPECT_KIMI_ERROR(forward(m, cache, {tok, short_cu, s01}), "'batch.cu_seqlens'", "= number of tokens 3", "2");
   EXPECT_EQ(cache.length(0), 0);
+  EXPECT_EQ(cache.length(1), 2);
   // Room: 8 tokens per slot.
   const std::vector<int32_t> nine(9, 1);
   const int64_t cu9[2] = {0, 9};
   EXPECT_KIMI_ERROR(forward(m, cache, {nine, cu9, std::span(s01, 1)}), "max_len = 8", "slot 0 would hold 0 + 9");
+  EXPECT_EQ(cache_bytes(cache, m.config().num_hidden_layers), before);
+  // A cache built for another config is refused.
+  Config other = m.config();
+  other.kda_num_heads = 2;
+  Cache wrong(other, 2, 8);
+  EXPECT_KIMI_ERROR(forward(m, wrong, {tok, cu, s01}), "'cache'", "built for this model's config", "other kinds or sizes");
+  EXPECT_KIMI_ERROR(cache.layer(9), "layer", "[0, 9)", "9");
   EXPECT_KIMI_ERROR(Cache(m.config(), 0, 8), "max_seqs", ">= 1", "0");
   EXPECT_KIMI_ERROR(generate(m, std::vector<std::vector<int32_t>>{{}}, {}), "prompts[0]", ">= 1 token");
 }

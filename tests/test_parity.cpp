@@ -110,13 +110,16 @@ TEST_P(Parity, MatchesReference) {
     Cache cache(c, 1, T + G);
     ForwardOptions opt;
     opt.logits = LogitsFor::all;
+    int64_t reported = 0;
     opt.on_layer = [&](int64_t layer, TensorView h) {
+      ++reported;
       const double e = rel_err(static_cast<const float*>(h.data), ref_hidden.data() + (layer + 1) * T * d, T * d);
       worst_hidden = std::max(worst_hidden, e);
       EXPECT_LE(e, kTol) << config << " prompt " << p << " hidden state after layer " << layer;
     };
     const int64_t cu[2] = {0, T}, slot[1] = {0};
     const Tensor logits = forward(m, cache, {prompt, cu, slot}, opt);
+    ASSERT_EQ(reported, L + 1) << "hidden states compared: the embedding and every layer";
     for (int64_t t = 0; t < T; ++t) {
       const double e = rel_err(logits.data_as<float>() + t * V, ref_logits.data() + t * V, V);
       worst_logits = std::max(worst_logits, e);

@@ -96,9 +96,13 @@ void Tensor::Free::operator()(void* p) const { std::free(p); }
 
 Tensor::Tensor(DType dtype, std::span<const int64_t> shape) {
   view_ = TensorView(nullptr, dtype, shape);
-  for (int64_t s : shape)
+  size_t bytes = size_t(dtype_size(dtype));
+  for (int64_t s : shape) {
     if (s < 0) throw Error("Tensor: negative dimension in shape " + view_.shape_string());
-  const size_t bytes = size_t(view_.numel()) * size_t(dtype_size(dtype));
+    if (__builtin_mul_overflow(bytes, size_t(s), &bytes) || bytes > (size_t(1) << 62))
+      throw Error("Tensor: shape " + view_.shape_string() + " of " + std::string(dtype_name(dtype)) +
+                  " is too large to allocate");
+  }
   const size_t alloc = ((bytes + 63) / 64) * 64 + 64;  // never zero; rounded for aligned_alloc
   void* p = std::aligned_alloc(64, alloc);
   if (!p) throw std::bad_alloc();

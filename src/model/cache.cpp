@@ -8,7 +8,21 @@
 
 namespace kimi::model {
 
-Cache::Cache(const Config& c, int64_t max_seqs, int64_t max_len) : max_len_(max_len) {
+namespace {
+// Per layer: kind (0 KDA, 1 MLA) and the sizes its cache tensors are built from.
+std::vector<int64_t> signature(const Config& c) {
+  std::vector<int64_t> s;
+  for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
+    if (c.is_kda_layer(i))
+      s.insert(s.end(), {0, c.kda_num_heads, c.kda_head_dim, c.conv_kernel});
+    else
+      s.insert(s.end(), {1, c.kv_lora_rank, c.qk_rope_head_dim, 0});
+  }
+  return s;
+}
+}  // namespace
+
+Cache::Cache(const Config& c, int64_t max_seqs, int64_t max_len) : max_len_(max_len), signature_(signature(c)) {
   if (max_seqs < 1) throw Error("Cache: max_seqs: expected >= 1, got " + std::to_string(max_seqs));
   if (max_len < 1) throw Error("Cache: max_len: expected >= 1, got " + std::to_string(max_len));
   length_.assign(size_t(max_seqs), 0);
@@ -27,6 +41,22 @@ Cache::Cache(const Config& c, int64_t max_seqs, int64_t max_len) : max_len_(max_
     }
   }
 }
+
+void Cache::check_matches(const Config& c) const {
+  if (signature(c) != signature_)
+    throw Error("forward: argument 'cache': expected a Cache built for this model's config (" +
+                std::to_string(c.num_hidden_layers) + " layers, the same layer kinds and sizes), got one built for " +
+                std::to_string(layers_.size()) + " layers" +
+                (layers_.size() == size_t(c.num_hidden_layers) ? " of other kinds or sizes" : ""));
+}
+
+Cache::Layer& Cache::layer(int64_t i) {
+  if (i < 0 || i >= int64_t(layers_.size()))
+    throw Error("Cache: layer: expected a value in [0, " + std::to_string(layers_.size()) + "), got " + std::to_string(i));
+  return layers_[size_t(i)];
+}
+
+const Cache::Layer& Cache::layer(int64_t i) const { return const_cast<Cache*>(this)->layer(i); }
 
 void Cache::check_slot(int64_t slot) const {
   if (slot < 0 || slot >= max_seqs())

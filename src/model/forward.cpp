@@ -37,6 +37,7 @@ namespace {
 // Validates the batch against the model and the cache; resolves the Step.
 Step make_step(const Config& c, const Cache& cache, const Batch& b) {
   const check::Checker k("forward");
+  cache.check_matches(c);
   const int64_t T = int64_t(b.tokens.size());
   if (b.cu_seqlens.size() < 2)
     k.fail("batch.cu_seqlens", "N+1 >= 2 offsets", std::to_string(b.cu_seqlens.size()) + " offsets");
@@ -92,72 +93,81 @@ Tensor forward(const Model& model, Cache& cache, const Batch& batch, const Forwa
   const int64_t T = s.T, d = c.hidden_size;
   const float eps = c.rms_norm_eps;
 
-  Tensor h(DType::f32, {T, d}), xn(DType::f32, {T, d}), mixed(DType::f32, {T, d});
-  embed(w.embed, batch.tokens, h);
-  if (opt.on_layer) opt.on_layer(-1, h);
+  // The layers update the slots' caches in place: if anything throws midway (a callback, memory, a backend
+  // error), the batch's slots are emptied so that they are never left half-advanced.
+  Tensor logits;
+  try {
+    Tensor h(DType::f32, {T, d}), xn(DType::f32, {T, d}), mixed(DType::f32, {T, d});
+    embed(w.embed, batch.tokens, h);
+    if (opt.on_layer) opt.on_layer(-1, h);
 
-  auto mixer = [&](int64_t i, TensorView x, TensorView out, float beta) {
-    const LayerWeights& L = w.layers[size_t(i)];
-    if (c.is_kda_layer(i)) {
-      kda_block(c, L.kda, cache.layer(i), s, x, out, beta, ctx);
-    } else {
-      mla_block(c, L.mla, cache.layer(i), s, x, out, beta, ctx);
-    }
-  };
-
-  TensorView last;  // the stream the final norm reads
-  std::vector<Tensor> blocks;  // Block AttnRes: sealed blocks [T, d]
-  if (!c.attn_res_block_size) {
-    // Plain pre-norm: h += Mixer(RMSNorm(h)); h += FFN(RMSNorm(h)).
-    for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
+    auto mixer = [&](int64_t i, TensorView x, TensorView out, float beta) {
       const LayerWeights& L = w.layers[size_t(i)];
-      rms_norm(h, L.input_norm, eps, xn, ctx);
-      mixer(i, xn, h, 1.f);
-      rms_norm(h, L.post_norm, eps, xn, ctx);
-      ffn_block(c, L.ffn, xn, h, 1.f, ctx);
-      if (opt.on_layer) opt.on_layer(i, h);
-    }
-    last = h;
-  } else {
-    // Block Attention Residuals (SPEC 8): `partial` sums the outputs since the last sealed block.
-    const int64_t Bk = *c.attn_res_block_size;
-    Tensor partial = std::move(h);
-    std::vector<TensorView> views;
-    auto mix = [&](TensorView proj, TensorView norm) -> TensorView {
-      if (blocks.empty()) return partial.view();
-      views.assign(blocks.begin(), blocks.end());
-      attn_res(partial, views, proj, norm, eps, mixed, ctx);
-      return mixed.view();
-    };
-    for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
-      const LayerWeights& L = w.layers[size_t(i)];
-      const TensorView hin = mix(L.attn_res_proj, L.attn_res_norm);
-      rms_norm(hin, L.input_norm, eps, xn, ctx);
-      float beta = 1.f;
-      if (i % Bk == 0) {  // seal: the running sum becomes a block, the new partial starts at this mixer
-        blocks.push_back(std::move(partial));
-        partial = Tensor(DType::f32, {T, d});
-        beta = 0.f;
+      if (c.is_kda_layer(i)) {
+        kda_block(c, L.kda, cache.layer(i), s, x, out, beta, ctx);
+      } else {
+        mla_block(c, L.mla, cache.layer(i), s, x, out, beta, ctx);
       }
-      mixer(i, xn, partial, beta);
-      rms_norm(mix(L.mlp_res_proj, L.mlp_res_norm), L.post_norm, eps, xn, ctx);
-      ffn_block(c, L.ffn, xn, partial, 1.f, ctx);
-      if (opt.on_layer) opt.on_layer(i, partial);
-    }
-    last = mix(w.out_res_proj, w.out_res_norm);
-    h = std::move(partial);  // keeps `last` alive when it is the partial itself
-  }
+    };
 
-  // Final norm and lm_head on the rows that need logits.
-  const bool all = opt.logits == LogitsFor::all;
-  const int64_t R = all ? T : s.N;
-  Tensor sel(DType::f32, {R, d}), logits(DType::f32, {R, c.vocab_size});
-  for (int64_t r = 0; r < R; ++r) {
-    const int64_t t = all ? r : s.cu[size_t(r + 1)] - 1;
-    std::memcpy(sel.data_as<float>() + r * d, static_cast<const float*>(last.data) + t * last.stride(0), size_t(d) * 4);
+    TensorView last;  // the stream the final norm reads
+    std::vector<Tensor> blocks;  // Block AttnRes: sealed blocks [T, d]
+    if (!c.attn_res_block_size) {
+      // Plain pre-norm: h += Mixer(RMSNorm(h)); h += FFN(RMSNorm(h)).
+      for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
+        const LayerWeights& L = w.layers[size_t(i)];
+        rms_norm(h, L.input_norm, eps, xn, ctx);
+        mixer(i, xn, h, 1.f);
+        rms_norm(h, L.post_norm, eps, xn, ctx);
+        ffn_block(c, L.ffn, xn, h, 1.f, ctx);
+        if (opt.on_layer) opt.on_layer(i, h);
+      }
+      last = h;
+    } else {
+      // Block Attention Residuals (SPEC 8): `partial` sums the outputs since the last sealed block.
+      const int64_t Bk = *c.attn_res_block_size;
+      Tensor partial = std::move(h);
+      std::vector<TensorView> views;
+      auto mix = [&](TensorView proj, TensorView norm) -> TensorView {
+        if (blocks.empty()) return partial.view();
+        views.assign(blocks.begin(), blocks.end());
+        attn_res(partial, views, proj, norm, eps, mixed, ctx);
+        return mixed.view();
+      };
+      for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
+        const LayerWeights& L = w.layers[size_t(i)];
+        const TensorView hin = mix(L.attn_res_proj, L.attn_res_norm);
+        rms_norm(hin, L.input_norm, eps, xn, ctx);
+        float beta = 1.f;
+        if (i % Bk == 0) {  // seal: the running sum becomes a block, the new partial starts at this mixer
+          blocks.push_back(std::move(partial));
+          partial = Tensor(DType::f32, {T, d});
+          beta = 0.f;
+        }
+        mixer(i, xn, partial, beta);
+        rms_norm(mix(L.mlp_res_proj, L.mlp_res_norm), L.post_norm, eps, xn, ctx);
+        ffn_block(c, L.ffn, xn, partial, 1.f, ctx);
+        if (opt.on_layer) opt.on_layer(i, partial);
+      }
+      last = mix(w.out_res_proj, w.out_res_norm);
+      h = std::move(partial);  // keeps `last` alive when it is the partial itself
+    }
+
+    // Final norm and lm_head on the rows that need logits.
+    const bool all = opt.logits == LogitsFor::all;
+    const int64_t R = all ? T : s.N;
+    Tensor sel(DType::f32, {R, d});
+    logits = Tensor(DType::f32, {R, c.vocab_size});
+    for (int64_t r = 0; r < R; ++r) {
+      const int64_t t = all ? r : s.cu[size_t(r + 1)] - 1;
+      std::memcpy(sel.data_as<float>() + r * d, static_cast<const float*>(last.data) + t * last.stride(0), size_t(d) * 4);
+    }
+    rms_norm(sel, w.final_norm, eps, sel, ctx);
+    linear(sel, w.lm_head, logits, 0.f, ctx);
+  } catch (...) {
+    for (int64_t n = 0; n < s.N; ++n) cache.reset(s.slot[size_t(n)]);
+    throw;
   }
-  rms_norm(sel, w.final_norm, eps, sel, ctx);
-  linear(sel, w.lm_head, logits, 0.f, ctx);
   for (int64_t n = 0; n < s.N; ++n) cache.advance(s.slot[size_t(n)], s.len(n));
   return logits;
 }

@@ -31,6 +31,10 @@ int32_t sample_token(std::span<const float> logits, const SamplingParams& p, std
   if (logits.empty()) throw Error("sampling: logits: expected at least one value, got none");
   for (size_t i = 0; i < logits.size(); ++i)
     if (std::isnan(logits[i])) throw Error("sampling: logits: NaN at index " + std::to_string(i));
+  const float top_logit = *std::max_element(logits.begin(), logits.end());
+  if (!std::isfinite(top_logit))
+    throw Error(std::string("sampling: logits: expected a finite maximum (-inf masks a token), got ") +
+                (top_logit > 0 ? "+inf" : "every logit -inf"));
   if (p.temperature == 0.f) return int32_t(std::max_element(logits.begin(), logits.end()) - logits.begin());
 
   // Candidates by descending logit (ties: lower id first), cut to top_k.
@@ -69,8 +73,9 @@ GenerateResult generate(const Model& model, std::span<const std::vector<int32_t>
                         const Context& ctx) {
   check_params(opt.sampling);
   if (prompts.empty()) throw Error("generate: prompts: expected at least one prompt, got none");
-  if (opt.max_new_tokens < 1)
-    throw Error("generate: max_new_tokens: expected >= 1, got " + std::to_string(opt.max_new_tokens));
+  constexpr int64_t kMaxNewTokens = int64_t(1) << 31;
+  if (opt.max_new_tokens < 1 || opt.max_new_tokens > kMaxNewTokens)
+    throw Error("generate: max_new_tokens: expected a value in [1, 2^31], got " + std::to_string(opt.max_new_tokens));
   const int64_t N = int64_t(prompts.size());
   int64_t longest = 0;
   std::vector<int32_t> tokens;

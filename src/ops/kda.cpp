@@ -176,13 +176,13 @@ void kda_chunk_fwd(const KdaArgs& args, int chunk_size, const Context& ctx) {
       c, args.q.device, [&] { cpu::kda_chunk_fwd(args, d, chunk_size, ctx); },
       [&] {
 #ifdef KIMI_WITH_CUDA
-        no_state_slots_on_cuda(c, args);
         // NOTE: the tensor-core chunk kernel takes bf16/f16 inputs at K = V in {64, 128} (its bf16 operands
         // give ~3e-3 relative error, inside SPEC 14's bf16 bar but not its fp32 one). f32 inputs and other
         // head sizes run the fp32 recurrent kernel: the same operator result, exact in fp32 (docs/ops/kda.md).
         const bool tensor_cores = args.q.dtype != DType::f32 && args.k.dtype != DType::f32 &&
                                   args.v.dtype != DType::f32 && d.K == d.V && (d.K == 64 || d.K == 128);
         if (tensor_cores) {
+          no_state_slots_on_cuda(c, args);
           cuda::kda_chunk_fwd(args, chunk_size, ctx);
         } else {
           cuda::kda_recurrent_fwd(args, ctx);

@@ -100,7 +100,7 @@ Sizes check_args(const check::Checker& c, const KdaDecodeArgs& a) {
   check::kda_gate(c, a.gate, H, K);
   c.shape("o_norm", a.o_norm, {V});
   c.float_dtype("o_norm", a.o_norm);
-  c.no_negative_strides("o_norm", a.o_norm);
+  c.inner_contiguous("o_norm", a.o_norm);
   if (!(std::isfinite(a.norm_eps) && a.norm_eps >= 0.f)) c.fail("norm_eps", "a finite value >= 0", std::to_string(a.norm_eps));
   if (a.scale && !std::isfinite(*a.scale)) c.fail("scale", "a finite value", std::to_string(*a.scale));
 
@@ -110,6 +110,17 @@ Sizes check_args(const check::Checker& c, const KdaDecodeArgs& a) {
       {"b", &a.b},     {"z", &a.z},     {"state", &a.state}, {"cache_q", &a.cache_q},
       {"cache_k", &a.cache_k}, {"cache_v", &a.cache_v}};
   for (const auto& [name, t] : inputs) c.disjoint("y", a.y, name, *t);
+  // The pools are written in place: none may share memory with another pool or with any read-only input.
+  const std::pair<const char*, const TensorView*> pools[] = {
+      {"state", &a.state}, {"cache_q", &a.cache_q}, {"cache_k", &a.cache_k}, {"cache_v", &a.cache_v}};
+  const std::pair<const char*, const TensorView*> reads[] = {
+      {"x_q", &a.x_q},       {"x_k", &a.x_k},       {"x_v", &a.x_v},         {"f", &a.f},
+      {"b", &a.b},           {"z", &a.z},           {"conv_q", &a.conv_q},   {"conv_k", &a.conv_k},
+      {"conv_v", &a.conv_v}, {"o_norm", &a.o_norm}, {"gate.A_log", &a.gate.A_log}, {"gate.dt_bias", &a.gate.dt_bias}};
+  for (size_t i = 0; i < std::size(pools); ++i) {
+    for (size_t j = i + 1; j < std::size(pools); ++j) c.disjoint(pools[i].first, *pools[i].second, pools[j].first, *pools[j].second);
+    for (const auto& [name, t] : reads) c.disjoint(pools[i].first, *pools[i].second, name, *t);
+  }
   c.same_device({{"x_q", &a.x_q}, {"x_k", &a.x_k}, {"x_v", &a.x_v}, {"conv_q", &a.conv_q}, {"conv_k", &a.conv_k},
                  {"conv_v", &a.conv_v}, {"cache_q", &a.cache_q}, {"cache_k", &a.cache_k}, {"cache_v", &a.cache_v},
                  {"f", &a.f}, {"gate.A_log", &a.gate.A_log}, {"gate.dt_bias", &a.gate.dt_bias}, {"b", &a.b},

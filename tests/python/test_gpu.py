@@ -51,26 +51,44 @@ def test_runs_on_the_current_stream(fn):
     assert torch.equal(got[0], ref[0]) and torch.equal(got[1], ref[1])
 
 
-@pytest.mark.parametrize("fn,T", [(fused_recurrent_kda, 1), (chunk_kda, 200)])
-def test_cuda_graph_capture_and_replay(fn, T):
-    static = list(inputs(4, T, 4, 128, seed=1))
+def test_cuda_graph_capture_and_replay_decode():
+    static = list(inputs(4, 1, 4, 128, seed=1))
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(side):  # warm-up outside the graph
         for _ in range(2):
-            call(fn, *static)
+            call(fused_recurrent_kda, *static)
     torch.cuda.current_stream().wait_stream(side)
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
-        out = call(fn, *static)
+        out = call(fused_recurrent_kda, *static)
     for seed in (2, 3):
-        fresh = inputs(4, T, 4, 128, seed=seed)
+        fresh = inputs(4, 1, 4, 128, seed=seed)
         for s, f in zip(static, fresh):
             s.copy_(f)
         graph.replay()
         torch.cuda.synchronize()
-        ref = call(fn, *fresh)
+        ref = call(fused_recurrent_kda, *fresh)
         assert torch.equal(out[0], ref[0]) and torch.equal(out[1], ref[1])
+
+
+def test_chunk_kda_refuses_graph_capture_cleanly():
+    """The chunk launcher uploads a host-built chunk table (a pageable copy), which a CUDA graph cannot capture
+    (on the H200 it invalidated the capture and every later CUDA test failed). It must refuse with a clear
+    error before touching the stream, leaving the capture valid and the process healthy.
+    NOTE: becomes a capture-and-replay test when the chunk table is built on the device."""
+    static = inputs(4, 200, 4, 128, seed=1)
+    ref = call(chunk_kda, *static)
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with pytest.raises(kimi_cpp.Error, match="CUDA graph capture"):
+        with torch.cuda.graph(graph):
+            call(chunk_kda, *static)
+    # later CUDA work (torch's RNG included) is unaffected
+    torch.randn(8, device="cuda", generator=torch.Generator(device="cuda").manual_seed(0))
+    again = call(chunk_kda, *static)
+    torch.cuda.synchronize()
+    assert torch.equal(again[0], ref[0]) and torch.equal(again[1], ref[1])
 
 
 def test_torch_compile_inductor_cuda():

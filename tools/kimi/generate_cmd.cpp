@@ -24,7 +24,8 @@ std::vector<int32_t> parse_ids(const std::string& s, size_t which) {
     } catch (const std::exception&) {
       used = 0;
     }
-    if (part.empty() || used != part.size() || v < 0 || v > INT32_MAX)
+    const bool digits = !part.empty() && part.find_first_not_of("0123456789") == std::string::npos;
+    if (!digits || used != part.size() || v < 0 || v > INT32_MAX)
       throw Error("generate: --prompt #" + std::to_string(which + 1) +
                   ": expected comma-separated non-negative token ids, got '" + s + "'");
     ids.push_back(int32_t(v));

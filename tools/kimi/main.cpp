@@ -10,6 +10,7 @@
 #include "kimi/model_cmds.h"
 
 #include <cstdio>
+#include <exception>
 
 int main(int argc, char** argv) {
   CLI::App app{"kimi.cpp: Kimi K3 / Kimi-Linear operators and runtime"};
@@ -54,6 +55,9 @@ int main(int argc, char** argv) {
   } catch (const kimi::Error& e) {
     std::fprintf(stderr, "kimi: %s\n", e.what());
     return 2;
+  } catch (const std::exception& e) {  // e.g. std::bad_alloc for a cache larger than memory
+    std::fprintf(stderr, "kimi: %s\n", e.what());
+    return 3;
   }
   return 0;
 }

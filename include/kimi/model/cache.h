@@ -13,10 +13,15 @@
 #include <cstdint>
 #include <vector>
 
+#include "kimi/context.h"
 #include "kimi/model/config.h"
 #include "kimi/tensor.h"
 
 namespace kimi::model {
+
+class Model;
+struct Batch;
+struct ForwardOptions;
 
 class Cache {
  public:
@@ -32,17 +37,22 @@ class Cache {
   int64_t max_len() const { return max_len_; }
   int64_t length(int64_t slot) const;  // tokens held by slot (throws on a bad slot)
   void reset(int64_t slot);            // empty the slot: length 0, zero state and conv caches
-  void advance(int64_t slot, int64_t tokens);  // used by forward() after a step
   size_t bytes() const;                // memory held
 
-  Layer& layer(int64_t i) { return layers_[size_t(i)]; }
-  const Layer& layer(int64_t i) const { return layers_[size_t(i)]; }
+  // Throws kimi::Error unless this cache was built for a config with the same layer kinds and sizes.
+  void check_matches(const Config& c) const;
+
+  Layer& layer(int64_t i);             // bounds-checked
+  const Layer& layer(int64_t i) const;
 
  private:
+  friend Tensor forward(const Model&, Cache&, const Batch&, const ForwardOptions&, const Context&);
+  void advance(int64_t slot, int64_t tokens);  // forward() after a step
   void check_slot(int64_t slot) const;
   int64_t max_len_;
   std::vector<int64_t> length_;
   std::vector<Layer> layers_;
+  std::vector<int64_t> signature_;  // per layer: kind, then its sizes (check_matches)
 };
 
 }  // namespace kimi::model

@@ -13,6 +13,7 @@
 #include "cuda/check.cuh"
 #include "cuda/conv/conv.h"
 #include "cuda/elementwise.cuh"
+#include "cuda/scratch.cuh"
 
 namespace kimi::cuda {
 
@@ -72,7 +73,12 @@ void short_conv_fwd(TensorView x, TensorView w, TensorView cache_in, TensorView 
   const int64_t N = int64_t(offsets.size()) - 1, C = x.shape[2], T = x.shape[1];
   if (N <= 0 || C == 0) return;
   const cudaStream_t s = static_cast<cudaStream_t>(ctx.cuda_stream);
+  refuse_capture(s, "short_conv_fwd");
   KIMI_CUDA_CHECK(cudaSetDevice(x.device.index));
+  constexpr int kThreads = 128;
+  const int64_t cblocks = (C + kThreads - 1) / kThreads;
+  const int64_t tokens_all = varlen ? T : x.shape[0] * T;
+  if (std::max(tokens_all, N) * cblocks > int64_t(0x7fffffff)) throw Error("cuda short_conv_fwd: grid too large");
   // Sequence table and, per flat token, its sequence and its position in it.
   const int64_t tokens = varlen ? T : x.shape[0] * T;
   std::vector<int64_t> table(size_t(3 * N + 2 * tokens));
@@ -96,20 +102,14 @@ void short_conv_fwd(TensorView x, TensorView w, TensorView cache_in, TensorView 
     p.cout = cache_out.data, p.tco = elem_type(cache_out.dtype), p.co_n = cache_out.strides[0],
     p.co_c = cache_out.strides[1], p.co_j = cache_out.strides[2];
   p.N = N, p.tokens = tokens, p.C = C, p.silu = act == ConvActivation::silu;
-  int64_t* d_table = nullptr;
-  KIMI_CUDA_CHECK(cudaMallocAsync(&d_table, table.size() * sizeof(int64_t), s));
-  KIMI_CUDA_CHECK(cudaMemcpyAsync(d_table, table.data(), table.size() * sizeof(int64_t), cudaMemcpyHostToDevice, s));
-  p.seq = d_table;
-  constexpr int kThreads = 128;
-  const int64_t cblocks = (C + kThreads - 1) / kThreads;
-  if (tokens * cblocks > int64_t(0x7fffffff)) throw Error("cuda short_conv_fwd: grid too large");
+  const Scratch d_table = upload(table, s);
+  p.seq = d_table.get<int64_t>();
   if (tokens > 0) conv_fwd_kernel<<<unsigned(tokens * cblocks), kThreads, 0, s>>>(p, cblocks);
   KIMI_CUDA_CHECK(cudaGetLastError());
   if (cache_out.present() && p.W > 1) {
     conv_cache_kernel<<<unsigned(N * cblocks), kThreads, 0, s>>>(p, cblocks);
     KIMI_CUDA_CHECK(cudaGetLastError());
   }
-  KIMI_CUDA_CHECK(cudaFreeAsync(d_table, s));
 }
 
 }  // namespace kimi::cuda

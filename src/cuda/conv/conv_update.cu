@@ -9,6 +9,7 @@
 #include "cuda/check.cuh"
 #include "cuda/conv/conv.h"
 #include "cuda/elementwise.cuh"
+#include "cuda/scratch.cuh"
 
 namespace kimi::cuda {
 
@@ -50,7 +51,11 @@ void short_conv_update(TensorView x, TensorView w, TensorView cache, const std::
   const int64_t N = x.shape[0], C = x.shape[1];
   if (N == 0 || C == 0) return;
   const cudaStream_t s = static_cast<cudaStream_t>(ctx.cuda_stream);
+  refuse_capture(s, "short_conv_update");
   KIMI_CUDA_CHECK(cudaSetDevice(x.device.index));
+  constexpr int kThreads = 256;
+  const int64_t blocks = (N * C + kThreads - 1) / kThreads;
+  if (blocks > int64_t(0x7fffffff)) throw Error("cuda short_conv_update: grid too large");
   ConvParams p{};
   p.x = x.data, p.tx = elem_type(x.dtype), p.x_n = x.strides[0];
   p.y = y.data, p.ty = elem_type(y.dtype), p.y_n = y.strides[0];
@@ -61,14 +66,10 @@ void short_conv_update(TensorView x, TensorView w, TensorView cache, const std::
     p.c_r = cache.strides[0], p.c_c = cache.strides[1], p.c_j = cache.strides[2];
   }
   p.N = N, p.C = C, p.silu = act == ConvActivation::silu;
-  int64_t* d_rows = nullptr;
-  KIMI_CUDA_CHECK(cudaMallocAsync(&d_rows, size_t(N) * sizeof(int64_t), s));
-  KIMI_CUDA_CHECK(cudaMemcpyAsync(d_rows, rows.data(), size_t(N) * sizeof(int64_t), cudaMemcpyHostToDevice, s));
-  p.rows = d_rows;
-  constexpr int kThreads = 256;
-  conv_update_kernel<<<unsigned((N * C + kThreads - 1) / kThreads), kThreads, 0, s>>>(p);
+  const Scratch d_rows = upload(rows, s);
+  p.rows = d_rows.get<int64_t>();
+  conv_update_kernel<<<unsigned(blocks), kThreads, 0, s>>>(p);
   KIMI_CUDA_CHECK(cudaGetLastError());
-  KIMI_CUDA_CHECK(cudaFreeAsync(d_rows, s));
 }
 
 }  // namespace kimi::cuda

@@ -23,6 +23,7 @@
 #include "cuda/check.cuh"
 #include "cuda/kda/chunk.cuh"
 #include "cuda/kda/chunk.h"
+#include "cuda/scratch.cuh"
 #include "kimi/error.h"
 
 namespace kimi::cuda {
@@ -97,6 +98,7 @@ void kda_chunk_fwd(const KdaArgs& a, int chunk_size, const Context& ctx) {
   if (N <= 0 || H <= 0) return;
 
   const cudaStream_t s = static_cast<cudaStream_t>(ctx.cuda_stream);
+  refuse_capture(s, "kda_chunk_fwd");
   const int dev = a.q.device.index;
   KIMI_CUDA_CHECK(cudaSetDevice(dev));
   int sms = 132;
@@ -177,8 +179,8 @@ void kda_chunk_fwd(const KdaArgs& a, int chunk_size, const Context& ctx) {
       KIMI_CUDA_CHECK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep));
     }
   }
-  unsigned char* buf = nullptr;
-  KIMI_CUDA_CHECK(cudaMallocAsync(reinterpret_cast<void**>(&buf), total, s));
+  const Scratch scratch(total, s);  // freed on the stream when this returns or throws
+  unsigned char* buf = scratch.get<unsigned char>();
   KIMI_CUDA_CHECK(cudaMemcpyAsync(buf, tab.data(), tab.size() * sizeof(int64_t), cudaMemcpyHostToDevice, s));
   p.tab = reinterpret_cast<const int64_t*>(buf);
   p.seq0 = p.tab + 3 * nch;
@@ -210,8 +212,6 @@ void kda_chunk_fwd(const KdaArgs& a, int chunk_size, const Context& ctx) {
     launch_all<128>(p, diag_mma, vt64, s);
   else
     launch_all<64>(p, diag_mma, vt64, s);
-
-  KIMI_CUDA_CHECK(cudaFreeAsync(buf, s));
 }
 
 }  // namespace kimi::cuda

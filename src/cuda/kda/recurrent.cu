@@ -4,12 +4,14 @@
 #include <atomic>
 #include <cmath>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "cuda/check.cuh"
 #include "cuda/kda/kda.h"
 #include "cuda/kda/recurrent.cuh"
+#include "cuda/scratch.cuh"
 
 namespace kimi::cuda {
 
@@ -148,12 +150,13 @@ void kda_recurrent_fwd(const KdaArgs& a, const Context& ctx) {
     const std::vector<int64_t> sl = host_int64(a.state_slots);
     idx.insert(idx.end(), sl.begin(), sl.end());
   }
-  int64_t* d_cu = nullptr;
+  if (ctas > int64_t(0x7fffffff)) throw Error("cuda kda_recurrent_fwd: grid too large");
+  std::optional<Scratch> d_idx;
   if (!idx.empty()) {
-    KIMI_CUDA_CHECK(cudaMallocAsync(&d_cu, idx.size() * sizeof(int64_t), s));
-    KIMI_CUDA_CHECK(cudaMemcpyAsync(d_cu, idx.data(), idx.size() * sizeof(int64_t), cudaMemcpyHostToDevice, s));
-    if (varlen) p.cu = d_cu;
-    if (a.state_slots.present()) p.slots = d_cu + slots_at;
+    refuse_capture(s, "kda_recurrent_fwd with cu_seqlens or state_slots");
+    d_idx.emplace(upload(idx, s));
+    if (varlen) p.cu = d_idx->get<int64_t>();
+    if (a.state_slots.present()) p.slots = d_idx->get<int64_t>() + slots_at;
   }
 
   if (!varlen && T == 1) {  // decode: the one-token kernels (recurrent.cuh), same tiles
@@ -206,7 +209,6 @@ void kda_recurrent_fwd(const KdaArgs& a, const Context& ctx) {
     }
   }
   KIMI_CUDA_CHECK(cudaGetLastError());
-  if (d_cu != nullptr) KIMI_CUDA_CHECK(cudaFreeAsync(d_cu, s));
 }
 
 }  // namespace kimi::cuda

@@ -8,6 +8,7 @@
 #include "cuda/norm/norm.h"
 #include "cuda/norm/gated_rms_norm.cuh"
 #include "cuda/norm/rms_norm.cuh"
+#include "cuda/scratch.cuh"
 
 namespace kimi::cuda {
 
@@ -44,12 +45,14 @@ void rms_norm(TensorView x, TensorView w, float eps, TensorView y, const Context
   const int64_t rows = int64_t(xo.size());
   if (rows == 0) return;
   const cudaStream_t s = static_cast<cudaStream_t>(ctx.cuda_stream);
+  refuse_capture(s, "rms_norm");
   KIMI_CUDA_CHECK(cudaSetDevice(x.device.index));
-  int64_t* off = nullptr;
-  KIMI_CUDA_CHECK(cudaMallocAsync(&off, 2 * size_t(rows) * sizeof(int64_t), s));
-  KIMI_CUDA_CHECK(cudaMemcpyAsync(off, xo.data(), size_t(rows) * 8, cudaMemcpyHostToDevice, s));
-  KIMI_CUDA_CHECK(cudaMemcpyAsync(off + rows, yo.data(), size_t(rows) * 8, cudaMemcpyHostToDevice, s));
   constexpr int kWarps = 8;
+  if ((rows + kWarps - 1) / kWarps > int64_t(0x7fffffff)) throw Error("cuda rms_norm: grid too large");
+  std::vector<int64_t> all(xo);
+  all.insert(all.end(), yo.begin(), yo.end());
+  const Scratch d_off = upload(all, s);
+  const int64_t* off = d_off.get<int64_t>();
   const dim3 grid(unsigned((rows + kWarps - 1) / kWarps)), block(kWarps * 32);
   with_type(x.dtype, [&](auto xt) {
     with_type(w.dtype, [&](auto wt) {
@@ -64,7 +67,6 @@ void rms_norm(TensorView x, TensorView w, float eps, TensorView y, const Context
     });
   });
   KIMI_CUDA_CHECK(cudaGetLastError());
-  KIMI_CUDA_CHECK(cudaFreeAsync(off, s));
 }
 
 void gated_rms_norm(TensorView o, TensorView z, TensorView w, float eps, TensorView y, const Context& ctx) {
@@ -73,19 +75,19 @@ void gated_rms_norm(TensorView o, TensorView z, TensorView w, float eps, TensorV
   const int64_t rows = int64_t(oo.size());
   if (rows == 0) return;
   const cudaStream_t s = static_cast<cudaStream_t>(ctx.cuda_stream);
+  refuse_capture(s, "gated_rms_norm");
   KIMI_CUDA_CHECK(cudaSetDevice(o.device.index));
+  constexpr int kWarps = 8;
+  if ((rows + kWarps - 1) / kWarps > int64_t(0x7fffffff)) throw Error("cuda gated_rms_norm: grid too large");
   std::vector<int64_t> all(oo);
   all.insert(all.end(), zo.begin(), zo.end());
   all.insert(all.end(), yo.begin(), yo.end());
-  int64_t* off = nullptr;
-  KIMI_CUDA_CHECK(cudaMallocAsync(&off, all.size() * sizeof(int64_t), s));
-  KIMI_CUDA_CHECK(cudaMemcpyAsync(off, all.data(), all.size() * sizeof(int64_t), cudaMemcpyHostToDevice, s));
-  constexpr int kWarps = 8;
+  const Scratch d_off = upload(all, s);
+  const int64_t* off = d_off.get<int64_t>();
   gated_rms_norm_kernel<<<unsigned((rows + kWarps - 1) / kWarps), kWarps * 32, 0, s>>>(
       o.data, elem_type(o.dtype), off, z.present() ? z.data : nullptr, z.present() ? elem_type(z.dtype) : 0,
       off + rows, w.data, elem_type(w.dtype), y.data, elem_type(y.dtype), off + 2 * rows, rows, int(o.size(-1)), eps);
   KIMI_CUDA_CHECK(cudaGetLastError());
-  KIMI_CUDA_CHECK(cudaFreeAsync(off, s));
 }
 
 }  // namespace kimi::cuda
