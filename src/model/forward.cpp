@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "core/check.h"
+#include "core/views.h"
 #include "kimi/model/model.h"
 #include "kimi/ops/attn_res.h"
 #include "kimi/ops/linear.h"
@@ -18,19 +19,9 @@ Model::~Model() = default;
 
 TensorView rows(TensorView t, int64_t r0, int64_t r1) { return t.slice(0, r0, r1); }
 
-TensorView batch1(TensorView t) {
-  std::array<int64_t, kMaxDims> shape{}, strides{};
-  shape[0] = 1, strides[0] = t.ndim ? t.strides[0] * t.shape[0] : 1;
-  for (int d = 0; d < t.ndim; ++d) shape[size_t(d + 1)] = t.shape[size_t(d)], strides[size_t(d + 1)] = t.strides[size_t(d)];
-  return TensorView(t.data, t.dtype, std::span<const int64_t>(shape.data(), size_t(t.ndim + 1)),
-                    std::span<const int64_t>(strides.data(), size_t(t.ndim + 1)), t.device);
-}
+TensorView batch1(TensorView t) { return view::insert_dim(t, 0); }
 
-TensorView split_last(TensorView t, int64_t heads) {
-  const int64_t T = t.size(0), D = t.size(1) / heads;
-  const int64_t shape[3] = {T, heads, D}, strides[3] = {t.stride(0), D, 1};
-  return TensorView(t.data, t.dtype, shape, strides, t.device);
-}
+TensorView split_last(TensorView t, int64_t heads) { return view::split_last(t, heads); }
 
 namespace {
 

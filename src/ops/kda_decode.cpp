@@ -9,6 +9,7 @@
 
 #include "core/check.h"
 #include "core/dispatch.h"
+#include "core/views.h"
 #include "cpu/conv.h"
 #include "cpu/kda.h"
 #include "cpu/norm.h"
@@ -29,21 +30,10 @@ constexpr int64_t kMaxHeadDim = 256;
 
 std::string str(int64_t v) { return std::to_string(v); }
 
-// [N, C] row view as [N, 1, C] / [N, 1, H, C/H] / [N, H, C/H].
-TensorView as3(const TensorView& t) {
-  const int64_t shape[3] = {t.size(0), 1, t.size(1)}, strides[3] = {t.stride(0), t.size(1), 1};
-  return TensorView(t.data, t.dtype, shape, strides, t.device);
-}
-TensorView heads4(const TensorView& t, int64_t H) {
-  const int64_t D = t.size(1) / H;
-  const int64_t shape[4] = {t.size(0), 1, H, D}, strides[4] = {t.stride(0), t.size(1), D, 1};
-  return TensorView(t.data, t.dtype, shape, strides, t.device);
-}
-TensorView heads3(const TensorView& t, int64_t H) {
-  const int64_t D = t.size(1) / H;
-  const int64_t shape[3] = {t.size(0), H, D}, strides[3] = {t.stride(0), D, 1};
-  return TensorView(t.data, t.dtype, shape, strides, t.device);
-}
+// [N, C] row views as [N, 1, C] / [N, 1, H, C/H] / [N, H, C/H].
+TensorView as3(const TensorView& t) { return view::insert_dim(t, 1); }
+TensorView heads4(const TensorView& t, int64_t H) { return view::insert_dim(view::split_last(t, H), 1); }
+TensorView heads3(const TensorView& t, int64_t H) { return view::split_last(t, H); }
 
 struct Sizes {
   int64_t N, H, K, V, S;
