@@ -4,6 +4,7 @@
 
 #include "kimi/error.h"
 #include "kimi/ops/kda.h"
+#include "kimi/ops/kda_decode.h"
 #include "view.h"
 
 namespace kimi::py {
@@ -73,6 +74,40 @@ void bind_kda(nb::module_& m) {
       nb::arg("state_v_first") = false, nb::arg("cu_seqlens").none() = nb::none(),
       nb::arg("state_slots").none() = nb::none(), nb::arg("chunk_size") = 64, nb::arg("stream") = 0,
       "kda_chunk_fwd (mode 'chunk') or kda_recurrent_fwd (mode 'recurrent') into o (and final_state).");
+
+  m.def(
+      "kda_decode_step",
+      [](const Array& x_q, const Array& x_k, const Array& x_v, const Array& conv_q, const Array& conv_k,
+         const Array& conv_v, const Array& cache_q, const Array& cache_k, const Array& cache_v, const Array& f,
+         const std::string& gate, const Array& A_log, const Array& dt_bias, float lower_bound, const Array& b,
+         const OptArray& z, const Array& o_norm, float norm_eps, std::optional<float> scale, const Array& state,
+         bool state_v_first, const OptArray& slots, const Array& y, uintptr_t stream) {
+        const char* op = "kda_decode_step";
+        KdaDecodeArgs a;
+        a.x_q = view(op, "x_q", x_q), a.x_k = view(op, "x_k", x_k), a.x_v = view(op, "x_v", x_v);
+        a.conv_q = view(op, "conv_q", conv_q), a.conv_k = view(op, "conv_k", conv_k), a.conv_v = view(op, "conv_v", conv_v);
+        a.cache_q = view(op, "cache_q", cache_q), a.cache_k = view(op, "cache_k", cache_k);
+        a.cache_v = view(op, "cache_v", cache_v);
+        a.f = view(op, "f", f);
+        const std::optional<KdaGate> gt = make_gate(op, gate, A_log, dt_bias, lower_bound);
+        if (!gt) throw Error("kda_decode_step: argument 'gate': expected 'softplus' or 'bounded', got 'none'");
+        a.gate = *gt;
+        a.b = view(op, "b", b), a.z = view(op, "z", z), a.o_norm = view(op, "o_norm", o_norm);
+        a.norm_eps = norm_eps, a.scale = scale;
+        a.state = view(op, "state", state);
+        a.state_layout = state_v_first ? StateLayout::vk : StateLayout::kv;
+        a.slots = view(op, "slots", slots);
+        a.y = view(op, "y", y);
+        const Context ctx = context(stream);
+        run([&] { kimi::kda_decode_step(a, ctx); });
+      },
+      nb::arg("x_q"), nb::arg("x_k"), nb::arg("x_v"), nb::arg("conv_q"), nb::arg("conv_k"), nb::arg("conv_v"),
+      nb::arg("cache_q"), nb::arg("cache_k"), nb::arg("cache_v"), nb::arg("f"), nb::arg("gate"), nb::arg("A_log"),
+      nb::arg("dt_bias"), nb::arg("lower_bound"), nb::arg("b"), nb::arg("z").none(), nb::arg("o_norm"),
+      nb::arg("norm_eps"), nb::arg("scale").none(), nb::arg("state"), nb::arg("state_v_first"),
+      nb::arg("slots").none(), nb::arg("y"), nb::arg("stream") = 0,
+      "kda_decode_step: one decode token of a whole KDA layer (convs, gate, beta, L2 norm, recurrence on the state "
+      "pool, gated RMSNorm) into y; caches and state updated in place.");
 
   m.def(
       "kda_gate",

@@ -224,3 +224,47 @@ def test_errors_name_op_argument_expected_actual(rng):
         ops.linear_fwd(x, (x, x, x))
     with pytest.raises(ValueError, match="activation"):
         ops.short_conv_fwd(randn(rng, 1, 5, 8), randn(rng, 8, 4), activation="relu")
+
+
+# --- the whole-layer KDA decode step -------------------------------------------------------------------
+
+@pytest.mark.parametrize("bounded", [False, True])
+@pytest.mark.parametrize("v_first", [False, True])
+def test_kda_decode_step_against_fp64(bounded, v_first, rng):
+    """kda_decode_step on NumPy pools (CPU) against the fp64 references of its parts: convs on the slot rows of
+    the cache pools, the recurrence on the slot rows of the state pool, the gated norm; rows outside the
+    slots unchanged."""
+    from kimi_cpp.ops.kda import kda_decode_step
+
+    N, H, K, V, S, W = 3, 2, 16, 8, 6, 4
+    P, Pv = H * K, H * V
+    x_q, x_k, f = randn(rng, N, P), randn(rng, N, P), randn(rng, N, P, scale=4)
+    x_v, z, b = randn(rng, N, Pv), randn(rng, N, Pv), randn(rng, N, H, scale=2)
+    w = [randn(rng, C, 1, W, scale=0.5) for C in (P, P, Pv)]
+    caches = [randn(rng, S, C, W - 1) for C in (P, P, Pv)]
+    A_log, dt_bias, o_norm = randn(rng, H, scale=0.5), randn(rng, P), 1 + randn(rng, V, scale=0.1)
+    state = randn(rng, S, H, V, K) if v_first else randn(rng, S, H, K, V)
+    slots = np.array([4, 0, 2], dtype=np.int64)
+    caches0, state0 = [c.copy() for c in caches], state.copy()
+
+    y = kda_decode_step(x_q, x_k, x_v, w, caches, f, b, z, A_log=A_log, dt_bias=dt_bias, o_norm=o_norm, state=state,
+                        lower_bound=-5.0 if bounded else None, state_v_first=v_first, slots=slots)
+
+    qkv, new_caches = [], []
+    for x, wc, c0 in zip((x_q, x_k, x_v), w, caches0):
+        ys, cs = zip(*(refs.short_conv(x[n:n + 1], wc[:, 0, :], c0[slots[n]]) for n in range(N)))
+        qkv.append(np.concatenate(ys)), new_caches.append(cs)
+    g = refs.kda_gate(f.reshape(N, H, K), A_log, dt_bias, -5.0 if bounded else None)
+    o, h = refs.kda(*(t.reshape(1, N, H, -1).transpose(1, 0, 2, 3) for t in (qkv[0], qkv[1], qkv[2])),
+                    g.reshape(N, 1, H, K), refs.sigmoid(b.astype(np.float64)).reshape(N, 1, H),
+                    initial_state=state0[slots], l2norm=True, state_v_first=v_first)
+    y_ref = refs.gated_rms_norm(o.reshape(N, H, V), z.reshape(N, H, V), o_norm, 1e-5).reshape(N, Pv)
+    assert refs.rel_err(y, y_ref) <= F32
+    assert refs.rel_err(state[slots], h) <= F32
+    for c, c0, cs in zip(caches, caches0, new_caches):
+        assert refs.rel_err(c[slots], np.stack(cs)) <= F32
+        assert np.array_equal(np.delete(c, slots, 0), np.delete(c0, slots, 0))
+    assert np.array_equal(np.delete(state, slots, 0), np.delete(state0, slots, 0))
+    with pytest.raises(kimi_cpp.Error, match="'slots'.*distinct"):
+        kda_decode_step(x_q, x_k, x_v, w, caches, f, b, z, A_log=A_log, dt_bias=dt_bias, o_norm=o_norm, state=state,
+                        state_v_first=v_first, slots=np.array([1, 1, 2]))

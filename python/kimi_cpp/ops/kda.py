@@ -29,7 +29,7 @@ import warnings
 
 from .. import _C, _tensors
 
-__all__ = ["chunk_kda", "fused_recurrent_kda", "kda_gate", "kda_beta", "kda_forward"]
+__all__ = ["chunk_kda", "fused_recurrent_kda", "kda_gate", "kda_beta", "kda_forward", "kda_decode_step"]
 
 
 def kda_forward(mode, q, k, v, g, beta, *, gate="none", A_log=None, dt_bias=None, lower_bound=-5.0,
@@ -220,6 +220,33 @@ def fused_recurrent_kda(q, k, v, g, beta, A_log=None, dt_bias=None, scale: float
                                     A_log, dt_bias, lower_bound, use_beta_sigmoid_in_kernel, allow_neg_eigval)
     return _run("recurrent", q, k, v, g, beta, qk_l2norm=use_qk_l2norm_in_kernel,
                 output_final_state=output_final_state, state_v_first=state_v_first, **kw)
+
+
+def kda_decode_step(x_q, x_k, x_v, conv_weights, conv_caches, f, b, z, *, A_log, dt_bias, o_norm, state,
+                    lower_bound: float | None = None, norm_eps: float = 1e-5, scale: float | None = None,
+                    state_v_first: bool = False, slots=None, out=None):
+    """One decode token of a whole KDA layer for N sequences (include/kimi/ops/kda_decode.h), between the
+    layer's input projections and its output projection:
+
+        q, k, v = SiLU(conv(x_q, x_k, x_v; conv_caches[slot]))    caches shift in place
+        q = l2norm(q) * scale, k = l2norm(k); g = gate(f; A_log, dt_bias); beta = sigmoid(b)
+        state[slot] <- recurrence (in place);  o = S^T q
+        y = RMSNorm_head(o; o_norm, norm_eps) * sigmoid(z)       (no gate when z is None)
+
+    x_q, x_k, f [N, H*K]; x_v, z [N, H*V]; b [N, H]; conv_weights (w_q, w_k, w_v) [C, W] or [C, 1, W];
+    conv_caches (c_q, c_k, c_v) pools [S, C, W-1]; A_log f32 [H]; dt_bias f32 [H*K]; o_norm [V]; state f32 pool
+    [S, H, K, V] (or [S, H, V, K] with state_v_first); slots int32/int64 [N] (read on the host; default row n).
+    lower_bound None: softplus gate (Kimi-Linear), else the bounded gate (K3). Returns y [N, H*V] (x_v's dtype).
+    """
+    if out is None:
+        out = _tensors.empty(x_v, x_v.shape)
+    (w_q, w_k, w_v), (c_q, c_k, c_v) = conv_weights, conv_caches
+    form = "softplus" if lower_bound is None else "bounded"
+    _C.kda_decode_step(x_q, x_k, x_v, w_q, w_k, w_v, c_q, c_k, c_v, f, form, A_log, dt_bias,
+                       -5.0 if lower_bound is None else float(lower_bound), b, z, o_norm, float(norm_eps),
+                       None if scale is None else float(scale), state, bool(state_v_first),
+                       _tensors.on_host(slots), out, _tensors.stream(x_v))
+    return out
 
 
 def kda_gate(f, A_log, dt_bias, lower_bound: float | None = None, out=None):
