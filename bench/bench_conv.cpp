@@ -10,7 +10,7 @@ void BM_short_conv_fwd(benchmark::State& st) {
   const int64_t T = st.range(0), C = st.range(1);
   kimi::Tensor x(kimi::DType::bf16, {1, T, C}), y(kimi::DType::bf16, {1, T, C}), w(kimi::DType::f32, {C, 1, 4});
   kimi::Tensor cache(kimi::DType::bf16, {1, C, 3});
-  for (auto _ : st) kimi::short_conv_fwd(x, w, cache, cache, {}, kimi::ConvActivation(st.range(2)), y);
+  for (auto _ : st) kimi::short_conv_fwd(x, w, cache, cache, {}, {}, kimi::ConvActivation(st.range(2)), y);
   st.SetBytesProcessed(st.iterations() * T * C * 4);  // read x + write y (bf16)
 }
 BENCHMARK(BM_short_conv_fwd)->Args({4096, 4096, 1})->Args({4096, 4096, 0})->Unit(benchmark::kMillisecond);

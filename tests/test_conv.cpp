@@ -56,10 +56,10 @@ TEST(Conv, PrefillThenDecodeMatchesFullPrefill) {
             const TensorView cin_v = with_cache_in ? cin.view() : TensorView{};
 
             Tensor y_full(dt, {B, T, C}), cache_full(dt, {B, C, H});
-            short_conv_fwd(x, w, cin_v, cache_full, {}, kSilu, y_full);
+            short_conv_fwd(x, w, cin_v, cache_full, {}, {}, kSilu, y_full);
 
             Tensor y_split(dt, {B, T, C}), cache(dt, {B, C, H});
-            short_conv_fwd(x.view().slice(1, 0, T - n), w, cin_v, cache, {}, kSilu,
+            short_conv_fwd(x.view().slice(1, 0, T - n), w, cin_v, cache, {}, {}, kSilu,
                            y_split.view().slice(1, 0, T - n));
             for (int64_t t = T - n; t < T; ++t) short_conv_update(token(x, 0, t), w, cache, {}, kSilu, token(y_split, 0, t));
             EXPECT_TRUE(same_bytes(y_full, y_split));
@@ -86,11 +86,11 @@ TEST(Conv, VarlenEqualsPerSequence) {
     const Tensor x = random(dt, {1, total, C}, 3), w = random(dt, {C, W}, 4, -0.6f, 0.6f);
     const Tensor cin = random(DType::f32, {N, C, H}, 5);
     Tensor y(dt, {1, total, C}), cout(DType::f32, {N, C, H});
-    short_conv_fwd(x, w, cin, cout, cu, kSilu, y);
+    short_conv_fwd(x, w, cin, cout, cu, {}, kSilu, y);
     Tensor y1(dt, {1, total, C}), cout1(DType::f32, {N, C, H});
     for (int64_t s = 0; s < N; ++s) {
       short_conv_fwd(x.view().slice(1, off[size_t(s)], off[size_t(s) + 1]), w, cin.view().slice(0, s, s + 1),
-                     cout1.view().slice(0, s, s + 1), {}, kSilu, y1.view().slice(1, off[size_t(s)], off[size_t(s) + 1]));
+                     cout1.view().slice(0, s, s + 1), {}, {}, kSilu, y1.view().slice(1, off[size_t(s)], off[size_t(s) + 1]));
     }
     EXPECT_TRUE(same_bytes(y, y1));
     EXPECT_TRUE(same_bytes(cout, cout1));
@@ -108,9 +108,9 @@ TEST(Conv, CacheAliasing) {
   const Tensor x = random(DType::bf16, {1, 9, C}, 1), w = random(DType::f32, {C, 1, W}, 2, -0.6f, 0.6f);
   const Tensor cin = random(DType::bf16, {3, C, H}, 3);
   Tensor y(DType::bf16, {1, 9, C}), cout(DType::bf16, {3, C, H});
-  short_conv_fwd(x, w, cin, cout, cu, kSilu, y);
+  short_conv_fwd(x, w, cin, cout, cu, {}, kSilu, y);
   Tensor cache = copy_of(cin), y2(DType::bf16, {1, 9, C});
-  short_conv_fwd(x, w, cache, cache, cu, kSilu, y2);
+  short_conv_fwd(x, w, cache, cache, cu, {}, kSilu, y2);
   EXPECT_TRUE(same_bytes(y, y2));
   EXPECT_TRUE(same_bytes(cout, cache));
 }
@@ -124,8 +124,8 @@ TEST(Conv, ThreadCountDoesNotChangeResult) {
   Context one, three;
   one.cpu_threads = 1;
   three.cpu_threads = 3;
-  short_conv_fwd(x, w, c1, c1, {}, kSilu, y1, one);
-  short_conv_fwd(x, w, c3, c3, {}, kSilu, y3, three);
+  short_conv_fwd(x, w, c1, c1, {}, {}, kSilu, y1, one);
+  short_conv_fwd(x, w, c3, c3, {}, {}, kSilu, y3, three);
   EXPECT_TRUE(same_bytes(y1, y3));
   EXPECT_TRUE(same_bytes(c1, c3));
 }
@@ -137,9 +137,9 @@ TEST(Conv, ZeroLengthSequences) {
   Tensor y(DType::f32, {2, 0, C});
   const Tensor cin = random(DType::f32, {2, C, H}, 2);
   Tensor cout = random(DType::f32, {2, C, H}, 3);
-  short_conv_fwd(x, w, cin, cout, {}, kSilu, y);
+  short_conv_fwd(x, w, cin, cout, {}, {}, kSilu, y);
   EXPECT_TRUE(same_bytes(cout, cin));
-  short_conv_fwd(x, w, {}, cout, {}, kSilu, y);
+  short_conv_fwd(x, w, {}, cout, {}, {}, kSilu, y);
   for (int64_t i = 0; i < cout.numel(); ++i) EXPECT_EQ(cout.data_as<float>()[i], 0.f);
 }
 
@@ -195,31 +195,42 @@ TEST(Conv, FwdRejectsBadArguments) {
   Tensor x2(DType::f32, {T, C}), xi(DType::i32, {B, T, C}), y9(DType::f32, {B, T, 9});
   Tensor w9(DType::f32, {9, 4}), wmid(DType::f32, {C, 2, 4}), wwide(DType::f32, {C, 9}), w0(DType::f32, {C, 0});
   Tensor cache4(DType::f32, {B, C, 4}), cache3n(DType::f32, {3, C, 3}), cachei(DType::i32, {B, C, 3});
-  EXPECT_KIMI_ERROR(short_conv_fwd(x2, w, {}, {}, {}, kSilu, y), "short_conv_fwd", "'x'", "3 dimensions", "2");
-  EXPECT_KIMI_ERROR(short_conv_fwd(xi, w, {}, {}, {}, kSilu, y), "'x'", "f32/bf16/f16", "i32");
-  EXPECT_KIMI_ERROR(short_conv_fwd(x.view().transpose(1, 2), w, {}, {}, {}, kSilu, y), "'x'", "stride 1");
-  EXPECT_KIMI_ERROR(short_conv_fwd(x, w, {}, {}, {}, kSilu, y9), "'y'", "[2, 5, 8]", "[2, 5, 9]");
-  EXPECT_KIMI_ERROR(short_conv_fwd(x, w9, {}, {}, {}, kSilu, y), "'w'", "[8, ?]", "[9, 4]");
-  EXPECT_KIMI_ERROR(short_conv_fwd(x, wmid, {}, {}, {}, kSilu, y), "'w'", "[8, 1, ?]", "[8, 2, 4]");
-  EXPECT_KIMI_ERROR(short_conv_fwd(x, wwide, {}, {}, {}, kSilu, y), "'w'", "[1, 8]", "9");
-  EXPECT_KIMI_ERROR(short_conv_fwd(x, w0, {}, {}, {}, kSilu, y), "'w'", "[1, 8]", "0");
-  EXPECT_KIMI_ERROR(short_conv_fwd(x, Tensor(DType::f32, {C}), {}, {}, {}, kSilu, y), "'w'", "[C, W]", "1");
-  EXPECT_KIMI_ERROR(short_conv_fwd(x, w, cache4, {}, {}, kSilu, y), "'cache_in'", "[2, 8, 3]", "[2, 8, 4]");
-  EXPECT_KIMI_ERROR(short_conv_fwd(x, w, {}, cache3n, {}, kSilu, y), "'cache_out'", "[2, 8, 3]", "[3, 8, 3]");
-  EXPECT_KIMI_ERROR(short_conv_fwd(x, w, cachei, {}, {}, kSilu, y), "'cache_in'", "f32/bf16/f16", "i32");
-  EXPECT_KIMI_ERROR(short_conv_fwd(x, w, {}, {}, {}, static_cast<ConvActivation>(7), y), "'act'", "silu", "7");
+  EXPECT_KIMI_ERROR(short_conv_fwd(x2, w, {}, {}, {}, {}, kSilu, y), "short_conv_fwd", "'x'", "3 dimensions", "2");
+  EXPECT_KIMI_ERROR(short_conv_fwd(xi, w, {}, {}, {}, {}, kSilu, y), "'x'", "f32/bf16/f16", "i32");
+  EXPECT_KIMI_ERROR(short_conv_fwd(x.view().transpose(1, 2), w, {}, {}, {}, {}, kSilu, y), "'x'", "stride 1");
+  EXPECT_KIMI_ERROR(short_conv_fwd(x, w, {}, {}, {}, {}, kSilu, y9), "'y'", "[2, 5, 8]", "[2, 5, 9]");
+  EXPECT_KIMI_ERROR(short_conv_fwd(x, w9, {}, {}, {}, {}, kSilu, y), "'w'", "[8, ?]", "[9, 4]");
+  EXPECT_KIMI_ERROR(short_conv_fwd(x, wmid, {}, {}, {}, {}, kSilu, y), "'w'", "[8, 1, ?]", "[8, 2, 4]");
+  EXPECT_KIMI_ERROR(short_conv_fwd(x, wwide, {}, {}, {}, {}, kSilu, y), "'w'", "[1, 8]", "9");
+  EXPECT_KIMI_ERROR(short_conv_fwd(x, w0, {}, {}, {}, {}, kSilu, y), "'w'", "[1, 8]", "0");
+  EXPECT_KIMI_ERROR(short_conv_fwd(x, Tensor(DType::f32, {C}), {}, {}, {}, {}, kSilu, y), "'w'", "[C, W]", "1");
+  EXPECT_KIMI_ERROR(short_conv_fwd(x, w, cache4, {}, {}, {}, kSilu, y), "'cache_in'", "[2, 8, 3]", "[2, 8, 4]");
+  EXPECT_KIMI_ERROR(short_conv_fwd(x, w, {}, cache3n, {}, {}, kSilu, y), "'cache_out'", "[2, 8, 3]", "[3, 8, 3]");
+  EXPECT_KIMI_ERROR(short_conv_fwd(x, w, cachei, {}, {}, {}, kSilu, y), "'cache_in'", "f32/bf16/f16", "i32");
+  EXPECT_KIMI_ERROR(short_conv_fwd(x, w, {}, {}, {}, {}, static_cast<ConvActivation>(7), y), "'act'", "silu", "7");
   // cache_out sharing cache_in's memory must be the same view.
   TensorView cache_bf = cache.view();
   cache_bf.dtype = DType::bf16;
-  EXPECT_KIMI_ERROR(short_conv_fwd(x, w, cache, cache_bf, {}, kSilu, y), "'cache_out'", "exactly the view 'cache_in'",
+  EXPECT_KIMI_ERROR(short_conv_fwd(x, w, cache, cache_bf, {}, {}, kSilu, y), "'cache_out'", "exactly the view 'cache_in'",
                     "bf16");
   TensorView x_bf = x.view();
   x_bf.dtype = DType::bf16;
-  EXPECT_KIMI_ERROR(short_conv_fwd(x, w, {}, {}, {}, kSilu, x_bf), "'y'", "disjoint from 'x'", "disjoint from 'x'");
-  EXPECT_KIMI_ERROR(short_conv_fwd(x, w, {}, {}, {}, kSilu, x), "'y'", "not in place");
+  EXPECT_KIMI_ERROR(short_conv_fwd(x, w, {}, {}, {}, {}, kSilu, x_bf), "'y'", "disjoint from 'x'", "disjoint from 'x'");
+  EXPECT_KIMI_ERROR(short_conv_fwd(x, w, {}, {}, {}, {}, kSilu, x), "'y'", "not in place");
+  // cache_slots: distinct rows of the cache pools, in range, with a cache to index
+  Tensor pool(DType::f32, {4, C, 3}), sl(DType::i64, {B});
+  sl.data_as<int64_t>()[0] = 3, sl.data_as<int64_t>()[1] = 4;
+  EXPECT_KIMI_ERROR(short_conv_fwd(x, w, pool, pool, {}, sl, kSilu, y), "'cache_slots'", "[0, 4)", "cache_slots[1] = 4");
+  sl.data_as<int64_t>()[1] = 3;
+  EXPECT_KIMI_ERROR(short_conv_fwd(x, w, pool, pool, {}, sl, kSilu, y), "'cache_slots'", "distinct",
+                    "cache_slots[0] = cache_slots[1] = 3");
+  EXPECT_KIMI_ERROR(short_conv_fwd(x, w, {}, {}, {}, sl, kSilu, y), "'cache_slots'", "absent when neither");
+  Tensor pool3(DType::f32, {3, C, 3});
+  sl.data_as<int64_t>()[1] = 0;
+  EXPECT_KIMI_ERROR(short_conv_fwd(x, w, pool, pool3, {}, sl, kSilu, y), "'cache_out'", "[4, 8, 3]", "[3, 8, 3]");
   TensorView xg = x.view(), yg = y.view();
   xg.device = yg.device = Device::cuda(0);
-  EXPECT_KIMI_ERROR(short_conv_fwd(xg, w, {}, {}, {}, kSilu, yg), "'w'", "cuda:0", "cpu");
+  EXPECT_KIMI_ERROR(short_conv_fwd(xg, w, {}, {}, {}, {}, kSilu, yg), "'w'", "cuda:0", "cpu");
 }
 
 TEST(Conv, FwdRejectsBadCuSeqlens) {
@@ -233,14 +244,14 @@ TEST(Conv, FwdRejectsBadCuSeqlens) {
   };
   const Tensor good = cu({0, 2, 6}), short_total = cu({0, 2, 5}), decreasing = cu({0, 4, 3, 6}), nonzero = cu({1, 6});
   Tensor cuf(DType::f32, {3}), cache2(DType::f32, {2, C, 3}), cache3(DType::f32, {3, C, 3});
-  EXPECT_KIMI_ERROR(short_conv_fwd(xb, w, {}, {}, good, kSilu, yb), "short_conv_fwd", "'x'", "batch 1", "batch 2");
-  EXPECT_KIMI_ERROR(short_conv_fwd(x, w, {}, {}, short_total, kSilu, y), "'cu_seqlens'", "last offset", "6", "5");
-  EXPECT_KIMI_ERROR(short_conv_fwd(x, w, {}, {}, decreasing, kSilu, y), "'cu_seqlens'", "non-decreasing");
-  EXPECT_KIMI_ERROR(short_conv_fwd(x, w, {}, {}, nonzero, kSilu, y), "'cu_seqlens'", "first offset 0", "1");
-  EXPECT_KIMI_ERROR(short_conv_fwd(x, w, {}, {}, cuf, kSilu, y), "'cu_seqlens'", "i32/i64", "f32");
+  EXPECT_KIMI_ERROR(short_conv_fwd(xb, w, {}, {}, good, {}, kSilu, yb), "short_conv_fwd", "'x'", "batch 1", "batch 2");
+  EXPECT_KIMI_ERROR(short_conv_fwd(x, w, {}, {}, short_total, {}, kSilu, y), "'cu_seqlens'", "last offset", "6", "5");
+  EXPECT_KIMI_ERROR(short_conv_fwd(x, w, {}, {}, decreasing, {}, kSilu, y), "'cu_seqlens'", "non-decreasing");
+  EXPECT_KIMI_ERROR(short_conv_fwd(x, w, {}, {}, nonzero, {}, kSilu, y), "'cu_seqlens'", "first offset 0", "1");
+  EXPECT_KIMI_ERROR(short_conv_fwd(x, w, {}, {}, cuf, {}, kSilu, y), "'cu_seqlens'", "i32/i64", "f32");
   // N comes from cu_seqlens: two sequences need a [2, C, 3] cache.
-  EXPECT_KIMI_ERROR(short_conv_fwd(x, w, cache3, {}, good, kSilu, y), "'cache_in'", "[2, 8, 3]", "[3, 8, 3]");
-  EXPECT_NO_THROW(short_conv_fwd(x, w, cache2, cache2, good, kSilu, y));
+  EXPECT_KIMI_ERROR(short_conv_fwd(x, w, cache3, {}, good, {}, kSilu, y), "'cache_in'", "[2, 8, 3]", "[3, 8, 3]");
+  EXPECT_NO_THROW(short_conv_fwd(x, w, cache2, cache2, good, {}, kSilu, y));
 }
 
 TEST(Conv, UpdateRejectsBadArguments) {

@@ -43,17 +43,18 @@ void bind_layers(nb::module_& m) {
   m.def(
       "short_conv_fwd",
       [](const Array& x, const Array& w, const OptArray& cache_in, const OptArray& cache_out,
-         const OptArray& cu_seqlens, bool silu, const Array& y, uintptr_t stream) {
+         const OptArray& cu_seqlens, const OptArray& cache_slots, bool silu, const Array& y, uintptr_t stream) {
         const char* op = "short_conv_fwd";
         const TensorView xv = view(op, "x", x), wv = view(op, "w", w), ci = view(op, "cache_in", cache_in),
                          co = view(op, "cache_out", cache_out), cu = view(op, "cu_seqlens", cu_seqlens),
-                         yv = view(op, "y", y);
+                         sl = view(op, "cache_slots", cache_slots), yv = view(op, "y", y);
         const Context ctx = context(stream);
         const ConvActivation act = silu ? ConvActivation::silu : ConvActivation::none;
-        run([&] { kimi::short_conv_fwd(xv, wv, ci, co, cu, act, yv, ctx); });
+        run([&] { kimi::short_conv_fwd(xv, wv, ci, co, cu, sl, act, yv, ctx); });
       },
       nb::arg("x"), nb::arg("w"), nb::arg("cache_in").none(), nb::arg("cache_out").none(),
-      nb::arg("cu_seqlens").none(), nb::arg("silu"), nb::arg("y"), nb::arg("stream") = 0);
+      nb::arg("cu_seqlens").none(), nb::arg("cache_slots").none(), nb::arg("silu"), nb::arg("y"),
+      nb::arg("stream") = 0);
 
   m.def(
       "short_conv_update",

@@ -8,8 +8,6 @@
 //   out (+)= W_o y
 // Prefill (any sequence with > 1 new token): convs, kda_chunk_fwd, gated_rms_norm. Decode (one token each):
 // everything between the projections in one kda_decode_step on the slot pools.
-#include <cstring>
-
 #include "kimi/ops/conv.h"
 #include "kimi/ops/kda.h"
 #include "kimi/ops/kda_decode.h"
@@ -20,22 +18,9 @@
 namespace kimi::model {
 namespace {
 
-// The conv caches of the batch's slots as one [N, P, W-1] tensor (gathered, then scattered back).
-void copy_rows(const Tensor& pool, const Step& s, Tensor& batch, bool to_pool) {
-  const size_t row = pool.nbytes() / size_t(pool.view().size(0));
-  for (int64_t n = 0; n < s.N; ++n) {
-    char* p = static_cast<char*>(pool.data()) + size_t(s.slot[size_t(n)]) * row;
-    char* b = static_cast<char*>(batch.data()) + size_t(n) * row;
-    to_pool ? std::memcpy(p, b, row) : std::memcpy(b, p, row);
-  }
-}
-
-// y = SiLU(causal depthwise conv of x), continuing from and updating the slots' cache.
+// y = SiLU(causal depthwise conv of x), continuing from and updating the slots' rows of the cache pool.
 void conv(const Tensor& pool, TensorView w, const Step& s, TensorView x, TensorView y, const Context& ctx) {
-  Tensor c(DType::f32, {s.N, pool.view().size(1), pool.view().size(2)});
-  copy_rows(pool, s, c, false);
-  short_conv_fwd(batch1(x), w, c, c, s.cu_t, ConvActivation::silu, batch1(y), ctx);
-  copy_rows(pool, s, c, true);
+  short_conv_fwd(batch1(x), w, pool, pool, s.cu_t, s.slot_t, ConvActivation::silu, batch1(y), ctx);
 }
 
 }  // namespace

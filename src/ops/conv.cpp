@@ -51,7 +51,7 @@ void check_cache(const check::Checker& c, const char* name, const TensorView& t,
 }  // namespace
 
 void short_conv_fwd(TensorView x, TensorView w, TensorView cache_in, TensorView cache_out, TensorView cu_seqlens,
-                    ConvActivation act, TensorView y, const Context& ctx) {
+                    TensorView cache_slots, ConvActivation act, TensorView y, const Context& ctx) {
   check::Checker c("short_conv_fwd");
   c.rank("x", x, 3);
   c.activation("x", x, dims(x));
@@ -73,9 +73,16 @@ void short_conv_fwd(TensorView x, TensorView w, TensorView cache_in, TensorView 
     for (size_t n = 0; n < offsets.size(); ++n) offsets[n] = int64_t(n) * x.size(1);  // flat token index b*T + t
   }
   const int64_t nseq = int64_t(offsets.size()) - 1;
-  if (cache_in.present()) check_cache(c, "cache_in", cache_in, nseq, channels, width);
-  if (cache_out.present()) check_cache(c, "cache_out", cache_out, nseq, channels, width);
+  // With slots the caches are pools of one size (taken from cache_in, else cache_out).
+  const TensorView& pool = cache_in.present() ? cache_in : cache_out;
+  if (cache_slots.present() && !pool.present())
+    c.fail("cache_slots", "absent when neither cache_in nor cache_out is given", "present");
+  const int64_t rows_n = cache_slots.present() ? (pool.ndim == 3 ? pool.size(0) : 0) : nseq;
+  if (cache_in.present()) check_cache(c, "cache_in", cache_in, rows_n, channels, width);
+  if (cache_out.present()) check_cache(c, "cache_out", cache_out, rows_n, channels, width);
   c.same_or_disjoint("cache_out", cache_out, "cache_in", cache_in);
+  const std::vector<int64_t> rows =
+      c.slots("cache_slots", cache_slots, nseq, cache_in.present() ? "cache_in" : "cache_out", rows_n, true);
   const Device dev = c.same_device({{"x", &x},
                                     {"w", &w},
                                     {"cache_in", &cache_in},
@@ -86,12 +93,12 @@ void short_conv_fwd(TensorView x, TensorView w, TensorView cache_in, TensorView 
     for (int64_t n = 0; n < nseq; ++n) {
       const int64_t b = cu_seqlens.present() ? 0 : n;
       const int64_t t0 = cu_seqlens.present() ? offsets[size_t(n)] : 0;
-      seqs[size_t(n)] = {b, t0, offsets[size_t(n) + 1] - offsets[size_t(n)], n};
+      seqs[size_t(n)] = {b, t0, offsets[size_t(n) + 1] - offsets[size_t(n)], rows[size_t(n)]};
     }
     cpu::short_conv(x, w, cache_in, cache_out, seqs, act, y, ctx);
   }, [&] {
 #ifdef KIMI_WITH_CUDA
-    cuda::short_conv_fwd(x, w, cache_in, cache_out, offsets, cu_seqlens.present(), act, y, ctx);
+    cuda::short_conv_fwd(x, w, cache_in, cache_out, offsets, cu_seqlens.present(), rows, act, y, ctx);
 #endif
   });
 }

@@ -73,6 +73,24 @@ def test_short_conv_prefill_varlen_and_decode(rng):
     assert refs.rel_err(y0[0], refs.short_conv(x[0, :5], w, None, silu_act=False)[0]) <= F32
 
 
+def test_short_conv_prefill_into_pool_slots(rng):
+    C, W = 16, 4
+    lens = [6, 3]
+    x = randn(rng, 1, sum(lens), C)
+    w = randn(rng, C, W)
+    pool = randn(rng, 5, C, W - 1)
+    before = pool.copy()
+    slots = np.array([4, 1], np.int64)
+    cu = np.array([0, 6, 9], np.int32)
+    y, out = ops.short_conv_fwd(x, w, initial_cache=pool, cu_seqlens=cu, cache_slots=slots, final_cache=pool)
+    assert out is pool
+    for n in range(len(lens)):
+        ys, cs = refs.short_conv(x[0, cu[n]:cu[n + 1]], w, before[slots[n]])
+        assert refs.rel_err(y[0, cu[n]:cu[n + 1]], ys) <= F32
+        assert refs.rel_err(pool[slots[n]], cs) <= F32
+    assert np.array_equal(pool[[0, 2, 3]], before[[0, 2, 3]])
+
+
 def test_short_conv_update_slots(rng):
     C, W = 8, 4
     pool = randn(rng, 5, C, W - 1)

@@ -22,6 +22,7 @@ struct FwdShape {
   int64_t pad;                      // row padding of x (y gets pad + 1): strided views
   bool silu;
   bool w3;  // checkpoint weight [C, 1, W] in f32 (else [C, W] in x's dtype)
+  int64_t pool = 0;  // > 0: the caches are pools of this many rows, sequence n at a shuffled cache_slots[n]
 };
 
 struct UpdShape {
@@ -47,6 +48,7 @@ std::string fwd_str(const FwdShape& s) {
   if (s.pad) r += " strided";
   if (!s.silu) r += " act=none";
   r += s.w3 ? " w[C,1,W]" : " w[C,W]";
+  if (s.pool) r += " slots into " + std::to_string(s.pool);
   return r;
 }
 
@@ -81,17 +83,32 @@ Result run_fwd(const FwdShape& s, DType dt, Scale scale, Device dev) {
     for (int64_t l : lens) off.push_back(off.back() + l);
     cu->set_ints(off);
   }
-  if (s.cache_in) cin.emplace(dev, cdt, std::vector<int64_t>{N, s.C, H}).uniform(rng, -2, 2);
-  if (s.cache_out && !s.alias) cout.emplace(dev, cdt, std::vector<int64_t>{N, s.C, H});
-  const Vec cin0 = cin ? cin->to_f64() : Vec();
+  const int64_t rows = s.pool ? s.pool : N;
+  if (s.cache_in) cin.emplace(dev, cdt, std::vector<int64_t>{rows, s.C, H}).uniform(rng, -2, 2);
+  if (s.cache_out && !s.alias) cout.emplace(dev, cdt, std::vector<int64_t>{rows, s.C, H}).uniform(rng, -2, 2);
+  // slots: sequence n at row slot[n] of the pools (a shuffled subset), else row n
+  std::vector<int64_t> slot(static_cast<size_t>(rows));
+  std::iota(slot.begin(), slot.end(), int64_t(0));
+  std::optional<Buf> slots;
+  if (s.pool) {
+    std::shuffle(slot.begin(), slot.end(), rng);
+    slots.emplace(Device::cpu(), DType::i64, std::vector<int64_t>{N});
+    slots->set_ints(std::vector<int64_t>(slot.begin(), slot.begin() + N));
+  }
+  slot.resize(size_t(N));
+  const Vec pool_in = cin ? cin->to_f64() : Vec(), pool_out0 = cout ? cout->to_f64() : Vec();
+  Vec cin0;  // the sequences' rows of cache_in, in sequence order
+  for (int64_t n = 0; cin && n < N; ++n)
+    cin0.insert(cin0.end(), pool_in.begin() + slot[size_t(n)] * s.C * H, pool_in.begin() + (slot[size_t(n)] + 1) * s.C * H);
   const Buf* cache_out = s.alias ? &*cin : cout ? &*cout : nullptr;
   const ConvActivation act = s.silu ? ConvActivation::silu : ConvActivation::none;
   auto call = [&](TensorView cache_out_view) {
-    short_conv_fwd(x, w, cin ? cin->view() : TensorView{}, cache_out_view, cu ? cu->view() : TensorView{}, act, y);
+    short_conv_fwd(x, w, cin ? cin->view() : TensorView{}, cache_out_view, cu ? cu->view() : TensorView{},
+                   slots ? slots->view() : TensorView{}, act, y);
   };
   double ms = 0;
   if (s.alias && scale == Scale::check) {  // in place: time on a scratch output, then run once for real
-    Buf scratch(dev, cdt, {N, s.C, H});
+    Buf scratch(dev, cdt, {rows, s.C, H});
     ms = time_call(scale, dev, [&] { call(scratch); });
     call(cache_out->view());
   } else {
@@ -102,7 +119,13 @@ Result run_fwd(const FwdShape& s, DType dt, Scale scale, Device dev) {
       oracle::short_conv(x.to_f64(), lens, s.C, w.to_f64(), s.W, cin ? &cin0 : nullptr, s.silu);
   Compare cmp;
   cmp.output("y", y, ref.y);
-  if (cache_out) cmp.output("cache_out", *cache_out, rounded(cdt, ref.cache));
+  if (cache_out) {  // the slots' rows hold the new caches, every other row is unchanged
+    Vec want = s.alias ? pool_in : pool_out0;
+    const Vec got = rounded(cdt, ref.cache);
+    for (int64_t n = 0; n < N; ++n)
+      std::copy(got.begin() + n * s.C * H, got.begin() + (n + 1) * s.C * H, want.begin() + slot[size_t(n)] * s.C * H);
+    cmp.output("cache_out", *cache_out, want);
+  }
   return cmp.result(ms);
 }
 
@@ -171,6 +194,9 @@ void add_conv_cases(CaseList& list, Scale scale) {
         // longer than the CPU's 128-token chunks: chunk histories come from x
         {2, 300, 24, 4, {}, true, true, true, false, 2, true, true},
         {1, 0, 40, 4, {130, 0, 257, 2}, true, true, false, false, 0, true, false},
+        // cache pools indexed by cache_slots (serving slots): in place and separate, with a zero-length sequence
+        {1, 0, 24, 4, {7, 1, 0, 30}, true, true, true, false, 0, true, true, 9},
+        {2, 5, 16, 3, {}, true, true, false, false, 1, true, false, 5},
     };
     upd = {
         {5, 8, 37, 4, true, false, 3, true},

@@ -22,10 +22,12 @@ enum class ConvActivation : uint8_t { none, silu };
 // Prefill. cache_in (optional) gives the W-1 inputs before each sequence; cache_out (optional)
 // receives the last W-1 inputs (may be the cache_in view itself, exactly). N = B, or cu_seqlens' N;
 // zero-length sequences pass cache_in through (zeros without it). cu_seqlens is read on the host.
+// cache_slots (optional, i32/i64 [N], on the host, distinct): sequence n uses row cache_slots[n] of cache
+// pools [N_c, C, W-1] (serving slots, as short_conv_update); other rows are untouched. Absent: row n.
 // y must not overlap x (not in place). Caches may have any float dtype; prefill(T) == prefill(T-n)
 // + n decode steps exactly when the cache dtype holds x's values exactly (x's dtype or f32).
-void short_conv_fwd(TensorView x, TensorView w, TensorView cache_in, TensorView cache_out,
-                    TensorView cu_seqlens, ConvActivation act, TensorView y, const Context& ctx = {});
+void short_conv_fwd(TensorView x, TensorView w, TensorView cache_in, TensorView cache_out, TensorView cu_seqlens,
+                    TensorView cache_slots, ConvActivation act, TensorView y, const Context& ctx = {});
 
 // One decode step for N sequences: x, y [N, C]; cache [N, C, W-1] updated in place (may be absent
 // only when W = 1). cache_slots (optional, i32/i64 [N], on the host) maps row n to cache row

@@ -19,19 +19,21 @@ def _silu(activation):
 
 
 def short_conv_fwd(x, weight, initial_cache=None, output_final_cache: bool = False, cu_seqlens=None,
-                   activation: str | None = "silu"):
+                   activation: str | None = "silu", cache_slots=None, final_cache=None):
     """Prefill. initial_cache [N, C, W-1] (optional; zeros before each sequence without it). Returns (y, cache):
     y like x; cache [N, C, W-1] (initial_cache's dtype, else x's) when ``output_final_cache``, else None.
-    cu_seqlens is read on the host. N = B, or len(cu_seqlens) - 1."""
-    cache = None
-    if output_final_cache:
+    cu_seqlens is read on the host. N = B, or len(cu_seqlens) - 1.
+    Serving pools: ``cache_slots`` int32/int64 [N] (host) makes the caches pools [N_c, C, W-1] (sequence n uses row
+    cache_slots[n]); pass ``final_cache`` (e.g. the initial_cache pool itself, updated in place)."""
+    cache = final_cache
+    if cache is None and output_final_cache:
         W = weight.shape[-1]
         N = x.shape[0] if cu_seqlens is None else cu_seqlens.shape[0] - 1
         like = initial_cache if initial_cache is not None else x
         cache = _tensors.empty(x, (N, x.shape[-1], W - 1), _tensors.dtype_name(like))
     y = _tensors.empty(x, x.shape)
-    _C.short_conv_fwd(x, weight, initial_cache, cache, _tensors.on_host(cu_seqlens), _silu(activation), y,
-                      _tensors.stream(x))
+    _C.short_conv_fwd(x, weight, initial_cache, cache, _tensors.on_host(cu_seqlens), _tensors.on_host(cache_slots),
+                      _silu(activation), y, _tensors.stream(x))
     return y, cache
 
 
