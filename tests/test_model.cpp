@@ -69,6 +69,40 @@ double rel_err(const std::vector<float>& a, const std::vector<float>& b) {
   return std::sqrt(num / den);
 }
 
+// The bytes of a cache: all layers' states and conv caches, and the MLA latent rows of `latent_slot` (all
+// slots when -1; latent rows past a slot's length are never read, so an emptied slot may keep stale ones).
+std::vector<uint8_t> cache_bytes(const Cache& cache, int64_t layers, int64_t latent_slot = -1) {
+  std::vector<uint8_t> b;
+  auto add = [&](const void* p, size_t n) { b.insert(b.end(), static_cast<const uint8_t*>(p), static_cast<const uint8_t*>(p) + n); };
+  for (int64_t i = 0; i < layers; ++i) {
+    const Cache::Layer& L = cache.layer(i);
+    for (const Tensor* t : {&L.state, &L.conv_q, &L.conv_k, &L.conv_v})
+      if (t->data()) add(t->data(), t->nbytes());
+    if (!L.latent.data()) continue;
+    const size_t row = L.latent.nbytes() / size_t(cache.max_seqs());
+    if (latent_slot < 0)
+      add(L.latent.data(), L.latent.nbytes());
+    else
+      add(static_cast<const uint8_t*>(L.latent.data()) + size_t(latent_slot) * row, row);
+  }
+  return b;
+}
+
+// The bytes of one slot's rows in every cache tensor (states, conv caches, latents).
+std::vector<uint8_t> slot_bytes(const Cache& cache, int64_t layers, int64_t slot) {
+  std::vector<uint8_t> b;
+  for (int64_t i = 0; i < layers; ++i) {
+    const Cache::Layer& L = cache.layer(i);
+    for (const Tensor* t : {&L.state, &L.conv_q, &L.conv_k, &L.conv_v, &L.latent}) {
+      if (!t->data()) continue;
+      const size_t row = t->nbytes() / size_t(cache.max_seqs());
+      const uint8_t* p = static_cast<const uint8_t*>(t->data()) + size_t(slot) * row;
+      b.insert(b.end(), p, p + row);
+    }
+  }
+  return b;
+}
+
 class ModelTest : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(ModelTest, PrefillThenDecodeMatchesOnePrefill) {
@@ -93,6 +127,7 @@ TEST_P(ModelTest, VarlenBatchInSlotsMatchesEachSequenceAlone) {
   for (const auto& s : seqs) packed.insert(packed.end(), s.begin(), s.end()), cu.push_back(int64_t(packed.size()));
   const int64_t slots[3] = {3, 0, 1};
   Cache cache(m.config(), 4, 40);
+  const std::vector<uint8_t> slot2 = slot_bytes(cache, m.config().num_hidden_layers, 2);
   const Tensor batch = forward(m, cache, {packed, cu, slots});
   // one decode step for all three, in a different order than the prefill
   const int32_t next[3] = {5, 6, 7};
@@ -100,6 +135,7 @@ TEST_P(ModelTest, VarlenBatchInSlotsMatchesEachSequenceAlone) {
   const Tensor step = forward(m, cache, {next, cu1, slots1});
   EXPECT_EQ(cache.length(3), 10);
   EXPECT_EQ(cache.length(2), 0);
+  EXPECT_EQ(slot_bytes(cache, m.config().num_hidden_layers, 2), slot2);  // a slot outside the batch: untouched
   const int64_t order[3] = {2, 0, 1};  // step row r is sequence order[r]
   for (int64_t n = 0; n < 3; ++n) {
     std::vector<int32_t> alone = seqs[size_t(n)];
@@ -203,25 +239,6 @@ TEST(Sampling, GreedyTopKTopP) {
     const int32_t t = sample_token(masked, {1.f, 0, 1.f, 0}, rng);
     EXPECT_TRUE(t == 1 || t == 3) << t;
   }
-}
-
-// The bytes of a cache: all layers' states and conv caches, and the MLA latent rows of `latent_slot` (all
-// slots when -1; latent rows past a slot's length are never read, so an emptied slot may keep stale ones).
-std::vector<uint8_t> cache_bytes(const Cache& cache, int64_t layers, int64_t latent_slot = -1) {
-  std::vector<uint8_t> b;
-  auto add = [&](const void* p, size_t n) { b.insert(b.end(), static_cast<const uint8_t*>(p), static_cast<const uint8_t*>(p) + n); };
-  for (int64_t i = 0; i < layers; ++i) {
-    const Cache::Layer& L = cache.layer(i);
-    for (const Tensor* t : {&L.state, &L.conv_q, &L.conv_k, &L.conv_v})
-      if (t->data()) add(t->data(), t->nbytes());
-    if (!L.latent.data()) continue;
-    const size_t row = L.latent.nbytes() / size_t(cache.max_seqs());
-    if (latent_slot < 0)
-      add(L.latent.data(), L.latent.nbytes());
-    else
-      add(static_cast<const uint8_t*>(L.latent.data()) + size_t(latent_slot) * row, row);
-  }
-  return b;
 }
 
 TEST(Model, AFailedForwardEmptiesItsSlotsAndAResetSlotIsFresh) {
