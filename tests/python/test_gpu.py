@@ -51,42 +51,45 @@ def test_runs_on_the_current_stream(fn):
     assert torch.equal(got[0], ref[0]) and torch.equal(got[1], ref[1])
 
 
-def test_cuda_graph_capture_and_replay_decode():
-    static = list(inputs(4, 1, 4, 128, seed=1))
+@pytest.mark.parametrize("fn,T", [(fused_recurrent_kda, 1), (chunk_kda, 200)])
+def test_cuda_graph_capture_and_replay(fn, T):
+    """Decode and fixed-length prefill capture into a CUDA graph (the chunk launcher builds its chunk table on
+    the device while capturing) and replay bit-identically to eager calls on fresh inputs."""
+    static = list(inputs(4, T, 4, 128, seed=1))
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(side):  # warm-up outside the graph
         for _ in range(2):
-            call(fused_recurrent_kda, *static)
+            call(fn, *static)
     torch.cuda.current_stream().wait_stream(side)
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
-        out = call(fused_recurrent_kda, *static)
+        out = call(fn, *static)
     for seed in (2, 3):
-        fresh = inputs(4, 1, 4, 128, seed=seed)
+        fresh = inputs(4, T, 4, 128, seed=seed)
         for s, f in zip(static, fresh):
             s.copy_(f)
         graph.replay()
         torch.cuda.synchronize()
-        ref = call(fused_recurrent_kda, *fresh)
+        ref = call(fn, *fresh)
         assert torch.equal(out[0], ref[0]) and torch.equal(out[1], ref[1])
 
 
-def test_chunk_kda_refuses_graph_capture_cleanly():
-    """The chunk launcher uploads a host-built chunk table (a pageable copy), which a CUDA graph cannot capture
-    (on the H200 it invalidated the capture and every later CUDA test failed). It must refuse with a clear
-    error before touching the stream, leaving the capture valid and the process healthy.
-    NOTE: becomes a capture-and-replay test when the chunk table is built on the device."""
-    static = inputs(4, 200, 4, 128, seed=1)
-    ref = call(chunk_kda, *static)
+def test_varlen_chunk_kda_refuses_graph_capture_cleanly():
+    """A varlen batch's chunk table is built on the host from cu_seqlens and uploaded with a pageable copy, which a
+    CUDA graph cannot capture (on the H200 such a copy invalidated the capture and every later CUDA test failed).
+    It must refuse with a clear error before touching the stream, leaving the process healthy."""
+    q, k, v, g, beta, _, A_log, dt_bias = inputs(1, 300, 4, 128, seed=6)
+    cu = torch.tensor([0, 100, 300])
+    h0 = torch.zeros(2, 4, 128, 128, device="cuda")
+    ref = call(chunk_kda, q, k, v, g, beta, h0, A_log, dt_bias, cu_seqlens=cu)
     torch.cuda.synchronize()
     graph = torch.cuda.CUDAGraph()
     with pytest.raises(kimi_cpp.Error, match="CUDA graph capture"):
         with torch.cuda.graph(graph):
-            call(chunk_kda, *static)
-    # later CUDA work (torch's RNG included) is unaffected
+            call(chunk_kda, q, k, v, g, beta, h0, A_log, dt_bias, cu_seqlens=cu)
     torch.randn(8, device="cuda", generator=torch.Generator(device="cuda").manual_seed(0))
-    again = call(chunk_kda, *static)
+    again = call(chunk_kda, q, k, v, g, beta, h0, A_log, dt_bias, cu_seqlens=cu)
     torch.cuda.synchronize()
     assert torch.equal(again[0], ref[0]) and torch.equal(again[1], ref[1])
 

@@ -12,6 +12,8 @@
 //  - Scratch: ScratchBytes<D>::total per chunk-head (1672 B per token-head at D = 128, 900 at D = 64) plus the
 //    chunk table, one cudaMallocAsync / cudaFreeAsync pair on the stream; the release threshold of the
 //    device's memory pool is raised to at least that size so that the pool keeps it between calls.
+//  - CUDA-graph capture: fixed-length batches build the chunk table on the device (fixed_chunk_table) and
+//    leave the pool alone; varlen batches (a host-built table to upload) refuse capture with a clear error.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -36,6 +38,21 @@ static_assert(kda_chunk::kDtF32 == int(DType::f32) && kda_chunk::kDtBf16 == int(
 
 void strides3(const TensorView& t, int64_t (&s)[3]) {
   for (int d = 0; d < 3; ++d) s[d] = t.strides[d];
+}
+
+// The chunk table of N sequences of T tokens each (no cu_seqlens), built on the device for CUDA-graph
+// capture (a host upload cannot be captured): the same entries as the host loop in kda_chunk_fwd.
+// tab [3 * nch] (first token, batch row, rows), then seq0 [N + 1]; per_seq = ceil(T / C) chunks a sequence.
+__global__ void fixed_chunk_table(int64_t* tab, int64_t N, int64_t T, int64_t per_seq) {
+  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  const int64_t nch = N * per_seq;
+  if (i < nch) {
+    const int64_t n = i / per_seq, c0 = (i % per_seq) * kda_chunk::kC;
+    tab[3 * i] = c0;
+    tab[3 * i + 1] = n;
+    tab[3 * i + 2] = T - c0 < kda_chunk::kC ? T - c0 : kda_chunk::kC;
+  }
+  if (i <= N) tab[3 * nch + i] = i * per_seq;
 }
 
 // Threads per CTA. Prep: 1024 (measured on the H200: 3.03 ms against 3.32 at 512 for 1 x 16384 H64; all of its
@@ -98,7 +115,12 @@ void kda_chunk_fwd(const KdaArgs& a, int chunk_size, const Context& ctx) {
   if (N <= 0 || H <= 0) return;
 
   const cudaStream_t s = static_cast<cudaStream_t>(ctx.cuda_stream);
-  refuse_capture(s, "kda_chunk_fwd");
+  // Inside CUDA-graph capture the chunk table of fixed-length batches is built on the device; a varlen table
+  // would need a host upload, which capture cannot hold: refused before touching the stream.
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  KIMI_CUDA_CHECK(cudaStreamIsCapturing(s, &capture));
+  const bool capturing = capture != cudaStreamCaptureStatusNone;
+  if (capturing && varlen) refuse_capture(s, "kda_chunk_fwd with cu_seqlens");
   const int dev = a.q.device.index;
   KIMI_CUDA_CHECK(cudaSetDevice(dev));
   int sms = 132;
@@ -169,7 +191,8 @@ void kda_chunk_fwd(const KdaArgs& a, int chunk_size, const Context& ctx) {
   const size_t total = tab_bytes + nch_h * per_ch;
   // Keep at least this much cached in the device's pool across synchronizations: with the default release
   // threshold (0) every call would map gigabytes of fresh physical memory again (milliseconds on the host).
-  {
+  // (Not during capture: pool attributes may not be touched then; a graph owns its allocations anyway.)
+  if (!capturing) {
     cudaMemPool_t pool;
     KIMI_CUDA_CHECK(cudaDeviceGetMemPool(&pool, dev));
     uint64_t keep = 0;
@@ -181,7 +204,13 @@ void kda_chunk_fwd(const KdaArgs& a, int chunk_size, const Context& ctx) {
   }
   const Scratch scratch(total, s);  // freed on the stream when this returns or throws
   unsigned char* buf = scratch.get<unsigned char>();
-  KIMI_CUDA_CHECK(cudaMemcpyAsync(buf, tab.data(), tab.size() * sizeof(int64_t), cudaMemcpyHostToDevice, s));
+  if (capturing) {
+    const int64_t per_seq = (T + C - 1) / C, threads = std::max(nch, N + 1);
+    fixed_chunk_table<<<unsigned((threads + 255) / 256), 256, 0, s>>>(reinterpret_cast<int64_t*>(buf), N, T, per_seq);
+    KIMI_CUDA_CHECK(cudaGetLastError());
+  } else {
+    KIMI_CUDA_CHECK(cudaMemcpyAsync(buf, tab.data(), tab.size() * sizeof(int64_t), cudaMemcpyHostToDevice, s));
+  }
   p.tab = reinterpret_cast<const int64_t*>(buf);
   p.seq0 = p.tab + 3 * nch;
   {
