@@ -78,10 +78,9 @@ void short_conv_fwd(TensorView x, TensorView w, TensorView cache_in, TensorView 
   KIMI_CUDA_CHECK(cudaSetDevice(x.device.index));
   constexpr int kThreads = 128;
   const int64_t cblocks = (C + kThreads - 1) / kThreads;
-  const int64_t tokens_all = varlen ? T : x.shape[0] * T;
-  if (std::max(tokens_all, N) * cblocks > int64_t(0x7fffffff)) throw Error("cuda short_conv_fwd: grid too large");
+  const int64_t tokens = varlen ? T : x.shape[0] * T;  // flat tokens of x
+  if (std::max(tokens, N) * cblocks > int64_t(0x7fffffff)) throw Error("cuda short_conv_fwd: grid too large");
   // Sequence table and, per flat token, its sequence and its position in it.
-  const int64_t tokens = varlen ? T : x.shape[0] * T;
   std::vector<int64_t> table(size_t(4 * N + 2 * tokens));
   for (int64_t n = 0; n < N; ++n) {
     const int64_t b = varlen ? 0 : n, t0 = varlen ? offsets[size_t(n)] : 0, len = offsets[size_t(n + 1)] - offsets[size_t(n)];

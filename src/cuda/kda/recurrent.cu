@@ -18,15 +18,6 @@ namespace kimi::cuda {
 namespace {
 using namespace kda_detail;
 
-int store_type(DType t) {
-  switch (t) {
-    case DType::f32: return st_f32;
-    case DType::bf16: return st_bf16;
-    case DType::f16: return st_f16;
-    default: throw Error("cuda kda_recurrent_fwd: unsupported dtype " + std::string(dtype_name(t)));
-  }
-}
-
 // Element strides of dims 0, 1, 2 of a 4-D [B, T, H, X] view (or 3-D [B, T, H]).
 void strides3(const TensorView& t, int64_t& s0, int64_t& s1, int64_t& s2) {
   s0 = t.strides[0];
@@ -90,8 +81,8 @@ void kda_recurrent_fwd(const KdaArgs& a, const Context& ctx) {
 
   Params p{};
   p.q = a.q.data, p.k = a.k.data, p.v = a.v.data, p.g = a.g.data, p.beta = a.beta.data, p.o = a.o.data;
-  p.tq = store_type(a.q.dtype), p.tk = store_type(a.k.dtype), p.tv = store_type(a.v.dtype);
-  p.tg = store_type(a.g.dtype), p.tbeta = store_type(a.beta.dtype), p.to = store_type(a.o.dtype);
+  p.tq = elem_type(a.q.dtype), p.tk = elem_type(a.k.dtype), p.tv = elem_type(a.v.dtype);
+  p.tg = elem_type(a.g.dtype), p.tbeta = elem_type(a.beta.dtype), p.to = elem_type(a.o.dtype);
   strides3(a.q, p.q_b, p.q_t, p.q_h);
   strides3(a.k, p.k_b, p.k_t, p.k_h);
   strides3(a.v, p.v_b, p.v_t, p.v_h);

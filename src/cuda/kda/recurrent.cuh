@@ -37,16 +37,17 @@
 
 #include <cstdint>
 
+#include "cuda/elementwise.cuh"
+
 namespace kimi::cuda::kda_detail {
 
 inline constexpr int kThreads = 128;
 inline constexpr int kWarps = kThreads / 32;
 
-enum StoreType : int { st_f32 = 0, st_bf16 = 1, st_f16 = 2 };
 enum GateCode : int { gate_none = 0, gate_bounded = 1, gate_softplus = 2 };
 
 struct Params {
-  // Per-token inputs (dtype codes StoreType) and their [b, t, h] strides in elements.
+  // Per-token inputs (dtype codes ElemType, src/cuda/elementwise.cuh) and their [b, t, h] strides in elements.
   const void* q; const void* k; const void* v; const void* g; const void* beta;
   void* o;
   int tq, tk, tv, tg, tbeta, to;
@@ -71,16 +72,6 @@ struct Params {
 
 __device__ __forceinline__ int64_t state_row(const Params& p, int64_t n) { return p.slots != nullptr ? p.slots[n] : n; }
 
-__device__ __forceinline__ float ld(const void* p, int64_t i, int t) {
-  if (t == st_bf16) return __bfloat162float(static_cast<const __nv_bfloat16*>(p)[i]);
-  if (t == st_f16) return __half2float(static_cast<const __half*>(p)[i]);
-  return static_cast<const float*>(p)[i];
-}
-__device__ __forceinline__ void st(void* p, int64_t i, int t, float x) {
-  if (t == st_bf16) static_cast<__nv_bfloat16*>(p)[i] = __float2bfloat16_rn(x);
-  else if (t == st_f16) static_cast<__half*>(p)[i] = __float2half_rn(x);
-  else static_cast<float*>(p)[i] = x;
-}
 
 // 4 consecutive fp32 state elements, `valid` of them in range (0..4); 16-byte streaming access when
 // `vec` (then the address is 16-byte aligned) and all 4 are valid, else guarded scalars (zeros).
@@ -167,9 +158,9 @@ __device__ __forceinline__ void stage_token(const Params& p, Stage<KMAX, BV>& sm
   for (int i = tid; i < KMAX; i += kThreads) {
     float qi = 0.f, ki = 0.f, ai = 1.f;
     if (i < p.K) {
-      qi = ld(p.q, oq + i, p.tq);
-      ki = ld(p.k, ok + i, p.tk);
-      ai = gate_exp(p, h, i, ld(p.g, og + i, p.tg), expA);
+      qi = load_f32(p.q, oq + i, p.tq);
+      ki = load_f32(p.k, ok + i, p.tk);
+      ai = gate_exp(p, h, i, load_f32(p.g, og + i, p.tg), expA);
     }
     sm.q[buf][i] = qi;
     sm.k[buf][i] = ki;
@@ -180,10 +171,10 @@ __device__ __forceinline__ void stage_token(const Params& p, Stage<KMAX, BV>& sm
   }
   for (int j = tid; j < BV; j += kThreads) {
     const int jj = j0 + j;
-    sm.v[buf][j] = jj < p.V ? ld(p.v, b * p.v_b + t * p.v_t + h * p.v_h + jj, p.tv) : 0.f;
+    sm.v[buf][j] = jj < p.V ? load_f32(p.v, b * p.v_b + t * p.v_t + h * p.v_h + jj, p.tv) : 0.f;
   }
   if (tid == 0) {
-    float bt = ld(p.beta, b * p.beta_b + t * p.beta_t + h * p.beta_h, p.tbeta);
+    float bt = load_f32(p.beta, b * p.beta_b + t * p.beta_t + h * p.beta_h, p.tbeta);
     if (p.beta_sigmoid) bt = 1.f / (1.f + expf(-bt));
     sm.beta[buf] = bt;
   }
@@ -311,7 +302,7 @@ __global__ void __launch_bounds__(kThreads) kda_recurrent_kv_kernel(const Params
       const int64_t oo = si.b * p.o_b + (si.bos + t) * p.o_t + si.h * p.o_h + jc;
 #pragma unroll
       for (int e = 0; e < 4; ++e)
-        if (e < vcols) st(p.o, oo + e, p.to, ts.rq * qs[e] + ts.beta * ts.qk * ev[e]);
+        if (e < vcols) store_f32(p.o, oo + e, p.to, ts.rq * qs[e] + ts.beta * ts.qk * ev[e]);
     }
 #pragma unroll
     for (int e = 0; e < 4; ++e) ev[e] *= ts.beta * ts.rk;  // now beta * rk * e
@@ -411,7 +402,7 @@ __global__ void __launch_bounds__(kThreads) kda_recurrent_vk_kernel(const Params
 #pragma unroll
         for (int e = 0; e < 4; ++e) comp(S[n][c], e) = fmaf(be, kk[c][e], comp(S[n][c], e));
       if (kg == 0 && j0 + jl < p.V)
-        st(p.o, si.b * p.o_b + (si.bos + t) * p.o_t + si.h * p.o_h + j0 + jl, p.to, ov);
+        store_f32(p.o, si.b * p.o_b + (si.bos + t) * p.o_t + si.h * p.o_h + j0 + jl, p.to, ov);
     }
   }
 
@@ -530,7 +521,7 @@ __global__ void __launch_bounds__(kThreads, NR <= 4 ? 8 : NR <= 8 ? 6 : 4) kda_d
     const int64_t oo = n * p.o_b + h * p.o_h + jc;
 #pragma unroll
     for (int e = 0; e < 4; ++e)
-      if (e < vcols) st(p.o, oo + e, p.to, ts.rq * qs[e] + ts.beta * ts.qk * ev[e]);
+      if (e < vcols) store_f32(p.o, oo + e, p.to, ts.rq * qs[e] + ts.beta * ts.qk * ev[e]);
   }
 #pragma unroll
   for (int e = 0; e < 4; ++e) ev[e] *= ts.beta * ts.rk;  // now beta * rk * e
@@ -641,7 +632,7 @@ __global__ void __launch_bounds__(kThreads, KC * NV <= 4 ? 8 : KC == 1 && NV <= 
 #pragma unroll
       for (int e = 0; e < 4; ++e) comp(S[m][c], e) = fmaf(be, kk[c][e], comp(S[m][c], e));
     if (kg == 0 && j0 + jl < V)
-      st(p.o, n * p.o_b + h * p.o_h + j0 + jl, p.to, ts.rq * pq + ts.beta * ts.qk * ev);
+      store_f32(p.o, n * p.o_b + h * p.o_h + j0 + jl, p.to, ts.rq * pq + ts.beta * ts.qk * ev);
   }
 
   if (p.s_out != nullptr) {

@@ -2,6 +2,8 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include <optional>
+#include <string>
 #include <vector>
 
 #include "cuda/check.cuh"
@@ -38,31 +40,51 @@ void with_type(DType t, F&& f) {
     default: throw Error("cuda: unsupported dtype " + std::string(dtype_name(t)));
   }
 }
+constexpr int kWarps = 8;  // rows per CTA: one warp per row
+
+// The launch of a row-wise norm: the capture guard, the device, the grid (one warp per row), and the row
+// offsets of every present view (all with the first view's rows) uploaded back to back.
+struct RowLaunch {
+  int64_t rows = 0;
+  std::optional<Scratch> offsets;  // view i's offsets at get<int64_t>() + i * rows
+  unsigned blocks = 0;
+};
+
+RowLaunch row_launch(const char* op, std::initializer_list<TensorView> views, cudaStream_t s) {
+  RowLaunch l;
+  std::vector<int64_t> all;
+  for (const TensorView& v : views) {
+    if (!v.present()) continue;
+    const std::vector<int64_t> off = row_offsets(v);
+    all.insert(all.end(), off.begin(), off.end());
+    if (l.rows == 0) l.rows = int64_t(off.size());
+  }
+  if (l.rows == 0) return l;
+  refuse_capture(s, op);
+  KIMI_CUDA_CHECK(cudaSetDevice(views.begin()->device.index));
+  const int64_t blocks = (l.rows + kWarps - 1) / kWarps;
+  if (blocks > int64_t(0x7fffffff)) throw Error(std::string("cuda ") + op + ": grid too large");
+  l.blocks = unsigned(blocks);
+  l.offsets.emplace(upload(all, s));
+  return l;
+}
 }  // namespace
 
 void rms_norm(TensorView x, TensorView w, float eps, TensorView y, const Context& ctx) {
-  const auto xo = row_offsets(x), yo = row_offsets(y);
-  const int64_t rows = int64_t(xo.size());
-  if (rows == 0) return;
   const cudaStream_t s = static_cast<cudaStream_t>(ctx.cuda_stream);
-  refuse_capture(s, "rms_norm");
-  KIMI_CUDA_CHECK(cudaSetDevice(x.device.index));
-  constexpr int kWarps = 8;
-  if ((rows + kWarps - 1) / kWarps > int64_t(0x7fffffff)) throw Error("cuda rms_norm: grid too large");
-  std::vector<int64_t> all(xo);
-  all.insert(all.end(), yo.begin(), yo.end());
-  const Scratch d_off = upload(all, s);
-  const int64_t* off = d_off.get<int64_t>();
-  const dim3 grid(unsigned((rows + kWarps - 1) / kWarps)), block(kWarps * 32);
+  const RowLaunch l = row_launch("rms_norm", {x, y}, s);
+  if (l.rows == 0) return;
+  const int64_t* off = l.offsets->get<int64_t>();
   with_type(x.dtype, [&](auto xt) {
     with_type(w.dtype, [&](auto wt) {
       with_type(y.dtype, [&](auto yt) {
         using TX = decltype(xt);
         using TW = decltype(wt);
         using TY = decltype(yt);
-        rms_norm_kernel<TX, TW, TY><<<grid, block, 0, s>>>(static_cast<const TX*>(x.data), off,
-                                                           static_cast<const TW*>(w.data), static_cast<TY*>(y.data),
-                                                           off + rows, rows, int(x.size(-1)), eps);
+        rms_norm_kernel<TX, TW, TY><<<l.blocks, kWarps * 32, 0, s>>>(static_cast<const TX*>(x.data), off,
+                                                                     static_cast<const TW*>(w.data),
+                                                                     static_cast<TY*>(y.data), off + l.rows, l.rows,
+                                                                     int(x.size(-1)), eps);
       });
     });
   });
@@ -70,23 +92,14 @@ void rms_norm(TensorView x, TensorView w, float eps, TensorView y, const Context
 }
 
 void gated_rms_norm(TensorView o, TensorView z, TensorView w, float eps, TensorView y, const Context& ctx) {
-  const auto oo = row_offsets(o), yo = row_offsets(y);
-  const auto zo = z.present() ? row_offsets(z) : std::vector<int64_t>(oo.size(), 0);
-  const int64_t rows = int64_t(oo.size());
-  if (rows == 0) return;
   const cudaStream_t s = static_cast<cudaStream_t>(ctx.cuda_stream);
-  refuse_capture(s, "gated_rms_norm");
-  KIMI_CUDA_CHECK(cudaSetDevice(o.device.index));
-  constexpr int kWarps = 8;
-  if ((rows + kWarps - 1) / kWarps > int64_t(0x7fffffff)) throw Error("cuda gated_rms_norm: grid too large");
-  std::vector<int64_t> all(oo);
-  all.insert(all.end(), zo.begin(), zo.end());
-  all.insert(all.end(), yo.begin(), yo.end());
-  const Scratch d_off = upload(all, s);
-  const int64_t* off = d_off.get<int64_t>();
-  gated_rms_norm_kernel<<<unsigned((rows + kWarps - 1) / kWarps), kWarps * 32, 0, s>>>(
+  const RowLaunch l = row_launch("gated_rms_norm", {o, y, z}, s);  // z's offsets only when present
+  if (l.rows == 0) return;
+  const int64_t* off = l.offsets->get<int64_t>();
+  gated_rms_norm_kernel<<<l.blocks, kWarps * 32, 0, s>>>(
       o.data, elem_type(o.dtype), off, z.present() ? z.data : nullptr, z.present() ? elem_type(z.dtype) : 0,
-      off + rows, w.data, elem_type(w.dtype), y.data, elem_type(y.dtype), off + 2 * rows, rows, int(o.size(-1)), eps);
+      off + 2 * l.rows, w.data, elem_type(w.dtype), y.data, elem_type(y.dtype), off + l.rows, l.rows, int(o.size(-1)),
+      eps);
   KIMI_CUDA_CHECK(cudaGetLastError());
 }
 
