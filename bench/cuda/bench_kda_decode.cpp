@@ -51,27 +51,10 @@ void run(int B, int T, int H, int K, int V, kimi::StateLayout layout) {
   const bool vk = layout == kimi::StateLayout::vk;
   a.initial_state = kimi::TensorView(s.p, DType::f32, {B, H, vk ? V : K, vk ? K : V}, dev);
   a.final_state = a.initial_state;
-  cudaEvent_t e0, e1;
-  CK(cudaEventCreate(&e0));
-  CK(cudaEventCreate(&e1));
-  for (int i = 0; i < 20; ++i) kimi::kda_recurrent_fwd(a);
-  std::vector<float> ms;
-  for (int i = 0; i < 100; ++i) {
-    CK(cudaEventRecord(e0));
-    kimi::kda_recurrent_fwd(a);
-    CK(cudaEventRecord(e1));
-    CK(cudaEventSynchronize(e1));
-    float t;
-    CK(cudaEventElapsedTime(&t, e0, e1));
-    ms.push_back(t);
-  }
-  std::sort(ms.begin(), ms.end());
-  const double med = ms[ms.size() / 2];
+  const double med = kimi::bench::median_ms([&] { kimi::kda_recurrent_fwd(a); }, 20, 100);
   const double state_bytes = double(ns) * 4 * 2;
   std::printf("kimi kda_recurrent_fwd B=%d T=%d H=%d K=%d V=%d layout=%s  %.4f ms  state %.2f TB/s\n", B, T, H, K, V,
               vk ? "vk" : "kv", med, state_bytes / (med * 1e-3) / 1e12);
-  cudaEventDestroy(e0);
-  cudaEventDestroy(e1);
 }
 
 // kda_decode_step: one whole KDA layer's decode token (3 conv updates, gate, beta, L2 norm, recurrence on
@@ -107,26 +90,9 @@ void run_step(int B, int H, int K) {
   a.state = kimi::TensorView(st.p, DType::f32, {S, H, K, K}, dev);
   a.state_layout = kimi::StateLayout::vk;
   a.slots = kimi::TensorView(slot.data(), DType::i64, {B});
-  cudaEvent_t e0, e1;
-  CK(cudaEventCreate(&e0));
-  CK(cudaEventCreate(&e1));
-  for (int i = 0; i < 20; ++i) kimi::kda_decode_step(a);
-  std::vector<float> ms;
-  for (int i = 0; i < 100; ++i) {
-    CK(cudaEventRecord(e0));
-    kimi::kda_decode_step(a);
-    CK(cudaEventRecord(e1));
-    CK(cudaEventSynchronize(e1));
-    float t;
-    CK(cudaEventElapsedTime(&t, e0, e1));
-    ms.push_back(t);
-  }
-  std::sort(ms.begin(), ms.end());
-  const double med = ms[ms.size() / 2];
+  const double med = kimi::bench::median_ms([&] { kimi::kda_decode_step(a); }, 20, 100);
   std::printf("kimi kda_decode_step B=%d H=%d K=V=%d vk pool=%lld  %.4f ms  (5 launches; fused-kernel target <= 0.010 ms at B=1 H=96)\n",
               B, H, K, (long long)S, med);
-  cudaEventDestroy(e0);
-  cudaEventDestroy(e1);
 }
 
 }  // namespace

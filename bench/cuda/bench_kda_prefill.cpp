@@ -60,30 +60,12 @@ void run(int nseq, int T, int H, bool varlen) {
   for (int i = 0; i <= nseq; ++i) cu.push_back(int32_t(i) * T);
   if (varlen) a.cu_seqlens = kimi::TensorView(cu.data(), DType::i32, {int64_t(nseq) + 1});
 
-  cudaEvent_t e0, e1;
-  CK(cudaEventCreate(&e0));
-  CK(cudaEventCreate(&e1));
-  for (int i = 0; i < 10; ++i) kimi::kda_chunk_fwd(a);
-  CK(cudaDeviceSynchronize());
-  std::vector<float> ms;
-  for (int i = 0; i < 50; ++i) {
-    CK(cudaEventRecord(e0));
-    kimi::kda_chunk_fwd(a);
-    CK(cudaEventRecord(e1));
-    CK(cudaEventSynchronize(e1));
-    float t;
-    CK(cudaEventElapsedTime(&t, e0, e1));
-    ms.push_back(t);
-  }
-  std::sort(ms.begin(), ms.end());
-  const double med = ms[ms.size() / 2];
+  const double med = kimi::bench::median_ms([&] { kimi::kda_chunk_fwd(a); }, 10, 50);
   // q, k, v, raw g, beta read and o written (bf16), state read + written (fp32)
   const double bytes = double(nqk) * 2 * 3 + double(nv) * 2 + double(nb) * 2 + double(nv) * 2 + double(ns) * 4 * 2;
   const double floor_ms = bytes / kCopyBytesPerS * 1e3;
   std::printf("kimi kda_chunk_fwd %2d x %5d%s H=%2d K=V=128 bounded bf16 vk  %8.3f ms  floor %.3f ms (%.1f%% of floor)\n",
               nseq, T, varlen ? " varlen" : "       ", H, med, floor_ms, 100.0 * floor_ms / med);
-  cudaEventDestroy(e0);
-  cudaEventDestroy(e1);
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <algorithm>
 #include <cstring>
 #include <random>
 #include <vector>
@@ -54,6 +55,31 @@ inline std::vector<uint8_t> random_f32(size_t n, std::mt19937& rng, float lo, fl
     std::memcpy(&b[i * 4], &f, 4);
   }
   return b;
+}
+
+// Median time in ms of `reps` calls of fn on the legacy stream (CUDA events around each call), after `warmup`
+// untimed calls.
+template <class F>
+double median_ms(F&& fn, int warmup, int reps) {
+  cudaEvent_t e0, e1;
+  CK(cudaEventCreate(&e0));
+  CK(cudaEventCreate(&e1));
+  for (int i = 0; i < warmup; ++i) fn();
+  CK(cudaDeviceSynchronize());
+  std::vector<float> ms;
+  for (int i = 0; i < reps; ++i) {
+    CK(cudaEventRecord(e0));
+    fn();
+    CK(cudaEventRecord(e1));
+    CK(cudaEventSynchronize(e1));
+    float t;
+    CK(cudaEventElapsedTime(&t, e0, e1));
+    ms.push_back(t);
+  }
+  cudaEventDestroy(e0);
+  cudaEventDestroy(e1);
+  std::sort(ms.begin(), ms.end());
+  return ms[ms.size() / 2];
 }
 
 }  // namespace kimi::bench
