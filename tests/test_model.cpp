@@ -284,7 +284,7 @@ TEST(Model, RejectsBadBatches) {
   const int64_t empty[3] = {0, 0, 3};
   EXPECT_KIMI_ERROR(forward(m, cache, {tok, empty, s01}), "'batch.cu_seqlens'", ">= 1 token", "sequence 0 has 0");
   const int64_t short_cu[3] = {0, 1, 2};
-  EXPECT_KIMI_ERROR(forward(m, cache, {tok, short_cu, s01}), "'batch.cu_seqlens'", "= number of tokens 3", "2");
+  EXPECT_KIMI_ERROR(forward(m, cache, {tok, short_cu, s01}), "'batch.cu_seqlens'", "last offset = total tokens 3", "2");
   EXPECT_EQ(cache.length(0), 0);
   EXPECT_EQ(cache.length(1), 2);
   // Room: 8 tokens per slot.

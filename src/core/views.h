@@ -25,6 +25,9 @@ inline TensorView insert_dim(const TensorView& t, int at) {
                     std::span<const int64_t>(strides.data(), size_t(o)), t.device);
 }
 
+// A leading batch dimension of 1: [a, b, ...] -> [1, a, b, ...] (packed batches for the [B, T, ...] operators).
+inline TensorView insert_dim0(const TensorView& t) { return insert_dim(t, 0); }
+
 // The last dimension (stride 1) split into heads: [..., H*D] -> [..., H, D].
 inline TensorView split_last(const TensorView& t, int64_t heads) {
   std::array<int64_t, kMaxDims> shape{}, strides{};

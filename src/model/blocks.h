@@ -26,11 +26,6 @@ struct Step {
   int64_t len(int64_t n) const { return cu[size_t(n + 1)] - cu[size_t(n)]; }
 };
 
-// Shape helpers for views of f32 [rows, cols] workspaces.
-TensorView rows(TensorView t, int64_t r0, int64_t r1);  // dimension-0 slice
-TensorView batch1(TensorView t);                         // [a, b, ...] -> [1, a, b, ...] (same strides)
-TensorView split_last(TensorView t, int64_t heads);      // [T, H*D] -> [T, H, D]
-
 // KDA (SPEC 5): projections, three short convs + SiLU (conv caches in the slots), fused gate, beta,
 // L2 norm, chunkwise prefill or recurrent decode on the slot states, gated RMSNorm, output projection.
 void kda_block(const Config& c, const KdaLayerWeights& w, Cache::Layer& cache, const Step& s, TensorView x,

@@ -278,17 +278,19 @@ Config named_config(std::string_view name) {
  "num_experts":32,"num_experts_per_token":8,"num_shared_experts":2,"moe_intermediate_size":3072,
  "routed_expert_hidden_size":3584,"latent_moe_use_norm":true,"moe_router_activation_func":"sigmoid",
  "moe_renormalize":true,"routed_scaling_factor":1.0,"num_expert_group":1,"topk_group":1,"attn_res_block_size":12})";
-  if (name == "k3-slice") {
-    Config c = parse_config(k3_slice, "k3-slice");
-    c.k3_wrapper = true;
+  struct Named {
+    std::string_view name;
+    const char* json;
+    bool k3_wrapper;  // written in K3's layout (text_config, language_model. prefix)
+  };
+  static const Named kNamed[] = {{"k3-tiny", k3_tiny, true}, {"kimi-linear-tiny", kl_tiny, false},
+                                 {"k3-slice", k3_slice, true}};
+  for (const Named& n : kNamed) {
+    if (n.name != name) continue;
+    Config c = parse_config(n.json, std::string(n.name));
+    c.k3_wrapper = n.k3_wrapper;
     return c;
   }
-  if (name == "k3-tiny") {
-    Config c = parse_config(k3_tiny, "k3-tiny");
-    c.k3_wrapper = true;
-    return c;
-  }
-  if (name == "kimi-linear-tiny") return parse_config(kl_tiny, "kimi-linear-tiny");
   throw Error("named_config: unknown configuration '" + std::string(name) + "' (expected k3-tiny, kimi-linear-tiny or k3-slice)");
 }
 

@@ -4,7 +4,6 @@
 #include <vector>
 
 #include "core/check.h"
-#include "core/views.h"
 #include "kimi/model/model.h"
 #include "kimi/ops/attn_res.h"
 #include "kimi/ops/linear.h"
@@ -17,12 +16,6 @@ namespace kimi::model {
 Model::Model(const std::string& dir) : files_(open_model(dir)), weights_(new ModelWeights(bind_weights(files_))) {}
 Model::~Model() = default;
 
-TensorView rows(TensorView t, int64_t r0, int64_t r1) { return t.slice(0, r0, r1); }
-
-TensorView batch1(TensorView t) { return view::insert_dim(t, 0); }
-
-TensorView split_last(TensorView t, int64_t heads) { return view::split_last(t, heads); }
-
 namespace {
 
 // Validates the batch against the model and the cache; resolves the Step.
@@ -30,18 +23,16 @@ Step make_step(const Config& c, const Cache& cache, const Batch& b) {
   const check::Checker k("forward");
   cache.check_matches(c);
   const int64_t T = int64_t(b.tokens.size());
-  if (b.cu_seqlens.size() < 2)
-    k.fail("batch.cu_seqlens", "N+1 >= 2 offsets", std::to_string(b.cu_seqlens.size()) + " offsets");
   Step s;
-  s.T = T, s.N = int64_t(b.cu_seqlens.size()) - 1;
-  s.cu.assign(b.cu_seqlens.begin(), b.cu_seqlens.end());
-  if (s.cu.front() != 0) k.fail("batch.cu_seqlens", "first offset 0", std::to_string(s.cu.front()));
+  // offsets: the operators' cu_seqlens rules (>= 2 offsets, from 0, non-decreasing, ending at T), then >= 1 token each
+  s.cu_t = Tensor(DType::i64, {int64_t(b.cu_seqlens.size())});
+  if (!b.cu_seqlens.empty()) std::memcpy(s.cu_t.data(), b.cu_seqlens.data(), b.cu_seqlens.size() * sizeof(int64_t));
+  s.cu = k.cu_seqlens("batch.cu_seqlens", s.cu_t, T);
+  s.T = T, s.N = int64_t(s.cu.size()) - 1;
   for (int64_t n = 0; n < s.N; ++n)
     if (s.len(n) < 1)
       k.fail("batch.cu_seqlens", "every sequence >= 1 token (increasing offsets)",
              "sequence " + std::to_string(n) + " has " + std::to_string(s.len(n)));
-  if (s.cu.back() != T)
-    k.fail("batch.cu_seqlens", "last offset = number of tokens " + std::to_string(T), std::to_string(s.cu.back()));
   for (int64_t t = 0; t < T; ++t)
     if (b.tokens[size_t(t)] < 0 || b.tokens[size_t(t)] >= c.vocab_size)
       k.fail("batch.tokens", "token ids in [0, vocab_size = " + std::to_string(c.vocab_size) + ")",
@@ -61,8 +52,6 @@ Step make_step(const Config& c, const Cache& cache, const Batch& b) {
     s.start.push_back(start);
     s.decode = s.decode && s.len(n) == 1;
   }
-  s.cu_t = Tensor(DType::i64, {s.N + 1});
-  std::memcpy(s.cu_t.data(), s.cu.data(), s.cu.size() * sizeof(int64_t));
   return s;
 }
 

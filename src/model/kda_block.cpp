@@ -13,6 +13,7 @@
 #include "kimi/ops/kda_decode.h"
 #include "kimi/ops/linear.h"
 #include "kimi/ops/norm.h"
+#include "core/views.h"
 #include "model/blocks.h"
 
 namespace kimi::model {
@@ -20,7 +21,8 @@ namespace {
 
 // y = SiLU(causal depthwise conv of x), continuing from and updating the slots' rows of the cache pool.
 void conv(const Tensor& pool, TensorView w, const Step& s, TensorView x, TensorView y, const Context& ctx) {
-  short_conv_fwd(batch1(x), w, pool, pool, s.cu_t, s.slot_t, ConvActivation::silu, batch1(y), ctx);
+  short_conv_fwd(view::insert_dim0(x), w, pool, pool, s.cu_t, s.slot_t, ConvActivation::silu, view::insert_dim0(y),
+                 ctx);
 }
 
 }  // namespace
@@ -60,18 +62,20 @@ void kda_block(const Config& c, const KdaLayerWeights& w, Cache::Layer& cache, c
     conv(cache.conv_v, w.conv_v, s, xv, v, ctx);
     Tensor o(DType::f32, {T, P});  // [T, H, V]
     KdaArgs a;
-    a.q = batch1(split_last(q, H)), a.k = batch1(split_last(k, H)), a.v = batch1(split_last(v, H));
-    a.g = batch1(split_last(f, H));
-    a.beta = batch1(b);
+    auto heads = [&](const Tensor& t) { return view::insert_dim0(view::split_last(t, H)); };  // [1, T, H, D]
+    a.q = heads(q), a.k = heads(k), a.v = heads(v);
+    a.g = heads(f);
+    a.beta = view::insert_dim0(b);
     a.gate = gate;
     a.beta_sigmoid_in_kernel = true;
     a.qk_l2norm_in_kernel = true;
     a.initial_state = cache.state, a.final_state = cache.state;  // [S, H, K, V], updated in place
     a.state_slots = s.slot_t;
     a.cu_seqlens = s.cu_t;
-    a.o = batch1(split_last(o, H));
+    a.o = heads(o);
     kda_chunk_fwd(a, 64, ctx);
-    gated_rms_norm(split_last(o, H), split_last(z, H), w.o_norm, c.rms_norm_eps, split_last(y, H), ctx);
+    gated_rms_norm(view::split_last(o, H), view::split_last(z, H), w.o_norm, c.rms_norm_eps, view::split_last(y, H),
+                   ctx);
   }
   linear(y, w.o, out, beta, ctx);
 }

@@ -12,6 +12,7 @@
 #include "kimi/ops/linear.h"
 #include "kimi/ops/mla.h"
 #include "kimi/ops/norm.h"
+#include "core/views.h"
 #include "model/blocks.h"
 
 namespace kimi::model {
@@ -42,19 +43,21 @@ void mla_block(const Config& c, const MlaLayerWeights& w, Cache::Layer& cache, c
   Tensor o(DType::f32, {T, H * Dv});
   for (int64_t n = 0; n < s.N; ++n) {
     const int64_t r0 = s.cu[size_t(n)], r1 = s.cu[size_t(n + 1)], len = r1 - r0, start = s.start[size_t(n)];
+    // sequence n's rows: q [len, H, Dq], latent [len, R], k_pe [len, Pr], gate [len, H*Dv], o [len, H, Dv]
+    const TensorView qn = view::split_last(q.view().slice(0, r0, r1), H), cn = latent.view().slice(0, r0, r1),
+                     pn = k_pe.slice(0, r0, r1), on = view::split_last(o.view().slice(0, r0, r1), H),
+                     gn = gate.data() ? gate.view().slice(0, r0, r1) : TensorView{};
     Tensor st(DType::i64, {1}), sl(DType::i64, {1});
     st.data_as<int64_t>()[0] = start, sl.data_as<int64_t>()[0] = s.slot[size_t(n)];
-    mla_cache_write(batch1(rows(latent, r0, r1)), batch1(rows(k_pe, r0, r1)), cache.latent, st, sl, ctx);
-    const TensorView g = gate.data() ? rows(gate, r0, r1) : TensorView{};
+    mla_cache_write(view::insert_dim0(cn), view::insert_dim0(pn), cache.latent, st, sl, ctx);
     if (start == 0) {
-      mla_prefill(batch1(split_last(rows(q, r0, r1), H)), batch1(rows(latent, r0, r1)), batch1(rows(k_pe, r0, r1)),
-                  w.kv_b, g.present() ? batch1(g) : g, {}, std::nullopt, batch1(split_last(rows(o, r0, r1), H)), ctx);
+      mla_prefill(view::insert_dim0(qn), view::insert_dim0(cn), view::insert_dim0(pn), w.kv_b,
+                  gn.present() ? view::insert_dim0(gn) : gn, {}, std::nullopt, view::insert_dim0(on), ctx);
     } else {
       Tensor lens(DType::i64, {len}), slots(DType::i64, {len});
       for (int64_t t = 0; t < len; ++t)
         lens.data_as<int64_t>()[t] = start + t + 1, slots.data_as<int64_t>()[t] = s.slot[size_t(n)];
-      mla_decode(split_last(rows(q, r0, r1), H), cache.latent, lens, slots, w.kv_b, g, std::nullopt,
-                 split_last(rows(o, r0, r1), H), ctx);
+      mla_decode(qn, cache.latent, lens, slots, w.kv_b, gn, std::nullopt, on, ctx);
     }
   }
   linear(o, w.o, out, beta, ctx);

@@ -18,8 +18,6 @@ namespace {
 using check::dims;
 using check::kAny;
 
-constexpr int64_t kMaxHeadDim = 256;
-
 std::string str(int64_t v) {
   return std::to_string(v);
 }
@@ -52,15 +50,15 @@ cpu::KdaDims check_args(const check::Checker& c, const KdaArgs& a) {
   c.float_dtype("q", a.q);
   c.inner_contiguous("q", a.q);
   const int64_t B = a.q.size(0), T = a.q.size(1), H = a.q.size(2), K = a.q.size(3);
-  if (K < 1 || K > kMaxHeadDim)
-    c.fail("q", "head dim K = shape[3] in [1, " + str(kMaxHeadDim) + "]",
+  if (K < 1 || K > kKdaMaxHeadDim)
+    c.fail("q", "head dim K = shape[3] in [1, " + str(kKdaMaxHeadDim) + "]",
            str(K) + " (shape " + a.q.shape_string() + ")");
   c.activation("k", a.k, {B, T, H, K});
   c.rank("v", a.v, 4);
   c.activation("v", a.v, {B, T, H, kAny});
   const int64_t V = a.v.size(3);
-  if (V < 1 || V > kMaxHeadDim)
-    c.fail("v", "value head dim V = shape[3] in [1, " + str(kMaxHeadDim) + "]",
+  if (V < 1 || V > kKdaMaxHeadDim)
+    c.fail("v", "value head dim V = shape[3] in [1, " + str(kKdaMaxHeadDim) + "]",
            str(V) + " (shape " + a.v.shape_string() + ")");
   c.activation("g", a.g, {B, T, H, K});
   c.shape("beta", a.beta, {B, T, H});

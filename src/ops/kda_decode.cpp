@@ -26,8 +26,6 @@ namespace {
 using check::dims;
 using check::kAny;
 
-constexpr int64_t kMaxHeadDim = 256;
-
 std::string str(int64_t v) { return std::to_string(v); }
 
 // [N, C] row views as [N, 1, C] / [N, 1, H, C/H] / [N, H, C/H].
@@ -56,8 +54,8 @@ Sizes check_args(const check::Checker& c, const KdaDecodeArgs& a) {
   const int64_t Pv = a.x_v.size(1);
   if (Pv % H != 0) c.fail("x_v", "shape[1] a multiple of H = " + str(H), str(Pv));
   const int64_t V = Pv / H;
-  if (K < 1 || K > kMaxHeadDim) c.fail("x_q", "head dim K = shape[1] / H in [1, " + str(kMaxHeadDim) + "]", str(K));
-  if (V < 1 || V > kMaxHeadDim) c.fail("x_v", "head dim V = shape[1] / H in [1, " + str(kMaxHeadDim) + "]", str(V));
+  if (K < 1 || K > kKdaMaxHeadDim) c.fail("x_q", "head dim K = shape[1] / H in [1, " + str(kKdaMaxHeadDim) + "]", str(K));
+  if (V < 1 || V > kKdaMaxHeadDim) c.fail("x_v", "head dim V = shape[1] / H in [1, " + str(kKdaMaxHeadDim) + "]", str(V));
   if (a.z.present()) c.activation("z", a.z, {N, Pv});
   c.activation("y", a.y, {N, Pv});
 

@@ -21,6 +21,8 @@
 
 namespace kimi {
 
+inline constexpr int64_t kKdaMaxHeadDim = 256;  // K, V in [1, kKdaMaxHeadDim] (every KDA operator)
+
 enum class StateLayout : uint8_t { kv, vk };
 
 enum class GateForm : uint8_t {
