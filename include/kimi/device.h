@@ -21,6 +21,8 @@ std::vector<Device> available_devices();  // cpu, then each CUDA device
 // Raw device memory (host memory for Device::cpu, 64-byte aligned).
 void* device_alloc(Device d, size_t bytes);
 void device_free(Device d, void* p);
+// bytes at p <- 0 (synchronous).
+void device_zero(Device d, void* p, size_t bytes);
 
 // dst <- src: same shape and dtype, both contiguous, any pair of devices. Synchronous.
 void copy(TensorView dst, TensorView src, const Context& ctx = {});

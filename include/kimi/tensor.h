@@ -5,9 +5,9 @@
 // ndim, dtype, shape, strides in elements, byte_offset 0). A default-constructed view is "absent":
 // operators take absent views for optional arguments (no initial state, no cu_seqlens, ...).
 //
-// Tensor owns a zero-initialised, 64-byte-aligned host buffer and hands out views of it. Device
-// memory is owned by the backend that allocated it; views onto it are created with the same
-// constructors and Device::cuda.
+// Tensor owns a zero-initialised, contiguous buffer on one device (64-byte-aligned host memory by
+// default, or CUDA device memory) and hands out views of it. Memory owned elsewhere (a framework's
+// tensor, a memory-mapped checkpoint) is reached through views with the same constructors.
 #pragma once
 
 #include <array>
@@ -71,13 +71,14 @@ struct TensorView {
   std::string shape_string() const;  // "[2, 3, 4]"
 };
 
-// Owning, zero-initialised host tensor (64-byte aligned, contiguous).
+// Owning, zero-initialised, contiguous tensor on `device` (host memory is 64-byte aligned; CUDA memory
+// comes from cudaMalloc and is zeroed before the constructor returns).
 class Tensor {
  public:
   Tensor() = default;
-  Tensor(DType dtype, std::span<const int64_t> shape);
-  Tensor(DType dtype, std::initializer_list<int64_t> shape)
-      : Tensor(dtype, std::span<const int64_t>(shape.begin(), shape.size())) {}
+  Tensor(DType dtype, std::span<const int64_t> shape, Device device = Device::cpu());
+  Tensor(DType dtype, std::initializer_list<int64_t> shape, Device device = Device::cpu())
+      : Tensor(dtype, std::span<const int64_t>(shape.begin(), shape.size()), device) {}
 
   TensorView view() const { return view_; }
   operator TensorView() const { return view_; }
@@ -86,9 +87,11 @@ class Tensor {
   T* data_as() const { return static_cast<T*>(view_.data); }
   int64_t numel() const { return view_.numel(); }
   size_t nbytes() const { return size_t(numel()) * view_.element_size(); }
+  Device device() const { return view_.device; }
 
  private:
   struct Free {
+    Device device;
     void operator()(void* p) const;
   };
   std::unique_ptr<void, Free> buf_;

@@ -57,6 +57,18 @@ void device_free(Device d, void* p) {
 #endif
 }
 
+void device_zero(Device d, void* p, size_t bytes) {
+  if (d.type == DeviceType::cpu) {
+    std::memset(p, 0, bytes);
+    return;
+  }
+#ifdef KIMI_WITH_CUDA
+  cuda::zero_bytes(d, p, bytes);
+#else
+  throw Error("device_zero: " + to_string(d) + " requested but this build has no CUDA backend");
+#endif
+}
+
 void copy(TensorView dst, TensorView src, const Context& ctx) {
   check::Checker c("copy");
   c.present("dst", dst);

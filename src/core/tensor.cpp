@@ -5,6 +5,7 @@
 #include <cstring>
 #include <new>
 
+#include "kimi/device.h"
 #include "kimi/error.h"
 
 namespace kimi {
@@ -92,10 +93,10 @@ std::string TensorView::shape_string() const {
   return s + "]";
 }
 
-void Tensor::Free::operator()(void* p) const { std::free(p); }
+void Tensor::Free::operator()(void* p) const { device_free(device, p); }
 
-Tensor::Tensor(DType dtype, std::span<const int64_t> shape) {
-  view_ = TensorView(nullptr, dtype, shape);
+Tensor::Tensor(DType dtype, std::span<const int64_t> shape, Device device) {
+  view_ = TensorView(nullptr, dtype, shape, device);
   size_t bytes = size_t(dtype_size(dtype));
   for (int64_t s : shape) {
     if (s < 0) throw Error("Tensor: negative dimension in shape " + view_.shape_string());
@@ -104,10 +105,9 @@ Tensor::Tensor(DType dtype, std::span<const int64_t> shape) {
                   " is too large to allocate");
   }
   const size_t alloc = ((bytes + 63) / 64) * 64 + 64;  // never zero; rounded for aligned_alloc
-  void* p = std::aligned_alloc(64, alloc);
-  if (!p) throw std::bad_alloc();
-  std::memset(p, 0, alloc);
-  buf_.reset(p);
+  void* p = device_alloc(device, alloc);
+  buf_ = std::unique_ptr<void, Free>(p, Free{device});
+  device_zero(device, p, alloc);
   view_.data = p;
 }
 

@@ -25,6 +25,11 @@ void free(Device d, void* p) {
   cudaFree(p);
 }
 
+void zero_bytes(Device d, void* p, size_t bytes) {
+  KIMI_CUDA_CHECK(cudaSetDevice(d.index));
+  KIMI_CUDA_CHECK(cudaMemset(p, 0, bytes));
+}
+
 void copy_bytes(void* dst, Device dst_dev, const void* src, Device src_dev, size_t bytes, void* stream) {
   const bool dg = dst_dev.type == DeviceType::cuda, sg = src_dev.type == DeviceType::cuda;
   const cudaMemcpyKind kind = dg && sg ? cudaMemcpyDeviceToDevice
