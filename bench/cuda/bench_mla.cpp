@@ -45,7 +45,7 @@ void decode(int64_t N, int64_t len) {
   const size_t nq = size_t(N) * H * Dq, nw = size_t(H) * (Dn + Dv) * R, ng = size_t(N) * H * Dv;
   DevBuf q(nq * 2, random_bf16(nq, rng, -2, 2)), w(nw * 2, random_bf16(nw, rng, -0.07f, 0.07f));
   DevBuf g(ng * 2, random_bf16(ng, rng, -4, 4)), o(ng * 2, {});
-  std::vector<int32_t> lens(size_t(N), int32_t(len)), slots(size_t(N));
+  std::vector<int32_t> lens(static_cast<size_t>(N), static_cast<int32_t>(len)), slots(static_cast<size_t>(N));
   const TensorView qv(q.p, DType::bf16, {N, H, Dq}, dev), cv(cache.p, DType::bf16, {Nc, len, RP}, dev);
   const TensorView wv(w.p, DType::bf16, {H * (Dn + Dv), R}, dev), gv(g.p, DType::bf16, {N, H * Dv}, dev);
   const TensorView ov(o.p, DType::bf16, {N, H, Dv}, dev);
