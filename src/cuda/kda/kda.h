@@ -10,4 +10,8 @@ namespace kimi::cuda {
 // Token-by-token KDA recurrence (decode, and the GPU reference). See src/cuda/kda/recurrent.cuh.
 void kda_recurrent_fwd(const KdaArgs& a, const Context& ctx);
 
+// The gate and beta activations (src/cuda/kda/gate.cuh).
+void kda_gate(TensorView f, const KdaGate& gate, TensorView g, const Context& ctx);
+void kda_beta(TensorView b, TensorView beta, const Context& ctx);
+
 }  // namespace kimi::cuda
