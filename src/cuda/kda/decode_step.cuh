@@ -14,11 +14,14 @@
 //  1. s = slot(n): n (no slots), the launcher's inline table (host slots, validated on the host), or a device
 //     i32/i64 [N] tensor (unvalidated: s outside [0, S) -> the CTA writes NaN into y[n, hV .. hV+V) and reads
 //     and writes no cache or state row).
-//  2. the 16-byte state loads of tile 0 are issued (into registers), then the prologue runs under them:
-//     one thread per channel of the head's 2*KMAX + V conv channels (q and its gate, k, v), results to
-//     shared q, k, a [KMAX] (q = k = 0, a = 1 beyond K: rows beyond K stay 0), v [V]; barrier; the sums
-//     q.q, k.k, q.k (warp shuffles, per-warp partials, barrier).
-//  3. per tile: decay + partial reductions over the thread's rows, reductions over K, e and o, update, store.
+//  2. the head's state (tile 0) is prefetched into L2 (prefetch.global.L2: no registers held), then the
+//     prologue runs while HBM serves it: one thread per channel of the head's 2*KMAX + V conv channels (q and
+//     its gate, k, v), results to shared q, k, a [KMAX] (q = k = 0, a = 1 beyond K: rows beyond K stay 0),
+//     v [V]; barrier; the sums q.q, k.k, q.k (warp shuffles, per-warp partials, barrier).
+//     (Issuing the state loads into registers before the prologue instead spilled 340-376 bytes per thread
+//     at the 64-register cap of 2 CTAs per SM; as written ptxas reports 20-60 bytes, in the conv prologue.)
+//  3. per tile: 16-byte streaming loads of the state into registers, decay + partial reductions over the
+//     thread's rows, reductions over K, e and o, update, 16-byte streaming stores.
 //  4. barrier (the o_j of every tile in shared); every warp reduces sum o^2 over V itself (no more barriers);
 //     thread j < V writes y_j.
 // Thread mappings (state contiguous: head (s, h) at (s H + h) K V, row length V (kv) or K (vk)):
