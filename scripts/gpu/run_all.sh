@@ -28,7 +28,7 @@ step() { local limit=$1; shift; timeout "$limit" "$@"; }
 
 t0=$(date +%s)
 cmake --preset cuda -DCMAKE_PREFIX_PATH="$prefix/usr" -DKIMI_TESTS=ON -DKIMI_BENCH=ON >"$OUT/configure.log" 2>&1 || { tail -30 "$OUT/configure.log"; exit 1; }
-cmake --build --preset cuda -j 16 --target kimi_tests kimi_cli kimi_bench_kda_decode kimi_bench_kda_prefill kimi_bench_mla \
+cmake --build --preset cuda -j 16 --target kimi_tests kimi_cli kimi_bench_kda_decode kimi_bench_kda_prefill kimi_bench_mla kimi_bench_linear \
   >"$OUT/build.log" 2>&1 || { grep -E "error|FAILED" -A5 "$OUT/build.log" | head -60; exit 1; }
 summary "build: $(( $(date +%s) - t0 )) s"
 
@@ -42,6 +42,8 @@ step 60 ./build/cuda/bench/kimi_bench_kda_decode 2>&1 | tee -a "$OUT/summary.txt
 step 45 ./build/cuda/bench/kimi_bench_kda_prefill 2>&1 | tee -a "$OUT/summary.txt"
 step 60 ./build/cuda/bench/kimi_bench_mla 2>&1 | tee -a "$OUT/summary.txt"
 PYTHONUNBUFFERED=1 step 45 python3 bench/peers/fla_kda.py 2>&1 | grep -v Warning | tee -a "$OUT/summary.txt"
+echo "== linear (GEMV for decode M, cuBLAS above) against plain cuBLAS bf16"
+step 60 ./build/cuda/bench/kimi_bench_linear 2>&1 | tee -a "$OUT/summary.txt"
 
 echo "== compute-sanitizer memcheck (CUDA cases)"
 step 60 compute-sanitizer --tool memcheck --error-exitcode 9 ./build/cuda/tests/kimi_tests --gtest_brief=1 \
