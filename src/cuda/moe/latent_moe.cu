@@ -55,6 +55,8 @@ void latent_moe(TensorView x, const LatentMoeWeights& w, const RouterParams& rou
       throw Error("latent_moe: argument 'w.experts[" + std::to_string(e) + "]': expected the intermediate size of " +
                   "expert 0 on CUDA (" + std::to_string(inter) + "), got " +
                   std::to_string(w.experts[e].gate.out_features()));
+  if (slots > int64_t(0x7fffffff))  // grouped rows are counted in int32
+    throw Error("latent_moe: argument 'x': expected T * top_k <= 2^31 - 1 on CUDA, got " + std::to_string(slots));
   refuse_capture(s, "latent_moe");
   KIMI_CUDA_CHECK(cudaSetDevice(x.device.index));
   const Device dev = x.device;
