@@ -144,7 +144,7 @@ struct Params {
 
 // Prep kernel shared memory (R1 - R6 reuse as in the phase comments of the kernel).
 template <int D>
-struct PrepSmem {
+struct PrepSmemV1 {
   static constexpr int LDB = D + 8;   // bf16 [64][D] operands
   static constexpr int LDT = kC + 8;  // bf16 [*][64] operands
   static constexpr int LDA = kC + 4;  // fp32 [64][64]
@@ -454,10 +454,10 @@ __device__ __forceinline__ void copy_tile_s2g(E* g, int64_t ldg, const E* s, int
 // kernel 1: per chunk-head pre-pass (P1 - P4)
 
 template <int D, bool kDiagMma, int NTHR>
-__global__ void __launch_bounds__(NTHR, 1) kda_chunk_prep(const Params p) {
+__global__ void __launch_bounds__(NTHR, 1) kda_chunk_prep_v1(const Params p) {
   constexpr int kThreads = NTHR, kWarps = NTHR / 32;
   static_assert(kThreads == 512 || kThreads == 1024, "prep block");
-  using L = PrepSmem<D>;
+  using L = PrepSmemV1<D>;
   constexpr int LDB = L::LDB, LDT = L::LDT, LDA = L::LDA;
   constexpr int EPL = D / 32;  // channels per lane in row loads
   extern __shared__ __align__(16) unsigned char smem[];
