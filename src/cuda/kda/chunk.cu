@@ -175,6 +175,14 @@ void kda_chunk_fwd(const KdaArgs& a, int chunk_size, const Context& ctx) {
   p.s0 = a.initial_state.present() ? static_cast<const float*>(a.initial_state.data) : nullptr;
   p.s1 = a.final_state.present() ? static_cast<float*>(a.final_state.data) : nullptr;
   p.vk = a.state_layout == StateLayout::vk ? 1 : 0;
+  {  // the prep's fast row loads: q, k, v, g bf16, every row piece of 4 elements 8-byte aligned
+    bool fast = true;
+    for (const TensorView* t : {&a.q, &a.k, &a.v, &a.g}) {
+      fast = fast && t->dtype == DType::bf16 && reinterpret_cast<uintptr_t>(t->data) % 8 == 0;
+      for (int d = 0; d < 3; ++d) fast = fast && t->strides[d] % 4 == 0;
+    }
+    p.rows_bf16 = fast ? 1 : 0;
+  }
   p.H = int(H);
   p.N = int(N);
 

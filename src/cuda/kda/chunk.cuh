@@ -135,6 +135,7 @@ struct Params {
   const float* s0;  // initial state or null
   float* s1;        // final state or null (may equal s0)
   int vk;           // state layout [N, H, V, K]
+  int rows_bf16;    // q, k, v, g all bf16 with 8-byte aligned row pieces: the prep's fast row loads (launcher)
   const int64_t* tab;   // device chunk table [3 * nch]: first token, batch row, rows
   const int64_t* seq0;  // device [N + 1]: first chunk of each sequence, seq0[N] = nch
   int64_t nch;

@@ -127,6 +127,145 @@ __device__ __forceinline__ void lds_f32(float (&x)[N], const float* src) {
   }
 }
 
+// 16-byte global store (explicit: the compiler split reinterpret_cast uint4 stores into four 4-byte ones).
+__device__ __forceinline__ void stg128(void* g, uint4 v) {
+  asm volatile("st.global.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"l"(g), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w)
+               : "memory");
+}
+
+constexpr int kGateRuntime = -1;  // prep_load_rows: gate form read from Params per element (generic path)
+
+template <int D>
+struct RowCtx {  // what phase L of kda_chunk_prep needs
+  const Params& p;
+  int h;
+  int64_t tok0, bb;
+  int rows, warp, lane;
+  bf16 *sQ, *sK, *sV;
+  float *sBeta, *sMq, *sMk;
+};
+
+// Phase L of kda_chunk_prep for the warp's 4 contiguous rows: raw q, k and v (bf16) and beta, mq, mk to shared
+// memory, g2 = gate(g) log2 e of each row to gl (0 beyond the sequence). kBf16 (q, k, v, g bf16 with 8-byte
+// aligned row pieces, Params::rows_bf16): one vector load per row and tensor, q, k, v stored as loaded, all 4
+// rows' loads in flight at once; else any dtype and alignment (load_raw / raw_to_f32), two rows at a time.
+// kGate: the gate form at compile time (kGateRuntime: read from Params).
+template <int D, int kGate, bool kBf16>
+__device__ __forceinline__ void prep_load_rows(const RowCtx<D>& c, float (&gl)[kC / (kPrepThreads / 32)][D / 32]) {
+  constexpr int EPL = D / 32, RPW = kC / (kPrepThreads / 32), BATCH = kBf16 ? RPW : 2;
+  constexpr int NW = kBf16 ? EPL / 2 : EPL;  // raw words per row and tensor
+  constexpr int LDB = PrepSmem<D>::LDB;
+  constexpr float kLog2e = 1.4426950408889634f;
+  static_assert(kBf16 || kGate == kGateRuntime, "the generic path reads the gate form at run time");
+  const Params& p = c.p;
+  const int ch = c.lane * EPL, gate = kGate == kGateRuntime ? p.gate : kGate;
+  const int64_t oq = c.bb * p.s_q[0] + c.h * p.s_q[2] + ch, ok = c.bb * p.s_k[0] + c.h * p.s_k[2] + ch;
+  const int64_t ov = c.bb * p.s_v[0] + c.h * p.s_v[2] + ch, og = c.bb * p.s_g[0] + c.h * p.s_g[2] + ch;
+  const float gate_a = gate != kGateNone ? expf(p.A_log[c.h * p.s_A]) : 0.f;
+  float dtb[EPL];
+#pragma unroll
+  for (int e = 0; e < EPL; ++e) dtb[e] = gate != kGateNone ? p.dt_bias[int64_t(c.h) * D + ch + e] : 0.f;
+#pragma unroll
+  for (int b0 = 0; b0 < RPW; b0 += BATCH) {
+    uint32_t wq[BATCH][NW], wk[BATCH][NW], wg[BATCH][NW], wv[BATCH][NW], wb[BATCH][1];
+#pragma unroll
+    for (int rr = 0; rr < BATCH; ++rr) {  // every load of the batch before the first conversion
+      const int r = RPW * c.warp + b0 + rr;
+      const int64_t tok = c.tok0 + r;
+#pragma unroll
+      for (int e = 0; e < NW; ++e) wq[rr][e] = wk[rr][e] = wg[rr][e] = wv[rr][e] = 0u;  // 0.0 in every dtype
+      wb[rr][0] = 0u;
+      if (r < c.rows) {
+        if constexpr (kBf16) {
+          const auto ld = [&](const void* base, int64_t off, uint32_t (&w)[NW]) {
+            const bf16* const q = static_cast<const bf16*>(base) + off;
+            if constexpr (NW == 2) {
+              const uint2 u = *reinterpret_cast<const uint2*>(q);
+              w[0] = u.x, w[1] = u.y;
+            } else {
+              w[0] = *reinterpret_cast<const uint32_t*>(q);
+            }
+          };
+          ld(p.q, oq + tok * p.s_q[1], wq[rr]);
+          ld(p.k, ok + tok * p.s_k[1], wk[rr]);
+          ld(p.g, og + tok * p.s_g[1], wg[rr]);
+          ld(p.v, ov + tok * p.s_v[1], wv[rr]);
+        } else {
+          load_raw<EPL>(p.q, p.dt_q, oq + tok * p.s_q[1], wq[rr]);
+          load_raw<EPL>(p.k, p.dt_k, ok + tok * p.s_k[1], wk[rr]);
+          load_raw<EPL>(p.g, p.dt_g, og + tok * p.s_g[1], wg[rr]);
+          load_raw<EPL>(p.v, p.dt_v, ov + tok * p.s_v[1], wv[rr]);
+        }
+        if (c.lane == 0)
+          load_raw<1>(p.beta, p.dt_beta, c.bb * p.s_beta[0] + tok * p.s_beta[1] + c.h * p.s_beta[2], wb[rr]);
+      }
+    }
+#pragma unroll
+    for (int rr = 0; rr < BATCH; ++rr) {
+      const int r = RPW * c.warp + b0 + rr;
+      const bool valid = r < c.rows;
+      float xq[EPL], xk[EPL], xg[EPL], xb[1];
+      if constexpr (kBf16) {
+#pragma unroll
+        for (int e = 0; e < EPL; e += 2) {
+          xq[e] = bf_lo(wq[rr][e / 2]), xq[e + 1] = bf_hi(wq[rr][e / 2]);
+          xk[e] = bf_lo(wk[rr][e / 2]), xk[e + 1] = bf_hi(wk[rr][e / 2]);
+          xg[e] = bf_lo(wg[rr][e / 2]), xg[e + 1] = bf_hi(wg[rr][e / 2]);
+        }
+        if constexpr (NW == 2) {  // raw values, exact
+          *reinterpret_cast<uint2*>(c.sQ + r * LDB + ch) = make_uint2(wq[rr][0], wq[rr][1]);
+          *reinterpret_cast<uint2*>(c.sK + r * LDB + ch) = make_uint2(wk[rr][0], wk[rr][1]);
+          *reinterpret_cast<uint2*>(c.sV + r * LDB + ch) = make_uint2(wv[rr][0], wv[rr][1]);
+        } else {
+          *reinterpret_cast<uint32_t*>(c.sQ + r * LDB + ch) = wq[rr][0];
+          *reinterpret_cast<uint32_t*>(c.sK + r * LDB + ch) = wk[rr][0];
+          *reinterpret_cast<uint32_t*>(c.sV + r * LDB + ch) = wv[rr][0];
+        }
+      } else {
+        float xv[EPL];
+        raw_to_f32<EPL>(wq[rr], p.dt_q, xq);
+        raw_to_f32<EPL>(wk[rr], p.dt_k, xk);
+        raw_to_f32<EPL>(wg[rr], p.dt_g, xg);
+        raw_to_f32<EPL>(wv[rr], p.dt_v, xv);
+        sts_bf16<EPL>(c.sQ + r * LDB + ch, xq);  // raw values (exact for bf16 inputs)
+        sts_bf16<EPL>(c.sK + r * LDB + ch, xk);
+        sts_bf16<EPL>(c.sV + r * LDB + ch, xv);
+      }
+      raw_to_f32<1>(wb[rr], p.dt_beta, xb);
+      float mq = p.scale, mk = 1.f;  // multipliers of the raw q, k, applied when operands are formed
+      if (p.l2norm) {
+        float sq = 0.f, sk = 0.f;
+#pragma unroll
+        for (int e = 0; e < EPL; ++e) {
+          sq += xq[e] * xq[e];
+          sk += xk[e] * xk[e];
+        }
+        sq = warp_sum(sq);
+        sk = warp_sum(sk);
+        mq *= 1.f / sqrtf(sq + 1e-6f);
+        mk = 1.f / sqrtf(sk + 1e-6f);
+      }
+#pragma unroll
+      for (int e = 0; e < EPL; ++e) {
+        float gv = xg[e];
+        const float x = xg[e] + dtb[e];
+        if (gate == kGateSoftplus)
+          gv = -gate_a * (x > 20.f ? x : log1pf(expf(x)));
+        else if (gate == kGateBounded)
+          gv = __fdividef(p.lb, 1.f + __expf(-gate_a * x));  // -> 0 when the exponential overflows
+        gl[b0 + rr][e] = valid ? gv * kLog2e : 0.f;
+      }
+      if (c.lane == 0) {
+        float bv = xb[0];
+        if (valid && p.beta_sigmoid) bv = 1.f / (1.f + expf(-bv));
+        c.sBeta[r] = valid ? bv : 0.f;
+        c.sMq[r] = mq;
+        c.sMk[r] = mk;
+      }
+    }
+  }
+}
+
 template <int D, bool kDiagMma>
 __global__ void __launch_bounds__(kPrepThreads, 2) kda_chunk_prep(const Params p) {
   using L = PrepSmem<D>;
@@ -135,7 +274,6 @@ __global__ void __launch_bounds__(kPrepThreads, 2) kda_chunk_prep(const Params p
   constexpr int EPL = D / 32;           // channels per lane in row loads
   constexpr int RPW = kC / kWarps;      // contiguous rows per warp
   static_assert(RPW == 4, "row ownership");
-  constexpr float kLog2e = 1.4426950408889634f;
   extern __shared__ __align__(16) unsigned char smem[];
   float* const sG = reinterpret_cast<float*>(smem + L::G);             // G2 [64][LDG]        (L - X)
   float* const sT = reinterpret_cast<float*>(smem + L::G);             // T [64][LDA]         (S)
@@ -168,74 +306,17 @@ __global__ void __launch_bounds__(kPrepThreads, 2) kda_chunk_prep(const Params p
   // ---- L: rows -> q, k raw (bf16), v (bf16), beta, multipliers; G2 = cumsum(g) log2 e ----------------------
   const int ch = lane * EPL;
   {
-    const float gate_a = p.gate != kGateNone ? expf(p.A_log[h * p.s_A]) : 0.f;
-    // dt_bias read where used (L1 hits): fewer live registers during the loads
-    const float* const dtb = p.gate != kGateNone ? p.dt_bias + int64_t(h) * D + ch : nullptr;
     float gl[RPW][EPL];  // g2 of the warp's rows, then their inclusive cumsum
-#pragma unroll
-    for (int half = 0; half < 2; ++half) {
-      uint32_t wq[2][EPL], wk[2][EPL], wg[2][EPL], wv[2][EPL], wb[2][1];
-#pragma unroll
-      for (int rr = 0; rr < 2; ++rr) {  // every load of the two rows before the first conversion
-        const int r = RPW * warp + 2 * half + rr;
-        const int64_t tok = tok0 + r;
-#pragma unroll
-        for (int e = 0; e < EPL; ++e) wq[rr][e] = wk[rr][e] = wg[rr][e] = wv[rr][e] = 0u;  // 0.0 in every dtype
-        wb[rr][0] = 0u;
-        if (r < rows) {
-          load_raw<EPL>(p.q, p.dt_q, bb * p.s_q[0] + tok * p.s_q[1] + h * p.s_q[2] + ch, wq[rr]);
-          load_raw<EPL>(p.k, p.dt_k, bb * p.s_k[0] + tok * p.s_k[1] + h * p.s_k[2] + ch, wk[rr]);
-          load_raw<EPL>(p.g, p.dt_g, bb * p.s_g[0] + tok * p.s_g[1] + h * p.s_g[2] + ch, wg[rr]);
-          load_raw<EPL>(p.v, p.dt_v, bb * p.s_v[0] + tok * p.s_v[1] + h * p.s_v[2] + ch, wv[rr]);
-          if (lane == 0) load_raw<1>(p.beta, p.dt_beta, bb * p.s_beta[0] + tok * p.s_beta[1] + h * p.s_beta[2], wb[rr]);
-        }
-      }
-#pragma unroll
-      for (int rr = 0; rr < 2; ++rr) {
-        const int r = RPW * warp + 2 * half + rr;
-        const bool valid = r < rows;
-        float xq[EPL], xk[EPL], xg[EPL], xv[EPL], xb[1];
-        raw_to_f32<EPL>(wq[rr], p.dt_q, xq);
-        raw_to_f32<EPL>(wk[rr], p.dt_k, xk);
-        raw_to_f32<EPL>(wg[rr], p.dt_g, xg);
-        raw_to_f32<EPL>(wv[rr], p.dt_v, xv);
-        raw_to_f32<1>(wb[rr], p.dt_beta, xb);
-        float mq = p.scale, mk = 1.f;
-        if (p.l2norm) {
-          float sq = 0.f, sk = 0.f;
-#pragma unroll
-          for (int e = 0; e < EPL; ++e) {
-            sq += xq[e] * xq[e];
-            sk += xk[e] * xk[e];
-          }
-          sq = warp_sum(sq);
-          sk = warp_sum(sk);
-          mq *= 1.f / sqrtf(sq + 1e-6f);
-          mk = 1.f / sqrtf(sk + 1e-6f);
-        }
-        sts_bf16<EPL>(sQ + r * LDB + ch, xq);  // raw values (exact for bf16 inputs); multipliers applied later
-        sts_bf16<EPL>(sK + r * LDB + ch, xk);
-        sts_bf16<EPL>(sV + r * LDB + ch, xv);
-#pragma unroll
-        for (int e = 0; e < EPL; ++e) {
-          float gv = xg[e];
-          if (p.gate != kGateNone && valid) {
-            const float x = xg[e] + dtb[e];
-            if (p.gate == kGateSoftplus)
-              gv = -gate_a * (x > 20.f ? x : log1pf(expf(x)));
-            else
-              gv = __fdividef(p.lb, 1.f + __expf(-gate_a * x));  // -> 0 when the exponential overflows
-          }
-          gl[2 * half + rr][e] = valid ? gv * kLog2e : 0.f;
-        }
-        if (lane == 0) {
-          float bv = xb[0];
-          if (valid && p.beta_sigmoid) bv = 1.f / (1.f + expf(-bv));
-          sBeta[r] = valid ? bv : 0.f;
-          sMq[r] = mq;
-          sMk[r] = mk;
-        }
-      }
+    const RowCtx<D> rc{p, h, tok0, bb, rows, warp, lane, sQ, sK, sV, sBeta, sMq, sMk};
+    if (p.rows_bf16) {  // uniform branches: the dtype and gate tests leave the per-element code
+      if (p.gate == kGateBounded)
+        prep_load_rows<D, kGateBounded, true>(rc, gl);
+      else if (p.gate == kGateSoftplus)
+        prep_load_rows<D, kGateSoftplus, true>(rc, gl);
+      else
+        prep_load_rows<D, kGateNone, true>(rc, gl);
+    } else {
+      prep_load_rows<D, kGateRuntime, false>(rc, gl);
     }
 #pragma unroll
     for (int rr = 1; rr < RPW; ++rr)
@@ -387,7 +468,7 @@ __global__ void __launch_bounds__(kPrepThreads, 2) kda_chunk_prep(const Params p
       oq[m] = pack_bf16(bf_lo(wq[m]) * mq * e0, bf_hi(wq[m]) * mq * e1);
       ok[m] = pack_bf16(bf_lo(wk[m]) * mk * e0, bf_hi(wk[m]) * mk * e1);
     }
-    *reinterpret_cast<uint4*>(p.scr.qg + cid * (kC * D) + r * D + c) = make_uint4(oq[0], oq[1], oq[2], oq[3]);
+    stg128(p.scr.qg + cid * (kC * D) + r * D + c, make_uint4(oq[0], oq[1], oq[2], oq[3]));
     kg[it] = make_uint4(ok[0], ok[1], ok[2], ok[3]);
   }
   constexpr int kX2 = D * (kC / 8) / kThreads;  // items (channel, 8 rows) per thread
@@ -404,7 +485,7 @@ __global__ void __launch_bounds__(kPrepThreads, 2) kda_chunk_prep(const Params p
       const float k0 = bf2f(sK[r * LDB + c]) * sMk[r], k1 = bf2f(sK[(r + 1) * LDB + c]) * sMk[r + 1];
       wd[m] = pack_bf16(k0 * ex2(gc - sG[r * LDG + c]), k1 * ex2(gc - sG[(r + 1) * LDG + c]));
     }
-    *reinterpret_cast<uint4*>(p.scr.kdt + cid * (D * kC) + c * kC + r0) = make_uint4(wd[0], wd[1], wd[2], wd[3]);
+    stg128(p.scr.kdt + cid * (D * kC) + c * kC + r0, make_uint4(wd[0], wd[1], wd[2], wd[3]));
   }
   static_assert(kC * 8 % kThreads == 0, "whole items");
 #pragma unroll
@@ -413,7 +494,7 @@ __global__ void __launch_bounds__(kPrepThreads, 2) kda_chunk_prep(const Params p
     const int r = e >> 3, s = e & 7;
     bf16* const dst = gaqk + r * kC + 8 * s;
     if ((s >> 1) > (r >> 4)) {
-      *reinterpret_cast<uint4*>(dst) = make_uint4(0u, 0u, 0u, 0u);
+      stg128(dst, make_uint4(0u, 0u, 0u, 0u));
     } else if (!kDiagMma && (s >> 1) == (r >> 4)) {  // diagonal block: the pair loop wrote j <= r
 #pragma unroll
       for (int x = 0; x < 8; ++x)
