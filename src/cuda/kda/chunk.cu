@@ -18,7 +18,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdlib>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -60,8 +59,6 @@ __global__ void fixed_chunk_table(int64_t* tab, int64_t N, int64_t T, int64_t pe
 // Threads per CTA. Prep: kda_chunk::kPrepThreads (512, two CTAs per SM, prep.cuh). Walk: 512 at VT = 64 (16
 // warps, 4 x 4 grid), 256 at VT = 32 (512 threads there measured 10% slower: 4.14 ms against 3.77 for 1 x 65536
 // H8).
-// TEMPORARY A/B knob: KIMI_KDA_PREP_V1=1 runs the former 1024-thread prep (one CTA per SM).
-constexpr int kPrepThreadsV1 = 1024;
 
 template <typename Kern>
 void launch_kernel(Kern* kernel, size_t smem, int threads, int64_t ctas, const kda_chunk::Params& p, cudaStream_t s) {
@@ -76,21 +73,11 @@ template <int D>
 void launch_all(const kda_chunk::Params& p, bool diag_mma, bool vt64, cudaStream_t s) {
   namespace kc = kda_chunk;
   const int64_t H = p.H, N = p.N;
-  static const bool v1 = std::getenv("KIMI_KDA_PREP_V1") != nullptr;
-  if (v1) {
-    if (diag_mma)
-      launch_kernel(kc::kda_chunk_prep_v1<D, true, kPrepThreadsV1>, kc::PrepSmemV1<D>::TOTAL, kPrepThreadsV1,
-                    p.nch * H, p, s);
-    else
-      launch_kernel(kc::kda_chunk_prep_v1<D, false, kPrepThreadsV1>, kc::PrepSmemV1<D>::TOTAL, kPrepThreadsV1,
-                    p.nch * H, p, s);
-  } else {
-    // two CTAs per SM need the full shared-memory carveout
-    const auto prep = diag_mma ? kc::kda_chunk_prep<D, true> : kc::kda_chunk_prep<D, false>;
-    KIMI_CUDA_CHECK(
-        cudaFuncSetAttribute(prep, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared));
-    launch_kernel(prep, kc::PrepSmem<D>::TOTAL, kc::kPrepThreads, p.nch * H, p, s);
-  }
+  // two CTAs per SM need the full shared-memory carveout
+  const auto prep = diag_mma ? kc::kda_chunk_prep<D, true> : kc::kda_chunk_prep<D, false>;
+  KIMI_CUDA_CHECK(
+      cudaFuncSetAttribute(prep, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared));
+  launch_kernel(prep, kc::PrepSmem<D>::TOTAL, kc::kPrepThreads, p.nch * H, p, s);
   if (vt64)
     launch_kernel(kc::kda_chunk_walk<D, 64, 512>, kc::WalkSmem<D, 64>::TOTAL, 512, N * H * (D / 64), p, s);
   else
