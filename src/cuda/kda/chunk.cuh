@@ -7,34 +7,12 @@
 // sequence (seq0[n], seq0[N] = number of chunks), uploaded to the device. Rows beyond a sequence end are zero
 // (q = k = v = 0, g = 0, beta = 0): they neither decay nor update the state, and their outputs are not written.
 //
-// Kernel 1, kda_chunk_prep<D, kDiagMma, 1024> (grid: chunks x H, 1024 threads, one chunk-head per CTA, fully
-// parallel):
-//   P1  load q, k, raw g, beta, v of the 64 rows (every load of a thread issued before the first conversion);
-//       q, k stored RAW as bf16 (exact for bf16 inputs) with per-row fp32 multipliers mq = scale / ||q|| (or
-//       scale), mk = 1 / ||k|| (or 1), applied whenever an operand is formed, so q and k are rounded only
-//       once; gate -> g (fp32); beta (sigmoid); G = inclusive cumsum of g over the chunk rows (fp32), GC =
-//       G[63], decay = exp(GC).
-//   P2a A_qk (lower incl. diagonal) and A_kk (strictly lower, * beta_i) in 16 x 16 blocks, mma.sync
-//       m16n8k16 bf16 -> fp32. Row block a uses the reference R_a = G[16a - 1] (R_0 = 0):
-//         row operand  q_i exp(G_i - R_a), k_i exp(G_i - R_a)   (i >= 16a: G_i <= R_a, exponent <= 0)
-//         col operand  k_j exp(R_a - G_j)                       (j <  16a: G_j >= R_a, exponent <= 0)
-//       (G is non-increasing because g <= 0). One element-wise phase forms the row operands and the column
-//       operands of all four row blocks (16 + 32 + 48 + 64 rows), one phase runs the mma tiles of all blocks.
-//       Diagonal blocks (j in block a):
-//         kDiagMma (bounded gate, lower bound >= -5): the same factoring through R_a, col exponents in
-//           [0, 80] (16 rows * 5): e^80 = 5.5e34 is finite in fp32 and bf16; the upper triangle (masked by a
-//           select, never multiplied) stays below 128 * e^80 |q||k|, finite.
-//         otherwise (softplus or a given g, unbounded): per pair, sum_d q_id k_jd exp(G_id - G_jd) with
-//           i >= j (exponent <= 0) on CUDA cores in fp32.
-//   P2b Qg = q exp(G), Kg = k exp(G) (bf16, exponents <= 0, Kg stored transposed), KdT[k][t] =
-//       k_t exp(GC - G_t) (bf16, <= 0).
-//   P3  V^T (bf16); T = (I + A_kk)^-1 in fp32 (forward substitution in the four 16 x 16 diagonal blocks, one
-//       warp each, then block substitution T_ab = -T_aa sum_{m=b}^{a-1} L_am T_mb by distance a - b);
-//       Tb = T diag(beta) in bf16.
-//   P4  Wn = -Tb Kg (64 x K, fp32 accumulate -> bf16 hi + lo) and U0 = Tb V (64 x V, fp32), so that the
-//       pseudo-values are U = U0 + Wn S (Tb and Kg are bf16, U0 is exact in fp32 and Wn keeps ~16 bits).
-//       Writes Qg, A_qk, KdT, decay, Wn, U0 to the scratch (Wn, U0 staged in shared regions dead since P3,
-//       all copies 16-byte coalesced).
+// Kernel 1, kda_chunk_prep<D, kDiagMma> (prep.cuh: grid chunks x H, 512 threads, one chunk-head per CTA, two
+//   CTAs per SM, fully parallel): A_qk (lower incl. diagonal, bf16), Qg = q exp(G), KdT[k][t] = k_t exp(GC -
+//   G_t), decay = exp(GC), and through T = (I + A_kk)^-1 (fp32), Tb = T diag(beta): Wn = -Tb Kg (bf16 hi + lo)
+//   and U0 = Tb V (fp32), so that the pseudo-values are U = U0 + Wn S (Tb and Kg are bf16, U0 is exact in fp32
+//   and Wn keeps ~16 bits). prep.cuh has the phases, the factoring of exp(G_i - G_j) through 16-row block
+//   references and the shared-memory budget.
 // Kernel 2, kda_chunk_walk<D, VT, NTHR> (grid: N x H x D / VT; VT = 64 with 512 threads or VT = 32 with 256,
 //   one CTA per (sequence, head, V tile)): the fp32 state slice S^T[VT][K] lives in registers, in the
 //   accumulator layout of its update (each warp owns a 16 x D / WN7 tile), and its bf16 hi + lo split in shared
@@ -55,20 +33,24 @@
 //   D = 128: 107008 B per chunk-head = 1672 B per token-head (1 x 16384 x H64: 1.75 GB).
 //   D =  64:  57600 B per chunk-head =  900 B per token-head.
 //
-// Shared memory (bytes; D = 128 / 64): prep 194816 / 117504 (1 CTA / SM); walk VT = 64: 224256, VT = 32:
+// Shared memory (bytes; D = 128 / 64): prep 105728 / 66560 (2 CTAs / SM); walk VT = 64: 224256, VT = 32:
 // 181248 (1 CTA / SM). Row pads of 16 bytes (bf16) and 16-32 bytes (fp32) keep the fragment loads
 // bank-conflict free.
-// ptxas (sm_90a, CUDA 13.0 here): registers prep 64 (1024 threads; D = 128: 4 bytes of spill), walk 125
-// (D = 128, VT = 64) / 158 (VT = 32); no other spills.
+// ptxas (sm_90a, CUDA 13.0 here): registers prep 64 (512 threads, capped for 2 CTAs / SM), walk 125 (D = 128,
+// VT = 64) / 158 (VT = 32); no spills.
 //
-// Measured on the H200 (docs/BENCHMARKS.md; ncu gpu__time_duration, 1 x 16384 H64): prep 3.03 ms (16384
-// chunk-heads, ~24 us each per SM: latency-bound, ~1.5 instructions per cycle per SM, one CTA per SM), walk
-// 1.46 ms (256 chunks x 5.7 us, 128 CTAs); 1 x 65536 H8: prep 1.53 ms, walk 3.8 ms (1024 chunks x 3.7 us on
-// 32 CTAs: most SMs idle). Traffic per token-head ~1 KB inputs + 1.7 KB scratch written + ~2.5 KB read by the
-// walk (much of it from L2) + 256 B o: the kernels run at 6-7% of the memory floor, bound by latency, not bytes.
-// What would close the gap: prep with two or more CTAs per SM (operands formed in registers instead of shared
-// memory) or folded into the walk with 16-row sub-chunks (FlashKDA's structure), wgmma for the walk products,
-// and sequence parallelism (segment affine maps S_next = M S + C combined by a scan) for few heads.
+// Measured on the H200 (docs/BENCHMARKS.md, docs/gpu/2026-11-29-h200-prep1.txt; ncu gpu__time_duration,
+// 1 x 16384 H64): prep 2.52 ms at commit a4addf3 (the former 1024-thread, one-CTA-per-SM prep: 3.04 ms in
+// the same run), walk 1.46 ms (256 chunks x 5.7 us, 128 CTAs); 1 x 65536 H8: walk 3.8 ms (1024 chunks x
+// 3.7 us on 32 CTAs: most SMs idle). ncu of that prep: two CTAs per SM as planned (31 of 32 warps active),
+// 66 K warp instructions per chunk-head (90 K before), half of them and 64% of the stall samples in the row
+// loads (generic dtype / gate branches per element, predicated double loads): prep.cuh's bf16 fast path
+// (commit f4477f6, not yet measured) removes those. Traffic per token-head ~1 KB inputs + 1.7 KB scratch
+// written + ~2.5 KB read by the walk (much of it from L2) + 256 B o.
+// What would close the gap further: the prep's Wn / U0 / A_qk stores staged for 16-byte coalescing (ncu: LG
+// throttle on them), the prep folded into the walk with 16-row sub-chunks (FlashKDA's structure), wgmma for
+// the walk products, and sequence parallelism (segment affine maps S_next = M S + C combined by a scan) for
+// few heads.
 #pragma once
 
 #include <cuda_bf16.h>

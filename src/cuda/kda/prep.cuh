@@ -10,8 +10,10 @@
 //   Wn = -Tb Kg (bf16 hi + lo), U0 = Tb V (fp32), decay = exp(GC)
 // All exponentials are ex2 of G kept in log2 units (G2 = G log2 e): one MUFU op each, no multiply.
 // Phases (barriers between them):
-//   L  rows -> shared memory. Warp w owns the 4 contiguous rows 4w .. 4w + 3, lane the channels EPL lane ..
-//      + EPL (EPL = D / 32); loads of two rows issued before the first conversion (two batches: 64 registers).
+//   L  rows -> shared memory (prep_load_rows). Warp w owns the 4 contiguous rows 4w .. 4w + 3, lane the
+//      channels EPL lane .. + EPL (EPL = D / 32). Fast path (Params::rows_bf16: q, k, v, g bf16 with 8-byte
+//      aligned row pieces): one vector load per row and tensor, all 4 rows in flight, the gate form a template
+//      parameter; else any dtype / alignment (load_raw, raw_to_f32), two rows at a time.
 //      q, k stored RAW as bf16 with per-row fp32 multipliers mq = scale / ||q|| (or scale), mk = 1 / ||k|| (or
 //      1), applied when an operand or a product is formed (q, k rounded once); v as bf16 rows; beta (sigmoid);
 //      gate -> g2 = g log2 e in registers, cumsum of the warp's rows in registers, warp totals to shared
@@ -37,7 +39,18 @@
 //      loads, B fragments of the row-major Kg and V by ldmatrix.trans; accumulators straight to the scratch
 //      (Wn hi + lo bf16, U0 fp32).
 // Precision: the operands are those of the former 1024-thread kernel (bf16 of the same products, rounded
-// once); only fp32 summation orders and the exp argument rounding differ (1e-7 level).
+// once); only fp32 summation orders and the exp argument rounding differ (1e-7 level). Measured on the H200
+// (commit a4addf3, `kimi check --filter kda_chunk`, bf16 vs the fp64 oracle, worse of o / final state):
+// 2.5-3.1e-3 on the test-size prefill cases, 2.7-3.2e-3 at model shapes (bar 5e-3); racecheck clean.
+//
+// Measured (H200, ncu, 1 x 16384 H64 = 16384 chunk-heads, docs/gpu/2026-11-29-h200-prep1.txt): 2.52 ms at
+// commit a4addf3 (before the fast row loads), against 3.04 ms for the former 1024-thread kernel (one CTA per
+// SM, 195 KB of shared memory). Profile of a4addf3: 2 CTAs / SM reached (31.2 of 32 warps), 66 K warp
+// instructions per chunk-head, L1 LSU wavefronts 70% of peak, L2 crossbar 64%; phase L held 32 K of the
+// instructions and 64% of the stall samples (per-element dtype / gate branches, predicated double loads,
+// dt_bias re-read per row): the fast path above. Next: stage Wn / U0 / A_qk for 16-byte stores (their 4- and
+// 8-byte fragment stores are LG-throttled), fewer exps in phase A (the row operands are recomputed by each of
+// the a + 1 blocks of row block a).
 //
 // Shared memory (bytes, D = 128 / 64): G2 fp32 [64][D + 8] (later T fp32 [64][68] + 3 x [16][16] scratch)
 // 34816 / 20480; q raw, then Kg bf16 [64][D + 8] 17408 / 9216; k raw, then Tb bf16 [64][72] 17408 / 9216;
