@@ -524,14 +524,24 @@ __global__ void __launch_bounds__(kPrepThreads, 2) kda_chunk_prep(const Params p
     *reinterpret_cast<uint4*>(sKg + r * LDB + c) = kg[it];
   }
   if (warp < 4 && lane < 16) {  // diagonal blocks: forward substitution, lane = column j of block warp
+    // row i of L by 16-byte broadcast loads (not one dependent load per product), two partial sums
     const int base = 16 * warp, j = lane;
     float col[16];
 #pragma unroll
     for (int i = 0; i < 16; ++i) {
-      float val = i == j ? 1.f : 0.f;
+      float Li[16];
 #pragma unroll
-      for (int m = 0; m < i; ++m) val -= sAkk[(base + i) * LDA + base + m] * col[m];
-      col[i] = val;
+      for (int q = 0; q < (i + 3) / 4; ++q) {
+        const float4 v = *reinterpret_cast<const float4*>(sAkk + (base + i) * LDA + base + 4 * q);
+        Li[4 * q] = v.x, Li[4 * q + 1] = v.y, Li[4 * q + 2] = v.z, Li[4 * q + 3] = v.w;
+      }
+      float s0 = 0.f, s1 = 0.f;
+#pragma unroll
+      for (int m = 0; m < i; m += 2) {
+        s0 += Li[m] * col[m];
+        if (m + 1 < i) s1 += Li[m + 1] * col[m + 1];
+      }
+      col[i] = (i == j ? 1.f : 0.f) - (s0 + s1);
     }
 #pragma unroll
     for (int i = 0; i < 16; ++i) sT[(base + i) * LDA + base + j] = col[i];
