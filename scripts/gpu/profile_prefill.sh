@@ -2,23 +2,27 @@
 # Profile of the KDA prefill kernels on the GPU machine (the device tool's `run`, `.deps` carried): builds the
 # prefill bench, then ncu (stall reasons, source counters, per-SASS-line samples) of one prep and one walk
 # launch on shape KIMI_NCU_SHAPE (index of bench_kda_prefill.cpp, default 4). Writes $OUT/ncu.txt and
-# $OUT/prep_sass.csv, $OUT/walk_sass.csv.
+# $OUT/prep_sass.csv, $OUT/walk_sass.csv. KIMI_NCU_KERNELS="prep" profiles one of the two; from a worktree
+# (carried with .deps): bash .wt-prefill/scripts/gpu/profile_prefill.sh.
 set -uo pipefail
 OUT=${OUT:-/tmp/kimi-gpu-out}
 mkdir -p "$OUT"
 cd "$(dirname "$0")/../.."
+DEPS=${DEPS:-.deps}  # the carried .deps sits at the checkout root: ../.deps when run from a worktree
+[ -d "$DEPS/debs" ] || DEPS=../.deps
 prefix=/tmp/kimi-deps
 mkdir -p "$prefix"
-for f in .deps/debs/*.deb; do dpkg -x "$f" "$prefix"; done
+for f in "$DEPS"/debs/*.deb; do dpkg -x "$f" "$prefix"; done
 export LD_LIBRARY_PATH="$prefix/usr/lib/x86_64-linux-gnu:$prefix/usr/lib/x86_64-linux-gnu/openblas-pthread:${LD_LIBRARY_PATH:-}"
 cmake --preset cuda -DCMAKE_PREFIX_PATH="$prefix/usr" -DKIMI_TESTS=ON -DKIMI_BENCH=ON >"$OUT/configure.log" 2>&1 || exit 1
 cmake --build --preset cuda -j 16 --target kimi_bench_kda_prefill >"$OUT/build.log" 2>&1 || { grep -E "error" -A5 "$OUT/build.log" | head; exit 1; }
 b=./build/cuda/bench/kimi_bench_kda_prefill
-for k in prep walk; do
+for k in ${KIMI_NCU_KERNELS:-prep walk}; do
   timeout 150 ncu --clock-control none --import-source no -k regex:kda_chunk_$k --launch-skip 10 --launch-count 1 \
     --section SpeedOfLight --section WarpStateStats --section SchedulerStats --section SourceCounters \
-    --section InstructionStats --section MemoryWorkloadAnalysis -o /tmp/$k "$b" ${KIMI_NCU_SHAPE:-4} >/dev/null 2>&1
+    --section InstructionStats --section MemoryWorkloadAnalysis --section Occupancy --section LaunchStats \
+    -o /tmp/$k "$b" ${KIMI_NCU_SHAPE:-4} >/dev/null 2>&1
   ncu --import /tmp/$k.ncu-rep --print-details all >>"$OUT/ncu.txt" 2>&1
   ncu --import /tmp/$k.ncu-rep --page source --print-source sass --csv >"$OUT/${k}_sass.csv" 2>&1
 done
-grep -E "Duration|Warp Cycles Per Issued|Issued Ipc|Stall|No Eligible|Active Warps|Theoretical Occ|Achieved Occ|Excessive|Memory Throughput|L1/TEX Hit|Executed Instructions  " "$OUT/ncu.txt" | head -80
+grep -E "Duration|Warp Cycles Per Issued|Issued Ipc|Stall|No Eligible|Active Warps|Theoretical Occ|Achieved Occ|Excessive|Memory Throughput|L1/TEX Hit|Executed Instructions  |Block Limit|Registers Per|Shared Memory Config|Dynamic Shared|Bank Conflicts|Wavefronts" "$OUT/ncu.txt" | head -80

@@ -310,6 +310,24 @@ void add_kda_cases(CaseList& list, Scale scale) {
     Cfg d9{2, 1, 2, 32, 32, {}};  // no initial state, no gate, q, k, v slices of one tensor
     d9.qkv_slice = d9.vk = true;
     cfgs.push_back(d9);
+    // Prefill on the CUDA tensor-core chunk kernels (bf16 inputs at K = V in {64, 128}; f32 inputs run the
+    // recurrent kernel there): several chunks with ragged tails, both head sizes, both gate forms (bounded:
+    // tensor-core diagonal blocks; softplus and a given g: per-pair diagonal blocks), varlen with empty and
+    // one-token sequences, strided o, q / k / v slices of one tensor, aliased states.
+    Cfg p1{2, 150, 2, 128, 128, {}};
+    p1.gate = Gate::bounded, p1.beta_sigmoid = p1.l2 = p1.h0 = p1.vk = true;
+    cfgs.push_back(p1);
+    Cfg p2{1, 201, 3, 64, 64, {70, 0, 130, 1}};
+    p2.gate = Gate::softplus, p2.beta_sigmoid = p2.l2 = p2.h0 = true, p2.o_pad = 3;
+    cfgs.push_back(p2);
+    Cfg p3{1, 130, 2, 128, 128, {}};
+    p3.gate = Gate::softplus, p3.beta_sigmoid = p3.l2 = p3.h0 = p3.vk = p3.qkv_slice = true, p3.scale = 0.3f;
+    cfgs.push_back(p3);
+    Cfg p4{1, 64, 2, 64, 64, {}};  // a given g, k normalized on the host, zero initial state
+    cfgs.push_back(p4);
+    Cfg p5{1, 65, 4, 64, 64, {}};
+    p5.gate = Gate::bounded, p5.beta_sigmoid = p5.l2 = p5.h0 = p5.alias = true;
+    cfgs.push_back(p5);
   } else {
     Cfg a{1, 1024, 8, 128, 128, {}};  // Kimi-Linear heads (H scaled)
     a.gate = Gate::softplus, a.beta_sigmoid = a.l2 = a.h0 = true;

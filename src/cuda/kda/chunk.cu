@@ -25,6 +25,7 @@
 #include "cuda/check.cuh"
 #include "cuda/kda/chunk.cuh"
 #include "cuda/kda/chunk.h"
+#include "cuda/kda/prep.cuh"
 #include "cuda/scratch.cuh"
 #include "kimi/error.h"
 
@@ -55,10 +56,9 @@ __global__ void fixed_chunk_table(int64_t* tab, int64_t N, int64_t T, int64_t pe
   if (i <= N) tab[3 * nch + i] = i * per_seq;
 }
 
-// Threads per CTA. Prep: 1024 (measured on the H200: 3.03 ms against 3.32 at 512 for 1 x 16384 H64; all of its
-// phases are latency-bound at one CTA per SM). Walk: 512 at VT = 64 (16 warps, 4 x 4 grid), 256 at VT = 32
-// (512 threads there measured 10% slower: 4.14 ms against 3.77 for 1 x 65536 H8).
-constexpr int kPrepThreads = 1024;
+// Threads per CTA. Prep: kda_chunk::kPrepThreads (512, two CTAs per SM, prep.cuh). Walk: 512 at VT = 64 (16
+// warps, 4 x 4 grid), 256 at VT = 32 (512 threads there measured 10% slower: 4.14 ms against 3.77 for 1 x 65536
+// H8).
 
 template <typename Kern>
 void launch_kernel(Kern* kernel, size_t smem, int threads, int64_t ctas, const kda_chunk::Params& p, cudaStream_t s) {
@@ -73,10 +73,11 @@ template <int D>
 void launch_all(const kda_chunk::Params& p, bool diag_mma, bool vt64, cudaStream_t s) {
   namespace kc = kda_chunk;
   const int64_t H = p.H, N = p.N;
-  if (diag_mma)
-    launch_kernel(kc::kda_chunk_prep<D, true, kPrepThreads>, kc::PrepSmem<D>::TOTAL, kPrepThreads, p.nch * H, p, s);
-  else
-    launch_kernel(kc::kda_chunk_prep<D, false, kPrepThreads>, kc::PrepSmem<D>::TOTAL, kPrepThreads, p.nch * H, p, s);
+  // two CTAs per SM need the full shared-memory carveout
+  const auto prep = diag_mma ? kc::kda_chunk_prep<D, true> : kc::kda_chunk_prep<D, false>;
+  KIMI_CUDA_CHECK(
+      cudaFuncSetAttribute(prep, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared));
+  launch_kernel(prep, kc::PrepSmem<D>::TOTAL, kc::kPrepThreads, p.nch * H, p, s);
   if (vt64)
     launch_kernel(kc::kda_chunk_walk<D, 64, 512>, kc::WalkSmem<D, 64>::TOTAL, 512, N * H * (D / 64), p, s);
   else
@@ -161,6 +162,14 @@ void kda_chunk_fwd(const KdaArgs& a, int chunk_size, const Context& ctx) {
   p.s0 = a.initial_state.present() ? static_cast<const float*>(a.initial_state.data) : nullptr;
   p.s1 = a.final_state.present() ? static_cast<float*>(a.final_state.data) : nullptr;
   p.vk = a.state_layout == StateLayout::vk ? 1 : 0;
+  {  // the prep's fast row loads: q, k, v, g bf16, every row piece of 4 elements 8-byte aligned
+    bool fast = true;
+    for (const TensorView* t : {&a.q, &a.k, &a.v, &a.g}) {
+      fast = fast && t->dtype == DType::bf16 && reinterpret_cast<uintptr_t>(t->data) % 8 == 0;
+      for (int d = 0; d < 3; ++d) fast = fast && t->strides[d] % 4 == 0;
+    }
+    p.rows_bf16 = fast ? 1 : 0;
+  }
   p.H = int(H);
   p.N = int(N);
 

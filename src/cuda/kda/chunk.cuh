@@ -7,34 +7,12 @@
 // sequence (seq0[n], seq0[N] = number of chunks), uploaded to the device. Rows beyond a sequence end are zero
 // (q = k = v = 0, g = 0, beta = 0): they neither decay nor update the state, and their outputs are not written.
 //
-// Kernel 1, kda_chunk_prep<D, kDiagMma, 1024> (grid: chunks x H, 1024 threads, one chunk-head per CTA, fully
-// parallel):
-//   P1  load q, k, raw g, beta, v of the 64 rows (every load of a thread issued before the first conversion);
-//       q, k stored RAW as bf16 (exact for bf16 inputs) with per-row fp32 multipliers mq = scale / ||q|| (or
-//       scale), mk = 1 / ||k|| (or 1), applied whenever an operand is formed, so q and k are rounded only
-//       once; gate -> g (fp32); beta (sigmoid); G = inclusive cumsum of g over the chunk rows (fp32), GC =
-//       G[63], decay = exp(GC).
-//   P2a A_qk (lower incl. diagonal) and A_kk (strictly lower, * beta_i) in 16 x 16 blocks, mma.sync
-//       m16n8k16 bf16 -> fp32. Row block a uses the reference R_a = G[16a - 1] (R_0 = 0):
-//         row operand  q_i exp(G_i - R_a), k_i exp(G_i - R_a)   (i >= 16a: G_i <= R_a, exponent <= 0)
-//         col operand  k_j exp(R_a - G_j)                       (j <  16a: G_j >= R_a, exponent <= 0)
-//       (G is non-increasing because g <= 0). One element-wise phase forms the row operands and the column
-//       operands of all four row blocks (16 + 32 + 48 + 64 rows), one phase runs the mma tiles of all blocks.
-//       Diagonal blocks (j in block a):
-//         kDiagMma (bounded gate, lower bound >= -5): the same factoring through R_a, col exponents in
-//           [0, 80] (16 rows * 5): e^80 = 5.5e34 is finite in fp32 and bf16; the upper triangle (masked by a
-//           select, never multiplied) stays below 128 * e^80 |q||k|, finite.
-//         otherwise (softplus or a given g, unbounded): per pair, sum_d q_id k_jd exp(G_id - G_jd) with
-//           i >= j (exponent <= 0) on CUDA cores in fp32.
-//   P2b Qg = q exp(G), Kg = k exp(G) (bf16, exponents <= 0, Kg stored transposed), KdT[k][t] =
-//       k_t exp(GC - G_t) (bf16, <= 0).
-//   P3  V^T (bf16); T = (I + A_kk)^-1 in fp32 (forward substitution in the four 16 x 16 diagonal blocks, one
-//       warp each, then block substitution T_ab = -T_aa sum_{m=b}^{a-1} L_am T_mb by distance a - b);
-//       Tb = T diag(beta) in bf16.
-//   P4  Wn = -Tb Kg (64 x K, fp32 accumulate -> bf16 hi + lo) and U0 = Tb V (64 x V, fp32), so that the
-//       pseudo-values are U = U0 + Wn S (Tb and Kg are bf16, U0 is exact in fp32 and Wn keeps ~16 bits).
-//       Writes Qg, A_qk, KdT, decay, Wn, U0 to the scratch (Wn, U0 staged in shared regions dead since P3,
-//       all copies 16-byte coalesced).
+// Kernel 1, kda_chunk_prep<D, kDiagMma> (prep.cuh: grid chunks x H, 512 threads, one chunk-head per CTA, two
+//   CTAs per SM, fully parallel): A_qk (lower incl. diagonal, bf16), Qg = q exp(G), KdT[k][t] = k_t exp(GC -
+//   G_t), decay = exp(GC), and through T = (I + A_kk)^-1 (fp32), Tb = T diag(beta): Wn = -Tb Kg (bf16 hi + lo)
+//   and U0 = Tb V (fp32), so that the pseudo-values are U = U0 + Wn S (Tb and Kg are bf16, U0 is exact in fp32
+//   and Wn keeps ~16 bits). prep.cuh has the phases, the factoring of exp(G_i - G_j) through 16-row block
+//   references and the shared-memory budget.
 // Kernel 2, kda_chunk_walk<D, VT, NTHR> (grid: N x H x D / VT; VT = 64 with 512 threads or VT = 32 with 256,
 //   one CTA per (sequence, head, V tile)): the fp32 state slice S^T[VT][K] lives in registers, in the
 //   accumulator layout of its update (each warp owns a 16 x D / WN7 tile), and its bf16 hi + lo split in shared
@@ -55,20 +33,24 @@
 //   D = 128: 107008 B per chunk-head = 1672 B per token-head (1 x 16384 x H64: 1.75 GB).
 //   D =  64:  57600 B per chunk-head =  900 B per token-head.
 //
-// Shared memory (bytes; D = 128 / 64): prep 194816 / 117504 (1 CTA / SM); walk VT = 64: 224256, VT = 32:
+// Shared memory (bytes; D = 128 / 64): prep 105728 / 66560 (2 CTAs / SM); walk VT = 64: 224256, VT = 32:
 // 181248 (1 CTA / SM). Row pads of 16 bytes (bf16) and 16-32 bytes (fp32) keep the fragment loads
 // bank-conflict free.
-// ptxas (sm_90a, CUDA 13.0 here): registers prep 64 (1024 threads; D = 128: 4 bytes of spill), walk 125
-// (D = 128, VT = 64) / 158 (VT = 32); no other spills.
+// ptxas (sm_90a, CUDA 13.0 here): registers prep 64 (512 threads, capped for 2 CTAs / SM), walk 125 (D = 128,
+// VT = 64) / 158 (VT = 32); no spills.
 //
-// Measured on the H200 (docs/BENCHMARKS.md; ncu gpu__time_duration, 1 x 16384 H64): prep 3.03 ms (16384
-// chunk-heads, ~24 us each per SM: latency-bound, ~1.5 instructions per cycle per SM, one CTA per SM), walk
-// 1.46 ms (256 chunks x 5.7 us, 128 CTAs); 1 x 65536 H8: prep 1.53 ms, walk 3.8 ms (1024 chunks x 3.7 us on
-// 32 CTAs: most SMs idle). Traffic per token-head ~1 KB inputs + 1.7 KB scratch written + ~2.5 KB read by the
-// walk (much of it from L2) + 256 B o: the kernels run at 6-7% of the memory floor, bound by latency, not bytes.
-// What would close the gap: prep with two or more CTAs per SM (operands formed in registers instead of shared
-// memory) or folded into the walk with 16-row sub-chunks (FlashKDA's structure), wgmma for the walk products,
-// and sequence parallelism (segment affine maps S_next = M S + C combined by a scan) for few heads.
+// Measured on the H200 (docs/BENCHMARKS.md, docs/gpu/2026-11-29-h200-prep1.txt; ncu gpu__time_duration,
+// 1 x 16384 H64): prep 2.52 ms at commit a4addf3 (the former 1024-thread, one-CTA-per-SM prep: 3.04 ms in
+// the same run), walk 1.46 ms (256 chunks x 5.7 us, 128 CTAs); 1 x 65536 H8: walk 3.8 ms (1024 chunks x
+// 3.7 us on 32 CTAs: most SMs idle). ncu of that prep: two CTAs per SM as planned (31 of 32 warps active),
+// 66 K warp instructions per chunk-head (90 K before), half of them and 64% of the stall samples in the row
+// loads (generic dtype / gate branches per element, predicated double loads): prep.cuh's bf16 fast path
+// (commit f4477f6, not yet measured) removes those. Traffic per token-head ~1 KB inputs + 1.7 KB scratch
+// written + ~2.5 KB read by the walk (much of it from L2) + 256 B o.
+// What would close the gap further: the prep's Wn / U0 / A_qk stores staged for 16-byte coalescing (ncu: LG
+// throttle on them), the prep folded into the walk with 16-row sub-chunks (FlashKDA's structure), wgmma for
+// the walk products, and sequence parallelism (segment affine maps S_next = M S + C combined by a scan) for
+// few heads.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -135,52 +117,12 @@ struct Params {
   const float* s0;  // initial state or null
   float* s1;        // final state or null (may equal s0)
   int vk;           // state layout [N, H, V, K]
+  int rows_bf16;    // q, k, v, g all bf16 with 8-byte aligned row pieces: the prep's fast row loads (launcher)
   const int64_t* tab;   // device chunk table [3 * nch]: first token, batch row, rows
   const int64_t* seq0;  // device [N + 1]: first chunk of each sequence, seq0[N] = nch
   int64_t nch;
   int H, N;
   Scratch scr;
-};
-
-// Prep kernel shared memory (R1 - R6 reuse as in the phase comments of the kernel).
-template <int D>
-struct PrepSmem {
-  static constexpr int LDB = D + 8;   // bf16 [64][D] operands
-  static constexpr int LDT = kC + 8;  // bf16 [*][64] operands
-  static constexpr int LDA = kC + 4;  // fp32 [64][64]
-  static constexpr size_t mx(size_t a, size_t b) { return a > b ? a : b; }
-  static constexpr size_t kTf = size_t(kC) * LDA * 4;
-  static constexpr size_t kR1 = mx(size_t(kC) * D * 4, kTf + 3 * 256 * 4);  // G, then T + scratch
-  static constexpr size_t kRB = size_t(kC) * LDB * 2;
-  static constexpr size_t kRT = size_t(D) * LDT * 2;  // bf16 [D][64]
-  static constexpr size_t R1 = 0;
-  static constexpr size_t R2 = R1 + kR1;        // q raw, then V^T [D][LDT]
-  static constexpr size_t R3 = R2 + mx(kRB, kRT);  // k raw, then Tb [64][LDT]
-  static constexpr size_t R4 = R3 + kRB;        // q', then Qg
-  static constexpr size_t R5 = R4 + kRB;        // k', then Kg^T [D][LDT]
-  static constexpr size_t R6 = R5 + mx(kRB, kRT);  // KdT [D][LDT]
-  static constexpr size_t AKK = R6 + mx(kRB, kRT);  // A_kk fp32 [64][LDA]
-  static constexpr size_t AQK = AKK + kTf;       // A_qk bf16 [64][LDT]
-  static constexpr size_t BETA = AQK + size_t(kC) * LDT * 2;
-  static constexpr size_t GC = BETA + kC * 4;
-  static constexpr size_t DECAY = GC + D * 4;
-  static constexpr size_t MQ = DECAY + D * 4;
-  static constexpr size_t MK = MQ + kC * 4;
-  static constexpr int kColRows = 160;  // column operands of the four row blocks: 16 + 32 + 48 + 64 rows
-  static constexpr size_t KCOL = MK + kC * 4;  // bf16 [160][LDB]
-  static constexpr size_t TOTAL = KCOL + size_t(kColRows) * LDB * 2;
-  // P4 staging of the outputs (16-byte coalesced stores): Wn hi in AKK, Wn lo in R1, U0 fp32 [64][LDU0] in KCOL
-  static constexpr int LDU0 = D + 4;
-  static constexpr size_t SWH = AKK, SWL = R1, SU0 = KCOL;
-  static_assert(size_t(kC) * LDB * 2 <= kTf && size_t(kC) * LDB * 2 <= kR1 &&
-                    size_t(kC) * LDU0 * 4 <= size_t(kColRows) * LDB * 2,
-                "P4 staging fits the dead regions");
-  static_assert(D % 32 == 0, "tile shapes");
-  static_assert(size_t(kC) * LDT * 2 <= kRB, "Tb fits R3");
-  static_assert(R2 % 16 == 0 && R3 % 16 == 0 && R4 % 16 == 0 && R5 % 16 == 0 && R6 % 16 == 0 && AKK % 16 == 0 &&
-                    AQK % 16 == 0 && BETA % 16 == 0 && GC % 16 == 0 && DECAY % 16 == 0 && KCOL % 16 == 0,
-                "16-byte aligned regions");
-  static_assert(TOTAL <= 227 * 1024, "fits the sm_90 shared memory of one CTA");
 };
 
 // Walk kernel shared memory: S^T hi, lo bf16 [VT][LDB] (the fp32 state itself lives in registers); two input
@@ -431,416 +373,6 @@ __device__ __forceinline__ void cp_tile_g2s(E* s, int lds, const E* g, int64_t l
       const int r = e / CPR, c = (e % CPR) * PER;
       cp_async16(s + r * lds + c, g + r * ldg + c);
     }
-  }
-}
-
-// The same shape shared -> global with 16-byte vector loads and stores.
-template <typename E, int ROWS, int COLS, int NTHR>
-__device__ __forceinline__ void copy_tile_s2g(E* g, int64_t ldg, const E* s, int lds, int tid) {
-  constexpr int PER = 16 / int(sizeof(E)), CPR = COLS / PER;
-  static_assert(COLS % PER == 0, "16-byte rows");
-  constexpr int NIT = (ROWS * CPR + NTHR - 1) / NTHR;
-#pragma unroll
-  for (int it = 0; it < NIT; ++it) {
-    const int e = tid + it * NTHR;
-    if ((ROWS * CPR) % NTHR == 0 || e < ROWS * CPR) {
-      const int r = e / CPR, c = (e % CPR) * PER;
-      *reinterpret_cast<uint4*>(g + r * ldg + c) = *reinterpret_cast<const uint4*>(s + r * lds + c);
-    }
-  }
-}
-
-// ---------------------------------------------------------------------------------------------------------
-// kernel 1: per chunk-head pre-pass (P1 - P4)
-
-template <int D, bool kDiagMma, int NTHR>
-__global__ void __launch_bounds__(NTHR, 1) kda_chunk_prep(const Params p) {
-  constexpr int kThreads = NTHR, kWarps = NTHR / 32;
-  static_assert(kThreads == 512 || kThreads == 1024, "prep block");
-  using L = PrepSmem<D>;
-  constexpr int LDB = L::LDB, LDT = L::LDT, LDA = L::LDA;
-  constexpr int EPL = D / 32;  // channels per lane in row loads
-  extern __shared__ __align__(16) unsigned char smem[];
-  float* const sG = reinterpret_cast<float*>(smem + L::R1);    // G [64][D] fp32      (P1 - P2b)
-  float* const sT = reinterpret_cast<float*>(smem + L::R1);    // T [64][LDA] fp32    (P3)
-  float* const sP = reinterpret_cast<float*>(smem + L::R1 + L::kTf);  // 3 x [16][16] scratch (P3)
-  bf16* const sQn = reinterpret_cast<bf16*>(smem + L::R2);     // q raw               (P1 - P2b)
-  bf16* const sVt = reinterpret_cast<bf16*>(smem + L::R2);     // V^T [D][LDT]        (P3 - P4)
-  bf16* const sKn = reinterpret_cast<bf16*>(smem + L::R3);     // k raw               (P1 - P2b)
-  bf16* const sTb = reinterpret_cast<bf16*>(smem + L::R3);     // T diag(beta) [64][LDT] (P3 - P4)
-  bf16* const sQr = reinterpret_cast<bf16*>(smem + L::R4);     // q' (P2a), then Qg (P2b - P4)
-  bf16* const sKr = reinterpret_cast<bf16*>(smem + L::R5);     // k' (P2a)
-  bf16* const sKgT = reinterpret_cast<bf16*>(smem + L::R5);    // Kg^T [D][LDT] (P2b - P4)
-  bf16* const sKc = reinterpret_cast<bf16*>(smem + L::R6);     // KdT [D][LDT] (P2b - P4)
-  bf16* const sKcol = reinterpret_cast<bf16*>(smem + L::KCOL);  // column operands [160][LDB] (P2a)
-  float* const sAkk = reinterpret_cast<float*>(smem + L::AKK);  // A_kk [64][LDA] fp32 (beta applied)
-  bf16* const sAqk = reinterpret_cast<bf16*>(smem + L::AQK);   // A_qk [64][LDT] bf16 (upper zero)
-  float* const sBeta = reinterpret_cast<float*>(smem + L::BETA);
-  float* const sGC = reinterpret_cast<float*>(smem + L::GC);
-  float* const sDecay = reinterpret_cast<float*>(smem + L::DECAY);
-  float* const sMq = reinterpret_cast<float*>(smem + L::MQ);  // per-row multiplier of the raw q: norm * scale
-  float* const sMk = reinterpret_cast<float*>(smem + L::MK);  // per-row multiplier of the raw k: norm
-
-  KDA_CHUNK_ASSERT(blockDim.x == kThreads);
-  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
-  const int gq = lane >> 2, tq = lane & 3;  // mma fragment coordinates
-
-  const int64_t cid = int64_t(blockIdx.x);  // chunk * H + head
-  const int h = int(cid % p.H);
-  const int64_t chunk = cid / p.H;
-  KDA_CHUNK_ASSERT(chunk < p.nch);
-  const int64_t tok0 = p.tab[3 * chunk], bb = p.tab[3 * chunk + 1];
-  const int rows = int(p.tab[3 * chunk + 2]);
-  KDA_CHUNK_ASSERT(rows >= 1 && rows <= kC);
-
-  // per-lane gate constants (lane owns channels lane*EPL .. +EPL in row loads)
-  float gate_a = 0.f, dtb[EPL];
-#pragma unroll
-  for (int e = 0; e < EPL; ++e) dtb[e] = 0.f;
-  if (p.gate != kGateNone) {
-    gate_a = expf(p.A_log[h * p.s_A]);
-#pragma unroll
-    for (int e = 0; e < EPL; ++e) dtb[e] = p.dt_bias[int64_t(h) * D + lane * EPL + e];
-  }
-  static_assert((kC * LDT * 2) % 16 == 0, "16-byte zero fill");
-  for (int e = tid; e < kC * LDT * 2 / 16; e += kThreads)  // upper blocks stay 0
-    reinterpret_cast<uint4*>(sAqk)[e] = make_uint4(0u, 0u, 0u, 0u);
-  __syncthreads();
-
-
-  {
-    const int nrows = rows;
-
-    // V rows into registers first, as raw bits (converted and stored to shared memory as V^T in P3, once R2
-    // is free): their latency overlaps the q, k, g loads below
-    constexpr int RWV = kC / kWarps;
-    uint32_t wv[RWV][EPL];
-#pragma unroll
-    for (int rr = 0; rr < RWV; ++rr) {
-      const int r = warp + kWarps * rr;
-#pragma unroll
-      for (int e = 0; e < EPL; ++e) wv[rr][e] = 0u;  // zero bits: 0.0 in every dtype
-      if (r < nrows) {
-        const int64_t tok = tok0 + r;
-        load_raw<EPL>(p.v, p.dt_v, bb * p.s_v[0] + tok * p.s_v[1] + h * p.s_v[2] + lane * EPL, wv[rr]);
-      }
-    }
-
-    // ---- P1: rows -> q, k (bf16), g (fp32), beta --------------------------------------------------------
-    // All loads of the warp's 8 rows are issued first (one memory latency per chunk, not 24).
-    {
-      constexpr int RW = kC / kWarps;  // rows per warp: r = warp + kWarps * rr
-      const int ch = lane * EPL;
-      uint32_t wq[RW][EPL], wk[RW][EPL], wg[RW][EPL], wb[RW][1];
-#pragma unroll
-      for (int rr = 0; rr < RW; ++rr) {
-        const int r = warp + kWarps * rr;
-        const int64_t tok = tok0 + r;
-#pragma unroll
-        for (int e = 0; e < EPL; ++e) wq[rr][e] = wk[rr][e] = wg[rr][e] = 0u;
-        wb[rr][0] = 0u;
-        if (r < nrows) {
-          load_raw<EPL>(p.q, p.dt_q, bb * p.s_q[0] + tok * p.s_q[1] + h * p.s_q[2] + ch, wq[rr]);
-          load_raw<EPL>(p.k, p.dt_k, bb * p.s_k[0] + tok * p.s_k[1] + h * p.s_k[2] + ch, wk[rr]);
-          load_raw<EPL>(p.g, p.dt_g, bb * p.s_g[0] + tok * p.s_g[1] + h * p.s_g[2] + ch, wg[rr]);
-          if (lane == 0) load_raw<1>(p.beta, p.dt_beta, bb * p.s_beta[0] + tok * p.s_beta[1] + h * p.s_beta[2], wb[rr]);
-        }
-      }
-#pragma unroll
-      for (int rr = 0; rr < RW; ++rr) {
-        const int r = warp + kWarps * rr;
-        const bool valid = r < nrows;
-        float xq[1][EPL], xk[1][EPL], xg[1][EPL], xb[1][1];
-        raw_to_f32<EPL>(wq[rr], p.dt_q, xq[0]);
-        raw_to_f32<EPL>(wk[rr], p.dt_k, xk[0]);
-        raw_to_f32<EPL>(wg[rr], p.dt_g, xg[0]);
-        raw_to_f32<1>(wb[rr], p.dt_beta, xb[0]);
-        float mq = p.scale, mk = 1.f;
-        if (p.l2norm) {
-          float sq = 0.f, sk = 0.f;
-#pragma unroll
-          for (int e = 0; e < EPL; ++e) {
-            sq += xq[0][e] * xq[0][e];
-            sk += xk[0][e] * xk[0][e];
-          }
-          sq = warp_sum(sq);
-          sk = warp_sum(sk);
-          mq *= 1.f / sqrtf(sq + 1e-6f);
-          mk = 1.f / sqrtf(sk + 1e-6f);
-        }
-#pragma unroll
-        for (int e = 0; e < EPL; e += 2) {  // raw values (exact for bf16 inputs); multipliers applied later
-          sts32(sQn + r * LDB + ch + e, pack_bf16(xq[0][e], xq[0][e + 1]));
-          sts32(sKn + r * LDB + ch + e, pack_bf16(xk[0][e], xk[0][e + 1]));
-        }
-#pragma unroll
-        for (int e = 0; e < EPL; ++e) {
-          float gv = xg[0][e];
-          if (p.gate != kGateNone && valid) {
-            const float x = xg[0][e] + dtb[e];
-            if (p.gate == kGateSoftplus)
-              gv = -gate_a * (x > 20.f ? x : log1pf(expf(x)));
-            else
-              gv = __fdividef(p.lb, 1.f + __expf(-gate_a * x));  // -> 0 when the exponential overflows
-          }
-          sG[r * D + ch + e] = valid ? gv : 0.f;
-        }
-        if (lane == 0) {
-          float bv = xb[0][0];
-          if (valid && p.beta_sigmoid) bv = 1.f / (1.f + expf(-bv));
-          sBeta[r] = valid ? bv : 0.f;
-          sMq[r] = mq;
-          sMk[r] = mk;
-        }
-      }
-    }
-    __syncthreads();
-
-    // cumsum over rows per channel: TPC threads per channel, RPT rows each
-    {
-      constexpr int TPC = kThreads / D, RPT = kC / TPC;
-      const int c = tid % D, part = tid / D;
-      float run = 0.f;
-#pragma unroll
-      for (int r = 0; r < kC - RPT; ++r)
-        if (r < part * RPT) run += sG[r * D + c];
-      __syncthreads();
-#pragma unroll 8
-      for (int r = part * RPT; r < part * RPT + RPT; ++r) {
-        run += sG[r * D + c];
-        sG[r * D + c] = run;
-      }
-      if (part == TPC - 1) {
-        sGC[c] = run;
-        sDecay[c] = expf(run);
-      }
-    }
-    __syncthreads();
-
-    // ---- P2a: A_qk, A_kk --------------------------------------------------------------------------------
-    // One element-wise phase forms every operand (fully unrolled loops: many independent exp / load chains
-    // per thread), one barrier, one phase of mma tiles over all blocks (a, b).
-    // row operands q' = q exp(G_i - R_a), k' = k exp(G_i - R_a), a = i / 16, R_0 = 0, R_a = G[16a - 1]
-#pragma unroll 4
-    for (int it = 0; it < kC * D / 2 / kThreads; ++it) {
-      const int e = tid + it * kThreads;
-      const int r = e / (D / 2), c = 2 * (e % (D / 2)), a = r >> 4;
-      const float2 gg = *reinterpret_cast<const float2*>(sG + r * D + c);
-      const float2 R = a ? *reinterpret_cast<const float2*>(sG + (16 * a - 1) * D + c) : make_float2(0.f, 0.f);
-      const float e0 = __expf(gg.x - R.x), e1 = __expf(gg.y - R.y);
-      const float mq = sMq[r], mk = sMk[r];
-      const uint32_t uq = lds32(sQn + r * LDB + c), uk = lds32(sKn + r * LDB + c);
-      sts32(sQr + r * LDB + c, pack_bf16(bf_lo(uq) * mq * e0, bf_hi(uq) * mq * e1));
-      sts32(sKr + r * LDB + c, pack_bf16(bf_lo(uk) * mk * e0, bf_hi(uk) * mk * e1));
-    }
-    // column operands of row block a (rows kColOff(a) .. + 16 (a + 1) of sKcol): k_j exp(R_a - G_j), j < 16 (a + 1)
-    // (<= 0 for j < 16a; in [0, 80] on the diagonal block, used only when kDiagMma)
-    static_assert(L::kColRows * (D / 2) % kThreads == 0, "whole iterations");
-#pragma unroll 4
-    for (int it = 0; it < L::kColRows * (D / 2) / kThreads; ++it) {
-      const int e = tid + it * kThreads;
-      const int jr = e / (D / 2), c = 2 * (e % (D / 2));
-      const int a = jr < 16 ? 0 : jr < 48 ? 1 : jr < 96 ? 2 : 3;
-      const int j = jr - 8 * a * (a + 1);
-      const float2 gg = *reinterpret_cast<const float2*>(sG + j * D + c);
-      const float2 R = a ? *reinterpret_cast<const float2*>(sG + (16 * a - 1) * D + c) : make_float2(0.f, 0.f);
-      const float e0 = __expf(R.x - gg.x), e1 = __expf(R.y - gg.y);
-      const float mk = sMk[j];
-      const uint32_t uk = lds32(sKn + j * LDB + c);
-      sts32(sKcol + jr * LDB + c, pack_bf16(bf_lo(uk) * mk * e0, bf_hi(uk) * mk * e1));
-    }
-    __syncthreads();
-    {
-      // tiles (a, b, mat, half): 16 x 8 outputs of block (a, b) of A_qk (mat 0) or A_kk (mat 1), b <= a
-      // (b < a without kDiagMma); tile index t = 4 * blk + 2 * half + mat over the blocks in (a, b) order.
-      constexpr int kBlocks = kDiagMma ? 10 : 6;
-      for (int tile = warp; tile < 4 * kBlocks; tile += kWarps) {
-        const int mat = tile & 1, half = (tile >> 1) & 1, blk = tile >> 2;
-        int a, b;
-        if constexpr (kDiagMma) {
-          a = blk < 1 ? 0 : blk < 3 ? 1 : blk < 6 ? 2 : 3;
-          b = blk - a * (a + 1) / 2;
-        } else {
-          a = blk < 1 ? 1 : blk < 3 ? 2 : 3;
-          b = blk - a * (a - 1) / 2;
-        }
-        float acc[1][1][4] = {};
-        warp_mma<1, 1, D>(acc, mat ? sKr : sQr, LDB, 16 * a, sKcol + 8 * a * (a + 1) * LDB, LDB,
-                                  16 * b + 8 * half, lane);
-#pragma unroll
-        for (int rr = 0; rr < 2; ++rr) {
-          const int i = 16 * a + gq + 8 * rr;
-#pragma unroll
-          for (int cc = 0; cc < 2; ++cc) {
-            const int j = 16 * b + 8 * half + 2 * tq + cc;
-            const float val = acc[0][0][2 * rr + cc];
-            if (mat == 0)
-              sAqk[i * LDT + j] = __float2bfloat16_rn(j <= i ? val : 0.f);
-            else
-              sAkk[i * LDA + j] = j < i ? val * sBeta[i] : 0.f;
-          }
-        }
-      }
-    }
-    __syncthreads();  // the tiles have read q', k' (R4, R5) before P2b overwrites them
-    if constexpr (!kDiagMma) {
-      // diagonal 16 x 16 blocks per pair: exp(G_i - G_j), i >= j, exponent <= 0 (any g <= 0)
-      for (int e = tid; e < 4 * 256; e += kThreads) {
-        const int a = e >> 8, i = (e >> 4) & 15, j = e & 15;
-        const int I = 16 * a + i, J = 16 * a + j;
-        float sq = 0.f, sk = 0.f;
-        if (j <= i) {
-#pragma unroll 4
-          for (int c = 0; c < D; c += 2) {
-            const float2 gi = *reinterpret_cast<const float2*>(sG + I * D + c);
-            const float2 gj = *reinterpret_cast<const float2*>(sG + J * D + c);
-            const float e0 = __expf(gi.x - gj.x), e1 = __expf(gi.y - gj.y);
-            const uint32_t uq = lds32(sQn + I * LDB + c), uki = lds32(sKn + I * LDB + c),
-                           ukj = lds32(sKn + J * LDB + c);
-            const float kj0 = bf_lo(ukj) * e0, kj1 = bf_hi(ukj) * e1;
-            sq += bf_lo(uq) * kj0 + bf_hi(uq) * kj1;
-            sk += bf_lo(uki) * kj0 + bf_hi(uki) * kj1;
-          }
-        }
-        sAqk[I * LDT + J] = __float2bfloat16_rn(sq * sMq[I] * sMk[J]);  // 0 above the diagonal
-        sAkk[I * LDA + J] = j < i ? sk * sMk[I] * sMk[J] * sBeta[I] : 0.f;
-      }
-    }
-
-    // ---- P2b: Qg, Kg^T, KdT (R4 - R6 are free: the last P2a barrier is behind us) -------------------------
-#pragma unroll 4
-    for (int it = 0; it < kC * D / 2 / kThreads; ++it) {
-      const int e = tid + it * kThreads;
-      const int r = e / (D / 2), c = 2 * (e % (D / 2));
-      const float2 gg = *reinterpret_cast<const float2*>(sG + r * D + c);
-      const float mq = sMq[r];
-      const float e0 = __expf(gg.x), e1 = __expf(gg.y);
-      const uint32_t uq = lds32(sQn + r * LDB + c);
-      sts32(sQr + r * LDB + c, pack_bf16(bf_lo(uq) * mq * e0, bf_hi(uq) * mq * e1));
-    }
-    // Kg^T, KdT: a thread forms 8 consecutive rows of one channel (consecutive threads: consecutive channels),
-    // stored as one 16-byte word each (bank-conflict free: rows of 144 bytes)
-#pragma unroll
-    for (int it = 0; it < (D * (kC / 8) + kThreads - 1) / kThreads; ++it) {
-      const int e = tid + it * kThreads;
-      if (D * (kC / 8) % kThreads != 0 && e >= D * (kC / 8)) break;
-      const int c = e % D, r0 = 8 * (e / D);
-      const float gc = sGC[c];
-      uint32_t wg[4], wd[4];
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        const int r = r0 + 2 * i;
-        const float g0 = sG[r * D + c], g1 = sG[(r + 1) * D + c];
-        const float k0 = bf2f(sKn[r * LDB + c]) * sMk[r], k1 = bf2f(sKn[(r + 1) * LDB + c]) * sMk[r + 1];
-        wg[i] = pack_bf16(k0 * __expf(g0), k1 * __expf(g1));
-        wd[i] = pack_bf16(k0 * __expf(gc - g0), k1 * __expf(gc - g1));
-      }
-      *reinterpret_cast<uint4*>(sKgT + c * LDT + r0) = make_uint4(wg[0], wg[1], wg[2], wg[3]);
-      *reinterpret_cast<uint4*>(sKc + c * LDT + r0) = make_uint4(wd[0], wd[1], wd[2], wd[3]);
-    }
-    __syncthreads();
-
-    // ---- P3: V^T; T = (I + A_kk)^-1; Tb = T diag(beta) --------------------------------------------------
-#pragma unroll
-    for (int rr = 0; rr < RWV; ++rr) {
-      float xv[EPL];
-      raw_to_f32<EPL>(wv[rr], p.dt_v, xv);
-#pragma unroll
-      for (int e = 0; e < EPL; ++e)
-        sVt[(lane * EPL + e) * LDT + warp + kWarps * rr] = __float2bfloat16_rn(xv[e]);
-    }
-    if (warp < 4 && lane < 16) {  // diagonal blocks: forward substitution, lane = column j of block warp
-      const int base = 16 * warp, j = lane;
-      float col[16];
-#pragma unroll
-      for (int i = 0; i < 16; ++i) {
-        float val = i == j ? 1.f : 0.f;
-#pragma unroll
-        for (int m = 0; m < i; ++m) val -= sAkk[(base + i) * LDA + base + m] * col[m];
-        col[i] = val;
-      }
-#pragma unroll
-      for (int i = 0; i < 16; ++i) sT[(base + i) * LDA + base + j] = col[i];
-    }
-    __syncthreads();
-#pragma unroll 1
-    for (int d = 1; d < 4; ++d) {  // blocks (a, a - d): T_ab = -T_aa sum_{m=b}^{a-1} L_am T_mb
-      const int nblk = 4 - d;
-      for (int e = tid; e < nblk * 256; e += kThreads) {
-        const int a = d + (e >> 8), b = a - d, i = (e >> 4) & 15, j = e & 15;
-        float s = 0.f;
-        for (int m = b; m < a; ++m)
-#pragma unroll
-          for (int x = 0; x < 16; ++x) s += sAkk[(16 * a + i) * LDA + 16 * m + x] * sT[(16 * m + x) * LDA + 16 * b + j];
-        sP[(e >> 8) * 256 + i * 16 + j] = s;
-      }
-      __syncthreads();
-      for (int e = tid; e < nblk * 256; e += kThreads) {
-        const int a = d + (e >> 8), b = a - d, i = (e >> 4) & 15, j = e & 15;
-        float s = 0.f;
-#pragma unroll
-        for (int x = 0; x < 16; ++x) s += sT[(16 * a + i) * LDA + 16 * a + x] * sP[(e >> 8) * 256 + x * 16 + j];
-        sT[(16 * a + i) * LDA + 16 * b + j] = -s;
-      }
-      __syncthreads();
-    }
-#pragma unroll
-    for (int it = 0; it < kC * kC / kThreads; ++it) {
-      const int e = tid + it * kThreads;
-      const int i = e >> 6, j = e & 63;
-      const float val = (j >> 4) > (i >> 4) ? 0.f : sT[i * LDA + j] * sBeta[j];
-      sTb[i * LDT + j] = __float2bfloat16_rn(val);
-    }
-    __syncthreads();
-
-
-    // ---- P4: Wn = -Tb Kg, U0 = Tb V -> scratch; Qg, A_qk, KdT, decay -> scratch ---------------------------
-    {
-      constexpr int WN = kWarps / 4, NT = D / (8 * WN);  // 4 x WN warp grid: 16 rows x D / WN columns per warp
-      static_assert(NT >= 1 && NT * 8 * WN == D, "warp grid");
-      const int wm = warp / WN, wn = warp % WN;
-      const int t0 = 16 * wm, n0 = wn * (D / WN);
-      bf16* const swh = reinterpret_cast<bf16*>(smem + L::SWH);  // regions dead since P3
-      bf16* const swl = reinterpret_cast<bf16*>(smem + L::SWL);
-      float* const su0 = reinterpret_cast<float*>(smem + L::SU0);
-      {
-        float acc[1][NT][4] = {};
-        warp_mma<1, NT, kC>(acc, sTb, LDT, t0, sKgT, LDT, n0, lane);
-#pragma unroll
-        for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-          for (int rr = 0; rr < 2; ++rr) {
-            const int t = t0 + gq + 8 * rr, c = n0 + 8 * nt + 2 * tq;
-            const float w0 = -acc[0][nt][2 * rr], w1 = -acc[0][nt][2 * rr + 1];
-            const uint32_t hi = pack_bf16(w0, w1);
-            const uint32_t lo = pack_bf16(w0 - bf_lo(hi), w1 - bf_hi(hi));
-            sts32(swh + t * LDB + c, hi);
-            sts32(swl + t * LDB + c, lo);
-          }
-      }
-      {
-        float acc[1][NT][4] = {};
-        warp_mma<1, NT, kC>(acc, sTb, LDT, t0, sVt, LDT, n0, lane);
-#pragma unroll
-        for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-          for (int rr = 0; rr < 2; ++rr) {
-            const int t = t0 + gq + 8 * rr, c = n0 + 8 * nt + 2 * tq;
-            *reinterpret_cast<float2*>(su0 + t * L::LDU0 + c) = make_float2(acc[0][nt][2 * rr], acc[0][nt][2 * rr + 1]);
-          }
-      }
-    }
-    copy_tile_s2g<bf16, kC, D, kThreads>(p.scr.qg + cid * (kC * D), D, sQr, LDB, tid);
-    copy_tile_s2g<bf16, kC, kC, kThreads>(p.scr.aqk + cid * (kC * kC), kC, sAqk, LDT, tid);
-    copy_tile_s2g<bf16, D, kC, kThreads>(p.scr.kdt + cid * (D * kC), kC, sKc, LDT, tid);
-    if (tid < D) p.scr.decay[cid * D + tid] = sDecay[tid];
-    __syncthreads();
-    copy_tile_s2g<bf16, kC, D, kThreads>(p.scr.wh + cid * (kC * D), D, reinterpret_cast<const bf16*>(smem + L::SWH),
-                                         LDB, tid);
-    copy_tile_s2g<bf16, kC, D, kThreads>(p.scr.wl + cid * (kC * D), D, reinterpret_cast<const bf16*>(smem + L::SWL),
-                                         LDB, tid);
-    copy_tile_s2g<float, kC, D, kThreads>(p.scr.u0 + cid * (kC * D), D, reinterpret_cast<const float*>(smem + L::SU0),
-                                          L::LDU0, tid);
   }
 }
 

@@ -1,0 +1,626 @@
+// src/cuda/kda/prep.cuh: kernel 1 of the chunkwise KDA prefill (chunk.cuh has the two-pass design, the
+// scratch layout it fills and the walk that reads it): every state-independent product of one chunk-head.
+//
+// kda_chunk_prep<D, kDiagMma> (grid: chunks x H, 512 threads = 16 warps, one chunk-head per CTA, TWO CTAs per
+// SM: 103 KB of shared memory at D = 128, registers capped at 64 by __launch_bounds__(512, 2)). Math (SPEC 5.1,
+// rows i, j of the chunk, channels c, G = inclusive cumsum of g over the chunk rows, GC = G[63]):
+//   A_qk[i][j] = sum_c q_ic k_jc exp(G_ic - G_jc)            (j <= i; bf16 -> scratch)
+//   A_kk[i][j] = beta_i sum_c k_ic k_jc exp(G_ic - G_jc)     (j <  i; fp32, shared memory only)
+//   T = (I + A_kk)^-1, Tb = T diag(beta) (bf16); Qg = q exp(G), Kg = k exp(G), KdT[c][t] = k_tc exp(GC - G_tc)
+//   Wn = -Tb Kg (bf16 hi + lo), U0 = Tb V (fp32), decay = exp(GC)
+// All exponentials are ex2 of G kept in log2 units (G2 = G log2 e): one MUFU op each, no multiply.
+// Phases (barriers between them):
+//   L  rows -> shared memory (prep_load_rows). Warp w owns the 4 contiguous rows 4w .. 4w + 3, lane the
+//      channels EPL lane .. + EPL (EPL = D / 32). Fast path (Params::rows_bf16: q, k, v, g bf16 with 8-byte
+//      aligned row pieces): one vector load per row and tensor, all 4 rows in flight, the gate form a template
+//      parameter; else any dtype / alignment (load_raw, raw_to_f32), two rows at a time.
+//      q, k stored RAW as bf16 with per-row fp32 multipliers mq = scale / ||q|| (or scale), mk = 1 / ||k|| (or
+//      1), applied when an operand or a product is formed (q, k rounded once); v as bf16 rows; beta (sigmoid);
+//      gate -> g2 = g log2 e in registers, cumsum of the warp's rows in registers, warp totals to shared
+//      memory, then each lane adds the totals of the warps before it: G2 [64][D] fp32. decay -> scratch.
+//   A  (warps 0 .. 9, or 0 .. 5) one 16 x 16 block (a, b) of A_qk AND A_kk per warp, reference R_a =
+//      G[16a - 1] (R_0 = 0, G non-increasing since g <= 0): mma.m16n8k16 operands formed in registers from the
+//      raw q, k and G (no operand staging in shared memory):
+//        A rows   q_i exp(G_i - R_a), k_i exp(G_i - R_a)  (exponent <= 0; one exp serves both)
+//        B cols   k_j exp(R_a - G_j)                      (b < a: exponent <= 0)
+//      Diagonal blocks (b = a): kDiagMma (bounded gate with lower bound >= -5): the same factoring, col
+//      exponents in [0, 80] (e^80 finite in fp32 and bf16; the masked upper triangle stays finite);
+//      otherwise (softplus or a given g: unbounded) per pair i >= j on CUDA cores in fp32, exponents
+//      G_i - G_j <= 0, each pair's D channels split over D / 32 lanes (shuffle sum).
+//      mq_i mk_j (and beta_i) scale the fp32 accumulators; A_qk goes straight to the scratch (zeros above the
+//      diagonal written by phase X), A_kk to shared memory.
+//   X  (all threads, after their A block) Qg -> scratch and Kg -> registers (one exp per element for both;
+//      thread = row x 8 channels, 16-byte stores), KdT -> scratch (thread = channel x 8 rows, one 16-byte store
+//      per [c][8 rows]).
+//   S  Kg -> shared memory (the q region, dead now); T = (I + A_kk)^-1 in fp32: forward substitution in the
+//      four diagonal 16 x 16 blocks (one warp each), block substitution T_ab = -T_aa sum_{m=b}^{a-1} L_am T_mb by
+//      distance a - b; Tb = T diag(beta) bf16 (the k region).
+//   P4 Wn = -Tb Kg and U0 = Tb V (64 x D, k = 64; 4 x 4 warps of 16 x D / 4): A fragments of Tb by 32-bit
+//      loads, B fragments of the row-major Kg and V by ldmatrix.trans; accumulators straight to the scratch
+//      (Wn hi + lo bf16, U0 fp32).
+// Precision: the operands are those of the former 1024-thread kernel (bf16 of the same products, rounded
+// once); only fp32 summation orders and the exp argument rounding differ (1e-7 level). Measured on the H200
+// (commit a4addf3, `kimi check --filter kda_chunk`, bf16 vs the fp64 oracle, worse of o / final state):
+// 2.5-3.1e-3 on the test-size prefill cases, 2.7-3.2e-3 at model shapes (bar 5e-3); racecheck clean.
+//
+// Measured (H200, ncu, 1 x 16384 H64 = 16384 chunk-heads, docs/gpu/2026-11-29-h200-prep1.txt): 2.52 ms at
+// commit a4addf3 (before the fast row loads), against 3.04 ms for the former 1024-thread kernel (one CTA per
+// SM, 195 KB of shared memory). Profile of a4addf3: 2 CTAs / SM reached (31.2 of 32 warps), 66 K warp
+// instructions per chunk-head, L1 LSU wavefronts 70% of peak, L2 crossbar 64%; phase L held 32 K of the
+// instructions and 64% of the stall samples (per-element dtype / gate branches, predicated double loads,
+// dt_bias re-read per row): the fast path above. Next: stage Wn / U0 / A_qk for 16-byte stores (their 4- and
+// 8-byte fragment stores are LG-throttled), fewer exps in phase A (the row operands are recomputed by each of
+// the a + 1 blocks of row block a).
+//
+// Shared memory (bytes, D = 128 / 64): G2 fp32 [64][D + 8] (later T fp32 [64][68] + 3 x [16][16] scratch)
+// 34816 / 20480; q raw, then Kg bf16 [64][D + 8] 17408 / 9216; k raw, then Tb bf16 [64][72] 17408 / 9216;
+// v bf16 [64][D + 8] 17408 / 9216; A_kk fp32 [64][68] 17408 (the cumsum warp totals [16][D] before it);
+// beta, mq, mk, GC2 1280 / 1024. Total 105728 / 66560. Row pads keep the fragment loads, ldmatrix and the
+// 16-byte row accesses bank-conflict free.
+#pragma once
+
+#include "cuda/kda/chunk.cuh"
+
+namespace kimi::cuda::kda_chunk {
+
+constexpr int kPrepThreads = 512;  // 16 warps, two CTAs per SM
+
+template <int D>
+struct PrepSmem {
+  static constexpr int LDB = D + 8;   // bf16 [64][D] rows
+  static constexpr int LDG = D + 8;   // fp32 [64][D] rows (G2)
+  static constexpr int LDT = kC + 8;  // bf16 [64][64] rows (Tb)
+  static constexpr int LDA = kC + 4;  // fp32 [64][64] rows (A_kk, T)
+  static constexpr size_t mx(size_t a, size_t b) { return a > b ? a : b; }
+  static constexpr size_t kRowsB = size_t(kC) * LDB * 2;
+  static constexpr size_t kA = size_t(kC) * LDA * 4;
+  static constexpr size_t kSolve = 3 * 256 * 4;                      // 3 x [16][16] fp32
+  static constexpr size_t G = 0;                                      // G2, then T + solve scratch
+  static constexpr size_t Q = G + mx(size_t(kC) * LDG * 4, kA + kSolve);  // q raw, then Kg
+  static constexpr size_t K = Q + kRowsB;                             // k raw, then Tb
+  static constexpr size_t V = K + kRowsB;                             // v
+  static constexpr size_t AKK = V + kRowsB;                           // cumsum totals, then A_kk
+  static constexpr size_t BETA = AKK + kA;
+  static constexpr size_t MQ = BETA + kC * 4;
+  static constexpr size_t MK = MQ + kC * 4;
+  static constexpr size_t GC = MK + kC * 4;
+  static constexpr size_t TOTAL = GC + D * 4;
+  static_assert(D == 64 || D == 128, "head sizes");
+  static_assert(size_t(kPrepThreads / 32) * D * 4 <= kA, "cumsum warp totals fit the A_kk region");
+  static_assert(size_t(kC) * LDT * 2 <= kRowsB, "Tb fits the k region");
+  static_assert(Q % 16 == 0 && K % 16 == 0 && V % 16 == 0 && AKK % 16 == 0 && BETA % 16 == 0 && GC % 16 == 0 &&
+                    kA % 16 == 0,
+                "16-byte aligned regions");
+  static_assert(2 * (TOTAL + 1024) <= 228 * 1024, "two CTAs per SM (sm_90: 228 KB, 1 KB reserved per CTA)");
+};
+
+__device__ __forceinline__ float ex2(float x) {  // 2^x, MUFU (what __expf uses after its multiply)
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+
+// Four 8 x 8 bf16 matrices, transposed: lane l gives the address of row l & 7 of matrix l >> 3 and receives
+// r[m] = {M_m[2 (l % 4)][l / 4], M_m[2 (l % 4) + 1][l / 4]}: from a row-major [k][n] tile this is the mma B
+// fragment (b0 of matrix 0 / 2, b1 of matrix 1 / 3).
+__device__ __forceinline__ void ldsm_x4_trans(uint32_t (&r)[4], const bf16* p) {
+  const uint32_t a = static_cast<uint32_t>(__cvta_generic_to_shared(p));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(a)
+               : "memory");
+}
+
+// N (2 or 4) floats -> N bf16 at dst (4 N-byte aligned), or N floats at dst.
+template <int N>
+__device__ __forceinline__ void sts_bf16(bf16* dst, const float (&x)[N]) {
+  static_assert(N == 2 || N == 4, "row pieces");
+  if constexpr (N == 4)
+    *reinterpret_cast<uint2*>(dst) = make_uint2(pack_bf16(x[0], x[1]), pack_bf16(x[2], x[3]));
+  else
+    *reinterpret_cast<uint32_t*>(dst) = pack_bf16(x[0], x[1]);
+}
+template <int N>
+__device__ __forceinline__ void sts_f32(float* dst, const float (&x)[N]) {
+  static_assert(N == 2 || N == 4, "row pieces");
+  if constexpr (N == 4)
+    *reinterpret_cast<float4*>(dst) = make_float4(x[0], x[1], x[2], x[3]);
+  else
+    *reinterpret_cast<float2*>(dst) = make_float2(x[0], x[1]);
+}
+template <int N>
+__device__ __forceinline__ void lds_f32(float (&x)[N], const float* src) {
+  static_assert(N == 2 || N == 4, "row pieces");
+  if constexpr (N == 4) {
+    const float4 v = *reinterpret_cast<const float4*>(src);
+    x[0] = v.x, x[1] = v.y, x[2] = v.z, x[3] = v.w;
+  } else {
+    const float2 v = *reinterpret_cast<const float2*>(src);
+    x[0] = v.x, x[1] = v.y;
+  }
+}
+
+// 16-byte global store (explicit: the compiler split reinterpret_cast uint4 stores into four 4-byte ones).
+__device__ __forceinline__ void stg128(void* g, uint4 v) {
+  asm volatile("st.global.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"l"(g), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w)
+               : "memory");
+}
+
+constexpr int kGateRuntime = -1;  // prep_load_rows: gate form read from Params per element (generic path)
+
+template <int D>
+struct RowCtx {  // what phase L of kda_chunk_prep needs
+  const Params& p;
+  int h;
+  int64_t tok0, bb;
+  int rows, warp, lane;
+  bf16 *sQ, *sK, *sV;
+  float *sBeta, *sMq, *sMk;
+};
+
+// Phase L of kda_chunk_prep for the warp's 4 contiguous rows: raw q, k and v (bf16) and beta, mq, mk to shared
+// memory, g2 = gate(g) log2 e of each row to gl (0 beyond the sequence). kBf16 (q, k, v, g bf16 with 8-byte
+// aligned row pieces, Params::rows_bf16): one vector load per row and tensor, q, k, v stored as loaded, all 4
+// rows' loads in flight at once; else any dtype and alignment (load_raw / raw_to_f32), two rows at a time.
+// kGate: the gate form at compile time (kGateRuntime: read from Params).
+template <int D, int kGate, bool kBf16>
+__device__ __forceinline__ void prep_load_rows(const RowCtx<D>& c, float (&gl)[kC / (kPrepThreads / 32)][D / 32]) {
+  constexpr int EPL = D / 32, RPW = kC / (kPrepThreads / 32), BATCH = kBf16 ? RPW : 2;
+  constexpr int NW = kBf16 ? EPL / 2 : EPL;  // raw words per row and tensor
+  constexpr int LDB = PrepSmem<D>::LDB;
+  constexpr float kLog2e = 1.4426950408889634f;
+  static_assert(kBf16 || kGate == kGateRuntime, "the generic path reads the gate form at run time");
+  const Params& p = c.p;
+  const int ch = c.lane * EPL, gate = kGate == kGateRuntime ? p.gate : kGate;
+  const int64_t oq = c.bb * p.s_q[0] + c.h * p.s_q[2] + ch, ok = c.bb * p.s_k[0] + c.h * p.s_k[2] + ch;
+  const int64_t ov = c.bb * p.s_v[0] + c.h * p.s_v[2] + ch, og = c.bb * p.s_g[0] + c.h * p.s_g[2] + ch;
+  const float gate_a = gate != kGateNone ? expf(p.A_log[c.h * p.s_A]) : 0.f;
+  float dtb[EPL];
+#pragma unroll
+  for (int e = 0; e < EPL; ++e) dtb[e] = gate != kGateNone ? p.dt_bias[int64_t(c.h) * D + ch + e] : 0.f;
+#pragma unroll
+  for (int b0 = 0; b0 < RPW; b0 += BATCH) {
+    uint32_t wq[BATCH][NW], wk[BATCH][NW], wg[BATCH][NW], wv[BATCH][NW], wb[BATCH][1];
+#pragma unroll
+    for (int rr = 0; rr < BATCH; ++rr) {  // every load of the batch before the first conversion
+      const int r = RPW * c.warp + b0 + rr;
+      const int64_t tok = c.tok0 + r;
+#pragma unroll
+      for (int e = 0; e < NW; ++e) wq[rr][e] = wk[rr][e] = wg[rr][e] = wv[rr][e] = 0u;  // 0.0 in every dtype
+      wb[rr][0] = 0u;
+      if (r < c.rows) {
+        if constexpr (kBf16) {
+          const auto ld = [&](const void* base, int64_t off, uint32_t (&w)[NW]) {
+            const bf16* const q = static_cast<const bf16*>(base) + off;
+            if constexpr (NW == 2) {
+              const uint2 u = *reinterpret_cast<const uint2*>(q);
+              w[0] = u.x, w[1] = u.y;
+            } else {
+              w[0] = *reinterpret_cast<const uint32_t*>(q);
+            }
+          };
+          ld(p.q, oq + tok * p.s_q[1], wq[rr]);
+          ld(p.k, ok + tok * p.s_k[1], wk[rr]);
+          ld(p.g, og + tok * p.s_g[1], wg[rr]);
+          ld(p.v, ov + tok * p.s_v[1], wv[rr]);
+        } else {
+          load_raw<EPL>(p.q, p.dt_q, oq + tok * p.s_q[1], wq[rr]);
+          load_raw<EPL>(p.k, p.dt_k, ok + tok * p.s_k[1], wk[rr]);
+          load_raw<EPL>(p.g, p.dt_g, og + tok * p.s_g[1], wg[rr]);
+          load_raw<EPL>(p.v, p.dt_v, ov + tok * p.s_v[1], wv[rr]);
+        }
+        if (c.lane == 0)
+          load_raw<1>(p.beta, p.dt_beta, c.bb * p.s_beta[0] + tok * p.s_beta[1] + c.h * p.s_beta[2], wb[rr]);
+      }
+    }
+#pragma unroll
+    for (int rr = 0; rr < BATCH; ++rr) {
+      const int r = RPW * c.warp + b0 + rr;
+      const bool valid = r < c.rows;
+      float xq[EPL], xk[EPL], xg[EPL], xb[1];
+      if constexpr (kBf16) {
+#pragma unroll
+        for (int e = 0; e < EPL; e += 2) {
+          xq[e] = bf_lo(wq[rr][e / 2]), xq[e + 1] = bf_hi(wq[rr][e / 2]);
+          xk[e] = bf_lo(wk[rr][e / 2]), xk[e + 1] = bf_hi(wk[rr][e / 2]);
+          xg[e] = bf_lo(wg[rr][e / 2]), xg[e + 1] = bf_hi(wg[rr][e / 2]);
+        }
+        if constexpr (NW == 2) {  // raw values, exact
+          *reinterpret_cast<uint2*>(c.sQ + r * LDB + ch) = make_uint2(wq[rr][0], wq[rr][1]);
+          *reinterpret_cast<uint2*>(c.sK + r * LDB + ch) = make_uint2(wk[rr][0], wk[rr][1]);
+          *reinterpret_cast<uint2*>(c.sV + r * LDB + ch) = make_uint2(wv[rr][0], wv[rr][1]);
+        } else {
+          *reinterpret_cast<uint32_t*>(c.sQ + r * LDB + ch) = wq[rr][0];
+          *reinterpret_cast<uint32_t*>(c.sK + r * LDB + ch) = wk[rr][0];
+          *reinterpret_cast<uint32_t*>(c.sV + r * LDB + ch) = wv[rr][0];
+        }
+      } else {
+        float xv[EPL];
+        raw_to_f32<EPL>(wq[rr], p.dt_q, xq);
+        raw_to_f32<EPL>(wk[rr], p.dt_k, xk);
+        raw_to_f32<EPL>(wg[rr], p.dt_g, xg);
+        raw_to_f32<EPL>(wv[rr], p.dt_v, xv);
+        sts_bf16<EPL>(c.sQ + r * LDB + ch, xq);  // raw values (exact for bf16 inputs)
+        sts_bf16<EPL>(c.sK + r * LDB + ch, xk);
+        sts_bf16<EPL>(c.sV + r * LDB + ch, xv);
+      }
+      raw_to_f32<1>(wb[rr], p.dt_beta, xb);
+      float mq = p.scale, mk = 1.f;  // multipliers of the raw q, k, applied when operands are formed
+      if (p.l2norm) {
+        float sq = 0.f, sk = 0.f;
+#pragma unroll
+        for (int e = 0; e < EPL; ++e) {
+          sq += xq[e] * xq[e];
+          sk += xk[e] * xk[e];
+        }
+        sq = warp_sum(sq);
+        sk = warp_sum(sk);
+        mq *= 1.f / sqrtf(sq + 1e-6f);
+        mk = 1.f / sqrtf(sk + 1e-6f);
+      }
+#pragma unroll
+      for (int e = 0; e < EPL; ++e) {
+        float gv = xg[e];
+        const float x = xg[e] + dtb[e];
+        if (gate == kGateSoftplus)
+          gv = -gate_a * (x > 20.f ? x : log1pf(expf(x)));
+        else if (gate == kGateBounded)
+          gv = __fdividef(p.lb, 1.f + __expf(-gate_a * x));  // -> 0 when the exponential overflows
+        gl[b0 + rr][e] = valid ? gv * kLog2e : 0.f;
+      }
+      if (c.lane == 0) {
+        float bv = xb[0];
+        if (valid && p.beta_sigmoid) bv = 1.f / (1.f + expf(-bv));
+        c.sBeta[r] = valid ? bv : 0.f;
+        c.sMq[r] = mq;
+        c.sMk[r] = mk;
+      }
+    }
+  }
+}
+
+template <int D, bool kDiagMma>
+__global__ void __launch_bounds__(kPrepThreads, 2) kda_chunk_prep(const Params p) {
+  using L = PrepSmem<D>;
+  constexpr int kThreads = kPrepThreads, kWarps = kThreads / 32;
+  constexpr int LDB = L::LDB, LDG = L::LDG, LDT = L::LDT, LDA = L::LDA;
+  constexpr int EPL = D / 32;           // channels per lane in row loads
+  constexpr int RPW = kC / kWarps;      // contiguous rows per warp
+  static_assert(RPW == 4, "row ownership");
+  extern __shared__ __align__(16) unsigned char smem[];
+  float* const sG = reinterpret_cast<float*>(smem + L::G);             // G2 [64][LDG]        (L - X)
+  float* const sT = reinterpret_cast<float*>(smem + L::G);             // T [64][LDA]         (S)
+  float* const sP = reinterpret_cast<float*>(smem + L::G + L::kA);     // 3 x [16][16]        (S)
+  bf16* const sQ = reinterpret_cast<bf16*>(smem + L::Q);               // q raw [64][LDB]     (L - X)
+  bf16* const sKg = reinterpret_cast<bf16*>(smem + L::Q);              // Kg [64][LDB]        (S - P4)
+  bf16* const sK = reinterpret_cast<bf16*>(smem + L::K);               // k raw [64][LDB]     (L - X)
+  bf16* const sTb = reinterpret_cast<bf16*>(smem + L::K);              // Tb [64][LDT]        (S - P4)
+  bf16* const sV = reinterpret_cast<bf16*>(smem + L::V);               // v [64][LDB]         (L - P4)
+  float* const sTot = reinterpret_cast<float*>(smem + L::AKK);         // [16][D] warp totals (L)
+  float* const sAkk = reinterpret_cast<float*>(smem + L::AKK);         // A_kk [64][LDA]      (A - S)
+  float* const sBeta = reinterpret_cast<float*>(smem + L::BETA);
+  float* const sMq = reinterpret_cast<float*>(smem + L::MQ);  // per-row multiplier of the raw q
+  float* const sMk = reinterpret_cast<float*>(smem + L::MK);  // per-row multiplier of the raw k
+  float* const sGC = reinterpret_cast<float*>(smem + L::GC);  // G2[63]
+
+  KDA_CHUNK_ASSERT(blockDim.x == kThreads);
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+  const int gq = lane >> 2, tq = lane & 3;  // mma fragment coordinates
+
+  const int64_t cid = int64_t(blockIdx.x);  // chunk * H + head
+  const int h = int(cid % p.H);
+  const int64_t chunk = cid / p.H;
+  KDA_CHUNK_ASSERT(chunk < p.nch);
+  const int64_t tok0 = p.tab[3 * chunk], bb = p.tab[3 * chunk + 1];
+  const int rows = int(p.tab[3 * chunk + 2]);
+  KDA_CHUNK_ASSERT(rows >= 1 && rows <= kC);
+  bf16* const gaqk = p.scr.aqk + cid * (kC * kC);  // A_qk [64][64]
+
+  // ---- L: rows -> q, k raw (bf16), v (bf16), beta, multipliers; G2 = cumsum(g) log2 e ----------------------
+  const int ch = lane * EPL;
+  {
+    float gl[RPW][EPL];  // g2 of the warp's rows, then their inclusive cumsum
+    const RowCtx<D> rc{p, h, tok0, bb, rows, warp, lane, sQ, sK, sV, sBeta, sMq, sMk};
+    if (p.rows_bf16) {  // uniform branches: the dtype and gate tests leave the per-element code
+      if (p.gate == kGateBounded)
+        prep_load_rows<D, kGateBounded, true>(rc, gl);
+      else if (p.gate == kGateSoftplus)
+        prep_load_rows<D, kGateSoftplus, true>(rc, gl);
+      else
+        prep_load_rows<D, kGateNone, true>(rc, gl);
+    } else {
+      prep_load_rows<D, kGateRuntime, false>(rc, gl);
+    }
+#pragma unroll
+    for (int rr = 1; rr < RPW; ++rr)
+#pragma unroll
+      for (int e = 0; e < EPL; ++e) gl[rr][e] += gl[rr - 1][e];
+    sts_f32<EPL>(sTot + warp * D + ch, gl[RPW - 1]);
+    __syncthreads();
+    float pre[EPL];
+#pragma unroll
+    for (int e = 0; e < EPL; ++e) pre[e] = 0.f;
+    for (int w = 0; w < warp; ++w) {
+      float t[EPL];
+      lds_f32<EPL>(t, sTot + w * D + ch);
+#pragma unroll
+      for (int e = 0; e < EPL; ++e) pre[e] += t[e];
+    }
+#pragma unroll
+    for (int rr = 0; rr < RPW; ++rr) {
+#pragma unroll
+      for (int e = 0; e < EPL; ++e) gl[rr][e] += pre[e];
+      sts_f32<EPL>(sG + (RPW * warp + rr) * LDG + ch, gl[rr]);
+    }
+    if (warp == kWarps - 1) {  // row 63: GC2, decay = exp(GC) -> scratch
+      float dec[EPL];
+#pragma unroll
+      for (int e = 0; e < EPL; ++e) dec[e] = ex2(gl[RPW - 1][e]);
+      sts_f32<EPL>(sGC + ch, gl[RPW - 1]);
+      sts_f32<EPL>(p.scr.decay + cid * D + ch, dec);
+    }
+  }
+  __syncthreads();  // G2, raw rows, multipliers visible; the totals are dead (A_kk may be written)
+
+  // ---- A: one 16 x 16 block (a, b) of A_qk and A_kk per warp, operands formed in registers ----------------
+  constexpr int kUnits = kDiagMma ? 10 : 6;
+  if (warp < kUnits) {
+    int a, b;
+    if constexpr (kDiagMma) {
+      a = warp < 1 ? 0 : warp < 3 ? 1 : warp < 6 ? 2 : 3;
+      b = warp - a * (a + 1) / 2;
+    } else {
+      a = warp < 1 ? 1 : warp < 3 ? 2 : 3;
+      b = warp - a * (a - 1) / 2;
+    }
+    const float* const Ra = sG + (a ? 16 * a - 1 : 0) * LDG;  // R_a = G2[16a - 1] (R_0 = 0)
+    const int i0 = 16 * a + gq, j0 = 16 * b + gq;
+    float acc[2][2][4] = {};  // [A_qk, A_kk][n8 tile][fragment]
+#pragma unroll 2
+    for (int k0 = 0; k0 < D; k0 += 16) {
+      float2 R[2];
+#pragma unroll
+      for (int y = 0; y < 2; ++y)
+        R[y] = a ? *reinterpret_cast<const float2*>(Ra + k0 + 2 * tq + 8 * y) : make_float2(0.f, 0.f);
+      uint32_t fq[4], fk[4], fb[2][2];
+#pragma unroll
+      for (int x = 0; x < 4; ++x) {  // A fragment x: row i0 + 8 (x & 1), columns k0 + 2 tq + 8 (x >> 1) + {0, 1}
+        const int i = i0 + 8 * (x & 1), c = k0 + 2 * tq + 8 * (x >> 1);
+        const float2 gg = *reinterpret_cast<const float2*>(sG + i * LDG + c);
+        const float e0 = ex2(gg.x - R[x >> 1].x), e1 = ex2(gg.y - R[x >> 1].y);
+        const uint32_t uq = lds32(sQ + i * LDB + c), uk = lds32(sK + i * LDB + c);
+        fq[x] = pack_bf16(bf_lo(uq) * e0, bf_hi(uq) * e1);
+        fk[x] = pack_bf16(bf_lo(uk) * e0, bf_hi(uk) * e1);
+      }
+#pragma unroll
+      for (int n = 0; n < 2; ++n)
+#pragma unroll
+        for (int y = 0; y < 2; ++y) {  // B fragment y of tile n: row j0 + 8 n, columns k0 + 2 tq + 8 y + {0, 1}
+          const int j = j0 + 8 * n, c = k0 + 2 * tq + 8 * y;
+          const float2 gg = *reinterpret_cast<const float2*>(sG + j * LDG + c);
+          const float e0 = ex2(R[y].x - gg.x), e1 = ex2(R[y].y - gg.y);
+          const uint32_t uk = lds32(sK + j * LDB + c);
+          fb[n][y] = pack_bf16(bf_lo(uk) * e0, bf_hi(uk) * e1);
+        }
+#pragma unroll
+      for (int n = 0; n < 2; ++n) {
+        mma_bf16(acc[0][n], fq, fb[n]);
+        mma_bf16(acc[1][n], fk, fb[n]);
+      }
+    }
+#pragma unroll
+    for (int rr = 0; rr < 2; ++rr) {
+      const int i = i0 + 8 * rr;
+      const float mqi = sMq[i], mki = sMk[i] * sBeta[i];
+#pragma unroll
+      for (int n = 0; n < 2; ++n) {
+        const int j = j0 - gq + 8 * n + 2 * tq;  // columns j, j + 1
+        const float mk0 = sMk[j], mk1 = sMk[j + 1];
+        const float q0 = j <= i ? acc[0][n][2 * rr] * mqi * mk0 : 0.f;
+        const float q1 = j + 1 <= i ? acc[0][n][2 * rr + 1] * mqi * mk1 : 0.f;
+        *reinterpret_cast<uint32_t*>(gaqk + i * kC + j) = pack_bf16(q0, q1);
+        sAkk[i * LDA + j] = j < i ? acc[1][n][2 * rr] * mki * mk0 : 0.f;
+        sAkk[i * LDA + j + 1] = j + 1 < i ? acc[1][n][2 * rr + 1] * mki * mk1 : 0.f;
+      }
+    }
+  }
+  if constexpr (!kDiagMma) {
+    // diagonal blocks per pair i >= j (136 a block), D / 32 lanes a pair: exp(G_i - G_j) <= 1 for any g <= 0
+    constexpr int kParts = D / 32, kItems = 4 * 136 * kParts;
+    static_assert(kItems % 32 == 0, "whole warps per iteration (full-mask shuffles)");
+    for (int e = tid; e < kItems; e += kThreads) {
+      const int part = e % kParts, pr = e / kParts;
+      const int a = pr / 136, t = pr % 136;
+      int i = int((sqrtf(8.f * float(t) + 1.f) - 1.f) * 0.5f);  // t = i (i + 1) / 2 + j, j <= i
+      if ((i + 1) * (i + 2) / 2 <= t) ++i;
+      if (i * (i + 1) / 2 > t) --i;
+      const int j = t - i * (i + 1) / 2;
+      const int I = 16 * a + i, J = 16 * a + j;
+      float sq = 0.f, sk = 0.f;
+#pragma unroll 4
+      for (int c = 32 * part; c < 32 * part + 32; c += 2) {
+        const float2 gi = *reinterpret_cast<const float2*>(sG + I * LDG + c);
+        const float2 gj = *reinterpret_cast<const float2*>(sG + J * LDG + c);
+        const float e0 = ex2(gi.x - gj.x), e1 = ex2(gi.y - gj.y);
+        const uint32_t uq = lds32(sQ + I * LDB + c), uki = lds32(sK + I * LDB + c), ukj = lds32(sK + J * LDB + c);
+        const float kj0 = bf_lo(ukj) * e0, kj1 = bf_hi(ukj) * e1;
+        sq += bf_lo(uq) * kj0 + bf_hi(uq) * kj1;
+        sk += bf_lo(uki) * kj0 + bf_hi(uki) * kj1;
+      }
+#pragma unroll
+      for (int o = 1; o < kParts; o <<= 1) {
+        sq += __shfl_xor_sync(0xffffffffu, sq, o);
+        sk += __shfl_xor_sync(0xffffffffu, sk, o);
+      }
+      if (part == 0) {
+        gaqk[I * kC + J] = __float2bfloat16_rn(sq * sMq[I] * sMk[J]);
+        sAkk[I * LDA + J] = j < i ? sk * sMk[I] * sMk[J] * sBeta[I] : 0.f;
+      }
+    }
+  }
+
+  // ---- X: Qg -> scratch, Kg -> registers; KdT -> scratch; zeros of A_qk above the diagonal ----------------
+  constexpr int kX1 = kC * (D / 8) / kThreads;  // items (row, 8 channels) per thread
+  static_assert(kX1 >= 1 && kX1 * kThreads == kC * (D / 8), "whole items");
+  uint4 kg[kX1];
+#pragma unroll
+  for (int it = 0; it < kX1; ++it) {
+    const int e = tid + it * kThreads;
+    const int r = e / (D / 8), c = 8 * (e % (D / 8));
+    const float4 g0 = *reinterpret_cast<const float4*>(sG + r * LDG + c);
+    const float4 g1 = *reinterpret_cast<const float4*>(sG + r * LDG + c + 4);
+    const float gg[8] = {g0.x, g0.y, g0.z, g0.w, g1.x, g1.y, g1.z, g1.w};
+    const uint4 uq = *reinterpret_cast<const uint4*>(sQ + r * LDB + c);
+    const uint4 uk = *reinterpret_cast<const uint4*>(sK + r * LDB + c);
+    const float mq = sMq[r], mk = sMk[r];
+    const uint32_t wq[4] = {uq.x, uq.y, uq.z, uq.w}, wk[4] = {uk.x, uk.y, uk.z, uk.w};
+    uint32_t oq[4], ok[4];
+#pragma unroll
+    for (int m = 0; m < 4; ++m) {
+      const float e0 = ex2(gg[2 * m]), e1 = ex2(gg[2 * m + 1]);
+      oq[m] = pack_bf16(bf_lo(wq[m]) * mq * e0, bf_hi(wq[m]) * mq * e1);
+      ok[m] = pack_bf16(bf_lo(wk[m]) * mk * e0, bf_hi(wk[m]) * mk * e1);
+    }
+    stg128(p.scr.qg + cid * (kC * D) + r * D + c, make_uint4(oq[0], oq[1], oq[2], oq[3]));
+    kg[it] = make_uint4(ok[0], ok[1], ok[2], ok[3]);
+  }
+  constexpr int kX2 = D * (kC / 8) / kThreads;  // items (channel, 8 rows) per thread
+  static_assert(kX2 >= 1 && kX2 * kThreads == D * (kC / 8), "whole items");
+#pragma unroll
+  for (int it = 0; it < kX2; ++it) {
+    const int e = tid + it * kThreads;
+    const int c = e % D, r0 = 8 * (e / D);
+    const float gc = sGC[c];
+    uint32_t wd[4];
+#pragma unroll
+    for (int m = 0; m < 4; ++m) {
+      const int r = r0 + 2 * m;
+      const float k0 = bf2f(sK[r * LDB + c]) * sMk[r], k1 = bf2f(sK[(r + 1) * LDB + c]) * sMk[r + 1];
+      wd[m] = pack_bf16(k0 * ex2(gc - sG[r * LDG + c]), k1 * ex2(gc - sG[(r + 1) * LDG + c]));
+    }
+    stg128(p.scr.kdt + cid * (D * kC) + c * kC + r0, make_uint4(wd[0], wd[1], wd[2], wd[3]));
+  }
+  static_assert(kC * 8 % kThreads == 0, "whole items");
+#pragma unroll
+  for (int it = 0; it < kC * 8 / kThreads; ++it) {  // A_qk segments (row r, columns 8 s .. + 8)
+    const int e = tid + it * kThreads;
+    const int r = e >> 3, s = e & 7;
+    bf16* const dst = gaqk + r * kC + 8 * s;
+    if ((s >> 1) > (r >> 4)) {
+      stg128(dst, make_uint4(0u, 0u, 0u, 0u));
+    } else if (!kDiagMma && (s >> 1) == (r >> 4)) {  // diagonal block: the pair loop wrote j <= r
+#pragma unroll
+      for (int x = 0; x < 8; ++x)
+        if (8 * s + x > r) dst[x] = __float2bfloat16_rn(0.f);
+    }
+  }
+  __syncthreads();  // every read of q, k raw and G2 is done; A_kk complete
+
+  // ---- S: Kg -> shared memory; T = (I + A_kk)^-1; Tb = T diag(beta) -------------------------------------
+#pragma unroll
+  for (int it = 0; it < kX1; ++it) {
+    const int e = tid + it * kThreads;
+    const int r = e / (D / 8), c = 8 * (e % (D / 8));
+    *reinterpret_cast<uint4*>(sKg + r * LDB + c) = kg[it];
+  }
+  if (warp < 4 && lane < 16) {  // diagonal blocks: forward substitution, lane = column j of block warp
+    // row i of L by 16-byte broadcast loads (not one dependent load per product), two partial sums
+    const int base = 16 * warp, j = lane;
+    float col[16];
+#pragma unroll
+    for (int i = 0; i < 16; ++i) {
+      float Li[16];
+#pragma unroll
+      for (int q = 0; q < (i + 3) / 4; ++q) {
+        const float4 v = *reinterpret_cast<const float4*>(sAkk + (base + i) * LDA + base + 4 * q);
+        Li[4 * q] = v.x, Li[4 * q + 1] = v.y, Li[4 * q + 2] = v.z, Li[4 * q + 3] = v.w;
+      }
+      float s0 = 0.f, s1 = 0.f;
+#pragma unroll
+      for (int m = 0; m < i; m += 2) {
+        s0 += Li[m] * col[m];
+        if (m + 1 < i) s1 += Li[m + 1] * col[m + 1];
+      }
+      col[i] = (i == j ? 1.f : 0.f) - (s0 + s1);
+    }
+#pragma unroll
+    for (int i = 0; i < 16; ++i) sT[(base + i) * LDA + base + j] = col[i];
+  }
+  __syncthreads();
+#pragma unroll 1
+  for (int d = 1; d < 4; ++d) {  // blocks (a, a - d): T_ab = -T_aa sum_{m=b}^{a-1} L_am T_mb
+    const int nblk = 4 - d;
+    for (int e = tid; e < nblk * 256; e += kThreads) {
+      const int a = d + (e >> 8), b = a - d, i = (e >> 4) & 15, j = e & 15;
+      float s = 0.f;
+      for (int m = b; m < a; ++m)
+#pragma unroll
+        for (int x = 0; x < 16; ++x) s += sAkk[(16 * a + i) * LDA + 16 * m + x] * sT[(16 * m + x) * LDA + 16 * b + j];
+      sP[(e >> 8) * 256 + i * 16 + j] = s;
+    }
+    __syncthreads();
+    for (int e = tid; e < nblk * 256; e += kThreads) {
+      const int a = d + (e >> 8), b = a - d, i = (e >> 4) & 15, j = e & 15;
+      float s = 0.f;
+#pragma unroll
+      for (int x = 0; x < 16; ++x) s += sT[(16 * a + i) * LDA + 16 * a + x] * sP[(e >> 8) * 256 + x * 16 + j];
+      sT[(16 * a + i) * LDA + 16 * b + j] = -s;
+    }
+    __syncthreads();
+  }
+#pragma unroll
+  for (int it = 0; it < kC * kC / kThreads; ++it) {
+    const int e = tid + it * kThreads;
+    const int i = e >> 6, j = e & 63;
+    const float val = (j >> 4) > (i >> 4) ? 0.f : sT[i * LDA + j] * sBeta[j];  // blocks above: never written
+    sTb[i * LDT + j] = __float2bfloat16_rn(val);
+  }
+  __syncthreads();
+
+  // ---- P4: Wn = -Tb Kg, U0 = Tb V -> scratch (one product after the other: 16 accumulators) ------------------
+  {
+    constexpr int NT = D / 32;  // n8 tiles per warp (D / 4 columns)
+    static_assert(NT % 2 == 0, "ldmatrix.x4 covers two n8 tiles");
+    const int t0 = 16 * (warp >> 2), n0 = (warp & 3) * (D / 4);
+    const int64_t base = cid * (kC * D);
+#pragma unroll
+    for (int prod = 0; prod < 2; ++prod) {
+      const bf16* const Bm = prod == 0 ? sKg : sV;  // row-major [64][LDB]: k = row
+      float acc[NT][4] = {};
+#pragma unroll
+      for (int k0 = 0; k0 < kC; k0 += 16) {
+        uint32_t af[4];
+        const int o = (t0 + gq) * LDT + k0 + 2 * tq;
+        af[0] = lds32(sTb + o);
+        af[1] = lds32(sTb + o + 8 * LDT);
+        af[2] = lds32(sTb + o + 8);
+        af[3] = lds32(sTb + o + 8 * LDT + 8);
+        const int lo = (k0 + (lane & 15)) * LDB + n0 + 8 * (lane >> 4);  // ldmatrix row address of this lane
+#pragma unroll
+        for (int np = 0; np < NT / 2; ++np) {
+          uint32_t bm[4];
+          ldsm_x4_trans(bm, Bm + lo + 16 * np);
+          const uint32_t b0[2] = {bm[0], bm[1]}, b1[2] = {bm[2], bm[3]};
+          mma_bf16(acc[2 * np], af, b0);
+          mma_bf16(acc[2 * np + 1], af, b1);
+        }
+      }
+#pragma unroll
+      for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+        for (int rr = 0; rr < 2; ++rr) {
+          const int64_t off = base + (t0 + gq + 8 * rr) * D + n0 + 8 * nt + 2 * tq;
+          if (prod == 0) {
+            const float w0 = -acc[nt][2 * rr], w1 = -acc[nt][2 * rr + 1];
+            const uint32_t hi = pack_bf16(w0, w1);
+            *reinterpret_cast<uint32_t*>(p.scr.wh + off) = hi;
+            *reinterpret_cast<uint32_t*>(p.scr.wl + off) = pack_bf16(w0 - bf_lo(hi), w1 - bf_hi(hi));
+          } else {
+            *reinterpret_cast<float2*>(p.scr.u0 + off) = make_float2(acc[nt][2 * rr], acc[nt][2 * rr + 1]);
+          }
+        }
+    }
+  }
+}
+
+}  // namespace kimi::cuda::kda_chunk
