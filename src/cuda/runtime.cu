@@ -46,13 +46,4 @@ void synchronize(Device d, void* stream) {
   KIMI_CUDA_CHECK(cudaStreamSynchronize(static_cast<cudaStream_t>(stream)));
 }
 
-void* alloc_async(Device d, size_t bytes, void* stream) {
-  KIMI_CUDA_CHECK(cudaSetDevice(d.index));
-  void* p = nullptr;
-  KIMI_CUDA_CHECK(cudaMallocAsync(&p, bytes ? bytes : 1, static_cast<cudaStream_t>(stream)));
-  return p;
-}
-
-void free_async(void* p, void* stream) { KIMI_CUDA_CHECK(cudaFreeAsync(p, static_cast<cudaStream_t>(stream))); }
-
 }  // namespace kimi::cuda

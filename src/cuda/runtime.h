@@ -14,8 +14,5 @@ void free(Device d, void* p);
 void zero_bytes(Device d, void* p, size_t bytes);  // synchronous
 void copy_bytes(void* dst, Device dst_dev, const void* src, Device src_dev, size_t bytes, void* stream);
 void synchronize(Device d, void* stream);
-// Stream-ordered scratch (cudaMallocAsync / cudaFreeAsync on `stream`): for operator temporaries.
-void* alloc_async(Device d, size_t bytes, void* stream);
-void free_async(void* p, void* stream);
 
 }  // namespace kimi::cuda

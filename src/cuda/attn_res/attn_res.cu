@@ -21,13 +21,10 @@ void attn_res(TensorView partial, std::span<const TensorView> blocks, TensorView
   for (const TensorView& b : blocks) cands.push_back({b.data, b.strides[0], elem_type(b.dtype)});
   cands.push_back({partial.data, partial.strides[0], elem_type(partial.dtype)});
   const int m = int(cands.size());
-  const size_t smem = size_t(m) * (kAttnResThreads / 32) * 2 * sizeof(double) + size_t(m) * (sizeof(double) + sizeof(float));
-  if (smem > 48 * 1024) {
-    if (smem > 200 * 1024) throw Error("cuda attn_res: too many blocks (" + std::to_string(m - 1) + ")");
-    KIMI_CUDA_CHECK(cudaFuncSetAttribute(attn_res_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
-  }
+  if (m > kAttnResMaxCands)
+    throw Error("cuda attn_res: at most " + std::to_string(kAttnResMaxCands - 1) + " blocks, got " + std::to_string(m - 1));
   const Scratch table = upload(cands, s);
-  attn_res_kernel<<<unsigned(T), kAttnResThreads, smem, s>>>(
+  attn_res_kernel<<<unsigned(T), kAttnResThreads, 0, s>>>(
       table.get<AttnResCand>(), m, proj_w.data, elem_type(proj_w.dtype), proj_w.strides[0], norm_w.data,
       elem_type(norm_w.dtype), norm_w.strides[0], eps, out.data, elem_type(out.dtype), out.strides[0], int(d));
   KIMI_CUDA_CHECK(cudaGetLastError());

@@ -20,17 +20,16 @@ struct AttnResCand {
 };
 
 inline constexpr int kAttnResThreads = 256;
+inline constexpr int kAttnResMaxCands = 256;  // blocks + 1 (K3: ~10); the launcher refuses more
 
-// Dynamic shared memory: m * (kAttnResThreads / 32) * 2 doubles (per-warp partial sums), m doubles (scores),
-// m floats (weights).
-__global__ void attn_res_kernel(const AttnResCand* __restrict__ cands, int m, const void* proj_w, int tp,
-                                int64_t sp, const void* norm_w, int tn, int64_t sn, float eps, void* out, int to,
-                                int64_t so, int d) {
-  extern __shared__ double smem[];
+// All shared memory is static: per-warp partial sums of the candidate being scored, the scores, the weights.
+__global__ void __launch_bounds__(kAttnResThreads)
+attn_res_kernel(const AttnResCand* __restrict__ cands, int m, const void* proj_w, int tp, int64_t sp,
+                const void* norm_w, int tn, int64_t sn, float eps, void* out, int to, int64_t so, int d) {
   constexpr int kWarps = kAttnResThreads / 32;
-  double* red = smem;            // [m][kWarps][2]
-  double* score = red + m * kWarps * 2;  // [m]
-  float* prob = reinterpret_cast<float*>(score + m);  // [m]
+  __shared__ double red_ss[kWarps], red_dot[kWarps];
+  __shared__ double score[kAttnResMaxCands];
+  __shared__ float prob[kAttnResMaxCands];
   const int64_t row = blockIdx.x;
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
 
@@ -40,6 +39,7 @@ __global__ void attn_res_kernel(const AttnResCand* __restrict__ cands, int m, co
       store_f32(out, row * so + i, to, load_f32(c.p, row * c.row_stride + i, c.dtype));
     return;
   }
+  // 1. scores, one candidate at a time: thread sums -> warp sums (shuffles) -> thread 0 sums the warps.
   for (int c = 0; c < m; ++c) {
     const AttnResCand v = cands[c];
     double ss = 0, dot = 0;
@@ -54,21 +54,16 @@ __global__ void attn_res_kernel(const AttnResCand* __restrict__ cands, int m, co
       ss += __shfl_xor_sync(0xffffffffu, ss, o);
       dot += __shfl_xor_sync(0xffffffffu, dot, o);
     }
-    if (lane == 0) {
-      red[(c * kWarps + warp) * 2] = ss;
-      red[(c * kWarps + warp) * 2 + 1] = dot;
+    if (lane == 0) red_ss[warp] = ss, red_dot[warp] = dot;
+    __syncthreads();
+    if (tid == 0) {
+      double s2 = 0, dt = 0;
+      for (int w = 0; w < kWarps; ++w) s2 += red_ss[w], dt += red_dot[w];
+      score[c] = dt == 0 ? 0.0 : dt / sqrt(s2 / double(d) + double(eps));
     }
+    __syncthreads();  // red_* are reused by the next candidate
   }
-  __syncthreads();
-  for (int c = tid; c < m; c += kAttnResThreads) {
-    double ss = 0, dot = 0;
-    for (int w = 0; w < kWarps; ++w) {
-      ss += red[(c * kWarps + w) * 2];
-      dot += red[(c * kWarps + w) * 2 + 1];
-    }
-    score[c] = dot == 0 ? 0.0 : dot / sqrt(ss / double(d) + double(eps));
-  }
-  __syncthreads();
+  // 2. softmax over the m scores (in double), one weight per thread
   for (int c = tid; c < m; c += kAttnResThreads) {
     double smax = -INFINITY, z = 0;
     for (int k = 0; k < m; ++k) smax = fmax(smax, score[k]);
@@ -76,6 +71,7 @@ __global__ void attn_res_kernel(const AttnResCand* __restrict__ cands, int m, co
     prob[c] = float(exp(score[c] - smax) / z);
   }
   __syncthreads();
+  // 3. the mix of the raw candidates, in candidate order
   for (int i = tid; i < d; i += kAttnResThreads) {
     float o = 0.f;
     for (int c = 0; c < m; ++c) {

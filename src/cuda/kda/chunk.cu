@@ -10,10 +10,9 @@
 //    (exp(-G) <= e^80 inside a 16-row block); the softplus gate and a given g take the per-pair fp32 path.
 //  - chunk_size is ignored: the GPU always uses 64-row chunks (same math, different rounding only).
 //  - Scratch: ScratchBytes<D>::total per chunk-head (1672 B per token-head at D = 128, 900 at D = 64) plus the
-//    chunk table, one cudaMallocAsync / cudaFreeAsync pair on the stream; the release threshold of the
-//    device's memory pool is raised to at least that size so that the pool keeps it between calls.
-//  - CUDA-graph capture: fixed-length batches build the chunk table on the device (fixed_chunk_table) and
-//    leave the pool alone; varlen batches (a host-built table to upload) refuse capture with a clear error.
+//    chunk table, one cudaMallocAsync / cudaFreeAsync pair on the stream (the pool keeps it between calls:
+//    cuda/scratch.cuh).
+//  - CUDA-graph capture: fixed-length batches build the chunk table on the device (fixed_chunk_table); varlen batches (a host-built table to upload) refuse capture with a clear error.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -198,19 +197,7 @@ void kda_chunk_fwd(const KdaArgs& a, int chunk_size, const Context& ctx) {
   const size_t per_ch = K == 128 ? kda_chunk::ScratchBytes<128>::total : kda_chunk::ScratchBytes<64>::total;
   const size_t nch_h = size_t(nch) * size_t(H);
   const size_t total = tab_bytes + nch_h * per_ch;
-  // Keep at least this much cached in the device's pool across synchronizations: with the default release
-  // threshold (0) every call would map gigabytes of fresh physical memory again (milliseconds on the host).
-  // (Not during capture: pool attributes may not be touched then; a graph owns its allocations anyway.)
-  if (!capturing) {
-    cudaMemPool_t pool;
-    KIMI_CUDA_CHECK(cudaDeviceGetMemPool(&pool, dev));
-    uint64_t keep = 0;
-    KIMI_CUDA_CHECK(cudaMemPoolGetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep));
-    if (keep < uint64_t(total)) {
-      keep = uint64_t(total);
-      KIMI_CUDA_CHECK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep));
-    }
-  }
+  // (the pool keeps freed scratch cached: cuda/scratch.cuh)
   const Scratch scratch(total, s);  // freed on the stream when this returns or throws
   unsigned char* buf = scratch.get<unsigned char>();
   if (capturing) {
