@@ -34,6 +34,7 @@ constexpr OpInfo kOps[] = {
     {"mlp", "moe", false},
     {"latent_moe", "moe", false},
     {"attn_res", "attn_res", false},
+    {"gather_rows", "gather", kCuda},
 };
 }  // namespace
 
