@@ -17,57 +17,27 @@
 #include "expect_error.h"
 #include "kimi/model/generate.h"
 #include "kimi/model/model.h"
+#include "model_testutil.h"
 
 namespace kimi::model {
 namespace {
 
-namespace fs = std::filesystem;
+using testutil::random_tokens;
 
-// One random checkpoint per config, written once per test binary run.
+// One model per tiny config, on the CPU.
 const Model* tiny(const std::string& name) {
   static std::map<std::string, std::unique_ptr<Model>> models;
   auto& m = models[name];
-  if (!m) {
-    const fs::path dir = fs::temp_directory_path() / ("kimi-model-" + name + "-" + std::to_string(::getpid()));
-    fs::remove_all(dir);
-    SchemaOptions so;
-    so.mxfp4_experts = name == "k3-tiny";
-    write_random_model(dir.string(), named_config(name), so, 11);
-    m = std::make_unique<Model>(dir.string());
-  }
+  if (!m) m = std::make_unique<Model>(testutil::tiny_dir(name));
   return m.get();
-}
-
-std::vector<int32_t> random_tokens(int64_t n, uint64_t seed, int64_t vocab) {
-  std::mt19937_64 rng(seed);
-  std::vector<int32_t> t(static_cast<size_t>(n));
-  for (auto& x : t) x = int32_t(rng() % uint64_t(vocab));
-  return t;
 }
 
 // Logits of every position of `tokens`, fed to slot 0 of a fresh cache in pieces of the given sizes.
 std::vector<float> logits_in_pieces(const Model& m, const std::vector<int32_t>& tokens, const std::vector<int64_t>& pieces) {
-  Cache cache(m.config(), 2, int64_t(tokens.size()));
-  std::vector<float> out;
-  size_t pos = 0;
-  for (int64_t len : pieces) {
-    const std::span<const int32_t> part(tokens.data() + pos, size_t(len));
-    const int64_t cu[2] = {0, len}, slot[1] = {0};
-    ForwardOptions opt;
-    opt.logits = LogitsFor::all;
-    const Tensor l = forward(m, cache, {part, cu, slot}, opt);
-    out.insert(out.end(), l.data_as<float>(), l.data_as<float>() + l.numel());
-    pos += size_t(len);
-  }
-  EXPECT_EQ(cache.length(0), int64_t(tokens.size()));
-  return out;
+  return testutil::logits_in_pieces(m, tokens, pieces);
 }
 
-double rel_err(const std::vector<float>& a, const std::vector<float>& b) {
-  double num = 0, den = 0;
-  for (size_t i = 0; i < b.size(); ++i) num += (double(a[i]) - b[i]) * (double(a[i]) - b[i]), den += double(b[i]) * b[i];
-  return std::sqrt(num / den);
-}
+double rel_err(const std::vector<float>& a, const std::vector<float>& b) { return testutil::rel_err(a, b); }
 
 // The bytes of a cache: all layers' states and conv caches, and the MLA latent rows of `latent_slot` (all
 // slots when -1; latent rows past a slot's length are never read, so an emptied slot may keep stale ones).
