@@ -18,9 +18,16 @@
 namespace kimi::model::testutil {
 
 // A random checkpoint of a named tiny config (MXFP4 experts for k3-tiny), written once per test binary run.
+// Removed when the test binary exits (ctest runs each test in its own process).
 inline std::string tiny_dir(const std::string& name) {
-  static std::map<std::string, std::string> dirs;
-  std::string& d = dirs[name];
+  static struct Dirs {
+    std::map<std::string, std::string> m;
+    ~Dirs() {
+      std::error_code ec;
+      for (const auto& [name, dir] : m) std::filesystem::remove_all(dir, ec);
+    }
+  } dirs;
+  std::string& d = dirs.m[name];
   if (d.empty()) {
     const std::filesystem::path dir =
         std::filesystem::temp_directory_path() / ("kimi-model-" + name + "-" + std::to_string(::getpid()));

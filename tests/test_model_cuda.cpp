@@ -79,6 +79,7 @@ struct Param {
   std::string config;
   Variant variant;
 };
+void PrintTo(const Param& p, std::ostream* os) { *os << p.config << " " << p.variant.name; }
 
 class ModelCuda : public ::testing::TestWithParam<Param> {
  protected:

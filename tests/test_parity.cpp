@@ -75,6 +75,7 @@ struct Param {
   std::string config;
   Device device;
 };
+void PrintTo(const Param& p, std::ostream* os) { *os << p.config << " on " << to_string(p.device); }
 
 class Parity : public ::testing::TestWithParam<Param> {};
 
@@ -174,7 +175,7 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, Parity,
                                            Param{"kimi-linear-tiny", Device::cuda(0)}, Param{"k3-tiny", Device::cuda(0)}),
                          [](const auto& info) {
                            return std::string(info.param.config == "k3-tiny" ? "K3" : "KimiLinear") +
-                                  (info.param.device.type == DeviceType::cuda ? "_cuda" : "");
+                                  (info.param.device.type == DeviceType::cuda ? "_Cuda" : "");
                          });
 
 }  // namespace

@@ -84,7 +84,8 @@ int run_inspect(const std::string& dir, const std::string& device) {
   for (const std::string& u : m.unused) fmt::print("unused     {}\n", u);
   // Where each block would run on `dev` (kimi/model/placement.h): the rule needs no GPU to be evaluated.
   const Placement p = plan_placement(c, dev, op_supported);
-  fmt::print("placement  {}\n", p.summary());
+  fmt::print("placement  {}{}\n", p.summary(),
+             dev.type != DeviceType::cpu && !cuda_built() ? "  (this build has no CUDA backend)" : "");
   for (const std::string& n : p.notes) fmt::print("note       {}\n", n);
   return 0;
 }
