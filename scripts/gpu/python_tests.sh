@@ -14,7 +14,7 @@ prefix=/tmp/kimi-deps
 mkdir -p "$prefix"
 for f in .deps/debs/*.deb; do dpkg -x "$f" "$prefix"; done
 export LD_LIBRARY_PATH="$prefix/usr/lib/x86_64-linux-gnu:$prefix/usr/lib/x86_64-linux-gnu/openblas-pthread:${LD_LIBRARY_PATH:-}"
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/kimi-site .deps/*.whl
+python3 -m pip install -q --upgrade --no-index --no-deps --no-compile --no-cache-dir --target /tmp/kimi-site .deps/*.whl
 export PYTHONPATH=/tmp/kimi-site
 py=$(command -v python3)
 
@@ -38,7 +38,7 @@ PYTHONPATH="build/cuda-python/python:/tmp/kimi-site" timeout 480 "$py" -m pytest
 rc=$?
 {
   echo "# kimi_cpp Python tests on $(nvidia-smi --query-gpu=name --format=csv,noheader | head -1): exit $rc"
-  grep -E "^(chunk|recurrent)-" "$OUT/python-tests.log"
+  grep -oE "(chunk|recurrent)-[a-z0-9-]+ kimi_o=.*" "$OUT/python-tests.log"
   grep -E "FAILED|ERROR|^SKIPPED|passed|failed" "$OUT/python-tests.log" | tail -40
 } | tee -a "$OUT/python-summary.txt"
 exit $rc

@@ -35,6 +35,13 @@ __device__ __forceinline__ void store_f32(void* p, int64_t i, int t, float x) {
   else static_cast<float*>(p)[i] = x;
 }
 
+// x rounded to storage type t (round to nearest even) and back: what storing and reloading would give.
+__device__ __forceinline__ float round_to(float x, int t) {
+  if (t == el_bf16) return __bfloat162float(__float2bfloat16_rn(x));
+  if (t == el_f16) return __half2float(__float2half_rn(x));
+  return x;
+}
+
 __device__ __forceinline__ float sigmoid_f32(float z) { return 1.f / (1.f + __expf(-z)); }
 
 }  // namespace kimi::cuda

@@ -6,6 +6,9 @@
 #include "core/check.h"
 #include "core/dispatch.h"
 #include "cpu/attn_res.h"
+#ifdef KIMI_WITH_CUDA
+#include "cuda/attn_res/attn_res.h"
+#endif
 
 namespace kimi {
 
@@ -39,7 +42,13 @@ void attn_res(TensorView partial, std::span<const TensorView> blocks, TensorView
       c.fail("blocks[" + std::to_string(i) + "]", "device " + to_string(dev) + " (like 'partial')",
              to_string(blocks[i].device));
   }
-  dispatch_cpu_only(c, dev, [&] { cpu::attn_res(partial, blocks, proj_w, norm_w, eps, out, ctx); });
+  dispatch(
+      c, dev, [&] { cpu::attn_res(partial, blocks, proj_w, norm_w, eps, out, ctx); },
+      [&] {
+#ifdef KIMI_WITH_CUDA
+        cuda::attn_res(partial, blocks, proj_w, norm_w, eps, out, ctx);
+#endif
+      });
 }
 
 }  // namespace kimi

@@ -140,7 +140,13 @@ void kda_gate(TensorView f, const KdaGate& gate, TensorView g, const Context& ct
   check::kda_gate(c, gate, H, K);
   const Device dev =
       c.same_device({{"f", &f}, {"gate.A_log", &gate.A_log}, {"gate.dt_bias", &gate.dt_bias}, {"g", &g}});
-  dispatch_cpu_only(c, dev, [&] { cpu::kda_gate(f, gate, g, ctx); });
+  dispatch(
+      c, dev, [&] { cpu::kda_gate(f, gate, g, ctx); },
+      [&] {
+#ifdef KIMI_WITH_CUDA
+        cuda::kda_gate(f, gate, g, ctx);
+#endif
+      });
 }
 
 void kda_beta(TensorView b, TensorView beta, const Context& ctx) {
@@ -151,7 +157,13 @@ void kda_beta(TensorView b, TensorView beta, const Context& ctx) {
   c.inner_contiguous("b", b);
   c.activation("beta", beta, dims(b));
   const Device dev = c.same_device({{"b", &b}, {"beta", &beta}});
-  dispatch_cpu_only(c, dev, [&] { cpu::kda_beta(b, beta, ctx); });
+  dispatch(
+      c, dev, [&] { cpu::kda_beta(b, beta, ctx); },
+      [&] {
+#ifdef KIMI_WITH_CUDA
+        cuda::kda_beta(b, beta, ctx);
+#endif
+      });
 }
 
 void kda_recurrent_fwd(const KdaArgs& args, const Context& ctx) {

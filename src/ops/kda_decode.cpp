@@ -1,5 +1,7 @@
-// kimi/ops/kda_decode.h: validation, then the kernels of its parts (conv, recurrence, gated norm) on the
-// args' backend, one token per sequence. Everything is checked before any cache or state row is written.
+// kimi/ops/kda_decode.h: validation, then on the CPU the kernels of its parts (conv, recurrence, gated norm),
+// on CUDA the one fused kernel (src/cuda/kda/decode_step.cuh). Everything is checked before any cache or
+// state row is written; slots on the CUDA device are checked for dtype, shape and device only (their values
+// are read by the kernel, see the header's contract).
 #include "kimi/ops/kda_decode.h"
 
 #include <array>
@@ -14,10 +16,7 @@
 #include "cpu/kda.h"
 #include "cpu/norm.h"
 #ifdef KIMI_WITH_CUDA
-#include "cuda/conv/conv.h"
 #include "cuda/kda/kda.h"
-#include "cuda/norm/norm.h"
-#include "cuda/runtime.h"
 #endif
 
 namespace kimi {
@@ -35,8 +34,29 @@ TensorView heads3(const TensorView& t, int64_t H) { return view::split_last(t, H
 
 struct Sizes {
   int64_t N, H, K, V, S;
-  std::vector<int64_t> rows;  // pool row of sequence n
+  std::vector<int64_t> rows;  // pool row of sequence n; empty when the slots are on the CUDA device
 };
+
+// Slots on the CUDA device (the capturable form): i32/i64 [N] on the tensors' device. Their values cannot be
+// read here; the kernel skips a sequence whose slot is outside [0, S) and makes its y rows NaN.
+bool device_slots(const check::Checker& c, const KdaDecodeArgs& a, int64_t N) {
+  if (!a.slots.present() || a.slots.device.type == DeviceType::cpu) return false;
+  c.rank("slots", a.slots, 1);
+  c.dtype("slots", a.slots, {DType::i32, DType::i64});
+  c.shape("slots", a.slots, {N});
+  c.no_negative_strides("slots", a.slots);
+  if (!(a.slots.device == a.x_q.device))
+    c.fail("slots",
+           a.x_q.device.type == DeviceType::cpu
+               ? std::string("device cpu (like the tensors)")
+               : "device cpu (host values) or " + to_string(a.x_q.device) + " (the tensors' device)",
+           to_string(a.slots.device));
+  // The kernel reads the slots while it writes y and the pools: no shared memory.
+  const std::pair<const char*, const TensorView*> written[] = {
+      {"y", &a.y}, {"state", &a.state}, {"cache_q", &a.cache_q}, {"cache_k", &a.cache_k}, {"cache_v", &a.cache_v}};
+  for (const auto& [name, t] : written) c.disjoint(name, *t, "slots", a.slots);
+  return true;
+}
 
 Sizes check_args(const check::Checker& c, const KdaDecodeArgs& a) {
   c.rank("x_q", a.x_q, 2);
@@ -113,33 +133,25 @@ Sizes check_args(const check::Checker& c, const KdaDecodeArgs& a) {
                  {"conv_v", &a.conv_v}, {"cache_q", &a.cache_q}, {"cache_k", &a.cache_k}, {"cache_v", &a.cache_v},
                  {"f", &a.f}, {"gate.A_log", &a.gate.A_log}, {"gate.dt_bias", &a.gate.dt_bias}, {"b", &a.b},
                  {"z", &a.z}, {"o_norm", &a.o_norm}, {"state", &a.state}, {"y", &a.y}});
+  if (device_slots(c, a, N)) return {N, H, K, V, S, {}};
   return {N, H, K, V, S, c.slots("slots", a.slots, N, "state", S, true)};
 }
 
-// The step as its parts on the args' backend: three conv updates into f32 q, k, v [N, P|Pv], the
-// recurrence (T = 1, state rows by slot) into f32 o [N, Pv], the gated norm into y. `tmp` holds
-// (2 P + 2 Pv) * N floats on the args' device.
-void run_parts(const KdaDecodeArgs& a, const Sizes& z, float* tmp, const Context& ctx) {
+// The CPU step as its parts: three conv updates into f32 q, k, v [N, P|Pv], the recurrence (T = 1, state rows
+// by slot) into f32 o [N, Pv], the gated norm into y.
+void run_parts(const KdaDecodeArgs& a, const Sizes& z, const Context& ctx) {
   const int64_t N = z.N, H = z.H, K = z.K, V = z.V, P = H * K, Pv = H * V;
-  const Device dev = a.x_q.device;
-  [[maybe_unused]] const bool cuda = dev.type == DeviceType::cuda;
-  const TensorView q(tmp, DType::f32, {N, P}, dev), k(tmp + N * P, DType::f32, {N, P}, dev),
-      v(tmp + 2 * N * P, DType::f32, {N, Pv}, dev), o(tmp + 2 * N * P + N * Pv, DType::f32, {N, Pv}, dev);
+  std::vector<float> tmp(static_cast<size_t>(N * (2 * P + 2 * Pv)));
+  float* const t = tmp.data();
+  const TensorView q(t, DType::f32, {N, P}), k(t + N * P, DType::f32, {N, P}), v(t + 2 * N * P, DType::f32, {N, Pv}),
+      o(t + 2 * N * P + N * Pv, DType::f32, {N, Pv});
   // 1. convs + SiLU, one token per sequence, caches shifted in place
   std::vector<cpu::ConvSeq> seqs(static_cast<size_t>(N));
   for (int64_t n = 0; n < N; ++n) seqs[size_t(n)] = {n, 0, 1, z.rows[size_t(n)]};
   const std::array<std::array<TensorView, 4>, 3> convs = {{{a.x_q, a.conv_q, a.cache_q, q},
                                                            {a.x_k, a.conv_k, a.cache_k, k},
                                                            {a.x_v, a.conv_v, a.cache_v, v}}};
-  for (const auto& [x, w, cache, y] : convs) {
-#ifdef KIMI_WITH_CUDA
-    if (cuda) {
-      cuda::short_conv_update(x, w, cache, z.rows, ConvActivation::silu, y, ctx);
-      continue;
-    }
-#endif
-    cpu::short_conv(as3(x), w, cache, cache, seqs, ConvActivation::silu, as3(y), ctx);
-  }
+  for (const auto& [x, w, cache, y] : convs) cpu::short_conv(as3(x), w, cache, cache, seqs, ConvActivation::silu, as3(y), ctx);
   // 2. gate, beta, L2 norm, recurrence on the pool rows
   Tensor rows(DType::i64, {N});
   std::copy(z.rows.begin(), z.rows.end(), rows.data_as<int64_t>());
@@ -154,18 +166,11 @@ void run_parts(const KdaDecodeArgs& a, const Sizes& z, float* tmp, const Context
   r.state_layout = a.state_layout;
   r.state_slots = rows;
   r.o = heads4(o, H);
-  const TensorView zh = a.z.present() ? heads3(a.z, H) : TensorView{};
-#ifdef KIMI_WITH_CUDA
-  if (cuda) {
-    cuda::kda_recurrent_fwd(r, ctx);
-    cuda::gated_rms_norm(heads3(o, H), zh, a.o_norm, a.norm_eps, heads3(a.y, H), ctx);  // 3.
-    return;
-  }
-#endif
   cpu::KdaDims d{N, 1, H, K, V, a.scale ? *a.scale : float(1.0 / std::sqrt(double(K))), {}, z.rows};
   for (int64_t n = 0; n < N; ++n) d.seqs.push_back({n, 0, 1});
   cpu::kda_recurrent_fwd(r, d, ctx);
   // 3. per-head gated RMSNorm
+  const TensorView zh = a.z.present() ? heads3(a.z, H) : TensorView{};
   cpu::gated_rms_norm(heads3(o, H), zh, a.o_norm, a.norm_eps, heads3(a.y, H), ctx);
 }
 
@@ -174,25 +179,11 @@ void run_parts(const KdaDecodeArgs& a, const Sizes& z, float* tmp, const Context
 void kda_decode_step(const KdaDecodeArgs& a, const Context& ctx) {
   check::Checker c("kda_decode_step");
   const Sizes z = check_args(c, a);
-  const int64_t floats = z.N * (2 * z.H * z.K + 2 * z.H * z.V);
   dispatch(
-      c, a.x_q.device,
-      [&] {
-        std::vector<float> tmp(static_cast<size_t>(floats));
-        run_parts(a, z, tmp.data(), ctx);
-      },
+      c, a.x_q.device, [&] { run_parts(a, z, ctx); },
       [&] {
 #ifdef KIMI_WITH_CUDA
-        // NOTE: five launches (3 conv updates, the one-token recurrence, the gated norm); one fused kernel
-        // per layer is issue 3's target.
-        float* tmp = static_cast<float*>(cuda::alloc_async(a.x_q.device, size_t(floats) * 4, ctx.cuda_stream));
-        try {
-          run_parts(a, z, tmp, ctx);
-        } catch (...) {
-          cuda::free_async(tmp, ctx.cuda_stream);
-          throw;
-        }
-        cuda::free_async(tmp, ctx.cuda_stream);
+        cuda::kda_decode_step(a, z.rows, ctx);  // one launch
 #endif
       });
 }

@@ -8,6 +8,9 @@
 #include "core/check.h"
 #include "core/dispatch.h"
 #include "cpu/mla.h"
+#ifdef KIMI_WITH_CUDA
+#include "cuda/mla/mla.h"
+#endif
 
 namespace kimi {
 
@@ -79,7 +82,13 @@ void mla_prefill(TensorView q, TensorView latent, TensorView k_pe, const Weight&
   d.scale = resolve_scale(c, softmax_scale, d);
   const Device dev =
       c.same_device({{"q", &q}, {"latent", &latent}, {"k_pe", &k_pe}, {"w_kvb.w", &w_kvb.w}, {"gate", &gate}, {"o", &o}});
-  dispatch_cpu_only(c, dev, [&] { cpu::mla_prefill(q, latent, k_pe, w_kvb, gate, cu, d, o, ctx); });
+  dispatch(
+      c, dev, [&] { cpu::mla_prefill(q, latent, k_pe, w_kvb, gate, cu, d, o, ctx); },
+      [&] {
+#ifdef KIMI_WITH_CUDA
+        cuda::mla_prefill(q, latent, k_pe, w_kvb, gate, cu, d, o, ctx);
+#endif
+      });
 }
 
 void mla_cache_write(TensorView latent, TensorView k_pe, TensorView cache, TensorView start, TensorView slots,
@@ -105,7 +114,13 @@ void mla_cache_write(TensorView latent, TensorView k_pe, TensorView cache, Tenso
   }
   const std::vector<int64_t> sl = c.slots("slots", slots, N, "cache", Nc, true);
   const Device dev = c.same_device({{"latent", &latent}, {"k_pe", &k_pe}, {"cache", &cache}});
-  dispatch_cpu_only(c, dev, [&] { cpu::mla_cache_write(latent, k_pe, cache, st, sl, ctx); });
+  dispatch(
+      c, dev, [&] { cpu::mla_cache_write(latent, k_pe, cache, st, sl, ctx); },
+      [&] {
+#ifdef KIMI_WITH_CUDA
+        cuda::mla_cache_write(latent, k_pe, cache, st, sl, ctx);
+#endif
+      });
 }
 
 void mla_decode(TensorView q, TensorView cache, TensorView lens, TensorView slots, const Weight& w_kvb, TensorView gate,
@@ -140,7 +155,13 @@ void mla_decode(TensorView q, TensorView cache, TensorView lens, TensorView slot
   const std::vector<int64_t> sl = c.slots("slots", slots, N, "cache", Nc, false);
   d.scale = resolve_scale(c, softmax_scale, d);
   const Device dev = c.same_device({{"q", &q}, {"cache", &cache}, {"w_kvb.w", &w_kvb.w}, {"gate", &gate}, {"o", &o}});
-  dispatch_cpu_only(c, dev, [&] { cpu::mla_decode(q, cache, ln, sl, w_kvb, gate, d, o, ctx); });
+  dispatch(
+      c, dev, [&] { cpu::mla_decode(q, cache, ln, sl, w_kvb, gate, d, o, ctx); },
+      [&] {
+#ifdef KIMI_WITH_CUDA
+        cuda::mla_decode(q, cache, ln, sl, w_kvb, gate, d, o, ctx);
+#endif
+      });
 }
 
 }  // namespace kimi

@@ -8,6 +8,9 @@
 #include "core/check.h"
 #include "core/dispatch.h"
 #include "cpu/moe.h"
+#ifdef KIMI_WITH_CUDA
+#include "cuda/moe/moe.h"
+#endif
 
 namespace kimi {
 
@@ -100,7 +103,13 @@ void moe_router(TensorView logits, TensorView bias, const RouterParams& p, Tenso
   check_routing_out(c, "ids", ids, DType::i32, t_count, p.top_k);
   check_routing_out(c, "weights", weights, DType::f32, t_count, p.top_k);
   const Device dev = c.same_device({{"logits", &logits}, {"bias", &bias}, {"ids", &ids}, {"weights", &weights}});
-  dispatch_cpu_only(c, dev, [&] { cpu::moe_router(logits, bias, p, ids, weights, ctx); });
+  dispatch(
+      c, dev, [&] { cpu::moe_router(logits, bias, p, ids, weights, ctx); },
+      [&] {
+#ifdef KIMI_WITH_CUDA
+        cuda::moe_router(logits, bias, p, ids, weights, ctx);
+#endif
+      });
 }
 
 void moe_quantile_balance(TensorView scores, TensorView bias, int top_k, const Context& ctx) {
@@ -136,7 +145,13 @@ void glu(TensorView gate, TensorView up, const GluParams& p, TensorView h, const
   c.inner_contiguous("h", h);
   check_glu_params(c, p);
   const Device dev = c.same_device({{"gate", &gate}, {"up", &up}, {"h", &h}});
-  dispatch_cpu_only(c, dev, [&] { cpu::glu(gate, up, p, h, ctx); });
+  dispatch(
+      c, dev, [&] { cpu::glu(gate, up, p, h, ctx); },
+      [&] {
+#ifdef KIMI_WITH_CUDA
+        cuda::glu(gate, up, p, h, ctx);
+#endif
+      });
 }
 
 void mlp(TensorView x, const MlpWeights& w, const GluParams& p, TensorView y, float beta, const Context& ctx) {
@@ -153,7 +168,13 @@ void mlp(TensorView x, const MlpWeights& w, const GluParams& p, TensorView y, fl
   check_glu_params(c, p);
   const Device dev = c.same_device({{"x", &x}, {"y", &y}});
   check_mlp_device(c, "w", w, dev);
-  dispatch_cpu_only(c, dev, [&] { cpu::mlp(x, w, p, y, beta, ctx); });
+  dispatch(
+      c, dev, [&] { cpu::mlp(x, w, p, y, beta, ctx); },
+      [&] {
+#ifdef KIMI_WITH_CUDA
+        cuda::mlp(x, w, p, y, beta, ctx);
+#endif
+      });
 }
 
 void latent_moe(TensorView x, const LatentMoeWeights& w, const RouterParams& router, const GluParams& act,
@@ -209,8 +230,13 @@ void latent_moe(TensorView x, const LatentMoeWeights& w, const RouterParams& rou
   for (int64_t e = 0; e < e_count; ++e)
     check_mlp_device(c, "w.experts[" + std::to_string(e) + "]", w.experts[size_t(e)], dev);
   if (w.shared) check_mlp_device(c, "w.shared", *w.shared, dev);
-  dispatch_cpu_only(c, dev,
-                    [&] { cpu::latent_moe(x, w, router, act, norm_eps, out, ids, weights, ctx); });
+  dispatch(
+      c, dev, [&] { cpu::latent_moe(x, w, router, act, norm_eps, out, ids, weights, ctx); },
+      [&] {
+#ifdef KIMI_WITH_CUDA
+        cuda::latent_moe(x, w, router, act, norm_eps, out, ids, weights, ctx);
+#endif
+      });
 }
 
 }  // namespace kimi

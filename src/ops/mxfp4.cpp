@@ -4,6 +4,9 @@
 #include "core/check.h"
 #include "core/dispatch.h"
 #include "cpu/mxfp4.h"
+#ifdef KIMI_WITH_CUDA
+#include "cuda/linear/linear.h"
+#endif
 
 namespace kimi {
 
@@ -38,7 +41,13 @@ void mxfp4_dequant(TensorView packed, TensorView scale, TensorView w, const Cont
   check_mxfp4(c, packed, scale, w);
   distinct_rows(c, "w", w);
   const Device dev = c.same_device({{"packed", &packed}, {"scale", &scale}, {"w", &w}});
-  dispatch_cpu_only(c, dev, [&] { cpu::mxfp4_dequant(packed, scale, w, ctx); });
+  dispatch(
+      c, dev, [&] { cpu::mxfp4_dequant(packed, scale, w, ctx); },
+      [&] {
+#ifdef KIMI_WITH_CUDA
+        cuda::mxfp4_dequant(packed, scale, w, ctx);
+#endif
+      });
 }
 
 void mxfp4_quant(TensorView w, TensorView packed, TensorView scale, const Context& ctx) {
@@ -47,7 +56,13 @@ void mxfp4_quant(TensorView w, TensorView packed, TensorView scale, const Contex
   distinct_rows(c, "packed", packed);
   distinct_rows(c, "scale", scale);
   const Device dev = c.same_device({{"w", &w}, {"packed", &packed}, {"scale", &scale}});
-  dispatch_cpu_only(c, dev, [&] { cpu::mxfp4_quant(w, packed, scale, ctx); });
+  dispatch(
+      c, dev, [&] { cpu::mxfp4_quant(w, packed, scale, ctx); },
+      [&] {
+#ifdef KIMI_WITH_CUDA
+        cuda::mxfp4_quant(w, packed, scale, ctx);
+#endif
+      });
 }
 
 }  // namespace kimi

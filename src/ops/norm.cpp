@@ -63,7 +63,13 @@ void add_rms_norm(TensorView x, TensorView residual, TensorView w, float eps, Te
   check_weight(c, w, x.size(-1));
   check_eps(c, eps);
   const Device dev = c.same_device({{"x", &x}, {"residual", &residual}, {"w", &w}, {"sum", &sum}, {"y", &y}});
-  dispatch_cpu_only(c, dev, [&] { cpu::add_rms_norm(x, residual, w, eps, sum, y, ctx); });
+  dispatch(
+      c, dev, [&] { cpu::add_rms_norm(x, residual, w, eps, sum, y, ctx); },
+      [&] {
+#ifdef KIMI_WITH_CUDA
+        cuda::add_rms_norm(x, residual, w, eps, sum, y, ctx);
+#endif
+      });
 }
 
 void gated_rms_norm(TensorView o, TensorView z, TensorView w, float eps, TensorView y, const Context& ctx) {
@@ -91,7 +97,13 @@ void l2_norm(TensorView x, TensorView y, float eps, const Context& ctx) {
   check_rows(c, "x", x, "y", y);
   check_eps(c, eps);
   const Device dev = c.same_device({{"x", &x}, {"y", &y}});
-  dispatch_cpu_only(c, dev, [&] { cpu::l2_norm(x, y, eps, ctx); });
+  dispatch(
+      c, dev, [&] { cpu::l2_norm(x, y, eps, ctx); },
+      [&] {
+#ifdef KIMI_WITH_CUDA
+        cuda::l2_norm(x, y, eps, ctx);
+#endif
+      });
 }
 
 }  // namespace kimi

@@ -123,9 +123,12 @@ def test_cuda_rms_norm_and_cpu_only_op_error():
     ref = refs.rms_norm(to_np(x), to_np(w), 1e-5, round_to=lambda n: torch.from_numpy(n).to(torch.bfloat16)
                         .double().numpy())
     assert y.device == x.device and refs.rel_err(to_np(y), ref) <= 5e-3
-    assert not kimi_cpp.op_supported("l2_norm", "cuda")
-    with pytest.raises(kimi_cpp.Error, match="l2_norm: .*not implemented on the cuda"):
-        ops.l2_norm(x)
+    y2 = ops.l2_norm(x)
+    assert kimi_cpp.op_supported("l2_norm", "cuda") and refs.rel_err(to_np(y2), refs.l2_norm(to_np(x))) <= 5e-3
+    # An operator without a CUDA kernel names itself and the device (never falls back to the CPU).
+    if not kimi_cpp.op_supported("moe_router", "cuda"):
+        with pytest.raises(kimi_cpp.Error, match="moe_router: .*not implemented on the cuda"):
+            ops.moe_router(torch.randn(4, 8, device="cuda"), 2)
 
 
 def test_mixed_devices_rejected():

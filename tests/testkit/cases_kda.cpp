@@ -230,6 +230,20 @@ void add_kda_cases(CaseList& list, Scale scale) {
       }
     }
   }
+  if (scale == Scale::test)
+    for (DType dt : {DType::f32, DType::bf16}) {
+      list.push_back({"kda_beta", "B=3 T=4 H=37 strided out=f32", dt, tol_for(DType::f32), [=](Device dev) {
+                        std::mt19937_64 rng(22);
+                        Buf b(dev, dt, {3, 4, 37}, 3), beta(dev, DType::f32, {3, 4, 37}, 1);
+                        b.uniform(rng, -8, 8);
+                        const double ms = time_call(scale, dev, [&] { kda_beta(b, beta); });
+                        std::vector<double> ref = b.to_f64();
+                        for (double& x : ref) x = 1.0 / (1.0 + std::exp(-x));
+                        Compare cmp;
+                        cmp.output("beta", beta, ref);
+                        return cmp.result(ms);
+                      }});
+    }
   for (DType dt : {DType::f32, DType::bf16}) {
     const int64_t rows = scale == Scale::test ? 13 : 8192, H = scale == Scale::test ? 5 : 32;
     list.push_back({"kda_beta", "rows=" + std::to_string(rows) + " H=" + std::to_string(H), dt, tol_for(dt),

@@ -18,11 +18,12 @@ struct Shape {
   int64_t pad;      // row padding of x, y and W (strided views) when > 0
   bool mxfp4;       // MXFP4 weights (k % 32 == 0) instead of dense dt
   float beta;
+  bool bf16_w = false;  // dense weights stored bf16 whatever dt (f32 / f16 activations times bf16 weights)
 };
 
 std::string shape_str(const Shape& s) {
   return "M=" + std::to_string(s.m) + " N=" + std::to_string(s.n) + " K=" + std::to_string(s.k) +
-         (s.mxfp4 ? " mxfp4" : " dense") + (s.pad ? " strided" : "") + (s.beta != 0.f ? " beta=1" : "");
+         (s.mxfp4 ? " mxfp4" : " dense") + (s.pad ? " strided" : "") + (s.beta != 0.f ? " beta=1" : "") + (s.bf16_w ? " bf16-w" : "");
 }
 
 Result run_linear(const Shape& s, DType dt, Scale scale, Device dev) {
@@ -46,7 +47,7 @@ Result run_linear(const Shape& s, DType dt, Scale scale, Device dev) {
     wref = oracle::mxfp4_decode(oracle::unpack_codes(pb, s.n, s.k), std::vector<int>(sv.begin(), sv.end()), s.n, s.k);
     w = Weight{packed->view(), sc->view()};
   } else {
-    wd.emplace(dev, dt, std::vector<int64_t>{s.n, s.k}, s.pad);
+    wd.emplace(dev, s.bf16_w ? DType::bf16 : dt, std::vector<int64_t>{s.n, s.k}, s.pad);
     const double a = std::sqrt(3.0 / double(std::max<int64_t>(s.k, 1)));  // unit-variance outputs
     wd->uniform(rng, -a, a);
     wref = wd->to_f64();
@@ -78,6 +79,10 @@ void add_linear_cases(CaseList& list, Scale scale) {
         {1, 40, 50, 0, false, 1.f},   {4, 23, 2304, 0, false, 0.f}, {1, 9, 64, 0, true, 0.f},
         {3, 260, 96, 5, true, 0.f},   {7, 33, 128, 0, true, 1.f},   {1, 270, 2304, 0, true, 1.f},
         {33, 65, 64, 1, true, 0.f},   {2, 5, 32, 0, true, 0.f},
+        // M at the CUDA GEMV / GEMM boundary (16 / 17) and above it: cuBLAS, the split-x bf16 GEMMs, panels
+        {16, 37, 100, 1, false, 1.f}, {9, 70, 256, 0, true, 0.f},   {64, 45, 96, 2, false, 1.f},
+        {70, 33, 64, 0, true, 1.f},   {65, 130, 160, 3, true, 0.f},
+        {3, 45, 96, 0, false, 1.f, true}, {17, 45, 96, 1, false, 0.f, true}, {64, 33, 200, 0, false, 1.f, true},
     };
   } else {  // Kimi-Linear (d = 2304): q/k/v-like projections, MLP halves, an expert; decode and prefill
     shapes = {

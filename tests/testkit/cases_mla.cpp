@@ -19,6 +19,8 @@ struct Cfg {
 constexpr Cfg kK3Tiny{"k3-tiny", 4, 64, 16, 32, 32, true};
 constexpr Cfg kKimiLinear8{"kimi-linear H=8", 8, 512, 64, 128, 128, false};
 constexpr Cfg kKimiLinear2{"kimi-linear H=2", 2, 512, 64, 128, 128, false};
+// More heads than one CUDA decode head group (32): a full group and a partial one; odd Dv, R+P not a multiple of 32.
+constexpr Cfg kWide{"wide H=36", 36, 64, 13, 16, 24, true};
 
 oracle::MlaSizes sizes(const Cfg& c) { return {c.H, c.R, c.Dn, c.P, c.Dv}; }
 double default_scale(const Cfg& c) { return 1.0 / std::sqrt(double(c.Dn + c.P)); }
@@ -191,8 +193,15 @@ void add_mla_cases(CaseList& list, Scale scale) {
     prefills = {{kK3Tiny, 2, 17, {}, 0},
                 {kK3Tiny, 1, 70, {}, 3},  // more than one query block, strided q / o
                 {kK3Tiny, 1, 0, {5, 1, 0, 12, 3}, 0},
-                {kKimiLinear2, 1, 20, {}, 0}};
-    decodes = {{kK3Tiny, 5, 20, {1, 7, 20}, {4, 0, 2}, 3}, {kK3Tiny, 2, 9, {9, 3}, {}}, {kKimiLinear2, 3, 16, {16, 5}, {2, 0}}};
+                {kKimiLinear2, 1, 20, {}, 0},
+                {kK3Tiny, 1, 0, {70, 1, 129}, 0},  // several query and key tiles per sequence (CUDA: 64)
+                {kWide, 1, 0, {65, 3}, 2}};
+    decodes = {{kK3Tiny, 5, 20, {1, 7, 20}, {4, 0, 2}, 3},
+               {kK3Tiny, 2, 9, {9, 3}, {}},
+               {kKimiLinear2, 3, 16, {16, 5}, {2, 0}},
+               // long rows: many 32-row tiles and several splits per sequence on CUDA, R = 512
+               {kKimiLinear2, 3, 1100, {1100, 300}, {2, 0}},
+               {kWide, 4, 1100, {1100, 1, 300}, {3, 1, 0}, 5}};
   } else {
     prefills = {{kK3Tiny, 2, 1024, {}, 0}, {kKimiLinear8, 1, 512, {}, 0}, {kKimiLinear8, 1, 0, {300, 137, 75}, 0}};
     decodes = {{kK3Tiny, 8, 1024, {1024, 1, 517, 900, 64, 1000, 3, 800}, {7, 6, 5, 4, 3, 2, 1, 0}},

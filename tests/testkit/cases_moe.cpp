@@ -428,7 +428,10 @@ void add_moe_cases(CaseList& list, Scale scale) {
     mlps = {{7, 64, 96, true, false, DType::bf16},  {7, 64, 96, true, false, DType::f32},
             {5, 64, 96, true, true, DType::f32},    {5, 64, 96, false, true, DType::bf16},
             {6, 96, 64, false, false, DType::f32, 1.f}, {4, 64, 32, true, true, DType::f32, 0.f, 3},
-            {1, 64, 96, true, true, DType::f32}};
+            {1, 64, 96, true, true, DType::f32},
+            // above the CUDA GEMV bound (16 rows): cuBLAS with f32 activations times bf16 / MXFP4 weights
+            {40, 64, 96, true, false, DType::f32}, {33, 64, 96, false, true, DType::f32, 1.f, 2},
+            {20, 64, 32, true, false, DType::bf16}};
   } else {
     mlps = {{64, 2304, 1024, false, false, DType::bf16}, {16, 3584, 3072, true, true, DType::bf16}};
   }
@@ -446,6 +449,9 @@ void add_moe_cases(CaseList& list, Scale scale) {
     moes.push_back({"k3-tiny", 9, 256, 16, 4, 128, 64, 128, true, true, 1.0, DType::f32});
     moes.push_back({"kimi-linear-tiny", 9, 256, 16, 4, 0, 64, 128, false, false, 2.446, DType::f32});
     moes.push_back({"no-shared", 5, 64, 8, 8, 32, 32, 0, true, false, 1.0, DType::f32});
+    // 40 tokens x top-4 over 8 experts: experts with more than 16 rows (the CUDA GEMM path per expert)
+    moes.push_back({"k3-tiny", 40, 256, 8, 4, 128, 64, 128, true, true, 1.0, DType::f32});
+    moes.push_back({"kimi-linear-tiny", 40, 256, 8, 4, 0, 64, 0, false, false, 2.446, DType::bf16});
   } else {
     // Kimi-Linear-48B shapes with 64 of the 256 experts (distinct, overlapping windows of one pool).
     moes.push_back({"kimi-linear", 64, 2304, 64, 8, 0, 1024, 1024, false, false, 2.446, DType::bf16, 8});

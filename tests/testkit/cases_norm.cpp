@@ -59,6 +59,24 @@ void add_norm_cases(CaseList& list, Scale scale) {
                                                             [dt](double v) { return round_as(dt, v); }));
                         return cmp.result(ms);
                       }});
+      if (scale == Scale::test && s.pad)  // sum written over residual (the decoder's residual stream)
+        list.push_back({"add_rms_norm", shape_str(s) + " sum=residual", dt, tol_for(dt), [=](Device dev) {
+                          std::mt19937_64 rng(5 + s.rows * 131 + s.d);
+                          Buf x(dev, dt, {s.rows, s.d}), r(dev, dt, {s.rows, s.d}, s.pad), w(dev, dt, {s.d});
+                          Buf y(dev, DType::f32, {s.rows, s.d});
+                          x.uniform(rng, -3, 3);
+                          r.uniform(rng, -3, 3);
+                          w.uniform(rng, 0.5, 1.5);
+                          auto xs = x.to_f64();
+                          const auto rs = r.to_f64();
+                          for (size_t i = 0; i < xs.size(); ++i) xs[i] = round_as(dt, xs[i] + rs[i]);
+                          const double ms = time_call(scale, dev, [&] { add_rms_norm(x, r, w, 1e-6f, r, y); });
+                          Compare cmp;
+                          cmp.output("sum", r, xs);
+                          cmp.output("y", y, oracle::rms_norm(xs, w.to_f64(), s.rows, s.d, 1e-6,
+                                                              [dt](double v) { return round_as(dt, v); }));
+                          return cmp.result(ms);
+                        }});
       list.push_back({"gated_rms_norm", shape_str(s), dt, tol_for(dt), [=](Device dev) {
                         std::mt19937_64 rng(3 + s.rows * 131 + s.d);
                         Buf o(dev, dt, {s.rows, s.d}, s.pad), z(dev, dt, {s.rows, s.d}), w(dev, DType::f32, {s.d});

@@ -12,8 +12,18 @@
 // Shapes (P = H*K, Pv = H*V): x_q, x_k, f [N, P]; x_v, z, y [N, Pv]; b [N, H]: f32/bf16/f16, last dim stride 1.
 // conv_q, conv_k [P, W] or [P, 1, W], conv_v [Pv, W] or [Pv, 1, W]; cache_q, cache_k [S, P, W-1],
 // cache_v [S, Pv, W-1] (kimi/ops/conv.h's cache layout); o_norm [V]; gate.A_log f32 [H], gate.dt_bias f32 [P].
-// state f32 [S, H, K, V] (kv) or [S, H, V, K] (vk), contiguous. slots i32/i64 [N] on the host, distinct
-// (absent: row n). y must not overlap the inputs. Everything is validated before any cache or state changes.
+// state f32 [S, H, K, V] (kv) or [S, H, V, K] (vk), contiguous. y must not overlap the inputs. Everything is
+// validated before any cache or state changes.
+// slots i32/i64 [N] (absent: row n), either
+//   - on the host: validated (each in [0, S), distinct), then passed to the kernel by value (N <= 256; larger N
+//     is uploaded, which cannot run inside CUDA graph capture), or
+//   - on the tensors' CUDA device (the form to capture in a CUDA graph and replay with new slot values): only
+//     dtype, shape, device and no overlap with y and the pools are checked. CONTRACT: the values must be
+//     distinct and in [0, S). The kernel never reads or writes a pool row outside [0, S): a sequence whose slot
+//     is out of range is skipped (its cache and state rows untouched) and its y rows are set to NaN so that the
+//     error shows; duplicate slots race (undefined results in those rows).
+// On CUDA the step is one kernel launch with no host synchronization or allocation (host slots of N > 256
+// excepted), so it can be captured in a CUDA graph.
 // The result equals short_conv_update x3 + kda_recurrent_fwd (T = 1) + gated_rms_norm on the same inputs.
 #pragma once
 
@@ -38,7 +48,7 @@ struct KdaDecodeArgs {
   std::optional<float> scale;
   TensorView state;                   // pool, updated in place
   StateLayout state_layout = StateLayout::kv;
-  TensorView slots;                   // optional
+  TensorView slots;                   // optional i32/i64 [N], host or device (see above)
   TensorView y;                       // output [N, Pv]
 };
 

@@ -235,7 +235,9 @@ def kda_decode_step(x_q, x_k, x_v, conv_weights, conv_caches, f, b, z, *, A_log,
 
     x_q, x_k, f [N, H*K]; x_v, z [N, H*V]; b [N, H]; conv_weights (w_q, w_k, w_v) [C, W] or [C, 1, W];
     conv_caches (c_q, c_k, c_v) pools [S, C, W-1]; A_log f32 [H]; dt_bias f32 [H*K]; o_norm [V]; state f32 pool
-    [S, H, K, V] (or [S, H, V, K] with state_v_first); slots int32/int64 [N] (read on the host; default row n).
+    [S, H, K, V] (or [S, H, V, K] with state_v_first); slots int32/int64 [N] (default row n): on the host
+    (validated), or on the tensors' CUDA device, the form to capture in a CUDA graph (values must be distinct and
+    in [0, S); a sequence whose slot is out of range gets NaN rows in y and leaves the pools untouched).
     lower_bound None: softplus gate (Kimi-Linear), else the bounded gate (K3). Returns y [N, H*V] (x_v's dtype).
     """
     if out is None:
@@ -245,7 +247,7 @@ def kda_decode_step(x_q, x_k, x_v, conv_weights, conv_caches, f, b, z, *, A_log,
     _C.kda_decode_step(x_q, x_k, x_v, w_q, w_k, w_v, c_q, c_k, c_v, f, form, A_log, dt_bias,
                        -5.0 if lower_bound is None else float(lower_bound), b, z, o_norm, float(norm_eps),
                        None if scale is None else float(scale), state, bool(state_v_first),
-                       _tensors.on_host(slots), out, _tensors.stream(x_v))
+                       slots, out, _tensors.stream(x_v))
     return out
 
 

@@ -1,21 +1,19 @@
 // CUDA short-conv decode step (kimi/ops/conv.h short_conv_update, SPEC 4), one thread per (sequence, channel):
-//   hist = cache[row_n, c, 0 .. W-2]  (oldest first)
-//   y[n, c] = act(sum_{j < W-1} w[c, j] * hist[j] + w[c, W-1] * x[n, c])
-//   cache[row_n, c, :] = [hist[1 .. W-2], x[n, c]]      (in place; each thread owns its (row, channel))
-// Accumulated in fp32 in tap order j = 0 .. W-1 (the CPU kernel's order). x, y: [N, C] rows of any stride;
+//   y[n, c] = act(conv of cache[row_n, c, :] and x[n, c]), cache row shifted in place (conv_step.cuh; each
+//   thread owns its (row, channel)).
+// x, y: [N, C] rows of any stride;
 // w: [C, W] / [C, 1, W] any strides; cache [Nc, C, W-1] any strides; float dtypes as codes.
 #include <vector>
 
 #include "cuda/check.cuh"
 #include "cuda/conv/conv.h"
+#include "cuda/conv/conv_step.cuh"
 #include "cuda/elementwise.cuh"
 #include "cuda/scratch.cuh"
 
 namespace kimi::cuda {
 
 namespace {
-
-constexpr int kMaxWidth = 8;
 
 struct ConvParams {
   const void* x; int tx; int64_t x_n;
@@ -32,16 +30,9 @@ __global__ void conv_update_kernel(ConvParams p) {
   if (i >= p.N * p.C) return;
   const int64_t n = i / p.C, c = i % p.C;
   const float x = load_f32(p.x, n * p.x_n + c, p.tx);
-  float hist[kMaxWidth];
-  const int64_t base = p.rows[n] * p.c_r + c * p.c_c;
-  for (int j = 0; j < p.W - 1; ++j) hist[j] = load_f32(p.cache, base + j * p.c_j, p.tc);
-  float acc = 0.f;
-  for (int j = 0; j < p.W - 1; ++j) acc += load_f32(p.w, c * p.w_c + j * p.w_j, p.tw) * hist[j];
-  acc += load_f32(p.w, c * p.w_c + (p.W - 1) * p.w_j, p.tw) * x;
-  if (p.silu) acc = acc * sigmoid_f32(acc);
-  store_f32(p.y, n * p.y_n + c, p.ty, acc);
-  for (int j = 0; j + 1 < p.W - 1; ++j) store_f32(p.cache, base + j * p.c_j, p.tc, hist[j + 1]);
-  if (p.W > 1) store_f32(p.cache, base + (p.W - 2) * p.c_j, p.tc, x);
+  const float y = conv_step(x, p.w, p.tw, c * p.w_c, p.w_j, p.cache, p.tc, p.rows[n] * p.c_r + c * p.c_c, p.c_j, p.W,
+                            p.silu != 0);
+  store_f32(p.y, n * p.y_n + c, p.ty, y);
 }
 
 }  // namespace

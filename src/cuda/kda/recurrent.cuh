@@ -38,13 +38,12 @@
 #include <cstdint>
 
 #include "cuda/elementwise.cuh"
+#include "cuda/kda/kda_device.cuh"
 
 namespace kimi::cuda::kda_detail {
 
 inline constexpr int kThreads = 128;
 inline constexpr int kWarps = kThreads / 32;
-
-enum GateCode : int { gate_none = 0, gate_bounded = 1, gate_softplus = 2 };
 
 struct Params {
   // Per-token inputs (dtype codes ElemType, src/cuda/elementwise.cuh) and their [b, t, h] strides in elements.
@@ -73,40 +72,10 @@ struct Params {
 __device__ __forceinline__ int64_t state_row(const Params& p, int64_t n) { return p.slots != nullptr ? p.slots[n] : n; }
 
 
-// 4 consecutive fp32 state elements, `valid` of them in range (0..4); 16-byte streaming access when
-// `vec` (then the address is 16-byte aligned) and all 4 are valid, else guarded scalars (zeros).
-__device__ __forceinline__ float4 ld_state4(const float* p, int64_t off, int valid, int vec) {
-  if (vec && valid == 4) return __ldcs(reinterpret_cast<const float4*>(p + off));
-  float4 r = make_float4(0.f, 0.f, 0.f, 0.f);
-  if (valid > 0) r.x = p[off];
-  if (valid > 1) r.y = p[off + 1];
-  if (valid > 2) r.z = p[off + 2];
-  if (valid > 3) r.w = p[off + 3];
-  return r;
-}
-__device__ __forceinline__ void st_state4(float* p, int64_t off, int valid, int vec, float4 r) {
-  if (vec && valid == 4) {
-    __stcs(reinterpret_cast<float4*>(p + off), r);
-    return;
-  }
-  if (valid > 0) p[off] = r.x;
-  if (valid > 1) p[off + 1] = r.y;
-  if (valid > 2) p[off + 2] = r.z;
-  if (valid > 3) p[off + 3] = r.w;
-}
-__device__ __forceinline__ int clamp4(int x) { return x < 0 ? 0 : (x > 4 ? 4 : x); }
-__device__ __forceinline__ float& comp(float4& x, int e) { return e == 0 ? x.x : e == 1 ? x.y : e == 2 ? x.z : x.w; }
-
 // exp of the (optionally fused) gate of element i of head h, from the raw input gi.
 __device__ __forceinline__ float gate_exp(const Params& p, int h, int i, float gi, float expA) {
-  if (p.gate == gate_bounded) {
-    const float x = expA * (gi + p.dt_bias[h * p.dtb_h + i * p.dtb_k]);
-    gi = p.lower_bound / (1.f + expf(-x));
-  } else if (p.gate == gate_softplus) {
-    const float x = gi + p.dt_bias[h * p.dtb_h + i * p.dtb_k];
-    gi = -expA * (x > 20.f ? x : log1pf(expf(x)));
-  }
-  return expf(gi);
+  const float dtb = p.gate != gate_none ? p.dt_bias[h * p.dtb_h + i * p.dtb_k] : 0.f;
+  return expf(gate_log(p.gate, gi, dtb, expA, p.lower_bound));
 }
 
 // Shared per-token staging, double-buffered. KMAX >= K rows (zero-filled beyond K: q = k = 0,
@@ -175,7 +144,7 @@ __device__ __forceinline__ void stage_token(const Params& p, Stage<KMAX, BV>& sm
   }
   if (tid == 0) {
     float bt = load_f32(p.beta, b * p.beta_b + t * p.beta_t + h * p.beta_h, p.tbeta);
-    if (p.beta_sigmoid) bt = 1.f / (1.f + expf(-bt));
+    if (p.beta_sigmoid) bt = beta_sigmoid(bt);
     sm.beta[buf] = bt;
   }
 #pragma unroll
@@ -192,10 +161,7 @@ __device__ __forceinline__ void stage_token(const Params& p, Stage<KMAX, BV>& sm
   __syncthreads();
 }
 
-// The per-token scalars after staging: rq, rk (norm and scale factors), qk (normalized q.k), beta.
-struct TokenScalars {
-  float rq, rk, qk, beta;
-};
+// The per-token scalars after staging (kda_device.cuh's token_factors of the staged sums).
 template <int KMAX, int BV>
 __device__ __forceinline__ TokenScalars token_scalars(const Params& p, const Stage<KMAX, BV>& sm, int buf) {
   float sqq = 0.f, skk = 0.f, sqk = 0.f;
@@ -205,16 +171,7 @@ __device__ __forceinline__ TokenScalars token_scalars(const Params& p, const Sta
     skk += sm.sums[buf][w][1];
     sqk += sm.sums[buf][w][2];
   }
-  TokenScalars s;
-  s.rq = p.scale;
-  s.rk = 1.f;
-  if (p.l2norm) {
-    s.rq = p.scale / sqrtf(sqq + 1e-6f);
-    s.rk = 1.f / sqrtf(skk + 1e-6f);
-  }
-  s.qk = sqk * s.rq * s.rk;
-  s.beta = sm.beta[buf];
-  return s;
+  return token_factors(sqq, skk, sqk, p.scale, p.l2norm, sm.beta[buf]);
 }
 
 // ---------------------------------------------------------------------------------------------

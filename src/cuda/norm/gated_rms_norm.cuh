@@ -5,6 +5,7 @@
 #pragma once
 
 #include "cuda/elementwise.cuh"
+#include "cuda/norm/gated_rms.cuh"
 
 namespace kimi::cuda {
 
@@ -21,11 +22,10 @@ __global__ void gated_rms_norm_kernel(const void* o, int to, const int64_t* o_of
   }
 #pragma unroll
   for (int m = 16; m > 0; m /= 2) ss += __shfl_xor_sync(0xffffffffu, ss, m);
-  const float r = rsqrtf(ss / float(d) + eps);
+  const float r = gated_rms_scale(ss, d, eps);
   for (int i = lane; i < d; i += 32) {
-    float v = load_f32(o, o_off[row] + i, to) * r * load_f32(w, i, tw);
-    if (z != nullptr) v *= sigmoid_f32(load_f32(z, z_off[row] + i, tz));
-    store_f32(y, y_off[row] + i, ty, v);
+    const float zi = z != nullptr ? load_f32(z, z_off[row] + i, tz) : 0.f;
+    store_f32(y, y_off[row] + i, ty, gated_rms_out(load_f32(o, o_off[row] + i, to), r, load_f32(w, i, tw), z != nullptr, zi));
   }
 }
 

@@ -1,0 +1,103 @@
+// GPU benchmark: gated MLA (kimi/ops/mla.h) at Kimi K3 shapes (H = 64, R = 512, P = 64, Dn = Dv = 128, K3 output
+// gate), through the public API on CUDA tensors, bf16 everywhere, CUDA events, median of 20 timed calls after 3
+// warm-ups (bench_util.h median_ms).
+//   mla_decode: batch 1 and 32, every sequence at cache length 4096 and 32768. The cache pool holds enough copies
+//     (rotated through `slots` from call to call) that each call reads cache rows not left in L2 by the previous
+//     one. Prints time, the cache stream rate (N * len * (R+P) * 2 bytes / time, TB/s) and its fraction of the
+//     H200's copy rate, and the attention's fp32 rate (2 * H * len * (2R + P) flop per token).
+//   mla_prefill: one sequence of T = 4096 (and 2 x 2048 varlen): time and TFLOP/s (kv GEMM + causal attention).
+#include <cuda_runtime.h>
+
+#include <cstdio>
+#include <optional>
+#include <random>
+#include <vector>
+
+#include "bench_util.h"
+#include "kimi/ops/mla.h"
+
+namespace {
+
+using kimi::DType;
+using kimi::TensorView;
+using kimi::bench::DevBuf;
+using kimi::bench::random_bf16;
+
+constexpr int64_t H = 64, R = 512, P = 64, Dn = 128, Dv = 128, Dq = Dn + P, RP = R + P;
+
+void decode(int64_t N, int64_t len) {
+  std::mt19937 rng(7);
+  const kimi::Device dev = kimi::Device::cuda(0);
+  const size_t seq_bytes = size_t(len) * RP * 2;
+  // Copies of the batch's cache rows so that the pool is >= 256 MB (twice the H200's L2 many times over).
+  const int64_t copies = std::max<int64_t>(1, int64_t((size_t(256) << 20) / (size_t(N) * seq_bytes)));
+  const int64_t Nc = N * copies;
+  const size_t ncache = size_t(Nc) * len * RP;
+  // The cache is big: fill it on the device from a small random block instead of from the host.
+  DevBuf cache(ncache * 2, {});
+  {
+    const size_t blk = std::min<size_t>(ncache, size_t(1) << 22);
+    const std::vector<uint8_t> src = random_bf16(blk, rng, -1.5f, 1.5f);
+    DevBuf s(blk * 2, src);
+    for (size_t off = 0; off < ncache; off += blk)
+      CK(cudaMemcpy(static_cast<char*>(cache.p) + off * 2, s.p, std::min(blk, ncache - off) * 2, cudaMemcpyDeviceToDevice));
+  }
+  const size_t nq = size_t(N) * H * Dq, nw = size_t(H) * (Dn + Dv) * R, ng = size_t(N) * H * Dv;
+  DevBuf q(nq * 2, random_bf16(nq, rng, -2, 2)), w(nw * 2, random_bf16(nw, rng, -0.07f, 0.07f));
+  DevBuf g(ng * 2, random_bf16(ng, rng, -4, 4)), o(ng * 2, {});
+  std::vector<int32_t> lens(static_cast<size_t>(N), static_cast<int32_t>(len)), slots(static_cast<size_t>(N));
+  const TensorView qv(q.p, DType::bf16, {N, H, Dq}, dev), cv(cache.p, DType::bf16, {Nc, len, RP}, dev);
+  const TensorView wv(w.p, DType::bf16, {H * (Dn + Dv), R}, dev), gv(g.p, DType::bf16, {N, H * Dv}, dev);
+  const TensorView ov(o.p, DType::bf16, {N, H, Dv}, dev);
+  const TensorView lv(lens.data(), DType::i32, {N}), sv(slots.data(), DType::i32, {N});
+  int64_t call = 0;
+  const double ms = kimi::bench::median_ms(
+      [&] {
+        const int64_t c = call++ % copies;
+        for (int64_t n = 0; n < N; ++n) slots[size_t(n)] = int32_t(c * N + n);
+        kimi::mla_decode(qv, cv, lv, sv, kimi::Weight{wv, {}}, gv, std::nullopt, ov);
+      },
+      3, 20);
+  const double bytes = double(N) * len * RP * 2, flop = 2.0 * double(N) * H * len * (2 * R + P);
+  std::printf("kimi mla_decode  N=%-3lld len=%-6lld H=%lld R=%lld P=%lld Dn=Dv=%lld bf16 gate  %.4f ms  cache %.3f TB/s "
+              "(%.0f%% of copy rate)  attention %.1f TFLOP/s fp32\n",
+              (long long)N, (long long)len, (long long)H, (long long)R, (long long)P, (long long)Dn, ms,
+              bytes / (ms * 1e-3) / 1e12, 100.0 * bytes / (ms * 1e-3) / kimi::bench::kCopyBytesPerS,
+              flop / (ms * 1e-3) / 1e12);
+}
+
+void prefill(const std::vector<int64_t>& seqs) {
+  std::mt19937 rng(8);
+  const kimi::Device dev = kimi::Device::cuda(0);
+  int64_t T = 0;
+  for (int64_t l : seqs) T += l;
+  const size_t nq = size_t(T) * H * Dq, nl = size_t(T) * R, np = size_t(T) * P, nw = size_t(H) * (Dn + Dv) * R;
+  const size_t no = size_t(T) * H * Dv;
+  DevBuf q(nq * 2, random_bf16(nq, rng, -2, 2)), lat(nl * 2, random_bf16(nl, rng, -1.7f, 1.7f));
+  DevBuf pe(np * 2, random_bf16(np, rng, -1.5f, 1.5f)), w(nw * 2, random_bf16(nw, rng, -0.07f, 0.07f));
+  DevBuf g(no * 2, random_bf16(no, rng, -4, 4)), o(no * 2, {});
+  std::vector<int32_t> cu{0};
+  for (int64_t l : seqs) cu.push_back(cu.back() + int32_t(l));
+  const TensorView cuv = seqs.size() > 1 ? TensorView(cu.data(), DType::i32, {int64_t(cu.size())}) : TensorView{};
+  const TensorView qv(q.p, DType::bf16, {1, T, H, Dq}, dev), lv(lat.p, DType::bf16, {1, T, R}, dev);
+  const TensorView pv(pe.p, DType::bf16, {1, T, P}, dev), wv(w.p, DType::bf16, {H * (Dn + Dv), R}, dev);
+  const TensorView gv(g.p, DType::bf16, {1, T, H * Dv}, dev), ov(o.p, DType::bf16, {1, T, H, Dv}, dev);
+  const double ms = kimi::bench::median_ms(
+      [&] { kimi::mla_prefill(qv, lv, pv, kimi::Weight{wv, {}}, gv, cuv, std::nullopt, ov); }, 2, 10);
+  double pairs = 0;
+  for (int64_t l : seqs) pairs += double(l) * double(l + 1) / 2;
+  const double flop = 2.0 * double(T) * H * (Dn + Dv) * R + 2.0 * pairs * H * (Dq + Dv);
+  std::printf("kimi mla_prefill T=%lld (%zu seq) H=%lld R=%lld P=%lld Dn=Dv=%lld bf16 gate  %.3f ms  %.1f TFLOP/s fp32\n",
+              (long long)T, seqs.size(), (long long)H, (long long)R, (long long)P, (long long)Dn, ms,
+              flop / (ms * 1e-3) / 1e12);
+}
+
+}  // namespace
+
+int main() {
+  for (int64_t N : {1, 32})
+    for (int64_t len : {4096, 32768}) decode(N, len);
+  prefill({4096});
+  prefill({2048, 2048});
+  return 0;
+}

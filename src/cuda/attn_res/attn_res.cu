@@ -1,0 +1,36 @@
+// Launcher of src/cuda/attn_res/attn_res.h: the candidate table (pointer, row stride, dtype of every block and
+// then partial) uploaded once per call, one CTA of kAttnResThreads per token.
+#include <vector>
+
+#include "cuda/attn_res/attn_res.cuh"
+#include "cuda/attn_res/attn_res.h"
+#include "cuda/check.cuh"
+#include "cuda/scratch.cuh"
+
+namespace kimi::cuda {
+
+void attn_res(TensorView partial, std::span<const TensorView> blocks, TensorView proj_w, TensorView norm_w,
+              float eps, TensorView out, const Context& ctx) {
+  const int64_t T = partial.size(0), d = partial.size(1);
+  if (T == 0 || d == 0) return;
+  if (T > int64_t(0x7fffffff)) throw Error("cuda attn_res: too many rows for one launch: " + std::to_string(T));
+  const cudaStream_t s = static_cast<cudaStream_t>(ctx.cuda_stream);
+  refuse_capture(s, "attn_res");
+  KIMI_CUDA_CHECK(cudaSetDevice(partial.device.index));
+  std::vector<AttnResCand> cands;
+  for (const TensorView& b : blocks) cands.push_back({b.data, b.strides[0], elem_type(b.dtype)});
+  cands.push_back({partial.data, partial.strides[0], elem_type(partial.dtype)});
+  const int m = int(cands.size());
+  const size_t smem = size_t(m) * (kAttnResThreads / 32) * 2 * sizeof(double) + size_t(m) * (sizeof(double) + sizeof(float));
+  if (smem > 48 * 1024) {
+    if (smem > 200 * 1024) throw Error("cuda attn_res: too many blocks (" + std::to_string(m - 1) + ")");
+    KIMI_CUDA_CHECK(cudaFuncSetAttribute(attn_res_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+  }
+  const Scratch table = upload(cands, s);
+  attn_res_kernel<<<unsigned(T), kAttnResThreads, smem, s>>>(
+      table.get<AttnResCand>(), m, proj_w.data, elem_type(proj_w.dtype), proj_w.strides[0], norm_w.data,
+      elem_type(norm_w.dtype), norm_w.strides[0], eps, out.data, elem_type(out.dtype), out.strides[0], int(d));
+  KIMI_CUDA_CHECK(cudaGetLastError());
+}
+
+}  // namespace kimi::cuda

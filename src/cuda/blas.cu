@@ -1,0 +1,79 @@
+// Implementation of src/cuda/blas.h.
+#include "cuda/blas.h"
+
+#include <cublas_v2.h>
+
+#include <climits>
+#include <map>
+#include <mutex>
+#include <string>
+#include <utility>
+
+#include "cuda/check.cuh"
+#include "kimi/error.h"
+
+#define KIMI_CUBLAS_CHECK(expr, what)                                                                   \
+  do {                                                                                                  \
+    const cublasStatus_t st_ = (expr);                                                                  \
+    if (st_ != CUBLAS_STATUS_SUCCESS)                                                                   \
+      throw ::kimi::Error(std::string("cuBLAS error: ") + cublasGetStatusString(st_) + " in " #expr " (" + \
+                          (what) + ") at " __FILE__ ":" + std::to_string(__LINE__));                   \
+  } while (0)
+
+namespace kimi::cuda::blas {
+
+namespace {
+
+// The handle of the current device bound to stream s (created once per (device, stream)).
+cublasHandle_t handle(cudaStream_t s) {
+  static std::mutex mu;
+  static std::map<std::pair<int, cudaStream_t>, cublasHandle_t> handles;
+  int dev = 0;
+  KIMI_CUDA_CHECK(cudaGetDevice(&dev));
+  const std::lock_guard<std::mutex> lock(mu);
+  auto it = handles.find({dev, s});
+  if (it != handles.end()) return it->second;
+  cublasHandle_t h = nullptr;
+  KIMI_CUBLAS_CHECK(cublasCreate(&h), "device " + std::to_string(dev));
+  KIMI_CUBLAS_CHECK(cublasSetStream(h, s), "device " + std::to_string(dev));
+  // NOTE: default math: with CUBLAS_COMPUTE_32F, f32 GEMMs stay true fp32 (no TF32 down-conversion).
+  KIMI_CUBLAS_CHECK(cublasSetMathMode(h, CUBLAS_DEFAULT_MATH), "device " + std::to_string(dev));
+  handles.emplace(std::make_pair(dev, s), h);
+  return h;
+}
+
+cudaDataType_t cuda_type(DType t) {
+  switch (t) {
+    case DType::f32: return CUDA_R_32F;
+    case DType::bf16: return CUDA_R_16BF;
+    case DType::f16: return CUDA_R_16F;
+    default: throw Error("cuda blas: unsupported dtype " + std::string(dtype_name(t)));
+  }
+}
+
+int as_int(int64_t v, const char* name, const std::string& what) {
+  if (v < 0 || v > INT_MAX) throw Error("cuda blas gemm_xwt: " + std::string(name) + " = " + std::to_string(v) +
+                                        " does not fit cuBLAS's int32 arguments (" + what + ")");
+  return int(v);
+}
+
+}  // namespace
+
+void gemm_xwt(cudaStream_t s, int64_t m, int64_t n, int64_t k, const void* x, DType xt, int64_t ldx, const void* w,
+              DType wt, int64_t ldw, void* y, DType yt, int64_t ldy, float beta) {
+  const std::string what = "m=" + std::to_string(m) + " n=" + std::to_string(n) + " k=" + std::to_string(k) + " x " +
+                           std::string(dtype_name(xt)) + " w " + std::string(dtype_name(wt)) + " y " +
+                           std::string(dtype_name(yt));
+  if (xt != wt || (yt != DType::f32 && yt != xt))
+    throw Error("cuda blas gemm_xwt: unsupported dtype combination (" + what + ")");
+  if (ldx < k || ldw < k || ldy < n) throw Error("cuda blas gemm_xwt: leading dimension too small (" + what + ")");
+  const float alpha = 1.f;
+  // Row-major y[m, n] = x W^T is column-major y^T[n, m] = W[n, k] (W^T stored as k x n, transposed) * x^T (k x m).
+  KIMI_CUBLAS_CHECK(cublasGemmEx(handle(s), CUBLAS_OP_T, CUBLAS_OP_N, as_int(n, "n", what), as_int(m, "m", what),
+                                 as_int(k, "k", what), &alpha, w, cuda_type(wt), as_int(ldw, "ldw", what), x,
+                                 cuda_type(xt), as_int(ldx, "ldx", what), &beta, y, cuda_type(yt),
+                                 as_int(ldy, "ldy", what), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+                    what);
+}
+
+}  // namespace kimi::cuda::blas

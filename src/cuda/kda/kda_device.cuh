@@ -1,0 +1,75 @@
+// src/cuda/kda/kda_device.cuh: device helpers shared by the KDA kernels (recurrent.cuh, decode_step.cuh):
+// the fused gate and beta, the per-token L2-norm / scale factors, and 4-wide fp32 state accesses.
+//
+//   gate_log:  bounded   g = lower_bound * sigmoid(exp(A_log) * (f + dt_bias))
+//              softplus  g = -exp(A_log) * softplus(f + dt_bias)          (softplus(x) = x for x > 20)
+//              none      g = f                                            (expA = exp(A_log[h]) is passed in)
+//   beta_sigmoid: 1 / (1 + exp(-b))
+//   token_factors: from sqq = q.q, skk = k.k, sqk = q.k of the raw (un-normalized) q, k:
+//     rq = scale / sqrt(sqq + 1e-6), rk = 1 / sqrt(skk + 1e-6) (l2norm; else rq = scale, rk = 1),
+//     qk = sqk * rq * rk (the normalized, scaled q.k)
+#pragma once
+
+#include <cstdint>
+
+namespace kimi::cuda::kda_detail {
+
+enum GateCode : int { gate_none = 0, gate_bounded = 1, gate_softplus = 2 };
+
+__device__ __forceinline__ float gate_log(int gate, float f, float dt_bias, float expA, float lower_bound) {
+  if (gate == gate_bounded) {
+    const float x = expA * (f + dt_bias);
+    return lower_bound / (1.f + expf(-x));
+  }
+  if (gate == gate_softplus) {
+    const float x = f + dt_bias;
+    return -expA * (x > 20.f ? x : log1pf(expf(x)));
+  }
+  return f;
+}
+
+__device__ __forceinline__ float beta_sigmoid(float b) { return 1.f / (1.f + expf(-b)); }
+
+// The per-token scalars: rq, rk (norm and scale factors), qk (normalized q.k), beta.
+struct TokenScalars {
+  float rq, rk, qk, beta;
+};
+__device__ __forceinline__ TokenScalars token_factors(float sqq, float skk, float sqk, float scale, bool l2norm,
+                                                      float beta) {
+  TokenScalars s;
+  s.rq = scale;
+  s.rk = 1.f;
+  if (l2norm) {
+    s.rq = scale / sqrtf(sqq + 1e-6f);
+    s.rk = 1.f / sqrtf(skk + 1e-6f);
+  }
+  s.qk = sqk * s.rq * s.rk;
+  s.beta = beta;
+  return s;
+}
+
+// 4 consecutive fp32 state elements, `valid` of them in range (0..4); 16-byte streaming access when
+// `vec` (then the address is 16-byte aligned) and all 4 are valid, else guarded scalars (zeros).
+__device__ __forceinline__ float4 ld_state4(const float* p, int64_t off, int valid, int vec) {
+  if (vec && valid == 4) return __ldcs(reinterpret_cast<const float4*>(p + off));
+  float4 r = make_float4(0.f, 0.f, 0.f, 0.f);
+  if (valid > 0) r.x = p[off];
+  if (valid > 1) r.y = p[off + 1];
+  if (valid > 2) r.z = p[off + 2];
+  if (valid > 3) r.w = p[off + 3];
+  return r;
+}
+__device__ __forceinline__ void st_state4(float* p, int64_t off, int valid, int vec, float4 r) {
+  if (vec && valid == 4) {
+    __stcs(reinterpret_cast<float4*>(p + off), r);
+    return;
+  }
+  if (valid > 0) p[off] = r.x;
+  if (valid > 1) p[off + 1] = r.y;
+  if (valid > 2) p[off + 2] = r.z;
+  if (valid > 3) p[off + 3] = r.w;
+}
+__device__ __forceinline__ int clamp4(int x) { return x < 0 ? 0 : (x > 4 ? 4 : x); }
+__device__ __forceinline__ float& comp(float4& x, int e) { return e == 0 ? x.x : e == 1 ? x.y : e == 2 ? x.z : x.w; }
+
+}  // namespace kimi::cuda::kda_detail

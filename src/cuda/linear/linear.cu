@@ -1,0 +1,236 @@
+// Launchers of src/cuda/linear/linear.h: y = x W^T (+ beta y), MXFP4 dequantize / quantize.
+//
+// linear, per M (docs/ops/linear.md has the reasoning and the measurements):
+//   M <= 16 (decode): gemv_kernel streams the weights once (dense f32/bf16/f16 or MXFP4 decoded in
+//     registers) against f32 x (x is first converted to an aligned f32 scratch copy when it is not one).
+//   M > 16: cuBLAS (src/cuda/blas.h) on an operand dtype chosen so that the result is as accurate as fp32:
+//     W f32                -> SGEMM (fp32, no TF32); x converted to f32 when needed;
+//     W bf16 or MXFP4      -> bf16 tensor-core GEMMs (MXFP4 dequantized exactly into bf16 panels of rows);
+//                             x bf16 is used as is; x f32 is split into 3 bf16 parts (x = x0 + x1 + x2
+//                             exactly) and x f16 into 2, one GEMM per part accumulating in f32;
+//     W f16                -> f16 GEMM when x is f16, else W converted to f32 panels and SGEMM.
+//   Every GEMM accumulates in fp32. y is the GEMM's output when it is f32 (or, for one GEMM, the operand
+//   dtype); otherwise the parts accumulate in an f32 scratch and finish_kernel rounds y once.
+#include <cuda_bf16.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "cuda/blas.h"
+#include "cuda/check.cuh"
+#include "cuda/elementwise.cuh"
+#include "cuda/grid.cuh"
+#include "cuda/linear/convert.cuh"
+#include "cuda/linear/gemv.cuh"
+#include "cuda/linear/linear.h"
+#include "cuda/linear/mxfp4.cuh"
+#include "cuda/scratch.cuh"
+
+namespace kimi::cuda {
+
+namespace {
+
+constexpr int kThreads = 256;
+constexpr int64_t kPanelBytes = int64_t(64) << 20;  // converted weight rows per GEMM panel (64 MiB)
+
+bool aligned(const void* p, size_t bytes) { return reinterpret_cast<uintptr_t>(p) % bytes == 0; }
+
+// Row stride of a 2-D view in elements; a single row may have any stride, so report `cols` for it.
+int64_t row_stride(const TensorView& t, int64_t cols) { return t.size(0) > 1 ? t.stride(0) : cols; }
+
+void convert(const void* src, DType ts, int64_t lds, void* dst, DType td, int64_t ldd, int64_t rows, int64_t cols,
+             cudaStream_t s) {
+  if (rows * cols == 0) return;
+  convert_kernel<<<grid_1d(rows * cols, kThreads, "linear"), kThreads, 0, s>>>(src, elem_type(ts), lds, dst,
+                                                                                  elem_type(td), ldd, rows, cols);
+  KIMI_CUDA_CHECK(cudaGetLastError());
+}
+
+template <int MT, class WF>
+void launch_gemv(const GemvArgs& a, cudaStream_t s) {
+  constexpr int NR = MT <= 2 ? 2 : 4;  // weight rows per CTA: more rows reuse each x load more
+  gemv_kernel<MT, NR, WF><<<grid_1d(a.n, NR, "linear"), kGemvThreads, 0, s>>>(a);
+  KIMI_CUDA_CHECK(cudaGetLastError());
+}
+
+template <class WF>
+void gemv_for_m(const GemvArgs& a, cudaStream_t s) {
+  if (a.m <= 1) return launch_gemv<1, WF>(a, s);
+  if (a.m <= 2) return launch_gemv<2, WF>(a, s);
+  if (a.m <= 4) return launch_gemv<4, WF>(a, s);
+  if (a.m <= 8) return launch_gemv<8, WF>(a, s);
+  return launch_gemv<16, WF>(a, s);
+}
+
+void linear_gemv(TensorView x, const Weight& w, TensorView y, float beta, cudaStream_t s) {
+  const int64_t m = x.size(0), n = w.out_features(), k = w.in_features();
+  // x as aligned f32 rows (float4 loads): itself when it already is, else a converted copy.
+  const float* xp = static_cast<const float*>(x.data);
+  int64_t ldx = row_stride(x, k);
+  std::optional<Scratch> xs;
+  if (x.dtype != DType::f32 || !aligned(x.data, 16) || (m > 1 && ldx % 4 != 0)) {
+    ldx = (k + 3) / 4 * 4;
+    xs.emplace(size_t(m * ldx) * sizeof(float), s);
+    convert(x.data, x.dtype, row_stride(x, k), xs->get(), DType::f32, ldx, m, k, s);
+    xp = xs->get<float>();
+  }
+  GemvArgs a{};
+  a.x = xp;
+  a.ldx = ldx;
+  a.m = int(m);
+  a.w = w.w.data;
+  a.n = n;
+  a.k = k;
+  a.y = y.data;
+  a.ty = elem_type(y.dtype);
+  a.ldy = row_stride(y, n);
+  a.beta = beta;
+  if (w.is_mxfp4()) {
+    a.ldw = row_stride(w.w, k / 2);
+    a.scale = static_cast<const uint8_t*>(w.scale.data);
+    a.lds = row_stride(w.scale, k / 32);
+    a.vec = aligned(w.w.data, 8) && (n == 1 || a.ldw % 8 == 0);
+    return gemv_for_m<Mxfp4W>(a, s);
+  }
+  const int64_t es = int64_t(dtype_size(w.w.dtype));
+  a.ldw = row_stride(w.w, k);
+  a.vec = aligned(w.w.data, 16) && (n == 1 || (a.ldw * es) % 16 == 0);
+  switch (w.w.dtype) {
+    case DType::f32: return gemv_for_m<DenseW<float>>(a, s);
+    case DType::bf16: return gemv_for_m<DenseW<__nv_bfloat16>>(a, s);
+    case DType::f16: return gemv_for_m<DenseW<__half>>(a, s);
+    default: throw Error("cuda linear: unsupported weight dtype " + std::string(dtype_name(w.w.dtype)));
+  }
+}
+
+void linear_gemm(TensorView x, const Weight& w, TensorView y, float beta, cudaStream_t s) {
+  const int64_t m = x.size(0), n = w.out_features(), k = w.in_features();
+  const bool mx = w.is_mxfp4();
+  const DType wdt = mx ? DType::bf16 : w.w.dtype;  // MXFP4 decodes exactly into bf16
+  // Operand dtype and the number of bf16 parts x is split into.
+  DType ot = DType::f32;
+  int parts = 1;
+  if (wdt == DType::bf16) {
+    ot = DType::bf16;
+    parts = x.dtype == DType::bf16 ? 1 : x.dtype == DType::f16 ? 2 : 3;
+  } else if (wdt == DType::f16 && x.dtype == DType::f16) {
+    ot = DType::f16;
+  }
+  const int64_t oes = int64_t(dtype_size(ot));
+
+  // x operand(s): [parts, m, k] contiguous, or x itself.
+  const void* xo = x.data;
+  int64_t ldxo = row_stride(x, k);
+  std::optional<Scratch> xs;
+  if (parts > 1) {
+    xs.emplace(size_t(parts * m * k * 2), s);
+    split_kernel<<<grid_1d(m * k, kThreads, "linear"), kThreads, 0, s>>>(
+        x.data, elem_type(x.dtype), row_stride(x, k), xs->get<__nv_bfloat16>(), parts, m, k);
+    KIMI_CUDA_CHECK(cudaGetLastError());
+    xo = xs->get();
+    ldxo = k;
+  } else if (x.dtype != ot || ldxo < k) {
+    xs.emplace(size_t(m * k * oes), s);
+    convert(x.data, x.dtype, row_stride(x, k), xs->get(), ot, k, m, k, s);
+    xo = xs->get();
+    ldxo = k;
+  }
+
+  // Output: y itself when the GEMMs can write it, else an f32 accumulator finished into y.
+  const bool direct = y.dtype == DType::f32 || (parts == 1 && y.dtype == ot);
+  std::optional<Scratch> acc;
+  void* c = y.data;
+  DType ct = y.dtype;
+  int64_t ldc = row_stride(y, n);
+  if (!direct) {
+    acc.emplace(size_t(m * n) * sizeof(float), s);
+    c = acc->get();
+    ct = DType::f32;
+    ldc = n;
+  }
+  const float beta0 = direct ? beta : 0.f;
+
+  // Weight panels: MXFP4 dequantized, dense converted (f16 -> f32) or repacked (rows closer than k).
+  const int64_t ldw_in = row_stride(w.w, mx ? k / 2 : k);
+  const bool panel = mx || w.w.dtype != ot || ldw_in < k;
+  const int64_t panel_rows = panel ? std::min(n, std::max<int64_t>(kPanelBytes / (k * oes), 64)) : n;
+  std::optional<Scratch> wp;
+  if (panel) wp.emplace(size_t(panel_rows * k * oes), s);
+  for (int64_t r0 = 0; r0 < n; r0 += panel_rows) {
+    const int64_t rows = std::min(panel_rows, n - r0);
+    const void* wo = static_cast<const char*>(w.w.data) + r0 * ldw_in * int64_t(w.w.element_size());
+    int64_t ldwo = ldw_in;
+    if (mx) {
+      mxfp4_dequant_kernel<<<grid_1d(rows * k / 2, kThreads, "linear"), kThreads, 0, s>>>(
+          static_cast<const uint8_t*>(wo), ldw_in, static_cast<const uint8_t*>(w.scale.at({r0, 0})),
+          row_stride(w.scale, k / 32), wp->get(), elem_type(ot), k, rows, k / 2);
+      KIMI_CUDA_CHECK(cudaGetLastError());
+    } else if (panel) {
+      convert(wo, w.w.dtype, ldw_in, wp->get(), ot, k, rows, k, s);
+    }
+    if (panel) {
+      wo = wp->get();
+      ldwo = k;
+    }
+    void* cr = static_cast<char*>(c) + r0 * int64_t(dtype_size(ct));
+    for (int p = 0; p < parts; ++p)
+      blas::gemm_xwt(s, m, rows, k, static_cast<const char*>(xo) + p * m * k * oes, ot, ldxo, wo, ot, ldwo, cr, ct,
+                     ldc, p == 0 ? beta0 : 1.f);
+  }
+  if (!direct) {
+    finish_kernel<<<grid_1d(m * n, kThreads, "linear"), kThreads, 0, s>>>(acc->get<float>(), y.data,
+                                                                             elem_type(y.dtype), row_stride(y, n),
+                                                                             beta, m, n);
+    KIMI_CUDA_CHECK(cudaGetLastError());
+  }
+}
+
+}  // namespace
+
+void linear(TensorView x, const Weight& w, TensorView y, float beta, const Context& ctx) {
+  const int64_t m = x.size(0), n = w.out_features(), k = w.in_features();
+  if (m == 0 || n == 0) return;
+  KIMI_CUDA_CHECK(cudaSetDevice(x.device.index));
+  const cudaStream_t s = static_cast<cudaStream_t>(ctx.cuda_stream);
+  if (k == 0) {  // an empty sum: y = 0 (beta 0) or y unchanged
+    if (beta == 0.f) {
+      finish_kernel<<<grid_1d(m * n, kThreads, "linear"), kThreads, 0, s>>>(nullptr, y.data, elem_type(y.dtype),
+                                                                               row_stride(y, n), 0.f, m, n);
+      KIMI_CUDA_CHECK(cudaGetLastError());
+    }
+    return;
+  }
+  if (m <= kGemvMaxM) return linear_gemv(x, w, y, beta, s);
+  linear_gemm(x, w, y, beta, s);
+}
+
+void convert_rows(const void* src, DType ts, int64_t lds, void* dst, DType td, int64_t ldd, int64_t rows, int64_t cols,
+                  const Context& ctx) {
+  convert(src, ts, lds, dst, td, ldd, rows, cols, static_cast<cudaStream_t>(ctx.cuda_stream));
+}
+
+void mxfp4_dequant(TensorView packed, TensorView scale, TensorView w, const Context& ctx) {
+  const int64_t rows = w.size(0), in = w.size(1);
+  if (rows * in == 0) return;
+  KIMI_CUDA_CHECK(cudaSetDevice(w.device.index));
+  const cudaStream_t s = static_cast<cudaStream_t>(ctx.cuda_stream);
+  mxfp4_dequant_kernel<<<grid_1d(rows * in / 2, kThreads, "mxfp4_dequant"), kThreads, 0, s>>>(
+      static_cast<const uint8_t*>(packed.data), row_stride(packed, in / 2), static_cast<const uint8_t*>(scale.data),
+      row_stride(scale, in / 32), w.data, elem_type(w.dtype), row_stride(w, in), rows, in / 2);
+  KIMI_CUDA_CHECK(cudaGetLastError());
+}
+
+void mxfp4_quant(TensorView w, TensorView packed, TensorView scale, const Context& ctx) {
+  const int64_t rows = w.size(0), in = w.size(1);
+  if (rows * in == 0) return;
+  KIMI_CUDA_CHECK(cudaSetDevice(w.device.index));
+  const cudaStream_t s = static_cast<cudaStream_t>(ctx.cuda_stream);
+  mxfp4_quant_kernel<<<grid_1d(rows * in / 32, 128, "mxfp4_quant"), 128, 0, s>>>(
+      w.data, elem_type(w.dtype), row_stride(w, in), static_cast<uint8_t*>(packed.data), row_stride(packed, in / 2),
+      static_cast<uint8_t*>(scale.data), row_stride(scale, in / 32), rows, in / 32);
+  KIMI_CUDA_CHECK(cudaGetLastError());
+}
+
+}  // namespace kimi::cuda

@@ -1,0 +1,25 @@
+// src/cuda/linear/linear.h: CUDA launchers of kimi/ops/linear.h and kimi/ops/mxfp4.h (arguments already
+// validated by src/ops; also called by the MoE launchers). How the projection picks its kernel and why:
+// docs/ops/linear.md.
+#pragma once
+
+#include "kimi/context.h"
+#include "kimi/ops/linear.h"
+#include "kimi/tensor.h"
+
+namespace kimi::cuda {
+
+// y = x W^T (+ y when beta = 1). M <= 16: the streaming GEMV kernel (gemv.cuh); larger M: cuBLAS.
+void linear(TensorView x, const Weight& w, TensorView y, float beta, const Context& ctx);
+void mxfp4_dequant(TensorView packed, TensorView scale, TensorView w, const Context& ctx);
+void mxfp4_quant(TensorView w, TensorView packed, TensorView scale, const Context& ctx);
+
+// dst (r, c) = round_td(src (r, c)) for r < rows, c < cols; element (r, c) at r * ld + c (float dtypes; a
+// dtype change or a repacking into scratch). Stream-ordered on ctx's stream.
+void convert_rows(const void* src, DType ts, int64_t lds, void* dst, DType td, int64_t ldd, int64_t rows, int64_t cols,
+                  const Context& ctx);
+
+// Rows of M at or below which linear uses the GEMV kernel.
+inline constexpr int64_t kGemvMaxM = 16;
+
+}  // namespace kimi::cuda

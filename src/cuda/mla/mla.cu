@@ -1,0 +1,190 @@
+// Launchers of src/cuda/mla/mla.h: host tables (tiles, lens / slots, destinations) uploaded once per call on
+// ctx.cuda_stream, stream-ordered scratch, then the kernels of gemm.cuh, prefill.cuh, cache_write.cuh, decode.cuh.
+//
+// Heuristics (mla_decode): splits per sequence S = ceil(SMs / (N * head groups)), capped by the tiles of the
+// longest sequence, so that N * groups * S CTAs (one per SM: ~150 KB of shared memory each) fill one wave.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "cuda/check.cuh"
+#include "cuda/elementwise.cuh"
+#include "cuda/mla/cache_write.cuh"
+#include "cuda/mla/decode.cuh"
+#include "cuda/mla/gemm.cuh"
+#include "cuda/mla/mla.h"
+#include "cuda/mla/prefill.cuh"
+#include "cuda/scratch.cuh"
+#include "kimi/error.h"
+
+namespace kimi::cuda {
+
+namespace {
+using std::to_string;
+
+cudaStream_t stream_of(const Context& ctx) { return static_cast<cudaStream_t>(ctx.cuda_stream); }
+
+void check_grid(const char* op, const char* what, int64_t v, int64_t max) {
+  if (v > max) throw Error(std::string(op) + ": CUDA grid too large: " + what + " = " + to_string(v) + " > " + to_string(max));
+}
+
+template <class Kern>
+void allow_smem(Kern* k, size_t bytes) {
+  KIMI_CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)));
+}
+}  // namespace
+
+void mla_prefill(TensorView q, TensorView latent, TensorView k_pe, const Weight& w_kvb, TensorView gate,
+                 const std::vector<int64_t>& cu, const cpu::MlaDims& d, TensorView o, const Context& ctx) {
+  const int64_t B = q.size(0), T = q.size(1), M = B * T;
+  const int64_t H = d.heads, R = d.kv_lora, P = d.qk_rope, Dn = d.qk_nope, Dv = d.v_dim, Dk = Dn + P, Dkv = Dn + Dv;
+  if (Dk > mla::kPfMaxDk || Dv > mla::kPfMaxDv)
+    throw Error("mla_prefill: the CUDA backend supports Dn + P <= " + to_string(mla::kPfMaxDk) + " and Dv <= " +
+                to_string(mla::kPfMaxDv) + "; got Dn + P = " + to_string(Dk) + ", Dv = " + to_string(Dv));
+  if (M == 0) return;
+
+  // Query tiles (m0 = first token of the sequence, i0 = first query within it, nq), latest first: the longest
+  // causal rows start first.
+  std::vector<std::pair<int64_t, int64_t>> segs;  // (m0, len)
+  if (!cu.empty()) {
+    for (size_t i = 0; i + 1 < cu.size(); ++i)
+      if (cu[i + 1] > cu[i]) segs.push_back({cu[i], cu[i + 1] - cu[i]});
+  } else {
+    for (int64_t b = 0; b < B; ++b) segs.push_back({b * T, T});
+  }
+  struct Tile {
+    int64_t m0, i0, nq;
+  };
+  std::vector<Tile> tiles;
+  for (auto [m0, len] : segs)
+    for (int64_t i0 = 0; i0 < len; i0 += mla::kPfBQ) tiles.push_back({m0, i0, std::min<int64_t>(mla::kPfBQ, len - i0)});
+  std::stable_sort(tiles.begin(), tiles.end(), [](const Tile& a, const Tile& b) { return a.i0 > b.i0; });
+  if (tiles.empty()) return;
+  std::vector<int64_t> tab;
+  for (const Tile& t : tiles) tab.insert(tab.end(), {t.m0, t.i0, t.nq});
+
+  const int64_t nout = H * Dkv;
+  check_grid("mla_prefill", "token tiles (B*T / 64)", (M + mla::kGemmBM - 1) / mla::kGemmBM, 65535);
+  check_grid("mla_prefill", "heads", H, 65535);
+  check_grid("mla_prefill", "query tiles", int64_t(tiles.size()), 0x7fffffff);
+  const cudaStream_t s = stream_of(ctx);
+  refuse_capture(s, "mla_prefill");
+  KIMI_CUDA_CHECK(cudaSetDevice(q.device.index));
+  const Scratch tab_d = upload(tab, s);
+  const Scratch kv(size_t(M) * size_t(nout) * sizeof(float), s);  // [M, H*(Dn+Dv)] fp32
+
+  // kv = latent W_kvb^T
+  {
+    const dim3 grid(unsigned((nout + mla::kGemmBN - 1) / mla::kGemmBN), unsigned((M + mla::kGemmBM - 1) / mla::kGemmBM));
+    mla::gemm_awt_kernel<<<grid, mla::kGemmThreads, 0, s>>>(latent.data, elem_type(latent.dtype), latent.strides[0],
+                                                            latent.strides[1], T, w_kvb.w.data, elem_type(w_kvb.w.dtype),
+                                                            w_kvb.w.strides[0], kv.get<float>(), nout, M, nout, int(R));
+    KIMI_CUDA_CHECK(cudaGetLastError());
+  }
+  // causal attention per (query tile, head)
+  mla::PrefillParams p{};
+  p.q = q.data, p.tq = elem_type(q.dtype), p.q_s0 = q.strides[0], p.q_s1 = q.strides[1], p.q_s2 = q.strides[2];
+  p.kv = kv.get<float>(), p.ldkv = nout;
+  p.pe = k_pe.data, p.tp = elem_type(k_pe.dtype), p.p_s0 = k_pe.strides[0], p.p_s1 = k_pe.strides[1];
+  if (gate.present()) p.gate = gate.data, p.tg = elem_type(gate.dtype), p.g_s0 = gate.strides[0], p.g_s1 = gate.strides[1];
+  p.o = o.data, p.to = elem_type(o.dtype), p.o_s0 = o.strides[0], p.o_s1 = o.strides[1], p.o_s2 = o.strides[2];
+  p.tiles = tab_d.get<int64_t>();
+  p.T = T, p.Dn = int(Dn), p.P = int(P), p.Dv = int(Dv), p.scale = d.scale;
+  const size_t smem = mla::prefill_smem_bytes(int(Dk), int(Dv));
+  allow_smem(mla::mla_prefill_attn_kernel, smem);
+  mla::mla_prefill_attn_kernel<<<dim3(unsigned(tiles.size()), unsigned(H)), mla::kPfThreads, smem, s>>>(p);
+  KIMI_CUDA_CHECK(cudaGetLastError());
+}
+
+void mla_cache_write(TensorView latent, TensorView k_pe, TensorView cache, const std::vector<int64_t>& start,
+                     const std::vector<int64_t>& slots, const Context& ctx) {
+  const int64_t N = latent.size(0), T = latent.size(1), R = latent.size(2), P = k_pe.size(2);
+  const int64_t rows = N * T;
+  if (rows == 0) return;
+  check_grid("mla_cache_write", "rows N*T", rows, 0x7fffffff);
+  std::vector<int64_t> dst(static_cast<size_t>(N));
+  for (int64_t n = 0; n < N; ++n) dst[size_t(n)] = slots[size_t(n)] * cache.strides[0] + start[size_t(n)] * cache.strides[1];
+  const cudaStream_t s = stream_of(ctx);
+  refuse_capture(s, "mla_cache_write");
+  KIMI_CUDA_CHECK(cudaSetDevice(cache.device.index));
+  const Scratch dst_d = upload(dst, s);
+  mla::cache_write_kernel<<<unsigned(rows), 128, 0, s>>>(
+      latent.data, elem_type(latent.dtype), latent.strides[0], latent.strides[1], k_pe.data, elem_type(k_pe.dtype),
+      k_pe.strides[0], k_pe.strides[1], cache.data, elem_type(cache.dtype), cache.strides[1], dst_d.get<int64_t>(), T,
+      int(R), int(P));
+  KIMI_CUDA_CHECK(cudaGetLastError());
+}
+
+void mla_decode(TensorView q, TensorView cache, const std::vector<int64_t>& lens, const std::vector<int64_t>& slots,
+                const Weight& w_kvb, TensorView gate, const cpu::MlaDims& d, TensorView o, const Context& ctx) {
+  const int64_t N = q.size(0);
+  const int64_t H = d.heads, R = d.kv_lora, P = d.qk_rope, Dn = d.qk_nope, Dv = d.v_dim, RP = R + P;
+  if (R > 2 * mla::kDecThreads)
+    throw Error("mla_decode: the CUDA backend supports R <= " + to_string(2 * mla::kDecThreads) + "; got R = " + to_string(R));
+  if (N == 0) return;
+  check_grid("mla_decode", "N", N, 65535);
+  check_grid("mla_decode", "heads", H, 0x7fffffff);
+  const size_t attend_smem = mla::attend_smem_bytes(int(RP));
+  if (attend_smem > 227 * 1024)
+    throw Error("mla_decode: R + P = " + to_string(RP) + " needs " + to_string(attend_smem) +
+                " bytes of shared memory per CTA (the CUDA backend has 227 KB)");
+  if ((Dn + P) * 4 > 48 * 1024) throw Error("mla_decode: the CUDA backend supports Dn + P <= 12288");
+
+  const cudaStream_t s = stream_of(ctx);
+  refuse_capture(s, "mla_decode");
+  const int dev = q.device.index;
+  KIMI_CUDA_CHECK(cudaSetDevice(dev));
+  int sms = 132;
+  KIMI_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+
+  // Splits: one wave of CTAs (see the header), rows_per_split a multiple of the tile.
+  const int64_t max_len = *std::max_element(lens.begin(), lens.end());
+  const int64_t groups = (H + mla::kDecHG - 1) / mla::kDecHG;
+  const int64_t ntiles = (max_len + mla::kDecTJ - 1) / mla::kDecTJ;
+  int64_t S = std::clamp<int64_t>((sms + N * groups - 1) / (N * groups), 1, ntiles);
+  const int64_t tiles_per_split = (ntiles + S - 1) / S;
+  S = (ntiles + tiles_per_split - 1) / tiles_per_split;
+  check_grid("mla_decode", "head groups", groups, 0x7fffffff);
+
+  std::vector<int64_t> tab(lens);
+  tab.insert(tab.end(), slots.begin(), slots.end());
+  const Scratch tab_d = upload(tab, s);  // lens [N], slots [N]
+  const size_t nql = size_t(N * H * RP), npart = size_t(N * S * H * R), nml = size_t(N * S * H * 2);
+  const Scratch buf((nql + npart + nml) * sizeof(float), s);
+  float* QL = buf.get<float>();
+  float* Opart = QL + nql;
+  float* ML = Opart + npart;
+
+  mla::mla_absorb_kernel<<<dim3(unsigned(H), unsigned(N)), 256, size_t(Dn + P) * sizeof(float), s>>>(
+      q.data, elem_type(q.dtype), q.strides[0], q.strides[1], w_kvb.w.data, elem_type(w_kvb.w.dtype),
+      w_kvb.w.strides[0], QL, int(H), int(R), int(P), int(Dn), int(Dv));
+  KIMI_CUDA_CHECK(cudaGetLastError());
+
+  mla::AttendParams p{};
+  p.QL = QL;
+  p.cache = cache.data, p.tc = elem_type(cache.dtype), p.c_s0 = cache.strides[0], p.c_s1 = cache.strides[1];
+  p.lens = tab_d.get<int64_t>(), p.slots = p.lens + N;
+  p.Opart = Opart, p.ML = ML;
+  p.H = int(H), p.R = int(R), p.P = int(P), p.S = int(S);
+  p.rows_per_split = tiles_per_split * mla::kDecTJ;
+  p.scale = d.scale;
+  const dim3 grid{unsigned(groups), unsigned(S), unsigned(N)};
+  if (R <= mla::kDecThreads) {
+    allow_smem(mla::mla_attend_kernel<1>, attend_smem);
+    mla::mla_attend_kernel<1><<<grid, mla::kDecThreads, attend_smem, s>>>(p);
+  } else {
+    allow_smem(mla::mla_attend_kernel<2>, attend_smem);
+    mla::mla_attend_kernel<2><<<grid, mla::kDecThreads, attend_smem, s>>>(p);
+  }
+  KIMI_CUDA_CHECK(cudaGetLastError());
+
+  mla::mla_combine_kernel<<<dim3(unsigned(H), unsigned(N)), 256, size_t(R) * sizeof(float), s>>>(
+      Opart, ML, int(S), int(H), int(R), w_kvb.w.data, elem_type(w_kvb.w.dtype), w_kvb.w.strides[0], int(Dn), int(Dv),
+      gate.present() ? gate.data : nullptr, gate.present() ? elem_type(gate.dtype) : 0,
+      gate.present() ? gate.strides[0] : 0, o.data, elem_type(o.dtype), o.strides[0], o.strides[1]);
+  KIMI_CUDA_CHECK(cudaGetLastError());
+}
+
+}  // namespace kimi::cuda

@@ -1,0 +1,28 @@
+// src/cuda/mla/mla.h: CUDA launchers of kimi/ops/mla.h (arguments validated and index tensors read on the host
+// by src/ops/mla.cpp, exactly as for the CPU backend; float tensors on one CUDA device).
+//   mla_prefill: fp32 GEMM kv = latent W_kvb^T (gemm.cuh), then causal FFMA flash attention (prefill.cuh).
+//     Dn + P <= 256, Dv <= 128.
+//   mla_cache_write: one CTA per written row (cache_write.cuh).
+//   mla_decode: absorb, split-sequence attention over all heads of a head group, combine + W_kvb_v (decode.cuh).
+//     R <= 512.
+// Each launcher uploads a small host-built table (tiles / lens / slots / destinations), so none runs inside CUDA
+// graph capture (refused with a clear error, cuda/scratch.cuh).
+#pragma once
+
+#include <vector>
+
+#include "cpu/mla.h"  // MlaDims: the sizes src/ops/mla.cpp derived and cross-checked
+#include "kimi/context.h"
+#include "kimi/ops/linear.h"
+#include "kimi/tensor.h"
+
+namespace kimi::cuda {
+
+void mla_prefill(TensorView q, TensorView latent, TensorView k_pe, const Weight& w_kvb, TensorView gate,
+                 const std::vector<int64_t>& cu, const cpu::MlaDims& d, TensorView o, const Context& ctx);
+void mla_cache_write(TensorView latent, TensorView k_pe, TensorView cache, const std::vector<int64_t>& start,
+                     const std::vector<int64_t>& slots, const Context& ctx);
+void mla_decode(TensorView q, TensorView cache, const std::vector<int64_t>& lens, const std::vector<int64_t>& slots,
+                const Weight& w_kvb, TensorView gate, const cpu::MlaDims& d, TensorView o, const Context& ctx);
+
+}  // namespace kimi::cuda

@@ -1,0 +1,87 @@
+// Launchers of src/cuda/moe/moe.h: the router, the GLU activation and the dense MLP
+//   mlp: g = x W_gate^T, u = x W_up^T (f32 scratch [T, I], cuda::linear), g = act(g) * u (glu_kernel),
+//        y (=|+=) g W_down^T (cuda::linear). x is fully read before y is written, so y may alias x.
+#include <optional>
+#include <string>
+
+#include "cuda/check.cuh"
+#include "cuda/elementwise.cuh"
+#include "cuda/grid.cuh"
+#include "cuda/linear/linear.h"
+#include "cuda/moe/glu.cuh"
+#include "cuda/moe/moe.h"
+#include "cuda/moe/router.cuh"
+#include "cuda/scratch.cuh"
+
+namespace kimi::cuda {
+
+namespace {
+constexpr int kThreads = 256;
+
+GluView glu_view(const TensorView& t) {
+  GluView v{t.data, elem_type(t.dtype), {}};
+  for (int d = 0; d + 1 < t.ndim; ++d) v.stride[d] = t.strides[size_t(d)];
+  return v;
+}
+}  // namespace
+
+void moe_router(TensorView logits, TensorView bias, const RouterParams& p, TensorView ids, TensorView weights,
+                const Context& ctx) {
+  const int64_t t = logits.size(0), e = logits.size(1);
+  if (t == 0) return;
+  KIMI_CUDA_CHECK(cudaSetDevice(logits.device.index));
+  const cudaStream_t s = static_cast<cudaStream_t>(ctx.cuda_stream);
+  RouterArgs a{};
+  a.logits = logits.data;
+  a.tl = elem_type(logits.dtype);
+  a.ldl = t > 1 ? logits.stride(0) : e;
+  a.bias = bias.present() ? static_cast<const float*>(bias.data) : nullptr;
+  a.bias_stride = bias.present() ? bias.stride(0) : 0;
+  a.t = t;
+  a.e = e;
+  a.k = p.top_k;
+  a.renorm = p.renormalize ? 1 : 0;
+  a.scaling = p.scaling;
+  a.ids = static_cast<int32_t*>(ids.data);
+  a.ldi = t > 1 ? ids.stride(0) : p.top_k;
+  a.w = static_cast<float*>(weights.data);
+  a.ldw = t > 1 ? weights.stride(0) : p.top_k;
+  router_kernel<<<grid_1d(t, kRouterWarps, "moe_router"), kRouterWarps * 32, 0, s>>>(a);
+  KIMI_CUDA_CHECK(cudaGetLastError());
+}
+
+void glu(TensorView gate, TensorView up, const GluParams& p, TensorView h, const Context& ctx) {
+  const int64_t total = gate.numel();
+  if (total == 0) return;
+  if (gate.ndim - 1 > kGluMaxLead) throw Error("glu: at most " + std::to_string(kGluMaxLead + 1) + " dimensions on CUDA");
+  KIMI_CUDA_CHECK(cudaSetDevice(gate.device.index));
+  const cudaStream_t s = static_cast<cudaStream_t>(ctx.cuda_stream);
+  GluArgs a{};
+  a.gate = glu_view(gate);
+  a.up = glu_view(up);
+  a.h = glu_view(h);
+  a.lead = gate.ndim - 1;
+  for (int d = 0; d < a.lead; ++d) a.shape[d] = gate.shape[size_t(d)];
+  a.inner = gate.size(-1);
+  a.total = total;
+  a.situ = p.act == GluAct::situ ? 1 : 0;
+  a.beta = p.situ_beta;
+  a.lbeta = p.situ_linear_beta;
+  glu_kernel<<<grid_1d(total, kThreads, "glu"), kThreads, 0, s>>>(a);
+  KIMI_CUDA_CHECK(cudaGetLastError());
+}
+
+void mlp(TensorView x, const MlpWeights& w, const GluParams& p, TensorView y, float beta, const Context& ctx) {
+  const int64_t m = x.size(0), inter = w.gate.out_features();
+  if (m == 0) return;
+  KIMI_CUDA_CHECK(cudaSetDevice(x.device.index));
+  const cudaStream_t s = static_cast<cudaStream_t>(ctx.cuda_stream);
+  Scratch g(size_t(m * inter) * sizeof(float), s), u(size_t(m * inter) * sizeof(float), s);
+  const TensorView gv(g.get(), DType::f32, {m, inter}, x.device), uv(u.get(), DType::f32, {m, inter}, x.device);  // [T, I]
+  cuda::linear(x, w.gate, gv, 0.f, ctx);
+  cuda::linear(x, w.up, uv, 0.f, ctx);
+  cuda::glu(gv, uv, p, gv, ctx);
+  cuda::linear(gv, w.down, y, beta, ctx);
+}
+
+}  // namespace kimi::cuda
