@@ -8,8 +8,7 @@
 //   no_attn_res  ... but the AttnRes mixes on the CPU (the sealed blocks live on both devices);
 //   no_linear    ... but every block calling linear on the CPU (only the embedding, the FFNs whose kernels
 //                exist and the mixes on the GPU).
-// With today's CUDA operators most blocks fall back (the embedding runs on the GPU); as kernels land, the
-// same tests cover more of the GPU path.
+// With today's CUDA operators gpu_max runs every block of both models on the GPU; the others mix devices.
 // Checked: logits vs the CPU model (SPEC 14: whole-model logits in fp32 within 1e-4 relative), greedy tokens
 // identical, prefill(T) == prefill(T - n) + n decode steps == chunked prefill on the GPU, a varlen batch in
 // scattered slots == each sequence alone, caches built for another placement refused, weights uploaded once,
