@@ -42,6 +42,10 @@ echo "== the model on the GPU: tests (CUDA vs CPU model, parity fixtures through
 step 120 ./build/cuda/tests/kimi_tests --gtest_brief=1 --gtest_filter="$model_tests" >"$OUT/model-tests.log" 2>&1
 summary "model tests (CUDA): exit $?; $(grep -E '^\[  PASSED  \]|^\[  FAILED  \]|^\[  SKIPPED \]' "$OUT/model-tests.log" | tr '\n' ' ')"
 grep -E "^\[  FAILED  \]|Failure|on cuda:0 vs" "$OUT/model-tests.log" | head -40 | tee -a "$OUT/summary.txt"
+step 90 compute-sanitizer --tool memcheck --error-exitcode 9 ./build/cuda/tests/kimi_tests --gtest_brief=1 \
+  --gtest_filter='Tiny/ModelCuda.LogitsMatch*/K3_gpu_max:Tiny/ModelCuda.VarlenBatch*/KimiLinear_no_linear' \
+  >"$OUT/model-memcheck.log" 2>&1
+summary "model memcheck (K3 all on the GPU, Kimi-Linear mixed): exit $? ($(grep -E 'ERROR SUMMARY' "$OUT/model-memcheck.log" | tail -1))"
 # k3-tiny, then a K3-shaped slice (K3's widths: hidden 7168, 96 KDA / MLA heads, latent MoE with MXFP4 experts, on
 # one KDA and one MLA layer, 8 experts, vocab 8192: ~2.3 GB, scripts/gpu/k3-gpu-slice.json), each on the CPU and
 # with --device cuda; the placement line and the fallback notes say which blocks ran where.
