@@ -237,6 +237,58 @@ TEST(Model, AFailedForwardEmptiesItsSlotsAndAResetSlotIsFresh) {
   EXPECT_EQ(std::memcmp(again.data(), want.data(), want.nbytes()), 0);
 }
 
+// The cross-device path of the runtime without a GPU: blocks alternate between the host and a second host
+// "device" Device{cpu, 1} (host memory, the CPU backend, but a different device to every check), so every
+// block boundary is a copy, every weight of a cpu:1 block a copy, every cpu:1 layer's cache pools separate.
+// The same kernels run on the same values: the logits must be bit-identical to the all-CPU model's, for
+// prefill, decode steps and a varlen batch, and a missed copy (a stale activation) would show.
+TEST(Model, BlocksOnASecondHostDeviceGiveBitIdenticalLogits) {
+  const Device other{DeviceType::cpu, 1};
+  for (const char* name : {"k3-tiny", "kimi-linear-tiny"}) {
+    const Model& ref = *tiny(name);
+    for (int phase = 0; phase < 2; ++phase) {
+      // most consecutive blocks on different devices, the mixers alternating layer by layer
+      const Placement p = place_blocks(ref.config(), other, [&](BlockKind, int64_t layer, size_t ordinal) {
+        return (ordinal + size_t(layer + 1)) % 2 == size_t(phase) ? other : Device::cpu();
+      });
+      const Model m(testutil::tiny_dir(name), p);
+      EXPECT_GT(m.device_weight_bytes(), 0u);
+      Cache probe(m, 1, 1);
+      for (int64_t i = 0; i < m.config().num_hidden_layers; ++i) EXPECT_EQ(probe.device(i), p.layers[size_t(i)].mixer);
+      const std::vector<int32_t> tokens = random_tokens(70, 3, m.config().vocab_size);
+      for (const std::vector<int64_t>& pieces : std::vector<std::vector<int64_t>>{{70}, {66, 1, 1, 1, 1}, {13, 40, 17}})
+        EXPECT_EQ(logits_in_pieces(m, tokens, pieces), logits_in_pieces(ref, tokens, pieces))
+            << name << " phase " << phase << " pieces of " << pieces[0] << " [" << p.summary() << "]";
+      // a varlen batch in scattered slots, per-layer traces on the host
+      const std::vector<int32_t> packed = random_tokens(40, 5, m.config().vocab_size);
+      const int64_t cu[4] = {0, 9, 10, 40}, slots[3] = {2, 0, 1};
+      Cache a(m, 3, 40), b(ref, 3, 40);
+      std::vector<std::vector<float>> ha, hb;
+      ForwardOptions oa, ob;
+      oa.on_layer = [&](int64_t, TensorView h) {
+        EXPECT_EQ(h.device, Device::cpu());
+        ha.emplace_back(static_cast<const float*>(h.data), static_cast<const float*>(h.data) + h.numel());
+      };
+      ob.on_layer = [&](int64_t, TensorView h) {
+        hb.emplace_back(static_cast<const float*>(h.data), static_cast<const float*>(h.data) + h.numel());
+      };
+      const Tensor la = forward(m, a, {packed, cu, slots}, oa), lb = forward(ref, b, {packed, cu, slots}, ob);
+      EXPECT_EQ(la.device(), Device::cpu());
+      ASSERT_EQ(la.nbytes(), lb.nbytes());
+      EXPECT_EQ(std::memcmp(la.data(), lb.data(), la.nbytes()), 0) << name << " phase " << phase << " varlen batch";
+      EXPECT_EQ(ha, hb) << name << " phase " << phase << " per-layer hidden states";
+      // a cache built for the all-host placement is refused, naming the layer and both devices
+      Cache wrong(ref, 1, 8);
+      const int32_t tok[1] = {1};
+      const int64_t cu1[2] = {0, 1}, s0[1] = {0};
+      int64_t bad = 0;
+      while (p.layers[size_t(bad)].mixer == Device::cpu()) ASSERT_LT(++bad, m.config().num_hidden_layers);
+      const std::string want = "layer " + std::to_string(bad) + "'s pools on cpu:1";
+      EXPECT_KIMI_ERROR(forward(m, wrong, {tok, cu1, s0}), "forward", "'cache'", want.c_str(), "got cpu");
+    }
+  }
+}
+
 TEST(Model, RejectsBadBatches) {
   const Model& m = *tiny("kimi-linear-tiny");
   Cache cache(m.config(), 2, 8);

@@ -1,6 +1,7 @@
 // src/model/forward.cpp: Model and forward() of kimi/model/model.h: the decoder loop (SPEC 1, 8).
 #include <algorithm>
 #include <cstring>
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <vector>
@@ -19,18 +20,29 @@
 
 namespace kimi::model {
 
-Model::Model(const std::string& dir, Device device, const OpSupported& supported) : files_(open_model(dir)) {
-  if (device.type != DeviceType::cpu) {
-    const check::Checker k("Model");
+Model::Model(const std::string& dir, Device device, const OpSupported& supported)
+    : Model(dir, [&] {
+        const Config c = load_config((std::filesystem::path(dir) / "config.json").string());  // the weights are opened once, below
+        return plan_placement(c, device, supported ? supported : OpSupported(op_supported));
+      }()) {}
+
+Model::Model(const std::string& dir, Placement placement) : files_(open_model(dir)), placement_(std::move(placement)) {
+  const check::Checker k("Model");
+  const Config& c = files_.config;
+  if (int64_t(placement_.layers.size()) != c.num_hidden_layers)
+    k.fail("placement", std::to_string(c.num_hidden_layers) + " layers (the config's)", std::to_string(placement_.layers.size()));
+  std::vector<Device> devices{placement_.device};  // the one asked for (even if every block fell back) and the used
+  for (const Placement::Block& b : placement_.blocks) devices.push_back(b.device);
+  for (const Device d : devices) {
+    if (d.type == DeviceType::cpu) continue;
     if (!cuda_built())
-      k.fail("device", "cpu (this build has no CUDA backend: configure with -DKIMI_CUDA=ON)", to_string(device));
+      k.fail("device", "cpu (this build has no CUDA backend: configure with -DKIMI_CUDA=ON)", to_string(d));
     const int n = cuda_device_count();
-    if (device.index < 0 || device.index >= n)
-      k.fail("device", "cpu or a visible CUDA device (" + std::to_string(n) + " visible)", to_string(device));
+    if (d.index < 0 || d.index >= n)
+      k.fail("device", "cpu or a visible CUDA device (" + std::to_string(n) + " visible)", to_string(d));
   }
-  placement_ = plan_placement(files_.config, device, supported ? supported : OpSupported(op_supported));
   weights_ = std::make_unique<ModelWeights>(bind_weights(files_));
-  place_weights(*weights_, files_.config, placement_);
+  place_weights(*weights_, c, placement_);
   for (const std::string& n : placement_.notes) note(n);
 }
 Model::~Model() = default;

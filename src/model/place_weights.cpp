@@ -50,7 +50,9 @@ class Uploader {
 
 void place_weights(ModelWeights& w, const Config& c, const Placement& p) {
   Uploader up(w.device_copies);
-  auto gpu = [](Device d) { return d.type != DeviceType::cpu; };
+  // Blocks on the host's own device keep the mapping; any other device (a GPU, or a second host "device"
+  // cpu:1 in tests) gets copies.
+  auto gpu = [](Device d) { return d != Device::cpu(); };
   if (gpu(p.embedding)) up.view(w.embed, p.embedding);
   for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
     LayerWeights& L = w.layers[size_t(i)];

@@ -63,20 +63,13 @@ std::span<const std::string_view> block_ops(BlockKind k) {
   return {};
 }
 
-Placement plan_placement(const Config& c, Device device, const OpSupported& supported) {
-  // Per kind: the operators `device` lacks (empty: the kind runs there).
-  std::array<std::vector<std::string_view>, kKinds> missing;
-  for (int k = 0; k < kKinds; ++k)
-    if (device.type != DeviceType::cpu)
-      for (std::string_view op : block_ops(BlockKind(k)))
-        if (!supported(op, device)) missing[size_t(k)].push_back(op);
-  auto where = [&](BlockKind k) { return missing[size_t(k)].empty() ? device : Device::cpu(); };
-
+Placement place_blocks(const Config& c, Device device, const BlockRule& where) {
   Placement p;
   p.device = device;
   auto add = [&](BlockKind k, int64_t layer) {
-    p.blocks.push_back({k, layer, where(k)});
-    return where(k);
+    const Device d = where(k, layer, p.blocks.size());
+    p.blocks.push_back({k, layer, d});
+    return d;
   };
   const bool attn_res = c.attn_res_block_size.has_value();
   p.embedding = add(BlockKind::embedding, -1);
@@ -93,6 +86,19 @@ Placement plan_placement(const Config& c, Device device, const OpSupported& supp
   if (attn_res) p.output_mix = add(BlockKind::attn_res_mix, c.num_hidden_layers);
   p.head = add(BlockKind::head, c.num_hidden_layers);
   if (!attn_res) p.output_mix = p.head;
+  return p;
+}
+
+Placement plan_placement(const Config& c, Device device, const OpSupported& supported) {
+  // Per kind: the operators `device` lacks (empty: the kind runs there).
+  std::array<std::vector<std::string_view>, kKinds> missing;
+  for (int k = 0; k < kKinds; ++k)
+    if (device.type != DeviceType::cpu)
+      for (std::string_view op : block_ops(BlockKind(k)))
+        if (!supported(op, device)) missing[size_t(k)].push_back(op);
+  Placement p = place_blocks(c, device, [&](BlockKind k, int64_t, size_t) {
+    return missing[size_t(k)].empty() ? device : Device::cpu();
+  });
 
   for (int k = 0; k < kKinds; ++k) {
     const BlockKind kind = BlockKind(k);

@@ -45,6 +45,10 @@ class Model {
   // the GPU blocks are uploaded once each; the plan's notes go to kimi::note once. Throws kimi::Error when
   // the device does not exist (a build without CUDA, an index past the visible devices).
   explicit Model(const std::string& dir, Device device = Device::cpu(), const OpSupported& supported = {});
+  // An explicit placement (place_blocks; e.g. tests put blocks on a second host device, Device{cpu, 1}, to run
+  // the cross-device path without a GPU). Its notes are printed once like the planned ones. Throws
+  // kimi::Error when it does not fit the config or names a device that does not exist.
+  Model(const std::string& dir, Placement placement);
   ~Model();
   Model(const Model&) = delete;
   Model& operator=(const Model&) = delete;

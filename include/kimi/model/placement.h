@@ -62,4 +62,11 @@ struct Placement {
 // device cpu: every block on the CPU, no notes.
 Placement plan_placement(const Config& c, Device device, const OpSupported& supported);
 
+// Any placement: block number `ordinal` (model order) of kind k in `layer` runs on where(k, layer, ordinal);
+// `device` is recorded as the one asked for; no notes. plan_placement is place_blocks with its rule. Tests use
+// it to put blocks on a second host "device" (Device{cpu, 1}: host memory, the CPU backend) and so run the
+// cross-device path of the runtime without a GPU.
+using BlockRule = std::function<Device(BlockKind k, int64_t layer, size_t ordinal)>;
+Placement place_blocks(const Config& c, Device device, const BlockRule& where);
+
 }  // namespace kimi::model
