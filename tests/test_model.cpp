@@ -17,57 +17,27 @@
 #include "expect_error.h"
 #include "kimi/model/generate.h"
 #include "kimi/model/model.h"
+#include "model_testutil.h"
 
 namespace kimi::model {
 namespace {
 
-namespace fs = std::filesystem;
+using testutil::random_tokens;
 
-// One random checkpoint per config, written once per test binary run.
+// One model per tiny config, on the CPU.
 const Model* tiny(const std::string& name) {
   static std::map<std::string, std::unique_ptr<Model>> models;
   auto& m = models[name];
-  if (!m) {
-    const fs::path dir = fs::temp_directory_path() / ("kimi-model-" + name + "-" + std::to_string(::getpid()));
-    fs::remove_all(dir);
-    SchemaOptions so;
-    so.mxfp4_experts = name == "k3-tiny";
-    write_random_model(dir.string(), named_config(name), so, 11);
-    m = std::make_unique<Model>(dir.string());
-  }
+  if (!m) m = std::make_unique<Model>(testutil::tiny_dir(name));
   return m.get();
-}
-
-std::vector<int32_t> random_tokens(int64_t n, uint64_t seed, int64_t vocab) {
-  std::mt19937_64 rng(seed);
-  std::vector<int32_t> t(static_cast<size_t>(n));
-  for (auto& x : t) x = int32_t(rng() % uint64_t(vocab));
-  return t;
 }
 
 // Logits of every position of `tokens`, fed to slot 0 of a fresh cache in pieces of the given sizes.
 std::vector<float> logits_in_pieces(const Model& m, const std::vector<int32_t>& tokens, const std::vector<int64_t>& pieces) {
-  Cache cache(m.config(), 2, int64_t(tokens.size()));
-  std::vector<float> out;
-  size_t pos = 0;
-  for (int64_t len : pieces) {
-    const std::span<const int32_t> part(tokens.data() + pos, size_t(len));
-    const int64_t cu[2] = {0, len}, slot[1] = {0};
-    ForwardOptions opt;
-    opt.logits = LogitsFor::all;
-    const Tensor l = forward(m, cache, {part, cu, slot}, opt);
-    out.insert(out.end(), l.data_as<float>(), l.data_as<float>() + l.numel());
-    pos += size_t(len);
-  }
-  EXPECT_EQ(cache.length(0), int64_t(tokens.size()));
-  return out;
+  return testutil::logits_in_pieces(m, tokens, pieces);
 }
 
-double rel_err(const std::vector<float>& a, const std::vector<float>& b) {
-  double num = 0, den = 0;
-  for (size_t i = 0; i < b.size(); ++i) num += (double(a[i]) - b[i]) * (double(a[i]) - b[i]), den += double(b[i]) * b[i];
-  return std::sqrt(num / den);
-}
+double rel_err(const std::vector<float>& a, const std::vector<float>& b) { return testutil::rel_err(a, b); }
 
 // The bytes of a cache: all layers' states and conv caches, and the MLA latent rows of `latent_slot` (all
 // slots when -1; latent rows past a slot's length are never read, so an emptied slot may keep stale ones).
@@ -265,6 +235,58 @@ TEST(Model, AFailedForwardEmptiesItsSlotsAndAResetSlotIsFresh) {
   cache.reset(0);
   const Tensor again = forward(m, cache, {a, cu_a, slot0});
   EXPECT_EQ(std::memcmp(again.data(), want.data(), want.nbytes()), 0);
+}
+
+// The cross-device path of the runtime without a GPU: blocks alternate between the host and a second host
+// "device" Device{cpu, 1} (host memory, the CPU backend, but a different device to every check), so every
+// block boundary is a copy, every weight of a cpu:1 block a copy, every cpu:1 layer's cache pools separate.
+// The same kernels run on the same values: the logits must be bit-identical to the all-CPU model's, for
+// prefill, decode steps and a varlen batch, and a missed copy (a stale activation) would show.
+TEST(Model, BlocksOnASecondHostDeviceGiveBitIdenticalLogits) {
+  const Device other{DeviceType::cpu, 1};
+  for (const char* name : {"k3-tiny", "kimi-linear-tiny"}) {
+    const Model& ref = *tiny(name);
+    for (int phase = 0; phase < 2; ++phase) {
+      // most consecutive blocks on different devices, the mixers alternating layer by layer
+      const Placement p = place_blocks(ref.config(), other, [&](BlockKind, int64_t layer, size_t ordinal) {
+        return (ordinal + size_t(layer + 1)) % 2 == size_t(phase) ? other : Device::cpu();
+      });
+      const Model m(testutil::tiny_dir(name), p);
+      EXPECT_GT(m.device_weight_bytes(), 0u);
+      Cache probe(m, 1, 1);
+      for (int64_t i = 0; i < m.config().num_hidden_layers; ++i) EXPECT_EQ(probe.device(i), p.layers[size_t(i)].mixer);
+      const std::vector<int32_t> tokens = random_tokens(70, 3, m.config().vocab_size);
+      for (const std::vector<int64_t>& pieces : std::vector<std::vector<int64_t>>{{70}, {66, 1, 1, 1, 1}, {13, 40, 17}})
+        EXPECT_EQ(logits_in_pieces(m, tokens, pieces), logits_in_pieces(ref, tokens, pieces))
+            << name << " phase " << phase << " pieces of " << pieces[0] << " [" << p.summary() << "]";
+      // a varlen batch in scattered slots, per-layer traces on the host
+      const std::vector<int32_t> packed = random_tokens(40, 5, m.config().vocab_size);
+      const int64_t cu[4] = {0, 9, 10, 40}, slots[3] = {2, 0, 1};
+      Cache a(m, 3, 40), b(ref, 3, 40);
+      std::vector<std::vector<float>> ha, hb;
+      ForwardOptions oa, ob;
+      oa.on_layer = [&](int64_t, TensorView h) {
+        EXPECT_EQ(h.device, Device::cpu());
+        ha.emplace_back(static_cast<const float*>(h.data), static_cast<const float*>(h.data) + h.numel());
+      };
+      ob.on_layer = [&](int64_t, TensorView h) {
+        hb.emplace_back(static_cast<const float*>(h.data), static_cast<const float*>(h.data) + h.numel());
+      };
+      const Tensor la = forward(m, a, {packed, cu, slots}, oa), lb = forward(ref, b, {packed, cu, slots}, ob);
+      EXPECT_EQ(la.device(), Device::cpu());
+      ASSERT_EQ(la.nbytes(), lb.nbytes());
+      EXPECT_EQ(std::memcmp(la.data(), lb.data(), la.nbytes()), 0) << name << " phase " << phase << " varlen batch";
+      EXPECT_EQ(ha, hb) << name << " phase " << phase << " per-layer hidden states";
+      // a cache built for the all-host placement is refused, naming the layer and both devices
+      Cache wrong(ref, 1, 8);
+      const int32_t tok[1] = {1};
+      const int64_t cu1[2] = {0, 1}, s0[1] = {0};
+      int64_t bad = 0;
+      while (p.layers[size_t(bad)].mixer == Device::cpu()) ASSERT_LT(++bad, m.config().num_hidden_layers);
+      const std::string want = "layer " + std::to_string(bad) + "'s pools on cpu:1";
+      EXPECT_KIMI_ERROR(forward(m, wrong, {tok, cu1, s0}), "forward", "'cache'", want.c_str(), "got cpu");
+    }
+  }
 }
 
 TEST(Model, RejectsBadBatches) {

@@ -7,12 +7,15 @@
 // states (one prefill), the greedy tokens and the logits of each decode step (teacher-forced on the
 // reference tokens so one step's rounding cannot change the next step's input), each within 1e-4
 // relative (SPEC 14), and the greedy tokens identical. Finally all prompts in one varlen batch.
+// Each fixture runs on the CPU model and on the CUDA model (Model(dir, Device::cuda(0)): whatever its
+// placement, the same bounds), the latter skipped when no CUDA device is visible.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
+#include "kimi/device.h"
 #include "kimi/error.h"
 #include "kimi/model/model.h"
 #include "kimi/model/safetensors.h"
@@ -68,20 +71,30 @@ double rel_err(const float* got, const float* ref, int64_t n) {
 
 int32_t argmax(const float* row, int64_t n) { return int32_t(std::max_element(row, row + n) - row); }
 
-class Parity : public ::testing::TestWithParam<std::string> {};
+struct Param {
+  std::string config;
+  Device device;
+};
+void PrintTo(const Param& p, std::ostream* os) { *os << p.config << " on " << to_string(p.device); }
+
+class Parity : public ::testing::TestWithParam<Param> {};
 
 TEST_P(Parity, MatchesReference) {
-  const Fixture fx(GetParam());
+  const Device dev = GetParam().device;
+  if (dev.type == DeviceType::cuda && cuda_device_count() == 0)
+    GTEST_SKIP() << (cuda_built() ? "no CUDA device visible" : "this build has no CUDA backend (KIMI_CUDA=OFF)");
+  const Fixture fx(GetParam().config);
   const std::string config = fx.meta.at("config");
-  ASSERT_EQ(config, GetParam());
+  ASSERT_EQ(config, GetParam().config);
   SchemaOptions so;
   so.mxfp4_experts = fx.meta.at("experts") == "mxfp4";
-  const fs::path dir = fs::temp_directory_path() / ("kimi-parity-" + config + "-" + std::to_string(::getpid()));
+  const fs::path dir = fs::temp_directory_path() /
+                       ("kimi-parity-" + config + "-" + to_string(dev) + "-" + std::to_string(::getpid()));
   fs::remove_all(dir);
   write_random_model(dir.string(), named_config(config), so, std::stoull(fx.meta.at("seed")));
 
   // The regenerated weights are the fixture's weights.
-  const Model m(dir.string());
+  const Model m(dir.string(), dev);
   const nlohmann::json sums = nlohmann::json::parse(fx.meta.at("checksums"));
   ASSERT_EQ(sums.size(), m.files().checkpoint.names().size());
   for (const auto& [name, want] : sums.items()) {
@@ -107,7 +120,7 @@ TEST_P(Parity, MatchesReference) {
     prompts.push_back(prompt);
     last_logits.emplace_back(ref_logits.end() - V, ref_logits.end());
 
-    Cache cache(c, 1, T + G);
+    Cache cache(m, 1, T + G);
     ForwardOptions opt;
     opt.logits = LogitsFor::all;
     int64_t reported = 0;
@@ -146,18 +159,24 @@ TEST_P(Parity, MatchesReference) {
     cu.push_back(int64_t(packed.size()));
     slots.push_back(P - 1 - p);
   }
-  Cache cache(c, P, int64_t(packed.size()));
+  Cache cache(m, P, int64_t(packed.size()));
   const Tensor batch = forward(m, cache, {packed, cu, slots});
   for (int64_t p = 0; p < P; ++p)
     EXPECT_LE(rel_err(batch.data_as<float>() + p * V, last_logits[size_t(p)].data(), V), kTol) << config << " batched prompt " << p;
 
-  std::printf("%s vs %s: worst relative error prefill logits %.2e, hidden %.2e, decode logits %.2e\n", config.c_str(),
-              fx.meta.at("reference").c_str(), worst_logits, worst_hidden, worst_decode);
+  std::printf("%s on %s vs %s: worst relative error prefill logits %.2e, hidden %.2e, decode logits %.2e\n",
+              config.c_str(), to_string(dev).c_str(), fx.meta.at("reference").c_str(), worst_logits, worst_hidden,
+              worst_decode);
   fs::remove_all(dir);
 }
 
-INSTANTIATE_TEST_SUITE_P(Fixtures, Parity, ::testing::Values("kimi-linear-tiny", "k3-tiny"),
-                         [](const auto& info) { return info.param == "k3-tiny" ? "K3" : "KimiLinear"; });
+INSTANTIATE_TEST_SUITE_P(Fixtures, Parity,
+                         ::testing::Values(Param{"kimi-linear-tiny", Device::cpu()}, Param{"k3-tiny", Device::cpu()},
+                                           Param{"kimi-linear-tiny", Device::cuda(0)}, Param{"k3-tiny", Device::cuda(0)}),
+                         [](const auto& info) {
+                           return std::string(info.param.config == "k3-tiny" ? "K3" : "KimiLinear") +
+                                  (info.param.device.type == DeviceType::cuda ? "_Cuda" : "");
+                         });
 
 }  // namespace
 }  // namespace kimi::model

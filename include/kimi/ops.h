@@ -5,6 +5,7 @@
 
 #include "kimi/ops/attn_res.h"
 #include "kimi/ops/conv.h"
+#include "kimi/ops/gather.h"
 #include "kimi/ops/kda.h"
 #include "kimi/ops/kda_decode.h"
 #include "kimi/ops/linear.h"

@@ -32,10 +32,37 @@ cmake --build --preset cuda -j 16 --target kimi_tests kimi_cli kimi_bench_kda_de
   >"$OUT/build.log" 2>&1 || { grep -E "error|FAILED" -A5 "$OUT/build.log" | head -60; exit 1; }
 summary "build: $(( $(date +%s) - t0 )) s"
 
-echo "== tests (CPU and CUDA cases)"
-step 180 ./build/cuda/tests/kimi_tests --gtest_brief=1 >"$OUT/tests.log" 2>&1
+echo "== tests (CPU and CUDA cases; the model on the GPU is the next step)"
+model_tests='*ModelCuda*:*Parity*Cuda*:*Placement*'
+step 180 ./build/cuda/tests/kimi_tests --gtest_brief=1 --gtest_filter="-$model_tests" >"$OUT/tests.log" 2>&1
 summary "tests: exit $?; $(grep -E '^\[  PASSED  \]|^\[  FAILED  \]|tests ran' "$OUT/tests.log" | tr '\n' ' ')"
 grep -E "^\[  FAILED  \]|Failure|rel|error" "$OUT/tests.log" | head -40
+
+echo "== the model on the GPU: tests (CUDA vs CPU model, parity fixtures through the CUDA model), then generate"
+step 120 ./build/cuda/tests/kimi_tests --gtest_brief=1 --gtest_filter="$model_tests" >"$OUT/model-tests.log" 2>&1
+summary "model tests (CUDA): exit $?; $(grep -E '^\[  PASSED  \]|^\[  FAILED  \]|^\[  SKIPPED \]' "$OUT/model-tests.log" | tr '\n' ' ')"
+grep -E "^\[  FAILED  \]|Failure|on cuda:0 vs" "$OUT/model-tests.log" | head -40 | tee -a "$OUT/summary.txt"
+step 90 compute-sanitizer --tool memcheck --error-exitcode 9 ./build/cuda/tests/kimi_tests --gtest_brief=1 \
+  --gtest_filter='Tiny/ModelCuda.LogitsMatch*/K3_gpu_max:Tiny/ModelCuda.VarlenBatch*/KimiLinear_no_linear' \
+  >"$OUT/model-memcheck.log" 2>&1
+summary "model memcheck (K3 all on the GPU, Kimi-Linear mixed): exit $? ($(grep -E 'ERROR SUMMARY' "$OUT/model-memcheck.log" | tail -1))"
+# k3-tiny, then a K3-shaped slice (K3's widths: hidden 7168, 96 KDA / MLA heads, latent MoE with MXFP4 experts, on
+# one KDA and one MLA layer, 8 experts, vocab 8192: ~2.3 GB, scripts/gpu/k3-gpu-slice.json), each on the CPU and
+# with --device cuda; the placement line and the fallback notes say which blocks ran where.
+ids() { python3 -c "import random; r=random.Random($2); print(','.join(str(r.randrange($3)) for _ in range($1)))"; }
+step 20 ./build/cuda/kimi random-model k3-tiny --out /tmp/kimi-k3-tiny >/dev/null 2>&1
+step 60 ./build/cuda/kimi random-model scripts/gpu/k3-gpu-slice.json --experts mxfp4 --out /tmp/kimi-k3-gpu-slice \
+  >"$OUT/model-random.log" 2>&1 || summary "random-model k3-gpu-slice: exit $? (see model-random.log)"
+for m in "k3-tiny 512 128 4 32" "k3-gpu-slice 8192 64 2 8"; do
+  set -- $m
+  args=(); for b in $(seq 1 "$4"); do args+=(--prompt "$(ids "$3" "$b" "$2")"); done
+  for dev in cpu cuda; do
+    step 60 ./build/cuda/kimi generate "/tmp/kimi-$1" "${args[@]}" --max-tokens "$5" --warmup --device "$dev" \
+      >"$OUT/model-$1-$dev.log" 2>&1
+    summary "generate $1 ($4 x $3 tokens, $5 new) --device $dev: exit $?; $(grep -E '^(prefill|decode)' "$OUT/model-$1-$dev.log" | tr -s ' ' | tr '\n' ' ')"
+  done
+  grep -E "^placement|^kimi:|^device" "$OUT/model-$1-cuda.log" | sort -u | tee -a "$OUT/summary.txt"
+done
 
 echo "== KDA decode and prefill: kimi.cpp, then FLA 0.6 on the same shapes and options"
 step 60 ./build/cuda/bench/kimi_bench_kda_decode 2>&1 | tee -a "$OUT/summary.txt"

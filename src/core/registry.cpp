@@ -34,6 +34,7 @@ constexpr OpInfo kOps[] = {
     {"mlp", "moe", kCuda},
     {"latent_moe", "moe", kCuda},
     {"attn_res", "attn_res", kCuda},
+    {"gather_rows", "gather", kCuda},
 };
 }  // namespace
 

@@ -11,7 +11,8 @@
 namespace kimi {
 
 std::string to_string(Device d) {
-  return d.type == DeviceType::cpu ? std::string("cpu") : "cuda:" + std::to_string(d.index);
+  if (d.type == DeviceType::cpu) return d.index == 0 ? std::string("cpu") : "cpu:" + std::to_string(d.index);
+  return "cuda:" + std::to_string(d.index);
 }
 
 TensorView::TensorView(void* data_, DType dtype_, std::span<const int64_t> shape_, Device device_)

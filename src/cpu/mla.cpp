@@ -85,8 +85,11 @@ void mla_prefill(TensorView q, TensorView latent, TensorView k_pe, const Weight&
     std::vector<float> lat(static_cast<size_t>(M * R));
 #pragma omp parallel for num_threads(nt) schedule(static)
     for (int64_t m = 0; m < M; ++m) load_row(latent, m, lat.data() + m * R);
-    kimi::linear(TensorView(lat.data(), DType::f32, {M, R}), w_kvb, TensorView(kv.data(), DType::f32, {M, H * Dkv}),
-                 0.f, ctx);
+    // host scratch, labelled with the weight's host device (the model's tests run blocks on a second host
+    // device, Device{cpu, 1}, and kimi::linear checks that its arguments share one device)
+    const Device host = w_kvb.w.device;
+    kimi::linear(TensorView(lat.data(), DType::f32, {M, R}, host), w_kvb,
+                 TensorView(kv.data(), DType::f32, {M, H * Dkv}, host), 0.f, ctx);
   }
   // Per-head contiguous Q [H, M, Dk], K [H, M, Dk], V [H, M, Dv].
   std::vector<float> Q(static_cast<size_t>(H * M * Dk)), K(Q.size()), V(static_cast<size_t>(H * M * Dv));

@@ -1,7 +1,9 @@
 // src/model/blocks.h: the decoder's building blocks on a packed batch (used by forward.cpp).
 //
 // Every block reads a normalized input x [T, d] f32 and writes (beta = 0) or adds (beta = 1) its output
-// into out [T, d] f32; mixers also advance their layer's cache rows of the batch's slots.
+// into out [T, d] f32; mixers also advance their layer's cache rows of the batch's slots. A block runs on
+// the device of x and out: its weights and cache pools are there (forward's placement), its temporaries
+// are allocated there, and its index tensors (Step's offsets and slots) stay on the host.
 #pragma once
 
 #include <cstdint>

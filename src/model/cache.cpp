@@ -1,10 +1,13 @@
 // Implementation of kimi/model/cache.h.
 #include "kimi/model/cache.h"
 
+#include <algorithm>
 #include <cstring>
 #include <string>
 
+#include "kimi/device.h"
 #include "kimi/error.h"
+#include "kimi/model/model.h"
 
 namespace kimi::model {
 
@@ -22,24 +25,51 @@ std::vector<int64_t> signature(const Config& c) {
 }
 }  // namespace
 
-Cache::Cache(const Config& c, int64_t max_seqs, int64_t max_len) : max_len_(max_len), signature_(signature(c)) {
+Cache::Cache(const Config& c, int64_t max_seqs, int64_t max_len)
+    : Cache(c, max_seqs, max_len, std::vector<Device>(size_t(std::max<int64_t>(c.num_hidden_layers, 0)), Device::cpu())) {}
+
+Cache::Cache(const Model& m, int64_t max_seqs, int64_t max_len) : Cache(m.config(), max_seqs, max_len, [&] {
+  std::vector<Device> d;
+  for (const Placement::Layer& L : m.placement().layers) d.push_back(L.mixer);
+  return d;
+}()) {}
+
+Cache::Cache(const Config& c, int64_t max_seqs, int64_t max_len, const std::vector<Device>& layer_devices)
+    : max_len_(max_len), signature_(signature(c)), devices_(layer_devices) {
   if (max_seqs < 1) throw Error("Cache: max_seqs: expected >= 1, got " + std::to_string(max_seqs));
   if (max_len < 1) throw Error("Cache: max_len: expected >= 1, got " + std::to_string(max_len));
+  if (int64_t(layer_devices.size()) != c.num_hidden_layers)
+    throw Error("Cache: layer_devices: expected " + std::to_string(c.num_hidden_layers) + " devices (one per layer), got " +
+                std::to_string(layer_devices.size()));
   length_.assign(size_t(max_seqs), 0);
   layers_.resize(size_t(c.num_hidden_layers));
   const int64_t S = max_seqs;
   for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
     Layer& L = layers_[size_t(i)];
+    const Device d = devices_[size_t(i)];
     if (c.is_kda_layer(i)) {
       const int64_t H = c.kda_num_heads, K = c.kda_head_dim, P = H * K, W1 = c.conv_kernel - 1;
-      L.state = Tensor(DType::f32, {S, H, K, K});
-      L.conv_q = Tensor(DType::f32, {S, P, W1});
-      L.conv_k = Tensor(DType::f32, {S, P, W1});
-      L.conv_v = Tensor(DType::f32, {S, P, W1});
+      L.state = Tensor(DType::f32, {S, H, K, K}, d);
+      L.conv_q = Tensor(DType::f32, {S, P, W1}, d);
+      L.conv_k = Tensor(DType::f32, {S, P, W1}, d);
+      L.conv_v = Tensor(DType::f32, {S, P, W1}, d);
     } else {
-      L.latent = Tensor(DType::f32, {S, max_len, c.kv_lora_rank + c.qk_rope_head_dim});
+      L.latent = Tensor(DType::f32, {S, max_len, c.kv_lora_rank + c.qk_rope_head_dim}, d);
     }
   }
+}
+
+void Cache::check_devices(const Placement& p) const {
+  for (size_t i = 0; i < devices_.size() && i < p.layers.size(); ++i)
+    if (devices_[i] != p.layers[i].mixer)
+      throw Error("forward: argument 'cache': expected layer " + std::to_string(i) + "'s pools on " +
+                  to_string(p.layers[i].mixer) + " (where its mixer runs: build the cache with Cache(model, ...)), got " +
+                  to_string(devices_[i]));
+}
+
+Device Cache::device(int64_t layer) const {
+  (void)this->layer(layer);  // bounds check
+  return devices_[size_t(layer)];
 }
 
 void Cache::check_matches(const Config& c) const {
@@ -76,7 +106,7 @@ void Cache::reset(int64_t slot) {
     for (Tensor* t : {&L.state, &L.conv_q, &L.conv_k, &L.conv_v}) {
       if (!t->data()) continue;
       const size_t row = t->nbytes() / size_t(max_seqs());
-      std::memset(static_cast<char*>(t->data()) + size_t(slot) * row, 0, row);
+      device_zero(t->device(), static_cast<char*>(t->data()) + size_t(slot) * row, row);
     }
   }
 }

@@ -1,7 +1,9 @@
 // src/model/ffn_block.cpp: the FFN of a decoder layer (SPEC 7): a dense GLU MLP, or the (latent) MoE
 //   out (+)= W_lu RMSNorm(sum_k w_k Expert_k(W_ld x)) + Shared(x)     (Kimi-Linear: no W_ld / norm / W_lu)
-// with SiLU-GLU (Kimi-Linear) or SiTU-GLU (K3) everywhere.
+// with SiLU-GLU (Kimi-Linear) or SiTU-GLU (K3) everywhere. Runs on the device of x and out (its weights'
+// device); the MoE's residual add is add_into (a host loop or a small CUDA kernel).
 #include "kimi/ops/moe.h"
+#include "model/add_into.h"
 #include "model/blocks.h"
 
 namespace kimi::model {
@@ -23,12 +25,9 @@ void ffn_block(const Config& c, const FfnWeights& w, TensorView x, TensorView ou
     latent_moe(x, m, router, act, c.rms_norm_eps, out, {}, {}, ctx);
     return;
   }
-  Tensor y(DType::f32, {x.size(0), x.size(1)});
+  Tensor y(DType::f32, {x.size(0), x.size(1)}, x.device);  // latent_moe has no accumulate form
   latent_moe(x, m, router, act, c.rms_norm_eps, y, {}, {}, ctx);
-  float* o = static_cast<float*>(out.data);
-  const float* p = y.data_as<float>();
-  for (int64_t t = 0; t < x.size(0); ++t)
-    for (int64_t i = 0; i < x.size(1); ++i) o[t * out.stride(0) + i] += p[t * x.size(1) + i];
+  add_into(out, y, ctx);
 }
 
 }  // namespace kimi::model

@@ -1,27 +1,65 @@
 // src/model/forward.cpp: Model and forward() of kimi/model/model.h: the decoder loop (SPEC 1, 8).
+#include <algorithm>
 #include <cstring>
+#include <filesystem>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "core/check.h"
+#include "kimi/device.h"
+#include "kimi/log.h"
 #include "kimi/model/model.h"
 #include "kimi/ops/attn_res.h"
+#include "kimi/ops/gather.h"
 #include "kimi/ops/linear.h"
 #include "kimi/ops/norm.h"
 #include "model/blocks.h"
+#include "model/mirrored.h"
 #include "model/weights.h"
 
 namespace kimi::model {
 
-Model::Model(const std::string& dir) : files_(open_model(dir)), weights_(new ModelWeights(bind_weights(files_))) {}
+Model::Model(const std::string& dir, Device device, const OpSupported& supported)
+    : Model(dir, [&] {
+        const Config c = load_config((std::filesystem::path(dir) / "config.json").string());  // the weights are opened once, below
+        return plan_placement(c, device, supported ? supported : OpSupported(op_supported));
+      }()) {}
+
+Model::Model(const std::string& dir, Placement placement) : files_(open_model(dir)), placement_(std::move(placement)) {
+  const check::Checker k("Model");
+  const Config& c = files_.config;
+  if (int64_t(placement_.layers.size()) != c.num_hidden_layers)
+    k.fail("placement", std::to_string(c.num_hidden_layers) + " layers (the config's)", std::to_string(placement_.layers.size()));
+  std::vector<Device> devices{placement_.device};  // the one asked for (even if every block fell back) and the used
+  for (const Placement::Block& b : placement_.blocks) devices.push_back(b.device);
+  for (const Device d : devices) {
+    if (d.type == DeviceType::cpu) continue;
+    if (!cuda_built())
+      k.fail("device", "cpu (this build has no CUDA backend: configure with -DKIMI_CUDA=ON)", to_string(d));
+    const int n = cuda_device_count();
+    if (d.index < 0 || d.index >= n)
+      k.fail("device", "cpu or a visible CUDA device (" + std::to_string(n) + " visible)", to_string(d));
+  }
+  weights_ = std::make_unique<ModelWeights>(bind_weights(files_));
+  place_weights(*weights_, c, placement_);
+  for (const std::string& n : placement_.notes) note(n);
+}
 Model::~Model() = default;
+
+size_t Model::device_weight_bytes() const {
+  size_t b = 0;
+  for (const Tensor& t : weights_->device_copies) b += t.nbytes();
+  return b;
+}
 
 namespace {
 
 // Validates the batch against the model and the cache; resolves the Step.
-Step make_step(const Config& c, const Cache& cache, const Batch& b) {
+Step make_step(const Config& c, const Placement& p, const Cache& cache, const Batch& b) {
   const check::Checker k("forward");
   cache.check_matches(c);
+  cache.check_devices(p);
   const int64_t T = int64_t(b.tokens.size());
   Step s;
   // offsets: the operators' cu_seqlens rules (>= 2 offsets, from 0, non-decreasing, ending at T), then >= 1 token each
@@ -55,13 +93,11 @@ Step make_step(const Config& c, const Cache& cache, const Batch& b) {
   return s;
 }
 
-// x[t] = embed[tokens[t]] as f32.
-void embed(const TensorView& table, std::span<const int32_t> tokens, const Tensor& x) {
-  const int64_t d = table.size(1);
-  for (size_t t = 0; t < tokens.size(); ++t) {
-    const char* row = static_cast<const char*>(table.data) + size_t(tokens[t]) * size_t(table.stride(0)) * table.element_size();
-    for (int64_t i = 0; i < d; ++i) x.data_as<float>()[int64_t(t) * d + i] = load_as_f32(row, table.dtype, i);
-  }
+// i64 [n] host tensor of the given values (the operators' index tensors).
+Tensor host_index(const std::vector<int64_t>& v) {
+  Tensor t(DType::i64, {int64_t(v.size())});
+  std::copy(v.begin(), v.end(), t.data_as<int64_t>());
+  return t;
 }
 
 }  // namespace
@@ -69,17 +105,25 @@ void embed(const TensorView& table, std::span<const int32_t> tokens, const Tenso
 Tensor forward(const Model& model, Cache& cache, const Batch& batch, const ForwardOptions& opt, const Context& ctx) {
   const Config& c = model.config();
   const ModelWeights& w = model.weights();
-  const Step s = make_step(c, cache, batch);
+  const Placement& P = model.placement();
+  const Step s = make_step(c, P, cache, batch);
   const int64_t T = s.T, d = c.hidden_size;
   const float eps = c.rms_norm_eps;
+  const Device cpu = Device::cpu();
 
   // The layers update the slots' caches in place: if anything throws midway (a callback, memory, a backend
   // error), the batch's slots are emptied so that they are never left half-advanced.
   Tensor logits;
   try {
-    Tensor h(DType::f32, {T, d}), xn(DType::f32, {T, d}), mixed(DType::f32, {T, d});
-    embed(w.embed, batch.tokens, h);
-    if (opt.on_layer) opt.on_layer(-1, h);
+    // Every activation is a [T, d] f32 Mirrored (src/model/mirrored.h): a block reads / updates it on its own
+    // device, so it crosses devices only where consecutive blocks sit on different ones.
+    Mirrored h(T, d, ctx), xn(T, d, ctx), mixed(T, d, ctx);
+    const TensorView tokens(const_cast<int32_t*>(batch.tokens.data()), DType::i32, {T});  // host ids, validated
+    gather_rows(w.embed, tokens, h.overwrite(P.embedding), ctx);
+    auto report = [&](int64_t layer, Mirrored& x) {
+      if (opt.on_layer) opt.on_layer(layer, x.read(cpu));
+    };
+    report(-1, h);
 
     auto mixer = [&](int64_t i, TensorView x, TensorView out, float beta) {
       const LayerWeights& L = w.layers[size_t(i)];
@@ -90,60 +134,75 @@ Tensor forward(const Model& model, Cache& cache, const Batch& batch, const Forwa
       }
     };
 
-    TensorView last;  // the stream the final norm reads
-    std::vector<Tensor> blocks;  // Block AttnRes: sealed blocks [T, d]
+    Mirrored* last = &h;  // the stream the head reads
+    std::vector<std::unique_ptr<Mirrored>> blocks;  // Block AttnRes: sealed blocks [T, d], never written again
     if (!c.attn_res_block_size) {
-      // Plain pre-norm: h += Mixer(RMSNorm(h)); h += FFN(RMSNorm(h)).
+      // Plain pre-norm: h += Mixer(RMSNorm(h)); h += FFN(RMSNorm(h)), each block on its device.
       for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
         const LayerWeights& L = w.layers[size_t(i)];
-        rms_norm(h, L.input_norm, eps, xn, ctx);
-        mixer(i, xn, h, 1.f);
-        rms_norm(h, L.post_norm, eps, xn, ctx);
-        ffn_block(c, L.ffn, xn, h, 1.f, ctx);
-        if (opt.on_layer) opt.on_layer(i, h);
+        const Device dm = P.layers[size_t(i)].mixer, df = P.layers[size_t(i)].ffn;
+        TensorView hv = h.update(dm);
+        rms_norm(hv, L.input_norm, eps, xn.overwrite(dm), ctx);
+        mixer(i, xn.read(dm), hv, 1.f);
+        hv = h.update(df);
+        rms_norm(hv, L.post_norm, eps, xn.overwrite(df), ctx);
+        ffn_block(c, L.ffn, xn.read(df), hv, 1.f, ctx);
+        report(i, h);
       }
-      last = h;
     } else {
       // Block Attention Residuals (SPEC 8): `partial` sums the outputs since the last sealed block.
       const int64_t Bk = *c.attn_res_block_size;
-      Tensor partial = std::move(h);
+      auto partial = std::make_unique<Mirrored>(std::move(h));
       std::vector<TensorView> views;
-      auto mix = [&](TensorView proj, TensorView norm) -> TensorView {
-        if (blocks.empty()) return partial.view();
-        views.assign(blocks.begin(), blocks.end());
-        attn_res(partial, views, proj, norm, eps, mixed, ctx);
-        return mixed.view();
+      // The mix on device dm: the running partial itself while no block is sealed, else attn_res into `mixed`.
+      auto mix = [&](Device dm, TensorView proj, TensorView norm) -> Mirrored& {
+        if (blocks.empty()) return *partial;
+        views.clear();
+        for (auto& b : blocks) views.push_back(b->read(dm));
+        attn_res(partial->read(dm), views, proj, norm, eps, mixed.overwrite(dm), ctx);
+        return mixed;
       };
       for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
         const LayerWeights& L = w.layers[size_t(i)];
-        const TensorView hin = mix(L.attn_res_proj, L.attn_res_norm);
-        rms_norm(hin, L.input_norm, eps, xn, ctx);
+        const Placement::Layer& PL = P.layers[size_t(i)];
+        Mirrored& hin = mix(PL.attn_mix, L.attn_res_proj, L.attn_res_norm);
+        rms_norm(hin.read(PL.mixer), L.input_norm, eps, xn.overwrite(PL.mixer), ctx);
+        TensorView out;
         float beta = 1.f;
         if (i % Bk == 0) {  // seal: the running sum becomes a block, the new partial starts at this mixer
           blocks.push_back(std::move(partial));
-          partial = Tensor(DType::f32, {T, d});
+          partial = std::make_unique<Mirrored>(T, d, ctx);
+          out = partial->overwrite(PL.mixer);
           beta = 0.f;
+        } else {
+          out = partial->update(PL.mixer);
         }
-        mixer(i, xn, partial, beta);
-        rms_norm(mix(L.mlp_res_proj, L.mlp_res_norm), L.post_norm, eps, xn, ctx);
-        ffn_block(c, L.ffn, xn, partial, 1.f, ctx);
-        if (opt.on_layer) opt.on_layer(i, partial);
+        mixer(i, xn.read(PL.mixer), out, beta);
+        Mirrored& fin = mix(PL.ffn_mix, L.mlp_res_proj, L.mlp_res_norm);
+        rms_norm(fin.read(PL.ffn), L.post_norm, eps, xn.overwrite(PL.ffn), ctx);
+        ffn_block(c, L.ffn, xn.read(PL.ffn), partial->update(PL.ffn), 1.f, ctx);
+        report(i, *partial);
       }
-      last = mix(w.out_res_proj, w.out_res_norm);
-      h = std::move(partial);  // keeps `last` alive when it is the partial itself
+      last = &mix(P.output_mix, w.out_res_proj, w.out_res_norm);
+      blocks.push_back(std::move(partial));  // keeps `last` alive when it is the partial itself
     }
 
-    // Final norm and lm_head on the rows that need logits.
+    // Head: the rows that need logits (one gather_rows), final norm, lm_head; logits come back to the host.
     const bool all = opt.logits == LogitsFor::all;
     const int64_t R = all ? T : s.N;
-    Tensor sel(DType::f32, {R, d});
-    logits = Tensor(DType::f32, {R, c.vocab_size});
-    for (int64_t r = 0; r < R; ++r) {
-      const int64_t t = all ? r : s.cu[size_t(r + 1)] - 1;
-      std::memcpy(sel.data_as<float>() + r * d, static_cast<const float*>(last.data) + t * last.stride(0), size_t(d) * 4);
-    }
+    std::vector<int64_t> rows(static_cast<size_t>(R));
+    for (int64_t r = 0; r < R; ++r) rows[size_t(r)] = all ? r : s.cu[size_t(r + 1)] - 1;
+    const Device dh = P.head;
+    Tensor sel(DType::f32, {R, d}, dh), out(DType::f32, {R, c.vocab_size}, dh);
+    gather_rows(last->read(dh), host_index(rows), sel, ctx);
     rms_norm(sel, w.final_norm, eps, sel, ctx);
-    linear(sel, w.lm_head, logits, 0.f, ctx);
+    linear(sel, w.lm_head, out, 0.f, ctx);
+    if (dh == cpu) {
+      logits = std::move(out);
+    } else {
+      logits = Tensor(DType::f32, {R, c.vocab_size});
+      copy(logits, out, ctx);
+    }
   } catch (...) {
     for (int64_t n = 0; n < s.N; ++n) cache.reset(s.slot[size_t(n)]);
     throw;

@@ -88,7 +88,7 @@ GenerateResult generate(const Model& model, std::span<const std::vector<int32_t>
     slots.push_back(n);
     longest = std::max(longest, int64_t(p.size()));
   }
-  Cache cache(model.config(), N, longest + opt.max_new_tokens);
+  Cache cache(model, N, longest + opt.max_new_tokens);  // pools where the model's mixers run
   std::vector<std::mt19937_64> rng;
   for (int64_t n = 0; n < N; ++n) {
     std::seed_seq seq{uint32_t(opt.sampling.seed), uint32_t(opt.sampling.seed >> 32), uint32_t(n), uint32_t(uint64_t(n) >> 32)};

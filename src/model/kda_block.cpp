@@ -30,11 +30,12 @@ void conv(const Tensor& pool, TensorView w, const Step& s, TensorView x, TensorV
 void kda_block(const Config& c, const KdaLayerWeights& w, Cache::Layer& cache, const Step& s, TensorView x,
                TensorView out, float beta, const Context& ctx) {
   const int64_t T = s.T, H = c.kda_num_heads, K = c.kda_head_dim, P = H * K;
-  Tensor xq(DType::f32, {T, P}), xk(DType::f32, {T, P}), xv(DType::f32, {T, P});  // before the convs
+  const Device dev = x.device;  // the block's device: its weights, cache pools and temporaries live there
+  Tensor xq(DType::f32, {T, P}, dev), xk(DType::f32, {T, P}, dev), xv(DType::f32, {T, P}, dev);  // before the convs
   linear(x, w.q, xq, 0.f, ctx);
   linear(x, w.k, xk, 0.f, ctx);
   linear(x, w.v, xv, 0.f, ctx);
-  Tensor fa(DType::f32, {T, K}), f(DType::f32, {T, P}), b(DType::f32, {T, H}), z(DType::f32, {T, P});
+  Tensor fa(DType::f32, {T, K}, dev), f(DType::f32, {T, P}, dev), b(DType::f32, {T, H}, dev), z(DType::f32, {T, P}, dev);
   linear(x, w.f_a, fa, 0.f, ctx);
   linear(fa, w.f_b, f, 0.f, ctx);
   linear(x, w.b, b, 0.f, ctx);
@@ -46,7 +47,7 @@ void kda_block(const Config& c, const KdaLayerWeights& w, Cache::Layer& cache, c
   }
   const KdaGate gate{c.gate_lower_bound ? GateForm::bounded : GateForm::softplus, w.A_log, w.dt_bias,
                      c.gate_lower_bound.value_or(0.f)};
-  Tensor y(DType::f32, {T, P});  // [T, H, V]
+  Tensor y(DType::f32, {T, P}, dev);  // [T, H, V]
 
   if (s.decode) {  // one token per sequence: the fused step on the slot pools
     KdaDecodeArgs d;
@@ -56,11 +57,11 @@ void kda_block(const Config& c, const KdaLayerWeights& w, Cache::Layer& cache, c
     d.state = cache.state, d.slots = s.slot_t, d.y = y;
     kda_decode_step(d, ctx);
   } else {
-    Tensor q(DType::f32, {T, P}), k(DType::f32, {T, P}), v(DType::f32, {T, P});
+    Tensor q(DType::f32, {T, P}, dev), k(DType::f32, {T, P}, dev), v(DType::f32, {T, P}, dev);
     conv(cache.conv_q, w.conv_q, s, xq, q, ctx);
     conv(cache.conv_k, w.conv_k, s, xk, k, ctx);
     conv(cache.conv_v, w.conv_v, s, xv, v, ctx);
-    Tensor o(DType::f32, {T, P});  // [T, H, V]
+    Tensor o(DType::f32, {T, P}, dev);  // [T, H, V]
     KdaArgs a;
     auto heads = [&](const Tensor& t) { return view::insert_dim0(view::split_last(t, H)); };  // [1, T, H, D]
     a.q = heads(q), a.k = heads(k), a.v = heads(v);

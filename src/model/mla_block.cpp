@@ -21,26 +21,27 @@ void mla_block(const Config& c, const MlaLayerWeights& w, Cache::Layer& cache, c
                TensorView out, float beta, const Context& ctx) {
   const int64_t T = s.T, H = c.num_attention_heads, Dq = c.qk_nope_head_dim + c.qk_rope_head_dim,
                 Dv = c.v_head_dim, R = c.kv_lora_rank, Pr = c.qk_rope_head_dim;
-  Tensor q(DType::f32, {T, H * Dq});
+  const Device dev = x.device;  // the block's device (weights, latent pool, temporaries); index tensors: host
+  Tensor q(DType::f32, {T, H * Dq}, dev);
   if (w.q.w.present()) {
     linear(x, w.q, q, 0.f, ctx);
   } else {
-    Tensor qa(DType::f32, {T, w.q_a.out_features()});
+    Tensor qa(DType::f32, {T, w.q_a.out_features()}, dev);
     linear(x, w.q_a, qa, 0.f, ctx);
     rms_norm(qa, w.q_a_norm, c.mla_norm_eps, qa, ctx);
     linear(qa, w.q_b, q, 0.f, ctx);
   }
-  Tensor kva(DType::f32, {T, R + Pr}), latent(DType::f32, {T, R});
+  Tensor kva(DType::f32, {T, R + Pr}, dev), latent(DType::f32, {T, R}, dev);
   linear(x, w.kv_a, kva, 0.f, ctx);
   rms_norm(kva.view().slice(1, 0, R), w.kv_a_norm, c.mla_norm_eps, latent, ctx);
   const TensorView k_pe = kva.view().slice(1, R, R + Pr);  // [T, Pr], row stride R + Pr
   Tensor gate;
   if (w.g.w.present()) {
-    gate = Tensor(DType::f32, {T, H * Dv});
+    gate = Tensor(DType::f32, {T, H * Dv}, dev);
     linear(x, w.g, gate, 0.f, ctx);
   }
 
-  Tensor o(DType::f32, {T, H * Dv});
+  Tensor o(DType::f32, {T, H * Dv}, dev);
   for (int64_t n = 0; n < s.N; ++n) {
     const int64_t r0 = s.cu[size_t(n)], r1 = s.cu[size_t(n + 1)], len = r1 - r0, start = s.start[size_t(n)];
     // sequence n's rows: q [len, H, Dq], latent [len, R], k_pe [len, Pr], gate [len, H*Dv], o [len, H, Dv]

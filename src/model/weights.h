@@ -1,13 +1,15 @@
 // src/model/weights.h: a model's weights bound by role, per layer (views into the checkpoint mapping).
 //
-// Every Weight / TensorView here points into the memory-mapped safetensors files (no copy). The only
-// owned tensors are f32 conversions of small parameters the operators take as f32: KDA A_log (its
-// first H entries, SPEC 5), dt_bias, and the router correction bias.
+// Every Weight / TensorView here points into the memory-mapped safetensors files (no copy), or, for a
+// block placed on a GPU (kimi/model/placement.h), into that block's device copy held in device_copies.
+// The only other owned tensors are f32 conversions of small parameters the operators take as f32: KDA
+// A_log (its first H entries, SPEC 5), dt_bias, and the router correction bias.
 #pragma once
 
 #include <vector>
 
 #include "kimi/model/checkpoint.h"
+#include "kimi/model/placement.h"
 #include "kimi/ops/linear.h"
 #include "kimi/ops/moe.h"
 #include "kimi/tensor.h"
@@ -66,9 +68,15 @@ struct ModelWeights {
   TensorView final_norm;                             // [d]
   TensorView out_res_proj, out_res_norm;             // [d] (Block AttnRes), or absent
   Weight lm_head;                                    // [vocab, d] (the embedding when tied)
+  std::vector<Tensor> device_copies;                 // the GPU blocks' weights (place_weights): owned here
 };
 
 // Binds the weights of an opened (validated) checkpoint.
 ModelWeights bind_weights(const ModelFiles& files);
+
+// Rebinds the weights of every block that runs on a GPU (p) to copies on that device, each source tensor
+// uploaded once (the tied embedding / lm_head too); CPU blocks keep their views into the mapping. The small
+// owned f32 parameters of a GPU block move to its device.
+void place_weights(ModelWeights& w, const Config& c, const Placement& p);
 
 }  // namespace kimi::model

@@ -44,6 +44,7 @@ void add_kda_decode_cases(CaseList&, Scale);
 void add_mla_cases(CaseList&, Scale);
 void add_moe_cases(CaseList&, Scale);
 void add_attn_res_cases(CaseList&, Scale);
+void add_gather_cases(CaseList&, Scale);
 
 CaseList all_cases(Scale scale);
 

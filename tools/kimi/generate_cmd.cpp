@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "kimi/device.h"
 #include "kimi/error.h"
 #include "kimi/model/generate.h"
 #include "kimi/model_cmds.h"
@@ -46,10 +47,14 @@ int run_generate(const GenerateCmdOptions& opt) {
   using namespace kimi::model;
   std::vector<std::vector<int32_t>> prompts;
   for (size_t i = 0; i < opt.prompts.size(); ++i) prompts.push_back(parse_ids(opt.prompts[i], i));
-  const Model model(opt.dir);
+  const Device dev = parse_device(opt.device, "generate: --device");
+  const Model model(opt.dir, dev);  // notes which blocks fall back to the CPU (stderr, kimi/log.h)
   const Config& c = model.config();
   fmt::print("model      {} ({} layers, hidden {}, vocab {})\n", opt.dir, c.num_hidden_layers, c.hidden_size,
              c.vocab_size);
+  fmt::print("placement  {}\n", model.placement().summary());
+  if (dev.type != DeviceType::cpu)
+    fmt::print("device     {:.2f} MiB of weights uploaded to the GPU\n", double(model.device_weight_bytes()) / (1 << 20));
   GenerateOptions g;
   g.max_new_tokens = opt.max_tokens;
   g.stop_tokens = opt.stop;

@@ -1,8 +1,9 @@
 // The `kimi` command line.
 //   kimi check [--filter OP] [--small]   every operator vs the fp64 oracle, one table
 //   kimi random-model CONFIG --out DIR     a random checkpoint in the real HF layout (k3-tiny, ...)
-//   kimi inspect DIR                        config summary, tensors, bytes, parameter counts
+//   kimi inspect DIR [--device cuda]        config summary, tensors, bytes, parameter counts, placement
 //   kimi generate DIR --prompt 1,2,3        generate tokens (greedy or sampled), tokens per second
+//                 [--device cuda[:i]]       on a GPU: blocks without CUDA kernels on the CPU (noted)
 #include <CLI/CLI.hpp>
 
 #include "kimi/check.h"
@@ -29,9 +30,10 @@ int main(int argc, char** argv) {
   random_model->add_option("--shards", rm.shards, "Number of safetensors shards (index file when > 1)");
   random_model->add_option("--experts", rm.experts, "Routed expert storage: auto (MXFP4 for K3), mxfp4, bf16");
 
-  std::string inspect_dir;
+  std::string inspect_dir, inspect_device = "cpu";
   auto* inspect = app.add_subcommand("inspect", "Summarize a checkpoint directory");
   inspect->add_option("dir", inspect_dir, "Checkpoint directory (config.json + safetensors)")->required();
+  inspect->add_option("--device", inspect_device, "Show where each block would run: cpu, cuda or cuda:i");
 
   kimi::cli::GenerateCmdOptions gen;
   auto* generate = app.add_subcommand("generate", "Generate tokens from prompts of token ids");
@@ -45,12 +47,14 @@ int main(int argc, char** argv) {
   generate->add_option("--stop", gen.stop, "Stop token ids");
   generate->add_option("--threads", gen.threads, "CPU threads (0 = OpenMP default)");
   generate->add_flag("--warmup", gen.warmup, "Run once untimed first (pages the weights in)");
+  generate->add_option("--device", gen.device,
+                       "cpu, cuda or cuda:i (blocks without CUDA kernels run on the CPU, with a note)");
 
   CLI11_PARSE(app, argc, argv);
   try {
     if (check->parsed()) return kimi::cli::run_check(check_opt) == 0 ? 0 : 1;
     if (random_model->parsed()) return kimi::cli::run_random_model(rm);
-    if (inspect->parsed()) return kimi::cli::run_inspect(inspect_dir);
+    if (inspect->parsed()) return kimi::cli::run_inspect(inspect_dir, inspect_device);
     if (generate->parsed()) return kimi::cli::run_generate(gen);
   } catch (const kimi::Error& e) {
     std::fprintf(stderr, "kimi: %s\n", e.what());

@@ -5,8 +5,10 @@
 #include <filesystem>
 #include <map>
 
+#include "kimi/device.h"
 #include "kimi/error.h"
 #include "kimi/model/checkpoint.h"
+#include "kimi/model/placement.h"
 
 namespace kimi::cli {
 
@@ -29,8 +31,18 @@ int run_random_model(const RandomModelOptions& opt) {
   return 0;
 }
 
-int run_inspect(const std::string& dir) {
+Device parse_device(const std::string& s, const std::string& option) {
+  if (s == "cpu") return Device::cpu();
+  if (s == "cuda") return Device::cuda(0);
+  const std::string idx = s.size() > 5 && s.compare(0, 5, "cuda:") == 0 ? s.substr(5) : "";
+  if (!idx.empty() && idx.size() <= 4 && idx.find_first_not_of("0123456789") == std::string::npos)
+    return Device::cuda(std::stoi(idx));
+  throw Error(option + ": expected cpu, cuda or cuda:<index>, got '" + s + "'");
+}
+
+int run_inspect(const std::string& dir, const std::string& device) {
   using namespace kimi::model;
+  const Device dev = parse_device(device, "inspect: --device");
   const ModelFiles m = open_model(dir);
   const Config& c = m.config;
   std::string kinds;
@@ -70,6 +82,11 @@ int run_inspect(const std::string& dir) {
   fmt::print("parameters {} total, {} routed-expert, {} active per token ({} without the embedding)\n", params, routed,
              active, active - embed);
   for (const std::string& u : m.unused) fmt::print("unused     {}\n", u);
+  // Where each block would run on `dev` (kimi/model/placement.h): the rule needs no GPU to be evaluated.
+  const Placement p = plan_placement(c, dev, op_supported);
+  fmt::print("placement  {}{}\n", p.summary(),
+             dev.type != DeviceType::cpu && !cuda_built() ? "  (this build has no CUDA backend)" : "");
+  for (const std::string& n : p.notes) fmt::print("note       {}\n", n);
   return 0;
 }
 

@@ -5,6 +5,8 @@
 #include <string>
 #include <vector>
 
+#include "kimi/tensor.h"
+
 namespace kimi::cli {
 
 struct RandomModelOptions {
@@ -15,7 +17,8 @@ struct RandomModelOptions {
   std::string experts = "auto";  // auto (MXFP4 for K3 configs), mxfp4, bf16
 };
 int run_random_model(const RandomModelOptions& opt);
-int run_inspect(const std::string& dir);
+// device: "cpu" or "cuda[:i]": also prints the placement plan of the model's blocks on that device.
+int run_inspect(const std::string& dir, const std::string& device = "cpu");
 
 struct GenerateCmdOptions {
   std::string dir;
@@ -28,7 +31,11 @@ struct GenerateCmdOptions {
   std::vector<int32_t> stop;
   int threads = 0;
   bool warmup = false;  // run the generation once untimed first (weights paged in, caches warm)
+  std::string device = "cpu";  // cpu, cuda or cuda:i
 };
 int run_generate(const GenerateCmdOptions& opt);  // tools/kimi/generate_cmd.cpp
+
+// "cpu", "cuda" (= cuda:0) or "cuda:i"; throws kimi::Error naming `option` otherwise.
+Device parse_device(const std::string& s, const std::string& option);
 
 }  // namespace kimi::cli

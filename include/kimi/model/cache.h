@@ -7,7 +7,8 @@
 //   MLA layer: latent  f32 [S, max_len, R + Pr]  token j of slot s at [s, j, :] = [RMSNorm(c_j) | k_pe_j]
 //                                                 (R = kv_lora_rank, Pr = qk_rope_head_dim; SPEC 6)
 // S = max_seqs. length(s) counts the tokens slot s has consumed; forward() appends at that position.
-// Everything is fp32 on the host (the CPU backend's reference precision).
+// Everything is fp32. A layer's pools live on the device its mixer runs on: Cache(model, ...) follows the
+// model's placement (kimi/model/placement.h); Cache(config, ...) puts every pool on the host (a CPU model).
 #pragma once
 
 #include <cstdint>
@@ -15,6 +16,7 @@
 
 #include "kimi/context.h"
 #include "kimi/model/config.h"
+#include "kimi/model/placement.h"
 #include "kimi/tensor.h"
 
 namespace kimi::model {
@@ -30,17 +32,24 @@ class Cache {
     Tensor latent;                         // MLA layers
   };
 
-  // Throws kimi::Error when max_seqs < 1 or max_len < 1.
+  // Throws kimi::Error when max_seqs < 1 or max_len < 1. Every pool on the host.
   Cache(const Config& c, int64_t max_seqs, int64_t max_len);
+  // Pools of layer i on layer_devices[i] (num_hidden_layers entries).
+  Cache(const Config& c, int64_t max_seqs, int64_t max_len, const std::vector<Device>& layer_devices);
+  // Pools where the model's mixers run.
+  Cache(const Model& m, int64_t max_seqs, int64_t max_len);
 
   int64_t max_seqs() const { return int64_t(length_.size()); }
   int64_t max_len() const { return max_len_; }
   int64_t length(int64_t slot) const;  // tokens held by slot (throws on a bad slot)
   void reset(int64_t slot);            // empty the slot: length 0, zero state and conv caches
-  size_t bytes() const;                // memory held
+  size_t bytes() const;                // memory held (all devices)
+  Device device(int64_t layer) const;  // where layer's pools live
 
   // Throws kimi::Error unless this cache was built for a config with the same layer kinds and sizes.
   void check_matches(const Config& c) const;
+  // Throws kimi::Error unless every layer's pools are on the device its mixer runs on in p.
+  void check_devices(const Placement& p) const;
 
   Layer& layer(int64_t i);             // bounds-checked
   const Layer& layer(int64_t i) const;
@@ -53,6 +62,7 @@ class Cache {
   std::vector<int64_t> length_;
   std::vector<Layer> layers_;
   std::vector<int64_t> signature_;  // per layer: kind, then its sizes (check_matches)
+  std::vector<Device> devices_;     // per layer: where its pools live
 };
 
 }  // namespace kimi::model

@@ -9,8 +9,10 @@
 //     blocks and the running `partial` sum by attn_res; a block is sealed every attn_res_block_size layers.
 //   logits = lm_head(RMSNorm(h))          (AttnRes: h = attn_res over the blocks and partial first)
 //
-// Activations are fp32 on the CPU backend; weights stay in the checkpoint's dtype (bf16 / MXFP4) and are
-// converted inside the operators. A batch is packed: N sequences of any lengths (>= 1 token each), each
+// Activations are fp32 on every backend; weights stay in the checkpoint's dtype (bf16 / MXFP4) and are
+// converted inside the operators.
+// Devices: Model(dir, Device::cuda(i)) places every block whose operators all have CUDA kernels on the GPU
+// and the others on the CPU (kimi/model/placement.h; the fallbacks are noted once through kimi/log.h). A batch is packed: N sequences of any lengths (>= 1 token each), each
 // in its own cache slot, each continuing from the tokens its slot already holds, so prefill, chunked
 // prefill, decode and mixes of them are the same call.
 #pragma once
@@ -25,6 +27,7 @@
 #include "kimi/model/cache.h"
 #include "kimi/model/checkpoint.h"
 #include "kimi/model/config.h"
+#include "kimi/model/placement.h"
 #include "kimi/tensor.h"
 
 namespace kimi::model {
@@ -37,7 +40,15 @@ class Model {
   // weight as a view into the read-only mapping: no weight is copied. Only the small fp32 parameters
   // the operators need as f32 (A_log's first H entries, dt_bias, the router correction bias) are
   // converted once into owned tensors (never downcast).
-  explicit Model(const std::string& dir);
+  // device: cpu (everything on the CPU), or cuda(i): the placement plan_placement(config, device, supported)
+  // (supported: kimi::op_supported when empty; tests pass fakes to force blocks onto the CPU). The weights of
+  // the GPU blocks are uploaded once each; the plan's notes go to kimi::note once. Throws kimi::Error when
+  // the device does not exist (a build without CUDA, an index past the visible devices).
+  explicit Model(const std::string& dir, Device device = Device::cpu(), const OpSupported& supported = {});
+  // An explicit placement (place_blocks; e.g. tests put blocks on a second host device, Device{cpu, 1}, to run
+  // the cross-device path without a GPU). Its notes are printed once like the planned ones. Throws
+  // kimi::Error when it does not fit the config or names a device that does not exist.
+  Model(const std::string& dir, Placement placement);
   ~Model();
   Model(const Model&) = delete;
   Model& operator=(const Model&) = delete;
@@ -45,9 +56,13 @@ class Model {
   const Config& config() const { return files_.config; }
   const ModelFiles& files() const { return files_; }
   const ModelWeights& weights() const { return *weights_; }
+  const Placement& placement() const { return placement_; }
+  Device device() const { return placement_.device; }
+  size_t device_weight_bytes() const;  // bytes of weights copied to GPUs (0 on the CPU)
 
  private:
   ModelFiles files_;
+  Placement placement_;
   std::unique_ptr<ModelWeights> weights_;
 };
 
@@ -67,12 +82,16 @@ struct ForwardOptions {
   LogitsFor logits = LogitsFor::last;
   // Called with the embedding output (layer -1) and, after each decoder layer i, the residual stream
   // [T, d] f32 (with Block AttnRes: the running `partial` sum, SPEC 8). For per-layer parity tests.
+  // The view is always a HOST view (copied from the GPU when the stream is there), valid during the call.
   std::function<void(int64_t layer, TensorView hidden)> on_layer;
 };
 
-// Runs the batch through the model, appends its tokens to the cache slots and returns f32 logits.
-// Validates the batch (token ids in [0, vocab), offsets, distinct slots in range, room in each slot)
-// before touching the cache; errors name the argument, the expected and the actual value.
+// Runs the batch through the model, appends its tokens to the cache slots and returns f32 logits as a HOST
+// tensor whatever the model's device (the head's output is copied back when the head runs on a GPU).
+// Validates the batch (token ids in [0, vocab), offsets, distinct slots in range, room in each slot) and
+// the cache (built for this model's config, each layer's pools on the device its mixer runs on) before
+// touching the cache; errors name the argument, the expected and the actual value. The batch (tokens,
+// offsets, slots) is host memory; on a GPU, forward returns after the device work it queued has finished.
 Tensor forward(const Model& model, Cache& cache, const Batch& batch, const ForwardOptions& opt = {},
                const Context& ctx = {});
 

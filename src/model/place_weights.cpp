@@ -1,0 +1,94 @@
+// src/model/place_weights.cpp: place_weights of src/model/weights.h: the GPU blocks' weights move to their
+// device, each source tensor exactly once; the weights of CPU blocks stay views into the mapping.
+#include <map>
+#include <tuple>
+
+#include "kimi/device.h"
+#include "kimi/error.h"
+#include "model/weights.h"
+
+namespace kimi::model {
+namespace {
+
+class Uploader {
+ public:
+  explicit Uploader(std::vector<Tensor>& store) : store_(store) {}
+
+  // v now views a copy on d: the first request for a source tensor uploads it, later ones (the tied
+  // embedding and lm_head) share that copy. Absent views stay absent.
+  void view(TensorView& v, Device d) {
+    if (!v.present() || v.device == d) return;
+    if (!v.is_contiguous()) throw Error("place_weights: a weight view is not contiguous (shape " + v.shape_string() + ")");
+    const Key key{v.data, d.index, v.dtype, v.numel()};
+    auto it = done_.find(key);
+    if (it == done_.end()) {
+      Tensor t(v.dtype, std::span<const int64_t>(v.shape.data(), size_t(v.ndim)), d);
+      copy(t, v);
+      it = done_.emplace(key, t.data()).first;
+      store_.push_back(std::move(t));
+    }
+    v.data = it->second;
+    v.device = d;
+  }
+  void weight(Weight& w, Device d) { view(w.w, d), view(w.scale, d); }
+  void mlp(MlpWeights& m, Device d) { weight(m.gate, d), weight(m.up, d), weight(m.down, d); }
+  // An owned small parameter: replaced by its copy on d.
+  void owned(Tensor& t, Device d) {
+    if (!t.data() || t.device() == d) return;
+    Tensor c(t.view().dtype, std::span<const int64_t>(t.view().shape.data(), size_t(t.view().ndim)), d);
+    copy(c, t);
+    t = std::move(c);
+  }
+
+ private:
+  using Key = std::tuple<const void*, int, DType, int64_t>;
+  std::vector<Tensor>& store_;
+  std::map<Key, void*> done_;
+};
+
+}  // namespace
+
+void place_weights(ModelWeights& w, const Config& c, const Placement& p) {
+  Uploader up(w.device_copies);
+  // Blocks on the host's own device keep the mapping; any other device (a GPU, or a second host "device"
+  // cpu:1 in tests) gets copies.
+  auto gpu = [](Device d) { return d != Device::cpu(); };
+  if (gpu(p.embedding)) up.view(w.embed, p.embedding);
+  for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
+    LayerWeights& L = w.layers[size_t(i)];
+    const Placement::Layer& P = p.layers[size_t(i)];
+    if (gpu(P.attn_mix)) up.view(L.attn_res_proj, P.attn_mix), up.view(L.attn_res_norm, P.attn_mix);
+    if (gpu(P.ffn_mix)) up.view(L.mlp_res_proj, P.ffn_mix), up.view(L.mlp_res_norm, P.ffn_mix);
+    if (gpu(P.mixer)) {
+      const Device d = P.mixer;
+      up.view(L.input_norm, d);
+      if (c.is_kda_layer(i)) {
+        KdaLayerWeights& k = L.kda;
+        for (Weight* x : {&k.q, &k.k, &k.v, &k.f_a, &k.f_b, &k.b, &k.g, &k.g_a, &k.g_b, &k.o}) up.weight(*x, d);
+        for (TensorView* x : {&k.conv_q, &k.conv_k, &k.conv_v, &k.o_norm}) up.view(*x, d);
+        up.owned(k.A_log, d), up.owned(k.dt_bias, d);
+      } else {
+        MlaLayerWeights& m = L.mla;
+        for (Weight* x : {&m.q, &m.q_a, &m.q_b, &m.kv_a, &m.kv_b, &m.g, &m.o}) up.weight(*x, d);
+        up.view(m.q_a_norm, d), up.view(m.kv_a_norm, d);
+      }
+    }
+    if (gpu(P.ffn)) {
+      const Device d = P.ffn;
+      up.view(L.post_norm, d);
+      FfnWeights& f = L.ffn;
+      if (!f.moe) {
+        up.mlp(f.dense, d);
+      } else {
+        up.weight(f.router, d), up.owned(f.router_bias, d);
+        up.weight(f.latent_down, d), up.weight(f.latent_up, d), up.view(f.latent_norm, d);
+        for (MlpWeights& e : f.experts) up.mlp(e, d);
+        if (f.has_shared) up.mlp(f.shared, d);
+      }
+    }
+  }
+  if (gpu(p.output_mix) && c.attn_res_block_size) up.view(w.out_res_proj, p.output_mix), up.view(w.out_res_norm, p.output_mix);
+  if (gpu(p.head)) up.view(w.final_norm, p.head), up.weight(w.lm_head, p.head);
+}
+
+}  // namespace kimi::model

@@ -1,0 +1,39 @@
+// kimi/ops/gather.h: validation and dispatch.
+#include "kimi/ops/gather.h"
+
+#include "core/check.h"
+#include "core/dispatch.h"
+#include "cpu/gather.h"
+#ifdef KIMI_WITH_CUDA
+#include "cuda/gather/gather.h"
+#endif
+
+namespace kimi {
+
+void gather_rows(TensorView src, TensorView rows, TensorView out, const Context& ctx) {
+  check::Checker c("gather_rows");
+  c.rank("src", src, 2);
+  c.float_dtype("src", src);
+  c.inner_contiguous("src", src);
+  c.no_negative_strides("src", src);
+  c.rank("rows", rows, 1);
+  const int64_t R = src.size(0), D = src.size(1), N = rows.size(0);
+  c.activation("out", out, {N, D});
+  c.no_negative_strides("out", out);
+  // each index in [0, R): the same rule as a pool's slots (repeats allowed)
+  const std::vector<int64_t> idx = c.slots("rows", rows, N, "src", R, false);
+  if (N > 1 && D > 0 && out.stride(0) < D)
+    c.fail("out", "non-overlapping rows (row stride >= " + std::to_string(D) + ")",
+           "row stride " + std::to_string(out.stride(0)));
+  c.disjoint("out", out, "src", src);
+  const Device dev = c.same_device({{"src", &src}, {"out", &out}});  // rows: read on the host
+  dispatch(
+      c, dev, [&] { cpu::gather_rows(src, idx, out, ctx); },
+      [&] {
+#ifdef KIMI_WITH_CUDA
+        cuda::gather_rows(src, idx, out, ctx);
+#endif
+      });
+}
+
+}  // namespace kimi
