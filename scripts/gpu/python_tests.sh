@@ -4,6 +4,7 @@
 # Builds kimi_cpp._C with the CUDA backend (CMake, not pip: the GPU machine has no package registry; nanobind
 # and pytest come from .deps/*.whl like FLA), then runs tests/python: every CPU and CUDA case, the CUDA stream /
 # graph / torch.compile tests (test_gpu.py) and the same FLA-style script through FLA and kimi_cpp (test_fla.py).
+# PYTEST_ARGS (default tests/python) picks a subset, e.g. PYTEST_ARGS=tests/python/test_gpu.py.
 # Output: $OUT/python-summary.txt (pytest's summary and the FLA vs kimi error table, for docs/gpu/), full logs.
 set -uo pipefail
 OUT=${OUT:-/tmp/kimi-gpu-out}
@@ -34,7 +35,7 @@ cmake --build build/cuda-python -j 16 --target _C kimi_cpp_py >"$OUT/python-buil
 echo "build: $(( $(date +%s) - t0 )) s" | tee "$OUT/python-summary.txt"
 
 PYTHONPATH="build/cuda-python/python:/tmp/kimi-site" timeout 480 "$py" -m pytest -v -s -rs -p no:cacheprovider \
-  tests/python >"$OUT/python-tests.log" 2>&1
+  ${PYTEST_ARGS:-tests/python} >"$OUT/python-tests.log" 2>&1
 rc=$?
 {
   echo "# kimi_cpp Python tests on $(nvidia-smi --query-gpu=name --format=csv,noheader | head -1): exit $rc"

@@ -146,3 +146,73 @@ def test_cuda_backend_matches_cpu_backend(fn, dtype, D):
     o_cpu, h_cpu = call(fn, *(a.cpu() for a in args))
     tol = 1e-5 if dtype == torch.float32 else 5e-3
     assert refs.rel_err(to_np(o_gpu), to_np(o_cpu)) <= tol and refs.rel_err(to_np(h_gpu), to_np(h_cpu)) <= tol
+
+
+@pytest.mark.parametrize("v_first", [False, True])
+def test_kda_decode_step_cuda_host_and_device_slots_and_graph(v_first):
+    """kda_decode_step on CUDA (one fused launch) against the CPU backend on the same pools: slots on the host,
+    slots on the device, and the device-slot form captured into a CUDA graph and replayed on new inputs."""
+    from kimi_cpp.ops.kda import kda_decode_step
+
+    gen = torch.Generator().manual_seed(7)
+    N, H, K, V, S, W = 3, 4, 128, 64, 6, 4
+    P, Pv = H * K, H * V
+
+    def rnd(*shape, scale=1.0):
+        return torch.randn(*shape, generator=gen) * scale
+
+    def step_inputs():
+        return [rnd(N, P), rnd(N, P), rnd(N, Pv), rnd(N, P, scale=4), rnd(N, H, scale=2), rnd(N, Pv)]
+
+    w = [rnd(C, 1, W, scale=0.5) for C in (P, P, Pv)]
+    A_log, dt_bias, o_norm = rnd(H, scale=0.5), rnd(P), 1 + rnd(V, scale=0.1)
+    caches = [rnd(S, C, W - 1) for C in (P, P, Pv)]
+    state = rnd(S, H, V, K) if v_first else rnd(S, H, K, V)
+    slots = torch.tensor([4, 0, 2], dtype=torch.int64)
+
+    params = {dev: ([t.to(dev) for t in w], A_log.to(dev), dt_bias.to(dev), o_norm.to(dev)) for dev in ("cpu", "cuda")}
+
+    def run(dev, xs, caches, state, slots, out=None):
+        x_q, x_k, x_v, f, b, z = (t.to(dev) for t in xs)
+        ws, a, dtb, on = params[dev]
+        return kda_decode_step(x_q, x_k, x_v, ws, caches, f, b, z, A_log=a, dt_bias=dtb, o_norm=on, state=state,
+                               lower_bound=-5.0, state_v_first=v_first, slots=slots, out=out)
+
+    steps = [step_inputs() for _ in range(3)]
+    # CPU reference: three steps on CPU pools
+    c_cpu, s_cpu = [c.clone() for c in caches], state.clone()
+    y_cpu = [run("cpu", xs, c_cpu, s_cpu, slots) for xs in steps]
+
+    # CUDA, slots on the host (step 0) then on the device (steps 1, 2)
+    c_gpu, s_gpu = [c.cuda() for c in caches], state.cuda()
+    y0 = run("cuda", steps[0], c_gpu, s_gpu, slots)
+    y1 = run("cuda", steps[1], c_gpu, s_gpu, slots.cuda())
+    y2 = run("cuda", steps[2], c_gpu, s_gpu, slots.cuda())
+    errs = [refs.rel_err(to_np(got), to_np(ref)) for got, ref in zip((y0, y1, y2), y_cpu)]
+    print(f"kda_decode_step cuda vs cpu v_first={v_first}: y errors {errs}, state "
+          f"{refs.rel_err(to_np(s_gpu), to_np(s_cpu)):.2e}")
+    assert max(errs) <= 1e-5
+    assert refs.rel_err(to_np(s_gpu), to_np(s_cpu)) <= 1e-5
+    for g, c in zip(c_gpu, c_cpu):
+        assert refs.rel_err(to_np(g), to_np(c)) <= 1e-6
+
+    # CUDA graph: capture one step with device slots on static buffers, replay the three steps
+    c_g, s_g = [c.cuda() for c in caches], state.cuda()
+    static = [t.cuda() for t in steps[0]]
+    d_slots = slots.cuda()
+    y_static = torch.empty(N, Pv, device="cuda")
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.stream(side):
+        # one eager call first (warm-up) on copies of the pools, so that capture does not advance them
+        run("cuda", static, [c.clone() for c in c_g], s_g.clone(), d_slots, out=torch.empty_like(y_static))
+        with torch.cuda.graph(graph, stream=side):
+            run("cuda", static, c_g, s_g, d_slots, out=y_static)
+    torch.cuda.current_stream().wait_stream(side)
+    for xs, ref in zip(steps, y_cpu):
+        for dst, src in zip(static, xs):
+            dst.copy_(src)
+        graph.replay()
+        assert refs.rel_err(to_np(y_static), to_np(ref)) <= 1e-5
+    assert refs.rel_err(to_np(s_g), to_np(s_cpu)) <= 1e-5

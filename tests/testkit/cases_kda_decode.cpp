@@ -130,6 +130,8 @@ void add_kda_decode_cases(CaseList& list, Scale scale) {
             {2, 2, 200, 256, 3, true, false, true, 4, true},                        // kv: 2 V tiles, K > 128
             {2, 2, 256, 200, 3, false, true, true, 4, false, true},                 // vk: K = 256, V tail, no slots
             {260, 1, 8, 12, 600, true, false, true, 4, false, false, 1}};           // > 256 host slots
+    // NOTE: kv with a partial last V tile on the 16-byte path (e.g. K = 64, V = 32) is refused by the CUDA
+    // kernel (a known defect: tests/test_kda_decode.cpp KnownDefectIsRefused), so it has no case here.
   } else {
     cfgs = {{8, 96, 128, 128, 17, true, true, true},    // K3 layer, V-first state pool
             {32, 32, 128, 128, 64, false, false, true},  // Kimi-Linear layer, batch 32
