@@ -291,6 +291,23 @@ TEST(KdaDecodeStep, CudaDeviceSlotOutOfRangeSkipsItsSequence) {
   }
 }
 
+TEST(KdaDecodeStep, SupportedShapesPerBackend) {
+  for (StateLayout l : {StateLayout::kv, StateLayout::vk}) {
+    EXPECT_TRUE(kda_decode_step_supported(Device::cpu(), 64, 32, l));
+    EXPECT_TRUE(kda_decode_step_supported(Device::cpu(), 128, 128, l));
+    EXPECT_FALSE(kda_decode_step_supported(Device::cpu(), 0, 128, l));
+    EXPECT_FALSE(kda_decode_step_supported(Device::cpu(), 128, kKdaMaxHeadDim + 1, l));
+  }
+  if (!cuda_built()) {
+    EXPECT_FALSE(kda_decode_step_supported(Device::cuda(0), 128, 128, StateLayout::kv));
+    return;
+  }
+  EXPECT_TRUE(kda_decode_step_supported(Device::cuda(0), 128, 128, StateLayout::kv));
+  EXPECT_TRUE(kda_decode_step_supported(Device::cuda(0), 64, 64, StateLayout::kv));
+  EXPECT_TRUE(kda_decode_step_supported(Device::cuda(0), 64, 32, StateLayout::vk));
+  EXPECT_FALSE(kda_decode_step_supported(Device::cuda(0), 64, 32, StateLayout::kv));  // the known defect
+}
+
 // A known defect of the CUDA kernel (H200 run 7): the kv layout with a partial last V tile on the 16-byte path
 // (here K = 64, V = 32) wrote outside its head's state rows. Until it is fixed the launcher refuses these
 // shapes with a clear error, before writing anything; when the kernel is fixed, this test must become a harness

@@ -36,9 +36,9 @@ inline std::vector<int64_t> row_offsets(const TensorView& t) {
   return off;
 }
 
-// The capture guard, the device, the grid (one warp per row), and the row offsets of every present view (all
+// The capture guard, the grid (one warp per row), and the row offsets of every present view (all
 // with the first view's rows) uploaded back to back: view i's offsets at offsets->get<int64_t>() + i * rows,
-// counting present views only.
+// counting present views only. The caller makes the views' device current (DeviceGuard) before calling.
 struct RowLaunch {
   int64_t rows = 0;
   std::optional<Scratch> offsets;
@@ -56,7 +56,6 @@ inline RowLaunch row_launch(const char* op, std::initializer_list<TensorView> vi
   }
   if (l.rows == 0) return l;
   refuse_capture(s, op);
-  KIMI_CUDA_CHECK(cudaSetDevice(views.begin()->device.index));
   const int64_t blocks = (l.rows + kRowWarps - 1) / kRowWarps;
   if (blocks > int64_t(0x7fffffff)) throw Error(std::string("cuda ") + op + ": grid too large");
   l.blocks = unsigned(blocks);

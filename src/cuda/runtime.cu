@@ -14,20 +14,26 @@ int device_count() {
 }
 
 void* alloc(Device d, size_t bytes) {
-  KIMI_CUDA_CHECK(cudaSetDevice(d.index));
+  const DeviceGuard device_guard(d.index);
   void* p = nullptr;
   KIMI_CUDA_CHECK(cudaMalloc(&p, bytes ? bytes : 1));
   return p;
 }
 
 void free(Device d, void* p) {
-  cudaSetDevice(d.index);
+  int prev = 0;
+  const bool got = cudaGetDevice(&prev) == cudaSuccess;
+  cudaSetDevice(d.index);  // no throw: called from destructors
   cudaFree(p);
+  if (got) cudaSetDevice(prev);
 }
 
 void zero_bytes(Device d, void* p, size_t bytes) {
-  KIMI_CUDA_CHECK(cudaSetDevice(d.index));
+  const DeviceGuard device_guard(d.index);
   KIMI_CUDA_CHECK(cudaMemset(p, 0, bytes));
+  // cudaMemset is asynchronous to the host on the legacy stream: wait, so that work on any stream (also a
+  // non-blocking one) sees the zeros.
+  KIMI_CUDA_CHECK(cudaStreamSynchronize(nullptr));
 }
 
 void copy_bytes(void* dst, Device dst_dev, const void* src, Device src_dev, size_t bytes, void* stream) {
@@ -42,7 +48,7 @@ void copy_bytes(void* dst, Device dst_dev, const void* src, Device src_dev, size
 }
 
 void synchronize(Device d, void* stream) {
-  KIMI_CUDA_CHECK(cudaSetDevice(d.index));
+  const DeviceGuard device_guard(d.index);
   KIMI_CUDA_CHECK(cudaStreamSynchronize(static_cast<cudaStream_t>(stream)));
 }
 

@@ -9,7 +9,9 @@
 // is freed (release threshold = max, like PyTorch's caching allocator: the pool holds its peak until trimmed);
 // with CUDA's default threshold of 0 every allocation after a synchronization maps fresh memory (tens of us
 // for a small table, milliseconds for gigabytes of scratch). Not while capturing: pool attributes may not be
-// touched then (the next allocation outside capture does it).
+// touched then (the next allocation outside capture does it). NOTE: the setting is process-wide: any other user
+// of the device's default pool in the process (cudaMallocAsync without an explicit pool) keeps its freed
+// memory cached too. The launchers make the stream's device current (DeviceGuard) before allocating.
 //
 // Launchers that upload host-built tables (offsets, slot rows, chunk tables) cannot run inside CUDA graph
 // capture: pageable copies are not capturable and would invalidate the caller's capture. refuse_capture()

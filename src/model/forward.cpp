@@ -12,6 +12,7 @@
 #include "kimi/model/model.h"
 #include "kimi/ops/attn_res.h"
 #include "kimi/ops/gather.h"
+#include "kimi/ops/kda_decode.h"
 #include "kimi/ops/linear.h"
 #include "kimi/ops/norm.h"
 #include "model/blocks.h"
@@ -23,7 +24,19 @@ namespace kimi::model {
 Model::Model(const std::string& dir, Device device, const OpSupported& supported)
     : Model(dir, [&] {
         const Config c = load_config((std::filesystem::path(dir) / "config.json").string());  // the weights are opened once, below
-        return plan_placement(c, device, supported ? supported : OpSupported(op_supported));
+        const OpSupported ops = supported ? supported : OpSupported(op_supported);
+        // The KDA decode step's CUDA kernel refuses a known defect's head dims (kda_decode.h): such a model keeps
+        // its KDA mixers on the CPU, said in a note, instead of failing at its first decode step.
+        const bool has_kda = std::any_of(c.layer_kinds.begin(), c.layer_kinds.end(), [](MixerKind k) { return k == MixerKind::kda; });
+        if (!has_kda || kda_decode_step_supported(device, c.kda_head_dim, c.kda_head_dim, StateLayout::kv))
+          return plan_placement(c, device, ops);
+        Placement p = plan_placement(c, device, [&](std::string_view op, Device d) {
+          return op != "kda_decode_step" && ops(op, d);
+        });
+        p.notes.push_back("kimi: kda_decode_step's CUDA kernel does not take KDA head dim " +
+                          std::to_string(c.kda_head_dim) + " with the kv state layout (a known defect): the KDA " +
+                          "mixers run on the CPU");
+        return p;
       }()) {}
 
 Model::Model(const std::string& dir, Placement placement) : files_(open_model(dir)), placement_(std::move(placement)) {
@@ -40,6 +53,11 @@ Model::Model(const std::string& dir, Placement placement) : files_(open_model(di
     const int n = cuda_device_count();
     if (d.index < 0 || d.index >= n)
       k.fail("device", "cpu or a visible CUDA device (" + std::to_string(n) + " visible)", to_string(d));
+    // One Context (one stream) drives a forward: blocks spread over several GPUs would launch on the wrong
+    // device's stream. Expert parallelism over several GPUs is its own mechanism (not this placement).
+    for (const Device e : devices)
+      if (e.type == DeviceType::cuda && e != d)
+        k.fail("placement", "blocks on at most one CUDA device", to_string(d) + " and " + to_string(e));
   }
   weights_ = std::make_unique<ModelWeights>(bind_weights(files_));
   place_weights(*weights_, c, placement_);

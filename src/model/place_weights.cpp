@@ -19,7 +19,7 @@ class Uploader {
   void view(TensorView& v, Device d) {
     if (!v.present() || v.device == d) return;
     if (!v.is_contiguous()) throw Error("place_weights: a weight view is not contiguous (shape " + v.shape_string() + ")");
-    const Key key{v.data, d.index, v.dtype, v.numel()};
+    const Key key{v.data, int(d.type), d.index, v.dtype, v.numel()};
     auto it = done_.find(key);
     if (it == done_.end()) {
       Tensor t(v.dtype, std::span<const int64_t>(v.shape.data(), size_t(v.ndim)), d);
@@ -41,7 +41,7 @@ class Uploader {
   }
 
  private:
-  using Key = std::tuple<const void*, int, DType, int64_t>;
+  using Key = std::tuple<const void*, int, int, DType, int64_t>;  // (data, device type, index, dtype, numel)
   std::vector<Tensor>& store_;
   std::map<Key, void*> done_;
 };

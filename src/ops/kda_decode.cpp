@@ -176,6 +176,17 @@ void run_parts(const KdaDecodeArgs& a, const Sizes& z, const Context& ctx) {
 
 }  // namespace
 
+bool kda_decode_step_supported(Device device, int64_t K, int64_t V, StateLayout layout) {
+  if (K < 1 || K > kKdaMaxHeadDim || V < 1 || V > kKdaMaxHeadDim) return false;
+  if (device.type == DeviceType::cpu) return true;
+#ifdef KIMI_WITH_CUDA
+  return layout == StateLayout::vk || cuda::kda_decode_kv_supported(K, V, V % 4 == 0);
+#else
+  (void)layout;
+  return false;
+#endif
+}
+
 void kda_decode_step(const KdaDecodeArgs& a, const Context& ctx) {
   check::Checker c("kda_decode_step");
   const Sizes z = check_args(c, a);

@@ -16,7 +16,7 @@ void attn_res(TensorView partial, std::span<const TensorView> blocks, TensorView
   if (T > int64_t(0x7fffffff)) throw Error("cuda attn_res: too many rows for one launch: " + std::to_string(T));
   const cudaStream_t s = static_cast<cudaStream_t>(ctx.cuda_stream);
   refuse_capture(s, "attn_res");
-  KIMI_CUDA_CHECK(cudaSetDevice(partial.device.index));
+  const DeviceGuard device_guard(partial.device.index);
   std::vector<AttnResCand> cands;
   for (const TensorView& b : blocks) cands.push_back({b.data, b.strides[0], elem_type(b.dtype)});
   cands.push_back({partial.data, partial.strides[0], elem_type(partial.dtype)});

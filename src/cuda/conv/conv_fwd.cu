@@ -75,7 +75,7 @@ void short_conv_fwd(TensorView x, TensorView w, TensorView cache_in, TensorView 
   if (N <= 0 || C == 0) return;
   const cudaStream_t s = static_cast<cudaStream_t>(ctx.cuda_stream);
   refuse_capture(s, "short_conv_fwd");
-  KIMI_CUDA_CHECK(cudaSetDevice(x.device.index));
+  const DeviceGuard device_guard(x.device.index);
   constexpr int kThreads = 128;
   const int64_t cblocks = (C + kThreads - 1) / kThreads;
   const int64_t tokens = varlen ? T : x.shape[0] * T;  // flat tokens of x

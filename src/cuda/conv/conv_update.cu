@@ -43,7 +43,7 @@ void short_conv_update(TensorView x, TensorView w, TensorView cache, const std::
   if (N == 0 || C == 0) return;
   const cudaStream_t s = static_cast<cudaStream_t>(ctx.cuda_stream);
   refuse_capture(s, "short_conv_update");
-  KIMI_CUDA_CHECK(cudaSetDevice(x.device.index));
+  const DeviceGuard device_guard(x.device.index);
   constexpr int kThreads = 256;
   const int64_t blocks = (N * C + kThreads - 1) / kThreads;
   if (blocks > int64_t(0x7fffffff)) throw Error("cuda short_conv_update: grid too large");

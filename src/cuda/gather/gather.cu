@@ -35,7 +35,7 @@ void gather_rows(TensorView src, const std::vector<int64_t>& rows, TensorView ou
   if (N == 0 || D == 0) return;
   const cudaStream_t s = static_cast<cudaStream_t>(ctx.cuda_stream);
   refuse_capture(s, "gather_rows");
-  KIMI_CUDA_CHECK(cudaSetDevice(src.device.index));
+  const DeviceGuard device_guard(src.device.index);
   const int64_t gx = (D + kThreads - 1) / kThreads;
   if (gx > int64_t(0x7fffffff)) throw Error("cuda gather_rows: grid too large (D = " + std::to_string(D) + ")");
   const dim3 grid(unsigned(gx), unsigned(std::min(N, kMaxGridY)));

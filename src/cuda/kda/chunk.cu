@@ -12,7 +12,8 @@
 //  - Scratch: ScratchBytes<D>::total per chunk-head (1672 B per token-head at D = 128, 900 at D = 64) plus the
 //    chunk table, one cudaMallocAsync / cudaFreeAsync pair on the stream (the pool keeps it between calls:
 //    cuda/scratch.cuh).
-//  - CUDA-graph capture: fixed-length batches build the chunk table on the device (fixed_chunk_table); varlen batches (a host-built table to upload) refuse capture with a clear error.
+//  - CUDA-graph capture: fixed-length batches build the chunk table on the device (fixed_chunk_table); varlen
+//    batches (a host-built table to upload) refuse capture with a clear error.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -101,7 +102,7 @@ void kda_chunk_fwd(const KdaArgs& a, int chunk_size, const Context& ctx) {
     const size_t esz = a.cu_seqlens.element_size();
     std::vector<unsigned char> raw(size_t(n1 > 0 ? (n1 - 1) * cs + 1 : 0) * esz);
     if (a.cu_seqlens.device.type == DeviceType::cuda) {
-      KIMI_CUDA_CHECK(cudaSetDevice(a.cu_seqlens.device.index));
+      const DeviceGuard device_guard(a.cu_seqlens.device.index);
       KIMI_CUDA_CHECK(cudaMemcpy(raw.data(), a.cu_seqlens.data, raw.size(), cudaMemcpyDeviceToHost));
     } else if (!raw.empty()) {
       std::copy_n(static_cast<const unsigned char*>(a.cu_seqlens.data), raw.size(), raw.data());
@@ -122,7 +123,7 @@ void kda_chunk_fwd(const KdaArgs& a, int chunk_size, const Context& ctx) {
   const bool capturing = capture != cudaStreamCaptureStatusNone;
   if (capturing && varlen) refuse_capture(s, "kda_chunk_fwd with cu_seqlens");
   const int dev = a.q.device.index;
-  KIMI_CUDA_CHECK(cudaSetDevice(dev));
+  const DeviceGuard device_guard(dev);
   int sms = 132;
   KIMI_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
 

@@ -8,6 +8,7 @@ namespace kimi::cuda {
 
 void kda_gate(TensorView f, const KdaGate& gate, TensorView g, const Context& ctx) {
   const cudaStream_t s = static_cast<cudaStream_t>(ctx.cuda_stream);
+  const DeviceGuard device_guard(f.device.index);
   const RowLaunch l = row_launch("kda_gate", {f, g}, s);
   if (l.rows == 0) return;
   const int64_t* off = l.offsets->get<int64_t>();
@@ -21,6 +22,7 @@ void kda_gate(TensorView f, const KdaGate& gate, TensorView g, const Context& ct
 
 void kda_beta(TensorView b, TensorView beta, const Context& ctx) {
   const cudaStream_t s = static_cast<cudaStream_t>(ctx.cuda_stream);
+  const DeviceGuard device_guard(b.device.index);
   const RowLaunch l = row_launch("kda_beta", {b, beta}, s);
   if (l.rows == 0) return;
   const int64_t* off = l.offsets->get<int64_t>();

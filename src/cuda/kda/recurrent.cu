@@ -75,9 +75,7 @@ void kda_recurrent_fwd(const KdaArgs& a, const Context& ctx) {
 
   const cudaStream_t s = static_cast<cudaStream_t>(ctx.cuda_stream);
   const int dev = a.q.device.index;
-  int cur = -1;
-  KIMI_CUDA_CHECK(cudaGetDevice(&cur));
-  if (cur != dev) KIMI_CUDA_CHECK(cudaSetDevice(dev));
+  const DeviceGuard device_guard(dev);
 
   Params p{};
   p.q = a.q.data, p.k = a.k.data, p.v = a.v.data, p.g = a.g.data, p.beta = a.beta.data, p.o = a.o.data;

@@ -192,7 +192,7 @@ void linear_gemm(TensorView x, const Weight& w, TensorView y, float beta, cudaSt
 void linear(TensorView x, const Weight& w, TensorView y, float beta, const Context& ctx) {
   const int64_t m = x.size(0), n = w.out_features(), k = w.in_features();
   if (m == 0 || n == 0) return;
-  KIMI_CUDA_CHECK(cudaSetDevice(x.device.index));
+  const DeviceGuard device_guard(x.device.index);
   const cudaStream_t s = static_cast<cudaStream_t>(ctx.cuda_stream);
   if (k == 0) {  // an empty sum: y = 0 (beta 0) or y unchanged
     if (beta == 0.f) {
@@ -214,7 +214,7 @@ void convert_rows(const void* src, DType ts, int64_t lds, void* dst, DType td, i
 void mxfp4_dequant(TensorView packed, TensorView scale, TensorView w, const Context& ctx) {
   const int64_t rows = w.size(0), in = w.size(1);
   if (rows * in == 0) return;
-  KIMI_CUDA_CHECK(cudaSetDevice(w.device.index));
+  const DeviceGuard device_guard(w.device.index);
   const cudaStream_t s = static_cast<cudaStream_t>(ctx.cuda_stream);
   mxfp4_dequant_kernel<<<grid_1d(rows * in / 2, kThreads, "mxfp4_dequant"), kThreads, 0, s>>>(
       static_cast<const uint8_t*>(packed.data), row_stride(packed, in / 2), static_cast<const uint8_t*>(scale.data),
@@ -225,7 +225,7 @@ void mxfp4_dequant(TensorView packed, TensorView scale, TensorView w, const Cont
 void mxfp4_quant(TensorView w, TensorView packed, TensorView scale, const Context& ctx) {
   const int64_t rows = w.size(0), in = w.size(1);
   if (rows * in == 0) return;
-  KIMI_CUDA_CHECK(cudaSetDevice(w.device.index));
+  const DeviceGuard device_guard(w.device.index);
   const cudaStream_t s = static_cast<cudaStream_t>(ctx.cuda_stream);
   mxfp4_quant_kernel<<<grid_1d(rows * in / 32, 128, "mxfp4_quant"), 128, 0, s>>>(
       w.data, elem_type(w.dtype), row_stride(w, in), static_cast<uint8_t*>(packed.data), row_stride(packed, in / 2),

@@ -71,7 +71,7 @@ void mla_prefill(TensorView q, TensorView latent, TensorView k_pe, const Weight&
   check_grid("mla_prefill", "query tiles", int64_t(tiles.size()), 0x7fffffff);
   const cudaStream_t s = stream_of(ctx);
   refuse_capture(s, "mla_prefill");
-  KIMI_CUDA_CHECK(cudaSetDevice(q.device.index));
+  const DeviceGuard device_guard(q.device.index);
   const Scratch tab_d = upload(tab, s);
   const Scratch kv(size_t(M) * size_t(nout) * sizeof(float), s);  // [M, H*(Dn+Dv)] fp32
 
@@ -108,7 +108,7 @@ void mla_cache_write(TensorView latent, TensorView k_pe, TensorView cache, const
   for (int64_t n = 0; n < N; ++n) dst[size_t(n)] = slots[size_t(n)] * cache.strides[0] + start[size_t(n)] * cache.strides[1];
   const cudaStream_t s = stream_of(ctx);
   refuse_capture(s, "mla_cache_write");
-  KIMI_CUDA_CHECK(cudaSetDevice(cache.device.index));
+  const DeviceGuard device_guard(cache.device.index);
   const Scratch dst_d = upload(dst, s);
   mla::cache_write_kernel<<<unsigned(rows), 128, 0, s>>>(
       latent.data, elem_type(latent.dtype), latent.strides[0], latent.strides[1], k_pe.data, elem_type(k_pe.dtype),
@@ -135,7 +135,7 @@ void mla_decode(TensorView q, TensorView cache, const std::vector<int64_t>& lens
   const cudaStream_t s = stream_of(ctx);
   refuse_capture(s, "mla_decode");
   const int dev = q.device.index;
-  KIMI_CUDA_CHECK(cudaSetDevice(dev));
+  const DeviceGuard device_guard(dev);
   int sms = 132;
   KIMI_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
 

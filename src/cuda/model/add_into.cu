@@ -26,7 +26,7 @@ void add_into(TensorView out, TensorView y, const Context& ctx) {
   const int64_t T = y.size(0), d = y.size(1);
   if (T == 0 || d == 0) return;
   const cudaStream_t s = static_cast<cudaStream_t>(ctx.cuda_stream);
-  KIMI_CUDA_CHECK(cudaSetDevice(out.device.index));
+  const DeviceGuard device_guard(out.device.index);
   const int64_t gx = (d + kThreads - 1) / kThreads;
   if (gx > int64_t(0x7fffffff)) throw Error("cuda add_into: grid too large (d = " + std::to_string(d) + ")");
   const dim3 grid(unsigned(gx), unsigned(std::min(T, kMaxGridY)));

@@ -58,7 +58,7 @@ void latent_moe(TensorView x, const LatentMoeWeights& w, const RouterParams& rou
   if (slots > int64_t(0x7fffffff))  // grouped rows are counted in int32
     throw Error("latent_moe: argument 'x': expected T * top_k <= 2^31 - 1 on CUDA, got " + std::to_string(slots));
   refuse_capture(s, "latent_moe");
-  KIMI_CUDA_CHECK(cudaSetDevice(x.device.index));
+  const DeviceGuard device_guard(x.device.index);
   const Device dev = x.device;
   const bool latent = w.latent_down.w.present();
   const int64_t dl = latent ? w.latent_down.out_features() : d;

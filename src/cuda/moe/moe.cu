@@ -29,7 +29,7 @@ void moe_router(TensorView logits, TensorView bias, const RouterParams& p, Tenso
                 const Context& ctx) {
   const int64_t t = logits.size(0), e = logits.size(1);
   if (t == 0) return;
-  KIMI_CUDA_CHECK(cudaSetDevice(logits.device.index));
+  const DeviceGuard device_guard(logits.device.index);
   const cudaStream_t s = static_cast<cudaStream_t>(ctx.cuda_stream);
   RouterArgs a{};
   a.logits = logits.data;
@@ -54,7 +54,7 @@ void glu(TensorView gate, TensorView up, const GluParams& p, TensorView h, const
   const int64_t total = gate.numel();
   if (total == 0) return;
   if (gate.ndim - 1 > kGluMaxLead) throw Error("glu: at most " + std::to_string(kGluMaxLead + 1) + " dimensions on CUDA");
-  KIMI_CUDA_CHECK(cudaSetDevice(gate.device.index));
+  const DeviceGuard device_guard(gate.device.index);
   const cudaStream_t s = static_cast<cudaStream_t>(ctx.cuda_stream);
   GluArgs a{};
   a.gate = glu_view(gate);
@@ -74,7 +74,7 @@ void glu(TensorView gate, TensorView up, const GluParams& p, TensorView h, const
 void mlp(TensorView x, const MlpWeights& w, const GluParams& p, TensorView y, float beta, const Context& ctx) {
   const int64_t m = x.size(0), inter = w.gate.out_features();
   if (m == 0) return;
-  KIMI_CUDA_CHECK(cudaSetDevice(x.device.index));
+  const DeviceGuard device_guard(x.device.index);
   const cudaStream_t s = static_cast<cudaStream_t>(ctx.cuda_stream);
   Scratch g(size_t(m * inter) * sizeof(float), s), u(size_t(m * inter) * sizeof(float), s);
   const TensorView gv(g.get(), DType::f32, {m, inter}, x.device), uv(u.get(), DType::f32, {m, inter}, x.device);  // [T, I]

@@ -31,6 +31,7 @@ void with_type(DType t, F&& f) {
 
 void rms_norm(TensorView x, TensorView w, float eps, TensorView y, const Context& ctx) {
   const cudaStream_t s = static_cast<cudaStream_t>(ctx.cuda_stream);
+  const DeviceGuard device_guard(x.device.index);
   const RowLaunch l = row_launch("rms_norm", {x, y}, s);
   if (l.rows == 0) return;
   const int64_t* off = l.offsets->get<int64_t>();
@@ -52,6 +53,7 @@ void rms_norm(TensorView x, TensorView w, float eps, TensorView y, const Context
 
 void gated_rms_norm(TensorView o, TensorView z, TensorView w, float eps, TensorView y, const Context& ctx) {
   const cudaStream_t s = static_cast<cudaStream_t>(ctx.cuda_stream);
+  const DeviceGuard device_guard(o.device.index);
   const RowLaunch l = row_launch("gated_rms_norm", {o, y, z}, s);  // z's offsets only when present
   if (l.rows == 0) return;
   const int64_t* off = l.offsets->get<int64_t>();
@@ -65,6 +67,7 @@ void gated_rms_norm(TensorView o, TensorView z, TensorView w, float eps, TensorV
 void add_rms_norm(TensorView x, TensorView residual, TensorView w, float eps, TensorView sum, TensorView y,
                   const Context& ctx) {
   const cudaStream_t s = static_cast<cudaStream_t>(ctx.cuda_stream);
+  const DeviceGuard device_guard(x.device.index);
   const RowLaunch l = row_launch("add_rms_norm", {x, residual, sum, y}, s);
   if (l.rows == 0) return;
   const int64_t* off = l.offsets->get<int64_t>();
@@ -77,6 +80,7 @@ void add_rms_norm(TensorView x, TensorView residual, TensorView w, float eps, Te
 
 void l2_norm(TensorView x, TensorView y, float eps, const Context& ctx) {
   const cudaStream_t s = static_cast<cudaStream_t>(ctx.cuda_stream);
+  const DeviceGuard device_guard(x.device.index);
   const RowLaunch l = row_launch("l2_norm", {x, y}, s);
   if (l.rows == 0) return;
   const int64_t* off = l.offsets->get<int64_t>();
