@@ -1,8 +1,9 @@
-// python/src/bind_layers.cpp: linear (dense / MXFP4), MXFP4 dequant / quant, short conv
-// (include/kimi/ops/linear.h, mxfp4.h, conv.h).
+// python/src/bind_layers.cpp: linear (dense / MXFP4), MXFP4 dequant / quant, short conv, row gather
+// (include/kimi/ops/linear.h, mxfp4.h, conv.h, gather.h).
 #include <nanobind/stl/optional.h>
 
 #include "kimi/ops/conv.h"
+#include "kimi/ops/gather.h"
 #include "kimi/ops/linear.h"
 #include "kimi/ops/mxfp4.h"
 #include "view.h"
@@ -10,6 +11,16 @@
 namespace kimi::py {
 
 void bind_layers(nb::module_& m) {
+  m.def(
+      "gather_rows",
+      [](const Array& src, const Array& rows, const Array& out, uintptr_t stream) {
+        const char* op = "gather_rows";
+        const TensorView sv = view(op, "src", src), rv = view(op, "rows", rows), ov = view(op, "out", out);
+        const Context ctx = context(stream);
+        run([&] { kimi::gather_rows(sv, rv, ov, ctx); });
+      },
+      nb::arg("src"), nb::arg("rows"), nb::arg("out"), nb::arg("stream") = 0);
+
   m.def(
       "linear",
       [](const Array& x, const Array& w, const OptArray& scale, const Array& y, float beta, uintptr_t stream) {

@@ -106,6 +106,16 @@ def test_short_conv_update_slots(rng):
 
 # --- linear, MXFP4 ------------------------------------------------------------------------------------------
 
+def test_gather_rows(rng):
+    table = randn(rng, 11, 24)
+    rows = np.array([3, 0, 10, 3], dtype=np.int64)
+    assert np.array_equal(ops.gather_rows(table, rows), table[rows])
+    y16 = ops.gather_rows(table, rows.astype(np.int32), dtype="float16")
+    assert y16.dtype == np.float16 and np.array_equal(y16, table[rows].astype(np.float16))
+    with pytest.raises(kimi_cpp.Error, match="'rows'"):
+        ops.gather_rows(table, np.array([0, 11]))
+
+
 def test_linear_dense_and_mxfp4(rng):
     x, w = randn(rng, 5, 64), randn(rng, 48, 64)
     assert refs.rel_err(ops.linear_fwd(x, w), x.astype(np.float64) @ w.T) <= F32

@@ -10,7 +10,7 @@ from .attn_res import attn_res
 from .conv import short_conv_fwd, short_conv_update
 from .kda import chunk_kda, fused_recurrent_kda, kda_beta, kda_gate
 from .linear import linear as linear_fwd
-from .linear import mxfp4_dequant, mxfp4_quant
+from .linear import gather_rows, mxfp4_dequant, mxfp4_quant
 from .mla import mla_cache_write, mla_decode, mla_prefill
 from .moe import glu, latent_moe, mlp, moe_quantile_balance, moe_router, silu_glu, situ_glu
 from .norm import add_rms_norm, gated_rms_norm, l2_norm, rms_norm
@@ -18,7 +18,7 @@ from .norm import add_rms_norm, gated_rms_norm, l2_norm, rms_norm
 del _attn_res_mod
 
 __all__ = [
-    "add_rms_norm", "attn_res", "chunk_kda", "fused_recurrent_kda", "gated_rms_norm", "glu", "kda_beta", "kda_gate",
+    "add_rms_norm", "attn_res", "chunk_kda", "fused_recurrent_kda", "gated_rms_norm", "gather_rows", "glu", "kda_beta", "kda_gate",
     "l2_norm", "latent_moe", "linear_fwd", "mla_cache_write", "mla_decode", "mla_prefill", "mlp",
     "moe_quantile_balance", "moe_router", "mxfp4_dequant", "mxfp4_quant", "rms_norm", "short_conv_fwd",
     "short_conv_update", "silu_glu", "situ_glu",

@@ -51,3 +51,13 @@ def mxfp4_quant(w):
     scale = _tensors.empty(w, (O, I // 32), "uint8")
     _C.mxfp4_quant(w, packed, scale, _tensors.stream(w))
     return packed, scale
+
+
+def gather_rows(src, rows, out=None, dtype: str | None = None):
+    """out[n] = src[rows[n]] converted to out's dtype (the embedding lookup): src [R, D] float; rows int32/int64
+    [N] (read on the host; a device array is copied there), each in [0, R), repeats allowed. Returns out [N, D]
+    (``dtype`` or src's), on src's device. CPU and CUDA."""
+    rows = _tensors.on_host(rows)
+    y = _tensors.empty(src, (len(rows), src.shape[1]), dtype) if out is None else out
+    _C.gather_rows(src, rows, y, _tensors.stream(src))
+    return y
