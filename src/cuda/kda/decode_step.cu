@@ -81,11 +81,13 @@ void launch_vk(const DecodeParams& p, int64_t ctas, cudaStream_t s) {
 // KNOWN DEFECT (H200 run 7, docs/gpu/2026-11-29-h200-diag1.txt; harness case N=3 H=4 K=64 V=32 kv): when the
 // last V tile is partial (V % BV != 0) while the 16-byte path is taken (vectorizable state, K > RG (NR - 1)),
 // the kv kernel writes outside its head's state rows and corrupts other pool rows; a CPU emulation of the same
-// source is exact and the cause is not found yet. The SASS of kda_decode_step_kv_kernel<16, 2, 2> (cuobjdump)
-// predicates every state store as the source says (idle lanes take the scalar path with 0 valid columns and
-// store nothing), so an unpredicated 16-byte store is ruled out; next: compute-sanitizer memcheck on a tightly
-// sized pool to get the PC of the stray write. Refused until fixed rather than corrupt state. The models' head
-// dims (128; and 64) are not affected.
+// source is exact and the cause is not confirmed. In the SASS of kda_decode_step_kv_kernel<16, 2, 2> (cuobjdump)
+// every state store is predicated, but the 16-byte path's predicate came from the predicate output of the
+// VIMNMX.RELU that computed clamp4(V - jc); were it set for lanes past V (V - jc <= 0), exactly those lanes
+// would load and store 16 bytes of the next row, the damage measured (decayed values written one row past the
+// head). The kernel now tests jc + 4 <= V and jc < V as plain comparisons (ISETP; the CPU emulation is still
+// exact). The refusal stays until a GPU run of the K = 64, V = 32 harness cases passes with it lifted. The
+// models' head dims (128; and 64) are not affected.
 bool kda_decode_kv_supported(int64_t K, int64_t V, bool vec) {
   const KvConfig c = kv_config(int(K), int(V));
   return !(vec && V % c.bv() != 0 && K > int64_t(c.rg()) * (c.nr - 1));

@@ -198,10 +198,16 @@ __device__ __forceinline__ void prefetch_l2(const float* p) { asm volatile("pref
 
 // ---------------------------------------------------------------------------------------------
 // kv: S[i][j] at head + i V + j. `at` points at the thread's element (row rg, column jc) of the tile.
+// The thread's columns are jc .. jc + 3: all valid when jc + 4 <= V (the 16-byte path), some when jc < V. The
+// two tests are written as plain comparisons of jc and V, not as a clamped count compared with 4: the clamp
+// compiled to a VIMNMX whose predicate output drove the 16-byte path (see decode_step.cu's known defect).
+__device__ __forceinline__ int kv_valid_cols(int jc, int V) { return jc >= V ? 0 : (V - jc >= 4 ? 4 : V - jc); }
+
 template <int NR, int RG>
-__device__ __forceinline__ void kv_load(float4 (&S)[NR], const float* at, int V, int K, int rg, int vcols, int vec) {
+__device__ __forceinline__ void kv_load(float4 (&S)[NR], const float* at, int V, int K, int rg, int jc, int vec) {
   const int64_t step = int64_t(RG) * V;
-  if (vec && vcols == 4 && rg + RG * (NR - 1) < K) {
+  const int vcols = kv_valid_cols(jc, V);
+  if (vec && jc + 4 <= V && rg + RG * (NR - 1) < K) {
 #pragma unroll
     for (int r = 0; r < NR; ++r) S[r] = __ldcs(reinterpret_cast<const float4*>(at + r * step));
   } else {
@@ -210,16 +216,17 @@ __device__ __forceinline__ void kv_load(float4 (&S)[NR], const float* at, int V,
   }
 }
 template <int NR, int RG>
-__device__ __forceinline__ void kv_prefetch(const float* at, int V, int K, int rg, int vcols) {
-  if (vcols <= 0) return;
+__device__ __forceinline__ void kv_prefetch(const float* at, int V, int K, int rg, int jc) {
+  if (jc >= V) return;
 #pragma unroll
   for (int r = 0; r < NR; ++r)
     if (rg + RG * r < K) prefetch_l2(at + r * int64_t(RG) * V);
 }
 template <int NR, int RG>
-__device__ __forceinline__ void kv_store(const float4 (&S)[NR], float* at, int V, int K, int rg, int vcols, int vec) {
+__device__ __forceinline__ void kv_store(const float4 (&S)[NR], float* at, int V, int K, int rg, int jc, int vec) {
   const int64_t step = int64_t(RG) * V;
-  if (vec && vcols == 4 && rg + RG * (NR - 1) < K) {
+  const int vcols = kv_valid_cols(jc, V);
+  if (vec && jc + 4 <= V && rg + RG * (NR - 1) < K) {
 #pragma unroll
     for (int r = 0; r < NR; ++r) __stcs(reinterpret_cast<float4*>(at + r * step), S[r]);
   } else {
@@ -250,14 +257,13 @@ __global__ void __launch_bounds__(kThreads, MIN_CTAS) kda_decode_step_kv_kernel(
   const int K = p.K, V = p.V;
   float* const rows = p.state + (s * p.H + h) * int64_t(K) * V + int64_t(rg) * V;  // the thread's first row
 
-  kv_prefetch<NR, RG>(rows + 4 * cg, V, K, rg, clamp4(V - 4 * cg));  // tile 0
+  kv_prefetch<NR, RG>(rows + 4 * cg, V, K, rg, 4 * cg);  // tile 0
   const TokenScalars ts = decode_prologue<KMAX>(p, sm, n, h, s);
   float4 S[NR];
 
   for (int j0 = 0; j0 < V; j0 += BV) {
     const int jc = j0 + 4 * cg;          // first of the thread's 4 columns
-    const int vcols = clamp4(V - jc);    // valid columns of the thread
-    kv_load<NR, RG>(S, rows + jc, V, K, rg, vcols, p.state_vec);
+    kv_load<NR, RG>(S, rows + jc, V, K, rg, jc, p.state_vec);
 
     // Decay, and the partial reductions over this thread's rows (rows >= K hold 0, a = 1, k = q = 0).
     float pk[4] = {0.f, 0.f, 0.f, 0.f}, pq[4] = {0.f, 0.f, 0.f, 0.f};
@@ -313,7 +319,7 @@ __global__ void __launch_bounds__(kThreads, MIN_CTAS) kda_decode_step_kv_kernel(
       S[r].z = fmaf(ki, b4.z, S[r].z);
       S[r].w = fmaf(ki, b4.w, S[r].w);
     }
-    kv_store<NR, RG>(S, rows + jc, V, K, rg, vcols, p.state_vec);
+    kv_store<NR, RG>(S, rows + jc, V, K, rg, jc, p.state_vec);
   }
   __syncthreads();
   decode_epilogue(p, sm.o, n, h);
