@@ -9,13 +9,13 @@
 #include "cuda/check.cuh"
 #include "cuda/elementwise.cuh"
 #include "cuda/gather/gather.h"
+#include "cuda/grid.cuh"
 #include "cuda/scratch.cuh"
 
 namespace kimi::cuda {
 namespace {
 
 constexpr int kThreads = 256;
-constexpr int64_t kMaxGridY = 65535;
 
 __global__ void gather_rows_kernel(const void* __restrict__ src, int src_t, int64_t src_ld,
                                    const int64_t* __restrict__ rows, int64_t n_rows, void* __restrict__ out,
@@ -36,9 +36,7 @@ void gather_rows(TensorView src, const std::vector<int64_t>& rows, TensorView ou
   const cudaStream_t s = static_cast<cudaStream_t>(ctx.cuda_stream);
   refuse_capture(s, "gather_rows");
   const DeviceGuard device_guard(src.device.index);
-  const int64_t gx = (D + kThreads - 1) / kThreads;
-  if (gx > int64_t(0x7fffffff)) throw Error("cuda gather_rows: grid too large (D = " + std::to_string(D) + ")");
-  const dim3 grid(unsigned(gx), unsigned(std::min(N, kMaxGridY)));
+  const dim3 grid = grid_cols_rows(D, N, kThreads, "gather_rows");
   const Scratch table = upload(rows, s);
   gather_rows_kernel<<<grid, kThreads, 0, s>>>(src.data, elem_type(src.dtype), src.stride(0), table.get<int64_t>(), N,
                                                out.data, elem_type(out.dtype), out.stride(0), D);

@@ -5,13 +5,13 @@
 #include <string>
 
 #include "cuda/check.cuh"
+#include "cuda/grid.cuh"
 #include "cuda/model/add_into.h"
 
 namespace kimi::cuda {
 namespace {
 
 constexpr int kThreads = 256;
-constexpr int64_t kMaxGridY = 65535;
 
 __global__ void add_into_kernel(float* __restrict__ out, int64_t out_ld, const float* __restrict__ y, int64_t T,
                                 int64_t d) {
@@ -27,9 +27,7 @@ void add_into(TensorView out, TensorView y, const Context& ctx) {
   if (T == 0 || d == 0) return;
   const cudaStream_t s = static_cast<cudaStream_t>(ctx.cuda_stream);
   const DeviceGuard device_guard(out.device.index);
-  const int64_t gx = (d + kThreads - 1) / kThreads;
-  if (gx > int64_t(0x7fffffff)) throw Error("cuda add_into: grid too large (d = " + std::to_string(d) + ")");
-  const dim3 grid(unsigned(gx), unsigned(std::min(T, kMaxGridY)));
+  const dim3 grid = grid_cols_rows(d, T, kThreads, "add_into");
   add_into_kernel<<<grid, kThreads, 0, s>>>(static_cast<float*>(out.data), out.stride(0),
                                             static_cast<const float*>(y.data), T, d);
   KIMI_CUDA_CHECK(cudaGetLastError());
