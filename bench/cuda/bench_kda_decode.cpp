@@ -57,29 +57,6 @@ void run(int B, int T, int H, int K, int V, kimi::StateLayout layout) {
               vk ? "vk" : "kv", med, state_bytes / (med * 1e-3) / 1e12);
 }
 
-// Median ms of one replay of a captured graph on stream st (events on st), after `warmup` replays.
-double graph_median_ms(cudaGraphExec_t ge, cudaStream_t st, int warmup, int reps) {
-  cudaEvent_t e0, e1;
-  CK(cudaEventCreate(&e0));
-  CK(cudaEventCreate(&e1));
-  for (int i = 0; i < warmup; ++i) CK(cudaGraphLaunch(ge, st));
-  CK(cudaStreamSynchronize(st));
-  std::vector<float> ms;
-  for (int i = 0; i < reps; ++i) {
-    CK(cudaEventRecord(e0, st));
-    CK(cudaGraphLaunch(ge, st));
-    CK(cudaEventRecord(e1, st));
-    CK(cudaEventSynchronize(e1));
-    float t;
-    CK(cudaEventElapsedTime(&t, e0, e1));
-    ms.push_back(t);
-  }
-  cudaEventDestroy(e0);
-  cudaEventDestroy(e1);
-  std::sort(ms.begin(), ms.end());
-  return ms[ms.size() / 2];
-}
-
 // kda_decode_step: one whole KDA layer's decode token (3 conv updates, gate, beta, L2 norm, recurrence on
 // slot-indexed pools, gated RMSNorm; one fused kernel) for B sequences in a pool of 2B rows (every other row).
 // Timed eagerly (host slots, legacy stream) and as a CUDA graph captured once with the slots on the device and
@@ -130,7 +107,7 @@ void run_step(int B, int H, int K, kimi::StateLayout layout) {
   kimi::kda_decode_step(a, ctx);
   CK(cudaStreamEndCapture(s, &g));
   CK(cudaGraphInstantiate(&ge, g, 0));
-  const double graph = graph_median_ms(ge, s, 20, 200);
+  const double graph = kimi::bench::median_ms([&] { CK(cudaGraphLaunch(ge, s)); }, 20, 200, s);
   CK(cudaGraphExecDestroy(ge));
   CK(cudaGraphDestroy(g));
   CK(cudaStreamDestroy(s));

@@ -57,10 +57,10 @@ inline std::vector<uint8_t> random_f32(size_t n, std::mt19937& rng, float lo, fl
   return b;
 }
 
-// Median time in ms of `reps` calls of fn on the legacy stream (CUDA events around each call), after `warmup`
-// untimed calls.
+// Median time in ms of `reps` calls of fn (CUDA events recorded on `stream` around each call: the legacy stream
+// by default), after `warmup` untimed calls.
 template <class F>
-double median_ms(F&& fn, int warmup, int reps) {
+double median_ms(F&& fn, int warmup, int reps, cudaStream_t stream = nullptr) {
   cudaEvent_t e0, e1;
   CK(cudaEventCreate(&e0));
   CK(cudaEventCreate(&e1));
@@ -68,9 +68,9 @@ double median_ms(F&& fn, int warmup, int reps) {
   CK(cudaDeviceSynchronize());
   std::vector<float> ms;
   for (int i = 0; i < reps; ++i) {
-    CK(cudaEventRecord(e0));
+    CK(cudaEventRecord(e0, stream));
     fn();
-    CK(cudaEventRecord(e1));
+    CK(cudaEventRecord(e1, stream));
     CK(cudaEventSynchronize(e1));
     float t;
     CK(cudaEventElapsedTime(&t, e0, e1));
