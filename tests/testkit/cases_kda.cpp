@@ -230,26 +230,12 @@ void add_kda_cases(CaseList& list, Scale scale) {
       }
     }
   }
-  if (scale == Scale::test)
-    for (DType dt : {DType::f32, DType::bf16}) {
-      list.push_back({"kda_beta", "B=3 T=4 H=37 strided out=f32", dt, tol_for(DType::f32), [=](Device dev) {
-                        std::mt19937_64 rng(22);
-                        Buf b(dev, dt, {3, 4, 37}, 3), beta(dev, DType::f32, {3, 4, 37}, 1);
-                        b.uniform(rng, -8, 8);
-                        const double ms = time_call(scale, dev, [&] { kda_beta(b, beta); });
-                        std::vector<double> ref = b.to_f64();
-                        for (double& x : ref) x = 1.0 / (1.0 + std::exp(-x));
-                        Compare cmp;
-                        cmp.output("beta", beta, ref);
-                        return cmp.result(ms);
-                      }});
-    }
-  for (DType dt : {DType::f32, DType::bf16}) {
-    const int64_t rows = scale == Scale::test ? 13 : 8192, H = scale == Scale::test ? 5 : 32;
-    list.push_back({"kda_beta", "rows=" + std::to_string(rows) + " H=" + std::to_string(H), dt, tol_for(dt),
-                    [=](Device dev) {
-                      std::mt19937_64 rng(21 + rows);
-                      Buf b(dev, dt, {rows, H}), beta(dev, dt, {rows, H});
+  // kda_beta: beta = sigmoid(b) against the fp64 sigmoid; b [shape] with row padding pad_b, beta in out_dt with pad_beta.
+  auto beta_case = [&](const std::string& name, std::vector<int64_t> shape, int64_t pad_b, DType dt, DType out_dt,
+                       int64_t pad_beta, uint64_t seed) {
+    list.push_back({"kda_beta", name, dt, tol_for(out_dt), [=](Device dev) {
+                      std::mt19937_64 rng(seed);
+                      Buf b(dev, dt, shape, pad_b), beta(dev, out_dt, shape, pad_beta);
                       b.uniform(rng, -8, 8);
                       const double ms = time_call(scale, dev, [&] { kda_beta(b, beta); });
                       std::vector<double> ref = b.to_f64();
@@ -258,6 +244,12 @@ void add_kda_cases(CaseList& list, Scale scale) {
                       cmp.output("beta", beta, ref);
                       return cmp.result(ms);
                     }});
+  };
+  if (scale == Scale::test)
+    for (DType dt : {DType::f32, DType::bf16}) beta_case("B=3 T=4 H=37 strided out=f32", {3, 4, 37}, 3, dt, DType::f32, 1, 22);
+  for (DType dt : {DType::f32, DType::bf16}) {
+    const int64_t rows = scale == Scale::test ? 13 : 8192, H = scale == Scale::test ? 5 : 32;
+    beta_case("rows=" + std::to_string(rows) + " H=" + std::to_string(H), {rows, H}, 0, dt, dt, 0, uint64_t(21 + rows));
   }
 
   // recurrent and chunkwise forward
