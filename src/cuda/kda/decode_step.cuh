@@ -104,6 +104,15 @@ __device__ __forceinline__ void nan_head(const DecodeParams& p, int64_t n, int h
     store_f32(p.y, n * p.y_n + int64_t(h) * p.V + j, p.ty, __int_as_float(0x7fffffff));
 }
 
+// The pool row of this CTA's sequence n, or -1 when its slot is outside [0, S) (its y rows of head h are then
+// NaN and the CTA touches nothing else).
+__device__ __forceinline__ int64_t head_slot(const DecodeParams& p, int64_t n, int h) {
+  const int64_t s = slot_of(p, n);
+  if (s >= 0 && s < p.S) return s;
+  nan_head(p, n, h);
+  return -1;
+}
+
 // The token of one (n, h) in shared memory, fp32.
 template <int KMAX>
 struct Token {
@@ -247,11 +256,8 @@ __global__ void __launch_bounds__(kThreads, MIN_CTAS) kda_decode_step_kv_kernel(
 
   const int64_t n = blockIdx.x / p.H;
   const int h = int(blockIdx.x % p.H);
-  const int64_t s = slot_of(p, n);
-  if (s < 0 || s >= p.S) {
-    nan_head(p, n, h);
-    return;
-  }
+  const int64_t s = head_slot(p, n, h);
+  if (s < 0) return;
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
   const int cg = tid % CG, rg = tid / CG;
   const int K = p.K, V = p.V;
@@ -378,11 +384,8 @@ __global__ void __launch_bounds__(kThreads, MIN_CTAS) kda_decode_step_vk_kernel(
 
   const int64_t n = blockIdx.x / p.H;
   const int h = int(blockIdx.x % p.H);
-  const int64_t s = slot_of(p, n);
-  if (s < 0 || s >= p.S) {
-    nan_head(p, n, h);
-    return;
-  }
+  const int64_t s = head_slot(p, n, h);
+  if (s < 0) return;
   const int tid = threadIdx.x;
   const int kg = tid % KG, vg = tid / KG;
   const int K = p.K, V = p.V;
