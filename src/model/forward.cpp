@@ -24,19 +24,7 @@ namespace kimi::model {
 Model::Model(const std::string& dir, Device device, const OpSupported& supported)
     : Model(dir, [&] {
         const Config c = load_config((std::filesystem::path(dir) / "config.json").string());  // the weights are opened once, below
-        const OpSupported ops = supported ? supported : OpSupported(op_supported);
-        // The KDA decode step's CUDA kernel refuses a known defect's head dims (kda_decode.h): such a model keeps
-        // its KDA mixers on the CPU, said in a note, instead of failing at its first decode step.
-        const bool has_kda = std::any_of(c.layer_kinds.begin(), c.layer_kinds.end(), [](MixerKind k) { return k == MixerKind::kda; });
-        if (!has_kda || kda_decode_step_supported(device, c.kda_head_dim, c.kda_head_dim, StateLayout::kv))
-          return plan_placement(c, device, ops);
-        Placement p = plan_placement(c, device, [&](std::string_view op, Device d) {
-          return op != "kda_decode_step" && ops(op, d);
-        });
-        p.notes.push_back("kimi: kda_decode_step's CUDA kernel does not take KDA head dim " +
-                          std::to_string(c.kda_head_dim) + " with the kv state layout (a known defect): the KDA " +
-                          "mixers run on the CPU");
-        return p;
+        return plan_placement(c, device, supported ? supported : OpSupported(op_supported));
       }()) {}
 
 Model::Model(const std::string& dir, Placement placement) : files_(open_model(dir)), placement_(std::move(placement)) {

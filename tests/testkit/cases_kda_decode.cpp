@@ -129,9 +129,11 @@ void add_kda_decode_cases(CaseList& list, Scale scale) {
             {2, 3, 10, 20, 5, true, true, false, 1},                                // K % 4 != 0: scalar vk, W = 1
             {2, 2, 200, 256, 3, true, false, true, 4, true},                        // kv: 2 V tiles, K > 128
             {2, 2, 256, 200, 3, false, true, true, 4, false, true},                 // vk: K = 256, V tail, no slots
-            {260, 1, 8, 12, 600, true, false, true, 4, false, false, 1}};           // > 256 host slots
-    // NOTE: kv with a partial last V tile on the 16-byte path (e.g. K = 64, V = 32) is refused by the CUDA
-    // kernel (a known defect: tests/test_kda_decode.cpp KnownDefectIsRefused), so it has no case here.
+            {260, 1, 8, 12, 600, true, false, true, 4, false, false, 1},            // > 256 host slots
+            // kv, a partial last V tile on the 16-byte path (lanes past V must not touch the next row: the
+            // defect of H200 run 7); the second with device slots scattered over a larger pool
+            {3, 4, 64, 32, 6, true, false, true},
+            {3, 4, 64, 32, 9, true, false, true, 4, true}};
   } else {
     cfgs = {{8, 96, 128, 128, 17, true, true, true},    // K3 layer, V-first state pool
             {32, 32, 128, 128, 64, false, false, true},  // Kimi-Linear layer, batch 32

@@ -55,8 +55,8 @@ struct KdaDecodeArgs {
 void kda_decode_step(const KdaDecodeArgs& a, const Context& ctx = {});
 
 // Whether `device`'s backend runs kda_decode_step for head dims K, V in `layout` (pools from Tensor or any
-// 16-byte aligned allocation): every K, V in [1, kKdaMaxHeadDim] on the CPU; on CUDA all but the shapes of a
-// known defect (the kv layout with a partial last V tile, e.g. K = 64, V = 32), which the CUDA path refuses.
+// 16-byte aligned allocation): every K, V in [1, kKdaMaxHeadDim], both layouts, on the CPU and (when built)
+// on CUDA.
 bool kda_decode_step_supported(Device device, int64_t K, int64_t V, StateLayout layout);
 
 }  // namespace kimi

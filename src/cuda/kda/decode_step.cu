@@ -43,12 +43,9 @@ void launch(Kernel kernel, const DecodeParams& p, int64_t ctas, cudaStream_t s) 
   kernel<<<dim3(unsigned(ctas)), dim3(kThreads), 0, s>>>(p);
 }
 
-// kv: CG column groups of 4 (BV = 4 CG), RG = 512 / CG row groups, NR >= K / RG rows each: the one table
-// both the launch and the known-defect check read.
+// kv: CG column groups of 4 (BV = 4 CG), RG = 512 / CG row groups, NR >= K / RG rows each.
 struct KvConfig {
   int cg, nr;
-  int bv() const { return 4 * cg; }
-  int rg() const { return kThreads / cg; }
 };
 KvConfig kv_config(int K, int V) {
   if (V <= 64) return {16, K <= 64 ? 2 : K <= 128 ? 4 : 8};  // RG = 32
@@ -77,21 +74,6 @@ void launch_vk(const DecodeParams& p, int64_t ctas, cudaStream_t s) {
   else launch(kda_decode_step_vk_kernel<32, 2, 8, 1>, p, ctas, s);                 // BV = 128
 }
 }  // namespace
-
-// KNOWN DEFECT (H200 run 7, docs/gpu/2026-11-29-h200-diag1.txt; harness case N=3 H=4 K=64 V=32 kv): when the
-// last V tile is partial (V % BV != 0) while the 16-byte path is taken (vectorizable state, K > RG (NR - 1)),
-// the kv kernel writes outside its head's state rows and corrupts other pool rows; a CPU emulation of the same
-// source is exact and the cause is not confirmed. In the SASS of kda_decode_step_kv_kernel<16, 2, 2> (cuobjdump)
-// every state store is predicated, but the 16-byte path's predicate came from the predicate output of the
-// VIMNMX.RELU that computed clamp4(V - jc); were it set for lanes past V (V - jc <= 0), exactly those lanes
-// would load and store 16 bytes of the next row, the damage measured (decayed values written one row past the
-// head). The kernel now tests jc + 4 <= V and jc < V as plain comparisons (ISETP; the CPU emulation is still
-// exact). The refusal stays until a GPU run of the K = 64, V = 32 harness cases passes with it lifted. The
-// models' head dims (128; and 64) are not affected.
-bool kda_decode_kv_supported(int64_t K, int64_t V, bool vec) {
-  const KvConfig c = kv_config(int(K), int(V));
-  return !(vec && V % c.bv() != 0 && K > int64_t(c.rg()) * (c.nr - 1));
-}
 
 void kda_decode_step(const KdaDecodeArgs& a, const std::vector<int64_t>& host_rows, const Context& ctx) {
   const int64_t N = a.x_q.shape[0], H = a.b.shape[1];
@@ -138,9 +120,6 @@ void kda_decode_step(const KdaDecodeArgs& a, const std::vector<int64_t>& host_ro
     p.dslots = uploaded->get<int64_t>(), p.dslots_stride = 1, p.dslots_i64 = 1;
   }
 
-  if (kv && !kda_decode_kv_supported(K, V, p.state_vec))
-    throw Error("kda_decode_step: the CUDA kernel does not support the kv state layout with K = " + std::to_string(K) +
-                ", V = " + std::to_string(V) + " yet (a known defect, issue 3); use the vk layout, or the CPU backend");
   if (kv) launch_kv(p, ctas, s);
   else launch_vk(p, ctas, s);
   KIMI_CUDA_CHECK(cudaGetLastError());

@@ -208,8 +208,10 @@ __device__ __forceinline__ void prefetch_l2(const float* p) { asm volatile("pref
 // ---------------------------------------------------------------------------------------------
 // kv: S[i][j] at head + i V + j. `at` points at the thread's element (row rg, column jc) of the tile.
 // The thread's columns are jc .. jc + 3: all valid when jc + 4 <= V (the 16-byte path), some when jc < V. The
-// two tests are written as plain comparisons of jc and V, not as a clamped count compared with 4: the clamp
-// compiled to a VIMNMX whose predicate output drove the 16-byte path (see decode_step.cu's known defect).
+// two tests are written as plain comparisons of jc and V, not as a clamped count compared with 4: in the SASS
+// of that form the 16-byte path's branch predicate was the predicate output of the VIMNMX computing the clamp,
+// and on the H200 lanes past V took that path and wrote 16 bytes of the next state row (run 7, fixed in run 8:
+// docs/gpu/2026-11-29-h200-diag1.txt).
 __device__ __forceinline__ int kv_valid_cols(int jc, int V) { return jc >= V ? 0 : (V - jc >= 4 ? 4 : V - jc); }
 
 template <int NR, int RG>

@@ -22,8 +22,5 @@ void kda_beta(TensorView b, TensorView beta, const Context& ctx);
 // the kernel; a value outside [0, S) makes that sequence's y rows NaN and touches no pool row).
 // Capturable in a CUDA graph unless a.slots is a host tensor of more than 256 rows (then uploaded).
 void kda_decode_step(const KdaDecodeArgs& a, const std::vector<int64_t>& host_rows, const Context& ctx);
-// Whether the fused kernel takes head dims K, V in the kv state layout (`vec`: 16-byte state accesses, i.e. a
-// 16-byte aligned pool and V % 4 == 0); false for a known defect's shape class (decode_step.cu).
-bool kda_decode_kv_supported(int64_t K, int64_t V, bool vec);
 
 }  // namespace kimi::cuda
