@@ -74,9 +74,12 @@ struct PrepSmem {
   static constexpr size_t mx(size_t a, size_t b) { return a > b ? a : b; }
   static constexpr size_t kRowsB = size_t(kC) * LDB * 2;
   static constexpr size_t kA = size_t(kC) * LDA * 4;
+  static constexpr int LDQ = kC + 8;  // bf16 [64][64] rows (A_qk stage)
   static constexpr size_t kSolve = 3 * 256 * 4;                      // 3 x [16][16] fp32
-  static constexpr size_t G = 0;                                      // G2, then T + solve scratch
-  static constexpr size_t Q = G + mx(size_t(kC) * LDG * 4, kA + kSolve);  // q raw, then Kg
+  static constexpr size_t kAqk = size_t(kC) * LDQ * 2;               // A_qk stage bf16 [64][LDQ]
+  static constexpr size_t G = 0;  // G2; then T + solve scratch + A_qk stage; then the P4 stages
+  static constexpr size_t AQS = G + kA + kSolve;                      // A_qk stage (S)
+  static constexpr size_t Q = G + mx(size_t(kC) * LDG * 4, kA + kSolve + kAqk);  // q raw, then Kg
   static constexpr size_t K = Q + kRowsB;                             // k raw, then Tb
   static constexpr size_t V = K + kRowsB;                             // v
   static constexpr size_t AKK = V + kRowsB;                           // cumsum totals, then A_kk
@@ -88,7 +91,9 @@ struct PrepSmem {
   static_assert(D == 64 || D == 128, "head sizes");
   static_assert(size_t(kPrepThreads / 32) * D * 4 <= kA, "cumsum warp totals fit the A_kk region");
   static_assert(size_t(kC) * LDT * 2 <= kRowsB, "Tb fits the k region");
-  static_assert(Q % 16 == 0 && K % 16 == 0 && V % 16 == 0 && AKK % 16 == 0 && BETA % 16 == 0 && GC % 16 == 0 &&
+  static_assert(2 * kRowsB <= Q - G && size_t(kC) * (D + 8) * 4 <= Q - G,
+                "P4 stages (Wn hi + lo bf16 [64][LDB], then U0 fp32 [64][D + 8]) fit the G region");
+  static_assert(AQS % 16 == 0 && Q % 16 == 0 && K % 16 == 0 && V % 16 == 0 && AKK % 16 == 0 && BETA % 16 == 0 && GC % 16 == 0 &&
                     kA % 16 == 0,
                 "16-byte aligned regions");
   static_assert(2 * (TOTAL + 1024) <= 228 * 1024, "two CTAs per SM (sm_90: 228 KB, 1 KB reserved per CTA)");
@@ -283,7 +288,7 @@ template <int D, bool kDiagMma>
 __global__ void __launch_bounds__(kPrepThreads, 2) kda_chunk_prep(const Params p) {
   using L = PrepSmem<D>;
   constexpr int kThreads = kPrepThreads, kWarps = kThreads / 32;
-  constexpr int LDB = L::LDB, LDG = L::LDG, LDT = L::LDT, LDA = L::LDA;
+  constexpr int LDB = L::LDB, LDG = L::LDG, LDT = L::LDT, LDA = L::LDA, LDQ = L::LDQ;
   constexpr int EPL = D / 32;           // channels per lane in row loads
   constexpr int RPW = kC / kWarps;      // contiguous rows per warp
   static_assert(RPW == 4, "row ownership");
@@ -291,6 +296,10 @@ __global__ void __launch_bounds__(kPrepThreads, 2) kda_chunk_prep(const Params p
   float* const sG = reinterpret_cast<float*>(smem + L::G);             // G2 [64][LDG]        (L - X)
   float* const sT = reinterpret_cast<float*>(smem + L::G);             // T [64][LDA]         (S)
   float* const sP = reinterpret_cast<float*>(smem + L::G + L::kA);     // 3 x [16][16]        (S)
+  bf16* const sAqs = reinterpret_cast<bf16*>(smem + L::AQS);            // A_qk stage [64][LDQ] (S)
+  bf16* const sWh = reinterpret_cast<bf16*>(smem + L::G);              // Wn hi [64][LDB]     (P4)
+  bf16* const sWl = reinterpret_cast<bf16*>(smem + L::G + L::kRowsB);  // Wn lo [64][LDB]     (P4)
+  float* const sU0 = reinterpret_cast<float*>(smem + L::G);            // U0 [64][D + 8]      (P4)
   bf16* const sQ = reinterpret_cast<bf16*>(smem + L::Q);               // q raw [64][LDB]     (L - X)
   bf16* const sKg = reinterpret_cast<bf16*>(smem + L::Q);              // Kg [64][LDB]        (S - P4)
   bf16* const sK = reinterpret_cast<bf16*>(smem + L::K);               // k raw [64][LDB]     (L - X)
@@ -364,6 +373,10 @@ __global__ void __launch_bounds__(kPrepThreads, 2) kda_chunk_prep(const Params p
 
   // ---- A: one 16 x 16 block (a, b) of A_qk and A_kk per warp, operands formed in registers ----------------
   constexpr int kUnits = kDiagMma ? 10 : 6;
+  // this warp's A_qk fragments as bf16 pairs [row half rr][n8 tile], staged in phase S (the G2 region is live
+  // until then) and stored from there 16-byte coalesced
+  uint32_t aq[2][2] = {};
+  int aq_i0 = 0, aq_j0 = 0;
   if (warp < kUnits) {
     int a, b;
     if constexpr (kDiagMma) {
@@ -375,6 +388,7 @@ __global__ void __launch_bounds__(kPrepThreads, 2) kda_chunk_prep(const Params p
     }
     const float* const Ra = sG + (a ? 16 * a - 1 : 0) * LDG;  // R_a = G2[16a - 1] (R_0 = 0)
     const int i0 = 16 * a + gq, j0 = 16 * b + gq;
+    aq_i0 = i0, aq_j0 = 16 * b;
     float acc[2][2][4] = {};  // [A_qk, A_kk][n8 tile][fragment]
 #pragma unroll 2
     for (int k0 = 0; k0 < D; k0 += 16) {
@@ -418,7 +432,7 @@ __global__ void __launch_bounds__(kPrepThreads, 2) kda_chunk_prep(const Params p
         const float mk0 = sMk[j], mk1 = sMk[j + 1];
         const float q0 = j <= i ? acc[0][n][2 * rr] * mqi * mk0 : 0.f;
         const float q1 = j + 1 <= i ? acc[0][n][2 * rr + 1] * mqi * mk1 : 0.f;
-        *reinterpret_cast<uint32_t*>(gaqk + i * kC + j) = pack_bf16(q0, q1);
+        aq[rr][n] = pack_bf16(q0, q1);
         sAkk[i * LDA + j] = j < i ? acc[1][n][2 * rr] * mki * mk0 : 0.f;
         sAkk[i * LDA + j + 1] = j + 1 < i ? acc[1][n][2 * rr + 1] * mki * mk1 : 0.f;
       }
@@ -500,19 +514,13 @@ __global__ void __launch_bounds__(kPrepThreads, 2) kda_chunk_prep(const Params p
     }
     stg128(p.scr.kdt + cid * (D * kC) + c * kC + r0, make_uint4(wd[0], wd[1], wd[2], wd[3]));
   }
-  static_assert(kC * 8 % kThreads == 0, "whole items");
+  static_assert(kC * 8 == kThreads, "one A_qk segment (row r, columns 8 s .. + 8) per thread");
+  const int aq_r = tid >> 3, aq_s = tid & 7;
+  if (!kDiagMma && (aq_s >> 1) == (aq_r >> 4)) {  // diagonal block segment: the pair loop wrote j <= r
+    bf16* const dst = gaqk + aq_r * kC + 8 * aq_s;
 #pragma unroll
-  for (int it = 0; it < kC * 8 / kThreads; ++it) {  // A_qk segments (row r, columns 8 s .. + 8)
-    const int e = tid + it * kThreads;
-    const int r = e >> 3, s = e & 7;
-    bf16* const dst = gaqk + r * kC + 8 * s;
-    if ((s >> 1) > (r >> 4)) {
-      stg128(dst, make_uint4(0u, 0u, 0u, 0u));
-    } else if (!kDiagMma && (s >> 1) == (r >> 4)) {  // diagonal block: the pair loop wrote j <= r
-#pragma unroll
-      for (int x = 0; x < 8; ++x)
-        if (8 * s + x > r) dst[x] = __float2bfloat16_rn(0.f);
-    }
+    for (int x = 0; x < 8; ++x)
+      if (8 * aq_s + x > aq_r) dst[x] = __float2bfloat16_rn(0.f);
   }
   __syncthreads();  // every read of q, k raw and G2 is done; A_kk complete
 
@@ -522,6 +530,12 @@ __global__ void __launch_bounds__(kPrepThreads, 2) kda_chunk_prep(const Params p
     const int e = tid + it * kThreads;
     const int r = e / (D / 8), c = 8 * (e % (D / 8));
     *reinterpret_cast<uint4*>(sKg + r * LDB + c) = kg[it];
+  }
+  if (warp < kUnits) {  // A_qk fragments -> stage (the G2 region beyond T and the solve scratch)
+#pragma unroll
+    for (int rr = 0; rr < 2; ++rr)
+#pragma unroll
+      for (int n = 0; n < 2; ++n) sts32(sAqs + (aq_i0 + 8 * rr) * LDQ + aq_j0 + 8 * n + 2 * tq, aq[rr][n]);
   }
   if (warp < 4 && lane < 16) {  // diagonal blocks: forward substitution, lane = column j of block warp
     // row i of L by 16-byte broadcast loads (not one dependent load per product), two partial sums
@@ -547,46 +561,78 @@ __global__ void __launch_bounds__(kPrepThreads, 2) kda_chunk_prep(const Params p
     for (int i = 0; i < 16; ++i) sT[(base + i) * LDA + base + j] = col[i];
   }
   __syncthreads();
+  {  // A_qk stage -> scratch, one 16-byte segment per thread (zeros above the diagonal blocks; with the
+     // per-pair diagonal the pair loop and phase X wrote the diagonal blocks' segments)
+    const int bs = aq_s >> 1, br = aq_r >> 4;
+    if (bs > br)
+      stg128(gaqk + aq_r * kC + 8 * aq_s, make_uint4(0u, 0u, 0u, 0u));
+    else if (kDiagMma || bs < br)
+      stg128(gaqk + aq_r * kC + 8 * aq_s, *reinterpret_cast<const uint4*>(sAqs + aq_r * LDQ + 8 * aq_s));
+  }
 #pragma unroll 1
   for (int d = 1; d < 4; ++d) {  // blocks (a, a - d): T_ab = -T_aa sum_{m=b}^{a-1} L_am T_mb
-    const int nblk = 4 - d;
-    for (int e = tid; e < nblk * 256; e += kThreads) {
-      const int a = d + (e >> 8), b = a - d, i = (e >> 4) & 15, j = e & 15;
-      float s = 0.f;
+    // thread = (block, row i, 4 columns 4 jq): float4 loads, the same summation order per element as a
+    // scalar loop over m, x
+    const int nblk = 4 - d, blk = tid >> 6, i = (tid >> 2) & 15, jq = tid & 3;
+    const int a = d + blk, b = a - d;
+    static_assert(3 * 64 <= kThreads, "one item per thread");
+    if (blk < nblk) {
+      float4 s = make_float4(0.f, 0.f, 0.f, 0.f);
       for (int m = b; m < a; ++m)
 #pragma unroll
-        for (int x = 0; x < 16; ++x) s += sAkk[(16 * a + i) * LDA + 16 * m + x] * sT[(16 * m + x) * LDA + 16 * b + j];
-      sP[(e >> 8) * 256 + i * 16 + j] = s;
+        for (int x4 = 0; x4 < 4; ++x4) {
+          const float4 l = *reinterpret_cast<const float4*>(sAkk + (16 * a + i) * LDA + 16 * m + 4 * x4);
+          const float lv[4] = {l.x, l.y, l.z, l.w};
+#pragma unroll
+          for (int xx = 0; xx < 4; ++xx) {
+            const float4 t = *reinterpret_cast<const float4*>(sT + (16 * m + 4 * x4 + xx) * LDA + 16 * b + 4 * jq);
+            s.x += lv[xx] * t.x, s.y += lv[xx] * t.y, s.z += lv[xx] * t.z, s.w += lv[xx] * t.w;
+          }
+        }
+      *reinterpret_cast<float4*>(sP + blk * 256 + i * 16 + 4 * jq) = s;
     }
     __syncthreads();
-    for (int e = tid; e < nblk * 256; e += kThreads) {
-      const int a = d + (e >> 8), b = a - d, i = (e >> 4) & 15, j = e & 15;
-      float s = 0.f;
+    if (blk < nblk) {
+      float4 s = make_float4(0.f, 0.f, 0.f, 0.f);
 #pragma unroll
-      for (int x = 0; x < 16; ++x) s += sT[(16 * a + i) * LDA + 16 * a + x] * sP[(e >> 8) * 256 + x * 16 + j];
-      sT[(16 * a + i) * LDA + 16 * b + j] = -s;
+      for (int x4 = 0; x4 < 4; ++x4) {
+        const float4 l = *reinterpret_cast<const float4*>(sT + (16 * a + i) * LDA + 16 * a + 4 * x4);
+        const float lv[4] = {l.x, l.y, l.z, l.w};
+#pragma unroll
+        for (int xx = 0; xx < 4; ++xx) {
+          const float4 pp = *reinterpret_cast<const float4*>(sP + blk * 256 + (4 * x4 + xx) * 16 + 4 * jq);
+          s.x += lv[xx] * pp.x, s.y += lv[xx] * pp.y, s.z += lv[xx] * pp.z, s.w += lv[xx] * pp.w;
+        }
+      }
+      *reinterpret_cast<float4*>(sT + (16 * a + i) * LDA + 16 * b + 4 * jq) = make_float4(-s.x, -s.y, -s.z, -s.w);
     }
     __syncthreads();
   }
+  static_assert(kC * kC / 4 % kThreads == 0, "whole items");
 #pragma unroll
-  for (int it = 0; it < kC * kC / kThreads; ++it) {
+  for (int it = 0; it < kC * kC / 4 / kThreads; ++it) {  // item: row i, columns j .. j + 3
     const int e = tid + it * kThreads;
-    const int i = e >> 6, j = e & 63;
-    const float val = (j >> 4) > (i >> 4) ? 0.f : sT[i * LDA + j] * sBeta[j];  // blocks above: never written
-    sTb[i * LDT + j] = __float2bfloat16_rn(val);
+    const int i = e >> 4, j = 4 * (e & 15);
+    float x[4] = {0.f, 0.f, 0.f, 0.f};  // blocks above the diagonal: never written
+    if ((j >> 4) <= (i >> 4)) {
+      const float4 t = *reinterpret_cast<const float4*>(sT + i * LDA + j);
+      const float4 bt = *reinterpret_cast<const float4*>(sBeta + j);
+      x[0] = t.x * bt.x, x[1] = t.y * bt.y, x[2] = t.z * bt.z, x[3] = t.w * bt.w;
+    }
+    sts_bf16<4>(sTb + i * LDT + j, x);
   }
   __syncthreads();
 
-  // ---- P4: Wn = -Tb Kg, U0 = Tb V -> scratch (one product after the other: 16 accumulators) ------------------
+  // ---- P4: Wn = -Tb Kg, U0 = Tb V -> stages in the G region -> scratch, 16-byte coalesced ----------------
   {
     constexpr int NT = D / 32;  // n8 tiles per warp (D / 4 columns)
     static_assert(NT % 2 == 0, "ldmatrix.x4 covers two n8 tiles");
+    constexpr int LDU = D + 8;  // U0 stage row (fp32): float2 fragment stores bank-conflict free
     const int t0 = 16 * (warp >> 2), n0 = (warp & 3) * (D / 4);
     const int64_t base = cid * (kC * D);
+    const auto product = [&](const bf16* Bm, float (&acc)[NT][4]) {  // Bm row-major [64][LDB]: k = row
 #pragma unroll
-    for (int prod = 0; prod < 2; ++prod) {
-      const bf16* const Bm = prod == 0 ? sKg : sV;  // row-major [64][LDB]: k = row
-      float acc[NT][4] = {};
+      for (int nt = 0; nt < NT; ++nt) acc[nt][0] = acc[nt][1] = acc[nt][2] = acc[nt][3] = 0.f;
 #pragma unroll
       for (int k0 = 0; k0 < kC; k0 += 16) {
         uint32_t af[4];
@@ -605,20 +651,45 @@ __global__ void __launch_bounds__(kPrepThreads, 2) kda_chunk_prep(const Params p
           mma_bf16(acc[2 * np + 1], af, b1);
         }
       }
+    };
+    float acc[NT][4];
+    product(sKg, acc);
 #pragma unroll
-      for (int nt = 0; nt < NT; ++nt)
+    for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
-        for (int rr = 0; rr < 2; ++rr) {
-          const int64_t off = base + (t0 + gq + 8 * rr) * D + n0 + 8 * nt + 2 * tq;
-          if (prod == 0) {
-            const float w0 = -acc[nt][2 * rr], w1 = -acc[nt][2 * rr + 1];
-            const uint32_t hi = pack_bf16(w0, w1);
-            *reinterpret_cast<uint32_t*>(p.scr.wh + off) = hi;
-            *reinterpret_cast<uint32_t*>(p.scr.wl + off) = pack_bf16(w0 - bf_lo(hi), w1 - bf_hi(hi));
-          } else {
-            *reinterpret_cast<float2*>(p.scr.u0 + off) = make_float2(acc[nt][2 * rr], acc[nt][2 * rr + 1]);
-          }
-        }
+      for (int rr = 0; rr < 2; ++rr) {
+        const int o = (t0 + gq + 8 * rr) * LDB + n0 + 8 * nt + 2 * tq;
+        const float w0 = -acc[nt][2 * rr], w1 = -acc[nt][2 * rr + 1];
+        const uint32_t hi = pack_bf16(w0, w1);
+        sts32(sWh + o, hi);
+        sts32(sWl + o, pack_bf16(w0 - bf_lo(hi), w1 - bf_hi(hi)));
+      }
+    __syncthreads();  // Wn hi + lo staged
+    constexpr int kW = kC * D / 8 / kThreads;  // 16-byte segments per thread and array
+    static_assert(kW >= 1 && kW * kThreads * 8 == kC * D, "whole items");
+#pragma unroll
+    for (int it = 0; it < kW; ++it) {
+      const int e = tid + it * kThreads;
+      const int r = e / (D / 8), c = 8 * (e % (D / 8));
+      stg128(p.scr.wh + base + r * D + c, *reinterpret_cast<const uint4*>(sWh + r * LDB + c));
+      stg128(p.scr.wl + base + r * D + c, *reinterpret_cast<const uint4*>(sWl + r * LDB + c));
+    }
+    product(sV, acc);
+    __syncthreads();  // every read of the Wn stages is done
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+      for (int rr = 0; rr < 2; ++rr)
+        *reinterpret_cast<float2*>(sU0 + (t0 + gq + 8 * rr) * LDU + n0 + 8 * nt + 2 * tq) =
+            make_float2(acc[nt][2 * rr], acc[nt][2 * rr + 1]);
+    __syncthreads();  // U0 staged
+    constexpr int kU = kC * D / 4 / kThreads;
+    static_assert(kU >= 1 && kU * kThreads * 4 == kC * D, "whole items");
+#pragma unroll
+    for (int it = 0; it < kU; ++it) {
+      const int e = tid + it * kThreads;
+      const int r = e / (D / 4), c = 4 * (e % (D / 4));
+      stg128(p.scr.u0 + base + r * D + c, *reinterpret_cast<const uint4*>(sU0 + r * LDU + c));
     }
   }
 }
