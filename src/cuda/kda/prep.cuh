@@ -498,21 +498,26 @@ __global__ void __launch_bounds__(kPrepThreads, 2) kda_chunk_prep(const Params p
     stg128(p.scr.qg + cid * (kC * D) + r * D + c, make_uint4(oq[0], oq[1], oq[2], oq[3]));
     kg[it] = make_uint4(ok[0], ok[1], ok[2], ok[3]);
   }
-  constexpr int kX2 = D * (kC / 8) / kThreads;  // items (channel, 8 rows) per thread
-  static_assert(kX2 >= 1 && kX2 * kThreads == D * (kC / 8), "whole items");
+  // KdT: warp unit = 16 channels x 16 rows; lane = channel c0 + (lane & 15), rows r0 = 8 (lane >> 4) .. + 8:
+  // lanes l and l + 16 fill one 32-byte sector of row c. The upper half-warp takes its row pairs in the order
+  // m ^ 1 (rows 8 +- 2 apart from the lower half's): G2 and k loads bank-conflict free.
+  constexpr int kX2 = (D / 16) * (kC / 16) / kWarps;  // warp units per warp
+  static_assert(kX2 >= 1 && kX2 * kWarps == (D / 16) * (kC / 16), "whole units");
 #pragma unroll
   for (int it = 0; it < kX2; ++it) {
-    const int e = tid + it * kThreads;
-    const int c = e % D, r0 = 8 * (e / D);
+    const int u = warp + it * kWarps;
+    const int c = 16 * (u % (D / 16)) + (lane & 15), r0 = 16 * (u / (D / 16)) + 8 * (lane >> 4);
+    const int sw = lane >> 4;  // 1: pairs in the order m ^ 1
     const float gc = sGC[c];
     uint32_t wd[4];
 #pragma unroll
     for (int m = 0; m < 4; ++m) {
-      const int r = r0 + 2 * m;
+      const int r = r0 + 2 * (m ^ sw);
       const float k0 = bf2f(sK[r * LDB + c]) * sMk[r], k1 = bf2f(sK[(r + 1) * LDB + c]) * sMk[r + 1];
       wd[m] = pack_bf16(k0 * ex2(gc - sG[r * LDG + c]), k1 * ex2(gc - sG[(r + 1) * LDG + c]));
     }
-    stg128(p.scr.kdt + cid * (D * kC) + c * kC + r0, make_uint4(wd[0], wd[1], wd[2], wd[3]));
+    const uint4 out = sw ? make_uint4(wd[1], wd[0], wd[3], wd[2]) : make_uint4(wd[0], wd[1], wd[2], wd[3]);
+    stg128(p.scr.kdt + cid * (D * kC) + c * kC + r0, out);
   }
   static_assert(kC * 8 == kThreads, "one A_qk segment (row r, columns 8 s .. + 8) per thread");
   const int aq_r = tid >> 3, aq_s = tid & 7;
