@@ -18,7 +18,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdlib>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -27,7 +26,6 @@
 #include "cuda/kda/chunk.cuh"
 #include "cuda/kda/chunk.h"
 #include "cuda/kda/prep.cuh"
-#include "cuda/kda/prep_old.cuh"
 #include "cuda/scratch.cuh"
 #include "kimi/error.h"
 
@@ -76,13 +74,7 @@ void launch_all(const kda_chunk::Params& p, bool diag_mma, bool vt64, cudaStream
   namespace kc = kda_chunk;
   const int64_t H = p.H, N = p.N;
   // two CTAs per SM need the full shared-memory carveout
-  // TEMPORARY A/B knob (prep_old.cuh): KIMI_KDA_PREP_OLD=1 runs the prep of commit ddb5da9
-  static const bool old_prep = [] {
-    const char* e = std::getenv("KIMI_KDA_PREP_OLD");
-    return e != nullptr && e[0] == '1';
-  }();
-  const auto prep = old_prep ? (diag_mma ? kc::kda_chunk_prep_old<D, true> : kc::kda_chunk_prep_old<D, false>)
-                             : (diag_mma ? kc::kda_chunk_prep<D, true> : kc::kda_chunk_prep<D, false>);
+  const auto prep = diag_mma ? kc::kda_chunk_prep<D, true> : kc::kda_chunk_prep<D, false>;
   KIMI_CUDA_CHECK(
       cudaFuncSetAttribute(prep, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared));
   launch_kernel(prep, kc::PrepSmem<D>::TOTAL, kc::kPrepThreads, p.nch * H, p, s);

@@ -27,23 +27,34 @@
 //      exponents in [0, 80] (e^80 finite in fp32 and bf16; the masked upper triangle stays finite);
 //      otherwise (softplus or a given g: unbounded) per pair i >= j on CUDA cores in fp32, exponents
 //      G_i - G_j <= 0, each pair's D channels split over D / 32 lanes (shuffle sum).
-//      mq_i mk_j (and beta_i) scale the fp32 accumulators; A_qk goes straight to the scratch (zeros above the
-//      diagonal written by phase X), A_kk to shared memory.
+//      mq_i mk_j (and beta_i) scale the fp32 accumulators; A_qk stays in registers as bf16 pairs until phase S
+//      (the per-pair diagonal goes straight to the scratch), A_kk to shared memory.
 //   X  (all threads, after their A block) Qg -> scratch and Kg -> registers (one exp per element for both;
-//      thread = row x 8 channels, 16-byte stores), KdT -> scratch (thread = channel x 8 rows, one 16-byte store
-//      per [c][8 rows]).
-//   S  Kg -> shared memory (the q region, dead now); T = (I + A_kk)^-1 in fp32: forward substitution in the
-//      four diagonal 16 x 16 blocks (one warp each), block substitution T_ab = -T_aa sum_{m=b}^{a-1} L_am T_mb by
-//      distance a - b; Tb = T diag(beta) bf16 (the k region).
+//      thread = row x 8 channels, 16-byte stores), KdT -> scratch (warp = 16 channels x 16 rows, lanes l and
+//      l + 16 fill one 32-byte sector of a KdT row; the upper half-warp takes its row pairs in the order m ^ 1,
+//      so the G2 and k loads stay bank-conflict free).
+//   S  Kg -> shared memory (the q region, dead now), the A_qk fragments -> a stage in the G2 region;
+//      T = (I + A_kk)^-1 in fp32: forward substitution in the four diagonal 16 x 16 blocks (one warp each);
+//      then the A_qk stage -> scratch (one 16-byte segment per thread, zeros above the diagonal blocks) and the
+//      block substitution T_ab = -T_aa sum_{m=b}^{a-1} L_am T_mb by distance a - b (thread = row x 4 columns,
+//      float4 loads, the scalar summation order); Tb = T diag(beta) bf16 (the k region, float4 items).
 //   P4 Wn = -Tb Kg and U0 = Tb V (64 x D, k = 64; 4 x 4 warps of 16 x D / 4): A fragments of Tb by 32-bit
-//      loads, B fragments of the row-major Kg and V by ldmatrix.trans; accumulators straight to the scratch
-//      (Wn hi + lo bf16, U0 fp32).
+//      loads, B fragments of the row-major Kg and V by ldmatrix.trans; the accumulators are staged in the G2
+//      region (Wn hi + lo bf16 [64][D + 8] each, then U0 fp32 [64][D + 8]) and copied to the scratch by
+//      16-byte coalesced stores (the 4- and 8-byte fragment stores were LG-throttled).
 // Precision: the operands are those of the former 1024-thread kernel (bf16 of the same products, rounded
 // once); only fp32 summation orders and the exp argument rounding differ (1e-7 level). Measured on the H200
 // (commit a4addf3, `kimi check --filter kda_chunk`, bf16 vs the fp64 oracle, worse of o / final state):
 // 2.5-3.1e-3 on the test-size prefill cases, 2.7-3.2e-3 at model shapes (bar 5e-3); racecheck clean.
 //
-// Measured (H200, ncu, 1 x 16384 H64 = 16384 chunk-heads, docs/gpu/2026-11-29-h200-prep1.txt): 2.52 ms at
+// Measured (H200, ncu gpu__time_duration, 1 x 16384 H64, docs/gpu/2026-11-29-h200-prep2.txt, commit 80f4c14):
+// 1.47 ms bounded gate (1.77 ms for the ddb5da9 prep in the same run: unstaged fragment stores, scalar block
+// substitution), 3.03 ms softplus (per-pair diagonal). Profile of 80f4c14 (bounded): 51.5 K warp instructions
+// per chunk-head, L1 LSU wavefronts 73% of peak, 1.91 TB/s; stall samples by region between barriers: phase L
+// 38.5% (21 K instructions: 64-bit address arithmetic of the row loads, waits on them), cumsum prefix 10.6%,
+// A + X 17.1% (18 K), diagonal substitution 8.2%, block substitution 9.9%, Tb 3.3%,
+// P4 12.6%.
+// Earlier (docs/gpu/2026-11-29-h200-prep1.txt): 2.52 ms at
 // commit a4addf3 (before the fast row loads), against 3.04 ms for the former 1024-thread kernel (one CTA per
 // SM, 195 KB of shared memory). Profile of a4addf3: 2 CTAs / SM reached (31.2 of 32 warps), 66 K warp
 // instructions per chunk-head, L1 LSU wavefronts 70% of peak, L2 crossbar 64%; phase L held 32 K of the
@@ -52,10 +63,10 @@
 // 8-byte fragment stores are LG-throttled), fewer exps in phase A (the row operands are recomputed by each of
 // the a + 1 blocks of row block a).
 //
-// Shared memory (bytes, D = 128 / 64): G2 fp32 [64][D + 8] (later T fp32 [64][68] + 3 x [16][16] scratch)
-// 34816 / 20480; q raw, then Kg bf16 [64][D + 8] 17408 / 9216; k raw, then Tb bf16 [64][72] 17408 / 9216;
+// Shared memory (bytes, D = 128 / 64): G2 fp32 [64][D + 8] (later T fp32 [64][68] + 3 x [16][16] scratch +
+// the A_qk stage bf16 [64][72], then the P4 stages) 34816 / 29696; q raw, then Kg bf16 [64][D + 8] 17408 / 9216; k raw, then Tb bf16 [64][72] 17408 / 9216;
 // v bf16 [64][D + 8] 17408 / 9216; A_kk fp32 [64][68] 17408 (the cumsum warp totals [16][D] before it);
-// beta, mq, mk, GC2 1280 / 1024. Total 105728 / 66560. Row pads keep the fragment loads, ldmatrix and the
+// beta, mq, mk, GC2 1280 / 1024. Total 105728 / 75776. Row pads keep the fragment loads, ldmatrix and the
 // 16-byte row accesses bank-conflict free.
 #pragma once
 
