@@ -27,23 +27,34 @@
 //      exponents in [0, 80] (e^80 finite in fp32 and bf16; the masked upper triangle stays finite);
 //      otherwise (softplus or a given g: unbounded) per pair i >= j on CUDA cores in fp32, exponents
 //      G_i - G_j <= 0, each pair's D channels split over D / 32 lanes (shuffle sum).
-//      mq_i mk_j (and beta_i) scale the fp32 accumulators; A_qk goes straight to the scratch (zeros above the
-//      diagonal written by phase X), A_kk to shared memory.
+//      mq_i mk_j (and beta_i) scale the fp32 accumulators; A_qk stays in registers as bf16 pairs until phase S
+//      (the per-pair diagonal goes straight to the scratch), A_kk to shared memory.
 //   X  (all threads, after their A block) Qg -> scratch and Kg -> registers (one exp per element for both;
-//      thread = row x 8 channels, 16-byte stores), KdT -> scratch (thread = channel x 8 rows, one 16-byte store
-//      per [c][8 rows]).
-//   S  Kg -> shared memory (the q region, dead now); T = (I + A_kk)^-1 in fp32: forward substitution in the
-//      four diagonal 16 x 16 blocks (one warp each), block substitution T_ab = -T_aa sum_{m=b}^{a-1} L_am T_mb by
-//      distance a - b; Tb = T diag(beta) bf16 (the k region).
+//      thread = row x 8 channels, 16-byte stores), KdT -> scratch (warp = 16 channels x 16 rows, lanes l and
+//      l + 16 fill one 32-byte sector of a KdT row; the upper half-warp takes its row pairs in the order m ^ 1,
+//      so the G2 and k loads stay bank-conflict free).
+//   S  Kg -> shared memory (the q region, dead now), the A_qk fragments -> a stage in the G2 region;
+//      T = (I + A_kk)^-1 in fp32: forward substitution in the four diagonal 16 x 16 blocks (one warp each);
+//      then the A_qk stage -> scratch (one 16-byte segment per thread, zeros above the diagonal blocks) and the
+//      block substitution T_ab = -T_aa sum_{m=b}^{a-1} L_am T_mb by distance a - b (thread = row x 4 columns,
+//      float4 loads, the scalar summation order); Tb = T diag(beta) bf16 (the k region, float4 items).
 //   P4 Wn = -Tb Kg and U0 = Tb V (64 x D, k = 64; 4 x 4 warps of 16 x D / 4): A fragments of Tb by 32-bit
-//      loads, B fragments of the row-major Kg and V by ldmatrix.trans; accumulators straight to the scratch
-//      (Wn hi + lo bf16, U0 fp32).
+//      loads, B fragments of the row-major Kg and V by ldmatrix.trans; the accumulators are staged in the G2
+//      region (Wn hi + lo bf16 [64][D + 8] each, then U0 fp32 [64][D + 8]) and copied to the scratch by
+//      16-byte coalesced stores (the 4- and 8-byte fragment stores were LG-throttled).
 // Precision: the operands are those of the former 1024-thread kernel (bf16 of the same products, rounded
 // once); only fp32 summation orders and the exp argument rounding differ (1e-7 level). Measured on the H200
 // (commit a4addf3, `kimi check --filter kda_chunk`, bf16 vs the fp64 oracle, worse of o / final state):
 // 2.5-3.1e-3 on the test-size prefill cases, 2.7-3.2e-3 at model shapes (bar 5e-3); racecheck clean.
 //
-// Measured (H200, ncu, 1 x 16384 H64 = 16384 chunk-heads, docs/gpu/2026-11-29-h200-prep1.txt): 2.52 ms at
+// Measured (H200, ncu gpu__time_duration, 1 x 16384 H64, docs/gpu/2026-11-29-h200-prep2.txt, commit 80f4c14):
+// 1.47 ms bounded gate (1.77 ms for the ddb5da9 prep in the same run: unstaged fragment stores, scalar block
+// substitution), 3.03 ms softplus (per-pair diagonal). Profile of 80f4c14 (bounded): 51.5 K warp instructions
+// per chunk-head, L1 LSU wavefronts 73% of peak, 1.91 TB/s; stall samples by region between barriers: phase L
+// 38.5% (21 K instructions: 64-bit address arithmetic of the row loads, waits on them), cumsum prefix 10.6%,
+// A + X 17.1% (18 K), diagonal substitution 8.2%, block substitution 9.9%, Tb 3.3%,
+// P4 12.6%.
+// Earlier (docs/gpu/2026-11-29-h200-prep1.txt): 2.52 ms at
 // commit a4addf3 (before the fast row loads), against 3.04 ms for the former 1024-thread kernel (one CTA per
 // SM, 195 KB of shared memory). Profile of a4addf3: 2 CTAs / SM reached (31.2 of 32 warps), 66 K warp
 // instructions per chunk-head, L1 LSU wavefronts 70% of peak, L2 crossbar 64%; phase L held 32 K of the
@@ -52,10 +63,10 @@
 // 8-byte fragment stores are LG-throttled), fewer exps in phase A (the row operands are recomputed by each of
 // the a + 1 blocks of row block a).
 //
-// Shared memory (bytes, D = 128 / 64): G2 fp32 [64][D + 8] (later T fp32 [64][68] + 3 x [16][16] scratch)
-// 34816 / 20480; q raw, then Kg bf16 [64][D + 8] 17408 / 9216; k raw, then Tb bf16 [64][72] 17408 / 9216;
+// Shared memory (bytes, D = 128 / 64): G2 fp32 [64][D + 8] (later T fp32 [64][68] + 3 x [16][16] scratch +
+// the A_qk stage bf16 [64][72], then the P4 stages) 34816 / 29696; q raw, then Kg bf16 [64][D + 8] 17408 / 9216; k raw, then Tb bf16 [64][72] 17408 / 9216;
 // v bf16 [64][D + 8] 17408 / 9216; A_kk fp32 [64][68] 17408 (the cumsum warp totals [16][D] before it);
-// beta, mq, mk, GC2 1280 / 1024. Total 105728 / 66560. Row pads keep the fragment loads, ldmatrix and the
+// beta, mq, mk, GC2 1280 / 1024. Total 105728 / 75776. Row pads keep the fragment loads, ldmatrix and the
 // 16-byte row accesses bank-conflict free.
 #pragma once
 
@@ -74,9 +85,12 @@ struct PrepSmem {
   static constexpr size_t mx(size_t a, size_t b) { return a > b ? a : b; }
   static constexpr size_t kRowsB = size_t(kC) * LDB * 2;
   static constexpr size_t kA = size_t(kC) * LDA * 4;
+  static constexpr int LDQ = kC + 8;  // bf16 [64][64] rows (A_qk stage)
   static constexpr size_t kSolve = 3 * 256 * 4;                      // 3 x [16][16] fp32
-  static constexpr size_t G = 0;                                      // G2, then T + solve scratch
-  static constexpr size_t Q = G + mx(size_t(kC) * LDG * 4, kA + kSolve);  // q raw, then Kg
+  static constexpr size_t kAqk = size_t(kC) * LDQ * 2;               // A_qk stage bf16 [64][LDQ]
+  static constexpr size_t G = 0;  // G2; then T + solve scratch + A_qk stage; then the P4 stages
+  static constexpr size_t AQS = G + kA + kSolve;                      // A_qk stage (S)
+  static constexpr size_t Q = G + mx(size_t(kC) * LDG * 4, kA + kSolve + kAqk);  // q raw, then Kg
   static constexpr size_t K = Q + kRowsB;                             // k raw, then Tb
   static constexpr size_t V = K + kRowsB;                             // v
   static constexpr size_t AKK = V + kRowsB;                           // cumsum totals, then A_kk
@@ -88,7 +102,9 @@ struct PrepSmem {
   static_assert(D == 64 || D == 128, "head sizes");
   static_assert(size_t(kPrepThreads / 32) * D * 4 <= kA, "cumsum warp totals fit the A_kk region");
   static_assert(size_t(kC) * LDT * 2 <= kRowsB, "Tb fits the k region");
-  static_assert(Q % 16 == 0 && K % 16 == 0 && V % 16 == 0 && AKK % 16 == 0 && BETA % 16 == 0 && GC % 16 == 0 &&
+  static_assert(2 * kRowsB <= Q - G && size_t(kC) * (D + 8) * 4 <= Q - G,
+                "P4 stages (Wn hi + lo bf16 [64][LDB], then U0 fp32 [64][D + 8]) fit the G region");
+  static_assert(AQS % 16 == 0 && Q % 16 == 0 && K % 16 == 0 && V % 16 == 0 && AKK % 16 == 0 && BETA % 16 == 0 && GC % 16 == 0 &&
                     kA % 16 == 0,
                 "16-byte aligned regions");
   static_assert(2 * (TOTAL + 1024) <= 228 * 1024, "two CTAs per SM (sm_90: 228 KB, 1 KB reserved per CTA)");
@@ -283,7 +299,7 @@ template <int D, bool kDiagMma>
 __global__ void __launch_bounds__(kPrepThreads, 2) kda_chunk_prep(const Params p) {
   using L = PrepSmem<D>;
   constexpr int kThreads = kPrepThreads, kWarps = kThreads / 32;
-  constexpr int LDB = L::LDB, LDG = L::LDG, LDT = L::LDT, LDA = L::LDA;
+  constexpr int LDB = L::LDB, LDG = L::LDG, LDT = L::LDT, LDA = L::LDA, LDQ = L::LDQ;
   constexpr int EPL = D / 32;           // channels per lane in row loads
   constexpr int RPW = kC / kWarps;      // contiguous rows per warp
   static_assert(RPW == 4, "row ownership");
@@ -291,6 +307,10 @@ __global__ void __launch_bounds__(kPrepThreads, 2) kda_chunk_prep(const Params p
   float* const sG = reinterpret_cast<float*>(smem + L::G);             // G2 [64][LDG]        (L - X)
   float* const sT = reinterpret_cast<float*>(smem + L::G);             // T [64][LDA]         (S)
   float* const sP = reinterpret_cast<float*>(smem + L::G + L::kA);     // 3 x [16][16]        (S)
+  bf16* const sAqs = reinterpret_cast<bf16*>(smem + L::AQS);            // A_qk stage [64][LDQ] (S)
+  bf16* const sWh = reinterpret_cast<bf16*>(smem + L::G);              // Wn hi [64][LDB]     (P4)
+  bf16* const sWl = reinterpret_cast<bf16*>(smem + L::G + L::kRowsB);  // Wn lo [64][LDB]     (P4)
+  float* const sU0 = reinterpret_cast<float*>(smem + L::G);            // U0 [64][D + 8]      (P4)
   bf16* const sQ = reinterpret_cast<bf16*>(smem + L::Q);               // q raw [64][LDB]     (L - X)
   bf16* const sKg = reinterpret_cast<bf16*>(smem + L::Q);              // Kg [64][LDB]        (S - P4)
   bf16* const sK = reinterpret_cast<bf16*>(smem + L::K);               // k raw [64][LDB]     (L - X)
@@ -364,6 +384,10 @@ __global__ void __launch_bounds__(kPrepThreads, 2) kda_chunk_prep(const Params p
 
   // ---- A: one 16 x 16 block (a, b) of A_qk and A_kk per warp, operands formed in registers ----------------
   constexpr int kUnits = kDiagMma ? 10 : 6;
+  // this warp's A_qk fragments as bf16 pairs [row half rr][n8 tile], staged in phase S (the G2 region is live
+  // until then) and stored from there 16-byte coalesced
+  uint32_t aq[2][2] = {};
+  int aq_i0 = 0, aq_j0 = 0;
   if (warp < kUnits) {
     int a, b;
     if constexpr (kDiagMma) {
@@ -375,6 +399,7 @@ __global__ void __launch_bounds__(kPrepThreads, 2) kda_chunk_prep(const Params p
     }
     const float* const Ra = sG + (a ? 16 * a - 1 : 0) * LDG;  // R_a = G2[16a - 1] (R_0 = 0)
     const int i0 = 16 * a + gq, j0 = 16 * b + gq;
+    aq_i0 = i0, aq_j0 = 16 * b;
     float acc[2][2][4] = {};  // [A_qk, A_kk][n8 tile][fragment]
 #pragma unroll 2
     for (int k0 = 0; k0 < D; k0 += 16) {
@@ -418,7 +443,7 @@ __global__ void __launch_bounds__(kPrepThreads, 2) kda_chunk_prep(const Params p
         const float mk0 = sMk[j], mk1 = sMk[j + 1];
         const float q0 = j <= i ? acc[0][n][2 * rr] * mqi * mk0 : 0.f;
         const float q1 = j + 1 <= i ? acc[0][n][2 * rr + 1] * mqi * mk1 : 0.f;
-        *reinterpret_cast<uint32_t*>(gaqk + i * kC + j) = pack_bf16(q0, q1);
+        aq[rr][n] = pack_bf16(q0, q1);
         sAkk[i * LDA + j] = j < i ? acc[1][n][2 * rr] * mki * mk0 : 0.f;
         sAkk[i * LDA + j + 1] = j + 1 < i ? acc[1][n][2 * rr + 1] * mki * mk1 : 0.f;
       }
@@ -484,35 +509,34 @@ __global__ void __launch_bounds__(kPrepThreads, 2) kda_chunk_prep(const Params p
     stg128(p.scr.qg + cid * (kC * D) + r * D + c, make_uint4(oq[0], oq[1], oq[2], oq[3]));
     kg[it] = make_uint4(ok[0], ok[1], ok[2], ok[3]);
   }
-  constexpr int kX2 = D * (kC / 8) / kThreads;  // items (channel, 8 rows) per thread
-  static_assert(kX2 >= 1 && kX2 * kThreads == D * (kC / 8), "whole items");
+  // KdT: warp unit = 16 channels x 16 rows; lane = channel c0 + (lane & 15), rows r0 = 8 (lane >> 4) .. + 8:
+  // lanes l and l + 16 fill one 32-byte sector of row c. The upper half-warp takes its row pairs in the order
+  // m ^ 1 (rows 8 +- 2 apart from the lower half's): G2 and k loads bank-conflict free.
+  constexpr int kX2 = (D / 16) * (kC / 16) / kWarps;  // warp units per warp
+  static_assert(kX2 >= 1 && kX2 * kWarps == (D / 16) * (kC / 16), "whole units");
 #pragma unroll
   for (int it = 0; it < kX2; ++it) {
-    const int e = tid + it * kThreads;
-    const int c = e % D, r0 = 8 * (e / D);
+    const int u = warp + it * kWarps;
+    const int c = 16 * (u % (D / 16)) + (lane & 15), r0 = 16 * (u / (D / 16)) + 8 * (lane >> 4);
+    const int sw = lane >> 4;  // 1: pairs in the order m ^ 1
     const float gc = sGC[c];
     uint32_t wd[4];
 #pragma unroll
     for (int m = 0; m < 4; ++m) {
-      const int r = r0 + 2 * m;
+      const int r = r0 + 2 * (m ^ sw);
       const float k0 = bf2f(sK[r * LDB + c]) * sMk[r], k1 = bf2f(sK[(r + 1) * LDB + c]) * sMk[r + 1];
       wd[m] = pack_bf16(k0 * ex2(gc - sG[r * LDG + c]), k1 * ex2(gc - sG[(r + 1) * LDG + c]));
     }
-    stg128(p.scr.kdt + cid * (D * kC) + c * kC + r0, make_uint4(wd[0], wd[1], wd[2], wd[3]));
+    const uint4 out = sw ? make_uint4(wd[1], wd[0], wd[3], wd[2]) : make_uint4(wd[0], wd[1], wd[2], wd[3]);
+    stg128(p.scr.kdt + cid * (D * kC) + c * kC + r0, out);
   }
-  static_assert(kC * 8 % kThreads == 0, "whole items");
+  static_assert(kC * 8 == kThreads, "one A_qk segment (row r, columns 8 s .. + 8) per thread");
+  const int aq_r = tid >> 3, aq_s = tid & 7;
+  if (!kDiagMma && (aq_s >> 1) == (aq_r >> 4)) {  // diagonal block segment: the pair loop wrote j <= r
+    bf16* const dst = gaqk + aq_r * kC + 8 * aq_s;
 #pragma unroll
-  for (int it = 0; it < kC * 8 / kThreads; ++it) {  // A_qk segments (row r, columns 8 s .. + 8)
-    const int e = tid + it * kThreads;
-    const int r = e >> 3, s = e & 7;
-    bf16* const dst = gaqk + r * kC + 8 * s;
-    if ((s >> 1) > (r >> 4)) {
-      stg128(dst, make_uint4(0u, 0u, 0u, 0u));
-    } else if (!kDiagMma && (s >> 1) == (r >> 4)) {  // diagonal block: the pair loop wrote j <= r
-#pragma unroll
-      for (int x = 0; x < 8; ++x)
-        if (8 * s + x > r) dst[x] = __float2bfloat16_rn(0.f);
-    }
+    for (int x = 0; x < 8; ++x)
+      if (8 * aq_s + x > aq_r) dst[x] = __float2bfloat16_rn(0.f);
   }
   __syncthreads();  // every read of q, k raw and G2 is done; A_kk complete
 
@@ -522,6 +546,12 @@ __global__ void __launch_bounds__(kPrepThreads, 2) kda_chunk_prep(const Params p
     const int e = tid + it * kThreads;
     const int r = e / (D / 8), c = 8 * (e % (D / 8));
     *reinterpret_cast<uint4*>(sKg + r * LDB + c) = kg[it];
+  }
+  if (warp < kUnits) {  // A_qk fragments -> stage (the G2 region beyond T and the solve scratch)
+#pragma unroll
+    for (int rr = 0; rr < 2; ++rr)
+#pragma unroll
+      for (int n = 0; n < 2; ++n) sts32(sAqs + (aq_i0 + 8 * rr) * LDQ + aq_j0 + 8 * n + 2 * tq, aq[rr][n]);
   }
   if (warp < 4 && lane < 16) {  // diagonal blocks: forward substitution, lane = column j of block warp
     // row i of L by 16-byte broadcast loads (not one dependent load per product), two partial sums
@@ -547,46 +577,78 @@ __global__ void __launch_bounds__(kPrepThreads, 2) kda_chunk_prep(const Params p
     for (int i = 0; i < 16; ++i) sT[(base + i) * LDA + base + j] = col[i];
   }
   __syncthreads();
+  {  // A_qk stage -> scratch, one 16-byte segment per thread (zeros above the diagonal blocks; with the
+     // per-pair diagonal the pair loop and phase X wrote the diagonal blocks' segments)
+    const int bs = aq_s >> 1, br = aq_r >> 4;
+    if (bs > br)
+      stg128(gaqk + aq_r * kC + 8 * aq_s, make_uint4(0u, 0u, 0u, 0u));
+    else if (kDiagMma || bs < br)
+      stg128(gaqk + aq_r * kC + 8 * aq_s, *reinterpret_cast<const uint4*>(sAqs + aq_r * LDQ + 8 * aq_s));
+  }
 #pragma unroll 1
   for (int d = 1; d < 4; ++d) {  // blocks (a, a - d): T_ab = -T_aa sum_{m=b}^{a-1} L_am T_mb
-    const int nblk = 4 - d;
-    for (int e = tid; e < nblk * 256; e += kThreads) {
-      const int a = d + (e >> 8), b = a - d, i = (e >> 4) & 15, j = e & 15;
-      float s = 0.f;
+    // thread = (block, row i, 4 columns 4 jq): float4 loads, the same summation order per element as a
+    // scalar loop over m, x
+    const int nblk = 4 - d, blk = tid >> 6, i = (tid >> 2) & 15, jq = tid & 3;
+    const int a = d + blk, b = a - d;
+    static_assert(3 * 64 <= kThreads, "one item per thread");
+    if (blk < nblk) {
+      float4 s = make_float4(0.f, 0.f, 0.f, 0.f);
       for (int m = b; m < a; ++m)
 #pragma unroll
-        for (int x = 0; x < 16; ++x) s += sAkk[(16 * a + i) * LDA + 16 * m + x] * sT[(16 * m + x) * LDA + 16 * b + j];
-      sP[(e >> 8) * 256 + i * 16 + j] = s;
+        for (int x4 = 0; x4 < 4; ++x4) {
+          const float4 l = *reinterpret_cast<const float4*>(sAkk + (16 * a + i) * LDA + 16 * m + 4 * x4);
+          const float lv[4] = {l.x, l.y, l.z, l.w};
+#pragma unroll
+          for (int xx = 0; xx < 4; ++xx) {
+            const float4 t = *reinterpret_cast<const float4*>(sT + (16 * m + 4 * x4 + xx) * LDA + 16 * b + 4 * jq);
+            s.x += lv[xx] * t.x, s.y += lv[xx] * t.y, s.z += lv[xx] * t.z, s.w += lv[xx] * t.w;
+          }
+        }
+      *reinterpret_cast<float4*>(sP + blk * 256 + i * 16 + 4 * jq) = s;
     }
     __syncthreads();
-    for (int e = tid; e < nblk * 256; e += kThreads) {
-      const int a = d + (e >> 8), b = a - d, i = (e >> 4) & 15, j = e & 15;
-      float s = 0.f;
+    if (blk < nblk) {
+      float4 s = make_float4(0.f, 0.f, 0.f, 0.f);
 #pragma unroll
-      for (int x = 0; x < 16; ++x) s += sT[(16 * a + i) * LDA + 16 * a + x] * sP[(e >> 8) * 256 + x * 16 + j];
-      sT[(16 * a + i) * LDA + 16 * b + j] = -s;
+      for (int x4 = 0; x4 < 4; ++x4) {
+        const float4 l = *reinterpret_cast<const float4*>(sT + (16 * a + i) * LDA + 16 * a + 4 * x4);
+        const float lv[4] = {l.x, l.y, l.z, l.w};
+#pragma unroll
+        for (int xx = 0; xx < 4; ++xx) {
+          const float4 pp = *reinterpret_cast<const float4*>(sP + blk * 256 + (4 * x4 + xx) * 16 + 4 * jq);
+          s.x += lv[xx] * pp.x, s.y += lv[xx] * pp.y, s.z += lv[xx] * pp.z, s.w += lv[xx] * pp.w;
+        }
+      }
+      *reinterpret_cast<float4*>(sT + (16 * a + i) * LDA + 16 * b + 4 * jq) = make_float4(-s.x, -s.y, -s.z, -s.w);
     }
     __syncthreads();
   }
+  static_assert(kC * kC / 4 % kThreads == 0, "whole items");
 #pragma unroll
-  for (int it = 0; it < kC * kC / kThreads; ++it) {
+  for (int it = 0; it < kC * kC / 4 / kThreads; ++it) {  // item: row i, columns j .. j + 3
     const int e = tid + it * kThreads;
-    const int i = e >> 6, j = e & 63;
-    const float val = (j >> 4) > (i >> 4) ? 0.f : sT[i * LDA + j] * sBeta[j];  // blocks above: never written
-    sTb[i * LDT + j] = __float2bfloat16_rn(val);
+    const int i = e >> 4, j = 4 * (e & 15);
+    float x[4] = {0.f, 0.f, 0.f, 0.f};  // blocks above the diagonal: never written
+    if ((j >> 4) <= (i >> 4)) {
+      const float4 t = *reinterpret_cast<const float4*>(sT + i * LDA + j);
+      const float4 bt = *reinterpret_cast<const float4*>(sBeta + j);
+      x[0] = t.x * bt.x, x[1] = t.y * bt.y, x[2] = t.z * bt.z, x[3] = t.w * bt.w;
+    }
+    sts_bf16<4>(sTb + i * LDT + j, x);
   }
   __syncthreads();
 
-  // ---- P4: Wn = -Tb Kg, U0 = Tb V -> scratch (one product after the other: 16 accumulators) ------------------
+  // ---- P4: Wn = -Tb Kg, U0 = Tb V -> stages in the G region -> scratch, 16-byte coalesced ----------------
   {
     constexpr int NT = D / 32;  // n8 tiles per warp (D / 4 columns)
     static_assert(NT % 2 == 0, "ldmatrix.x4 covers two n8 tiles");
+    constexpr int LDU = D + 8;  // U0 stage row (fp32): float2 fragment stores bank-conflict free
     const int t0 = 16 * (warp >> 2), n0 = (warp & 3) * (D / 4);
     const int64_t base = cid * (kC * D);
+    const auto product = [&](const bf16* Bm, float (&acc)[NT][4]) {  // Bm row-major [64][LDB]: k = row
 #pragma unroll
-    for (int prod = 0; prod < 2; ++prod) {
-      const bf16* const Bm = prod == 0 ? sKg : sV;  // row-major [64][LDB]: k = row
-      float acc[NT][4] = {};
+      for (int nt = 0; nt < NT; ++nt) acc[nt][0] = acc[nt][1] = acc[nt][2] = acc[nt][3] = 0.f;
 #pragma unroll
       for (int k0 = 0; k0 < kC; k0 += 16) {
         uint32_t af[4];
@@ -605,20 +667,45 @@ __global__ void __launch_bounds__(kPrepThreads, 2) kda_chunk_prep(const Params p
           mma_bf16(acc[2 * np + 1], af, b1);
         }
       }
+    };
+    float acc[NT][4];
+    product(sKg, acc);
 #pragma unroll
-      for (int nt = 0; nt < NT; ++nt)
+    for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
-        for (int rr = 0; rr < 2; ++rr) {
-          const int64_t off = base + (t0 + gq + 8 * rr) * D + n0 + 8 * nt + 2 * tq;
-          if (prod == 0) {
-            const float w0 = -acc[nt][2 * rr], w1 = -acc[nt][2 * rr + 1];
-            const uint32_t hi = pack_bf16(w0, w1);
-            *reinterpret_cast<uint32_t*>(p.scr.wh + off) = hi;
-            *reinterpret_cast<uint32_t*>(p.scr.wl + off) = pack_bf16(w0 - bf_lo(hi), w1 - bf_hi(hi));
-          } else {
-            *reinterpret_cast<float2*>(p.scr.u0 + off) = make_float2(acc[nt][2 * rr], acc[nt][2 * rr + 1]);
-          }
-        }
+      for (int rr = 0; rr < 2; ++rr) {
+        const int o = (t0 + gq + 8 * rr) * LDB + n0 + 8 * nt + 2 * tq;
+        const float w0 = -acc[nt][2 * rr], w1 = -acc[nt][2 * rr + 1];
+        const uint32_t hi = pack_bf16(w0, w1);
+        sts32(sWh + o, hi);
+        sts32(sWl + o, pack_bf16(w0 - bf_lo(hi), w1 - bf_hi(hi)));
+      }
+    __syncthreads();  // Wn hi + lo staged
+    constexpr int kW = kC * D / 8 / kThreads;  // 16-byte segments per thread and array
+    static_assert(kW >= 1 && kW * kThreads * 8 == kC * D, "whole items");
+#pragma unroll
+    for (int it = 0; it < kW; ++it) {
+      const int e = tid + it * kThreads;
+      const int r = e / (D / 8), c = 8 * (e % (D / 8));
+      stg128(p.scr.wh + base + r * D + c, *reinterpret_cast<const uint4*>(sWh + r * LDB + c));
+      stg128(p.scr.wl + base + r * D + c, *reinterpret_cast<const uint4*>(sWl + r * LDB + c));
+    }
+    product(sV, acc);
+    __syncthreads();  // every read of the Wn stages is done
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+      for (int rr = 0; rr < 2; ++rr)
+        *reinterpret_cast<float2*>(sU0 + (t0 + gq + 8 * rr) * LDU + n0 + 8 * nt + 2 * tq) =
+            make_float2(acc[nt][2 * rr], acc[nt][2 * rr + 1]);
+    __syncthreads();  // U0 staged
+    constexpr int kU = kC * D / 4 / kThreads;
+    static_assert(kU >= 1 && kU * kThreads * 4 == kC * D, "whole items");
+#pragma unroll
+    for (int it = 0; it < kU; ++it) {
+      const int e = tid + it * kThreads;
+      const int r = e / (D / 4), c = 4 * (e % (D / 4));
+      stg128(p.scr.u0 + base + r * D + c, *reinterpret_cast<const uint4*>(sU0 + r * LDU + c));
     }
   }
 }
