@@ -450,7 +450,8 @@ __global__ void __launch_bounds__(kPrepThreads, 2) kda_chunk_prep(const Params p
     }
   }
   if constexpr (!kDiagMma) {
-    // diagonal blocks per pair i >= j (136 a block), D / 32 lanes a pair: exp(G_i - G_j) <= 1 for any g <= 0
+    // diagonal blocks per pair i >= j (136 a block), D / 32 lanes a pair (interleaved channel pairs): exp(G_i -
+    // G_j) <= 1 for any g <= 0
     constexpr int kParts = D / 32, kItems = 4 * 136 * kParts;
     static_assert(kItems % 32 == 0, "whole warps per iteration (full-mask shuffles)");
     for (int e = tid; e < kItems; e += kThreads) {
@@ -462,8 +463,10 @@ __global__ void __launch_bounds__(kPrepThreads, 2) kda_chunk_prep(const Params p
       const int j = t - i * (i + 1) / 2;
       const int I = 16 * a + i, J = 16 * a + j;
       float sq = 0.f, sk = 0.f;
+      // the kParts lanes of a pair read adjacent channel pairs (c = 2 part + 2 kParts m): consecutive banks, where
+      // contiguous 32-channel parts put all of them on the same bank
 #pragma unroll 4
-      for (int c = 32 * part; c < 32 * part + 32; c += 2) {
+      for (int c = 2 * part; c < D; c += 2 * kParts) {
         const float2 gi = *reinterpret_cast<const float2*>(sG + I * LDG + c);
         const float2 gj = *reinterpret_cast<const float2*>(sG + J * LDG + c);
         const float e0 = ex2(gi.x - gj.x), e1 = ex2(gi.y - gj.y);
