@@ -12,6 +12,7 @@
 #include <cstring>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "bench_util.h"
@@ -95,26 +96,45 @@ void run_step(int B, int H, int K, kimi::StateLayout layout) {
   a.state = kimi::TensorView(st.p, DType::f32, {S, H, K, K}, dev);
   a.state_layout = layout;
   a.slots = kimi::TensorView(slot.data(), DType::i64, {B});
-  const double eager = kimi::bench::median_ms([&] { kimi::kda_decode_step(a); }, 20, 100);
+  // TEMPORARY A/B: KIMI_DECODE_SPLIT=0 the ddb5da9 kernels, 1 / 2 / 4 CTAs per head forced, unset: the launcher's choice
+  const char* only = std::getenv("KIMI_BENCH_DECODE_VARIANTS");
+  const std::pair<const char*, const char*> variants[] = {
+      {"0", " [old ddb5da9]"}, {"1", " [split 1]"}, {"2", " [split 2]"}, {"4", " [split 4]"}, {nullptr, " [default]"}};
+  for (const auto& [v, variant] : variants) {
+    if (only && v && !std::strstr(only, v)) continue;
+    if (v) setenv("KIMI_DECODE_SPLIT", v, 1);
+    else unsetenv("KIMI_DECODE_SPLIT");
+    a.slots = kimi::TensorView(slot.data(), DType::i64, {B});
+    const double eager = kimi::bench::median_ms([&] { kimi::kda_decode_step(a); }, 20, 100);
 
-  cudaStream_t s;
-  CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-  a.slots = kimi::TensorView(dslot.p, DType::i64, {B}, dev);  // device slots: capturable
-  const kimi::Context ctx{s};
-  cudaGraph_t g;
-  cudaGraphExec_t ge;
-  CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
-  kimi::kda_decode_step(a, ctx);
-  CK(cudaStreamEndCapture(s, &g));
-  CK(cudaGraphInstantiate(&ge, g, 0));
-  const double graph = kimi::bench::median_ms([&] { CK(cudaGraphLaunch(ge, s)); }, 20, 200, s);
-  CK(cudaGraphExecDestroy(ge));
-  CK(cudaGraphDestroy(g));
-  CK(cudaStreamDestroy(s));
-  const double state_bytes = double(B) * H * K * K * 4 * 2;
-  std::printf("kimi kda_decode_step B=%d H=%d K=V=%d %s pool=%lld  eager %.4f ms  graph replay %.4f ms  state %.2f TB/s (graph)%s\n",
-              B, H, K, layout == kimi::StateLayout::vk ? "vk" : "kv", (long long)S, eager, graph,
-              state_bytes / (graph * 1e-3) / 1e12, B == 1 && H == 96 ? "  (target <= 0.010 ms in a graph)" : "");
+    cudaStream_t s;
+    CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    a.slots = kimi::TensorView(dslot.p, DType::i64, {B}, dev);  // device slots: capturable
+    const kimi::Context ctx{s};
+    // One step per graph (the number compared with the target), and kSteps steps per graph (back-to-back
+    // kernels: per-step time without the graph launch).
+    constexpr int kSteps = 20;
+    double graph = 0, graph_n = 0;
+    for (int steps : {1, kSteps}) {
+      cudaGraph_t g;
+      cudaGraphExec_t ge;
+      CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+      for (int i = 0; i < steps; ++i) kimi::kda_decode_step(a, ctx);
+      CK(cudaStreamEndCapture(s, &g));
+      CK(cudaGraphInstantiate(&ge, g, 0));
+      const double ms = kimi::bench::median_ms([&] { CK(cudaGraphLaunch(ge, s)); }, 20, steps == 1 ? 200 : 50, s);
+      (steps == 1 ? graph : graph_n) = steps == 1 ? ms : ms / steps;
+      CK(cudaGraphExecDestroy(ge));
+      CK(cudaGraphDestroy(g));
+    }
+    CK(cudaStreamDestroy(s));
+    const double state_bytes = double(B) * H * K * K * 4 * 2;
+    std::printf("kimi kda_decode_step B=%d H=%d K=V=%d %s pool=%lld%s  eager %.4f ms  graph replay %.4f ms  state %.2f TB/s (graph)"
+                "  %d-step graph %.4f ms/step%s\n",
+                B, H, K, layout == kimi::StateLayout::vk ? "vk" : "kv", (long long)S, variant, eager, graph,
+                state_bytes / (graph * 1e-3) / 1e12, kSteps, graph_n, B == 1 && H == 96 ? "  (target <= 0.010 ms in a graph)" : "");
+  }
+  unsetenv("KIMI_DECODE_SPLIT");
 }
 
 }  // namespace
@@ -130,8 +150,25 @@ int main() {
     run(256, 1, 32, 128, 128, layout);
     run(1, 1, 96, 128, 128, layout);  // one K3 layer, B = 1
   }
+  {  // the floor: one graph replay of a 4-byte memset
+    cudaStream_t s;
+    CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    DevBuf m(4, {});
+    cudaGraph_t g;
+    cudaGraphExec_t ge;
+    CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+    CK(cudaMemsetAsync(m.p, 0, 4, s));
+    CK(cudaStreamEndCapture(s, &g));
+    CK(cudaGraphInstantiate(&ge, g, 0));
+    std::printf("graph replay of a 4-byte memset (the floor): %.4f ms\n",
+                kimi::bench::median_ms([&] { CK(cudaGraphLaunch(ge, s)); }, 20, 200, s));
+    CK(cudaGraphExecDestroy(ge));
+    CK(cudaGraphDestroy(g));
+    CK(cudaStreamDestroy(s));
+  }
   for (auto layout : {kimi::StateLayout::kv, kimi::StateLayout::vk}) {
     run_step(1, 96, 128, layout);  // one K3 layer
+    run_step(1, 32, 128, layout);
     run_step(32, 96, 128, layout);
     run_step(256, 32, 128, layout);  // large batch: the >= 3.8 TB/s state-traffic target
   }

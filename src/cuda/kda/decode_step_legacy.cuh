@@ -1,0 +1,448 @@
+// TEMPORARY (removed after the A/B run): the decode kernels of ddb5da9, for bench_kda_decode before/after. Original header:
+// one CTA per (sequence n, head h). Math of one CTA, s = slot(n), channels of head h (K of q/k/f, V of v/z/y):
+//   q, k, v = SiLU(conv(x; cache[s]))           conv_step.cuh, caches shifted in place, fp32 results in shared
+//   a_i = exp(g_i), g = gate(f; A_log[h], dt_bias)   kda_device.cuh gate_log
+//   rq, rk, qk from q.q, k.k, q.k (L2 norms eps 1e-6, scale), beta = sigmoid(b[n, h])   token_factors
+//   per state column j (S = state[s, h] in R^{K x V}, fp32, in place):
+//     Sd = diag(a) S;  kS_j = rk k^T Sd_j;  e_j = v_j - kS_j;  o_j = rq q^T Sd_j + beta qk e_j
+//     S_j = Sd_j + (beta rk e_j) k                   (the recurrence's one-pass form, recurrent.cuh)
+//   y[n, hV + j] = o_j * rsqrt(mean_j o^2 + eps) * o_norm[j] * sigmoid(z[n, hV + j])   gated_rms.cuh
+// Every column j is independent until the norm: a CTA walks the head's V columns in tiles of BV (one tile
+// when V <= BV, always at K = V = 128), keeping the o_j in shared memory, and normalizes at the end.
+//
+// CTA = 512 threads (16 warps), grid N * H, n = blockIdx.x / H, h = blockIdx.x % H. Per CTA:
+//  1. s = slot(n): n (no slots), the launcher's inline table (host slots, validated on the host), or a device
+//     i32/i64 [N] tensor (unvalidated: s outside [0, S) -> the CTA writes NaN into y[n, hV .. hV+V) and reads
+//     and writes no cache or state row).
+//  2. the head's state (tile 0) is prefetched into L2 (prefetch.global.L2: no registers held), then the
+//     prologue runs while HBM serves it: one thread per channel of the head's 2*KMAX + V conv channels (q and
+//     its gate, k, v), results to shared q, k, a [KMAX] (q = k = 0, a = 1 beyond K: rows beyond K stay 0),
+//     v [V]; barrier; the sums q.q, k.k, q.k (warp shuffles, per-warp partials, barrier).
+//     (Issuing the state loads into registers before the prologue instead spilled 340-376 bytes per thread
+//     at the 64-register cap of 2 CTAs per SM; as written ptxas reports 20-60 bytes, in the conv prologue.)
+//  3. per tile: 16-byte streaming loads of the state into registers, decay + partial reductions over the
+//     thread's rows, reductions over K, e and o, update, 16-byte streaming stores.
+//  4. barrier (the o_j of every tile in shared); every warp reduces sum o^2 over V itself (no more barriers);
+//     thread j < V writes y_j.
+// Thread mappings (state contiguous: head (s, h) at (s H + h) K V, row length V (kv) or K (vk)):
+//  kv [K rows][V cols]: thread = (column group cg of 4 columns, row group rg), CG = BV/4 column groups (<= 32,
+//     so a warp covers 32/CG row groups), RG = 512/CG row groups, rows rg + RG r (r < NR), KMAX = RG NR.
+//     At CG = 32 a warp reads one 512-byte row segment. Reductions over K: in-thread over NR rows, shuffles
+//     over the warp's row groups, per-warp float4 partials in shared, column j summed by thread j (< BV),
+//     which also writes o_j and beta rk e_j for the update (2 barriers per tile).
+//  vk [V rows][K cols]: thread = (K group kg of 4 consecutive K, column group vg), KG lanes per column (one
+//     warp), K slots 4 kg + 4 KG c (c < KC), KMAX = 4 KG KC; VG = 512/KG column groups, columns
+//     j0 + vg + VG m (m < NV), BV = VG NV. Reductions over K: shuffles only (no barrier per tile).
+// Registers: 4 NR (kv) or 4 KC NV (vk) state floats per thread: 32 up to K = 128 (2 CTAs per SM), 64 at K = 256.
+#pragma once
+
+#include <cstdint>
+
+#include "cuda/conv/conv_step.cuh"
+#include "cuda/elementwise.cuh"
+#include "cuda/kda/kda_device.cuh"
+#include "cuda/norm/gated_rms.cuh"
+
+namespace kimi::cuda::kda_decode_legacy {
+
+using namespace kda_detail;
+
+inline constexpr int kThreads = 512;
+inline constexpr int kWarps = kThreads / 32;
+inline constexpr int kMaxV = 256;          // kKdaMaxHeadDim
+inline constexpr int kInlineSlots = 256;   // host slots passed by value up to this N
+
+enum SlotMode : int { slots_identity = 0, slots_inline = 1, slots_device = 2 };
+
+// An activation [N, C]: row n at n * n_stride, channel c at + c.
+struct Act {
+  const void* p;
+  int64_t n_stride;
+  int t;
+};
+// A conv weight ([C, W] / [C, 1, W]: (c, j) at c * w_c + j * w_j) and its cache pool [S, C, W-1]
+// ((s, c, j) at s * c_s + c * c_c + j * c_j; null when W = 1).
+struct ConvPool {
+  const void* w;
+  int64_t w_c, w_j;
+  int tw;
+  void* cache;
+  int64_t c_s, c_c, c_j;
+  int tc;
+};
+
+struct DecodeParams {
+  Act xq, xk, xv, f, b, z;  // z.p null when absent
+  void* y; int64_t y_n; int ty;
+  ConvPool cq, ck, cv;
+  int W;
+  int gate;                        // GateCode (bounded or softplus)
+  const float* A_log; int64_t A_s;  // A_log[h * A_s]
+  const float* dt_bias;            // contiguous [H*K]: dt_bias[h K + i]
+  float lower_bound, scale, norm_eps;
+  const void* o_norm; int t_on;    // [V], stride 1
+  float* state; int state_vec;     // contiguous pool [S, H, K, V] / [S, H, V, K]; vec: 16-byte accesses valid
+  int64_t S;
+  int H, K, V;
+  int slot_mode;                   // SlotMode
+  const void* dslots; int64_t dslots_stride; int dslots_i64;  // slots_device: i32/i64 [N]
+  int32_t islots[kInlineSlots];    // slots_inline
+};
+
+// Sequence n's pool row (unchecked for device slots: the caller compares it with [0, S)).
+__device__ __forceinline__ int64_t slot_of(const DecodeParams& p, int64_t n) {
+  if (p.slot_mode == slots_inline) return p.islots[n];
+  if (p.slot_mode == slots_device)
+    return p.dslots_i64 ? static_cast<const int64_t*>(p.dslots)[n * p.dslots_stride]
+                        : int64_t(static_cast<const int32_t*>(p.dslots)[n * p.dslots_stride]);
+  return n;
+}
+
+// A slot outside the pool: y rows of the head become NaN, nothing else is touched.
+__device__ __forceinline__ void nan_head(const DecodeParams& p, int64_t n, int h) {
+  for (int j = threadIdx.x; j < p.V; j += kThreads)
+    store_f32(p.y, n * p.y_n + int64_t(h) * p.V + j, p.ty, __int_as_float(0x7fffffff));
+}
+
+// The pool row of this CTA's sequence n, or -1 when its slot is outside [0, S) (its y rows of head h are then
+// NaN and the CTA touches nothing else).
+__device__ __forceinline__ int64_t head_slot(const DecodeParams& p, int64_t n, int h) {
+  const int64_t s = slot_of(p, n);
+  if (s >= 0 && s < p.S) return s;
+  nan_head(p, n, h);
+  return -1;
+}
+
+// The token of one (n, h) in shared memory, fp32.
+template <int KMAX>
+struct Token {
+  static_assert(KMAX % 4 == 0, "rows of q, k, a are read as float4");
+  alignas(16) float q[KMAX];
+  alignas(16) float k[KMAX];
+  alignas(16) float a[KMAX];
+  float v[kMaxV];
+  float o[kMaxV];
+  float sums[kWarps][3];
+};
+
+__device__ __forceinline__ float conv_channel(const Act& x, const ConvPool& cp, int64_t n, int64_t s, int64_t c, int W) {
+  const float xv = load_f32(x.p, n * x.n_stride + c, x.t);
+  return conv_step(xv, cp.w, cp.tw, c * cp.w_c, cp.w_j, cp.cache, cp.tc, s * cp.c_s + c * cp.c_c, cp.c_j, W, true);
+}
+
+// Steps 2 (convs, gate, shared token) and the token scalars; two barriers.
+template <int KMAX>
+__device__ __forceinline__ TokenScalars decode_prologue(const DecodeParams& p, Token<KMAX>& sm, int64_t n, int h,
+                                                        int64_t s) {
+  const int tid = threadIdx.x, K = p.K, V = p.V;
+  const int64_t hk = int64_t(h) * K;
+  const float expA = expf(p.A_log[h * p.A_s]);
+  for (int c = tid; c < 2 * KMAX + V; c += kThreads) {
+    if (c < KMAX) {  // q channel i and its gate
+      float qi = 0.f, ai = 1.f;
+      if (c < K) {
+        qi = conv_channel(p.xq, p.cq, n, s, hk + c, p.W);
+        const float fi = load_f32(p.f.p, n * p.f.n_stride + hk + c, p.f.t);
+        ai = expf(gate_log(p.gate, fi, p.dt_bias[hk + c], expA, p.lower_bound));
+      }
+      sm.q[c] = qi;
+      sm.a[c] = ai;
+    } else if (c < 2 * KMAX) {  // k channel i
+      const int i = c - KMAX;
+      sm.k[i] = i < K ? conv_channel(p.xk, p.ck, n, s, hk + i, p.W) : 0.f;
+    } else {  // v channel j
+      const int j = c - 2 * KMAX;
+      sm.v[j] = conv_channel(p.xv, p.cv, n, s, int64_t(h) * V + j, p.W);
+    }
+  }
+  __syncthreads();
+  float sqq = 0.f, skk = 0.f, sqk = 0.f;
+  for (int i = tid; i < K; i += kThreads) {
+    const float qi = sm.q[i], ki = sm.k[i];
+    sqq += qi * qi;
+    skk += ki * ki;
+    sqk += qi * ki;
+  }
+#pragma unroll
+  for (int o = 16; o > 0; o /= 2) {
+    sqq += __shfl_xor_sync(0xffffffffu, sqq, o);
+    skk += __shfl_xor_sync(0xffffffffu, skk, o);
+    sqk += __shfl_xor_sync(0xffffffffu, sqk, o);
+  }
+  if (tid % 32 == 0) {
+    sm.sums[tid / 32][0] = sqq;
+    sm.sums[tid / 32][1] = skk;
+    sm.sums[tid / 32][2] = sqk;
+  }
+  __syncthreads();
+  sqq = skk = sqk = 0.f;
+#pragma unroll
+  for (int w = 0; w < kWarps; ++w) {
+    sqq += sm.sums[w][0];
+    skk += sm.sums[w][1];
+    sqk += sm.sums[w][2];
+  }
+  const float beta = beta_sigmoid(load_f32(p.b.p, n * p.b.n_stride + h, p.b.t));
+  return token_factors(sqq, skk, sqk, p.scale, true, beta);
+}
+
+// Step 4, after a barrier that completes o[0 .. V): every warp sums o^2 itself (xor butterfly: the same
+// value in every lane and warp), thread j < V writes y_j.
+__device__ __forceinline__ void decode_epilogue(const DecodeParams& p, const float* o, int64_t n, int h) {
+  const int lane = threadIdx.x % 32, V = p.V;
+  float ss = 0.f;
+  for (int j = lane; j < V; j += 32) ss += o[j] * o[j];
+#pragma unroll
+  for (int m = 16; m > 0; m /= 2) ss += __shfl_xor_sync(0xffffffffu, ss, m);
+  const float r = gated_rms_scale(ss, V, p.norm_eps);
+  const int64_t hv = int64_t(h) * V;
+  for (int j = threadIdx.x; j < V; j += kThreads) {
+    const float zj = p.z.p != nullptr ? load_f32(p.z.p, n * p.z.n_stride + hv + j, p.z.t) : 0.f;
+    store_f32(p.y, n * p.y_n + hv + j, p.ty, gated_rms_out(o[j], r, load_f32(p.o_norm, j, p.t_on), p.z.p != nullptr, zj));
+  }
+}
+
+// Asks L2 for the 16 bytes at p (no registers held: the prologue runs while HBM serves the state).
+__device__ __forceinline__ void prefetch_l2(const float* p) { asm volatile("prefetch.global.L2 [%0];" ::"l"(p)); }
+
+// ---------------------------------------------------------------------------------------------
+// kv: S[i][j] at head + i V + j. `at` points at the thread's element (row rg, column jc) of the tile.
+// The thread's columns are jc .. jc + 3: all valid when jc + 4 <= V (the 16-byte path), some when jc < V. The
+// two tests are written as plain comparisons of jc and V, not as a clamped count compared with 4: in the SASS
+// of that form the 16-byte path's branch predicate was the predicate output of the VIMNMX computing the clamp,
+// and on the H200 lanes past V took that path and wrote 16 bytes of the next state row (run 7, fixed in run 8:
+// docs/gpu/2026-11-29-h200-diag1.txt).
+__device__ __forceinline__ int kv_valid_cols(int jc, int V) { return jc >= V ? 0 : (V - jc >= 4 ? 4 : V - jc); }
+
+template <int NR, int RG>
+__device__ __forceinline__ void kv_load(float4 (&S)[NR], const float* at, int V, int K, int rg, int jc, int vec) {
+  const int64_t step = int64_t(RG) * V;
+  const int vcols = kv_valid_cols(jc, V);
+  if (vec && jc + 4 <= V && rg + RG * (NR - 1) < K) {
+#pragma unroll
+    for (int r = 0; r < NR; ++r) S[r] = __ldcs(reinterpret_cast<const float4*>(at + r * step));
+  } else {
+#pragma unroll
+    for (int r = 0; r < NR; ++r) S[r] = ld_state4(at, r * step, rg + RG * r < K ? vcols : 0, vec);
+  }
+}
+template <int NR, int RG>
+__device__ __forceinline__ void kv_prefetch(const float* at, int V, int K, int rg, int jc) {
+  if (jc >= V) return;
+#pragma unroll
+  for (int r = 0; r < NR; ++r)
+    if (rg + RG * r < K) prefetch_l2(at + r * int64_t(RG) * V);
+}
+template <int NR, int RG>
+__device__ __forceinline__ void kv_store(const float4 (&S)[NR], float* at, int V, int K, int rg, int jc, int vec) {
+  const int64_t step = int64_t(RG) * V;
+  const int vcols = kv_valid_cols(jc, V);
+  if (vec && jc + 4 <= V && rg + RG * (NR - 1) < K) {
+#pragma unroll
+    for (int r = 0; r < NR; ++r) __stcs(reinterpret_cast<float4*>(at + r * step), S[r]);
+  } else {
+#pragma unroll
+    for (int r = 0; r < NR; ++r) st_state4(at, r * step, rg + RG * r < K ? vcols : 0, vec, S[r]);
+  }
+}
+
+template <int CG, int NR, int MIN_CTAS>
+__global__ void __launch_bounds__(kThreads, MIN_CTAS) kda_decode_step_kv_kernel(const __grid_constant__ DecodeParams p) {
+  constexpr int RG = kThreads / CG;  // row groups
+  constexpr int BV = 4 * CG;         // columns per tile
+  constexpr int KMAX = RG * NR;
+  static_assert(CG <= 32 && 32 % CG == 0, "a warp covers whole row groups");
+  __shared__ Token<KMAX> sm;
+  __shared__ float4 red_k[kWarps][CG], red_q[kWarps][CG];  // per-warp partial k^T Sd, q^T Sd (4 columns each)
+  __shared__ float4 be4[CG];                               // beta rk e_j of the tile's columns
+
+  const int64_t n = blockIdx.x / p.H;
+  const int h = int(blockIdx.x % p.H);
+  const int64_t s = head_slot(p, n, h);
+  if (s < 0) return;
+  const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
+  const int cg = tid % CG, rg = tid / CG;
+  const int K = p.K, V = p.V;
+  float* const rows = p.state + (s * p.H + h) * int64_t(K) * V + int64_t(rg) * V;  // the thread's first row
+
+  kv_prefetch<NR, RG>(rows + 4 * cg, V, K, rg, 4 * cg);  // tile 0
+  const TokenScalars ts = decode_prologue<KMAX>(p, sm, n, h, s);
+  float4 S[NR];
+
+  for (int j0 = 0; j0 < V; j0 += BV) {
+    const int jc = j0 + 4 * cg;          // first of the thread's 4 columns
+    kv_load<NR, RG>(S, rows + jc, V, K, rg, jc, p.state_vec);
+
+    // Decay, and the partial reductions over this thread's rows (rows >= K hold 0, a = 1, k = q = 0).
+    float pk[4] = {0.f, 0.f, 0.f, 0.f}, pq[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+    for (int r = 0; r < NR; ++r) {
+      const int i = rg + RG * r;
+      const float a = sm.a[i], ki = sm.k[i], qi = sm.q[i];
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        float& x = comp(S[r], e);
+        x *= a;
+        pk[e] = fmaf(ki, x, pk[e]);
+        pq[e] = fmaf(qi, x, pq[e]);
+      }
+    }
+    // Sum over the row groups of the warp (lanes differing in the bits above the column group).
+#pragma unroll
+    for (int o = CG; o < 32; o *= 2) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        pk[e] += __shfl_xor_sync(0xffffffffu, pk[e], o);
+        pq[e] += __shfl_xor_sync(0xffffffffu, pq[e], o);
+      }
+    }
+    if (lane < CG) {
+      red_k[warp][cg] = make_float4(pk[0], pk[1], pk[2], pk[3]);
+      red_q[warp][cg] = make_float4(pq[0], pq[1], pq[2], pq[3]);
+    }
+    __syncthreads();
+    if (tid < BV) {  // column j0 + tid: the sums over K, e, o
+      float ks = 0.f, qs = 0.f;
+#pragma unroll
+      for (int w = 0; w < kWarps; ++w) {
+        ks += reinterpret_cast<const float*>(red_k[w])[tid];
+        qs += reinterpret_cast<const float*>(red_q[w])[tid];
+      }
+      const int j = j0 + tid;
+      float bej = 0.f;
+      if (j < V) {
+        const float ev = sm.v[j] - ts.rk * ks;
+        sm.o[j] = ts.rq * qs + ts.beta * ts.qk * ev;
+        bej = ts.beta * ts.rk * ev;
+      }
+      reinterpret_cast<float*>(be4)[tid] = bej;
+    }
+    __syncthreads();
+    const float4 b4 = be4[cg];
+#pragma unroll
+    for (int r = 0; r < NR; ++r) {
+      const float ki = sm.k[rg + RG * r];
+      S[r].x = fmaf(ki, b4.x, S[r].x);
+      S[r].y = fmaf(ki, b4.y, S[r].y);
+      S[r].z = fmaf(ki, b4.z, S[r].z);
+      S[r].w = fmaf(ki, b4.w, S[r].w);
+    }
+    kv_store<NR, RG>(S, rows + jc, V, K, rg, jc, p.state_vec);
+  }
+  __syncthreads();
+  decode_epilogue(p, sm.o, n, h);
+}
+
+// ---------------------------------------------------------------------------------------------
+// vk: S[i][j] at head + j K + i. `at` points at the thread's first element (column jt, K slot 4 kg).
+template <int KG, int KC, int NV, int VG>
+__device__ __forceinline__ void vk_load(float4 (&S)[NV][KC], const float* at, int K, int V, int jt, int kg, int vec) {
+  const int64_t step = int64_t(VG) * K;
+  if (vec && 4 * kg + 4 * KG * (KC - 1) + 4 <= K && jt + VG * (NV - 1) < V) {
+#pragma unroll
+    for (int m = 0; m < NV; ++m)
+#pragma unroll
+      for (int c = 0; c < KC; ++c) S[m][c] = __ldcs(reinterpret_cast<const float4*>(at + m * step + 4 * KG * c));
+  } else {
+#pragma unroll
+    for (int m = 0; m < NV; ++m)
+#pragma unroll
+      for (int c = 0; c < KC; ++c)
+        S[m][c] = ld_state4(at, m * step + 4 * KG * c, jt + VG * m < V ? clamp4(K - 4 * kg - 4 * KG * c) : 0, vec);
+  }
+}
+template <int KG, int KC, int NV, int VG>
+__device__ __forceinline__ void vk_prefetch(const float* at, int K, int V, int jt, int kg) {
+#pragma unroll
+  for (int m = 0; m < NV; ++m)
+#pragma unroll
+    for (int c = 0; c < KC; ++c)
+      if (jt + VG * m < V && 4 * kg + 4 * KG * c < K) prefetch_l2(at + m * int64_t(VG) * K + 4 * KG * c);
+}
+template <int KG, int KC, int NV, int VG>
+__device__ __forceinline__ void vk_store(const float4 (&S)[NV][KC], float* at, int K, int V, int jt, int kg, int vec) {
+  const int64_t step = int64_t(VG) * K;
+  if (vec && 4 * kg + 4 * KG * (KC - 1) + 4 <= K && jt + VG * (NV - 1) < V) {
+#pragma unroll
+    for (int m = 0; m < NV; ++m)
+#pragma unroll
+      for (int c = 0; c < KC; ++c) __stcs(reinterpret_cast<float4*>(at + m * step + 4 * KG * c), S[m][c]);
+  } else {
+#pragma unroll
+    for (int m = 0; m < NV; ++m)
+#pragma unroll
+      for (int c = 0; c < KC; ++c)
+        st_state4(at, m * step + 4 * KG * c, jt + VG * m < V ? clamp4(K - 4 * kg - 4 * KG * c) : 0, vec, S[m][c]);
+  }
+}
+
+template <int KG, int KC, int NV, int MIN_CTAS>
+__global__ void __launch_bounds__(kThreads, MIN_CTAS) kda_decode_step_vk_kernel(const __grid_constant__ DecodeParams p) {
+  constexpr int VG = kThreads / KG;  // column groups
+  constexpr int BV = VG * NV;        // columns per tile
+  constexpr int KMAX = 4 * KG * KC;
+  static_assert(KG <= 32 && 32 % KG == 0, "a column's K groups lie in one warp");
+  __shared__ Token<KMAX> sm;
+
+  const int64_t n = blockIdx.x / p.H;
+  const int h = int(blockIdx.x % p.H);
+  const int64_t s = head_slot(p, n, h);
+  if (s < 0) return;
+  const int tid = threadIdx.x;
+  const int kg = tid % KG, vg = tid / KG;
+  const int K = p.K, V = p.V;
+  float* const head = p.state + (s * p.H + h) * int64_t(K) * V + 4 * kg;  // + column j * K: the thread's K slot 0
+
+  vk_prefetch<KG, KC, NV, VG>(head + int64_t(vg) * K, K, V, vg, kg);  // tile 0
+  const TokenScalars ts = decode_prologue<KMAX>(p, sm, n, h, s);
+  float4 S[NV][KC];
+
+  // This thread's K slots (16-byte shared loads; KMAX is a multiple of 4, rows 16-byte aligned).
+  float a[KC][4], kk[KC][4], qq[KC][4];
+#pragma unroll
+  for (int c = 0; c < KC; ++c) {
+    const int i0 = 4 * kg + 4 * KG * c;
+    const float4 a4 = *reinterpret_cast<const float4*>(&sm.a[i0]);
+    const float4 k4 = *reinterpret_cast<const float4*>(&sm.k[i0]);
+    const float4 q4 = *reinterpret_cast<const float4*>(&sm.q[i0]);
+    a[c][0] = a4.x, a[c][1] = a4.y, a[c][2] = a4.z, a[c][3] = a4.w;
+    kk[c][0] = k4.x, kk[c][1] = k4.y, kk[c][2] = k4.z, kk[c][3] = k4.w;
+    qq[c][0] = q4.x, qq[c][1] = q4.y, qq[c][2] = q4.z, qq[c][3] = q4.w;
+  }
+
+  for (int j0 = 0; j0 < V; j0 += BV) {
+    const int jt = j0 + vg;  // the thread's first column; columns jt + VG m
+    vk_load<KG, KC, NV, VG>(S, head + int64_t(jt) * K, K, V, jt, kg, p.state_vec);
+#pragma unroll
+    for (int m = 0; m < NV; ++m) {
+      float pk = 0.f, pq = 0.f;
+#pragma unroll
+      for (int c = 0; c < KC; ++c)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          float& x = comp(S[m][c], e);
+          x *= a[c][e];
+          pk = fmaf(kk[c][e], x, pk);
+          pq = fmaf(qq[c][e], x, pq);
+        }
+#pragma unroll
+      for (int o = 1; o < KG; o *= 2) {
+        pk += __shfl_xor_sync(0xffffffffu, pk, o);
+        pq += __shfl_xor_sync(0xffffffffu, pq, o);
+      }
+      const int j = jt + VG * m;
+      const float ev = (j < V ? sm.v[j] : 0.f) - ts.rk * pk;
+      if (kg == 0 && j < V) sm.o[j] = ts.rq * pq + ts.beta * ts.qk * ev;
+      const float bej = ts.beta * ts.rk * ev;
+#pragma unroll
+      for (int c = 0; c < KC; ++c)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) comp(S[m][c], e) = fmaf(bej, kk[c][e], comp(S[m][c], e));
+    }
+    vk_store<KG, KC, NV, VG>(S, head + int64_t(jt) * K, K, V, jt, kg, p.state_vec);
+  }
+  __syncthreads();
+  decode_epilogue(p, sm.o, n, h);
+}
+
+}  // namespace kimi::cuda::kda_decode_legacy
