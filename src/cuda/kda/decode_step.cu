@@ -7,7 +7,6 @@
 // call is capturable in a CUDA graph. Only host slots of more than kInlineSlots sequences are uploaded
 // (stream-ordered scratch, refused inside capture).
 #include <cmath>
-#include <cstdlib>
 #include <cstdint>
 #include <limits>
 #include <optional>
@@ -20,8 +19,6 @@
 #include "cuda/scratch.cuh"
 
 namespace kimi::cuda {
-
-void kda_decode_legacy_launch(const void* params, size_t size, bool kv, int64_t ctas, cudaStream_t s);  // TEMPORARY
 
 namespace {
 using namespace kda_decode_detail;
@@ -41,22 +38,9 @@ ConvPool conv_pool(const TensorView& w, const TensorView& cache) {
   return c;
 }
 
-// One launch: grid N * H * SPLIT CTAs; SPLIT > 1 as clusters of SPLIT CTAs (cudaLaunchKernelEx, capturable).
-template <int SPLIT>
-void launch(void (*kernel)(DecodeParams), const DecodeParams& p, int64_t heads, cudaStream_t s) {
-  if constexpr (SPLIT == 1) {
-    kernel<<<dim3(unsigned(heads)), dim3(kThreads), 0, s>>>(p);
-  } else {
-    cudaLaunchConfig_t cfg{};
-    cfg.gridDim = dim3(unsigned(heads * SPLIT));
-    cfg.blockDim = dim3(kThreads);
-    cfg.stream = s;
-    cudaLaunchAttribute attr[1];
-    attr[0].id = cudaLaunchAttributeClusterDimension;
-    attr[0].val.clusterDim.x = SPLIT, attr[0].val.clusterDim.y = 1, attr[0].val.clusterDim.z = 1;
-    cfg.attrs = attr, cfg.numAttrs = 1;
-    KIMI_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, p));
-  }
+template <class Kernel>
+void launch(Kernel kernel, const DecodeParams& p, int64_t ctas, cudaStream_t s) {
+  kernel<<<dim3(unsigned(ctas)), dim3(kThreads), 0, s>>>(p);
 }
 
 // kv: CG column groups of 4 (BV = 4 CG), RG = 512 / CG row groups, NR >= K / RG rows each.
@@ -68,59 +52,26 @@ KvConfig kv_config(int K, int V) {
   return {32, K <= 64 ? 4 : K <= 128 ? 8 : 16};             // RG = 16: a warp reads 512 contiguous bytes of a row
 }
 
-void launch_kv(const DecodeParams& p, int64_t heads, int split, cudaStream_t s) {
-  const int VS = p.V / split;  // split > 1: K <= 128 (KMAX = 128), one conv channel per thread
-  if (split == 2) {
-    if (VS <= 32) launch<2>(kda_decode_step_kv_kernel<8, 2, 2, 2>, p, heads, s);
-    else launch<2>(kda_decode_step_kv_kernel<16, 4, 2, 2>, p, heads, s);
-    return;
-  }
-  if (split == 4) {
-    if (VS <= 32) launch<4>(kda_decode_step_kv_kernel<8, 2, 2, 4>, p, heads, s);
-    else launch<4>(kda_decode_step_kv_kernel<16, 4, 2, 4>, p, heads, s);
-    return;
-  }
+void launch_kv(const DecodeParams& p, int64_t ctas, cudaStream_t s) {
   const KvConfig c = kv_config(p.K, p.V);
   if (c.cg == 16) {
-    if (c.nr == 2) launch<1>(kda_decode_step_kv_kernel<16, 2, 2, 1>, p, heads, s);
-    else if (c.nr == 4) launch<1>(kda_decode_step_kv_kernel<16, 4, 2, 1>, p, heads, s);
-    else launch<1>(kda_decode_step_kv_kernel<16, 8, 2, 1>, p, heads, s);
+    if (c.nr == 2) launch(kda_decode_step_kv_kernel<16, 2, 2>, p, ctas, s);
+    else if (c.nr == 4) launch(kda_decode_step_kv_kernel<16, 4, 2>, p, ctas, s);
+    else launch(kda_decode_step_kv_kernel<16, 8, 2>, p, ctas, s);
   } else {
-    if (c.nr == 4) launch<1>(kda_decode_step_kv_kernel<32, 4, 2, 1>, p, heads, s);
-    else if (c.nr == 8) launch<1>(kda_decode_step_kv_kernel<32, 8, 2, 1>, p, heads, s);
-    else launch<1>(kda_decode_step_kv_kernel<32, 16, 1, 1>, p, heads, s);
+    if (c.nr == 4) launch(kda_decode_step_kv_kernel<32, 4, 2>, p, ctas, s);
+    else if (c.nr == 8) launch(kda_decode_step_kv_kernel<32, 8, 2>, p, ctas, s);
+    else launch(kda_decode_step_kv_kernel<32, 16, 1>, p, ctas, s);
   }
 }
 
 // vk: KG lanes x 4 K per column (KC slots of 4 KG), VG = 512 / KG column groups, NV columns each.
-void launch_vk(const DecodeParams& p, int64_t heads, int split, cudaStream_t s) {
-  const int K = p.K, VS = p.V / split;
-  if (split == 2) {
-    if (VS <= 32) launch<2>(kda_decode_step_vk_kernel<32, 1, 2, 2, 2>, p, heads, s);   // BV = 32
-    else launch<2>(kda_decode_step_vk_kernel<32, 1, 4, 2, 2>, p, heads, s);            // BV = 64
-    return;
-  }
-  if (split == 4) {
-    if (VS <= 32) launch<4>(kda_decode_step_vk_kernel<32, 1, 2, 2, 4>, p, heads, s);
-    else launch<4>(kda_decode_step_vk_kernel<32, 1, 4, 2, 4>, p, heads, s);
-    return;
-  }
-  if (K <= 32) launch<1>(kda_decode_step_vk_kernel<8, 1, 4, 2, 1>, p, heads, s);          // BV = 256
-  else if (K <= 64) launch<1>(kda_decode_step_vk_kernel<16, 1, 8, 2, 1>, p, heads, s);    // BV = 256
-  else if (K <= 128) launch<1>(kda_decode_step_vk_kernel<32, 1, 8, 2, 1>, p, heads, s);   // BV = 128
-  else launch<1>(kda_decode_step_vk_kernel<32, 2, 8, 1, 1>, p, heads, s);                 // BV = 128
-}
-
-// CTAs per head. Few heads (N * H) leave most multiprocessors idle and each CTA's chain (prologue, K V state
-// floats in and out, norm) long: the V columns are then split over a cluster of 2 or 4 CTAs (each redoes the
-// cheap q / k prologue), the largest split whose N * H * split CTAs are all resident at once (2 per
-// multiprocessor). Split kernels hold KMAX = 128 rows: K <= 128, and 4 split must divide V.
-int split_for(int64_t heads, int K, int V, int dev) {
-  int sms = 0;
-  KIMI_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
-  for (int split : {4, 2})
-    if (K <= 128 && V % (4 * split) == 0 && heads * split <= 2 * int64_t(sms)) return split;
-  return 1;
+void launch_vk(const DecodeParams& p, int64_t ctas, cudaStream_t s) {
+  const int K = p.K;
+  if (K <= 32) launch(kda_decode_step_vk_kernel<8, 1, 4, 2>, p, ctas, s);          // BV = 256
+  else if (K <= 64) launch(kda_decode_step_vk_kernel<16, 1, 8, 2>, p, ctas, s);    // BV = 256
+  else if (K <= 128) launch(kda_decode_step_vk_kernel<32, 1, 8, 2>, p, ctas, s);   // BV = 128
+  else launch(kda_decode_step_vk_kernel<32, 2, 8, 1>, p, ctas, s);                 // BV = 128
 }
 }  // namespace
 
@@ -169,18 +120,8 @@ void kda_decode_step(const KdaDecodeArgs& a, const std::vector<int64_t>& host_ro
     p.dslots = uploaded->get<int64_t>(), p.dslots_stride = 1, p.dslots_i64 = 1;
   }
 
-  int split = split_for(ctas, p.K, p.V, dev);
-  if (const char* e = std::getenv("KIMI_DECODE_SPLIT")) {  // TEMPORARY A/B switch: 0 = the ddb5da9 kernels
-    const int f = std::atoi(e);
-    if (f == 0) {
-      kda_decode_legacy_launch(&p, sizeof p, kv, ctas, s);
-      KIMI_CUDA_CHECK(cudaGetLastError());
-      return;
-    }
-    split = (f == 2 || f == 4) && p.K <= 128 && p.V % (4 * f) == 0 ? f : 1;
-  }
-  if (kv) launch_kv(p, ctas, split, s);
-  else launch_vk(p, ctas, split, s);
+  if (kv) launch_kv(p, ctas, s);
+  else launch_vk(p, ctas, s);
   KIMI_CUDA_CHECK(cudaGetLastError());
 }
 

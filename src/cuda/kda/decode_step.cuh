@@ -1,6 +1,6 @@
 // src/cuda/kda/decode_step.cuh: the fused KDA decode step (kimi/ops/kda_decode.h), one launch per call,
 // one CTA per (sequence n, head h). Math of one CTA, s = slot(n), channels of head h (K of q/k/f, V of v/z/y):
-//   q, k, v = SiLU(conv(x; cache[s]))           conv_step.cuh, caches shifted in place, fp32 results in shared
+//   q, k, v = SiLU(conv(x; cache[s]))           conv_step.cuh's math, caches shifted in place, fp32 in shared
 //   a_i = exp(g_i), g = gate(f; A_log[h], dt_bias)   kda_device.cuh gate_log
 //   rq, rk, qk from q.q, k.k, q.k (L2 norms eps 1e-6, scale), beta = sigmoid(b[n, h])   token_factors
 //   per state column j (S = state[s, h] in R^{K x V}, fp32, in place):
@@ -9,17 +9,27 @@
 //   y[n, hV + j] = o_j * rsqrt(mean_j o^2 + eps) * o_norm[j] * sigmoid(z[n, hV + j])   gated_rms.cuh
 // Every column j is independent until the norm: a CTA walks the head's V columns in tiles of BV (one tile
 // when V <= BV, always at K = V = 128), keeping the o_j in shared memory, and normalizes at the end.
+// (Splitting V over a cluster of 2 or 4 CTAs per head, the norm's sum of squares through distributed shared
+// memory, was measured on the H200 and lost everywhere: 1 x 96 K = V = 128 kv 12.9 / 18.4 us per graph replay
+// at 2 / 4 CTAs per head against 11.4 at one; 1 x 32 no gain; docs/gpu/2026-11-29-h200-decode1.txt.)
 //
 // CTA = 512 threads (16 warps), grid N * H, n = blockIdx.x / H, h = blockIdx.x % H. Per CTA:
+//  0. before the slot is known, each thread issues every load of its first conv channel that does not depend
+//     on it (x, the W taps, f and dt_bias for q channels) and of the head (A_log, beta, o_norm_j and z_j of its
+//     output column) as raw predicated loads (ld_raw: no branch, no conversion, so nothing waits until the
+//     values are used). Latency, not bytes, bounds a CTA at small N * H: the former prologue read each value
+//     through load_f32, whose per-dtype branch converted right after the load, so every conv tap, x, f,
+//     dt_bias, A_log, beta, z and o_norm cost a dependent memory round trip (~15 in a row).
 //  1. s = slot(n): n (no slots), the launcher's inline table (host slots, validated on the host), or a device
 //     i32/i64 [N] tensor (unvalidated: s outside [0, S) -> the CTA writes NaN into y[n, hV .. hV+V) and reads
 //     and writes no cache or state row).
-//  2. the head's state (tile 0) is prefetched into L2 (prefetch.global.L2: no registers held), then the
-//     prologue runs while HBM serves it: one thread per channel of the head's 2*KMAX + V conv channels (q and
-//     its gate, k, v), results to shared q, k, a [KMAX] (q = k = 0, a = 1 beyond K: rows beyond K stay 0),
-//     v [V]; barrier; the sums q.q, k.k, q.k (warp shuffles, per-warp partials, barrier).
+//  2. the head's state (tile 0) is prefetched into L2 (prefetch.global.L2: no registers held), the thread's
+//     W-1 conv-cache values are loaded (one round trip), then the prologue runs while HBM serves the state:
+//     one thread per channel of the head's 2*KMAX + V conv channels (q and its gate, k, v), results to shared
+//     q, k, a [KMAX] (q = k = 0, a = 1 beyond K: rows beyond K stay 0), v [V]; barrier; the sums q.q, k.k, q.k
+//     (warp shuffles, per-warp partials, barrier).
 //     (Issuing the state loads into registers before the prologue instead spilled 340-376 bytes per thread
-//     at the 64-register cap of 2 CTAs per SM; as written ptxas reports 20-60 bytes, in the conv prologue.)
+//     at the 64-register cap of 2 CTAs per SM; as written ptxas reports 28-56 bytes of spill stores.)
 //  3. per tile: 16-byte streaming loads of the state into registers, decay + partial reductions over the
 //     thread's rows, reductions over K, e and o, update, 16-byte streaming stores.
 //  4. barrier (the o_j of every tile in shared); every warp reduces sum o^2 over V itself (no more barriers);
@@ -35,8 +45,6 @@
 //     j0 + vg + VG m (m < NV), BV = VG NV. Reductions over K: shuffles only (no barrier per tile).
 // Registers: 4 NR (kv) or 4 KC NV (vk) state floats per thread: 32 up to K = 128 (2 CTAs per SM), 64 at K = 256.
 #pragma once
-
-#include <cooperative_groups.h>
 
 #include <cstdint>
 
@@ -100,18 +108,18 @@ __device__ __forceinline__ int64_t slot_of(const DecodeParams& p, int64_t n) {
   return n;
 }
 
-// A slot outside the pool: the CTA's y columns [vs, ve) of the head become NaN, nothing else is touched.
-__device__ __forceinline__ void nan_head(const DecodeParams& p, int64_t n, int h, int vs, int ve) {
-  for (int j = vs + int(threadIdx.x); j < ve; j += kThreads)
+// A slot outside the pool: y rows of the head become NaN, nothing else is touched.
+__device__ __forceinline__ void nan_head(const DecodeParams& p, int64_t n, int h) {
+  for (int j = threadIdx.x; j < p.V; j += kThreads)
     store_f32(p.y, n * p.y_n + int64_t(h) * p.V + j, p.ty, __int_as_float(0x7fffffff));
 }
 
-// The pool row of this CTA's sequence n, or -1 when its slot is outside [0, S) (its y columns [vs, ve) of head
-// h are then NaN and the CTA touches nothing else; the CTAs of one cluster share n, so all of them return).
-__device__ __forceinline__ int64_t head_slot(const DecodeParams& p, int64_t n, int h, int vs, int ve) {
+// The pool row of this CTA's sequence n, or -1 when its slot is outside [0, S) (its y rows of head h are then
+// NaN and the CTA touches nothing else).
+__device__ __forceinline__ int64_t head_slot(const DecodeParams& p, int64_t n, int h) {
   const int64_t s = slot_of(p, n);
   if (s >= 0 && s < p.S) return s;
-  nan_head(p, n, h, vs, ve);
+  nan_head(p, n, h);
   return -1;
 }
 
@@ -140,7 +148,7 @@ __device__ __forceinline__ float raw_f32(uint32_t r, int t) {
   return t == el_f32 ? __uint_as_float(r) : (t == el_bf16 ? __uint_as_float(r << 16) : h);
 }
 
-// The token of one (n, h) in shared memory, fp32: q, k, a over the K rows, v and o over the CTA's V slice.
+// The token of one (n, h) in shared memory, fp32.
 template <int KMAX>
 struct Token {
   static_assert(KMAX % 4 == 0, "rows of q, k, a are read as float4");
@@ -150,11 +158,10 @@ struct Token {
   float v[kMaxV];
   float o[kMaxV];
   float sums[kWarps][3];
-  float part[4];  // the cluster's partial sums of o^2 (split launches), by rank
 };
 
-// Conv channel c of the CTA (c < KMAX: q row c and its gate; c < 2 KMAX: k row c - KMAX; c < 2 KMAX + VS: v
-// column vs + c - 2 KMAX), and its raw inputs that do not depend on the slot (loaded before the slot is known).
+// Conv channel c of the CTA (c < KMAX: q row c and its gate; c < 2 KMAX: k row c - KMAX; c < 2 KMAX + V: v
+// column c - 2 KMAX), and its raw inputs that do not depend on the slot (loaded before the slot is known).
 struct ChanIn {
   int role;        // 0 q, 1 k, 2 v
   int64_t ch;      // channel in [0, P) (q, k) or [0, Pv) (v)
@@ -163,41 +170,41 @@ struct ChanIn {
   uint32_t w[kConvMaxWidth - 1];         // taps on the history, w[0 .. W-2]
 };
 template <int KMAX>
-__device__ __forceinline__ ChanIn chan_inputs(const DecodeParams& p, int64_t n, int h, int vs, int VS, int c) {
+__device__ __forceinline__ ChanIn chan_inputs(const DecodeParams& p, int64_t n, int h, int c) {
   ChanIn in;
   in.role = c < KMAX ? 0 : (c < 2 * KMAX ? 1 : 2);
-  const int i = in.role == 0 ? c : (in.role == 1 ? c - KMAX : vs + c - 2 * KMAX);
-  in.live = in.role == 2 ? c - 2 * KMAX < VS : i < p.K;  // c >= 2 KMAX + VS: the thread has no channel
+  const int i = in.role == 0 ? c : (in.role == 1 ? c - KMAX : c - 2 * KMAX);
+  in.live = in.role == 2 ? i < p.V : i < p.K;  // c >= 2 KMAX + V: the thread has no channel
   in.ch = in.role == 2 ? int64_t(h) * p.V + i : int64_t(h) * p.K + i;
   const Act& x = in.role == 0 ? p.xq : (in.role == 1 ? p.xk : p.xv);
   const ConvPool& cp = in.role == 0 ? p.cq : (in.role == 1 ? p.ck : p.cv);
   in.x = ld_raw(x.p, n * x.n_stride + in.ch, x.t, in.live);
   in.wx = ld_raw(cp.w, in.ch * cp.w_c + int64_t(p.W - 1) * cp.w_j, cp.tw, in.live);
 #pragma unroll
-  for (int j = 0; j < kConvMaxWidth - 1; ++j) in.w[j] = ld_raw(cp.w, in.ch * cp.w_c + j * cp.w_j, cp.tw, in.live && j < p.W - 1);
+  for (int j = 0; j < kConvMaxWidth - 1; ++j)
+    in.w[j] = ld_raw(cp.w, in.ch * cp.w_c + j * cp.w_j, cp.tw, in.live && j < p.W - 1);
   in.f = ld_raw(p.f.p, n * p.f.n_stride + in.ch, p.f.t, in.live && in.role == 0);
   in.dt = ld_raw(p.dt_bias, in.ch, el_f32, in.live && in.role == 0);
   return in;
 }
 
 // What the CTA reads before its slot is known, besides its first conv channel: the gate's A_log, beta, and the
-// norm's o_norm and z of the thread's output column vs + tid (tid < VS).
+// norm's o_norm and z of the thread's output column j = tid (< V).
 struct HeadIn {
   uint32_t A, b, on, z;
 };
-__device__ __forceinline__ HeadIn head_inputs(const DecodeParams& p, int64_t n, int h, int vs, int VS) {
+__device__ __forceinline__ HeadIn head_inputs(const DecodeParams& p, int64_t n, int h) {
   const int j = int(threadIdx.x);
-  const int64_t col = int64_t(h) * p.V + vs + j;
+  const int64_t col = int64_t(h) * p.V + j;
   HeadIn in;
   in.A = ld_raw(p.A_log, int64_t(h) * p.A_s, el_f32, true);
   in.b = ld_raw(p.b.p, n * p.b.n_stride + h, p.b.t, true);
-  in.on = ld_raw(p.o_norm, vs + j, p.t_on, j < VS);
-  in.z = ld_raw(p.z.p, n * p.z.n_stride + col, p.z.t, j < VS && p.z.p != nullptr);
+  in.on = ld_raw(p.o_norm, j, p.t_on, j < p.V);
+  in.z = ld_raw(p.z.p, n * p.z.n_stride + col, p.z.t, j < p.V && p.z.p != nullptr);
   return in;
 }
 
-// A conv channel's new cache row, held back (split launches: rank 0 writes the q and k caches after the cluster
-// barrier, when every CTA of the head has read them).
+// A conv channel's new cache row: [hist[1 .. W-2], x].
 struct CacheRow {
   float hist[kConvMaxWidth - 1];
   float x;
@@ -211,23 +218,21 @@ __device__ __forceinline__ void cache_store(const ConvPool& cp, int64_t s, int64
 }
 
 // Step 2 (convs, gate, shared token) and the token scalars; two barriers. `in` holds the thread's first
-// channel (c = tid); SPLIT > 1: one channel per thread, and the q / k cache rows go to `late` (written by
-// rank 0 after the cluster barrier) instead of the pool.
-template <int KMAX, int SPLIT>
+// channel (c = tid), loaded before the slot; its later channels (K = 256) are loaded here.
+template <int KMAX>
 __device__ __forceinline__ TokenScalars decode_prologue(const DecodeParams& p, Token<KMAX>& sm, ChanIn in,
-                                                        const HeadIn& hin, int64_t n, int h, int64_t s, int vs,
-                                                        int VS, CacheRow& late) {
+                                                        const HeadIn& hin, int64_t n, int h, int64_t s) {
   const int tid = threadIdx.x, K = p.K, W = p.W;
-  const int NC = 2 * KMAX + VS;
-  static_assert(SPLIT == 1 || 2 * KMAX + kMaxV / SPLIT <= kThreads, "split launches: one conv channel per thread");
+  const int NC = 2 * KMAX + p.V;
   const float expA = expf(__uint_as_float(hin.A));
   for (int c = tid; c < NC; c += kThreads) {
-    if (c != tid) in = chan_inputs<KMAX>(p, n, h, vs, VS, c);
+    if (c != tid) in = chan_inputs<KMAX>(p, n, h, c);
     const ConvPool& cp = in.role == 0 ? p.cq : (in.role == 1 ? p.ck : p.cv);
     const int64_t c0 = s * cp.c_s + in.ch * cp.c_c;
     uint32_t hr[kConvMaxWidth - 1];
 #pragma unroll
-    for (int j = 0; j < kConvMaxWidth - 1; ++j) hr[j] = ld_raw(cp.cache, c0 + j * cp.c_j, cp.tc, in.live && j < W - 1);
+    for (int j = 0; j < kConvMaxWidth - 1; ++j)
+      hr[j] = ld_raw(cp.cache, c0 + j * cp.c_j, cp.tc, in.live && j < W - 1);
     const Act& xa = in.role == 0 ? p.xq : (in.role == 1 ? p.xk : p.xv);
     CacheRow row;
     row.x = raw_f32(in.x, xa.t);
@@ -239,10 +244,7 @@ __device__ __forceinline__ TokenScalars decode_prologue(const DecodeParams& p, T
     }
     acc += raw_f32(in.wx, cp.tw) * row.x;
     acc = acc * sigmoid_f32(acc);  // SiLU
-    if (in.live) {
-      if (SPLIT == 1 || in.role == 2) cache_store(cp, s, in.ch, W, row);
-      else late = row;
-    }
+    if (in.live) cache_store(cp, s, in.ch, W, row);
     if (in.role == 0) {
       float ai = 1.f;
       if (in.live) ai = expf(gate_log(p.gate, raw_f32(in.f, p.f.t), __uint_as_float(in.dt), expA, p.lower_bound));
@@ -285,32 +287,19 @@ __device__ __forceinline__ TokenScalars decode_prologue(const DecodeParams& p, T
   return token_factors(sqq, skk, sqk, p.scale, true, beta);
 }
 
-// Step 4, after a barrier that completes o[0 .. VS) (the CTA's slice, columns vs + j): every warp sums o^2 over
-// the slice itself (xor butterfly: the same value in every lane and warp); split launches add the cluster's
-// partial sums through distributed shared memory (one cluster barrier, then the same rank order in every CTA),
-// and rank 0 writes the held-back q / k cache rows; thread j < VS writes y at column vs + j.
-template <int KMAX, int SPLIT>
-__device__ __forceinline__ void decode_epilogue(const DecodeParams& p, Token<KMAX>& sm, const HeadIn& hin,
-                                                const ChanIn& in, const CacheRow& late, int64_t n, int h, int64_t s,
-                                                int vs, int VS) {
-  const int lane = threadIdx.x % 32, j = threadIdx.x;
+// Step 4, after a barrier that completes o[0 .. V): every warp sums o^2 over V itself (xor butterfly: the same
+// value in every lane and warp), thread j < V writes y_j (o_norm_j and z_j were loaded before the slot).
+template <int KMAX>
+__device__ __forceinline__ void decode_epilogue(const DecodeParams& p, const Token<KMAX>& sm, const HeadIn& hin,
+                                                int64_t n, int h) {
+  const int lane = threadIdx.x % 32, j = threadIdx.x, V = p.V;
   float ss = 0.f;
-  for (int i = lane; i < VS; i += 32) ss += sm.o[i] * sm.o[i];
+  for (int i = lane; i < V; i += 32) ss += sm.o[i] * sm.o[i];
 #pragma unroll
   for (int m = 16; m > 0; m /= 2) ss += __shfl_xor_sync(0xffffffffu, ss, m);
-  if constexpr (SPLIT > 1) {
-    cooperative_groups::cluster_group cl = cooperative_groups::this_cluster();
-    const unsigned rank = cl.block_rank();
-    if (j < SPLIT) cl.map_shared_rank(sm.part, unsigned(j))[rank] = ss;  // thread r: into rank r's part[rank]
-    cl.sync();  // the partial sums are in; every CTA of the head has read the conv caches
-    ss = 0.f;
-#pragma unroll
-    for (int r = 0; r < SPLIT; ++r) ss += sm.part[r];
-    if (rank == 0 && in.role != 2 && in.live) cache_store(in.role == 0 ? p.cq : p.ck, s, in.ch, p.W, late);
-  }
-  const float r = gated_rms_scale(ss, p.V, p.norm_eps);
-  if (j < VS) {
-    const int64_t col = int64_t(h) * p.V + vs + j;
+  const float r = gated_rms_scale(ss, V, p.norm_eps);
+  if (j < V) {
+    const int64_t col = int64_t(h) * V + j;
     const bool gz = p.z.p != nullptr;
     store_f32(p.y, n * p.y_n + col, p.ty,
               gated_rms_out(sm.o[j], r, raw_f32(hin.on, p.t_on), gz, gz ? raw_f32(hin.z, p.z.t) : 0.f));
@@ -321,20 +310,19 @@ __device__ __forceinline__ void decode_epilogue(const DecodeParams& p, Token<KMA
 __device__ __forceinline__ void prefetch_l2(const float* p) { asm volatile("prefetch.global.L2 [%0];" ::"l"(p)); }
 
 // ---------------------------------------------------------------------------------------------
-// kv: S[i][j] at head + i V + j. `at` points at the thread's element (row rg, column jc) of the tile; rows are
-// V apart, the CTA's columns end at VE (its slice [vs, VE) of [0, V)).
-// The thread's columns are jc .. jc + 3: all valid when jc + 4 <= VE (the 16-byte path), some when jc < VE. The
-// two tests are written as plain comparisons of jc and VE, not as a clamped count compared with 4: in the SASS
+// kv: S[i][j] at head + i V + j. `at` points at the thread's element (row rg, column jc) of the tile.
+// The thread's columns are jc .. jc + 3: all valid when jc + 4 <= V (the 16-byte path), some when jc < V. The
+// two tests are written as plain comparisons of jc and V, not as a clamped count compared with 4: in the SASS
 // of that form the 16-byte path's branch predicate was the predicate output of the VIMNMX computing the clamp,
 // and on the H200 lanes past V took that path and wrote 16 bytes of the next state row (run 7, fixed in run 8:
 // docs/gpu/2026-11-29-h200-diag1.txt).
-__device__ __forceinline__ int kv_valid_cols(int jc, int VE) { return jc >= VE ? 0 : (VE - jc >= 4 ? 4 : VE - jc); }
+__device__ __forceinline__ int kv_valid_cols(int jc, int V) { return jc >= V ? 0 : (V - jc >= 4 ? 4 : V - jc); }
 
 template <int NR, int RG>
-__device__ __forceinline__ void kv_load(float4 (&S)[NR], const float* at, int V, int VE, int K, int rg, int jc, int vec) {
+__device__ __forceinline__ void kv_load(float4 (&S)[NR], const float* at, int V, int K, int rg, int jc, int vec) {
   const int64_t step = int64_t(RG) * V;
-  const int vcols = kv_valid_cols(jc, VE);
-  if (vec && jc + 4 <= VE && rg + RG * (NR - 1) < K) {
+  const int vcols = kv_valid_cols(jc, V);
+  if (vec && jc + 4 <= V && rg + RG * (NR - 1) < K) {
 #pragma unroll
     for (int r = 0; r < NR; ++r) S[r] = __ldcs(reinterpret_cast<const float4*>(at + r * step));
   } else {
@@ -343,17 +331,17 @@ __device__ __forceinline__ void kv_load(float4 (&S)[NR], const float* at, int V,
   }
 }
 template <int NR, int RG>
-__device__ __forceinline__ void kv_prefetch(const float* at, int V, int VE, int K, int rg, int jc) {
-  if (jc >= VE) return;
+__device__ __forceinline__ void kv_prefetch(const float* at, int V, int K, int rg, int jc) {
+  if (jc >= V) return;
 #pragma unroll
   for (int r = 0; r < NR; ++r)
     if (rg + RG * r < K) prefetch_l2(at + r * int64_t(RG) * V);
 }
 template <int NR, int RG>
-__device__ __forceinline__ void kv_store(const float4 (&S)[NR], float* at, int V, int VE, int K, int rg, int jc, int vec) {
+__device__ __forceinline__ void kv_store(const float4 (&S)[NR], float* at, int V, int K, int rg, int jc, int vec) {
   const int64_t step = int64_t(RG) * V;
-  const int vcols = kv_valid_cols(jc, VE);
-  if (vec && jc + 4 <= VE && rg + RG * (NR - 1) < K) {
+  const int vcols = kv_valid_cols(jc, V);
+  if (vec && jc + 4 <= V && rg + RG * (NR - 1) < K) {
 #pragma unroll
     for (int r = 0; r < NR; ++r) __stcs(reinterpret_cast<float4*>(at + r * step), S[r]);
   } else {
@@ -362,56 +350,34 @@ __device__ __forceinline__ void kv_store(const float4 (&S)[NR], float* at, int V
   }
 }
 
-// The CTA's head and V slice: grid N * H * SPLIT, cluster (SPLIT, 1, 1); rank = blockIdx.x % SPLIT takes columns
-// [vs, vs + VS), VS = V / SPLIT (the launcher splits only when 4 SPLIT divides V).
-struct Slice {
-  int64_t n;
-  int h, vs, VS;
-};
-template <int SPLIT>
-__device__ __forceinline__ Slice slice_of(const DecodeParams& p) {
-  Slice c;
-  const int64_t head = blockIdx.x / SPLIT;
-  c.n = head / p.H;
-  c.h = int(head % p.H);
-  c.VS = p.V / SPLIT;
-  c.vs = int(blockIdx.x % SPLIT) * c.VS;
-  return c;
-}
-
-template <int CG, int NR, int MIN_CTAS, int SPLIT>
+template <int CG, int NR, int MIN_CTAS>
 __global__ void __launch_bounds__(kThreads, MIN_CTAS) kda_decode_step_kv_kernel(const __grid_constant__ DecodeParams p) {
   constexpr int RG = kThreads / CG;  // row groups
   constexpr int BV = 4 * CG;         // columns per tile
   constexpr int KMAX = RG * NR;
-  // Split launches with few state registers load the first tile right after the slot, under the prologue.
-  constexpr bool kEarly = SPLIT > 1 && NR <= 4;
   static_assert(CG <= 32 && 32 % CG == 0, "a warp covers whole row groups");
   __shared__ Token<KMAX> sm;
   __shared__ float4 red_k[kWarps][CG], red_q[kWarps][CG];  // per-warp partial k^T Sd, q^T Sd (4 columns each)
   __shared__ float4 be4[CG];                               // beta rk e_j of the tile's columns
 
-  const Slice sl = slice_of<SPLIT>(p);
-  const int64_t n = sl.n;
-  const int h = sl.h, vs = sl.vs, ve = sl.vs + sl.VS;
+  const int64_t n = blockIdx.x / p.H;
+  const int h = int(blockIdx.x % p.H);
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
   const int cg = tid % CG, rg = tid / CG;
   const int K = p.K, V = p.V;
-  const ChanIn cin = chan_inputs<KMAX>(p, n, h, vs, sl.VS, tid);
-  const HeadIn hin = head_inputs(p, n, h, vs, sl.VS);
-  const int64_t s = head_slot(p, n, h, vs, ve);
+  const ChanIn cin = chan_inputs<KMAX>(p, n, h, tid);  // in flight while the slot is read
+  const HeadIn hin = head_inputs(p, n, h);
+  const int64_t s = head_slot(p, n, h);
   if (s < 0) return;
   float* const rows = p.state + (s * p.H + h) * int64_t(K) * V + int64_t(rg) * V;  // the thread's first row
 
+  kv_prefetch<NR, RG>(rows + 4 * cg, V, K, rg, 4 * cg);  // tile 0
+  const TokenScalars ts = decode_prologue<KMAX>(p, sm, cin, hin, n, h, s);
   float4 S[NR];
-  if constexpr (kEarly) kv_load<NR, RG>(S, rows + vs + 4 * cg, V, ve, K, rg, vs + 4 * cg, p.state_vec);
-  else kv_prefetch<NR, RG>(rows + vs + 4 * cg, V, ve, K, rg, vs + 4 * cg);  // tile 0
-  CacheRow late{};
-  const TokenScalars ts = decode_prologue<KMAX, SPLIT>(p, sm, cin, hin, n, h, s, vs, sl.VS, late);
 
-  for (int j0 = vs; j0 < ve; j0 += BV) {
-    const int jc = j0 + 4 * cg;  // first of the thread's 4 columns
-    if (!kEarly || j0 != vs) kv_load<NR, RG>(S, rows + jc, V, ve, K, rg, jc, p.state_vec);
+  for (int j0 = 0; j0 < V; j0 += BV) {
+    const int jc = j0 + 4 * cg;          // first of the thread's 4 columns
+    kv_load<NR, RG>(S, rows + jc, V, K, rg, jc, p.state_vec);
 
     // Decay, and the partial reductions over this thread's rows (rows >= K hold 0, a = 1, k = q = 0).
     float pk[4] = {0.f, 0.f, 0.f, 0.f}, pq[4] = {0.f, 0.f, 0.f, 0.f};
@@ -450,9 +416,9 @@ __global__ void __launch_bounds__(kThreads, MIN_CTAS) kda_decode_step_kv_kernel(
       }
       const int j = j0 + tid;
       float bej = 0.f;
-      if (j < ve) {
-        const float ev = sm.v[j - vs] - ts.rk * ks;
-        sm.o[j - vs] = ts.rq * qs + ts.beta * ts.qk * ev;
+      if (j < V) {
+        const float ev = sm.v[j] - ts.rk * ks;
+        sm.o[j] = ts.rq * qs + ts.beta * ts.qk * ev;
         bej = ts.beta * ts.rk * ev;
       }
       reinterpret_cast<float*>(be4)[tid] = bej;
@@ -467,19 +433,18 @@ __global__ void __launch_bounds__(kThreads, MIN_CTAS) kda_decode_step_kv_kernel(
       S[r].z = fmaf(ki, b4.z, S[r].z);
       S[r].w = fmaf(ki, b4.w, S[r].w);
     }
-    kv_store<NR, RG>(S, rows + jc, V, ve, K, rg, jc, p.state_vec);
+    kv_store<NR, RG>(S, rows + jc, V, K, rg, jc, p.state_vec);
   }
   __syncthreads();
-  decode_epilogue<KMAX, SPLIT>(p, sm, hin, cin, late, n, h, s, vs, sl.VS);
+  decode_epilogue<KMAX>(p, sm, hin, n, h);
 }
 
 // ---------------------------------------------------------------------------------------------
-// vk: S[i][j] at head + j K + i. `at` points at the thread's first element (column jt, K slot 4 kg); the CTA's
-// columns end at VE.
+// vk: S[i][j] at head + j K + i. `at` points at the thread's first element (column jt, K slot 4 kg).
 template <int KG, int KC, int NV, int VG>
-__device__ __forceinline__ void vk_load(float4 (&S)[NV][KC], const float* at, int K, int VE, int jt, int kg, int vec) {
+__device__ __forceinline__ void vk_load(float4 (&S)[NV][KC], const float* at, int K, int V, int jt, int kg, int vec) {
   const int64_t step = int64_t(VG) * K;
-  if (vec && 4 * kg + 4 * KG * (KC - 1) + 4 <= K && jt + VG * (NV - 1) < VE) {
+  if (vec && 4 * kg + 4 * KG * (KC - 1) + 4 <= K && jt + VG * (NV - 1) < V) {
 #pragma unroll
     for (int m = 0; m < NV; ++m)
 #pragma unroll
@@ -489,21 +454,21 @@ __device__ __forceinline__ void vk_load(float4 (&S)[NV][KC], const float* at, in
     for (int m = 0; m < NV; ++m)
 #pragma unroll
       for (int c = 0; c < KC; ++c)
-        S[m][c] = ld_state4(at, m * step + 4 * KG * c, jt + VG * m < VE ? clamp4(K - 4 * kg - 4 * KG * c) : 0, vec);
+        S[m][c] = ld_state4(at, m * step + 4 * KG * c, jt + VG * m < V ? clamp4(K - 4 * kg - 4 * KG * c) : 0, vec);
   }
 }
 template <int KG, int KC, int NV, int VG>
-__device__ __forceinline__ void vk_prefetch(const float* at, int K, int VE, int jt, int kg) {
+__device__ __forceinline__ void vk_prefetch(const float* at, int K, int V, int jt, int kg) {
 #pragma unroll
   for (int m = 0; m < NV; ++m)
 #pragma unroll
     for (int c = 0; c < KC; ++c)
-      if (jt + VG * m < VE && 4 * kg + 4 * KG * c < K) prefetch_l2(at + m * int64_t(VG) * K + 4 * KG * c);
+      if (jt + VG * m < V && 4 * kg + 4 * KG * c < K) prefetch_l2(at + m * int64_t(VG) * K + 4 * KG * c);
 }
 template <int KG, int KC, int NV, int VG>
-__device__ __forceinline__ void vk_store(const float4 (&S)[NV][KC], float* at, int K, int VE, int jt, int kg, int vec) {
+__device__ __forceinline__ void vk_store(const float4 (&S)[NV][KC], float* at, int K, int V, int jt, int kg, int vec) {
   const int64_t step = int64_t(VG) * K;
-  if (vec && 4 * kg + 4 * KG * (KC - 1) + 4 <= K && jt + VG * (NV - 1) < VE) {
+  if (vec && 4 * kg + 4 * KG * (KC - 1) + 4 <= K && jt + VG * (NV - 1) < V) {
 #pragma unroll
     for (int m = 0; m < NV; ++m)
 #pragma unroll
@@ -513,36 +478,32 @@ __device__ __forceinline__ void vk_store(const float4 (&S)[NV][KC], float* at, i
     for (int m = 0; m < NV; ++m)
 #pragma unroll
       for (int c = 0; c < KC; ++c)
-        st_state4(at, m * step + 4 * KG * c, jt + VG * m < VE ? clamp4(K - 4 * kg - 4 * KG * c) : 0, vec, S[m][c]);
+        st_state4(at, m * step + 4 * KG * c, jt + VG * m < V ? clamp4(K - 4 * kg - 4 * KG * c) : 0, vec, S[m][c]);
   }
 }
 
-template <int KG, int KC, int NV, int MIN_CTAS, int SPLIT>
+template <int KG, int KC, int NV, int MIN_CTAS>
 __global__ void __launch_bounds__(kThreads, MIN_CTAS) kda_decode_step_vk_kernel(const __grid_constant__ DecodeParams p) {
   constexpr int VG = kThreads / KG;  // column groups
   constexpr int BV = VG * NV;        // columns per tile
   constexpr int KMAX = 4 * KG * KC;
-  constexpr bool kEarly = SPLIT > 1 && NV * KC <= 4;
   static_assert(KG <= 32 && 32 % KG == 0, "a column's K groups lie in one warp");
   __shared__ Token<KMAX> sm;
 
-  const Slice sl = slice_of<SPLIT>(p);
-  const int64_t n = sl.n;
-  const int h = sl.h, vs = sl.vs, ve = sl.vs + sl.VS;
+  const int64_t n = blockIdx.x / p.H;
+  const int h = int(blockIdx.x % p.H);
   const int tid = threadIdx.x;
   const int kg = tid % KG, vg = tid / KG;
   const int K = p.K, V = p.V;
-  const ChanIn cin = chan_inputs<KMAX>(p, n, h, vs, sl.VS, tid);
-  const HeadIn hin = head_inputs(p, n, h, vs, sl.VS);
-  const int64_t s = head_slot(p, n, h, vs, ve);
+  const ChanIn cin = chan_inputs<KMAX>(p, n, h, tid);  // in flight while the slot is read
+  const HeadIn hin = head_inputs(p, n, h);
+  const int64_t s = head_slot(p, n, h);
   if (s < 0) return;
   float* const head = p.state + (s * p.H + h) * int64_t(K) * V + 4 * kg;  // + column j * K: the thread's K slot 0
 
+  vk_prefetch<KG, KC, NV, VG>(head + int64_t(vg) * K, K, V, vg, kg);  // tile 0
+  const TokenScalars ts = decode_prologue<KMAX>(p, sm, cin, hin, n, h, s);
   float4 S[NV][KC];
-  if constexpr (kEarly) vk_load<KG, KC, NV, VG>(S, head + int64_t(vs + vg) * K, K, ve, vs + vg, kg, p.state_vec);
-  else vk_prefetch<KG, KC, NV, VG>(head + int64_t(vs + vg) * K, K, ve, vs + vg, kg);  // tile 0
-  CacheRow late{};
-  const TokenScalars ts = decode_prologue<KMAX, SPLIT>(p, sm, cin, hin, n, h, s, vs, sl.VS, late);
 
   // This thread's K slots (16-byte shared loads; KMAX is a multiple of 4, rows 16-byte aligned).
   float a[KC][4], kk[KC][4], qq[KC][4];
@@ -557,9 +518,9 @@ __global__ void __launch_bounds__(kThreads, MIN_CTAS) kda_decode_step_vk_kernel(
     qq[c][0] = q4.x, qq[c][1] = q4.y, qq[c][2] = q4.z, qq[c][3] = q4.w;
   }
 
-  for (int j0 = vs; j0 < ve; j0 += BV) {
+  for (int j0 = 0; j0 < V; j0 += BV) {
     const int jt = j0 + vg;  // the thread's first column; columns jt + VG m
-    if (!kEarly || j0 != vs) vk_load<KG, KC, NV, VG>(S, head + int64_t(jt) * K, K, ve, jt, kg, p.state_vec);
+    vk_load<KG, KC, NV, VG>(S, head + int64_t(jt) * K, K, V, jt, kg, p.state_vec);
 #pragma unroll
     for (int m = 0; m < NV; ++m) {
       float pk = 0.f, pq = 0.f;
@@ -578,18 +539,18 @@ __global__ void __launch_bounds__(kThreads, MIN_CTAS) kda_decode_step_vk_kernel(
         pq += __shfl_xor_sync(0xffffffffu, pq, o);
       }
       const int j = jt + VG * m;
-      const float ev = (j < ve ? sm.v[j - vs] : 0.f) - ts.rk * pk;
-      if (kg == 0 && j < ve) sm.o[j - vs] = ts.rq * pq + ts.beta * ts.qk * ev;
+      const float ev = (j < V ? sm.v[j] : 0.f) - ts.rk * pk;
+      if (kg == 0 && j < V) sm.o[j] = ts.rq * pq + ts.beta * ts.qk * ev;
       const float bej = ts.beta * ts.rk * ev;
 #pragma unroll
       for (int c = 0; c < KC; ++c)
 #pragma unroll
         for (int e = 0; e < 4; ++e) comp(S[m][c], e) = fmaf(bej, kk[c][e], comp(S[m][c], e));
     }
-    vk_store<KG, KC, NV, VG>(S, head + int64_t(jt) * K, K, ve, jt, kg, p.state_vec);
+    vk_store<KG, KC, NV, VG>(S, head + int64_t(jt) * K, K, V, jt, kg, p.state_vec);
   }
   __syncthreads();
-  decode_epilogue<KMAX, SPLIT>(p, sm, hin, cin, late, n, h, s, vs, sl.VS);
+  decode_epilogue<KMAX>(p, sm, hin, n, h);
 }
 
 }  // namespace kimi::cuda::kda_decode_detail
