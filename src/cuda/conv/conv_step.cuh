@@ -1,5 +1,6 @@
 // src/cuda/conv/conv_step.cuh: one channel's short-conv decode step (kimi/ops/conv.h short_conv_update,
-// SPEC 4), shared by the conv_update kernel and the fused KDA decode step (src/cuda/kda/decode_step.cuh):
+// SPEC 4), for the conv_update kernel (the fused KDA decode step, src/cuda/kda/decode_step.cuh, has its own
+// loads-first form of the same arithmetic, in the same tap order):
 //   hist = cache[0 .. W-2]  (oldest first)
 //   y    = act(sum_{j < W-1} w[j] * hist[j] + w[W-1] * x)      fp32, tap order j = 0 .. W-1 (the CPU order)
 //   cache[0 .. W-2] = [hist[1 .. W-2], x]                      in place (the caller owns this channel's row)

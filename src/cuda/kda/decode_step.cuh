@@ -1,6 +1,6 @@
 // src/cuda/kda/decode_step.cuh: the fused KDA decode step (kimi/ops/kda_decode.h), one launch per call,
 // one CTA per (sequence n, head h). Math of one CTA, s = slot(n), channels of head h (K of q/k/f, V of v/z/y):
-//   q, k, v = SiLU(conv(x; cache[s]))           conv_step.cuh, caches shifted in place, fp32 results in shared
+//   q, k, v = SiLU(conv(x; cache[s]))           conv_step.cuh's math, caches shifted in place, fp32 in shared
 //   a_i = exp(g_i), g = gate(f; A_log[h], dt_bias)   kda_device.cuh gate_log
 //   rq, rk, qk from q.q, k.k, q.k (L2 norms eps 1e-6, scale), beta = sigmoid(b[n, h])   token_factors
 //   per state column j (S = state[s, h] in R^{K x V}, fp32, in place):
@@ -9,17 +9,27 @@
 //   y[n, hV + j] = o_j * rsqrt(mean_j o^2 + eps) * o_norm[j] * sigmoid(z[n, hV + j])   gated_rms.cuh
 // Every column j is independent until the norm: a CTA walks the head's V columns in tiles of BV (one tile
 // when V <= BV, always at K = V = 128), keeping the o_j in shared memory, and normalizes at the end.
+// (Splitting V over a cluster of 2 or 4 CTAs per head, the norm's sum of squares through distributed shared
+// memory, was measured on the H200 and lost everywhere: 1 x 96 K = V = 128 kv 12.9 / 18.4 us per graph replay
+// at 2 / 4 CTAs per head against 11.4 at one; 1 x 32 no gain; docs/gpu/2026-11-29-h200-decode1.txt.)
 //
 // CTA = 512 threads (16 warps), grid N * H, n = blockIdx.x / H, h = blockIdx.x % H. Per CTA:
+//  0. before the slot is known, each thread issues every load of its first conv channel that does not depend
+//     on it (x, the W taps, f and dt_bias for q channels) and of the head (A_log, beta, o_norm_j and z_j of its
+//     output column) as raw predicated loads (ld_raw: no branch, no conversion, so nothing waits until the
+//     values are used). Latency, not bytes, bounds a CTA at small N * H: the former prologue read each value
+//     through load_f32, whose per-dtype branch converted right after the load, so every conv tap, x, f,
+//     dt_bias, A_log, beta, z and o_norm cost a dependent memory round trip (~15 in a row).
 //  1. s = slot(n): n (no slots), the launcher's inline table (host slots, validated on the host), or a device
 //     i32/i64 [N] tensor (unvalidated: s outside [0, S) -> the CTA writes NaN into y[n, hV .. hV+V) and reads
 //     and writes no cache or state row).
-//  2. the head's state (tile 0) is prefetched into L2 (prefetch.global.L2: no registers held), then the
-//     prologue runs while HBM serves it: one thread per channel of the head's 2*KMAX + V conv channels (q and
-//     its gate, k, v), results to shared q, k, a [KMAX] (q = k = 0, a = 1 beyond K: rows beyond K stay 0),
-//     v [V]; barrier; the sums q.q, k.k, q.k (warp shuffles, per-warp partials, barrier).
+//  2. the head's state (tile 0) is prefetched into L2 (prefetch.global.L2: no registers held), the thread's
+//     W-1 conv-cache values are loaded (one round trip), then the prologue runs while HBM serves the state:
+//     one thread per channel of the head's 2*KMAX + V conv channels (q and its gate, k, v), results to shared
+//     q, k, a [KMAX] (q = k = 0, a = 1 beyond K: rows beyond K stay 0), v [V]; barrier; the sums q.q, k.k, q.k
+//     (warp shuffles, per-warp partials, barrier).
 //     (Issuing the state loads into registers before the prologue instead spilled 340-376 bytes per thread
-//     at the 64-register cap of 2 CTAs per SM; as written ptxas reports 20-60 bytes, in the conv prologue.)
+//     at the 64-register cap of 2 CTAs per SM; as written ptxas reports 28-56 bytes of spill stores.)
 //  3. per tile: 16-byte streaming loads of the state into registers, decay + partial reductions over the
 //     thread's rows, reductions over K, e and o, update, 16-byte streaming stores.
 //  4. barrier (the o_j of every tile in shared); every warp reduces sum o^2 over V itself (no more barriers);
@@ -113,6 +123,31 @@ __device__ __forceinline__ int64_t head_slot(const DecodeParams& p, int64_t n, i
   return -1;
 }
 
+// One element of type t (ElemType) at base + i, as raw bits (f32: 32 bits; bf16 / f16: 16 bits, zero-extended),
+// 0 when !ok. Predicated loads, no branch and no conversion: nothing waits for the value until it is used, so a
+// thread's loads are all in flight together (as load_f32, whose per-type branch converted right after each
+// load, the conv taps were serialized: one memory round trip per tap).
+__device__ __forceinline__ uint32_t ld_raw(const void* base, int64_t i, int t, bool ok) {
+  const bool wide = t == el_f32;
+  const char* a = static_cast<const char*>(base) + i * (wide ? 4 : 2);
+  uint32_t r;
+  asm volatile(
+      "{\n\t.reg .pred pw, pn;\n\t"
+      "setp.ne.b32 pw, %2, 0;\n\t"
+      "setp.ne.b32 pn, %3, 0;\n\t"
+      "mov.b32 %0, 0;\n\t"
+      "@pw ld.global.b32 %0, [%1];\n\t"
+      "@pn ld.global.u16 %0, [%1];\n\t}"
+      : "=r"(r)
+      : "l"(a), "r"(int(ok && wide)), "r"(int(ok && !wide)));
+  return r;
+}
+// Raw bits of type t -> fp32 (selects, no branch).
+__device__ __forceinline__ float raw_f32(uint32_t r, int t) {
+  const float h = __half2float(__ushort_as_half(static_cast<unsigned short>(r)));
+  return t == el_f32 ? __uint_as_float(r) : (t == el_bf16 ? __uint_as_float(r << 16) : h);
+}
+
 // The token of one (n, h) in shared memory, fp32.
 template <int KMAX>
 struct Token {
@@ -125,34 +160,100 @@ struct Token {
   float sums[kWarps][3];
 };
 
-__device__ __forceinline__ float conv_channel(const Act& x, const ConvPool& cp, int64_t n, int64_t s, int64_t c, int W) {
-  const float xv = load_f32(x.p, n * x.n_stride + c, x.t);
-  return conv_step(xv, cp.w, cp.tw, c * cp.w_c, cp.w_j, cp.cache, cp.tc, s * cp.c_s + c * cp.c_c, cp.c_j, W, true);
+// Conv channel c of the CTA (c < KMAX: q row c and its gate; c < 2 KMAX: k row c - KMAX; c < 2 KMAX + V: v
+// column c - 2 KMAX), and its raw inputs that do not depend on the slot (loaded before the slot is known).
+struct ChanIn {
+  int role;        // 0 q, 1 k, 2 v
+  int64_t ch;      // channel in [0, P) (q, k) or [0, Pv) (v)
+  bool live;       // q, k rows beyond K: no channel (q = k = 0, a = 1)
+  uint32_t x, f, dt, wx;                 // wx: the tap on x, w[W-1]
+  uint32_t w[kConvMaxWidth - 1];         // taps on the history, w[0 .. W-2]
+};
+template <int KMAX>
+__device__ __forceinline__ ChanIn chan_inputs(const DecodeParams& p, int64_t n, int h, int c) {
+  ChanIn in;
+  in.role = c < KMAX ? 0 : (c < 2 * KMAX ? 1 : 2);
+  const int i = in.role == 0 ? c : (in.role == 1 ? c - KMAX : c - 2 * KMAX);
+  in.live = in.role == 2 ? i < p.V : i < p.K;  // c >= 2 KMAX + V: the thread has no channel
+  in.ch = in.role == 2 ? int64_t(h) * p.V + i : int64_t(h) * p.K + i;
+  const Act& x = in.role == 0 ? p.xq : (in.role == 1 ? p.xk : p.xv);
+  const ConvPool& cp = in.role == 0 ? p.cq : (in.role == 1 ? p.ck : p.cv);
+  in.x = ld_raw(x.p, n * x.n_stride + in.ch, x.t, in.live);
+  in.wx = ld_raw(cp.w, in.ch * cp.w_c + int64_t(p.W - 1) * cp.w_j, cp.tw, in.live);
+#pragma unroll
+  for (int j = 0; j < kConvMaxWidth - 1; ++j)
+    in.w[j] = ld_raw(cp.w, in.ch * cp.w_c + j * cp.w_j, cp.tw, in.live && j < p.W - 1);
+  in.f = ld_raw(p.f.p, n * p.f.n_stride + in.ch, p.f.t, in.live && in.role == 0);
+  in.dt = ld_raw(p.dt_bias, in.ch, el_f32, in.live && in.role == 0);
+  return in;
 }
 
-// Steps 2 (convs, gate, shared token) and the token scalars; two barriers.
+// What the CTA reads before its slot is known, besides its first conv channel: the gate's A_log, beta, and the
+// norm's o_norm and z of the thread's output column j = tid (< V).
+struct HeadIn {
+  uint32_t A, b, on, z;
+};
+__device__ __forceinline__ HeadIn head_inputs(const DecodeParams& p, int64_t n, int h) {
+  const int j = int(threadIdx.x);
+  const int64_t col = int64_t(h) * p.V + j;
+  HeadIn in;
+  in.A = ld_raw(p.A_log, int64_t(h) * p.A_s, el_f32, true);
+  in.b = ld_raw(p.b.p, n * p.b.n_stride + h, p.b.t, true);
+  in.on = ld_raw(p.o_norm, j, p.t_on, j < p.V);
+  in.z = ld_raw(p.z.p, n * p.z.n_stride + col, p.z.t, j < p.V && p.z.p != nullptr);
+  return in;
+}
+
+// A conv channel's new cache row: [hist[1 .. W-2], x].
+struct CacheRow {
+  float hist[kConvMaxWidth - 1];
+  float x;
+};
+__device__ __forceinline__ void cache_store(const ConvPool& cp, int64_t s, int64_t ch, int W, const CacheRow& r) {
+  const int64_t c0 = s * cp.c_s + ch * cp.c_c;
+#pragma unroll
+  for (int j = 0; j + 1 < kConvMaxWidth - 1; ++j)
+    if (j + 1 < W - 1) store_f32(cp.cache, c0 + j * cp.c_j, cp.tc, r.hist[j + 1]);
+  if (W > 1) store_f32(cp.cache, c0 + (W - 2) * cp.c_j, cp.tc, r.x);
+}
+
+// Step 2 (convs, gate, shared token) and the token scalars; two barriers. `in` holds the thread's first
+// channel (c = tid), loaded before the slot; its later channels (K = 256) are loaded here.
 template <int KMAX>
-__device__ __forceinline__ TokenScalars decode_prologue(const DecodeParams& p, Token<KMAX>& sm, int64_t n, int h,
-                                                        int64_t s) {
-  const int tid = threadIdx.x, K = p.K, V = p.V;
-  const int64_t hk = int64_t(h) * K;
-  const float expA = expf(p.A_log[h * p.A_s]);
-  for (int c = tid; c < 2 * KMAX + V; c += kThreads) {
-    if (c < KMAX) {  // q channel i and its gate
-      float qi = 0.f, ai = 1.f;
-      if (c < K) {
-        qi = conv_channel(p.xq, p.cq, n, s, hk + c, p.W);
-        const float fi = load_f32(p.f.p, n * p.f.n_stride + hk + c, p.f.t);
-        ai = expf(gate_log(p.gate, fi, p.dt_bias[hk + c], expA, p.lower_bound));
-      }
-      sm.q[c] = qi;
+__device__ __forceinline__ TokenScalars decode_prologue(const DecodeParams& p, Token<KMAX>& sm, ChanIn in,
+                                                        const HeadIn& hin, int64_t n, int h, int64_t s) {
+  const int tid = threadIdx.x, K = p.K, W = p.W;
+  const int NC = 2 * KMAX + p.V;
+  const float expA = expf(__uint_as_float(hin.A));
+  for (int c = tid; c < NC; c += kThreads) {
+    if (c != tid) in = chan_inputs<KMAX>(p, n, h, c);
+    const ConvPool& cp = in.role == 0 ? p.cq : (in.role == 1 ? p.ck : p.cv);
+    const int64_t c0 = s * cp.c_s + in.ch * cp.c_c;
+    uint32_t hr[kConvMaxWidth - 1];
+#pragma unroll
+    for (int j = 0; j < kConvMaxWidth - 1; ++j)
+      hr[j] = ld_raw(cp.cache, c0 + j * cp.c_j, cp.tc, in.live && j < W - 1);
+    const Act& xa = in.role == 0 ? p.xq : (in.role == 1 ? p.xk : p.xv);
+    CacheRow row;
+    row.x = raw_f32(in.x, xa.t);
+    float acc = 0.f;  // tap order j = 0 .. W-1, as conv_step.cuh and the CPU
+#pragma unroll
+    for (int j = 0; j < kConvMaxWidth - 1; ++j) {
+      row.hist[j] = raw_f32(hr[j], cp.tc);
+      if (j < W - 1) acc += raw_f32(in.w[j], cp.tw) * row.hist[j];
+    }
+    acc += raw_f32(in.wx, cp.tw) * row.x;
+    acc = acc * sigmoid_f32(acc);  // SiLU
+    if (in.live) cache_store(cp, s, in.ch, W, row);
+    if (in.role == 0) {
+      float ai = 1.f;
+      if (in.live) ai = expf(gate_log(p.gate, raw_f32(in.f, p.f.t), __uint_as_float(in.dt), expA, p.lower_bound));
+      sm.q[c] = in.live ? acc : 0.f;
       sm.a[c] = ai;
-    } else if (c < 2 * KMAX) {  // k channel i
-      const int i = c - KMAX;
-      sm.k[i] = i < K ? conv_channel(p.xk, p.ck, n, s, hk + i, p.W) : 0.f;
-    } else {  // v channel j
-      const int j = c - 2 * KMAX;
-      sm.v[j] = conv_channel(p.xv, p.cv, n, s, int64_t(h) * V + j, p.W);
+    } else if (in.role == 1) {
+      sm.k[c - KMAX] = in.live ? acc : 0.f;
+    } else {
+      sm.v[c - 2 * KMAX] = acc;
     }
   }
   __syncthreads();
@@ -182,23 +283,26 @@ __device__ __forceinline__ TokenScalars decode_prologue(const DecodeParams& p, T
     skk += sm.sums[w][1];
     sqk += sm.sums[w][2];
   }
-  const float beta = beta_sigmoid(load_f32(p.b.p, n * p.b.n_stride + h, p.b.t));
+  const float beta = beta_sigmoid(raw_f32(hin.b, p.b.t));
   return token_factors(sqq, skk, sqk, p.scale, true, beta);
 }
 
-// Step 4, after a barrier that completes o[0 .. V): every warp sums o^2 itself (xor butterfly: the same
-// value in every lane and warp), thread j < V writes y_j.
-__device__ __forceinline__ void decode_epilogue(const DecodeParams& p, const float* o, int64_t n, int h) {
-  const int lane = threadIdx.x % 32, V = p.V;
+// Step 4, after a barrier that completes o[0 .. V): every warp sums o^2 over V itself (xor butterfly: the same
+// value in every lane and warp), thread j < V writes y_j (o_norm_j and z_j were loaded before the slot).
+template <int KMAX>
+__device__ __forceinline__ void decode_epilogue(const DecodeParams& p, const Token<KMAX>& sm, const HeadIn& hin,
+                                                int64_t n, int h) {
+  const int lane = threadIdx.x % 32, j = threadIdx.x, V = p.V;
   float ss = 0.f;
-  for (int j = lane; j < V; j += 32) ss += o[j] * o[j];
+  for (int i = lane; i < V; i += 32) ss += sm.o[i] * sm.o[i];
 #pragma unroll
   for (int m = 16; m > 0; m /= 2) ss += __shfl_xor_sync(0xffffffffu, ss, m);
   const float r = gated_rms_scale(ss, V, p.norm_eps);
-  const int64_t hv = int64_t(h) * V;
-  for (int j = threadIdx.x; j < V; j += kThreads) {
-    const float zj = p.z.p != nullptr ? load_f32(p.z.p, n * p.z.n_stride + hv + j, p.z.t) : 0.f;
-    store_f32(p.y, n * p.y_n + hv + j, p.ty, gated_rms_out(o[j], r, load_f32(p.o_norm, j, p.t_on), p.z.p != nullptr, zj));
+  if (j < V) {
+    const int64_t col = int64_t(h) * V + j;
+    const bool gz = p.z.p != nullptr;
+    store_f32(p.y, n * p.y_n + col, p.ty,
+              gated_rms_out(sm.o[j], r, raw_f32(hin.on, p.t_on), gz, gz ? raw_f32(hin.z, p.z.t) : 0.f));
   }
 }
 
@@ -258,15 +362,17 @@ __global__ void __launch_bounds__(kThreads, MIN_CTAS) kda_decode_step_kv_kernel(
 
   const int64_t n = blockIdx.x / p.H;
   const int h = int(blockIdx.x % p.H);
-  const int64_t s = head_slot(p, n, h);
-  if (s < 0) return;
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
   const int cg = tid % CG, rg = tid / CG;
   const int K = p.K, V = p.V;
+  const ChanIn cin = chan_inputs<KMAX>(p, n, h, tid);  // in flight while the slot is read
+  const HeadIn hin = head_inputs(p, n, h);
+  const int64_t s = head_slot(p, n, h);
+  if (s < 0) return;
   float* const rows = p.state + (s * p.H + h) * int64_t(K) * V + int64_t(rg) * V;  // the thread's first row
 
   kv_prefetch<NR, RG>(rows + 4 * cg, V, K, rg, 4 * cg);  // tile 0
-  const TokenScalars ts = decode_prologue<KMAX>(p, sm, n, h, s);
+  const TokenScalars ts = decode_prologue<KMAX>(p, sm, cin, hin, n, h, s);
   float4 S[NR];
 
   for (int j0 = 0; j0 < V; j0 += BV) {
@@ -330,7 +436,7 @@ __global__ void __launch_bounds__(kThreads, MIN_CTAS) kda_decode_step_kv_kernel(
     kv_store<NR, RG>(S, rows + jc, V, K, rg, jc, p.state_vec);
   }
   __syncthreads();
-  decode_epilogue(p, sm.o, n, h);
+  decode_epilogue<KMAX>(p, sm, hin, n, h);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -386,15 +492,17 @@ __global__ void __launch_bounds__(kThreads, MIN_CTAS) kda_decode_step_vk_kernel(
 
   const int64_t n = blockIdx.x / p.H;
   const int h = int(blockIdx.x % p.H);
-  const int64_t s = head_slot(p, n, h);
-  if (s < 0) return;
   const int tid = threadIdx.x;
   const int kg = tid % KG, vg = tid / KG;
   const int K = p.K, V = p.V;
+  const ChanIn cin = chan_inputs<KMAX>(p, n, h, tid);  // in flight while the slot is read
+  const HeadIn hin = head_inputs(p, n, h);
+  const int64_t s = head_slot(p, n, h);
+  if (s < 0) return;
   float* const head = p.state + (s * p.H + h) * int64_t(K) * V + 4 * kg;  // + column j * K: the thread's K slot 0
 
   vk_prefetch<KG, KC, NV, VG>(head + int64_t(vg) * K, K, V, vg, kg);  // tile 0
-  const TokenScalars ts = decode_prologue<KMAX>(p, sm, n, h, s);
+  const TokenScalars ts = decode_prologue<KMAX>(p, sm, cin, hin, n, h, s);
   float4 S[NV][KC];
 
   // This thread's K slots (16-byte shared loads; KMAX is a multiple of 4, rows 16-byte aligned).
@@ -442,7 +550,7 @@ __global__ void __launch_bounds__(kThreads, MIN_CTAS) kda_decode_step_vk_kernel(
     vk_store<KG, KC, NV, VG>(S, head + int64_t(jt) * K, K, V, jt, kg, p.state_vec);
   }
   __syncthreads();
-  decode_epilogue(p, sm.o, n, h);
+  decode_epilogue<KMAX>(p, sm, hin, n, h);
 }
 
 }  // namespace kimi::cuda::kda_decode_detail
