@@ -29,6 +29,8 @@ echo "$(el) harness kda_chunk cuda: exit $?; $(grep -E '^\[  PASSED|^\[  FAILED'
 grep -E "Failure|worst" "$OUT/harness.log" | head -10
 echo "$(el) full bench, segments off:"; timeout 70 $B seg=off
 echo "$(el) full bench, automatic:"; timeout 70 $B
+echo "$(el) 1 x 65536 H8 at forced segment lengths (chunks):"
+for L in 103 147 256 342; do timeout 20 $B 4 seg=$L | sed -E "s/.*H= 8/H8/"; done
 KIMI_SEQPAR_SMALL=1 timeout 50 compute-sanitizer --tool racecheck $T --gtest_brief=1 --gtest_filter='CudaKdaSeqPar*' >"$OUT/san-racecheck.log" 2>&1
 echo "$(el) compute-sanitizer racecheck: exit $?; $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|^\[  PASSED|^\[  FAILED' "$OUT/san-racecheck.log" | tr '\n' ' ')"
 echo "$(el) ncu 1 x 65536 H8 (automatic):"
