@@ -23,14 +23,20 @@
 //    Model: 1 x 65536 H8 (1024 chunks, 32 CTAs): plain 3.79 ms, 5 segments of 205 chunks 1.70 ms; 1 x 8192
 //    H2: 0.47 -> 0.18 ms (8 segments); 1 x 65536 H32 (128 CTAs): no segments. kda_chunk_set_segment_chunks
 //    (chunk.h) forces a length (tests) or turns them off (benchmarks).
+//    Measured on the H200 (branch seqpar, commit 694794f + this model's host speed-up), bench_kda_prefill
+//    1 x 65536 H8 bounded: plain 4.750 ms; segments of 103 / 147 / 256 / 342 chunks 3.240 / 3.011 / 3.010 /
+//    3.460 ms, i.e. walk = total - 0.89 ms prep = 2.35 / 2.12 / 2.12 / 2.57 ms against the model's 2.34 /
+//    2.12 / 2.11 / 2.55 (ncu at 205 chunks: phase 1 914 us, model 910). 205 chunks (the choice) is expected
+//    at ~2.6 ms, not yet measured: the first automatic run paid ~2.5 ms of host time in a per-CTA heap model
+//    (15 ms at H32); makespan() now advances whole rounds, prunes by a lower bound and caches the choice.
 #include <cuda_runtime.h>
 
 #include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <cstdint>
-#include <functional>
-#include <queue>
+#include <map>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -98,50 +104,85 @@ std::atomic<int64_t> g_last_segment_chunks{0};  // kda_chunk_last_segment_chunks
 // (R_j staged from L2 + 128 x 16 fp32 FMA per thread), kLaunchUs per extra launch.
 constexpr double kFullUs = 3.7, kMapUs = 0.6 * kFullUs, kScanUs = 8, kLaunchUs = 5;
 
-// Makespan of units run on sms SMs, one at a time each, dispatched in order to the first free SM.
-double makespan(const std::vector<double>& cost, int sms) {
-  std::priority_queue<double, std::vector<double>, std::greater<double>> free_at;
-  for (int i = 0; i < sms; ++i) free_at.push(0.0);
+// Runs of CTAs in grid order: count CTAs of equal cost (us); CTAs that return at once are left out.
+struct Runs {
+  std::vector<std::pair<double, int64_t>> r;
+  double work = 0, longest = 0;  // sum and max of the costs
+  void add(double cost, int64_t count) {
+    if (cost <= 0 || count <= 0) return;
+    if (!r.empty() && r.back().first == cost) r.back().second += count;
+    else r.emplace_back(cost, count);
+    work += cost * double(count);
+    longest = std::max(longest, cost);
+  }
+  double lower_bound(int sms) const { return std::max(work / sms, longest); }
+};
+
+// Makespan of the runs on sms SMs, one CTA at a time each, every CTA dispatched in order to the first free SM
+// (greedy list scheduling). The free times are kept as (time, SMs) pairs and advanced by whole rounds: a few
+// microseconds per model on the host (a per-CTA heap cost up to 15 ms per call at H32 on the H200: the
+// benchmark's 1 x 65536 H32 took 22.6 ms instead of 7.2 with the launcher's model in the way).
+double makespan(const Runs& runs, int sms) {
+  std::map<double, int64_t> free_at{{0.0, sms}};
   double end = 0;
-  for (double c : cost) {
-    if (c <= 0) continue;  // CTAs that return at once
-    const double t = free_at.top() + c;
-    free_at.pop();
-    free_at.push(t);
-    end = std::max(end, t);
+  for (auto [c, m] : runs.r) {
+    while (m > 0) {
+      // the k SMs free first at t take whole rounds of k CTAs while they stay first (start <= the next time)
+      const auto it = free_at.begin(), next = std::next(it);
+      const double t = it->first;
+      const int64_t k = it->second;
+      int64_t rounds = m / k;
+      if (next != free_at.end()) rounds = std::min(rounds, int64_t((next->first - t) / c) + 1);
+      if (rounds >= 1) {
+        free_at.erase(it);
+        free_at[t + double(rounds) * c] += k;
+        end = std::max(end, t + double(rounds) * c);
+        m -= rounds * k;
+      } else {  // fewer CTAs left than SMs free at t
+        it->second -= m;
+        free_at[t + c] += m;
+        end = std::max(end, t + c);
+        m = 0;
+      }
+    }
   }
   return end;
 }
 
 // Modelled walk time (us) of sequences of len[n] chunks, H heads, nv V tiles of 32: plain (len_seg = 0) or
-// segments of len_seg chunks (phase 1 in grid order, the scan, phase 3).
-double walk_model_us(const std::vector<int64_t>& len, int64_t H, int nv, int sms, int64_t len_seg) {
-  std::vector<double> p1, p3;
+// segments of len_seg chunks (phase 1 in grid order, the scan, phase 3). When a lower bound of it (work / SMs
+// or the longest CTA, per phase) is already >= bound, that lower bound is returned instead.
+double walk_model_us(const std::vector<int64_t>& len, int64_t H, int nv, int sms, int64_t len_seg,
+                     double bound = 1e300) {
+  Runs p1, p3;
   int64_t max_p = 1;
   for (const int64_t l : len) {
     if (len_seg <= 0) {
-      p1.insert(p1.end(), size_t(H * nv), double(l) * kFullUs);
+      p1.add(double(l) * kFullUs, H * nv);
       continue;
     }
     const int64_t P = std::max<int64_t>(1, (l + len_seg - 1) / len_seg);
     max_p = std::max(max_p, P);
     for (int64_t j = 0; j < P; ++j) {
       const double lj = double(std::min(len_seg, l - j * len_seg));
-      for (int64_t h = 0; h < H; ++h)
-        for (int vt = 0; vt < 2 * nv; ++vt)
-          p1.push_back(j == 0 ? (vt < nv ? lj * kFullUs : 0.0) : j < P - 1 ? lj * kMapUs : 0.0);
-      if (j > 0) p3.insert(p3.end(), size_t(H * nv), lj * kFullUs);
+      // phase 1, per head: segment 0 its nv value CTAs (the nv identity CTAs return), a middle segment 2 nv
+      // map CTAs, the last segment none; phase 3: segments j >= 1, nv CTAs per head
+      if (j == 0) p1.add(lj * kFullUs, H * nv);
+      else if (j < P - 1) p1.add(lj * kMapUs, H * 2 * nv);
+      if (j > 0) p3.add(lj * kFullUs, H * nv);
     }
   }
-  double t = makespan(p1, sms);
-  if (max_p > 1) t += makespan(p3, sms) + double(std::max<int64_t>(0, max_p - 2)) * kScanUs + 2 * kLaunchUs;
-  return t;
+  const double fixed = max_p > 1 ? double(std::max<int64_t>(0, max_p - 2)) * kScanUs + 2 * kLaunchUs : 0.0;
+  const double lb = p1.lower_bound(sms) + p3.lower_bound(sms) + fixed;
+  if (lb >= bound) return lb;
+  return makespan(p1, sms) + (max_p > 1 ? makespan(p3, sms) : 0.0) + fixed;
 }
 
 // Segment length in chunks (0: the plain walk). Forced by kda_chunk_set_segment_chunks (> 0: that length,
 // < 0: never); automatic: only while the plain walk's VT = 32 grid fits one wave (otherwise every SM already
 // walks), then the length of the best modelled time over 2 .. 64 segments of the longest sequence, kept only
 // when it beats the plain walk's model by 20%.
+// The choice is cached per (H, D, SMs, sequence lengths) (the model costs 25-120 us on the host).
 int64_t segment_chunks(const std::vector<int64_t>& len, int64_t H, int64_t D, int sms) {
   const int64_t forced = g_segment_chunks.load();
   if (forced != 0) return forced > 0 ? forced : 0;
@@ -149,15 +190,26 @@ int64_t segment_chunks(const std::vector<int64_t>& len, int64_t H, int64_t D, in
   if (int64_t(len.size()) * H * nv > sms) return 0;
   const int64_t lmax = len.empty() ? 0 : *std::max_element(len.begin(), len.end());
   if (lmax < 16) return 0;
+  static std::mutex mu;
+  static std::map<std::vector<int64_t>, int64_t> cache;
+  std::vector<int64_t> key{H, D, sms};
+  key.insert(key.end(), len.begin(), len.end());
+  {
+    const std::lock_guard<std::mutex> lock(mu);
+    if (const auto it = cache.find(key); it != cache.end()) return it->second;
+  }
   const double plain = walk_model_us(len, H, nv, sms, 0);
   int64_t best = 0;
   double best_us = 0.8 * plain;
   for (int64_t P = 2; P <= 64; ++P) {
     const int64_t L = (lmax + P - 1) / P;
     if (L < 2) break;
-    const double t = walk_model_us(len, H, nv, sms, L);
+    const double t = walk_model_us(len, H, nv, sms, L, best_us);
     if (t < best_us) best = L, best_us = t;
   }
+  const std::lock_guard<std::mutex> lock(mu);
+  if (cache.size() >= 256) cache.clear();
+  cache.emplace(std::move(key), best);
   return best;
 }
 
