@@ -69,8 +69,10 @@ TEST(CudaKdaSeqPar, SegmentedCallReplaysFromACudaGraph) {
   if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
   constexpr int64_t B = 2, T = 300, H = 2, D = 64;  // 5 chunks a sequence, segments of 2: 3 segments
   std::mt19937_64 rng(7);
-  const Tensor q = gpu_uniform(DType::bf16, {B, T, H, D}, rng, -1, 1), k = gpu_uniform(DType::bf16, {B, T, H, D}, rng, -1, 1);
-  const Tensor v = gpu_uniform(DType::bf16, {B, T, H, D}, rng, -1, 1), g = gpu_uniform(DType::bf16, {B, T, H, D}, rng, -8, 8);
+  const Tensor q = gpu_uniform(DType::bf16, {B, T, H, D}, rng, -1, 1);
+  const Tensor k = gpu_uniform(DType::bf16, {B, T, H, D}, rng, -1, 1);
+  const Tensor v = gpu_uniform(DType::bf16, {B, T, H, D}, rng, -1, 1);
+  const Tensor g = gpu_uniform(DType::bf16, {B, T, H, D}, rng, -8, 8);
   const Tensor b = gpu_uniform(DType::bf16, {B, T, H}, rng, -4, 4);
   const Tensor A = gpu_uniform(DType::f32, {H}, rng, -2, 1), dt = gpu_uniform(DType::f32, {H * D}, rng, -2, 2);
   const Tensor s0 = gpu_uniform(DType::f32, {B, H, D, D}, rng, -1, 1);

@@ -71,7 +71,8 @@ void run(int nseq, int T, int H, bool varlen, kimi::GateForm form) {
   const double bytes = double(nqk) * 2 * 3 + double(nv) * 2 + double(nb) * 2 + double(nv) * 2 + double(ns) * 4 * 2;
   const double floor_ms = bytes / kCopyBytesPerS * 1e3;
   std::printf(
-      "kimi kda_chunk_fwd %2d x %5d%s H=%2d K=V=128 %-8s bf16 vk  %8.3f ms  floor %.3f ms (%.1f%% of floor)  seg %lld\n",
+      "kimi kda_chunk_fwd %2d x %5d%s H=%2d K=V=128 %-8s bf16 vk  %8.3f ms  floor %.3f ms (%.1f%% of floor)"
+      "  seg %lld\n",
       nseq, T, varlen ? " varlen" : "       ", H, form == kimi::GateForm::bounded ? "bounded" : "softplus", med,
       floor_ms, 100.0 * floor_ms / med, static_cast<long long>(kimi::cuda::kda_chunk_last_segment_chunks()));
 }
@@ -97,7 +98,8 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     if (std::strncmp(argv[i], "seg=", 4) == 0) {
       const char* m = argv[i] + 4;
-      kimi::cuda::kda_chunk_set_segment_chunks(std::strcmp(m, "off") == 0 ? -1 : std::strcmp(m, "auto") == 0 ? 0 : std::atoll(m));
+      const int64_t n = std::strcmp(m, "off") == 0 ? -1 : std::strcmp(m, "auto") == 0 ? 0 : std::atoll(m);
+      kimi::cuda::kda_chunk_set_segment_chunks(n);
     } else {
       only = std::atoi(argv[i]);
     }
