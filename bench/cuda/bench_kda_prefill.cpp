@@ -6,6 +6,8 @@
 // Inputs: bf16 q, k, v, raw gate (fused bounded gate, lower bound -5, or softplus), raw beta (sigmoid in kernel), L2 norm in
 // kernel, vk (V-first) fp32 state, initial + final state (updated in place). Prints the time and the fraction of
 // the memory floor: bytes of q, k, v, raw g, beta, o (bf16) and the state read + written, over 4.25 TB/s.
+// Arguments: [shape index 0-7] [seg=off|auto|<chunks>] (the launcher's sequence parallelism, chunk.h: off gives
+// the plain walk, for before / after in one run; the segment length used is printed).
 // Run beside bench/peers/fla_kda_prefill.py (same shapes, same options) in one command on the GPU machine.
 #include <cuda_runtime.h>
 
@@ -19,6 +21,7 @@
 #include <vector>
 
 #include "bench_util.h"
+#include "cuda/kda/chunk.h"
 #include "kimi/device.h"
 #include "kimi/ops/kda.h"
 
@@ -67,9 +70,11 @@ void run(int nseq, int T, int H, bool varlen, kimi::GateForm form) {
   // q, k, v, raw g, beta read and o written (bf16), state read + written (fp32)
   const double bytes = double(nqk) * 2 * 3 + double(nv) * 2 + double(nb) * 2 + double(nv) * 2 + double(ns) * 4 * 2;
   const double floor_ms = bytes / kCopyBytesPerS * 1e3;
-  std::printf("kimi kda_chunk_fwd %2d x %5d%s H=%2d K=V=128 %-8s bf16 vk  %8.3f ms  floor %.3f ms (%.1f%% of floor)\n",
-              nseq, T, varlen ? " varlen" : "       ", H, form == kimi::GateForm::bounded ? "bounded" : "softplus",
-              med, floor_ms, 100.0 * floor_ms / med);
+  std::printf(
+      "kimi kda_chunk_fwd %2d x %5d%s H=%2d K=V=128 %-8s bf16 vk  %8.3f ms  floor %.3f ms (%.1f%% of floor)"
+      "  seg %lld\n",
+      nseq, T, varlen ? " varlen" : "       ", H, form == kimi::GateForm::bounded ? "bounded" : "softplus", med,
+      floor_ms, 100.0 * floor_ms / med, static_cast<long long>(kimi::cuda::kda_chunk_last_segment_chunks()));
 }
 
 }  // namespace
@@ -89,7 +94,16 @@ int main(int argc, char** argv) {
   const Shape shapes[] = {{1, 16384, 64, false}, {1, 8192, 64, false}, {1, 65536, 32, false},
                           {8, 4096, 32, true},   {1, 65536, 8, false},  {10, 819, 64, true},
                           {1, 16384, 64, false, softplus}, {1, 65536, 32, false, softplus}};
-  const int only = argc > 1 ? std::atoi(argv[1]) : -1;
+  int only = -1;
+  for (int i = 1; i < argc; ++i) {
+    if (std::strncmp(argv[i], "seg=", 4) == 0) {
+      const char* m = argv[i] + 4;
+      const int64_t n = std::strcmp(m, "off") == 0 ? -1 : std::strcmp(m, "auto") == 0 ? 0 : std::atoll(m);
+      kimi::cuda::kda_chunk_set_segment_chunks(n);
+    } else {
+      only = std::atoi(argv[i]);
+    }
+  }
   for (int i = 0; i < int(std::size(shapes)); ++i)
     if (only < 0 || only == i) run(shapes[i].nseq, shapes[i].T, shapes[i].H, shapes[i].varlen, shapes[i].form);
   return 0;

@@ -5,6 +5,7 @@
 // beta logits ~ U(-4, 4), initial state ~ U(-1, 1). The oracle runs on the dtype-rounded inputs.
 #include <array>
 #include <cmath>
+#include <cstdio>
 #include <optional>
 #include <random>
 
@@ -12,6 +13,10 @@
 #include "oracle/kda.h"
 #include "testkit/buf.h"
 #include "testkit/case.h"
+
+#ifdef KIMI_WITH_CUDA
+#include "cuda/kda/chunk.h"
+#endif
 
 namespace kimi::testkit {
 
@@ -28,6 +33,9 @@ struct Cfg {
   float scale = 0.f;       // 0: default
   int chunk = 64;
   bool alias = false;  // final_state aliases initial_state (one call per case: Scale::test only)
+  // CUDA chunk kernels: segments of seg chunks (sequence parallelism, src/cuda/kda/chunk.cuh) forced for the
+  // call, 0 = automatic; unset: not a segment case (the default, automatic, applies).
+  std::optional<int64_t> seg = std::nullopt;
 };
 
 std::string cfg_str(const Cfg& c) {
@@ -48,6 +56,7 @@ std::string cfg_str(const Cfg& c) {
   if (c.o_pad) s += " o-strided";
   if (c.scale != 0.f) s += " scale";
   if (c.chunk != 64) s += " C=" + std::to_string(c.chunk);
+  if (c.seg) s += " seg=" + (*c.seg == 0 ? std::string("auto") : std::to_string(*c.seg));
   return s;
 }
 
@@ -174,6 +183,17 @@ Result run_kda(const Cfg& c, bool chunk, DType dt, Scale scale, Device dev, uint
   a.state_layout = c.vk ? StateLayout::vk : StateLayout::kv;
   if (!c.lens.empty()) a.cu_seqlens = cu;
 
+#ifdef KIMI_WITH_CUDA
+  struct SegForce {  // the CUDA chunk launcher's segment length for this call only
+    bool on;
+    SegForce(bool on_, int64_t n) : on(on_) {
+      if (on) cuda::kda_chunk_set_segment_chunks(n);
+    }
+    ~SegForce() {
+      if (on) cuda::kda_chunk_set_segment_chunks(0);
+    }
+  } seg_force(chunk && c.seg && *c.seg > 0 && dev.type == DeviceType::cuda, c.seg.value_or(0));
+#endif
   const double ms = time_call(scale, dev, [&] {
     if (chunk)
       kda_chunk_fwd(a, c.chunk);
@@ -186,6 +206,12 @@ Result run_kda(const Cfg& c, bool chunk, DType dt, Scale scale, Device dev, uint
   cmp.output("final_state", c.alias ? h0 : ht, c.vk ? swap_last(ref.ht, K, V) : ref.ht);
   Result r = cmp.result(ms);
   r.guards_ok = r.guards_ok && h0.guards_ok() && (!qkv || qkv->guards_ok());
+  {  // both errors, whichever is the worst (tests/test_kda_seqpar.cpp prints them)
+    char e[96];
+    std::snprintf(e, sizeof e, " (o %.3g, final_state %.3g)", rel_err(o.to_f64(), ref.o),
+                  rel_err((c.alias ? h0 : ht).to_f64(), c.vk ? swap_last(ref.ht, K, V) : ref.ht));
+    r.detail += e;
+  }
   return r;
 }
 
@@ -330,6 +356,41 @@ void add_kda_cases(CaseList& list, Scale scale) {
     Cfg c{1, 1024, 8, 128, 128, {300, 147, 448, 129}};  // SPEC 13 varlen lengths scaled down
     c.gate = Gate::softplus, c.beta_sigmoid = c.l2 = c.h0 = true;
     cfgs.push_back(c);
+  }
+  // Sequence parallelism of the CUDA chunk walk, forced at small scale (seg = chunks per segment; on the CPU
+  // these are ordinary chunk cases): several segments with a ragged last chunk, varlen with short, long and
+  // empty sequences, initial state present and absent, final_state aliasing initial_state, both gates, both
+  // layouts, K = V = 64 and 128; and 1 x 8192 H2, where the automatic choice takes segments (test_kda_seqpar.cpp
+  // checks that). bf16 only (f32 inputs run the recurrent kernel on CUDA).
+  std::vector<Cfg> seg_cfgs;
+  if (scale == Scale::test) {
+    Cfg s1{1, 7 * 64 + 13, 2, 128, 128, {}};  // 8 chunks, segments of 2: two middle maps, ragged last chunk
+    s1.gate = Gate::bounded, s1.beta_sigmoid = s1.l2 = s1.h0 = true, s1.seg = 2;
+    seg_cfgs.push_back(s1);
+    Cfg s2{1, 1000, 2, 64, 64, {100, 900}};  // one short (1 segment) and one long sequence (15 chunks, 5 segments)
+    s2.gate = Gate::softplus, s2.beta_sigmoid = s2.l2 = s2.h0 = s2.vk = true, s2.seg = 3;
+    seg_cfgs.push_back(s2);
+    Cfg s3{2, 300, 3, 64, 64, {}};  // no initial state, every chunk a segment
+    s3.gate = Gate::bounded, s3.beta_sigmoid = s3.l2 = s3.vk = true, s3.seg = 1;
+    seg_cfgs.push_back(s3);
+    Cfg s4{1, 333, 2, 128, 128, {}};  // final_state aliases initial_state, kv
+    s4.gate = Gate::softplus, s4.beta_sigmoid = s4.l2 = s4.h0 = s4.alias = true, s4.seg = 2;
+    seg_cfgs.push_back(s4);
+    Cfg s5 = s4;
+    s5.vk = true, s5.gate = Gate::bounded;  // ... and vk
+    seg_cfgs.push_back(s5);
+    Cfg s6{1, 694, 2, 128, 128, {0, 500, 64, 130}};  // empty, long, one-chunk and two-chunk sequences
+    s6.gate = Gate::bounded, s6.beta_sigmoid = s6.l2 = s6.h0 = s6.vk = true, s6.o_pad = 3, s6.seg = 2;
+    seg_cfgs.push_back(s6);
+    Cfg s7{1, 8192, 2, 128, 128, {}};  // the automatic choice
+    s7.gate = Gate::bounded, s7.beta_sigmoid = s7.l2 = s7.h0 = s7.vk = s7.alias = true, s7.seg = 0;
+    seg_cfgs.push_back(s7);
+  }
+  uint64_t seg_seed = 1100;
+  for (const Cfg& c : seg_cfgs) {
+    const uint64_t sd = seg_seed++;
+    list.push_back({"kda_chunk_fwd", cfg_str(c), DType::bf16, tol_for(DType::bf16),
+                    [=](Device dev) { return run_kda(c, true, DType::bf16, scale, dev, sd); }});
   }
   uint64_t seed = 100;
   for (const Cfg& c : cfgs) {

@@ -12,13 +12,31 @@
 //  - Scratch: ScratchBytes<D>::total per chunk-head (1672 B per token-head at D = 128, 900 at D = 64) plus the
 //    chunk table, one cudaMallocAsync / cudaFreeAsync pair on the stream (the pool keeps it between calls:
 //    cuda/scratch.cuh).
-//  - CUDA-graph capture: fixed-length batches build the chunk table on the device (fixed_chunk_table); varlen
-//    batches (a host-built table to upload) refuse capture with a clear error.
+//  - CUDA-graph capture: fixed-length batches build the chunk table on the device (fixed_chunk_table, and the
+//    segment table: fixed_segment_table); varlen batches (a host-built table to upload) refuse capture with a
+//    clear error.
+//  - Segments (sequence parallelism, chunk.cuh "Segments"): considered only while the plain walk's VT = 32
+//    grid N * H * D / 32 fits one wave (more CTAs than SMs: every SM already walks, and segments triple the
+//    work). segment_chunks() models the walk time (list scheduling of the CTAs on the SMs, one per SM; 3.7 us
+//    per chunk with outputs, measured at 1 x 65536 H8; 0.6 x that for a map chunk, an estimate) for 2 .. 64
+//    segments of the longest sequence and takes the best when it beats the plain walk's model by 20%.
+//    Model: 1 x 65536 H8 (1024 chunks, 32 CTAs): plain 3.79 ms, 5 segments of 205 chunks 1.70 ms; 1 x 8192
+//    H2: 0.47 -> 0.18 ms (8 segments); 1 x 65536 H32 (128 CTAs): no segments. kda_chunk_set_segment_chunks
+//    (chunk.h) forces a length (tests) or turns them off (benchmarks).
+//    Measured on the H200 (branch seqpar, commit 694794f + this model's host speed-up), bench_kda_prefill
+//    1 x 65536 H8 bounded: plain 4.750 ms; segments of 103 / 147 / 256 / 342 chunks 3.240 / 3.011 / 3.010 /
+//    3.460 ms, i.e. walk = total - 0.89 ms prep = 2.35 / 2.12 / 2.12 / 2.57 ms against the model's 2.34 /
+//    2.12 / 2.11 / 2.55 (ncu at 205 chunks: phase 1 914 us, model 910). 205 chunks (the choice) is expected
+//    at ~2.6 ms, not yet measured: the first automatic run paid ~2.5 ms of host time in a per-CTA heap model
+//    (15 ms at H32); makespan() now advances whole rounds, prunes by a lower bound and caches the choice.
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdint>
+#include <map>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -26,6 +44,7 @@
 #include "cuda/kda/chunk.cuh"
 #include "cuda/kda/chunk.h"
 #include "cuda/kda/prep.cuh"
+#include "cuda/kda/seqpar.cuh"
 #include "cuda/scratch.cuh"
 #include "kimi/error.h"
 
@@ -56,6 +75,144 @@ __global__ void fixed_chunk_table(int64_t* tab, int64_t N, int64_t T, int64_t pe
   if (i <= N) tab[3 * nch + i] = i * per_seq;
 }
 
+// N sequences of per_seq chunks each, segments of len chunks (P = max(1, ceil(per_seq / len)) per sequence):
+// the same rows as the host loop in chunk.cu. seg [kSegFields * N * P], segbase [N + 1].
+__global__ void fixed_segment_table(int64_t* seg, int64_t* segbase, int64_t N, int64_t per_seq, int64_t len,
+                                    int64_t P) {
+  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < N * P) {
+    const int64_t n = i / P, j = i % P, b = n * per_seq + j * len;
+    int64_t* e = seg + kda_chunk::kSegFields * i;
+    e[kda_chunk::kSegBeg] = b < (n + 1) * per_seq ? b : (n + 1) * per_seq;
+    e[kda_chunk::kSegEnd] = b + len < (n + 1) * per_seq ? b + len : (n + 1) * per_seq;
+    e[kda_chunk::kSegSeq] = n;
+    e[kda_chunk::kSegIdx] = j;
+    e[kda_chunk::kSegCount] = P;
+  }
+  if (i <= N) segbase[i] = i * P;
+}
+
+
+// ---- sequence parallelism: the segment plan (header: "Segments")
+
+std::atomic<int64_t> g_segment_chunks{0};       // kda_chunk_set_segment_chunks
+std::atomic<int64_t> g_last_segment_chunks{0};  // kda_chunk_last_segment_chunks
+
+// Cost model of the walk in microseconds per chunk of one CTA (one walk CTA per SM, VT = 32): kFullUs with
+// outputs (measured: 1 x 65536 H8, 1024 chunks in 3.8 ms); kMapUs without them (a segment map: no Qg S +
+// A_qk U product and no Qg / A_qk loads, ~37% of the mma; an estimate); kScanUs per sequential scan step
+// (R_j staged from L2 + 128 x 16 fp32 FMA per thread), kLaunchUs per extra launch.
+constexpr double kFullUs = 3.7, kMapUs = 0.6 * kFullUs, kScanUs = 8, kLaunchUs = 5;
+
+// Runs of CTAs in grid order: count CTAs of equal cost (us); CTAs that return at once are left out.
+struct Runs {
+  std::vector<std::pair<double, int64_t>> r;
+  double work = 0, longest = 0;  // sum and max of the costs
+  void add(double cost, int64_t count) {
+    if (cost <= 0 || count <= 0) return;
+    if (!r.empty() && r.back().first == cost) r.back().second += count;
+    else r.emplace_back(cost, count);
+    work += cost * double(count);
+    longest = std::max(longest, cost);
+  }
+  double lower_bound(int sms) const { return std::max(work / sms, longest); }
+};
+
+// Makespan of the runs on sms SMs, one CTA at a time each, every CTA dispatched in order to the first free SM
+// (greedy list scheduling). The free times are kept as (time, SMs) pairs and advanced by whole rounds: a few
+// microseconds per model on the host (a per-CTA heap cost up to 15 ms per call at H32 on the H200: the
+// benchmark's 1 x 65536 H32 took 22.6 ms instead of 7.2 with the launcher's model in the way).
+double makespan(const Runs& runs, int sms) {
+  std::map<double, int64_t> free_at{{0.0, sms}};
+  double end = 0;
+  for (auto [c, m] : runs.r) {
+    while (m > 0) {
+      // the k SMs free first at t take whole rounds of k CTAs while they stay first (start <= the next time)
+      const auto it = free_at.begin(), next = std::next(it);
+      const double t = it->first;
+      const int64_t k = it->second;
+      int64_t rounds = m / k;
+      if (next != free_at.end()) rounds = std::min(rounds, int64_t((next->first - t) / c) + 1);
+      if (rounds >= 1) {
+        free_at.erase(it);
+        free_at[t + double(rounds) * c] += k;
+        end = std::max(end, t + double(rounds) * c);
+        m -= rounds * k;
+      } else {  // fewer CTAs left than SMs free at t
+        it->second -= m;
+        free_at[t + c] += m;
+        end = std::max(end, t + c);
+        m = 0;
+      }
+    }
+  }
+  return end;
+}
+
+// Modelled walk time (us) of sequences of len[n] chunks, H heads, nv V tiles of 32: plain (len_seg = 0) or
+// segments of len_seg chunks (phase 1 in grid order, the scan, phase 3). When a lower bound of it (work / SMs
+// or the longest CTA, per phase) is already >= bound, that lower bound is returned instead.
+double walk_model_us(const std::vector<int64_t>& len, int64_t H, int nv, int sms, int64_t len_seg,
+                     double bound = 1e300) {
+  Runs p1, p3;
+  int64_t max_p = 1;
+  for (const int64_t l : len) {
+    if (len_seg <= 0) {
+      p1.add(double(l) * kFullUs, H * nv);
+      continue;
+    }
+    const int64_t P = std::max<int64_t>(1, (l + len_seg - 1) / len_seg);
+    max_p = std::max(max_p, P);
+    for (int64_t j = 0; j < P; ++j) {
+      const double lj = double(std::min(len_seg, l - j * len_seg));
+      // phase 1, per head: segment 0 its nv value CTAs (the nv identity CTAs return), a middle segment 2 nv
+      // map CTAs, the last segment none; phase 3: segments j >= 1, nv CTAs per head
+      if (j == 0) p1.add(lj * kFullUs, H * nv);
+      else if (j < P - 1) p1.add(lj * kMapUs, H * 2 * nv);
+      if (j > 0) p3.add(lj * kFullUs, H * nv);
+    }
+  }
+  const double fixed = max_p > 1 ? double(std::max<int64_t>(0, max_p - 2)) * kScanUs + 2 * kLaunchUs : 0.0;
+  const double lb = p1.lower_bound(sms) + p3.lower_bound(sms) + fixed;
+  if (lb >= bound) return lb;
+  return makespan(p1, sms) + (max_p > 1 ? makespan(p3, sms) : 0.0) + fixed;
+}
+
+// Segment length in chunks (0: the plain walk). Forced by kda_chunk_set_segment_chunks (> 0: that length,
+// < 0: never); automatic: only while the plain walk's VT = 32 grid fits one wave (otherwise every SM already
+// walks), then the length of the best modelled time over 2 .. 64 segments of the longest sequence, kept only
+// when it beats the plain walk's model by 20%.
+// The choice is cached per (H, D, SMs, sequence lengths) (the model costs 25-120 us on the host).
+int64_t segment_chunks(const std::vector<int64_t>& len, int64_t H, int64_t D, int sms) {
+  const int64_t forced = g_segment_chunks.load();
+  if (forced != 0) return forced > 0 ? forced : 0;
+  const int nv = int(D / 32);
+  if (int64_t(len.size()) * H * nv > sms) return 0;
+  const int64_t lmax = len.empty() ? 0 : *std::max_element(len.begin(), len.end());
+  if (lmax < 16) return 0;
+  static std::mutex mu;
+  static std::map<std::vector<int64_t>, int64_t> cache;
+  std::vector<int64_t> key{H, D, sms};
+  key.insert(key.end(), len.begin(), len.end());
+  {
+    const std::lock_guard<std::mutex> lock(mu);
+    if (const auto it = cache.find(key); it != cache.end()) return it->second;
+  }
+  const double plain = walk_model_us(len, H, nv, sms, 0);
+  int64_t best = 0;
+  double best_us = 0.8 * plain;
+  for (int64_t P = 2; P <= 64; ++P) {
+    const int64_t L = (lmax + P - 1) / P;
+    if (L < 2) break;
+    const double t = walk_model_us(len, H, nv, sms, L, best_us);
+    if (t < best_us) best = L, best_us = t;
+  }
+  const std::lock_guard<std::mutex> lock(mu);
+  if (cache.size() >= 256) cache.clear();
+  cache.emplace(std::move(key), best);
+  return best;
+}
+
 // Threads per CTA. Prep: kda_chunk::kPrepThreads (512, two CTAs per SM, prep.cuh). Walk: 512 at VT = 64 (16
 // warps, 4 x 4 grid), 256 at VT = 32 (512 threads there measured 10% slower: 4.14 ms against 3.77 for 1 x 65536
 // H8).
@@ -70,7 +227,7 @@ void launch_kernel(Kern* kernel, size_t smem, int threads, int64_t ctas, const k
 }
 
 template <int D>
-void launch_all(const kda_chunk::Params& p, bool diag_mma, bool vt64, cudaStream_t s) {
+void launch_all(kda_chunk::Params p, bool diag_mma, bool vt64, cudaStream_t s) {
   namespace kc = kda_chunk;
   const int64_t H = p.H, N = p.N;
   // two CTAs per SM need the full shared-memory carveout
@@ -78,6 +235,15 @@ void launch_all(const kda_chunk::Params& p, bool diag_mma, bool vt64, cudaStream
   KIMI_CUDA_CHECK(
       cudaFuncSetAttribute(prep, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared));
   launch_kernel(prep, kc::PrepSmem<D>::TOTAL, kc::kPrepThreads, p.nch * H, p, s);
+  if (p.nseg > 0) {  // segments: maps (and segment 0 with outputs), scan, the other segments (VT = 32)
+    const auto walk = kc::kda_chunk_walk<D, 32, 256>;
+    p.walk_mode = kc::kWalkMaps;
+    launch_kernel(walk, kc::WalkSmem<D, 32>::TOTAL, 256, p.nseg * H * 2 * (D / 32), p, s);
+    launch_kernel(kc::kda_seg_scan<D>, kc::ScanSmem<D>::TOTAL, kc::kScanThreads, N * H * (D / kc::kScanRows), p, s);
+    p.walk_mode = kc::kWalkFinish;
+    launch_kernel(walk, kc::WalkSmem<D, 32>::TOTAL, 256, p.nseg * H * (D / 32), p, s);
+    return;
+  }
   if (vt64)
     launch_kernel(kc::kda_chunk_walk<D, 64, 512>, kc::WalkSmem<D, 64>::TOTAL, 512, N * H * (D / 64), p, s);
   else
@@ -85,6 +251,9 @@ void launch_all(const kda_chunk::Params& p, bool diag_mma, bool vt64, cudaStream
 }
 
 }  // namespace
+
+void kda_chunk_set_segment_chunks(int64_t chunks) { g_segment_chunks.store(chunks); }
+int64_t kda_chunk_last_segment_chunks() { return g_last_segment_chunks.load(); }
 
 void kda_chunk_fwd(const KdaArgs& a, int chunk_size, const Context& ctx) {
   (void)chunk_size;  // always 64 on the GPU (see chunk.h)
@@ -192,12 +361,36 @@ void kda_chunk_fwd(const KdaArgs& a, int chunk_size, const Context& ctx) {
   p.nch = nch;
   tab.insert(tab.end(), seq0.begin(), seq0.end());
 
+  // segments (sequence parallelism): P_n = max(1, ceil(chunks / len_seg)) per sequence, in order; then
+  // segbase [N + 1]. A zero-length sequence keeps one empty segment (it copies s0 to s1 like the plain walk).
+  std::vector<int64_t> seq_len(static_cast<size_t>(N));
+  for (int64_t n = 0; n < N; ++n) seq_len[size_t(n)] = seq0[size_t(n) + 1] - seq0[size_t(n)];
+  const int64_t len_seg = segment_chunks(seq_len, H, K, sms);
+  g_last_segment_chunks.store(len_seg);
+  const size_t tab_main = tab.size();  // 3 * nch + N + 1
+  int64_t nseg = 0;
+  if (len_seg > 0) {
+    std::vector<int64_t> segbase(size_t(N) + 1, 0);
+    for (int64_t n = 0; n < N; ++n) {
+      const int64_t l = seq_len[size_t(n)], P = std::max<int64_t>(1, (l + len_seg - 1) / len_seg);
+      segbase[size_t(n)] = nseg;
+      for (int64_t j = 0; j < P; ++j)
+        tab.insert(tab.end(), {seq0[size_t(n)] + std::min(l, j * len_seg),
+                               seq0[size_t(n)] + std::min(l, (j + 1) * len_seg), n, j, P});
+      nseg += P;
+    }
+    segbase[size_t(N)] = nseg;
+    tab.insert(tab.end(), segbase.begin(), segbase.end());
+  }
+  p.nseg = nseg;
+
   // one device allocation: table, then the scratch arrays (all offsets multiples of 256 bytes)
   const auto round256 = [](size_t x) { return (x + 255) / 256 * 256; };
   const size_t tab_bytes = round256(tab.size() * sizeof(int64_t));
   const size_t per_ch = K == 128 ? kda_chunk::ScratchBytes<128>::total : kda_chunk::ScratchBytes<64>::total;
   const size_t nch_h = size_t(nch) * size_t(H);
-  const size_t total = tab_bytes + nch_h * per_ch;
+  const size_t seg_bytes = size_t(nseg) * size_t(H) * size_t(K) * size_t(K) * 4;  // each of seg_start, seg_map
+  const size_t total = tab_bytes + nch_h * per_ch + 2 * seg_bytes;
   // (the pool keeps freed scratch cached: cuda/scratch.cuh)
   const Scratch scratch(total, s);  // freed on the stream when this returns or throws
   unsigned char* buf = scratch.get<unsigned char>();
@@ -205,11 +398,20 @@ void kda_chunk_fwd(const KdaArgs& a, int chunk_size, const Context& ctx) {
     const int64_t per_seq = (T + C - 1) / C, threads = std::max(nch, N + 1);
     fixed_chunk_table<<<unsigned((threads + 255) / 256), 256, 0, s>>>(reinterpret_cast<int64_t*>(buf), N, T, per_seq);
     KIMI_CUDA_CHECK(cudaGetLastError());
+    if (nseg > 0) {  // the same rows as the host loop above (fixed length: nseg = N * P)
+      int64_t* sg = reinterpret_cast<int64_t*>(buf) + tab_main;
+      const int64_t P = nseg / N, th = std::max(nseg, N + 1);
+      fixed_segment_table<<<unsigned((th + 255) / 256), 256, 0, s>>>(sg, sg + kda_chunk::kSegFields * nseg, N,
+                                                                    per_seq, len_seg, P);
+      KIMI_CUDA_CHECK(cudaGetLastError());
+    }
   } else {
     KIMI_CUDA_CHECK(cudaMemcpyAsync(buf, tab.data(), tab.size() * sizeof(int64_t), cudaMemcpyHostToDevice, s));
   }
   p.tab = reinterpret_cast<const int64_t*>(buf);
   p.seq0 = p.tab + 3 * nch;
+  p.seg = nseg > 0 ? p.tab + tab_main : nullptr;
+  p.segbase = nseg > 0 ? p.seg + kda_chunk::kSegFields * nseg : nullptr;
   {
     const size_t D = size_t(K);
     size_t off = tab_bytes;
@@ -225,6 +427,10 @@ void kda_chunk_fwd(const KdaArgs& a, int chunk_size, const Context& ctx) {
     p.scr.wh = reinterpret_cast<kda_chunk::bf16*>(take(size_t(C) * D * 2));
     p.scr.wl = reinterpret_cast<kda_chunk::bf16*>(take(size_t(C) * D * 2));
     p.scr.u0 = reinterpret_cast<float*>(take(size_t(C) * D * 4));
+    p.seg_start = nseg > 0 ? reinterpret_cast<float*>(buf + off) : nullptr;
+    off += seg_bytes;
+    p.seg_map = nseg > 0 ? reinterpret_cast<float*>(buf + off) : nullptr;
+    off += seg_bytes;
     if (off != total) throw Error("kda_chunk_fwd: scratch layout mismatch");
   }
 

@@ -22,6 +22,23 @@
 //     O = Qg S + A_qk U      (64 x VT; S hi + lo, U hi + lo: 2 + 2 mma) -> global o (rows in the sequence)
 //     S^T <- S^T diag(exp(GC)) + U^T KdT^T   (VT x K, k = 64; U hi + lo; the registers accumulate)
 //   The hi / lo correction products go to separate accumulators (warp_mma_split): shorter mma chains.
+// Segments (sequence parallelism; few heads x long sequences, where the plain walk's N x H x D / 32 CTAs leave
+//   most SMs idle). Per chunk the state map is affine, S' = A_c S + B_c with A_c = diag(decay) + KdT Wn (K x K),
+//   B_c = KdT U0, the same A_c for every V column. The launcher splits each sequence into P segments of
+//   len_seg whole chunks (a segment table on the device: first chunk, end chunk, sequence, index j, count P;
+//   built on the device for capture) and runs the walk kernel three times over "walk units":
+//   phase 1 (kWalkMaps, grid segments x H x 2 D / VT): segment 0 is an ordinary walk from the initial state
+//     with outputs, ending in scratch (seg_start of segment 1; in s1 when P = 1); a middle segment j walks
+//     its V value columns from S = 0 (C_j, to seg_start of segment j + 1) and, in K / VT more CTAs, identity
+//     columns from S = I with U0 = 0 (M_j, to seg_map: row i = M_j e_i); no outputs, so no Qg / A_qk.
+//   phase 2 (kda_seg_scan, seqpar.cuh): start_{j+1} = M_j start_j + C_j in fp32, sequentially over j.
+//   phase 3 (kWalkFinish, grid segments x H x D / VT): segments j >= 1 walk from their start in scratch (never
+//     from s0: s1 may alias it), with outputs; the last one writes s1.
+//   Scratch: two [D][D] fp32 blocks per segment-head (rows v, columns k). The work is ~3x the plain walk's
+//   (maps of K + V columns, then the V columns again), so it pays only while SMs would idle: chunk.cu's
+//   heuristic models both (list scheduling of the CTAs on the SMs) and picks len_seg. Measured (H200, bf16,
+//   1 x 65536 H8): 4.75 ms -> 3.01 ms with 4 or 7 segments; harness errors with segments forced: o 2.8-3.6e-3,
+//   final state 0.2-2.5e-3 (chunk.cu has the numbers).
 // All products: mma.sync.m16n8k16 bf16 x bf16 -> fp32, each operand with the same precision as the former
 // single kernel (measured on the H200 vs an fp64 recurrence, bf16 inputs and output, both gate forms, T up to
 // 65536: relative RMS error 3.0-3.6e-3 on o, 1.9-2.4e-3 on the final state; the bar is 5e-3; single-bf16
@@ -123,7 +140,18 @@ struct Params {
   int64_t nch;
   int H, N;
   Scratch scr;
+  // Sequence parallelism (the header's "Segments" paragraph); walk_mode kWalkPlain ignores the rest.
+  int walk_mode;            // kWalkPlain, kWalkMaps (phase 1) or kWalkFinish (phase 3)
+  const int64_t* seg;       // device [kSegFields * nseg]: first chunk, end chunk, sequence, index j, count P
+  const int64_t* segbase;   // device [N + 1]: first segment of each sequence
+  int64_t nseg;
+  float* seg_start;  // [nseg][H][D][D] fp32, rows v, columns k: S^T at the start of segment g (C_{g-1}^T first)
+  float* seg_map;    // [nseg][H][D][D] fp32: row i = M_g e_i (column i of segment g's state map)
 };
+
+// Walk modes (Params::walk_mode) and the segment table row (Params::seg).
+enum : int { kWalkPlain = 0, kWalkMaps = 1, kWalkFinish = 2 };
+enum : int { kSegBeg = 0, kSegEnd = 1, kSegSeq = 2, kSegIdx = 3, kSegCount = 4, kSegFields = 5 };
 
 // Walk kernel shared memory: S^T hi, lo bf16 [VT][LDB] (the fp32 state itself lives in registers); two input
 // buffers {Wn hi, Wn lo [64][LDB], U0 fp32
@@ -380,12 +408,14 @@ __device__ __forceinline__ void cp_tile_g2s(E* s, int lds, const E* g, int64_t l
 // kernel 2: sequential walk over the chunks of one (sequence, head, V tile)
 
 template <int D, int VT, int NTHR>
-__device__ __forceinline__ void walk_prefetch(const Params& p, unsigned char* buf, int64_t cid, int v0, int tid) {
+__device__ __forceinline__ void walk_prefetch(const Params& p, unsigned char* buf, int64_t cid, int v0, int tid,
+                                              bool u0 = true) {
   using L = WalkSmem<D, VT>;
   cp_tile_g2s<bf16, kC, D, NTHR>(reinterpret_cast<bf16*>(buf + L::BWH), L::LDB, p.scr.wh + cid * (kC * D), D, tid);
   cp_tile_g2s<bf16, kC, D, NTHR>(reinterpret_cast<bf16*>(buf + L::BWL), L::LDB, p.scr.wl + cid * (kC * D), D, tid);
-  cp_tile_g2s<float, kC, VT, NTHR>(reinterpret_cast<float*>(buf + L::BU0), L::LDU, p.scr.u0 + cid * (kC * D) + v0, D,
-                                   tid);
+  if (u0)  // identity columns of a segment map: U0 = 0, not loaded
+    cp_tile_g2s<float, kC, VT, NTHR>(reinterpret_cast<float*>(buf + L::BU0), L::LDU, p.scr.u0 + cid * (kC * D) + v0,
+                                     D, tid);
   cp_tile_g2s<bf16, D, kC, NTHR>(reinterpret_cast<bf16*>(buf + L::BKDT), L::LDT, p.scr.kdt + cid * (D * kC), kC, tid);
   cp_tile_g2s<float, 1, D, NTHR>(reinterpret_cast<float*>(buf + L::BDEC), D, p.scr.decay + cid * D, D, tid);
 }
@@ -416,20 +446,56 @@ __global__ void __launch_bounds__(NTHR, 1) kda_chunk_walk(const Params p) {
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const int gq = lane >> 2, tq = lane & 3;  // mma fragment coordinates
 
+  // Walk unit of this CTA (see the header's "Segments" paragraph): chunk range, where the state starts
+  // (src), where it ends (dst), whether outputs are written, value or identity columns.
+  enum { kSrcUser = 0, kSrcZero = 1, kSrcScratch = 2, kSrcIdentity = 3 };
+  enum { kDstUser = 0, kDstNone = 1, kDstScratch = 2 };
   const int bid = int(blockIdx.x);
-  const int vt = bid % NV;
-  const int h = (bid / NV) % p.H;
-  const int n = bid / (NV * p.H);
-  KDA_CHUNK_ASSERT(n < p.N);
-  const int64_t cbeg = p.seq0[n], cend = p.seq0[n + 1];
-  const int v0 = vt * VT;
+  const int nvx = p.walk_mode == kWalkMaps ? 2 * NV : NV;  // phase 1: V value tiles, then K identity tiles
+  const int vt = bid % nvx;
+  const int h = (bid / nvx) % p.H;
+  const int64_t unit = bid / (nvx * p.H);
+  const int v0 = (vt % NV) * VT;  // value tile: V columns v0 ..; identity tile: rows e_{v0 ..} of the map
+  int64_t n, cbeg, cend;
+  int src = kSrcUser, dst = kDstUser;
+  bool outs = true, ident = false;
+  const float* src_p = nullptr;  // kSrcScratch: [D][D] rows v, columns k
+  float* dst_p = nullptr;        // kDstScratch: [D][D]
+  if (p.walk_mode == kWalkPlain) {
+    n = unit;
+    KDA_CHUNK_ASSERT(n < p.N);
+    cbeg = p.seq0[n];
+    cend = p.seq0[n + 1];
+  } else {
+    const int64_t* e = p.seg + kSegFields * unit;
+    cbeg = e[kSegBeg], cend = e[kSegEnd], n = e[kSegSeq];
+    const int64_t j = e[kSegIdx], P = e[kSegCount];
+    const size_t blk = size_t(D) * D;
+    if (p.walk_mode == kWalkMaps) {
+      if (j == P - 1 && P > 1) return;  // last segment: phase 3 only
+      if (j == 0) {                     // from the initial state, with outputs: an ordinary walk
+        if (vt >= NV) return;
+        if (P > 1) dst = kDstScratch, dst_p = p.seg_start + (size_t(unit + 1) * p.H + h) * blk;
+      } else {  // a middle segment's map: C_j (values from S = 0) and M_j (identity columns, U0 = 0)
+        ident = vt >= NV;
+        outs = false;
+        src = ident ? kSrcIdentity : kSrcZero;
+        dst = kDstScratch;
+        dst_p = (ident ? p.seg_map + (size_t(unit) * p.H + h) * blk : p.seg_start + (size_t(unit + 1) * p.H + h) * blk);
+      }
+    } else {  // kWalkFinish: segments j >= 1 from their start state in scratch (never from s0: s1 may alias it)
+      if (j == 0) return;
+      src = kSrcScratch, src_p = p.seg_start + (size_t(unit) * p.H + h) * blk;
+      if (j < P - 1) dst = kDstNone;
+    }
+  }
 
   // cp.async groups: the inputs of chunk c (buffer c & 1) are committed at the top of iteration c - 1, its
   // output operands (Qg, A_qk, single buffer) at the end of iteration c - 1, after every read of chunk c - 1's;
   // so the wait_group 1 after the top commit of iteration c leaves only chunk c + 1's inputs in flight.
-  if (cbeg < cend) walk_prefetch<D, VT, NTHR>(p, smem + L::BUF0, cbeg * p.H + h, v0, tid);
+  if (cbeg < cend) walk_prefetch<D, VT, NTHR>(p, smem + L::BUF0, cbeg * p.H + h, v0, tid, !ident);
   cp_async_commit();
-  if (cbeg < cend) walk_prefetch_out<D, VT, NTHR>(p, smem, cbeg * p.H + h, tid);
+  if (cbeg < cend && outs) walk_prefetch_out<D, VT, NTHR>(p, smem, cbeg * p.H + h, tid);
   cp_async_commit();
 
   constexpr int WM = NW / 4, MT = 4 / WM;  // WM x 4 warp grid; MT m16 tiles of the 64 rows per warp
@@ -472,7 +538,11 @@ __global__ void __launch_bounds__(NTHR, 1) kda_chunk_walk(const Params p) {
 #pragma unroll
         for (int cc = 0; cc < 2; ++cc) {
           const int v = m0 + 16 * mt + gq + 8 * rr, kk = n07 + 8 * nt + 2 * tq + cc;
-          st[mt][nt][2 * rr + cc] = p.s0 ? p.s0[state_index(v, kk)] : 0.f;
+          float x = 0.f;
+          if (src == kSrcUser && p.s0) x = p.s0[state_index(v, kk)];
+          else if (src == kSrcScratch) x = src_p[size_t(v0 + v) * D + kk];
+          else if (src == kSrcIdentity) x = v0 + v == kk ? 1.f : 0.f;
+          st[mt][nt][2 * rr + cc] = x;
         }
   store_split();  // ordered before the first read by the barrier at the top of the first iteration
 
@@ -481,7 +551,8 @@ __global__ void __launch_bounds__(NTHR, 1) kda_chunk_walk(const Params p) {
     const int64_t cid = c * p.H + h;
     unsigned char* const buf = smem + L::BUF0 + size_t((c - cbeg) & 1) * L::kBuf;
     if (c + 1 < cend)  // the other buffer was last read by chunk c - 1, before the barrier in its S update
-      walk_prefetch<D, VT, NTHR>(p, smem + L::BUF0 + size_t((c + 1 - cbeg) & 1) * L::kBuf, cid + p.H, v0, tid);
+      walk_prefetch<D, VT, NTHR>(p, smem + L::BUF0 + size_t((c + 1 - cbeg) & 1) * L::kBuf, cid + p.H, v0, tid,
+                                 !ident);
     cp_async_commit();
     cp_async_wait<1>();  // chunk c's groups have landed (for this thread)
     __syncthreads();     // ... and for all threads; also orders the S^T hi / lo writes of chunk c - 1
@@ -502,7 +573,7 @@ __global__ void __launch_bounds__(NTHR, 1) kda_chunk_walk(const Params p) {
 #pragma unroll
           for (int rr = 0; rr < 2; ++rr) {
             const int t = t0 + 16 * mt + gq + 8 * rr, v = n0 + 8 * nt + 2 * tq;
-            const float2 u = *reinterpret_cast<const float2*>(sU0 + t * LDU + v);
+            const float2 u = ident ? make_float2(0.f, 0.f) : *reinterpret_cast<const float2*>(sU0 + t * LDU + v);
             acc[mt][nt][2 * rr] = u.x;
             acc[mt][nt][2 * rr + 1] = u.y;
           }
@@ -534,7 +605,7 @@ __global__ void __launch_bounds__(NTHR, 1) kda_chunk_walk(const Params p) {
     __syncthreads();
 
     // O = Qg S_start + A_qk U (64 x VT; S hi + lo, U hi + lo) -> global o (rows in the sequence)
-    {
+    if (outs) {
       const int t0 = (kC / WM) * wm, n0 = wn * (VT / 4);
       float acc[MT][NT][4] = {}, acc_b[MT][NT][4] = {}, acc_c[MT][NT][4];
       warp_mma_split<MT, NT, D, false>(acc, acc_b, acc_c, sQg, LDB, t0, sSh, LDB, n0, lane, nullptr, sSl);
@@ -576,25 +647,29 @@ __global__ void __launch_bounds__(NTHR, 1) kda_chunk_walk(const Params p) {
         }
     warp_mma<MT7, NT7, kC, true>(st, sUt, LDT, m0, sKdt, LDT, n07, lane, sUl);
     __syncthreads();  // every warp has read S^T hi / lo, Qg, A_qk (products above) before they are overwritten
-    if (c + 1 < cend) walk_prefetch_out<D, VT, NTHR>(p, smem, cid + p.H, tid);
+    if (c + 1 < cend && outs) walk_prefetch_out<D, VT, NTHR>(p, smem, cid + p.H, tid);
     cp_async_commit();
     store_split();
     // the next iteration's barrier orders these writes before any read
   }
   cp_async_wait<0>();
 
-  if (p.s1) {
+  if ((dst == kDstUser && p.s1) || dst == kDstScratch) {
 #pragma unroll
     for (int mt = 0; mt < MT7; ++mt)
 #pragma unroll
       for (int nt = 0; nt < NT7; ++nt)
 #pragma unroll
-        for (int rr = 0; rr < 2; ++rr)
+        for (int rr = 0; rr < 2; ++rr) {
+          const int v = m0 + 16 * mt + gq + 8 * rr, kk = n07 + 8 * nt + 2 * tq;
+          if (dst == kDstScratch) {
+            *reinterpret_cast<float2*>(dst_p + size_t(v0 + v) * D + kk) =
+                make_float2(st[mt][nt][2 * rr], st[mt][nt][2 * rr + 1]);
+          } else {
 #pragma unroll
-          for (int cc = 0; cc < 2; ++cc) {
-            const int v = m0 + 16 * mt + gq + 8 * rr, kk = n07 + 8 * nt + 2 * tq + cc;
-            p.s1[state_index(v, kk)] = st[mt][nt][2 * rr + cc];
+            for (int cc = 0; cc < 2; ++cc) p.s1[state_index(v, kk + cc)] = st[mt][nt][2 * rr + cc];
           }
+        }
   }
 }
 

@@ -3,6 +3,8 @@
 // CUDA device, cu_seqlens a host i32/i64 tensor (a device one is also accepted and copied back).
 #pragma once
 
+#include <cstdint>
+
 #include "kimi/context.h"
 #include "kimi/ops/kda.h"
 
@@ -11,5 +13,12 @@ namespace kimi::cuda {
 // K = V in {64, 128} (throws kimi::Error otherwise). The GPU always uses chunks of 64 tokens whatever
 // chunk_size says: the chunk size changes only the rounding, not the math. See src/cuda/kda/chunk.cuh.
 void kda_chunk_fwd(const KdaArgs& a, int chunk_size, const Context& ctx);
+
+// Sequence parallelism (chunk.cuh, "Segments"), for tests and benchmarks; process-wide, not thread-safe
+// against concurrent calls. chunks = 0: automatic (the default); > 0: always segments of that many chunks
+// (64 tokens each); < 0: never. kda_chunk_last_segment_chunks: the segment length the last call used (0: the
+// plain walk).
+void kda_chunk_set_segment_chunks(int64_t chunks);
+int64_t kda_chunk_last_segment_chunks();
 
 }  // namespace kimi::cuda
