@@ -172,6 +172,7 @@ struct WalkSmem {
   static constexpr size_t AQK = QG + size_t(kC) * LDB * 2;
   static constexpr size_t TOTAL = AQK + size_t(kC) * LDT * 2;
   static_assert(D % VT == 0 && (VT == 32 || VT == 64), "tile shapes");
+  static_assert(LDB % 8 == 0 && LDT % 8 == 0, "ldmatrix rows 16-byte aligned");
   static_assert(BUF0 % 16 == 0 && kBuf % 16 == 0 && BWL % 16 == 0 && BU0 % 16 == 0 && BKDT % 16 == 0 &&
                     BDEC % 16 == 0 && UT % 16 == 0 && UL % 16 == 0 && QG % 16 == 0 && AQK % 16 == 0,
                 "16-byte aligned regions");
@@ -284,40 +285,62 @@ __device__ __forceinline__ void mma_bf16(float (&c)[4], const uint32_t (&a)[4], 
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
 }
 
-// acc[i][j] += A[m0 + 16 i .. +16][0..KD) * Bt[n0 + 8 j .. +8][0..KD)^T for one warp.
-// A: bf16 row-major [m][k] (lda elements); Bt: bf16 [n][k] row-major (ldb elements). kAlo: A given as hi (A)
-// + lo (A_lo), one more mma per fragment.
+// Four (x4) or two (x2) 8 x 8 bf16 matrices from shared memory, not transposed: lane l gives the address of row
+// l & 7 of matrix l >> 3 (x2: lanes 0 .. 15) and receives r[m] = {M_m[l / 4][2 (l % 4)], M_m[l / 4][2 (l % 4) + 1]},
+// i.e. the mma fragments of row-major tiles (below). Each row is 16 bytes, 16-byte aligned.
+__device__ __forceinline__ void ldsm_x4(uint32_t (&r)[4], const bf16* p) {
+  const uint32_t a = static_cast<uint32_t>(__cvta_generic_to_shared(p));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(a)
+               : "memory");
+}
+__device__ __forceinline__ void ldsm_x2(uint32_t (&r)[2], const bf16* p) {
+  const uint32_t a = static_cast<uint32_t>(__cvta_generic_to_shared(p));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0,%1}, [%2];\n" : "=r"(r[0]), "=r"(r[1]) : "r"(a) : "memory");
+}
+
 // Fragments of mma.m16n8k16 (g = lane / 4, t = lane % 4): a0 = A[g][2t..], a1 = A[g+8][2t..],
 // a2 = A[g][2t+8..], a3 = A[g+8][2t+8..]; b0 = Bt[g][2t..], b1 = Bt[g][2t+8..];
 // c0, c1 = C[g][2t, 2t+1], c2, c3 = C[g+8][2t, 2t+1].
+// Loaded by ldmatrix: the A fragment of rows m .. m + 16, columns k0 .. k0 + 16 of a row-major [m][k] tile is one
+// x4 (matrices: rows + 0 / + 8, columns + 0 / + 8 -> a0 .. a3); the B fragments of two n8 tiles of a row-major
+// [n][k] tile are one x4 (matrices: tile j columns + 0 / + 8, tile j + 1 columns + 0 / + 8), an odd last tile
+// one x2. One instruction per 4 (or 2) 32-bit fragment registers instead of one each.
+__device__ __forceinline__ void ld_a_frag(uint32_t (&a)[4], const bf16* A, int lda, int m, int k0, int lane) {
+  ldsm_x4(a, A + (m + (lane & 7) + 8 * ((lane >> 3) & 1)) * lda + k0 + 8 * (lane >> 4));
+}
+template <int NT>
+__device__ __forceinline__ void ld_b_frags(uint32_t (&b)[NT][2], const bf16* Bt, int ldb, int n0, int k0, int lane) {
+#pragma unroll
+  for (int j = 0; j + 1 < NT; j += 2) {
+    uint32_t r[4];
+    ldsm_x4(r, Bt + (n0 + 8 * j + (lane & 7) + 8 * (lane >> 4)) * ldb + k0 + 8 * ((lane >> 3) & 1));
+    b[j][0] = r[0], b[j][1] = r[1], b[j + 1][0] = r[2], b[j + 1][1] = r[3];
+  }
+  if constexpr (NT % 2 == 1) {
+    uint32_t r[2];
+    ldsm_x2(r, Bt + (n0 + 8 * (NT - 1) + (lane & 7)) * ldb + k0 + 8 * ((lane >> 3) & 1));
+    b[NT - 1][0] = r[0], b[NT - 1][1] = r[1];
+  }
+}
+
+// acc[i][j] += A[m0 + 16 i .. +16][0..KD) * Bt[n0 + 8 j .. +8][0..KD)^T for one warp.
+// A: bf16 row-major [m][k] (lda elements); Bt: bf16 [n][k] row-major (ldb elements); rows 16-byte aligned (lda,
+// ldb multiples of 8). kAlo: A given as hi (A) + lo (A_lo), one more mma per fragment.
 template <int MT, int NT, int KD, bool kAlo = false>
 __device__ __forceinline__ void warp_mma(float (&acc)[MT][NT][4], const bf16* A, int lda, int m0, const bf16* Bt,
                                          int ldb, int n0, int lane, const bf16* A_lo = nullptr) {
-  const int g = lane >> 2, t = lane & 3;
 #pragma unroll
   for (int k0 = 0; k0 < KD; k0 += 16) {
     uint32_t a[MT][4], b[NT][2];
     [[maybe_unused]] uint32_t al[MT][4];
 #pragma unroll
     for (int i = 0; i < MT; ++i) {
-      const int o = (m0 + 16 * i + g) * lda + k0 + 2 * t;
-      a[i][0] = lds32(A + o);
-      a[i][1] = lds32(A + o + 8 * lda);
-      a[i][2] = lds32(A + o + 8);
-      a[i][3] = lds32(A + o + 8 * lda + 8);
-      if constexpr (kAlo) {
-        al[i][0] = lds32(A_lo + o);
-        al[i][1] = lds32(A_lo + o + 8 * lda);
-        al[i][2] = lds32(A_lo + o + 8);
-        al[i][3] = lds32(A_lo + o + 8 * lda + 8);
-      }
+      ld_a_frag(a[i], A, lda, m0 + 16 * i, k0, lane);
+      if constexpr (kAlo) ld_a_frag(al[i], A_lo, lda, m0 + 16 * i, k0, lane);
     }
-#pragma unroll
-    for (int j = 0; j < NT; ++j) {
-      const int o = (n0 + 8 * j + g) * ldb + k0 + 2 * t;
-      b[j][0] = lds32(Bt + o);
-      b[j][1] = lds32(Bt + o + 8);
-    }
+    ld_b_frags<NT>(b, Bt, ldb, n0, k0, lane);
 #pragma unroll
     for (int i = 0; i < MT; ++i)
 #pragma unroll
@@ -336,33 +359,17 @@ __device__ __forceinline__ void warp_mma_split(float (&acc)[MT][NT][4], float (&
                                                float (&acc_c)[MT][NT][4], const bf16* A, int lda, int m0,
                                                const bf16* Bt, int ldb, int n0, int lane, const bf16* A_lo,
                                                const bf16* Bt_lo) {
-  const int g = lane >> 2, t = lane & 3;
 #pragma unroll
   for (int k0 = 0; k0 < KD; k0 += 16) {
     uint32_t a[MT][4], b[NT][2], bl[NT][2];
     [[maybe_unused]] uint32_t al[MT][4];
 #pragma unroll
     for (int i = 0; i < MT; ++i) {
-      const int o = (m0 + 16 * i + g) * lda + k0 + 2 * t;
-      a[i][0] = lds32(A + o);
-      a[i][1] = lds32(A + o + 8 * lda);
-      a[i][2] = lds32(A + o + 8);
-      a[i][3] = lds32(A + o + 8 * lda + 8);
-      if constexpr (kAlo) {
-        al[i][0] = lds32(A_lo + o);
-        al[i][1] = lds32(A_lo + o + 8 * lda);
-        al[i][2] = lds32(A_lo + o + 8);
-        al[i][3] = lds32(A_lo + o + 8 * lda + 8);
-      }
+      ld_a_frag(a[i], A, lda, m0 + 16 * i, k0, lane);
+      if constexpr (kAlo) ld_a_frag(al[i], A_lo, lda, m0 + 16 * i, k0, lane);
     }
-#pragma unroll
-    for (int j = 0; j < NT; ++j) {
-      const int o = (n0 + 8 * j + g) * ldb + k0 + 2 * t;
-      b[j][0] = lds32(Bt + o);
-      b[j][1] = lds32(Bt + o + 8);
-      bl[j][0] = lds32(Bt_lo + o);
-      bl[j][1] = lds32(Bt_lo + o + 8);
-    }
+    ld_b_frags<NT>(b, Bt, ldb, n0, k0, lane);
+    ld_b_frags<NT>(bl, Bt_lo, ldb, n0, k0, lane);
 #pragma unroll
     for (int i = 0; i < MT; ++i)
 #pragma unroll
