@@ -154,27 +154,27 @@ enum : int { kWalkPlain = 0, kWalkMaps = 1, kWalkFinish = 2 };
 enum : int { kSegBeg = 0, kSegEnd = 1, kSegSeq = 2, kSegIdx = 3, kSegCount = 4, kSegFields = 5 };
 
 // Walk kernel shared memory: S^T hi, lo bf16 [VT][LDB] (the fp32 state itself lives in registers); two input
-// buffers {Wn hi, Wn lo [64][LDB], U0 fp32
-// [64][LDU], KdT [D][LDT], decay [D]}; U^T hi, lo [VT][LDT]; one buffer of the output operands Qg [64][LDB],
-// A_qk [64][LDT].
+// buffers {Wn hi, Wn lo [64][LDB], U0 fp32 [64][LDU], KdT [D][LDT], decay [D]}; U hi, lo bf16 [64][LDV]
+// (row-major, as its accumulators hold it; its products read it through ldmatrix.trans); one buffer of the output
+// operands Qg [64][LDB], A_qk [64][LDT].
 template <int D, int VT>
 struct WalkSmem {
-  static constexpr int LDB = D + 8, LDT = kC + 8, LDU = VT + 8;
+  static constexpr int LDB = D + 8, LDT = kC + 8, LDU = VT + 8, LDV = VT + 8;
   static constexpr size_t SH = 0, SL = SH + size_t(VT) * LDB * 2;  // S^T hi, lo bf16 [VT][LDB]
   static constexpr size_t kWh = size_t(kC) * LDB * 2, kU0 = size_t(kC) * LDU * 4, kKdt = size_t(D) * LDT * 2,
                           kDec = size_t(D) * 4;
   static constexpr size_t BWH = 0, BWL = BWH + kWh, BU0 = BWL + kWh, BKDT = BU0 + kU0, BDEC = BKDT + kKdt;
   static constexpr size_t kBuf = BDEC + kDec;  // one input buffer
   static constexpr size_t BUF0 = SL + size_t(VT) * LDB * 2;
-  static constexpr size_t UT = BUF0 + 2 * kBuf;
-  static constexpr size_t UL = UT + size_t(VT) * LDT * 2;
-  static constexpr size_t QG = UL + size_t(VT) * LDT * 2;
+  static constexpr size_t UH = BUF0 + 2 * kBuf;           // U hi bf16 [64][LDV]
+  static constexpr size_t UL = UH + size_t(kC) * LDV * 2;  // U lo
+  static constexpr size_t QG = UL + size_t(kC) * LDV * 2;
   static constexpr size_t AQK = QG + size_t(kC) * LDB * 2;
   static constexpr size_t TOTAL = AQK + size_t(kC) * LDT * 2;
   static_assert(D % VT == 0 && (VT == 32 || VT == 64), "tile shapes");
-  static_assert(LDB % 8 == 0 && LDT % 8 == 0, "ldmatrix rows 16-byte aligned");
+  static_assert(LDB % 8 == 0 && LDT % 8 == 0 && LDV % 8 == 0, "ldmatrix rows 16-byte aligned");
   static_assert(BUF0 % 16 == 0 && kBuf % 16 == 0 && BWL % 16 == 0 && BU0 % 16 == 0 && BKDT % 16 == 0 &&
-                    BDEC % 16 == 0 && UT % 16 == 0 && UL % 16 == 0 && QG % 16 == 0 && AQK % 16 == 0,
+                    BDEC % 16 == 0 && UH % 16 == 0 && UL % 16 == 0 && QG % 16 == 0 && AQK % 16 == 0,
                 "16-byte aligned regions");
   static_assert(TOTAL <= 227 * 1024, "fits the sm_90 shared memory of one CTA");
 };
@@ -285,50 +285,76 @@ __device__ __forceinline__ void mma_bf16(float (&c)[4], const uint32_t (&a)[4], 
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
 }
 
-// Four (x4) or two (x2) 8 x 8 bf16 matrices from shared memory, not transposed: lane l gives the address of row
-// l & 7 of matrix l >> 3 (x2: lanes 0 .. 15) and receives r[m] = {M_m[l / 4][2 (l % 4)], M_m[l / 4][2 (l % 4) + 1]},
-// i.e. the mma fragments of row-major tiles (below). Each row is 16 bytes, 16-byte aligned.
+// Four (x4) or two (x2) 8 x 8 bf16 matrices from shared memory: lane l gives the address of row l & 7 of matrix
+// l >> 3 (x2: lanes 0 .. 15) and receives r[m] = {M_m[l / 4][2 (l % 4)], M_m[l / 4][2 (l % 4) + 1]}, or with .trans
+// r[m] = {M_m[2 (l % 4)][l / 4], M_m[2 (l % 4) + 1][l / 4]}. Each row is 16 bytes, 16-byte aligned.
+template <bool kTrans>
 __device__ __forceinline__ void ldsm_x4(uint32_t (&r)[4], const bf16* p) {
   const uint32_t a = static_cast<uint32_t>(__cvta_generic_to_shared(p));
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(a)
-               : "memory");
+  if constexpr (kTrans)
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(a)
+                 : "memory");
+  else
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(a)
+                 : "memory");
 }
+template <bool kTrans>
 __device__ __forceinline__ void ldsm_x2(uint32_t (&r)[2], const bf16* p) {
   const uint32_t a = static_cast<uint32_t>(__cvta_generic_to_shared(p));
-  asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0,%1}, [%2];\n" : "=r"(r[0]), "=r"(r[1]) : "r"(a) : "memory");
+  if constexpr (kTrans)
+    asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0,%1}, [%2];\n"
+                 : "=r"(r[0]), "=r"(r[1])
+                 : "r"(a)
+                 : "memory");
+  else
+    asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0,%1}, [%2];\n" : "=r"(r[0]), "=r"(r[1]) : "r"(a) : "memory");
 }
 
 // Fragments of mma.m16n8k16 (g = lane / 4, t = lane % 4): a0 = A[g][2t..], a1 = A[g+8][2t..],
-// a2 = A[g][2t+8..], a3 = A[g+8][2t+8..]; b0 = Bt[g][2t..], b1 = Bt[g][2t+8..];
+// a2 = A[g][2t+8..], a3 = A[g+8][2t+8..]; b0 = B[2t..][g] = Bt[g][2t..], b1 = Bt[g][2t+8..];
 // c0, c1 = C[g][2t, 2t+1], c2, c3 = C[g+8][2t, 2t+1].
-// Loaded by ldmatrix: the A fragment of rows m .. m + 16, columns k0 .. k0 + 16 of a row-major [m][k] tile is one
-// x4 (matrices: rows + 0 / + 8, columns + 0 / + 8 -> a0 .. a3); the B fragments of two n8 tiles of a row-major
-// [n][k] tile are one x4 (matrices: tile j columns + 0 / + 8, tile j + 1 columns + 0 / + 8), an odd last tile
-// one x2. One instruction per 4 (or 2) 32-bit fragment registers instead of one each.
+// Loaded by ldmatrix. The A fragment of rows m .. m + 16, columns k0 .. k0 + 16 is one x4 (matrices: m + 0 / + 8
+// by k + 0 / + 8 -> a0 .. a3), from A stored row-major [m][k] (kTrans = false) or as its transpose [k][m] (.trans).
+// The B fragments of two n8 tiles are one x4 (matrices: tile j k + 0 / + 8, tile j + 1 k + 0 / + 8), an odd last
+// tile one x2, from B stored as Bt [n][k] (kTrans = false) or row-major [k][n] (.trans). One instruction per 4 (or
+// 2) 32-bit fragment registers instead of one each.
+template <bool kTrans>
 __device__ __forceinline__ void ld_a_frag(uint32_t (&a)[4], const bf16* A, int lda, int m, int k0, int lane) {
-  ldsm_x4(a, A + (m + (lane & 7) + 8 * ((lane >> 3) & 1)) * lda + k0 + 8 * (lane >> 4));
+  if constexpr (kTrans)
+    ldsm_x4<true>(a, A + (k0 + (lane & 7) + 8 * (lane >> 4)) * lda + m + 8 * ((lane >> 3) & 1));
+  else
+    ldsm_x4<false>(a, A + (m + (lane & 7) + 8 * ((lane >> 3) & 1)) * lda + k0 + 8 * (lane >> 4));
 }
-template <int NT>
-__device__ __forceinline__ void ld_b_frags(uint32_t (&b)[NT][2], const bf16* Bt, int ldb, int n0, int k0, int lane) {
+template <int NT, bool kTrans>
+__device__ __forceinline__ void ld_b_frags(uint32_t (&b)[NT][2], const bf16* B, int ldb, int n0, int k0, int lane) {
 #pragma unroll
   for (int j = 0; j + 1 < NT; j += 2) {
     uint32_t r[4];
-    ldsm_x4(r, Bt + (n0 + 8 * j + (lane & 7) + 8 * (lane >> 4)) * ldb + k0 + 8 * ((lane >> 3) & 1));
+    if constexpr (kTrans)
+      ldsm_x4<true>(r, B + (k0 + (lane & 15)) * ldb + n0 + 8 * j + 8 * (lane >> 4));
+    else
+      ldsm_x4<false>(r, B + (n0 + 8 * j + (lane & 7) + 8 * (lane >> 4)) * ldb + k0 + 8 * ((lane >> 3) & 1));
     b[j][0] = r[0], b[j][1] = r[1], b[j + 1][0] = r[2], b[j + 1][1] = r[3];
   }
   if constexpr (NT % 2 == 1) {
     uint32_t r[2];
-    ldsm_x2(r, Bt + (n0 + 8 * (NT - 1) + (lane & 7)) * ldb + k0 + 8 * ((lane >> 3) & 1));
+    if constexpr (kTrans)
+      ldsm_x2<true>(r, B + (k0 + (lane & 15)) * ldb + n0 + 8 * (NT - 1));
+    else
+      ldsm_x2<false>(r, B + (n0 + 8 * (NT - 1) + (lane & 7)) * ldb + k0 + 8 * ((lane >> 3) & 1));
     b[NT - 1][0] = r[0], b[NT - 1][1] = r[1];
   }
 }
 
 // acc[i][j] += A[m0 + 16 i .. +16][0..KD) * Bt[n0 + 8 j .. +8][0..KD)^T for one warp.
-// A: bf16 row-major [m][k] (lda elements); Bt: bf16 [n][k] row-major (ldb elements); rows 16-byte aligned (lda,
-// ldb multiples of 8). kAlo: A given as hi (A) + lo (A_lo), one more mma per fragment.
-template <int MT, int NT, int KD, bool kAlo = false>
+// A: bf16 row-major [m][k] (lda elements), or [k][m] with kAT; Bt: bf16 [n][k] row-major (ldb elements), or B
+// [k][n] with kBT; rows 16-byte aligned (lda, ldb multiples of 8). kAlo: A given as hi (A) + lo (A_lo), one more
+// mma per fragment.
+template <int MT, int NT, int KD, bool kAlo = false, bool kAT = false, bool kBT = false>
 __device__ __forceinline__ void warp_mma(float (&acc)[MT][NT][4], const bf16* A, int lda, int m0, const bf16* Bt,
                                          int ldb, int n0, int lane, const bf16* A_lo = nullptr) {
 #pragma unroll
@@ -337,10 +363,10 @@ __device__ __forceinline__ void warp_mma(float (&acc)[MT][NT][4], const bf16* A,
     [[maybe_unused]] uint32_t al[MT][4];
 #pragma unroll
     for (int i = 0; i < MT; ++i) {
-      ld_a_frag(a[i], A, lda, m0 + 16 * i, k0, lane);
-      if constexpr (kAlo) ld_a_frag(al[i], A_lo, lda, m0 + 16 * i, k0, lane);
+      ld_a_frag<kAT>(a[i], A, lda, m0 + 16 * i, k0, lane);
+      if constexpr (kAlo) ld_a_frag<kAT>(al[i], A_lo, lda, m0 + 16 * i, k0, lane);
     }
-    ld_b_frags<NT>(b, Bt, ldb, n0, k0, lane);
+    ld_b_frags<NT, kBT>(b, Bt, ldb, n0, k0, lane);
 #pragma unroll
     for (int i = 0; i < MT; ++i)
 #pragma unroll
@@ -354,7 +380,8 @@ __device__ __forceinline__ void warp_mma(float (&acc)[MT][NT][4], const bf16* A,
 // warp_mma with Bt given as bf16 hi (Bt) + lo (Bt_lo) and optionally A as hi + lo (kAlo), the correction
 // products on separate accumulators: acc += A Bt, acc_b += A Bt_lo, acc_c += A_lo Bt (the caller adds them).
 // The dependent mma chain per accumulator is KD / 16 instead of 2 or 3 KD / 16 (the walk's latency path).
-template <int MT, int NT, int KD, bool kAlo>
+// kBT: B (and B_lo) stored row-major [k][n] (see warp_mma).
+template <int MT, int NT, int KD, bool kAlo, bool kBT = false>
 __device__ __forceinline__ void warp_mma_split(float (&acc)[MT][NT][4], float (&acc_b)[MT][NT][4],
                                                float (&acc_c)[MT][NT][4], const bf16* A, int lda, int m0,
                                                const bf16* Bt, int ldb, int n0, int lane, const bf16* A_lo,
@@ -365,11 +392,11 @@ __device__ __forceinline__ void warp_mma_split(float (&acc)[MT][NT][4], float (&
     [[maybe_unused]] uint32_t al[MT][4];
 #pragma unroll
     for (int i = 0; i < MT; ++i) {
-      ld_a_frag(a[i], A, lda, m0 + 16 * i, k0, lane);
-      if constexpr (kAlo) ld_a_frag(al[i], A_lo, lda, m0 + 16 * i, k0, lane);
+      ld_a_frag<false>(a[i], A, lda, m0 + 16 * i, k0, lane);
+      if constexpr (kAlo) ld_a_frag<false>(al[i], A_lo, lda, m0 + 16 * i, k0, lane);
     }
-    ld_b_frags<NT>(b, Bt, ldb, n0, k0, lane);
-    ld_b_frags<NT>(bl, Bt_lo, ldb, n0, k0, lane);
+    ld_b_frags<NT, kBT>(b, Bt, ldb, n0, k0, lane);
+    ld_b_frags<NT, kBT>(bl, Bt_lo, ldb, n0, k0, lane);
 #pragma unroll
     for (int i = 0; i < MT; ++i)
 #pragma unroll
@@ -440,12 +467,12 @@ __global__ void __launch_bounds__(NTHR, 1) kda_chunk_walk(const Params p) {
   using L = WalkSmem<D, VT>;
   constexpr int NW = NTHR / 32, NV = D / VT;
   static_assert(NTHR == 512 || (VT == 32 && NTHR == 256), "walk block");
-  constexpr int LDB = L::LDB, LDT = L::LDT, LDU = L::LDU;
+  constexpr int LDB = L::LDB, LDT = L::LDT, LDU = L::LDU, LDV = L::LDV;
   extern __shared__ __align__(16) unsigned char smem[];
   bf16* const sSh = reinterpret_cast<bf16*>(smem + L::SH);  // S^T hi [VT][LDB]
   bf16* const sSl = reinterpret_cast<bf16*>(smem + L::SL);  // S^T lo [VT][LDB]
-  bf16* const sUt = reinterpret_cast<bf16*>(smem + L::UT);  // U^T hi [VT][LDT]
-  bf16* const sUl = reinterpret_cast<bf16*>(smem + L::UL);  // U^T lo [VT][LDT]
+  bf16* const sUh = reinterpret_cast<bf16*>(smem + L::UH);  // U hi [64][LDV]
+  bf16* const sUl = reinterpret_cast<bf16*>(smem + L::UL);  // U lo [64][LDV]
   const bf16* const sQg = reinterpret_cast<const bf16*>(smem + L::QG);   // Qg [64][LDB]
   const bf16* const sAqk = reinterpret_cast<const bf16*>(smem + L::AQK);  // A_qk [64][LDT]
 
@@ -599,15 +626,13 @@ __global__ void __launch_bounds__(NTHR, 1) kda_chunk_walk(const Params p) {
 #pragma unroll
         for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
-          for (int rr = 0; rr < 2; ++rr)
-#pragma unroll
-            for (int cc = 0; cc < 2; ++cc) {
-              const int t = t0 + 16 * mt + gq + 8 * rr, v = n0 + 8 * nt + 2 * tq + cc;
-              const float u = acc[mt][nt][2 * rr + cc];
-              const bf16 uh = __float2bfloat16_rn(u);
-              sUt[v * LDT + t] = uh;
-              sUl[v * LDT + t] = __float2bfloat16_rn(u - bf2f(uh));
-            }
+          for (int rr = 0; rr < 2; ++rr) {
+            const int t = t0 + 16 * mt + gq + 8 * rr, v = n0 + 8 * nt + 2 * tq;
+            const float x0 = acc[mt][nt][2 * rr], x1 = acc[mt][nt][2 * rr + 1];
+            const uint32_t hi = pack_bf16(x0, x1);
+            sts32(sUh + t * LDV + v, hi);
+            sts32(sUl + t * LDV + v, pack_bf16(x0 - bf_lo(hi), x1 - bf_hi(hi)));
+          }
     }
     __syncthreads();
 
@@ -616,7 +641,7 @@ __global__ void __launch_bounds__(NTHR, 1) kda_chunk_walk(const Params p) {
       const int t0 = (kC / WM) * wm, n0 = wn * (VT / 4);
       float acc[MT][NT][4] = {}, acc_b[MT][NT][4] = {}, acc_c[MT][NT][4];
       warp_mma_split<MT, NT, D, false>(acc, acc_b, acc_c, sQg, LDB, t0, sSh, LDB, n0, lane, nullptr, sSl);
-      warp_mma_split<MT, NT, kC, false>(acc, acc_b, acc_c, sAqk, LDT, t0, sUt, LDT, n0, lane, nullptr, sUl);
+      warp_mma_split<MT, NT, kC, false, true>(acc, acc_b, acc_c, sAqk, LDT, t0, sUh, LDV, n0, lane, nullptr, sUl);
 #pragma unroll
       for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
@@ -652,7 +677,7 @@ __global__ void __launch_bounds__(NTHR, 1) kda_chunk_walk(const Params p) {
           st[mt][nt][2 * rr] *= sDecay[kk];
           st[mt][nt][2 * rr + 1] *= sDecay[kk + 1];
         }
-    warp_mma<MT7, NT7, kC, true>(st, sUt, LDT, m0, sKdt, LDT, n07, lane, sUl);
+    warp_mma<MT7, NT7, kC, true, true>(st, sUh, LDV, m0, sKdt, LDT, n07, lane, sUl);
     __syncthreads();  // every warp has read S^T hi / lo, Qg, A_qk (products above) before they are overwritten
     if (c + 1 < cend && outs) walk_prefetch_out<D, VT, NTHR>(p, smem, cid + p.H, tid);
     cp_async_commit();

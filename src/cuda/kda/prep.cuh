@@ -116,17 +116,6 @@ __device__ __forceinline__ float ex2(float x) {  // 2^x, MUFU (what __expf uses 
   return y;
 }
 
-// Four 8 x 8 bf16 matrices, transposed: lane l gives the address of row l & 7 of matrix l >> 3 and receives
-// r[m] = {M_m[2 (l % 4)][l / 4], M_m[2 (l % 4) + 1][l / 4]}: from a row-major [k][n] tile this is the mma B
-// fragment (b0 of matrix 0 / 2, b1 of matrix 1 / 3).
-__device__ __forceinline__ void ldsm_x4_trans(uint32_t (&r)[4], const bf16* p) {
-  const uint32_t a = static_cast<uint32_t>(__cvta_generic_to_shared(p));
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(a)
-               : "memory");
-}
-
 // N (2 or 4) floats -> N bf16 at dst (4 N-byte aligned), or N floats at dst.
 template <int N>
 __device__ __forceinline__ void sts_bf16(bf16* dst, const float (&x)[N]) {
@@ -664,7 +653,7 @@ __global__ void __launch_bounds__(kPrepThreads, 2) kda_chunk_prep(const Params p
 #pragma unroll
         for (int np = 0; np < NT / 2; ++np) {
           uint32_t bm[4];
-          ldsm_x4_trans(bm, Bm + lo + 16 * np);
+          ldsm_x4<true>(bm, Bm + lo + 16 * np);
           const uint32_t b0[2] = {bm[0], bm[1]}, b1[2] = {bm[2], bm[3]};
           mma_bf16(acc[2 * np], af, b0);
           mma_bf16(acc[2 * np + 1], af, b1);
