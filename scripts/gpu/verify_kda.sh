@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# A focused GPU call for the KDA kernels when device time is short (the device tool's `run`, `.deps` carried):
+#   KIMI_COMMIT=<sha> [AB_DEFINES="MACRO1 MACRO2"] [DEADLINE=<s>] bash scripts/gpu/verify_kda.sh
+# Builds kimi_tests and the two KDA benchmarks, runs every KDA test (harness CPU + CUDA cases vs fp64, the
+# conformance shapes of tests/test_kda_cuda_shapes.cpp, the segment cases) and the model-on-GPU tests, the
+# prefill and decode benchmarks, compute-sanitizer memcheck and racecheck on the small KDA CUDA cases, then, while
+# the DEADLINE (seconds since start, default 420) allows, each AB_DEFINES macro: a second build with
+# -D<macro> (a compile-time switch back to a former kernel) and the two benchmarks again, prefixed [<macro>], so
+# that a change and what it replaced are timed in the same call. run_all.sh is the full run.
+# Output: $OUT/verify.log (everything) and the logs of each step.
+set -uo pipefail
+OUT=${OUT:-/tmp/kimi-gpu-out}
+mkdir -p "$OUT"
+cd "$(dirname "$0")/../.."
+exec > >(tee "$OUT/verify.log") 2>&1
+prefix=/tmp/kimi-deps
+mkdir -p "$prefix"
+for f in .deps/debs/*.deb; do dpkg -x "$f" "$prefix"; done
+export LD_LIBRARY_PATH="$prefix/usr/lib/x86_64-linux-gnu:$prefix/usr/lib/x86_64-linux-gnu/openblas-pthread:${LD_LIBRARY_PATH:-}"
+t0=$(date +%s)
+el() { echo "[$(( $(date +%s) - t0 )) s]"; }
+left() { echo $(( ${DEADLINE:-420} - ($(date +%s) - t0) )); }
+summary() { grep -E '^\[  PASSED|^\[  FAILED|^\[  SKIPPED' "$1" | tr '\n' ' '; }
+echo "# verify_kda commit ${KIMI_COMMIT:-unknown} $(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)"
+
+build() {  # build dir, extra CUDA flags, targets...
+  local dir=$1 flags=$2; shift 2
+  cmake --preset cuda -B "$dir" -DCMAKE_PREFIX_PATH="$prefix/usr" -DKIMI_TESTS=ON -DKIMI_BENCH=ON -DKIMI_PYTHON=OFF \
+    -DCMAKE_CUDA_FLAGS="$flags" >"$OUT/configure-$(basename "$dir").log" 2>&1 &&
+    cmake --build "$dir" -j 16 --target "$@" >"$OUT/build-$(basename "$dir").log" 2>&1 ||
+    { grep -E "error|FAILED" -A5 "$OUT/build-$(basename "$dir").log" | head -60; return 1; }
+}
+build build/cuda "" kimi_tests kimi_bench_kda_prefill kimi_bench_kda_decode || exit 1
+echo "$(el) build ok"; grep -E "spill" "$OUT/build-cuda.log" | grep -v " 0 bytes spill" | sort | uniq -c | head
+
+T=./build/cuda/tests/kimi_tests
+timeout 200 $T --gtest_brief=1 --gtest_filter='*kda*:*Kda*:*KDA*' >"$OUT/tests-kda.log" 2>&1
+echo "$(el) KDA tests: exit $?; $(summary "$OUT/tests-kda.log")"
+grep -E "^\[  FAILED|Failure" -A3 "$OUT/tests-kda.log" | head -30
+grep -E "^\[ (kda_|prefill)|^\[seqpar\]" "$OUT/tests-kda.log"
+timeout 120 $T --gtest_brief=1 --gtest_filter='*ModelCuda*:*Parity*Cuda*' >"$OUT/tests-model.log" 2>&1
+echo "$(el) model tests on the GPU: exit $?; $(summary "$OUT/tests-model.log")"
+grep -E "^\[  FAILED|on cuda:0 vs" "$OUT/tests-model.log" | head -10
+
+echo "$(el) benchmarks"
+timeout 60 ./build/cuda/bench/kimi_bench_kda_prefill
+timeout 60 ./build/cuda/bench/kimi_bench_kda_decode | grep -E "decode_step|floor"
+
+small='*kda_decode*cuda*:KdaDecodeStep.Cuda*:CudaKdaSeqPar*:*kda_chunk_fwd_bf16_cuda*'
+for tool in memcheck racecheck; do
+  KIMI_SEQPAR_SMALL=1 timeout 100 compute-sanitizer --tool $tool --error-exitcode 9 $T --gtest_brief=1 \
+    --gtest_filter="$small" >"$OUT/sanitizer-$tool.log" 2>&1
+  echo "$(el) compute-sanitizer $tool: exit $?; $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/sanitizer-$tool.log" | tail -1); $(summary "$OUT/sanitizer-$tool.log")"
+done
+
+for d in ${AB_DEFINES:-}; do
+  if [ "$(left)" -lt 70 ]; then echo "$(el) A/B $d skipped (deadline)"; continue; fi
+  build "build/ab-$d" "-D$d" kimi_bench_kda_prefill kimi_bench_kda_decode || continue
+  echo "$(el) A/B: -D$d"
+  timeout 45 "./build/ab-$d/bench/kimi_bench_kda_prefill" | sed "s/^/[$d] /"
+  timeout 40 "./build/ab-$d/bench/kimi_bench_kda_decode" | grep -E "decode_step" | sed "s/^/[$d] /"
+done
+echo "$(el) done"
