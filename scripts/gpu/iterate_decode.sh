@@ -7,10 +7,8 @@
 set -uo pipefail
 OUT=${OUT:-/tmp/kimi-gpu-out}
 mkdir -p "$OUT"
-prefix=/tmp/kimi-deps
-mkdir -p "$prefix"
-for f in ../.deps/debs/*.deb .deps/debs/*.deb; do [ -f "$f" ] && dpkg -x "$f" "$prefix"; done
-export LD_LIBRARY_PATH="$prefix/usr/lib/x86_64-linux-gnu:$prefix/usr/lib/x86_64-linux-gnu/openblas-pthread:${LD_LIBRARY_PATH:-}"
+cd "$(dirname "$0")/../.."
+. scripts/gpu/deps.sh  # $prefix: the unpacked build dependencies (LD_LIBRARY_PATH set)
 summary() { echo "$@" | tee -a "$OUT/summary.txt"; }
 t0=$(date +%s)
 cmake --preset cuda -DCMAKE_PREFIX_PATH="$prefix/usr" -DKIMI_TESTS=ON -DKIMI_BENCH=ON >"$OUT/configure.log" 2>&1 || { tail -30 "$OUT/configure.log"; exit 1; }

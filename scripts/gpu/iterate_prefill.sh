@@ -17,12 +17,7 @@ OUT=${OUT:-/tmp/kimi-gpu-out}
 mkdir -p "$OUT"
 cd "$(dirname "$0")/../.."
 exec > >(tee "$OUT/iterate.log") 2>&1
-DEPS=${DEPS:-.deps}
-[ -d "$DEPS/debs" ] || DEPS=../.deps
-prefix=/tmp/kimi-deps
-mkdir -p "$prefix"
-for f in "$DEPS"/debs/*.deb; do dpkg -x "$f" "$prefix"; done
-export LD_LIBRARY_PATH="$prefix/usr/lib/x86_64-linux-gnu:$prefix/usr/lib/x86_64-linux-gnu/openblas-pthread:${LD_LIBRARY_PATH:-}"
+. scripts/gpu/deps.sh  # $prefix: the unpacked build dependencies (LD_LIBRARY_PATH set)
 echo "# iterate_prefill commit ${KIMI_COMMIT:-unknown} $(nvidia-smi --query-gpu=name --format=csv,noheader)"
 t0=$(date +%s)
 cmake --preset cuda -DCMAKE_PREFIX_PATH="$prefix/usr" -DKIMI_TESTS=ON -DKIMI_BENCH=ON >"$OUT/configure.log" 2>&1 || { tail -30 "$OUT/configure.log"; exit 1; }

@@ -8,12 +8,7 @@ set -uo pipefail
 OUT=${OUT:-/tmp/kimi-gpu-out}
 mkdir -p "$OUT"
 cd "$(dirname "$0")/../.."
-DEPS=${DEPS:-.deps}  # the carried .deps sits at the checkout root: ../.deps when run from a worktree
-[ -d "$DEPS/debs" ] || DEPS=../.deps
-prefix=/tmp/kimi-deps
-mkdir -p "$prefix"
-for f in "$DEPS"/debs/*.deb; do dpkg -x "$f" "$prefix"; done
-export LD_LIBRARY_PATH="$prefix/usr/lib/x86_64-linux-gnu:$prefix/usr/lib/x86_64-linux-gnu/openblas-pthread:${LD_LIBRARY_PATH:-}"
+. scripts/gpu/deps.sh  # $prefix: the unpacked build dependencies (LD_LIBRARY_PATH set)
 cmake --preset cuda -DCMAKE_PREFIX_PATH="$prefix/usr" -DKIMI_TESTS=ON -DKIMI_BENCH=ON >"$OUT/configure.log" 2>&1 || exit 1
 cmake --build --preset cuda -j 16 --target kimi_bench_kda_prefill >"$OUT/build.log" 2>&1 || { grep -E "error" -A5 "$OUT/build.log" | head; exit 1; }
 b=./build/cuda/bench/kimi_bench_kda_prefill

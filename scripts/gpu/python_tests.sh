@@ -11,10 +11,7 @@ OUT=${OUT:-/tmp/kimi-gpu-out}
 mkdir -p "$OUT"
 cd "$(dirname "$0")/../.."
 
-prefix=/tmp/kimi-deps
-mkdir -p "$prefix"
-for f in .deps/debs/*.deb; do dpkg -x "$f" "$prefix"; done
-export LD_LIBRARY_PATH="$prefix/usr/lib/x86_64-linux-gnu:$prefix/usr/lib/x86_64-linux-gnu/openblas-pthread:${LD_LIBRARY_PATH:-}"
+. scripts/gpu/deps.sh  # $prefix: the unpacked build dependencies (LD_LIBRARY_PATH set)
 python3 -m pip install -q --upgrade --no-index --no-deps --no-compile --no-cache-dir --target /tmp/kimi-site .deps/*.whl
 export PYTHONPATH=/tmp/kimi-site
 py=$(command -v python3)

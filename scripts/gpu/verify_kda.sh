@@ -13,10 +13,7 @@ OUT=${OUT:-/tmp/kimi-gpu-out}
 mkdir -p "$OUT"
 cd "$(dirname "$0")/../.."
 exec > >(tee "$OUT/verify.log") 2>&1
-prefix=/tmp/kimi-deps
-mkdir -p "$prefix"
-for f in .deps/debs/*.deb; do dpkg -x "$f" "$prefix"; done
-export LD_LIBRARY_PATH="$prefix/usr/lib/x86_64-linux-gnu:$prefix/usr/lib/x86_64-linux-gnu/openblas-pthread:${LD_LIBRARY_PATH:-}"
+. scripts/gpu/deps.sh  # $prefix: the unpacked build dependencies (LD_LIBRARY_PATH set)
 t0=$(date +%s)
 el() { echo "[$(( $(date +%s) - t0 )) s]"; }
 left() { echo $(( ${DEADLINE:-420} - ($(date +%s) - t0) )); }
