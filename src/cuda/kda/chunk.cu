@@ -17,12 +17,17 @@
 //    clear error.
 //  - Segments (sequence parallelism, chunk.cuh "Segments"): considered only while the plain walk's VT = 32
 //    grid N * H * D / 32 fits one wave (more CTAs than SMs: every SM already walks, and segments triple the
-//    work). segment_chunks() models the walk time (list scheduling of the CTAs on the SMs, one per SM; 3.7 us
-//    per chunk with outputs, measured at 1 x 65536 H8; 0.6 x that for a map chunk, an estimate) for 2 .. 64
-//    segments of the longest sequence and takes the best when it beats the plain walk's model by 20%.
-//    Model: 1 x 65536 H8 (1024 chunks, 32 CTAs): plain 3.79 ms, 5 segments of 205 chunks 1.70 ms; 1 x 8192
-//    H2: 0.47 -> 0.18 ms (8 segments); 1 x 65536 H32 (128 CTAs): no segments. kda_chunk_set_segment_chunks
-//    (chunk.h) forces a length (tests) or turns them off (benchmarks).
+//    work). segment_plan() models the walk time (list scheduling of the CTAs on the SMs; 3.7 us per chunk with
+//    outputs, one CTA per SM, measured at 1 x 65536 H8; a map chunk 0.6 x that one CTA per SM, fitted to the
+//    measured phase 1, and 0.85 x that two per SM (the kMap kernel), an ESTIMATE) for 2 .. 64 equal segments
+//    of the longest sequence, then a shorter first segment around the best count, and takes the best when it
+//    beats the plain walk's model by 20%. Phase 1 runs segment 0 (full walk, one CTA per SM, on a side stream
+//    of the highest priority, forked and joined by events: capture-safe) next to the maps (two per SM) on the
+//    caller's stream; -DKIMI_KDA_SEG_MAPS_FULL keeps the former single launch (one CTA per SM) for A/B runs.
+//    Model (default): 1 x 65536 H8: plain 3.79 ms, first segment 180 chunks + 4 of 211: 1.48 ms (equal
+//    segments of 205: 1.55; the single launch: 1.70); 1 x 8192 H2: 0.47 -> 0.16 ms; 1 x 65536 H32 (128 CTAs):
+//    no segments. kda_chunk_set_segment_chunks / _first_chunks (chunk.h) force lengths (tests) or turn them
+//    off (benchmarks).
 //    Measured on the H200 (branch seqpar, commit 694794f + this model's host speed-up), bench_kda_prefill
 //    1 x 65536 H8 bounded: plain 4.750 ms; segments of 103 / 147 / 256 / 342 chunks 3.240 / 3.011 / 3.010 /
 //    3.460 ms, i.e. walk = total - 0.89 ms prep = 2.35 / 2.12 / 2.12 / 2.57 ms against the model's 2.34 /

@@ -25,18 +25,22 @@
 // Segments (sequence parallelism; few heads x long sequences, where the plain walk's N x H x D / 32 CTAs leave
 //   most SMs idle). Per chunk the state map is affine, S' = A_c S + B_c with A_c = diag(decay) + KdT Wn (K x K),
 //   B_c = KdT U0, the same A_c for every V column. The launcher splits each sequence into P segments of
-//   len_seg whole chunks (a segment table on the device: first chunk, end chunk, sequence, index j, count P;
-//   built on the device for capture) and runs the walk kernel three times over "walk units":
-//   phase 1 (kWalkMaps, grid segments x H x 2 D / VT): segment 0 is an ordinary walk from the initial state
-//     with outputs, ending in scratch (seg_start of segment 1; in s1 when P = 1); a middle segment j walks
-//     its V value columns from S = 0 (C_j, to seg_start of segment j + 1) and, in K / VT more CTAs, identity
-//     columns from S = I with U0 = 0 (M_j, to seg_map: row i = M_j e_i); no outputs, so no Qg / A_qk.
+//   whole chunks, a first one of len0 <= len and then len each (a segment table on the device: first chunk, end
+//   chunk, sequence, index j, count P; built on the device for capture) and runs the walk kernel over "walk
+//   units":
+//   phase 1: segment 0 is an ordinary walk from the initial state with outputs, ending in scratch (seg_start of
+//     segment 1; in s1 when P = 1); a middle segment j walks its V value columns from S = 0 (C_j, to seg_start
+//     of segment j + 1) and, in K / VT more CTAs, identity columns from S = I with U0 = 0 (M_j, to seg_map: row
+//     i = M_j e_i); no outputs, so no Qg / A_qk. Two kernels at once (chunk.cu): segment 0 (kWalkSeg0, grid N x
+//     H x D / VT, one CTA per SM) on a side stream, and the maps (kda_chunk_walk<.., kMap = true>, kWalkMaps,
+//     grid segments x H x 2 D / VT: WalkSmem<D, VT, true> without Qg / A_qk, group a single-buffered, so two
+//     CTAs per SM). -DKIMI_KDA_SEG_MAPS_FULL: one kWalkMaps launch of the full walk for both (one CTA per SM).
 //   phase 2 (kda_seg_scan, seqpar.cuh): start_{j+1} = M_j start_j + C_j in fp32, sequentially over j.
 //   phase 3 (kWalkFinish, grid segments x H x D / VT): segments j >= 1 walk from their start in scratch (never
 //     from s0: s1 may alias it), with outputs; the last one writes s1.
 //   Scratch: two [D][D] fp32 blocks per segment-head (rows v, columns k). The work is ~3x the plain walk's
 //   (maps of K + V columns, then the V columns again), so it pays only while SMs would idle: chunk.cu's
-//   heuristic models both (list scheduling of the CTAs on the SMs) and picks len_seg. Measured (H200, bf16,
+//   heuristic models both (list scheduling of the CTAs on the SMs) and picks len, len0. Measured (H200, bf16,
 //   1 x 65536 H8): 4.75 ms -> 3.01 ms with 4 or 7 segments; harness errors with segments forced: o 2.8-3.6e-3,
 //   final state 0.2-2.5e-3 (chunk.cu has the numbers).
 // All products: mma.sync.m16n8k16 bf16 x bf16 -> fp32, each operand with the same precision as the former
@@ -51,10 +55,11 @@
 //   D =  64:  57600 B per chunk-head =  900 B per token-head.
 //
 // Shared memory (bytes; D = 128 / 64): prep 105728 / 66560 (2 CTAs / SM); walk VT = 64: 224256, VT = 32:
-// 181248 (1 CTA / SM). Row pads of 16 bytes (bf16) and 16-32 bytes (fp32) keep the fragment loads
-// bank-conflict free.
-// ptxas (sm_90a, CUDA 13.0 here): registers prep 64 (512 threads, capped for 2 CTAs / SM), walk 125 (D = 128,
-// VT = 64) / 158 (VT = 32); no spills.
+// 182272 / 114176 (1 CTA / SM); segment maps (kMap, VT = 32): 110592 / 67072 (2 CTAs / SM). Row pads of 16
+// bytes (bf16) and 16-32 bytes (fp32) keep the fragment loads bank-conflict free.
+// ptxas (sm_90a, CUDA 13.0 here, commit of the kMap walk): registers prep 64 (512 threads, capped for 2 CTAs /
+// SM), walk 128 (D = 128, VT = 64) / 181 (VT = 32; 152 at D = 64), segment maps 128 (capped for 2 CTAs / SM;
+// 122 at D = 64); no spills.
 //
 // Measured on the H200 (docs/BENCHMARKS.md, docs/gpu/2026-11-29-h200-prep1.txt; ncu gpu__time_duration,
 // 1 x 16384 H64): prep 2.52 ms at commit a4addf3 (the former 1024-thread, one-CTA-per-SM prep: 3.04 ms in
