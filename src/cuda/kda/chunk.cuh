@@ -207,6 +207,13 @@ __device__ __forceinline__ float bf_hi(uint32_t u) { return __uint_as_float(u & 
 __device__ __forceinline__ uint32_t lds32(const bf16* p) { return *reinterpret_cast<const uint32_t*>(p); }
 __device__ __forceinline__ void sts32(bf16* p, uint32_t v) { *reinterpret_cast<uint32_t*>(p) = v; }
 __device__ __forceinline__ float bf2f(bf16 x) { return __bfloat162float(x); }
+// Two adjacent fp32 values x0, x1 as their bf16 hi + lo split (hi = bf16(x), lo = bf16(x - hi): ~16 bits of x)
+// at hi + o and lo + o (32-bit stores; o even).
+__device__ __forceinline__ void sts_split(bf16* hi, bf16* lo, int o, float x0, float x1) {
+  const uint32_t h = pack_bf16(x0, x1);
+  sts32(hi + o, h);
+  sts32(lo + o, pack_bf16(x0 - bf_lo(h), x1 - bf_hi(h)));
+}
 
 __device__ __forceinline__ float u16_to_f32(uint32_t h, int dt) {
   return dt == kDtBf16 ? __uint_as_float(h << 16) : __half2float(__ushort_as_half(static_cast<unsigned short>(h)));
@@ -590,10 +597,7 @@ __global__ void __launch_bounds__(NTHR, kMap ? 2 : 1) kda_chunk_walk(const Param
 #pragma unroll
         for (int rr = 0; rr < 2; ++rr) {
           const int v = m0 + 16 * mt + gq + 8 * rr, kk = n07 + 8 * nt + 2 * tq;
-          const float x0 = st[mt][nt][2 * rr], x1 = st[mt][nt][2 * rr + 1];
-          const uint32_t hi = pack_bf16(x0, x1);
-          sts32(sSh + v * LDB + kk, hi);
-          sts32(sSl + v * LDB + kk, pack_bf16(x0 - bf_lo(hi), x1 - bf_hi(hi)));
+          sts_split(sSh, sSl, v * LDB + kk, st[mt][nt][2 * rr], st[mt][nt][2 * rr + 1]);
         }
   };
 #pragma unroll
@@ -664,10 +668,7 @@ __global__ void __launch_bounds__(NTHR, kMap ? 2 : 1) kda_chunk_walk(const Param
 #pragma unroll
           for (int rr = 0; rr < 2; ++rr) {
             const int t = t0 + 16 * mt + gq + 8 * rr, v = n0 + 8 * nt + 2 * tq;
-            const float x0 = acc[mt][nt][2 * rr], x1 = acc[mt][nt][2 * rr + 1];
-            const uint32_t hi = pack_bf16(x0, x1);
-            sts32(sUh + t * LDV + v, hi);
-            sts32(sUl + t * LDV + v, pack_bf16(x0 - bf_lo(hi), x1 - bf_hi(hi)));
+            sts_split(sUh, sUl, t * LDV + v, acc[mt][nt][2 * rr], acc[mt][nt][2 * rr + 1]);
           }
     }
     __syncthreads();

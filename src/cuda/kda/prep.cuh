@@ -667,10 +667,7 @@ __global__ void __launch_bounds__(kPrepThreads, 2) kda_chunk_prep(const Params p
 #pragma unroll
       for (int rr = 0; rr < 2; ++rr) {
         const int o = (t0 + gq + 8 * rr) * LDB + n0 + 8 * nt + 2 * tq;
-        const float w0 = -acc[nt][2 * rr], w1 = -acc[nt][2 * rr + 1];
-        const uint32_t hi = pack_bf16(w0, w1);
-        sts32(sWh + o, hi);
-        sts32(sWl + o, pack_bf16(w0 - bf_lo(hi), w1 - bf_hi(hi)));
+        sts_split(sWh, sWl, o, -acc[nt][2 * rr], -acc[nt][2 * rr + 1]);
       }
     __syncthreads();  // Wn hi + lo staged
     constexpr int kW = kC * D / 8 / kThreads;  // 16-byte segments per thread and array
