@@ -310,6 +310,92 @@ __device__ __forceinline__ void decode_epilogue(const DecodeParams& p, const Tok
 __device__ __forceinline__ void prefetch_l2(const float* p) { asm volatile("prefetch.global.L2 [%0];" ::"l"(p)); }
 
 // ---------------------------------------------------------------------------------------------
+// The bulk path (BULK = true; the launcher's choice, decode_step.cu): the head's K V fp32 state block (contiguous,
+// 16-byte aligned, at most kBulkMaxBytes) moves through dynamic shared memory by the bulk copy engine. Thread 0
+// issues the global -> shared copies (chunks of kBulkChunk bytes, one mbarrier, parity 0) as soon as the slot is
+// known, so HBM serves the state while the prologue runs; every thread waits on the mbarrier after the prologue,
+// runs the same per-thread math as the register path on shared memory (same thread -> element mapping, same
+// operation order: results identical), stores the updated state into the same shared buffer, fences it for the
+// async proxy (fence.proxy.async.shared::cta), and after the barrier before the epilogue thread 0 issues the
+// shared -> global copies, which overlap the epilogue; it waits until they have read the shared source
+// (cp.async.bulk.wait_group.read 0) before it exits, so the CTA's shared memory outlives their reads; their global
+// writes complete with the grid, before any later kernel in the stream (the CUDA Programming Guide's TMA store
+// example ends a kernel the same way, as CUTLASS's sm90 epilogues do). -DKIMI_DECODE_STEP_BULK_WAIT_ALL waits for
+// the writes themselves instead (cp.async.bulk.wait_group 0), at the cost of the CTA living through them.
+inline constexpr int kBulkMaxBytes = 64 * 1024;  // 2 CTAs per SM with the static shared memory (registers allow 2)
+inline constexpr int kBulkChunk = 16 * 1024;     // several copies in flight per CTA
+
+__device__ __forceinline__ uint32_t smem_u32(const void* p) { return static_cast<uint32_t>(__cvta_generic_to_shared(p)); }
+// Thread 0: init the mbarrier (one arrival, the expect_tx below), then copy `bytes` (multiple of 16) from the
+// global head block `src` (16-byte aligned) to `dst`.
+__device__ __forceinline__ void bulk_load(float* dst, const float* src, int bytes, uint64_t* bar) {
+  const uint32_t b = smem_u32(bar);
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(b) : "memory");
+  asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(b), "r"(bytes) : "memory");
+  for (int off = 0; off < bytes; off += kBulkChunk) {
+    const int len = bytes - off < kBulkChunk ? bytes - off : kBulkChunk;
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
+                 ::"r"(smem_u32(dst) + uint32_t(off)), "l"(reinterpret_cast<const char*>(src) + off), "r"(len), "r"(b)
+                 : "memory");
+  }
+}
+// Every thread: wait for the copies of bulk_load (phase 0). The mbarrier's init is ordered before this by the
+// prologue's barriers.
+__device__ __forceinline__ void bulk_wait(uint64_t* bar) {
+  const uint32_t b = smem_u32(bar);
+  uint32_t done = 0;
+  while (!done)
+    asm volatile("{\n\t.reg .pred p;\n\tmbarrier.try_wait.parity.shared::cta.b64 p, [%1], 0;\n\tselp.u32 %0, 1, 0, p;\n\t}"
+                 : "=r"(done) : "r"(b) : "memory");
+}
+// Every thread, after its last shared store of the state and before the barrier that precedes bulk_store.
+__device__ __forceinline__ void bulk_fence() { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
+// Thread 0: copy the updated block back (bulk_load's chunks) and commit them as one group.
+__device__ __forceinline__ void bulk_store(float* dst, const float* src, int bytes) {
+  for (int off = 0; off < bytes; off += kBulkChunk) {
+    const int len = bytes - off < kBulkChunk ? bytes - off : kBulkChunk;
+    asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;"
+                 ::"l"(reinterpret_cast<char*>(dst) + off), "r"(smem_u32(src) + uint32_t(off)), "r"(len)
+                 : "memory");
+  }
+  asm volatile("cp.async.bulk.commit_group;" ::: "memory");
+}
+// Thread 0, last: the stores of bulk_store have read their shared source (or completed: see above).
+__device__ __forceinline__ void bulk_store_wait() {
+#ifdef KIMI_DECODE_STEP_BULK_WAIT_ALL
+  asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
+#else
+  asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");
+#endif
+}
+
+// The state's shared copy (bulk path), 16-byte aligned.
+extern __shared__ __align__(128) float4 kda_decode_state_smem[];
+
+// Shared-memory counterparts of ld_state4 / st_state4 (the bulk path's block is only chosen when the row length
+// is a multiple of 4, so the 16-byte accesses are aligned).
+__device__ __forceinline__ float4 lds_state4(const float* p, int off, int valid) {
+  if (valid == 4) return *reinterpret_cast<const float4*>(p + off);
+  float4 r = make_float4(0.f, 0.f, 0.f, 0.f);
+  if (valid > 0) r.x = p[off];
+  if (valid > 1) r.y = p[off + 1];
+  if (valid > 2) r.z = p[off + 2];
+  if (valid > 3) r.w = p[off + 3];
+  return r;
+}
+__device__ __forceinline__ void sts_state4(float* p, int off, int valid, float4 r) {
+  if (valid == 4) {
+    *reinterpret_cast<float4*>(p + off) = r;
+    return;
+  }
+  if (valid > 0) p[off] = r.x;
+  if (valid > 1) p[off + 1] = r.y;
+  if (valid > 2) p[off + 2] = r.z;
+  if (valid > 3) p[off + 3] = r.w;
+}
+
+// ---------------------------------------------------------------------------------------------
 // kv: S[i][j] at head + i V + j. `at` points at the thread's element (row rg, column jc) of the tile.
 // The thread's columns are jc .. jc + 3: all valid when jc + 4 <= V (the 16-byte path), some when jc < V. The
 // two tests are written as plain comparisons of jc and V, not as a clamped count compared with 4: in the SASS
@@ -350,7 +436,34 @@ __device__ __forceinline__ void kv_store(const float4 (&S)[NR], float* at, int V
   }
 }
 
-template <int CG, int NR, int MIN_CTAS>
+// The bulk path's kv_load / kv_store: `at` in the shared copy of the head (offsets < 2^14 floats), the same
+// tests (the row length V is a multiple of 4 there, so the 16-byte accesses are aligned).
+template <int NR, int RG>
+__device__ __forceinline__ void kv_load_sm(float4 (&S)[NR], const float* at, int V, int K, int rg, int jc) {
+  const int step = RG * V;
+  const int vcols = kv_valid_cols(jc, V);
+  if (jc + 4 <= V && rg + RG * (NR - 1) < K) {
+#pragma unroll
+    for (int r = 0; r < NR; ++r) S[r] = *reinterpret_cast<const float4*>(at + r * step);
+  } else {
+#pragma unroll
+    for (int r = 0; r < NR; ++r) S[r] = lds_state4(at, r * step, rg + RG * r < K ? vcols : 0);
+  }
+}
+template <int NR, int RG>
+__device__ __forceinline__ void kv_store_sm(const float4 (&S)[NR], float* at, int V, int K, int rg, int jc) {
+  const int step = RG * V;
+  const int vcols = kv_valid_cols(jc, V);
+  if (jc + 4 <= V && rg + RG * (NR - 1) < K) {
+#pragma unroll
+    for (int r = 0; r < NR; ++r) *reinterpret_cast<float4*>(at + r * step) = S[r];
+  } else {
+#pragma unroll
+    for (int r = 0; r < NR; ++r) sts_state4(at, r * step, rg + RG * r < K ? vcols : 0, S[r]);
+  }
+}
+
+template <int CG, int NR, int MIN_CTAS, bool BULK>
 __global__ void __launch_bounds__(kThreads, MIN_CTAS) kda_decode_step_kv_kernel(const __grid_constant__ DecodeParams p) {
   constexpr int RG = kThreads / CG;  // row groups
   constexpr int BV = 4 * CG;         // columns per tile
@@ -359,6 +472,7 @@ __global__ void __launch_bounds__(kThreads, MIN_CTAS) kda_decode_step_kv_kernel(
   __shared__ Token<KMAX> sm;
   __shared__ float4 red_k[kWarps][CG], red_q[kWarps][CG];  // per-warp partial k^T Sd, q^T Sd (4 columns each)
   __shared__ float4 be4[CG];                               // beta rk e_j of the tile's columns
+  __shared__ uint64_t bulk_bar;                            // BULK: the state copy's mbarrier
 
   const int64_t n = blockIdx.x / p.H;
   const int h = int(blockIdx.x % p.H);
@@ -369,15 +483,24 @@ __global__ void __launch_bounds__(kThreads, MIN_CTAS) kda_decode_step_kv_kernel(
   const HeadIn hin = head_inputs(p, n, h);
   const int64_t s = head_slot(p, n, h);
   if (s < 0) return;
-  float* const rows = p.state + (s * p.H + h) * int64_t(K) * V + int64_t(rg) * V;  // the thread's first row
+  float* const head = p.state + (s * p.H + h) * int64_t(K) * V;
+  float* const rows = head + int64_t(rg) * V;  // the thread's first row
+  float* const shead = reinterpret_cast<float*>(kda_decode_state_smem);  // BULK: the head's shared copy
+  float* const srows = shead + rg * V;
 
-  kv_prefetch<NR, RG>(rows + 4 * cg, V, K, rg, 4 * cg);  // tile 0
+  if constexpr (BULK) {
+    if (tid == 0) bulk_load(shead, head, K * V * 4, &bulk_bar);
+  } else {
+    kv_prefetch<NR, RG>(rows + 4 * cg, V, K, rg, 4 * cg);  // tile 0
+  }
   const TokenScalars ts = decode_prologue<KMAX>(p, sm, cin, hin, n, h, s);
   float4 S[NR];
+  if constexpr (BULK) bulk_wait(&bulk_bar);
 
   for (int j0 = 0; j0 < V; j0 += BV) {
     const int jc = j0 + 4 * cg;          // first of the thread's 4 columns
-    kv_load<NR, RG>(S, rows + jc, V, K, rg, jc, p.state_vec);
+    if constexpr (BULK) kv_load_sm<NR, RG>(S, srows + jc, V, K, rg, jc);
+    else kv_load<NR, RG>(S, rows + jc, V, K, rg, jc, p.state_vec);
 
     // Decay, and the partial reductions over this thread's rows (rows >= K hold 0, a = 1, k = q = 0).
     float pk[4] = {0.f, 0.f, 0.f, 0.f}, pq[4] = {0.f, 0.f, 0.f, 0.f};
@@ -433,10 +556,18 @@ __global__ void __launch_bounds__(kThreads, MIN_CTAS) kda_decode_step_kv_kernel(
       S[r].z = fmaf(ki, b4.z, S[r].z);
       S[r].w = fmaf(ki, b4.w, S[r].w);
     }
-    kv_store<NR, RG>(S, rows + jc, V, K, rg, jc, p.state_vec);
+    if constexpr (BULK) kv_store_sm<NR, RG>(S, srows + jc, V, K, rg, jc);
+    else kv_store<NR, RG>(S, rows + jc, V, K, rg, jc, p.state_vec);
   }
+  if constexpr (BULK) bulk_fence();
   __syncthreads();
+  if constexpr (BULK) {
+    if (tid == 0) bulk_store(head, shead, K * V * 4);
+  }
   decode_epilogue<KMAX>(p, sm, hin, n, h);
+  if constexpr (BULK) {
+    if (tid == 0) bulk_store_wait();
+  }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -482,13 +613,49 @@ __device__ __forceinline__ void vk_store(const float4 (&S)[NV][KC], float* at, i
   }
 }
 
-template <int KG, int KC, int NV, int MIN_CTAS>
+// The bulk path's vk_load / vk_store: `at` in the shared copy of the head, the same tests (K is a multiple of 4
+// there, so the 16-byte accesses are aligned).
+template <int KG, int KC, int NV, int VG>
+__device__ __forceinline__ void vk_load_sm(float4 (&S)[NV][KC], const float* at, int K, int V, int jt, int kg) {
+  const int step = VG * K;
+  if (4 * kg + 4 * KG * (KC - 1) + 4 <= K && jt + VG * (NV - 1) < V) {
+#pragma unroll
+    for (int m = 0; m < NV; ++m)
+#pragma unroll
+      for (int c = 0; c < KC; ++c) S[m][c] = *reinterpret_cast<const float4*>(at + m * step + 4 * KG * c);
+  } else {
+#pragma unroll
+    for (int m = 0; m < NV; ++m)
+#pragma unroll
+      for (int c = 0; c < KC; ++c)
+        S[m][c] = lds_state4(at, m * step + 4 * KG * c, jt + VG * m < V ? clamp4(K - 4 * kg - 4 * KG * c) : 0);
+  }
+}
+template <int KG, int KC, int NV, int VG>
+__device__ __forceinline__ void vk_store_sm(const float4 (&S)[NV][KC], float* at, int K, int V, int jt, int kg) {
+  const int step = VG * K;
+  if (4 * kg + 4 * KG * (KC - 1) + 4 <= K && jt + VG * (NV - 1) < V) {
+#pragma unroll
+    for (int m = 0; m < NV; ++m)
+#pragma unroll
+      for (int c = 0; c < KC; ++c) *reinterpret_cast<float4*>(at + m * step + 4 * KG * c) = S[m][c];
+  } else {
+#pragma unroll
+    for (int m = 0; m < NV; ++m)
+#pragma unroll
+      for (int c = 0; c < KC; ++c)
+        sts_state4(at, m * step + 4 * KG * c, jt + VG * m < V ? clamp4(K - 4 * kg - 4 * KG * c) : 0, S[m][c]);
+  }
+}
+
+template <int KG, int KC, int NV, int MIN_CTAS, bool BULK>
 __global__ void __launch_bounds__(kThreads, MIN_CTAS) kda_decode_step_vk_kernel(const __grid_constant__ DecodeParams p) {
   constexpr int VG = kThreads / KG;  // column groups
   constexpr int BV = VG * NV;        // columns per tile
   constexpr int KMAX = 4 * KG * KC;
   static_assert(KG <= 32 && 32 % KG == 0, "a column's K groups lie in one warp");
   __shared__ Token<KMAX> sm;
+  __shared__ uint64_t bulk_bar;  // BULK: the state copy's mbarrier
 
   const int64_t n = blockIdx.x / p.H;
   const int h = int(blockIdx.x % p.H);
@@ -499,9 +666,16 @@ __global__ void __launch_bounds__(kThreads, MIN_CTAS) kda_decode_step_vk_kernel(
   const HeadIn hin = head_inputs(p, n, h);
   const int64_t s = head_slot(p, n, h);
   if (s < 0) return;
-  float* const head = p.state + (s * p.H + h) * int64_t(K) * V + 4 * kg;  // + column j * K: the thread's K slot 0
+  float* const block = p.state + (s * p.H + h) * int64_t(K) * V;
+  float* const head = block + 4 * kg;  // + column j * K: the thread's K slot 0
+  float* const sblock = reinterpret_cast<float*>(kda_decode_state_smem);  // BULK: the head's shared copy
+  float* const shead = sblock + 4 * kg;
 
-  vk_prefetch<KG, KC, NV, VG>(head + int64_t(vg) * K, K, V, vg, kg);  // tile 0
+  if constexpr (BULK) {
+    if (tid == 0) bulk_load(sblock, block, K * V * 4, &bulk_bar);
+  } else {
+    vk_prefetch<KG, KC, NV, VG>(head + int64_t(vg) * K, K, V, vg, kg);  // tile 0
+  }
   const TokenScalars ts = decode_prologue<KMAX>(p, sm, cin, hin, n, h, s);
   float4 S[NV][KC];
 
@@ -517,10 +691,12 @@ __global__ void __launch_bounds__(kThreads, MIN_CTAS) kda_decode_step_vk_kernel(
     kk[c][0] = k4.x, kk[c][1] = k4.y, kk[c][2] = k4.z, kk[c][3] = k4.w;
     qq[c][0] = q4.x, qq[c][1] = q4.y, qq[c][2] = q4.z, qq[c][3] = q4.w;
   }
+  if constexpr (BULK) bulk_wait(&bulk_bar);
 
   for (int j0 = 0; j0 < V; j0 += BV) {
     const int jt = j0 + vg;  // the thread's first column; columns jt + VG m
-    vk_load<KG, KC, NV, VG>(S, head + int64_t(jt) * K, K, V, jt, kg, p.state_vec);
+    if constexpr (BULK) vk_load_sm<KG, KC, NV, VG>(S, shead + jt * K, K, V, jt, kg);
+    else vk_load<KG, KC, NV, VG>(S, head + int64_t(jt) * K, K, V, jt, kg, p.state_vec);
 #pragma unroll
     for (int m = 0; m < NV; ++m) {
       float pk = 0.f, pq = 0.f;
@@ -547,10 +723,18 @@ __global__ void __launch_bounds__(kThreads, MIN_CTAS) kda_decode_step_vk_kernel(
 #pragma unroll
         for (int e = 0; e < 4; ++e) comp(S[m][c], e) = fmaf(bej, kk[c][e], comp(S[m][c], e));
     }
-    vk_store<KG, KC, NV, VG>(S, head + int64_t(jt) * K, K, V, jt, kg, p.state_vec);
+    if constexpr (BULK) vk_store_sm<KG, KC, NV, VG>(S, shead + jt * K, K, V, jt, kg);
+    else vk_store<KG, KC, NV, VG>(S, head + int64_t(jt) * K, K, V, jt, kg, p.state_vec);
   }
+  if constexpr (BULK) bulk_fence();
   __syncthreads();
+  if constexpr (BULK) {
+    if (tid == 0) bulk_store(block, sblock, K * V * 4);
+  }
   decode_epilogue<KMAX>(p, sm, hin, n, h);
+  if constexpr (BULK) {
+    if (tid == 0) bulk_store_wait();
+  }
 }
 
 }  // namespace kimi::cuda::kda_decode_detail
