@@ -89,12 +89,37 @@ void launch_vk(const DecodeParams& p, int64_t ctas, int smem, int dev, cudaStrea
   else launch<kda_decode_step_vk_kernel<32, 2, 8, 1, BULK>>(p, ctas, smem, dev, s);                 // BV = 128
 }
 
+// The streaming bulk kernels (decode_step.cuh): kv by the power of 2 CW in [32, 256] covering V, KMAX 128 or
+// 256; vk by K as the register kernels (3 CTAs per SM up to K = 128).
+void launch_kv_stream(const DecodeParams& p, int64_t ctas, int smem, int dev, cudaStream_t s) {
+  const int V = p.V;
+  if (p.K <= 128) {
+    if (V <= 32) launch<kda_decode_step_kv_bulk_kernel<32, 128>>(p, ctas, smem, dev, s);
+    else if (V <= 64) launch<kda_decode_step_kv_bulk_kernel<64, 128>>(p, ctas, smem, dev, s);
+    else if (V <= 128) launch<kda_decode_step_kv_bulk_kernel<128, 128>>(p, ctas, smem, dev, s);
+    else launch<kda_decode_step_kv_bulk_kernel<256, 128>>(p, ctas, smem, dev, s);
+  } else {  // K V <= 16384: V <= 128
+    if (V <= 32) launch<kda_decode_step_kv_bulk_kernel<32, 256>>(p, ctas, smem, dev, s);
+    else if (V <= 64) launch<kda_decode_step_kv_bulk_kernel<64, 256>>(p, ctas, smem, dev, s);
+    else launch<kda_decode_step_kv_bulk_kernel<128, 256>>(p, ctas, smem, dev, s);
+  }
+}
+void launch_vk_stream(const DecodeParams& p, int64_t ctas, int smem, int dev, cudaStream_t s) {
+  const int K = p.K;
+  if (K <= 32) launch<kda_decode_step_vk_bulk_kernel<8, 1, 4, 3>>(p, ctas, smem, dev, s);
+  else if (K <= 64) launch<kda_decode_step_vk_bulk_kernel<16, 1, 8, 3>>(p, ctas, smem, dev, s);
+  else if (K <= 128) launch<kda_decode_step_vk_bulk_kernel<32, 1, 8, 3>>(p, ctas, smem, dev, s);
+  else launch<kda_decode_step_vk_bulk_kernel<32, 2, 8, 2>>(p, ctas, smem, dev, s);
+}
+
 // The bulk path (decode_step.cuh) needs the head's K V fp32 block to be whole 16-byte units at a 16-byte aligned
 // address, its shared copy's 16-byte accesses aligned, and the block to fit kBulkMaxBytes: the pool 16-byte
 // aligned and the row length (V for kv, K for vk) a multiple of 4 (p.state_vec: then every head block, at
 // (s H + h) K V floats from the pool, is aligned and K V is a multiple of 4), and K V <= 16384 (K = V = 128).
-// Otherwise the register path. Both run the same per-thread math in the same order: the same results. Built with
-// -DKIMI_DECODE_STEP_REGS, the register path always (the A/B switch).
+// Otherwise the register path. The bulk path runs the streaming kernels (3 CTAs per SM; the sums over K in another
+// fp32 order than the register kernels, the per-element operations the same), or, built with
+// -DKIMI_DECODE_STEP_BULK_TILES, the register kernels on the shared copy (2 CTAs per SM, the same results as the
+// register path). Built with -DKIMI_DECODE_STEP_REGS, the register path always (the A/B switch).
 bool use_bulk(const DecodeParams& p) {
 #ifdef KIMI_DECODE_STEP_REGS
   (void)p;
@@ -152,8 +177,13 @@ void kda_decode_step(const KdaDecodeArgs& a, const std::vector<int64_t>& host_ro
 
   const bool bulk = use_bulk(p);
   const int smem = bulk ? int(K * V * 4) : 0;
+#ifdef KIMI_DECODE_STEP_BULK_TILES
   if (kv) bulk ? launch_kv<true>(p, ctas, smem, dev, s) : launch_kv<false>(p, ctas, smem, dev, s);
   else bulk ? launch_vk<true>(p, ctas, smem, dev, s) : launch_vk<false>(p, ctas, smem, dev, s);
+#else
+  if (kv) bulk ? launch_kv_stream(p, ctas, smem, dev, s) : launch_kv<false>(p, ctas, smem, dev, s);
+  else bulk ? launch_vk_stream(p, ctas, smem, dev, s) : launch_vk<false>(p, ctas, smem, dev, s);
+#endif
   KIMI_CUDA_CHECK(cudaGetLastError());
 }
 

@@ -737,4 +737,181 @@ __global__ void __launch_bounds__(kThreads, MIN_CTAS) kda_decode_step_vk_kernel(
   }
 }
 
+// ---------------------------------------------------------------------------------------------
+// The streaming bulk kernels (the launcher's default bulk path): the state only in shared memory, no state tile
+// in registers, so that 3 CTAs fit an SM (the 40-register cap of 3 x 512 threads; shared: 64 KB of state plus a
+// small static part per CTA), ~190 KB of state in flight or in use per SM. Same bulk copies as above.
+//
+// kv [K rows][V cols], kda_decode_step_kv_bulk_kernel<CW, KMAX>: thread = (column j = tid % CW, row group
+// rq = tid / CW), CW = the power of 2 in [32, 256] covering V, RGn = 512 / CW row groups of RPT consecutive rows
+// (RPT = ceil(K / RGn) rounded up to 4). A warp reads 32 consecutive floats of one row (no bank conflict). Pass 1: decay (not stored) and
+// the partial k^T Sd, q^T Sd over the thread's rows, per-row-group partials red[RGn][CW] in shared (4 KB in all);
+// barrier; thread j < V sums them (row groups in order), e_j, o_j, beta rk e_j; barrier; pass 2: each element
+// again, x = S a_i (the same product as pass 1), S = fmaf(k_i, beta rk e_j, x), stored in place. The per-element
+// operations are those of the register kernels; only the order of the sums over K differs.
+template <int CW, int KMAX>
+__global__ void __launch_bounds__(kThreads, 3) kda_decode_step_kv_bulk_kernel(const __grid_constant__ DecodeParams p) {
+  constexpr int RGn = kThreads / CW;
+  static_assert(CW >= 32 && CW <= kMaxV && kThreads % CW == 0, "whole warps per row group");
+  __shared__ Token<KMAX> sm;
+  __shared__ float red_k[RGn][CW], red_q[RGn][CW];
+  __shared__ float be[kMaxV];
+  __shared__ uint64_t bulk_bar;
+
+  const int64_t n = blockIdx.x / p.H;
+  const int h = int(blockIdx.x % p.H);
+  const int tid = threadIdx.x;
+  const int j = tid % CW, rq = tid / CW;
+  const int K = p.K, V = p.V;
+  const ChanIn cin = chan_inputs<KMAX>(p, n, h, tid);  // in flight while the slot is read
+  const HeadIn hin = head_inputs(p, n, h);
+  const int64_t s = head_slot(p, n, h);
+  if (s < 0) return;
+  float* const head = p.state + (s * p.H + h) * int64_t(K) * V;
+  float* const st = reinterpret_cast<float*>(kda_decode_state_smem);
+  if (tid == 0) bulk_load(st, head, K * V * 4, &bulk_bar);
+  const TokenScalars ts = decode_prologue<KMAX>(p, sm, cin, hin, n, h, s);
+  bulk_wait(&bulk_bar);
+
+  // The thread's rows i0 .. iend-1 (RPT a multiple of 4: a, k, q read as float4, i0 16-byte aligned; rows from
+  // K to KMAX hold a = 1, k = q = 0 in the token, but have no state row: the row tests are plain comparisons).
+  const int RPT = ((K + RGn - 1) / RGn + 3) & ~3;
+  const int i0 = rq * RPT;
+  const int iend = i0 + RPT < K ? i0 + RPT : K;
+  float pk = 0.f, pq = 0.f;
+  if (j < V) {
+#pragma unroll 2
+    for (int ib = i0; ib < iend; ib += 4) {
+      float4 a4 = *reinterpret_cast<const float4*>(&sm.a[ib]);
+      float4 k4 = *reinterpret_cast<const float4*>(&sm.k[ib]);
+      float4 q4 = *reinterpret_cast<const float4*>(&sm.q[ib]);
+#pragma unroll
+      for (int e = 0; e < 4; ++e)
+        if (ib + e < iend) {
+          const float x = st[(ib + e) * V + j] * comp(a4, e);
+          pk = fmaf(comp(k4, e), x, pk);
+          pq = fmaf(comp(q4, e), x, pq);
+        }
+    }
+  }
+  red_k[rq][j] = pk;
+  red_q[rq][j] = pq;
+  __syncthreads();
+  if (tid < V) {  // column tid: the sums over K, e, o
+    float ks = 0.f, qs = 0.f;
+#pragma unroll
+    for (int g = 0; g < RGn; ++g) {
+      ks += red_k[g][tid];
+      qs += red_q[g][tid];
+    }
+    const float ev = sm.v[tid] - ts.rk * ks;
+    sm.o[tid] = ts.rq * qs + ts.beta * ts.qk * ev;
+    be[tid] = ts.beta * ts.rk * ev;
+  }
+  __syncthreads();
+  if (j < V) {
+    const float bej = be[j];
+#pragma unroll 2
+    for (int ib = i0; ib < iend; ib += 4) {
+      float4 a4 = *reinterpret_cast<const float4*>(&sm.a[ib]);
+      float4 k4 = *reinterpret_cast<const float4*>(&sm.k[ib]);
+#pragma unroll
+      for (int e = 0; e < 4; ++e)
+        if (ib + e < iend) {
+          float& x = st[(ib + e) * V + j];
+          x = fmaf(comp(k4, e), bej, x * comp(a4, e));
+        }
+    }
+  }
+  bulk_fence();
+  __syncthreads();
+  if (tid == 0) bulk_store(head, st, K * V * 4);
+  decode_epilogue<KMAX>(p, sm, hin, n, h);
+  if (tid == 0) bulk_store_wait();
+}
+
+// vk [V rows][K cols], kda_decode_step_vk_bulk_kernel<KG, KC, NV, MIN_CTAS>: the register kernel's mapping and
+// math, each column m loaded from shared memory, reduced, updated and stored before the next (4 KC state floats
+// live per thread instead of 4 KC NV).
+template <int KG, int KC, int NV, int MIN_CTAS>
+__global__ void __launch_bounds__(kThreads, MIN_CTAS) kda_decode_step_vk_bulk_kernel(const __grid_constant__ DecodeParams p) {
+  constexpr int VG = kThreads / KG;  // column groups
+  constexpr int BV = VG * NV;        // columns per tile
+  constexpr int KMAX = 4 * KG * KC;
+  static_assert(KG <= 32 && 32 % KG == 0, "a column's K groups lie in one warp");
+  __shared__ Token<KMAX> sm;
+  __shared__ uint64_t bulk_bar;
+
+  const int64_t n = blockIdx.x / p.H;
+  const int h = int(blockIdx.x % p.H);
+  const int tid = threadIdx.x;
+  const int kg = tid % KG, vg = tid / KG;
+  const int K = p.K, V = p.V;
+  const ChanIn cin = chan_inputs<KMAX>(p, n, h, tid);  // in flight while the slot is read
+  const HeadIn hin = head_inputs(p, n, h);
+  const int64_t s = head_slot(p, n, h);
+  if (s < 0) return;
+  float* const block = p.state + (s * p.H + h) * int64_t(K) * V;
+  float* const sblock = reinterpret_cast<float*>(kda_decode_state_smem);
+  float* const shead = sblock + 4 * kg;  // + column j * K: the thread's K slot 0
+  if (tid == 0) bulk_load(sblock, block, K * V * 4, &bulk_bar);
+  const TokenScalars ts = decode_prologue<KMAX>(p, sm, cin, hin, n, h, s);
+
+  float a[KC][4], kk[KC][4], qq[KC][4];
+  int kvalid[KC];  // the thread's valid K of slot c (0 .. 4)
+#pragma unroll
+  for (int c = 0; c < KC; ++c) {
+    const int i0 = 4 * kg + 4 * KG * c;
+    const float4 a4 = *reinterpret_cast<const float4*>(&sm.a[i0]);
+    const float4 k4 = *reinterpret_cast<const float4*>(&sm.k[i0]);
+    const float4 q4 = *reinterpret_cast<const float4*>(&sm.q[i0]);
+    a[c][0] = a4.x, a[c][1] = a4.y, a[c][2] = a4.z, a[c][3] = a4.w;
+    kk[c][0] = k4.x, kk[c][1] = k4.y, kk[c][2] = k4.z, kk[c][3] = k4.w;
+    qq[c][0] = q4.x, qq[c][1] = q4.y, qq[c][2] = q4.z, qq[c][3] = q4.w;
+    kvalid[c] = clamp4(K - i0);
+  }
+  bulk_wait(&bulk_bar);
+
+  for (int j0 = 0; j0 < V; j0 += BV) {
+#pragma unroll
+    for (int m = 0; m < NV; ++m) {
+      const int j = j0 + vg + VG * m;
+      const bool live = j < V;  // uniform over the column's KG lanes (one warp)
+      float* const col = shead + j * K;
+      float4 S[KC];
+#pragma unroll
+      for (int c = 0; c < KC; ++c) S[c] = lds_state4(col, 4 * KG * c, live ? kvalid[c] : 0);
+      float pk = 0.f, pq = 0.f;
+#pragma unroll
+      for (int c = 0; c < KC; ++c)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          float& x = comp(S[c], e);
+          x *= a[c][e];
+          pk = fmaf(kk[c][e], x, pk);
+          pq = fmaf(qq[c][e], x, pq);
+        }
+#pragma unroll
+      for (int o = 1; o < KG; o *= 2) {
+        pk += __shfl_xor_sync(0xffffffffu, pk, o);
+        pq += __shfl_xor_sync(0xffffffffu, pq, o);
+      }
+      const float ev = (live ? sm.v[j] : 0.f) - ts.rk * pk;
+      if (kg == 0 && live) sm.o[j] = ts.rq * pq + ts.beta * ts.qk * ev;
+      const float bej = ts.beta * ts.rk * ev;
+#pragma unroll
+      for (int c = 0; c < KC; ++c)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) comp(S[c], e) = fmaf(bej, kk[c][e], comp(S[c], e));
+#pragma unroll
+      for (int c = 0; c < KC; ++c) sts_state4(col, 4 * KG * c, live ? kvalid[c] : 0, S[c]);
+    }
+  }
+  bulk_fence();
+  __syncthreads();
+  if (tid == 0) bulk_store(block, sblock, K * V * 4);
+  decode_epilogue<KMAX>(p, sm, hin, n, h);
+  if (tid == 0) bulk_store_wait();
+}
+
 }  // namespace kimi::cuda::kda_decode_detail
