@@ -89,6 +89,7 @@ void launch_vk(const DecodeParams& p, int64_t ctas, int smem, int dev, cudaStrea
   else launch<kda_decode_step_vk_kernel<32, 2, 8, 1, BULK>>(p, ctas, smem, dev, s);                 // BV = 128
 }
 
+#ifndef KIMI_DECODE_STEP_BULK_TILES
 // The streaming bulk kernels (decode_step.cuh): kv by the power of 2 CW in [32, 256] covering V, KMAX 128 or
 // 256; vk by K as the register kernels (3 CTAs per SM up to K = 128).
 void launch_kv_stream(const DecodeParams& p, int64_t ctas, int smem, int dev, cudaStream_t s) {
@@ -111,6 +112,7 @@ void launch_vk_stream(const DecodeParams& p, int64_t ctas, int smem, int dev, cu
   else if (K <= 128) launch<kda_decode_step_vk_bulk_kernel<32, 1, 8, 3>>(p, ctas, smem, dev, s);
   else launch<kda_decode_step_vk_bulk_kernel<32, 2, 8, 2>>(p, ctas, smem, dev, s);
 }
+#endif
 
 // The bulk path (decode_step.cuh) needs the head's K V fp32 block to be whole 16-byte units at a 16-byte aligned
 // address, its shared copy's 16-byte accesses aligned, and the block to fit kBulkMaxBytes: the pool 16-byte

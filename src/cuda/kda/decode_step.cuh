@@ -44,6 +44,10 @@
 //     warp), K slots 4 kg + 4 KG c (c < KC), KMAX = 4 KG KC; VG = 512/KG column groups, columns
 //     j0 + vg + VG m (m < NV), BV = VG NV. Reductions over K: shuffles only (no barrier per tile).
 // Registers: 4 NR (kv) or 4 KC NV (vk) state floats per thread: 32 up to K = 128 (2 CTAs per SM), 64 at K = 256.
+// The bulk path (default where the launcher allows it, decode_step.cu use_bulk: K V <= 16384, the row length a
+// multiple of 4, the pool 16-byte aligned): the head's state block is copied into dynamic shared memory by the bulk
+// copy engine as soon as the slot is known (so HBM serves it during the prologue, without registers), updated there,
+// and copied back while the epilogue runs; see "The bulk path" and "The streaming bulk kernels" below.
 #pragma once
 
 #include <cstdint>
