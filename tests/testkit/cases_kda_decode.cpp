@@ -142,7 +142,10 @@ void add_kda_decode_cases(CaseList& list, Scale scale) {
             {3, 3, 44, 36, 7, false, true, true, 4, true},
             {2, 3, 200, 64, 5, true, false, true, 4, false},
             {2, 3, 160, 96, 5, false, true, true, 4, true},
-            {3, 2, 128, 128, 5, true, true, true, 4, true}};
+            {3, 2, 128, 128, 5, true, true, true, 4, true},
+            // conv widths above 4 (the streaming bulk kernels' WM = 8 instances; W <= 4 takes WM = 4)
+            {2, 3, 32, 64, 5, true, false, true, 6},
+            {2, 3, 64, 32, 5, false, true, true, 8, true}};
   } else {
     cfgs = {{8, 96, 128, 128, 17, true, true, true},    // K3 layer, V-first state pool
             {32, 32, 128, 128, 64, false, false, true},  // Kimi-Linear layer, batch 32

@@ -92,25 +92,35 @@ void launch_vk(const DecodeParams& p, int64_t ctas, int smem, int dev, cudaStrea
 #ifndef KIMI_DECODE_STEP_BULK_TILES
 // The streaming bulk kernels (decode_step.cuh): kv by the power of 2 CW in [32, 256] covering V, KMAX 128 or
 // 256; vk by K as the register kernels (3 CTAs per SM up to K = 128).
-void launch_kv_stream(const DecodeParams& p, int64_t ctas, int smem, int dev, cudaStream_t s) {
+template <int WM>
+void launch_kv_stream_w(const DecodeParams& p, int64_t ctas, int smem, int dev, cudaStream_t s) {
   const int V = p.V;
   if (p.K <= 128) {
-    if (V <= 32) launch<kda_decode_step_kv_bulk_kernel<32, 128>>(p, ctas, smem, dev, s);
-    else if (V <= 64) launch<kda_decode_step_kv_bulk_kernel<64, 128>>(p, ctas, smem, dev, s);
-    else if (V <= 128) launch<kda_decode_step_kv_bulk_kernel<128, 128>>(p, ctas, smem, dev, s);
-    else launch<kda_decode_step_kv_bulk_kernel<256, 128>>(p, ctas, smem, dev, s);
+    if (V <= 32) launch<kda_decode_step_kv_bulk_kernel<32, 128, WM>>(p, ctas, smem, dev, s);
+    else if (V <= 64) launch<kda_decode_step_kv_bulk_kernel<64, 128, WM>>(p, ctas, smem, dev, s);
+    else if (V <= 128) launch<kda_decode_step_kv_bulk_kernel<128, 128, WM>>(p, ctas, smem, dev, s);
+    else launch<kda_decode_step_kv_bulk_kernel<256, 128, WM>>(p, ctas, smem, dev, s);
   } else {  // K V <= 16384: V <= 128
-    if (V <= 32) launch<kda_decode_step_kv_bulk_kernel<32, 256>>(p, ctas, smem, dev, s);
-    else if (V <= 64) launch<kda_decode_step_kv_bulk_kernel<64, 256>>(p, ctas, smem, dev, s);
-    else launch<kda_decode_step_kv_bulk_kernel<128, 256>>(p, ctas, smem, dev, s);
+    if (V <= 32) launch<kda_decode_step_kv_bulk_kernel<32, 256, WM>>(p, ctas, smem, dev, s);
+    else if (V <= 64) launch<kda_decode_step_kv_bulk_kernel<64, 256, WM>>(p, ctas, smem, dev, s);
+    else launch<kda_decode_step_kv_bulk_kernel<128, 256, WM>>(p, ctas, smem, dev, s);
   }
 }
-void launch_vk_stream(const DecodeParams& p, int64_t ctas, int smem, int dev, cudaStream_t s) {
+template <int WM>
+void launch_vk_stream_w(const DecodeParams& p, int64_t ctas, int smem, int dev, cudaStream_t s) {
   const int K = p.K;
-  if (K <= 32) launch<kda_decode_step_vk_bulk_kernel<8, 1, 4, 3>>(p, ctas, smem, dev, s);
-  else if (K <= 64) launch<kda_decode_step_vk_bulk_kernel<16, 1, 8, 3>>(p, ctas, smem, dev, s);
-  else if (K <= 128) launch<kda_decode_step_vk_bulk_kernel<32, 1, 8, 3>>(p, ctas, smem, dev, s);
-  else launch<kda_decode_step_vk_bulk_kernel<32, 2, 8, 2>>(p, ctas, smem, dev, s);
+  if (K <= 32) launch<kda_decode_step_vk_bulk_kernel<8, 1, 4, 3, WM>>(p, ctas, smem, dev, s);
+  else if (K <= 64) launch<kda_decode_step_vk_bulk_kernel<16, 1, 8, 3, WM>>(p, ctas, smem, dev, s);
+  else if (K <= 128) launch<kda_decode_step_vk_bulk_kernel<32, 1, 8, 3, WM>>(p, ctas, smem, dev, s);
+  else launch<kda_decode_step_vk_bulk_kernel<32, 2, 8, 2, WM>>(p, ctas, smem, dev, s);
+}
+void launch_kv_stream(const DecodeParams& p, int64_t ctas, int smem, int dev, cudaStream_t s) {
+  if (p.W <= 4) launch_kv_stream_w<4>(p, ctas, smem, dev, s);
+  else launch_kv_stream_w<kConvMaxWidth>(p, ctas, smem, dev, s);
+}
+void launch_vk_stream(const DecodeParams& p, int64_t ctas, int smem, int dev, cudaStream_t s) {
+  if (p.W <= 4) launch_vk_stream_w<4>(p, ctas, smem, dev, s);
+  else launch_vk_stream_w<kConvMaxWidth>(p, ctas, smem, dev, s);
 }
 #endif
 

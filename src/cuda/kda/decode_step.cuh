@@ -166,16 +166,19 @@ struct Token {
 
 // Conv channel c of the CTA (c < KMAX: q row c and its gate; c < 2 KMAX: k row c - KMAX; c < 2 KMAX + V: v
 // column c - 2 KMAX), and its raw inputs that do not depend on the slot (loaded before the slot is known).
+// WM: the largest conv width the instance serves (W <= WM; kConvMaxWidth, or 4 in the streaming bulk kernels for
+// W <= 4, which holds 4 fewer taps and history values per thread in registers).
+template <int WM = kConvMaxWidth>
 struct ChanIn {
   int role;        // 0 q, 1 k, 2 v
   int64_t ch;      // channel in [0, P) (q, k) or [0, Pv) (v)
   bool live;       // q, k rows beyond K: no channel (q = k = 0, a = 1)
   uint32_t x, f, dt, wx;                 // wx: the tap on x, w[W-1]
-  uint32_t w[kConvMaxWidth - 1];         // taps on the history, w[0 .. W-2]
+  uint32_t w[WM - 1];                    // taps on the history, w[0 .. W-2]
 };
-template <int KMAX>
-__device__ __forceinline__ ChanIn chan_inputs(const DecodeParams& p, int64_t n, int h, int c) {
-  ChanIn in;
+template <int KMAX, int WM = kConvMaxWidth>
+__device__ __forceinline__ ChanIn<WM> chan_inputs(const DecodeParams& p, int64_t n, int h, int c) {
+  ChanIn<WM> in;
   in.role = c < KMAX ? 0 : (c < 2 * KMAX ? 1 : 2);
   const int i = in.role == 0 ? c : (in.role == 1 ? c - KMAX : c - 2 * KMAX);
   in.live = in.role == 2 ? i < p.V : i < p.K;  // c >= 2 KMAX + V: the thread has no channel
@@ -185,7 +188,7 @@ __device__ __forceinline__ ChanIn chan_inputs(const DecodeParams& p, int64_t n, 
   in.x = ld_raw(x.p, n * x.n_stride + in.ch, x.t, in.live);
   in.wx = ld_raw(cp.w, in.ch * cp.w_c + int64_t(p.W - 1) * cp.w_j, cp.tw, in.live);
 #pragma unroll
-  for (int j = 0; j < kConvMaxWidth - 1; ++j)
+  for (int j = 0; j < WM - 1; ++j)
     in.w[j] = ld_raw(cp.w, in.ch * cp.w_c + j * cp.w_j, cp.tw, in.live && j < p.W - 1);
   in.f = ld_raw(p.f.p, n * p.f.n_stride + in.ch, p.f.t, in.live && in.role == 0);
   in.dt = ld_raw(p.dt_bias, in.ch, el_f32, in.live && in.role == 0);
@@ -209,40 +212,42 @@ __device__ __forceinline__ HeadIn head_inputs(const DecodeParams& p, int64_t n, 
 }
 
 // A conv channel's new cache row: [hist[1 .. W-2], x].
+template <int WM>
 struct CacheRow {
-  float hist[kConvMaxWidth - 1];
+  float hist[WM - 1];
   float x;
 };
-__device__ __forceinline__ void cache_store(const ConvPool& cp, int64_t s, int64_t ch, int W, const CacheRow& r) {
+template <int WM>
+__device__ __forceinline__ void cache_store(const ConvPool& cp, int64_t s, int64_t ch, int W, const CacheRow<WM>& r) {
   const int64_t c0 = s * cp.c_s + ch * cp.c_c;
 #pragma unroll
-  for (int j = 0; j + 1 < kConvMaxWidth - 1; ++j)
+  for (int j = 0; j + 1 < WM - 1; ++j)
     if (j + 1 < W - 1) store_f32(cp.cache, c0 + j * cp.c_j, cp.tc, r.hist[j + 1]);
   if (W > 1) store_f32(cp.cache, c0 + (W - 2) * cp.c_j, cp.tc, r.x);
 }
 
 // Step 2 (convs, gate, shared token) and the token scalars; two barriers. `in` holds the thread's first
 // channel (c = tid), loaded before the slot; its later channels (K = 256) are loaded here.
-template <int KMAX>
-__device__ __forceinline__ TokenScalars decode_prologue(const DecodeParams& p, Token<KMAX>& sm, ChanIn in,
+template <int KMAX, int WM = kConvMaxWidth>
+__device__ __forceinline__ TokenScalars decode_prologue(const DecodeParams& p, Token<KMAX>& sm, ChanIn<WM> in,
                                                         const HeadIn& hin, int64_t n, int h, int64_t s) {
   const int tid = threadIdx.x, K = p.K, W = p.W;
   const int NC = 2 * KMAX + p.V;
   const float expA = expf(__uint_as_float(hin.A));
   for (int c = tid; c < NC; c += kThreads) {
-    if (c != tid) in = chan_inputs<KMAX>(p, n, h, c);
+    if (c != tid) in = chan_inputs<KMAX, WM>(p, n, h, c);
     const ConvPool& cp = in.role == 0 ? p.cq : (in.role == 1 ? p.ck : p.cv);
     const int64_t c0 = s * cp.c_s + in.ch * cp.c_c;
-    uint32_t hr[kConvMaxWidth - 1];
+    uint32_t hr[WM - 1];
 #pragma unroll
-    for (int j = 0; j < kConvMaxWidth - 1; ++j)
+    for (int j = 0; j < WM - 1; ++j)
       hr[j] = ld_raw(cp.cache, c0 + j * cp.c_j, cp.tc, in.live && j < W - 1);
     const Act& xa = in.role == 0 ? p.xq : (in.role == 1 ? p.xk : p.xv);
-    CacheRow row;
+    CacheRow<WM> row;
     row.x = raw_f32(in.x, xa.t);
     float acc = 0.f;  // tap order j = 0 .. W-1, as conv_step.cuh and the CPU
 #pragma unroll
-    for (int j = 0; j < kConvMaxWidth - 1; ++j) {
+    for (int j = 0; j < WM - 1; ++j) {
       row.hist[j] = raw_f32(hr[j], cp.tc);
       if (j < W - 1) acc += raw_f32(in.w[j], cp.tw) * row.hist[j];
     }
@@ -744,7 +749,8 @@ __global__ void __launch_bounds__(kThreads, MIN_CTAS) kda_decode_step_vk_kernel(
 // ---------------------------------------------------------------------------------------------
 // The streaming bulk kernels (the launcher's default bulk path): the state only in shared memory, no state tile
 // in registers, so that 3 CTAs fit an SM (the 40-register cap of 3 x 512 threads; shared: 64 KB of state plus a
-// small static part per CTA), ~190 KB of state in flight or in use per SM. Same bulk copies as above.
+// small static part per CTA), ~190 KB of state in flight or in use per SM. Same bulk copies as above. WM = 4 when
+// W <= 4 (the models' width), else kConvMaxWidth: fewer conv values held in the 40 registers.
 //
 // kv [K rows][V cols], kda_decode_step_kv_bulk_kernel<CW, KMAX>: thread = (column j = tid % CW, row group
 // rq = tid / CW), CW = the power of 2 in [32, 256] covering V, RGn = 512 / CW row groups of RPT consecutive rows
@@ -753,7 +759,7 @@ __global__ void __launch_bounds__(kThreads, MIN_CTAS) kda_decode_step_vk_kernel(
 // barrier; thread j < V sums them (row groups in order), e_j, o_j, beta rk e_j; barrier; pass 2: each element
 // again, x = S a_i (the same product as pass 1), S = fmaf(k_i, beta rk e_j, x), stored in place. The per-element
 // operations are those of the register kernels; only the order of the sums over K differs.
-template <int CW, int KMAX>
+template <int CW, int KMAX, int WM>
 __global__ void __launch_bounds__(kThreads, 3) kda_decode_step_kv_bulk_kernel(const __grid_constant__ DecodeParams p) {
   constexpr int RGn = kThreads / CW;
   static_assert(CW >= 32 && CW <= kMaxV && kThreads % CW == 0, "whole warps per row group");
@@ -767,14 +773,14 @@ __global__ void __launch_bounds__(kThreads, 3) kda_decode_step_kv_bulk_kernel(co
   const int tid = threadIdx.x;
   const int j = tid % CW, rq = tid / CW;
   const int K = p.K, V = p.V;
-  const ChanIn cin = chan_inputs<KMAX>(p, n, h, tid);  // in flight while the slot is read
+  const ChanIn cin = chan_inputs<KMAX, WM>(p, n, h, tid);  // in flight while the slot is read
   const HeadIn hin = head_inputs(p, n, h);
   const int64_t s = head_slot(p, n, h);
   if (s < 0) return;
   float* const head = p.state + (s * p.H + h) * int64_t(K) * V;
   float* const st = reinterpret_cast<float*>(kda_decode_state_smem);
   if (tid == 0) bulk_load(st, head, K * V * 4, &bulk_bar);
-  const TokenScalars ts = decode_prologue<KMAX>(p, sm, cin, hin, n, h, s);
+  const TokenScalars ts = decode_prologue<KMAX, WM>(p, sm, cin, hin, n, h, s);
   bulk_wait(&bulk_bar);
 
   // The thread's rows i0 .. iend-1 (RPT a multiple of 4: a, k, q read as float4, i0 16-byte aligned; rows from
@@ -837,7 +843,7 @@ __global__ void __launch_bounds__(kThreads, 3) kda_decode_step_kv_bulk_kernel(co
 // vk [V rows][K cols], kda_decode_step_vk_bulk_kernel<KG, KC, NV, MIN_CTAS>: the register kernel's mapping and
 // math, each column m loaded from shared memory, reduced, updated and stored before the next (4 KC state floats
 // live per thread instead of 4 KC NV).
-template <int KG, int KC, int NV, int MIN_CTAS>
+template <int KG, int KC, int NV, int MIN_CTAS, int WM>
 __global__ void __launch_bounds__(kThreads, MIN_CTAS) kda_decode_step_vk_bulk_kernel(const __grid_constant__ DecodeParams p) {
   constexpr int VG = kThreads / KG;  // column groups
   constexpr int BV = VG * NV;        // columns per tile
@@ -851,7 +857,7 @@ __global__ void __launch_bounds__(kThreads, MIN_CTAS) kda_decode_step_vk_bulk_ke
   const int tid = threadIdx.x;
   const int kg = tid % KG, vg = tid / KG;
   const int K = p.K, V = p.V;
-  const ChanIn cin = chan_inputs<KMAX>(p, n, h, tid);  // in flight while the slot is read
+  const ChanIn cin = chan_inputs<KMAX, WM>(p, n, h, tid);  // in flight while the slot is read
   const HeadIn hin = head_inputs(p, n, h);
   const int64_t s = head_slot(p, n, h);
   if (s < 0) return;
@@ -859,7 +865,7 @@ __global__ void __launch_bounds__(kThreads, MIN_CTAS) kda_decode_step_vk_bulk_ke
   float* const sblock = reinterpret_cast<float*>(kda_decode_state_smem);
   float* const shead = sblock + 4 * kg;  // + column j * K: the thread's K slot 0
   if (tid == 0) bulk_load(sblock, block, K * V * 4, &bulk_bar);
-  const TokenScalars ts = decode_prologue<KMAX>(p, sm, cin, hin, n, h, s);
+  const TokenScalars ts = decode_prologue<KMAX, WM>(p, sm, cin, hin, n, h, s);
 
   float a[KC][4], kk[KC][4], qq[KC][4];
   int kvalid[KC];  // the thread's valid K of slot c (0 .. 4)
