@@ -334,7 +334,9 @@ __device__ __forceinline__ void prefetch_l2(const float* p) { asm volatile("pref
 inline constexpr int kBulkMaxBytes = 64 * 1024;  // 2 CTAs per SM with the static shared memory (registers allow 2)
 inline constexpr int kBulkChunk = 16 * 1024;     // several copies in flight per CTA
 
-__device__ __forceinline__ uint32_t smem_u32(const void* p) { return static_cast<uint32_t>(__cvta_generic_to_shared(p)); }
+__device__ __forceinline__ uint32_t smem_u32(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
 // Thread 0: init the mbarrier (one arrival, the expect_tx below), then copy `bytes` (multiple of 16) from the
 // global head block `src` (16-byte aligned) to `dst`.
 __device__ __forceinline__ void bulk_load(float* dst, const float* src, int bytes, uint64_t* bar) {
@@ -355,8 +357,11 @@ __device__ __forceinline__ void bulk_wait(uint64_t* bar) {
   const uint32_t b = smem_u32(bar);
   uint32_t done = 0;
   while (!done)
-    asm volatile("{\n\t.reg .pred p;\n\tmbarrier.try_wait.parity.shared::cta.b64 p, [%1], 0;\n\tselp.u32 %0, 1, 0, p;\n\t}"
-                 : "=r"(done) : "r"(b) : "memory");
+    asm volatile(
+        "{\n\t.reg .pred p;\n\tmbarrier.try_wait.parity.shared::cta.b64 p, [%1], 0;\n\tselp.u32 %0, 1, 0, p;\n\t}"
+        : "=r"(done)
+        : "r"(b)
+        : "memory");
 }
 // Every thread, after its last shared store of the state and before the barrier that precedes bulk_store.
 __device__ __forceinline__ void bulk_fence() { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
@@ -754,13 +759,15 @@ __global__ void __launch_bounds__(kThreads, MIN_CTAS) kda_decode_step_vk_kernel(
 //
 // kv [K rows][V cols], kda_decode_step_kv_bulk_kernel<CW, KMAX>: thread = (column j = tid % CW, row group
 // rq = tid / CW), CW = the power of 2 in [32, 256] covering V, RGn = 512 / CW row groups of RPT consecutive rows
-// (RPT = ceil(K / RGn) rounded up to 4). A warp reads 32 consecutive floats of one row (no bank conflict). Pass 1: decay (not stored) and
-// the partial k^T Sd, q^T Sd over the thread's rows, per-row-group partials red[RGn][CW] in shared (4 KB in all);
-// barrier; thread j < V sums them (row groups in order), e_j, o_j, beta rk e_j; barrier; pass 2: each element
-// again, x = S a_i (the same product as pass 1), S = fmaf(k_i, beta rk e_j, x), stored in place. The per-element
-// operations are those of the register kernels; only the order of the sums over K differs.
+// (RPT = ceil(K / RGn) rounded up to 4). A warp reads 32 consecutive floats of one row (no bank conflict).
+// Pass 1: decay (not stored) and the partial k^T Sd, q^T Sd over the thread's rows, per-row-group partials
+// red[RGn][CW] in shared (4 KB in all); barrier; thread j < V sums them (row groups in order), e_j, o_j,
+// beta rk e_j; barrier; pass 2: each element again, x = S a_i (the same product as pass 1),
+// S = fmaf(k_i, beta rk e_j, x), stored in place. The per-element operations are those of the register kernels;
+// only the order of the sums over K differs.
 template <int CW, int KMAX, int WM>
-__global__ void __launch_bounds__(kThreads, 3) kda_decode_step_kv_bulk_kernel(const __grid_constant__ DecodeParams p) {
+__global__ void __launch_bounds__(kThreads, 3)
+    kda_decode_step_kv_bulk_kernel(const __grid_constant__ DecodeParams p) {
   constexpr int RGn = kThreads / CW;
   static_assert(CW >= 32 && CW <= kMaxV && kThreads % CW == 0, "whole warps per row group");
   __shared__ Token<KMAX> sm;
@@ -844,7 +851,8 @@ __global__ void __launch_bounds__(kThreads, 3) kda_decode_step_kv_bulk_kernel(co
 // math, each column m loaded from shared memory, reduced, updated and stored before the next (4 KC state floats
 // live per thread instead of 4 KC NV).
 template <int KG, int KC, int NV, int MIN_CTAS, int WM>
-__global__ void __launch_bounds__(kThreads, MIN_CTAS) kda_decode_step_vk_bulk_kernel(const __grid_constant__ DecodeParams p) {
+__global__ void __launch_bounds__(kThreads, MIN_CTAS)
+    kda_decode_step_vk_bulk_kernel(const __grid_constant__ DecodeParams p) {
   constexpr int VG = kThreads / KG;  // column groups
   constexpr int BV = VG * NV;        // columns per tile
   constexpr int KMAX = 4 * KG * KC;
