@@ -755,7 +755,10 @@ __global__ void __launch_bounds__(kThreads, MIN_CTAS) kda_decode_step_vk_kernel(
 // The streaming bulk kernels (the launcher's default bulk path): the state only in shared memory, no state tile
 // in registers, so that 3 CTAs fit an SM (the 40-register cap of 3 x 512 threads; shared: 64 KB of state plus a
 // small static part per CTA), ~190 KB of state in flight or in use per SM. Same bulk copies as above. WM = 4 when
-// W <= 4 (the models' width), else kConvMaxWidth: fewer conv values held in the 40 registers.
+// W <= 4 (the models' width), else kConvMaxWidth: fewer conv values held in the 40 registers. ptxas (CUDA 13.0,
+// sm_90a): 40 registers, spills 12 / 20 bytes (kv, WM = 4), 8-12 / 16-20 (vk), 32 / 80 and 28 / 64 at WM = 8;
+// static shared 8960 (kv, KMAX 128), 10496 (KMAX 256), 2688-3840 (vk): 3 CTAs per SM with a 64 KB block.
+// Unmeasured (written without a GPU): docs of the first H200 run go with the numbers.
 //
 // kv [K rows][V cols], kda_decode_step_kv_bulk_kernel<CW, KMAX>: thread = (column j = tid % CW, row group
 // rq = tid / CW), CW = the power of 2 in [32, 256] covering V, RGn = 512 / CW row groups of RPT consecutive rows
