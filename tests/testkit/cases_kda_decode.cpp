@@ -133,7 +133,19 @@ void add_kda_decode_cases(CaseList& list, Scale scale) {
             // kv, a partial last V tile on the 16-byte path (lanes past V must not touch the next row: the
             // defect of H200 run 7); the second with device slots scattered over a larger pool
             {3, 4, 64, 32, 6, true, false, true},
-            {3, 4, 64, 32, 9, true, false, true, 4, true}};
+            {3, 4, 64, 32, 9, true, false, true, 4, true},
+            // the CUDA bulk path (state through shared memory, K V <= 16384 with the row length a multiple of 4):
+            // kv row groups past K (K = 36: 8 row groups of 8 rows, 4 of them partly or wholly past K), columns past
+            // V (V = 44 of 64); vk a partial K slot and V tail; K > 128 on both layouts (token rows up to 256, vk
+            // two K slots per lane); the largest block (64 KB, device slots)
+            {3, 3, 36, 44, 7, true, false, true, 4, true},
+            {3, 3, 44, 36, 7, false, true, true, 4, true},
+            {2, 3, 200, 64, 5, true, false, true, 4, false},
+            {2, 3, 160, 96, 5, false, true, true, 4, true},
+            {3, 2, 128, 128, 5, true, true, true, 4, true},
+            // conv widths above 4 (the streaming bulk kernels' WM = 8 instances; W <= 4 takes WM = 4)
+            {2, 3, 32, 64, 5, true, false, true, 6},
+            {2, 3, 64, 32, 5, false, true, true, 8, true}};
   } else {
     cfgs = {{8, 96, 128, 128, 17, true, true, true},    // K3 layer, V-first state pool
             {32, 32, 128, 128, 64, false, false, true},  // Kimi-Linear layer, batch 32

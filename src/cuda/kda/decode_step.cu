@@ -6,6 +6,7 @@
 // by value in the parameter struct up to kInlineSlots sequences, or a CUDA tensor read by the kernel; so the
 // call is capturable in a CUDA graph. Only host slots of more than kInlineSlots sequences are uploaded
 // (stream-ordered scratch, refused inside capture).
+#include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -38,9 +39,21 @@ ConvPool conv_pool(const TensorView& w, const TensorView& cache) {
   return c;
 }
 
-template <class Kernel>
-void launch(Kernel kernel, const DecodeParams& p, int64_t ctas, cudaStream_t s) {
-  kernel<<<dim3(unsigned(ctas)), dim3(kThreads), 0, s>>>(p);
+// One launch of kKernel; smem > 0: the bulk path's dynamic shared memory (the head's state block), allowed once
+// per device (kKernel's shared-memory limit raised to kBulkMaxBytes, the carveout to the most shared memory).
+template <auto kKernel>
+void launch(const DecodeParams& p, int64_t ctas, int smem, int dev, cudaStream_t s) {
+  if (smem > 0) {
+    static std::atomic<uint64_t> ready{0};  // bit d: device d set up (devices >= 64 set up on every call)
+    const uint64_t bit = dev < 64 ? uint64_t(1) << dev : 0;
+    if (!bit || !(ready.load(std::memory_order_acquire) & bit)) {
+      KIMI_CUDA_CHECK(cudaFuncSetAttribute(kKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kBulkMaxBytes));
+      KIMI_CUDA_CHECK(cudaFuncSetAttribute(kKernel, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                           int(cudaSharedmemCarveoutMaxShared)));
+      ready.fetch_or(bit, std::memory_order_acq_rel);
+    }
+  }
+  kKernel<<<dim3(unsigned(ctas)), dim3(kThreads), size_t(smem), s>>>(p);
 }
 
 // kv: CG column groups of 4 (BV = 4 CG), RG = 512 / CG row groups, NR >= K / RG rows each.
@@ -52,26 +65,80 @@ KvConfig kv_config(int K, int V) {
   return {32, K <= 64 ? 4 : K <= 128 ? 8 : 16};             // RG = 16: a warp reads 512 contiguous bytes of a row
 }
 
-void launch_kv(const DecodeParams& p, int64_t ctas, cudaStream_t s) {
+template <bool BULK>
+void launch_kv(const DecodeParams& p, int64_t ctas, int smem, int dev, cudaStream_t s) {
   const KvConfig c = kv_config(p.K, p.V);
   if (c.cg == 16) {
-    if (c.nr == 2) launch(kda_decode_step_kv_kernel<16, 2, 2>, p, ctas, s);
-    else if (c.nr == 4) launch(kda_decode_step_kv_kernel<16, 4, 2>, p, ctas, s);
-    else launch(kda_decode_step_kv_kernel<16, 8, 2>, p, ctas, s);
+    if (c.nr == 2) launch<kda_decode_step_kv_kernel<16, 2, 2, BULK>>(p, ctas, smem, dev, s);
+    else if (c.nr == 4) launch<kda_decode_step_kv_kernel<16, 4, 2, BULK>>(p, ctas, smem, dev, s);
+    else launch<kda_decode_step_kv_kernel<16, 8, 2, BULK>>(p, ctas, smem, dev, s);
   } else {
-    if (c.nr == 4) launch(kda_decode_step_kv_kernel<32, 4, 2>, p, ctas, s);
-    else if (c.nr == 8) launch(kda_decode_step_kv_kernel<32, 8, 2>, p, ctas, s);
-    else launch(kda_decode_step_kv_kernel<32, 16, 1>, p, ctas, s);
+    if (c.nr == 4) launch<kda_decode_step_kv_kernel<32, 4, 2, BULK>>(p, ctas, smem, dev, s);
+    else if (c.nr == 8) launch<kda_decode_step_kv_kernel<32, 8, 2, BULK>>(p, ctas, smem, dev, s);
+    else launch<kda_decode_step_kv_kernel<32, 16, 1, BULK>>(p, ctas, smem, dev, s);
   }
 }
 
 // vk: KG lanes x 4 K per column (KC slots of 4 KG), VG = 512 / KG column groups, NV columns each.
-void launch_vk(const DecodeParams& p, int64_t ctas, cudaStream_t s) {
+template <bool BULK>
+void launch_vk(const DecodeParams& p, int64_t ctas, int smem, int dev, cudaStream_t s) {
   const int K = p.K;
-  if (K <= 32) launch(kda_decode_step_vk_kernel<8, 1, 4, 2>, p, ctas, s);          // BV = 256
-  else if (K <= 64) launch(kda_decode_step_vk_kernel<16, 1, 8, 2>, p, ctas, s);    // BV = 256
-  else if (K <= 128) launch(kda_decode_step_vk_kernel<32, 1, 8, 2>, p, ctas, s);   // BV = 128
-  else launch(kda_decode_step_vk_kernel<32, 2, 8, 1>, p, ctas, s);                 // BV = 128
+  if (K <= 32) launch<kda_decode_step_vk_kernel<8, 1, 4, 2, BULK>>(p, ctas, smem, dev, s);          // BV = 256
+  else if (K <= 64) launch<kda_decode_step_vk_kernel<16, 1, 8, 2, BULK>>(p, ctas, smem, dev, s);    // BV = 256
+  else if (K <= 128) launch<kda_decode_step_vk_kernel<32, 1, 8, 2, BULK>>(p, ctas, smem, dev, s);   // BV = 128
+  else launch<kda_decode_step_vk_kernel<32, 2, 8, 1, BULK>>(p, ctas, smem, dev, s);                 // BV = 128
+}
+
+#ifndef KIMI_DECODE_STEP_BULK_TILES
+// The streaming bulk kernels (decode_step.cuh): kv by the power of 2 CW in [32, 256] covering V, KMAX 128 or
+// 256; vk by K as the register kernels (3 CTAs per SM up to K = 128).
+template <int WM>
+void launch_kv_stream_w(const DecodeParams& p, int64_t ctas, int smem, int dev, cudaStream_t s) {
+  const int V = p.V;
+  if (p.K <= 128) {
+    if (V <= 32) launch<kda_decode_step_kv_bulk_kernel<32, 128, WM>>(p, ctas, smem, dev, s);
+    else if (V <= 64) launch<kda_decode_step_kv_bulk_kernel<64, 128, WM>>(p, ctas, smem, dev, s);
+    else if (V <= 128) launch<kda_decode_step_kv_bulk_kernel<128, 128, WM>>(p, ctas, smem, dev, s);
+    else launch<kda_decode_step_kv_bulk_kernel<256, 128, WM>>(p, ctas, smem, dev, s);
+  } else {  // K V <= 16384: V <= 128
+    if (V <= 32) launch<kda_decode_step_kv_bulk_kernel<32, 256, WM>>(p, ctas, smem, dev, s);
+    else if (V <= 64) launch<kda_decode_step_kv_bulk_kernel<64, 256, WM>>(p, ctas, smem, dev, s);
+    else launch<kda_decode_step_kv_bulk_kernel<128, 256, WM>>(p, ctas, smem, dev, s);
+  }
+}
+template <int WM>
+void launch_vk_stream_w(const DecodeParams& p, int64_t ctas, int smem, int dev, cudaStream_t s) {
+  const int K = p.K;
+  if (K <= 32) launch<kda_decode_step_vk_bulk_kernel<8, 1, 4, 3, WM>>(p, ctas, smem, dev, s);
+  else if (K <= 64) launch<kda_decode_step_vk_bulk_kernel<16, 1, 8, 3, WM>>(p, ctas, smem, dev, s);
+  else if (K <= 128) launch<kda_decode_step_vk_bulk_kernel<32, 1, 8, 3, WM>>(p, ctas, smem, dev, s);
+  else launch<kda_decode_step_vk_bulk_kernel<32, 2, 8, 2, WM>>(p, ctas, smem, dev, s);
+}
+void launch_kv_stream(const DecodeParams& p, int64_t ctas, int smem, int dev, cudaStream_t s) {
+  if (p.W <= 4) launch_kv_stream_w<4>(p, ctas, smem, dev, s);
+  else launch_kv_stream_w<kConvMaxWidth>(p, ctas, smem, dev, s);
+}
+void launch_vk_stream(const DecodeParams& p, int64_t ctas, int smem, int dev, cudaStream_t s) {
+  if (p.W <= 4) launch_vk_stream_w<4>(p, ctas, smem, dev, s);
+  else launch_vk_stream_w<kConvMaxWidth>(p, ctas, smem, dev, s);
+}
+#endif
+
+// The bulk path (decode_step.cuh) needs the head's K V fp32 block to be whole 16-byte units at a 16-byte aligned
+// address, its shared copy's 16-byte accesses aligned, and the block to fit kBulkMaxBytes: the pool 16-byte
+// aligned and the row length (V for kv, K for vk) a multiple of 4 (p.state_vec: then every head block, at
+// (s H + h) K V floats from the pool, is aligned and K V is a multiple of 4), and K V <= 16384 (K = V = 128).
+// Otherwise the register path. The bulk path runs the streaming kernels (3 CTAs per SM; the sums over K in another
+// fp32 order than the register kernels, the per-element operations the same), or, built with
+// -DKIMI_DECODE_STEP_BULK_TILES, the register kernels on the shared copy (2 CTAs per SM, the same results as the
+// register path). Built with -DKIMI_DECODE_STEP_REGS, the register path always (the A/B switch).
+bool use_bulk(const DecodeParams& p) {
+#ifdef KIMI_DECODE_STEP_REGS
+  (void)p;
+  return false;
+#else
+  return p.state_vec && int64_t(p.K) * p.V * 4 <= kBulkMaxBytes;
+#endif
 }
 }  // namespace
 
@@ -120,8 +187,15 @@ void kda_decode_step(const KdaDecodeArgs& a, const std::vector<int64_t>& host_ro
     p.dslots = uploaded->get<int64_t>(), p.dslots_stride = 1, p.dslots_i64 = 1;
   }
 
-  if (kv) launch_kv(p, ctas, s);
-  else launch_vk(p, ctas, s);
+  const bool bulk = use_bulk(p);
+  const int smem = bulk ? int(K * V * 4) : 0;
+#ifdef KIMI_DECODE_STEP_BULK_TILES
+  if (kv) bulk ? launch_kv<true>(p, ctas, smem, dev, s) : launch_kv<false>(p, ctas, smem, dev, s);
+  else bulk ? launch_vk<true>(p, ctas, smem, dev, s) : launch_vk<false>(p, ctas, smem, dev, s);
+#else
+  if (kv) bulk ? launch_kv_stream(p, ctas, smem, dev, s) : launch_kv<false>(p, ctas, smem, dev, s);
+  else bulk ? launch_vk_stream(p, ctas, smem, dev, s) : launch_vk<false>(p, ctas, smem, dev, s);
+#endif
   KIMI_CUDA_CHECK(cudaGetLastError());
 }
 

@@ -44,6 +44,10 @@
 //     warp), K slots 4 kg + 4 KG c (c < KC), KMAX = 4 KG KC; VG = 512/KG column groups, columns
 //     j0 + vg + VG m (m < NV), BV = VG NV. Reductions over K: shuffles only (no barrier per tile).
 // Registers: 4 NR (kv) or 4 KC NV (vk) state floats per thread: 32 up to K = 128 (2 CTAs per SM), 64 at K = 256.
+// The bulk path (default where the launcher allows it, decode_step.cu use_bulk: K V <= 16384, the row length a
+// multiple of 4, the pool 16-byte aligned): the head's state block is copied into dynamic shared memory by the bulk
+// copy engine as soon as the slot is known (so HBM serves it during the prologue, without registers), updated there,
+// and copied back while the epilogue runs; see "The bulk path" and "The streaming bulk kernels" below.
 #pragma once
 
 #include <cstdint>
@@ -162,16 +166,19 @@ struct Token {
 
 // Conv channel c of the CTA (c < KMAX: q row c and its gate; c < 2 KMAX: k row c - KMAX; c < 2 KMAX + V: v
 // column c - 2 KMAX), and its raw inputs that do not depend on the slot (loaded before the slot is known).
+// WM: the largest conv width the instance serves (W <= WM; kConvMaxWidth, or 4 in the streaming bulk kernels for
+// W <= 4, which holds 4 fewer taps and history values per thread in registers).
+template <int WM = kConvMaxWidth>
 struct ChanIn {
   int role;        // 0 q, 1 k, 2 v
   int64_t ch;      // channel in [0, P) (q, k) or [0, Pv) (v)
   bool live;       // q, k rows beyond K: no channel (q = k = 0, a = 1)
   uint32_t x, f, dt, wx;                 // wx: the tap on x, w[W-1]
-  uint32_t w[kConvMaxWidth - 1];         // taps on the history, w[0 .. W-2]
+  uint32_t w[WM - 1];                    // taps on the history, w[0 .. W-2]
 };
-template <int KMAX>
-__device__ __forceinline__ ChanIn chan_inputs(const DecodeParams& p, int64_t n, int h, int c) {
-  ChanIn in;
+template <int KMAX, int WM = kConvMaxWidth>
+__device__ __forceinline__ ChanIn<WM> chan_inputs(const DecodeParams& p, int64_t n, int h, int c) {
+  ChanIn<WM> in;
   in.role = c < KMAX ? 0 : (c < 2 * KMAX ? 1 : 2);
   const int i = in.role == 0 ? c : (in.role == 1 ? c - KMAX : c - 2 * KMAX);
   in.live = in.role == 2 ? i < p.V : i < p.K;  // c >= 2 KMAX + V: the thread has no channel
@@ -181,7 +188,7 @@ __device__ __forceinline__ ChanIn chan_inputs(const DecodeParams& p, int64_t n, 
   in.x = ld_raw(x.p, n * x.n_stride + in.ch, x.t, in.live);
   in.wx = ld_raw(cp.w, in.ch * cp.w_c + int64_t(p.W - 1) * cp.w_j, cp.tw, in.live);
 #pragma unroll
-  for (int j = 0; j < kConvMaxWidth - 1; ++j)
+  for (int j = 0; j < WM - 1; ++j)
     in.w[j] = ld_raw(cp.w, in.ch * cp.w_c + j * cp.w_j, cp.tw, in.live && j < p.W - 1);
   in.f = ld_raw(p.f.p, n * p.f.n_stride + in.ch, p.f.t, in.live && in.role == 0);
   in.dt = ld_raw(p.dt_bias, in.ch, el_f32, in.live && in.role == 0);
@@ -205,40 +212,42 @@ __device__ __forceinline__ HeadIn head_inputs(const DecodeParams& p, int64_t n, 
 }
 
 // A conv channel's new cache row: [hist[1 .. W-2], x].
+template <int WM>
 struct CacheRow {
-  float hist[kConvMaxWidth - 1];
+  float hist[WM - 1];
   float x;
 };
-__device__ __forceinline__ void cache_store(const ConvPool& cp, int64_t s, int64_t ch, int W, const CacheRow& r) {
+template <int WM>
+__device__ __forceinline__ void cache_store(const ConvPool& cp, int64_t s, int64_t ch, int W, const CacheRow<WM>& r) {
   const int64_t c0 = s * cp.c_s + ch * cp.c_c;
 #pragma unroll
-  for (int j = 0; j + 1 < kConvMaxWidth - 1; ++j)
+  for (int j = 0; j + 1 < WM - 1; ++j)
     if (j + 1 < W - 1) store_f32(cp.cache, c0 + j * cp.c_j, cp.tc, r.hist[j + 1]);
   if (W > 1) store_f32(cp.cache, c0 + (W - 2) * cp.c_j, cp.tc, r.x);
 }
 
 // Step 2 (convs, gate, shared token) and the token scalars; two barriers. `in` holds the thread's first
 // channel (c = tid), loaded before the slot; its later channels (K = 256) are loaded here.
-template <int KMAX>
-__device__ __forceinline__ TokenScalars decode_prologue(const DecodeParams& p, Token<KMAX>& sm, ChanIn in,
+template <int KMAX, int WM = kConvMaxWidth>
+__device__ __forceinline__ TokenScalars decode_prologue(const DecodeParams& p, Token<KMAX>& sm, ChanIn<WM> in,
                                                         const HeadIn& hin, int64_t n, int h, int64_t s) {
   const int tid = threadIdx.x, K = p.K, W = p.W;
   const int NC = 2 * KMAX + p.V;
   const float expA = expf(__uint_as_float(hin.A));
   for (int c = tid; c < NC; c += kThreads) {
-    if (c != tid) in = chan_inputs<KMAX>(p, n, h, c);
+    if (c != tid) in = chan_inputs<KMAX, WM>(p, n, h, c);
     const ConvPool& cp = in.role == 0 ? p.cq : (in.role == 1 ? p.ck : p.cv);
     const int64_t c0 = s * cp.c_s + in.ch * cp.c_c;
-    uint32_t hr[kConvMaxWidth - 1];
+    uint32_t hr[WM - 1];
 #pragma unroll
-    for (int j = 0; j < kConvMaxWidth - 1; ++j)
+    for (int j = 0; j < WM - 1; ++j)
       hr[j] = ld_raw(cp.cache, c0 + j * cp.c_j, cp.tc, in.live && j < W - 1);
     const Act& xa = in.role == 0 ? p.xq : (in.role == 1 ? p.xk : p.xv);
-    CacheRow row;
+    CacheRow<WM> row;
     row.x = raw_f32(in.x, xa.t);
     float acc = 0.f;  // tap order j = 0 .. W-1, as conv_step.cuh and the CPU
 #pragma unroll
-    for (int j = 0; j < kConvMaxWidth - 1; ++j) {
+    for (int j = 0; j < WM - 1; ++j) {
       row.hist[j] = raw_f32(hr[j], cp.tc);
       if (j < W - 1) acc += raw_f32(in.w[j], cp.tw) * row.hist[j];
     }
@@ -310,6 +319,97 @@ __device__ __forceinline__ void decode_epilogue(const DecodeParams& p, const Tok
 __device__ __forceinline__ void prefetch_l2(const float* p) { asm volatile("prefetch.global.L2 [%0];" ::"l"(p)); }
 
 // ---------------------------------------------------------------------------------------------
+// The bulk path (BULK = true; the launcher's choice, decode_step.cu): the head's K V fp32 state block (contiguous,
+// 16-byte aligned, at most kBulkMaxBytes) moves through dynamic shared memory by the bulk copy engine. Thread 0
+// issues the global -> shared copies (chunks of kBulkChunk bytes, one mbarrier, parity 0) as soon as the slot is
+// known, so HBM serves the state while the prologue runs; every thread waits on the mbarrier after the prologue,
+// runs the same per-thread math as the register path on shared memory (same thread -> element mapping, same
+// operation order: results identical), stores the updated state into the same shared buffer, fences it for the
+// async proxy (fence.proxy.async.shared::cta), and after the barrier before the epilogue thread 0 issues the
+// shared -> global copies, which overlap the epilogue; it waits until they have read the shared source
+// (cp.async.bulk.wait_group.read 0) before it exits, so the CTA's shared memory outlives their reads; their global
+// writes complete with the grid, before any later kernel in the stream (the CUDA Programming Guide's TMA store
+// example ends a kernel the same way, as CUTLASS's sm90 epilogues do). -DKIMI_DECODE_STEP_BULK_WAIT_ALL waits for
+// the writes themselves instead (cp.async.bulk.wait_group 0), at the cost of the CTA living through them.
+inline constexpr int kBulkMaxBytes = 64 * 1024;  // 2 CTAs per SM with the static shared memory (registers allow 2)
+inline constexpr int kBulkChunk = 16 * 1024;     // several copies in flight per CTA
+
+__device__ __forceinline__ uint32_t smem_u32(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+// Thread 0: init the mbarrier (one arrival, the expect_tx below), then copy `bytes` (multiple of 16) from the
+// global head block `src` (16-byte aligned) to `dst`.
+__device__ __forceinline__ void bulk_load(float* dst, const float* src, int bytes, uint64_t* bar) {
+  const uint32_t b = smem_u32(bar);
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(b) : "memory");
+  asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(b), "r"(bytes) : "memory");
+  for (int off = 0; off < bytes; off += kBulkChunk) {
+    const int len = bytes - off < kBulkChunk ? bytes - off : kBulkChunk;
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
+                 ::"r"(smem_u32(dst) + uint32_t(off)), "l"(reinterpret_cast<const char*>(src) + off), "r"(len), "r"(b)
+                 : "memory");
+  }
+}
+// Every thread: wait for the copies of bulk_load (phase 0). The mbarrier's init is ordered before this by the
+// prologue's barriers.
+__device__ __forceinline__ void bulk_wait(uint64_t* bar) {
+  const uint32_t b = smem_u32(bar);
+  uint32_t done = 0;
+  while (!done)
+    asm volatile(
+        "{\n\t.reg .pred p;\n\tmbarrier.try_wait.parity.shared::cta.b64 p, [%1], 0;\n\tselp.u32 %0, 1, 0, p;\n\t}"
+        : "=r"(done)
+        : "r"(b)
+        : "memory");
+}
+// Every thread, after its last shared store of the state and before the barrier that precedes bulk_store.
+__device__ __forceinline__ void bulk_fence() { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
+// Thread 0: copy the updated block back (bulk_load's chunks) and commit them as one group.
+__device__ __forceinline__ void bulk_store(float* dst, const float* src, int bytes) {
+  for (int off = 0; off < bytes; off += kBulkChunk) {
+    const int len = bytes - off < kBulkChunk ? bytes - off : kBulkChunk;
+    asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;"
+                 ::"l"(reinterpret_cast<char*>(dst) + off), "r"(smem_u32(src) + uint32_t(off)), "r"(len)
+                 : "memory");
+  }
+  asm volatile("cp.async.bulk.commit_group;" ::: "memory");
+}
+// Thread 0, last: the stores of bulk_store have read their shared source (or completed: see above).
+__device__ __forceinline__ void bulk_store_wait() {
+#ifdef KIMI_DECODE_STEP_BULK_WAIT_ALL
+  asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
+#else
+  asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");
+#endif
+}
+
+// The state's shared copy (bulk path), 16-byte aligned.
+extern __shared__ __align__(128) float4 kda_decode_state_smem[];
+
+// Shared-memory counterparts of ld_state4 / st_state4 (the bulk path's block is only chosen when the row length
+// is a multiple of 4, so the 16-byte accesses are aligned).
+__device__ __forceinline__ float4 lds_state4(const float* p, int off, int valid) {
+  if (valid == 4) return *reinterpret_cast<const float4*>(p + off);
+  float4 r = make_float4(0.f, 0.f, 0.f, 0.f);
+  if (valid > 0) r.x = p[off];
+  if (valid > 1) r.y = p[off + 1];
+  if (valid > 2) r.z = p[off + 2];
+  if (valid > 3) r.w = p[off + 3];
+  return r;
+}
+__device__ __forceinline__ void sts_state4(float* p, int off, int valid, float4 r) {
+  if (valid == 4) {
+    *reinterpret_cast<float4*>(p + off) = r;
+    return;
+  }
+  if (valid > 0) p[off] = r.x;
+  if (valid > 1) p[off + 1] = r.y;
+  if (valid > 2) p[off + 2] = r.z;
+  if (valid > 3) p[off + 3] = r.w;
+}
+
+// ---------------------------------------------------------------------------------------------
 // kv: S[i][j] at head + i V + j. `at` points at the thread's element (row rg, column jc) of the tile.
 // The thread's columns are jc .. jc + 3: all valid when jc + 4 <= V (the 16-byte path), some when jc < V. The
 // two tests are written as plain comparisons of jc and V, not as a clamped count compared with 4: in the SASS
@@ -350,7 +450,34 @@ __device__ __forceinline__ void kv_store(const float4 (&S)[NR], float* at, int V
   }
 }
 
-template <int CG, int NR, int MIN_CTAS>
+// The bulk path's kv_load / kv_store: `at` in the shared copy of the head (offsets < 2^14 floats), the same
+// tests (the row length V is a multiple of 4 there, so the 16-byte accesses are aligned).
+template <int NR, int RG>
+__device__ __forceinline__ void kv_load_sm(float4 (&S)[NR], const float* at, int V, int K, int rg, int jc) {
+  const int step = RG * V;
+  const int vcols = kv_valid_cols(jc, V);
+  if (jc + 4 <= V && rg + RG * (NR - 1) < K) {
+#pragma unroll
+    for (int r = 0; r < NR; ++r) S[r] = *reinterpret_cast<const float4*>(at + r * step);
+  } else {
+#pragma unroll
+    for (int r = 0; r < NR; ++r) S[r] = lds_state4(at, r * step, rg + RG * r < K ? vcols : 0);
+  }
+}
+template <int NR, int RG>
+__device__ __forceinline__ void kv_store_sm(const float4 (&S)[NR], float* at, int V, int K, int rg, int jc) {
+  const int step = RG * V;
+  const int vcols = kv_valid_cols(jc, V);
+  if (jc + 4 <= V && rg + RG * (NR - 1) < K) {
+#pragma unroll
+    for (int r = 0; r < NR; ++r) *reinterpret_cast<float4*>(at + r * step) = S[r];
+  } else {
+#pragma unroll
+    for (int r = 0; r < NR; ++r) sts_state4(at, r * step, rg + RG * r < K ? vcols : 0, S[r]);
+  }
+}
+
+template <int CG, int NR, int MIN_CTAS, bool BULK>
 __global__ void __launch_bounds__(kThreads, MIN_CTAS) kda_decode_step_kv_kernel(const __grid_constant__ DecodeParams p) {
   constexpr int RG = kThreads / CG;  // row groups
   constexpr int BV = 4 * CG;         // columns per tile
@@ -359,6 +486,7 @@ __global__ void __launch_bounds__(kThreads, MIN_CTAS) kda_decode_step_kv_kernel(
   __shared__ Token<KMAX> sm;
   __shared__ float4 red_k[kWarps][CG], red_q[kWarps][CG];  // per-warp partial k^T Sd, q^T Sd (4 columns each)
   __shared__ float4 be4[CG];                               // beta rk e_j of the tile's columns
+  __shared__ uint64_t bulk_bar;                            // BULK: the state copy's mbarrier
 
   const int64_t n = blockIdx.x / p.H;
   const int h = int(blockIdx.x % p.H);
@@ -369,15 +497,24 @@ __global__ void __launch_bounds__(kThreads, MIN_CTAS) kda_decode_step_kv_kernel(
   const HeadIn hin = head_inputs(p, n, h);
   const int64_t s = head_slot(p, n, h);
   if (s < 0) return;
-  float* const rows = p.state + (s * p.H + h) * int64_t(K) * V + int64_t(rg) * V;  // the thread's first row
+  float* const head = p.state + (s * p.H + h) * int64_t(K) * V;
+  float* const rows = head + int64_t(rg) * V;  // the thread's first row
+  float* const shead = reinterpret_cast<float*>(kda_decode_state_smem);  // BULK: the head's shared copy
+  float* const srows = shead + rg * V;
 
-  kv_prefetch<NR, RG>(rows + 4 * cg, V, K, rg, 4 * cg);  // tile 0
+  if constexpr (BULK) {
+    if (tid == 0) bulk_load(shead, head, K * V * 4, &bulk_bar);
+  } else {
+    kv_prefetch<NR, RG>(rows + 4 * cg, V, K, rg, 4 * cg);  // tile 0
+  }
   const TokenScalars ts = decode_prologue<KMAX>(p, sm, cin, hin, n, h, s);
   float4 S[NR];
+  if constexpr (BULK) bulk_wait(&bulk_bar);
 
   for (int j0 = 0; j0 < V; j0 += BV) {
     const int jc = j0 + 4 * cg;          // first of the thread's 4 columns
-    kv_load<NR, RG>(S, rows + jc, V, K, rg, jc, p.state_vec);
+    if constexpr (BULK) kv_load_sm<NR, RG>(S, srows + jc, V, K, rg, jc);
+    else kv_load<NR, RG>(S, rows + jc, V, K, rg, jc, p.state_vec);
 
     // Decay, and the partial reductions over this thread's rows (rows >= K hold 0, a = 1, k = q = 0).
     float pk[4] = {0.f, 0.f, 0.f, 0.f}, pq[4] = {0.f, 0.f, 0.f, 0.f};
@@ -433,10 +570,18 @@ __global__ void __launch_bounds__(kThreads, MIN_CTAS) kda_decode_step_kv_kernel(
       S[r].z = fmaf(ki, b4.z, S[r].z);
       S[r].w = fmaf(ki, b4.w, S[r].w);
     }
-    kv_store<NR, RG>(S, rows + jc, V, K, rg, jc, p.state_vec);
+    if constexpr (BULK) kv_store_sm<NR, RG>(S, srows + jc, V, K, rg, jc);
+    else kv_store<NR, RG>(S, rows + jc, V, K, rg, jc, p.state_vec);
   }
+  if constexpr (BULK) bulk_fence();
   __syncthreads();
+  if constexpr (BULK) {
+    if (tid == 0) bulk_store(head, shead, K * V * 4);
+  }
   decode_epilogue<KMAX>(p, sm, hin, n, h);
+  if constexpr (BULK) {
+    if (tid == 0) bulk_store_wait();
+  }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -482,13 +627,49 @@ __device__ __forceinline__ void vk_store(const float4 (&S)[NV][KC], float* at, i
   }
 }
 
-template <int KG, int KC, int NV, int MIN_CTAS>
+// The bulk path's vk_load / vk_store: `at` in the shared copy of the head, the same tests (K is a multiple of 4
+// there, so the 16-byte accesses are aligned).
+template <int KG, int KC, int NV, int VG>
+__device__ __forceinline__ void vk_load_sm(float4 (&S)[NV][KC], const float* at, int K, int V, int jt, int kg) {
+  const int step = VG * K;
+  if (4 * kg + 4 * KG * (KC - 1) + 4 <= K && jt + VG * (NV - 1) < V) {
+#pragma unroll
+    for (int m = 0; m < NV; ++m)
+#pragma unroll
+      for (int c = 0; c < KC; ++c) S[m][c] = *reinterpret_cast<const float4*>(at + m * step + 4 * KG * c);
+  } else {
+#pragma unroll
+    for (int m = 0; m < NV; ++m)
+#pragma unroll
+      for (int c = 0; c < KC; ++c)
+        S[m][c] = lds_state4(at, m * step + 4 * KG * c, jt + VG * m < V ? clamp4(K - 4 * kg - 4 * KG * c) : 0);
+  }
+}
+template <int KG, int KC, int NV, int VG>
+__device__ __forceinline__ void vk_store_sm(const float4 (&S)[NV][KC], float* at, int K, int V, int jt, int kg) {
+  const int step = VG * K;
+  if (4 * kg + 4 * KG * (KC - 1) + 4 <= K && jt + VG * (NV - 1) < V) {
+#pragma unroll
+    for (int m = 0; m < NV; ++m)
+#pragma unroll
+      for (int c = 0; c < KC; ++c) *reinterpret_cast<float4*>(at + m * step + 4 * KG * c) = S[m][c];
+  } else {
+#pragma unroll
+    for (int m = 0; m < NV; ++m)
+#pragma unroll
+      for (int c = 0; c < KC; ++c)
+        sts_state4(at, m * step + 4 * KG * c, jt + VG * m < V ? clamp4(K - 4 * kg - 4 * KG * c) : 0, S[m][c]);
+  }
+}
+
+template <int KG, int KC, int NV, int MIN_CTAS, bool BULK>
 __global__ void __launch_bounds__(kThreads, MIN_CTAS) kda_decode_step_vk_kernel(const __grid_constant__ DecodeParams p) {
   constexpr int VG = kThreads / KG;  // column groups
   constexpr int BV = VG * NV;        // columns per tile
   constexpr int KMAX = 4 * KG * KC;
   static_assert(KG <= 32 && 32 % KG == 0, "a column's K groups lie in one warp");
   __shared__ Token<KMAX> sm;
+  __shared__ uint64_t bulk_bar;  // BULK: the state copy's mbarrier
 
   const int64_t n = blockIdx.x / p.H;
   const int h = int(blockIdx.x % p.H);
@@ -499,9 +680,16 @@ __global__ void __launch_bounds__(kThreads, MIN_CTAS) kda_decode_step_vk_kernel(
   const HeadIn hin = head_inputs(p, n, h);
   const int64_t s = head_slot(p, n, h);
   if (s < 0) return;
-  float* const head = p.state + (s * p.H + h) * int64_t(K) * V + 4 * kg;  // + column j * K: the thread's K slot 0
+  float* const block = p.state + (s * p.H + h) * int64_t(K) * V;
+  float* const head = block + 4 * kg;  // + column j * K: the thread's K slot 0
+  float* const sblock = reinterpret_cast<float*>(kda_decode_state_smem);  // BULK: the head's shared copy
+  float* const shead = sblock + 4 * kg;
 
-  vk_prefetch<KG, KC, NV, VG>(head + int64_t(vg) * K, K, V, vg, kg);  // tile 0
+  if constexpr (BULK) {
+    if (tid == 0) bulk_load(sblock, block, K * V * 4, &bulk_bar);
+  } else {
+    vk_prefetch<KG, KC, NV, VG>(head + int64_t(vg) * K, K, V, vg, kg);  // tile 0
+  }
   const TokenScalars ts = decode_prologue<KMAX>(p, sm, cin, hin, n, h, s);
   float4 S[NV][KC];
 
@@ -517,10 +705,12 @@ __global__ void __launch_bounds__(kThreads, MIN_CTAS) kda_decode_step_vk_kernel(
     kk[c][0] = k4.x, kk[c][1] = k4.y, kk[c][2] = k4.z, kk[c][3] = k4.w;
     qq[c][0] = q4.x, qq[c][1] = q4.y, qq[c][2] = q4.z, qq[c][3] = q4.w;
   }
+  if constexpr (BULK) bulk_wait(&bulk_bar);
 
   for (int j0 = 0; j0 < V; j0 += BV) {
     const int jt = j0 + vg;  // the thread's first column; columns jt + VG m
-    vk_load<KG, KC, NV, VG>(S, head + int64_t(jt) * K, K, V, jt, kg, p.state_vec);
+    if constexpr (BULK) vk_load_sm<KG, KC, NV, VG>(S, shead + jt * K, K, V, jt, kg);
+    else vk_load<KG, KC, NV, VG>(S, head + int64_t(jt) * K, K, V, jt, kg, p.state_vec);
 #pragma unroll
     for (int m = 0; m < NV; ++m) {
       float pk = 0.f, pq = 0.f;
@@ -547,10 +737,202 @@ __global__ void __launch_bounds__(kThreads, MIN_CTAS) kda_decode_step_vk_kernel(
 #pragma unroll
         for (int e = 0; e < 4; ++e) comp(S[m][c], e) = fmaf(bej, kk[c][e], comp(S[m][c], e));
     }
-    vk_store<KG, KC, NV, VG>(S, head + int64_t(jt) * K, K, V, jt, kg, p.state_vec);
+    if constexpr (BULK) vk_store_sm<KG, KC, NV, VG>(S, shead + jt * K, K, V, jt, kg);
+    else vk_store<KG, KC, NV, VG>(S, head + int64_t(jt) * K, K, V, jt, kg, p.state_vec);
+  }
+  if constexpr (BULK) bulk_fence();
+  __syncthreads();
+  if constexpr (BULK) {
+    if (tid == 0) bulk_store(block, sblock, K * V * 4);
+  }
+  decode_epilogue<KMAX>(p, sm, hin, n, h);
+  if constexpr (BULK) {
+    if (tid == 0) bulk_store_wait();
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The streaming bulk kernels (the launcher's default bulk path): the state only in shared memory, no state tile
+// in registers, so that 3 CTAs fit an SM (the 40-register cap of 3 x 512 threads; shared: 64 KB of state plus a
+// small static part per CTA), ~190 KB of state in flight or in use per SM. Same bulk copies as above. WM = 4 when
+// W <= 4 (the models' width), else kConvMaxWidth: fewer conv values held in the 40 registers. ptxas (CUDA 13.0,
+// sm_90a): 40 registers, spills 12 / 20 bytes (kv, WM = 4), 8-12 / 16-20 (vk), 32 / 80 and 28 / 64 at WM = 8;
+// static shared 8960 (kv, KMAX 128), 10496 (KMAX 256), 2688-3840 (vk): 3 CTAs per SM with a 64 KB block.
+// Unmeasured (written without a GPU): docs of the first H200 run go with the numbers.
+//
+// kv [K rows][V cols], kda_decode_step_kv_bulk_kernel<CW, KMAX>: thread = (column j = tid % CW, row group
+// rq = tid / CW), CW = the power of 2 in [32, 256] covering V, RGn = 512 / CW row groups of RPT consecutive rows
+// (RPT = ceil(K / RGn) rounded up to 4). A warp reads 32 consecutive floats of one row (no bank conflict).
+// Pass 1: decay (not stored) and the partial k^T Sd, q^T Sd over the thread's rows, per-row-group partials
+// red[RGn][CW] in shared (4 KB in all); barrier; thread j < V sums them (row groups in order), e_j, o_j,
+// beta rk e_j; barrier; pass 2: each element again, x = S a_i (the same product as pass 1),
+// S = fmaf(k_i, beta rk e_j, x), stored in place. The per-element operations are those of the register kernels;
+// only the order of the sums over K differs.
+template <int CW, int KMAX, int WM>
+__global__ void __launch_bounds__(kThreads, 3)
+    kda_decode_step_kv_bulk_kernel(const __grid_constant__ DecodeParams p) {
+  constexpr int RGn = kThreads / CW;
+  static_assert(CW >= 32 && CW <= kMaxV && kThreads % CW == 0, "whole warps per row group");
+  __shared__ Token<KMAX> sm;
+  __shared__ float red_k[RGn][CW], red_q[RGn][CW];
+  __shared__ float be[kMaxV];
+  __shared__ uint64_t bulk_bar;
+
+  const int64_t n = blockIdx.x / p.H;
+  const int h = int(blockIdx.x % p.H);
+  const int tid = threadIdx.x;
+  const int j = tid % CW, rq = tid / CW;
+  const int K = p.K, V = p.V;
+  const ChanIn cin = chan_inputs<KMAX, WM>(p, n, h, tid);  // in flight while the slot is read
+  const HeadIn hin = head_inputs(p, n, h);
+  const int64_t s = head_slot(p, n, h);
+  if (s < 0) return;
+  float* const head = p.state + (s * p.H + h) * int64_t(K) * V;
+  float* const st = reinterpret_cast<float*>(kda_decode_state_smem);
+  if (tid == 0) bulk_load(st, head, K * V * 4, &bulk_bar);
+  const TokenScalars ts = decode_prologue<KMAX, WM>(p, sm, cin, hin, n, h, s);
+  bulk_wait(&bulk_bar);
+
+  // The thread's rows i0 .. iend-1 (RPT a multiple of 4: a, k, q read as float4, i0 16-byte aligned; rows from
+  // K to KMAX hold a = 1, k = q = 0 in the token, but have no state row: the row tests are plain comparisons).
+  const int RPT = ((K + RGn - 1) / RGn + 3) & ~3;
+  const int i0 = rq * RPT;
+  const int iend = i0 + RPT < K ? i0 + RPT : K;
+  float pk = 0.f, pq = 0.f;
+  if (j < V) {
+#pragma unroll 2
+    for (int ib = i0; ib < iend; ib += 4) {
+      float4 a4 = *reinterpret_cast<const float4*>(&sm.a[ib]);
+      float4 k4 = *reinterpret_cast<const float4*>(&sm.k[ib]);
+      float4 q4 = *reinterpret_cast<const float4*>(&sm.q[ib]);
+#pragma unroll
+      for (int e = 0; e < 4; ++e)
+        if (ib + e < iend) {
+          const float x = st[(ib + e) * V + j] * comp(a4, e);
+          pk = fmaf(comp(k4, e), x, pk);
+          pq = fmaf(comp(q4, e), x, pq);
+        }
+    }
+  }
+  red_k[rq][j] = pk;
+  red_q[rq][j] = pq;
+  __syncthreads();
+  if (tid < V) {  // column tid: the sums over K, e, o
+    float ks = 0.f, qs = 0.f;
+#pragma unroll
+    for (int g = 0; g < RGn; ++g) {
+      ks += red_k[g][tid];
+      qs += red_q[g][tid];
+    }
+    const float ev = sm.v[tid] - ts.rk * ks;
+    sm.o[tid] = ts.rq * qs + ts.beta * ts.qk * ev;
+    be[tid] = ts.beta * ts.rk * ev;
   }
   __syncthreads();
+  if (j < V) {
+    const float bej = be[j];
+#pragma unroll 2
+    for (int ib = i0; ib < iend; ib += 4) {
+      float4 a4 = *reinterpret_cast<const float4*>(&sm.a[ib]);
+      float4 k4 = *reinterpret_cast<const float4*>(&sm.k[ib]);
+#pragma unroll
+      for (int e = 0; e < 4; ++e)
+        if (ib + e < iend) {
+          float& x = st[(ib + e) * V + j];
+          x = fmaf(comp(k4, e), bej, x * comp(a4, e));
+        }
+    }
+  }
+  bulk_fence();
+  __syncthreads();
+  if (tid == 0) bulk_store(head, st, K * V * 4);
   decode_epilogue<KMAX>(p, sm, hin, n, h);
+  if (tid == 0) bulk_store_wait();
+}
+
+// vk [V rows][K cols], kda_decode_step_vk_bulk_kernel<KG, KC, NV, MIN_CTAS>: the register kernel's mapping and
+// math, each column m loaded from shared memory, reduced, updated and stored before the next (4 KC state floats
+// live per thread instead of 4 KC NV).
+template <int KG, int KC, int NV, int MIN_CTAS, int WM>
+__global__ void __launch_bounds__(kThreads, MIN_CTAS)
+    kda_decode_step_vk_bulk_kernel(const __grid_constant__ DecodeParams p) {
+  constexpr int VG = kThreads / KG;  // column groups
+  constexpr int BV = VG * NV;        // columns per tile
+  constexpr int KMAX = 4 * KG * KC;
+  static_assert(KG <= 32 && 32 % KG == 0, "a column's K groups lie in one warp");
+  __shared__ Token<KMAX> sm;
+  __shared__ uint64_t bulk_bar;
+
+  const int64_t n = blockIdx.x / p.H;
+  const int h = int(blockIdx.x % p.H);
+  const int tid = threadIdx.x;
+  const int kg = tid % KG, vg = tid / KG;
+  const int K = p.K, V = p.V;
+  const ChanIn cin = chan_inputs<KMAX, WM>(p, n, h, tid);  // in flight while the slot is read
+  const HeadIn hin = head_inputs(p, n, h);
+  const int64_t s = head_slot(p, n, h);
+  if (s < 0) return;
+  float* const block = p.state + (s * p.H + h) * int64_t(K) * V;
+  float* const sblock = reinterpret_cast<float*>(kda_decode_state_smem);
+  float* const shead = sblock + 4 * kg;  // + column j * K: the thread's K slot 0
+  if (tid == 0) bulk_load(sblock, block, K * V * 4, &bulk_bar);
+  const TokenScalars ts = decode_prologue<KMAX, WM>(p, sm, cin, hin, n, h, s);
+
+  float a[KC][4], kk[KC][4], qq[KC][4];
+  int kvalid[KC];  // the thread's valid K of slot c (0 .. 4)
+#pragma unroll
+  for (int c = 0; c < KC; ++c) {
+    const int i0 = 4 * kg + 4 * KG * c;
+    const float4 a4 = *reinterpret_cast<const float4*>(&sm.a[i0]);
+    const float4 k4 = *reinterpret_cast<const float4*>(&sm.k[i0]);
+    const float4 q4 = *reinterpret_cast<const float4*>(&sm.q[i0]);
+    a[c][0] = a4.x, a[c][1] = a4.y, a[c][2] = a4.z, a[c][3] = a4.w;
+    kk[c][0] = k4.x, kk[c][1] = k4.y, kk[c][2] = k4.z, kk[c][3] = k4.w;
+    qq[c][0] = q4.x, qq[c][1] = q4.y, qq[c][2] = q4.z, qq[c][3] = q4.w;
+    kvalid[c] = clamp4(K - i0);
+  }
+  bulk_wait(&bulk_bar);
+
+  for (int j0 = 0; j0 < V; j0 += BV) {
+#pragma unroll
+    for (int m = 0; m < NV; ++m) {
+      const int j = j0 + vg + VG * m;
+      const bool live = j < V;  // uniform over the column's KG lanes (one warp)
+      float* const col = shead + j * K;
+      float4 S[KC];
+#pragma unroll
+      for (int c = 0; c < KC; ++c) S[c] = lds_state4(col, 4 * KG * c, live ? kvalid[c] : 0);
+      float pk = 0.f, pq = 0.f;
+#pragma unroll
+      for (int c = 0; c < KC; ++c)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          float& x = comp(S[c], e);
+          x *= a[c][e];
+          pk = fmaf(kk[c][e], x, pk);
+          pq = fmaf(qq[c][e], x, pq);
+        }
+#pragma unroll
+      for (int o = 1; o < KG; o *= 2) {
+        pk += __shfl_xor_sync(0xffffffffu, pk, o);
+        pq += __shfl_xor_sync(0xffffffffu, pq, o);
+      }
+      const float ev = (live ? sm.v[j] : 0.f) - ts.rk * pk;
+      if (kg == 0 && live) sm.o[j] = ts.rq * pq + ts.beta * ts.qk * ev;
+      const float bej = ts.beta * ts.rk * ev;
+#pragma unroll
+      for (int c = 0; c < KC; ++c)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) comp(S[c], e) = fmaf(bej, kk[c][e], comp(S[c], e));
+#pragma unroll
+      for (int c = 0; c < KC; ++c) sts_state4(col, 4 * KG * c, live ? kvalid[c] : 0, S[c]);
+    }
+  }
+  bulk_fence();
+  __syncthreads();
+  if (tid == 0) bulk_store(block, sblock, K * V * 4);
+  decode_epilogue<KMAX>(p, sm, hin, n, h);
+  if (tid == 0) bulk_store_wait();
 }
 
 }  // namespace kimi::cuda::kda_decode_detail
