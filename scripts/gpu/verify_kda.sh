@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A focused GPU call for the KDA kernels when device time is short (the device tool's `run`, `.deps` carried):
-#   KIMI_COMMIT=<sha> [AB_DEFINES="MACRO1 MACRO2"] [DEADLINE=<s>] bash scripts/gpu/verify_kda.sh
+#   KIMI_COMMIT=<sha> [AB_DEFINES="MACRO1 MACRO2"] [FALLBACK_DEFINES="MACRO"] [DEADLINE=<s>] bash scripts/gpu/verify_kda.sh
 # Builds kimi_tests and the two KDA benchmarks, runs every KDA test (harness CPU + CUDA cases vs fp64, the
 # conformance shapes of tests/test_kda_cuda_shapes.cpp, the segment cases) and the model-on-GPU tests, the
 # prefill and decode benchmarks, compute-sanitizer memcheck and racecheck on the small KDA CUDA cases, then, while
@@ -31,8 +31,23 @@ build build/cuda "" kimi_tests kimi_bench_kda_prefill kimi_bench_kda_decode || e
 echo "$(el) build ok"; grep -E "spill" "$OUT/build-cuda.log" | grep -v " 0 bytes spill" | sort | uniq -c | head
 
 T=./build/cuda/tests/kimi_tests
-timeout 200 $T --gtest_brief=1 --gtest_filter='*kda*:*Kda*:*KDA*' >"$OUT/tests-kda.log" 2>&1
-echo "$(el) KDA tests: exit $?; $(summary "$OUT/tests-kda.log")"
+# The decode-step cases first, briefly: if they fail (or hang) and FALLBACK_DEFINES is set, the main build is
+# redone with those macros (compile-time switches back to the former kernels) so that the rest of the call
+# measures correct code.
+decode='*kda_decode*:*KdaDecode*'
+timeout 60 $T --gtest_brief=1 --gtest_filter="$decode" >"$OUT/tests-decode.log" 2>&1
+rc=$?
+echo "$(el) decode-step tests: exit $rc; $(summary "$OUT/tests-decode.log")"
+grep -E "^\[  FAILED|Failure" -A3 "$OUT/tests-decode.log" | head -20
+if [ $rc -ne 0 ] && [ -n "${FALLBACK_DEFINES:-}" ]; then
+  flags=""; for d in $FALLBACK_DEFINES; do flags="$flags -D$d"; done
+  echo "$(el) rebuilding with$flags"
+  build build/cuda "$flags" kimi_tests kimi_bench_kda_prefill kimi_bench_kda_decode || exit 1
+  timeout 60 $T --gtest_brief=1 --gtest_filter="$decode" >"$OUT/tests-decode.log" 2>&1
+  echo "$(el) decode-step tests ($flags): exit $?; $(summary "$OUT/tests-decode.log")"
+fi
+timeout 200 $T --gtest_brief=1 --gtest_filter="*kda*:*Kda*:*KDA*-$decode" >"$OUT/tests-kda.log" 2>&1
+echo "$(el) the other KDA tests: exit $?; $(summary "$OUT/tests-kda.log")"
 grep -E "^\[  FAILED|Failure" -A3 "$OUT/tests-kda.log" | head -30
 grep -E "^\[ (kda_|prefill)|^\[seqpar\]" "$OUT/tests-kda.log"
 timeout 120 $T --gtest_brief=1 --gtest_filter='*ModelCuda*:*Parity*Cuda*' >"$OUT/tests-model.log" 2>&1
