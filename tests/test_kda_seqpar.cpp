@@ -3,7 +3,6 @@
 // of the final state against the fp64 oracle, and checks that the automatic choice ("seg=auto", 1 x 8192 H2)
 // takes segments. The harness itself runs the same cases on every device. Also: a fixed-length segmented call
 // recorded into a CUDA graph (the segment table built on the device) replays bit-identically to the eager call.
-// Both again with a first segment of one chunk (kda_chunk_set_segment_first_chunks).
 // Skipped without a CUDA device.
 #include <gtest/gtest.h>
 
@@ -47,27 +46,6 @@ TEST(CudaKdaSeqPar, SegmentCasesMatchTheOracle) {
   EXPECT_GE(n, std::getenv("KIMI_SEQPAR_SMALL") ? 6 : 7);
 }
 
-// The forced cases again with a first segment of one chunk (the automatic plan takes a shorter first segment:
-// segment 0 writes outputs in phase 1 next to the cheaper maps).
-TEST(CudaKdaSeqPar, ShortFirstSegmentMatchesTheOracle) {
-  if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
-  int n = 0;
-  for (const Case& c : all_cases(Scale::test)) {
-    if (c.op != "kda_chunk_fwd" || c.shape.find(" seg=") == std::string::npos) continue;
-    if (c.shape.find("seg=auto") != std::string::npos) continue;
-    ++n;
-    cuda::kda_chunk_set_segment_first_chunks(1);
-    const Result r = c.run(Device::cuda(0));
-    cuda::kda_chunk_set_segment_first_chunks(0);
-    std::printf("[seqpar first=1] %-70s err %.3g %s\n", c.shape.c_str(), r.err, r.detail.c_str());
-    SCOPED_TRACE(c.shape + " first segment 1 chunk " + r.detail);
-    EXPECT_TRUE(r.finite);
-    EXPECT_TRUE(r.guards_ok);
-    EXPECT_LE(r.err, c.tol);
-  }
-  EXPECT_GE(n, 6);
-}
-
 Tensor gpu_uniform(DType dt, std::initializer_list<int64_t> shape, std::mt19937_64& rng, double lo, double hi) {
   std::uniform_real_distribution<double> u(lo, hi);
   Tensor h(dt, shape);
@@ -87,8 +65,8 @@ std::vector<unsigned char> bytes_of(const Tensor& d) {
   return std::vector<unsigned char>(b, b + h.nbytes());
 }
 
-// first = 0: segments of 2 chunks ([0, 2), [2, 4), [4, 5)); first = 1: [0, 1), [1, 3), [3, 5).
-void segmented_call_replays_from_a_cuda_graph(int64_t first) {
+TEST(CudaKdaSeqPar, SegmentedCallReplaysFromACudaGraph) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
   constexpr int64_t B = 2, T = 300, H = 2, D = 64;  // 5 chunks a sequence, segments of 2: 3 segments
   std::mt19937_64 rng(7);
   const Tensor q = gpu_uniform(DType::bf16, {B, T, H, D}, rng, -1, 1);
@@ -113,7 +91,6 @@ void segmented_call_replays_from_a_cuda_graph(int64_t first) {
   ASSERT_EQ(cudaStreamCreate(&st), cudaSuccess);
   const Context ctx{st};
   cuda::kda_chunk_set_segment_chunks(2);
-  cuda::kda_chunk_set_segment_first_chunks(first);
   kda_chunk_fwd(args(oe, se), 64, ctx);
   cudaGraph_t graph = nullptr;
   cudaGraphExec_t exec = nullptr;
@@ -125,7 +102,6 @@ void segmented_call_replays_from_a_cuda_graph(int64_t first) {
   }
   ASSERT_EQ(cudaStreamEndCapture(st, &graph), cudaSuccess);
   cuda::kda_chunk_set_segment_chunks(0);
-  cuda::kda_chunk_set_segment_first_chunks(0);
   EXPECT_EQ(cuda::kda_chunk_last_segment_chunks(), 2);
   ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
   ASSERT_EQ(cudaGraphLaunch(exec, st), cudaSuccess);
@@ -135,16 +111,6 @@ void segmented_call_replays_from_a_cuda_graph(int64_t first) {
   cudaGraphExecDestroy(exec);
   cudaGraphDestroy(graph);
   cudaStreamDestroy(st);
-}
-
-TEST(CudaKdaSeqPar, SegmentedCallReplaysFromACudaGraph) {
-  if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
-  segmented_call_replays_from_a_cuda_graph(0);
-}
-
-TEST(CudaKdaSeqPar, ShortFirstSegmentReplaysFromACudaGraph) {
-  if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
-  segmented_call_replays_from_a_cuda_graph(1);
 }
 
 }  // namespace

@@ -17,17 +17,12 @@
 //    clear error.
 //  - Segments (sequence parallelism, chunk.cuh "Segments"): considered only while the plain walk's VT = 32
 //    grid N * H * D / 32 fits one wave (more CTAs than SMs: every SM already walks, and segments triple the
-//    work). segment_plan() models the walk time (list scheduling of the CTAs on the SMs; 3.7 us per chunk with
-//    outputs, one CTA per SM, measured at 1 x 65536 H8; a map chunk 0.6 x that one CTA per SM, fitted to the
-//    measured phase 1, and 0.85 x that two per SM (the kMap kernel), an ESTIMATE) for 2 .. 64 equal segments
-//    of the longest sequence, then a shorter first segment around the best count, and takes the best when it
-//    beats the plain walk's model by 20%. Phase 1 runs segment 0 (full walk, one CTA per SM, on a side stream
-//    of the highest priority, forked and joined by events: capture-safe) next to the maps (two per SM) on the
-//    caller's stream; -DKIMI_KDA_SEG_MAPS_FULL keeps the former single launch (one CTA per SM) for A/B runs.
-//    Model (default): 1 x 65536 H8: plain 3.79 ms, first segment 180 chunks + 4 of 211: 1.48 ms (equal
-//    segments of 205: 1.55; the single launch: 1.70); 1 x 8192 H2: 0.47 -> 0.16 ms; 1 x 65536 H32 (128 CTAs):
-//    no segments. kda_chunk_set_segment_chunks / _first_chunks (chunk.h) force lengths (tests) or turn them
-//    off (benchmarks).
+//    work). segment_chunks() models the walk time (list scheduling of the CTAs on the SMs, one per SM; 3.7 us
+//    per chunk with outputs, measured at 1 x 65536 H8; 0.6 x that for a map chunk, an estimate) for 2 .. 64
+//    segments of the longest sequence and takes the best when it beats the plain walk's model by 20%.
+//    Model: 1 x 65536 H8 (1024 chunks, 32 CTAs): plain 3.79 ms, 5 segments of 205 chunks 1.70 ms; 1 x 8192
+//    H2: 0.47 -> 0.18 ms (8 segments); 1 x 65536 H32 (128 CTAs): no segments. kda_chunk_set_segment_chunks
+//    (chunk.h) forces a length (tests) or turns them off (benchmarks).
 //    Measured on the H200 (branch seqpar, commit 694794f + this model's host speed-up), bench_kda_prefill
 //    1 x 65536 H8 bounded: plain 4.750 ms; segments of 103 / 147 / 256 / 342 chunks 3.240 / 3.011 / 3.010 /
 //    3.460 ms, i.e. walk = total - 0.89 ms prep = 2.35 / 2.12 / 2.12 / 2.57 ms against the model's 2.34 /
@@ -80,17 +75,16 @@ __global__ void fixed_chunk_table(int64_t* tab, int64_t N, int64_t T, int64_t pe
   if (i <= N) tab[3 * nch + i] = i * per_seq;
 }
 
-// N sequences of per_seq chunks each, a first segment of len0 chunks and then segments of len (P per sequence,
-// segment_count): the same rows as the host loop in chunk.cu. seg [kSegFields * N * P], segbase [N + 1].
+// N sequences of per_seq chunks each, segments of len chunks (P = max(1, ceil(per_seq / len)) per sequence):
+// the same rows as the host loop in chunk.cu. seg [kSegFields * N * P], segbase [N + 1].
 __global__ void fixed_segment_table(int64_t* seg, int64_t* segbase, int64_t N, int64_t per_seq, int64_t len,
-                                    int64_t len0, int64_t P) {
+                                    int64_t P) {
   const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i < N * P) {
-    const int64_t n = i / P, j = i % P, b = n * per_seq + (j == 0 ? 0 : len0 + (j - 1) * len);
-    const int64_t e1 = n * per_seq + len0 + j * len;  // end of segment j
+    const int64_t n = i / P, j = i % P, b = n * per_seq + j * len;
     int64_t* e = seg + kda_chunk::kSegFields * i;
     e[kda_chunk::kSegBeg] = b < (n + 1) * per_seq ? b : (n + 1) * per_seq;
-    e[kda_chunk::kSegEnd] = e1 < (n + 1) * per_seq ? e1 : (n + 1) * per_seq;
+    e[kda_chunk::kSegEnd] = b + len < (n + 1) * per_seq ? b + len : (n + 1) * per_seq;
     e[kda_chunk::kSegSeq] = n;
     e[kda_chunk::kSegIdx] = j;
     e[kda_chunk::kSegCount] = P;
@@ -102,37 +96,13 @@ __global__ void fixed_segment_table(int64_t* seg, int64_t* segbase, int64_t N, i
 // ---- sequence parallelism: the segment plan (header: "Segments")
 
 std::atomic<int64_t> g_segment_chunks{0};       // kda_chunk_set_segment_chunks
-std::atomic<int64_t> g_segment_first{0};        // kda_chunk_set_segment_first_chunks
 std::atomic<int64_t> g_last_segment_chunks{0};  // kda_chunk_last_segment_chunks
 
-// Phase 1 of the segments: -DKIMI_KDA_SEG_MAPS_FULL keeps the single launch of the full walk for segment 0 and
-// the maps (one CTA per SM); by default segment 0 (the full walk, kWalkSeg0) runs on a side stream next to
-// kda_chunk_walk<.., kMap = true> (the maps, two CTAs per SM) on the caller's stream.
-#ifdef KIMI_KDA_SEG_MAPS_FULL
-constexpr bool kSegMapsSplit = false;
-#else
-constexpr bool kSegMapsSplit = true;
-#endif
-
-// Segment plan: a first segment of len0 chunks (it also writes outputs in phase 1, so it may be shorter), then
-// segments of len; len = 0: the plain walk. P = 1 + ceil((l - len0) / len) segments for l > len0 chunks, else 1.
-struct SegPlan {
-  int64_t len = 0, len0 = 0;
-};
-int64_t segment_count(int64_t l, const SegPlan& sp) {
-  return l <= sp.len0 ? 1 : 1 + (l - sp.len0 + sp.len - 1) / sp.len;
-}
-int64_t segment_begin(int64_t l, const SegPlan& sp, int64_t j) {  // first chunk of segment j, clamped to l
-  return std::min(l, j == 0 ? 0 : sp.len0 + (j - 1) * sp.len);
-}
-
-// Cost model of the walk in microseconds per chunk of one CTA (VT = 32): kFullUs with outputs, one CTA per SM
-// (measured: 1 x 65536 H8, 1024 chunks in 3.8 ms); kMapUs without them, one per SM (the former map CTAs: no
-// Qg S + A_qk U product and no Qg / A_qk loads, ~37% of the mma; 0.6 x kFullUs fits the measured phase 1);
-// kMap2Us: a kMap CTA, two per SM (each slower than alone: the SM is shared and Wn / U0 of the next chunk are
-// fetched only after the U product; an ESTIMATE, not measured); kScanUs per sequential scan step (R_j staged
-// from L2 + 128 x 16 fp32 FMA per thread), kLaunchUs per extra launch.
-constexpr double kFullUs = 3.7, kMapUs = 0.6 * kFullUs, kMap2Us = 0.85 * kFullUs, kScanUs = 8, kLaunchUs = 5;
+// Cost model of the walk in microseconds per chunk of one CTA (one walk CTA per SM, VT = 32): kFullUs with
+// outputs (measured: 1 x 65536 H8, 1024 chunks in 3.8 ms); kMapUs without them (a segment map: no Qg S +
+// A_qk U product and no Qg / A_qk loads, ~37% of the mma; an estimate); kScanUs per sequential scan step
+// (R_j staged from L2 + 128 x 16 fp32 FMA per thread), kLaunchUs per extra launch.
+constexpr double kFullUs = 3.7, kMapUs = 0.6 * kFullUs, kScanUs = 8, kLaunchUs = 5;
 
 // Runs of CTAs in grid order: count CTAs of equal cost (us); CTAs that return at once are left out.
 struct Runs {
@@ -145,19 +115,19 @@ struct Runs {
     work += cost * double(count);
     longest = std::max(longest, cost);
   }
-  double lower_bound(int64_t slots) const { return std::max(work / double(slots), longest); }
+  double lower_bound(int sms) const { return std::max(work / sms, longest); }
 };
 
-// Makespan of the runs on CTA slots that become free at the times in free_at (time -> slots), one CTA at a
-// time each, every CTA dispatched in order to the first free slot (greedy list scheduling). The free times are
-// advanced by whole rounds: a few microseconds per model on the host (a per-CTA heap cost up to 15 ms per call
-// at H32 on the H200: the benchmark's 1 x 65536 H32 took 22.6 ms instead of 7.2 with the launcher's model in
-// the way).
-double makespan(const Runs& runs, std::map<double, int64_t> free_at) {
+// Makespan of the runs on sms SMs, one CTA at a time each, every CTA dispatched in order to the first free SM
+// (greedy list scheduling). The free times are kept as (time, SMs) pairs and advanced by whole rounds: a few
+// microseconds per model on the host (a per-CTA heap cost up to 15 ms per call at H32 on the H200: the
+// benchmark's 1 x 65536 H32 took 22.6 ms instead of 7.2 with the launcher's model in the way).
+double makespan(const Runs& runs, int sms) {
+  std::map<double, int64_t> free_at{{0.0, sms}};
   double end = 0;
   for (auto [c, m] : runs.r) {
     while (m > 0) {
-      // the k slots free first at t take whole rounds of k CTAs while they stay first (start <= the next time)
+      // the k SMs free first at t take whole rounds of k CTAs while they stay first (start <= the next time)
       const auto it = free_at.begin(), next = std::next(it);
       const double t = it->first;
       const int64_t k = it->second;
@@ -168,7 +138,7 @@ double makespan(const Runs& runs, std::map<double, int64_t> free_at) {
         free_at[t + double(rounds) * c] += k;
         end = std::max(end, t + double(rounds) * c);
         m -= rounds * k;
-      } else {  // fewer CTAs left than slots free at t
+      } else {  // fewer CTAs left than SMs free at t
         it->second -= m;
         free_at[t + c] += m;
         end = std::max(end, t + c);
@@ -178,111 +148,65 @@ double makespan(const Runs& runs, std::map<double, int64_t> free_at) {
   }
   return end;
 }
-double makespan(const Runs& runs, int64_t slots) { return makespan(runs, std::map<double, int64_t>{{0.0, slots}}); }
 
-// Modelled walk time (us) of sequences of len[n] chunks, H heads, nv V tiles of 32: plain (sp.len = 0) or
-// segments (phase 1, the scan, phase 3). Phase 1 split (kSegMapsSplit): segment 0's CTAs one SM each (their
-// stream has the higher priority: dispatched first), the map CTAs two per SM on the other SMs and on those that
-// segment 0 frees; otherwise all of phase 1 in grid order one CTA per SM. When a lower bound of it (work / slots
+// Modelled walk time (us) of sequences of len[n] chunks, H heads, nv V tiles of 32: plain (len_seg = 0) or
+// segments of len_seg chunks (phase 1 in grid order, the scan, phase 3). When a lower bound of it (work / SMs
 // or the longest CTA, per phase) is already >= bound, that lower bound is returned instead.
-double walk_model_us(const std::vector<int64_t>& len, int64_t H, int nv, int sms, const SegPlan& sp,
+double walk_model_us(const std::vector<int64_t>& len, int64_t H, int nv, int sms, int64_t len_seg,
                      double bound = 1e300) {
-  Runs p1, p0, pm, p3;  // p1: phase 1 in grid order (not split); p0, pm: segment 0, maps (split)
+  Runs p1, p3;
   int64_t max_p = 1;
   for (const int64_t l : len) {
-    if (sp.len <= 0) {
+    if (len_seg <= 0) {
       p1.add(double(l) * kFullUs, H * nv);
       continue;
     }
-    const int64_t P = segment_count(l, sp);
+    const int64_t P = std::max<int64_t>(1, (l + len_seg - 1) / len_seg);
     max_p = std::max(max_p, P);
     for (int64_t j = 0; j < P; ++j) {
-      const double lj = double(segment_begin(l, sp, j + 1) - segment_begin(l, sp, j));
+      const double lj = double(std::min(len_seg, l - j * len_seg));
       // phase 1, per head: segment 0 its nv value CTAs (the nv identity CTAs return), a middle segment 2 nv
       // map CTAs, the last segment none; phase 3: segments j >= 1, nv CTAs per head
-      if (j == 0) (kSegMapsSplit ? p0 : p1).add(lj * kFullUs, H * nv);
-      else if (j < P - 1) kSegMapsSplit ? pm.add(lj * kMap2Us, H * 2 * nv) : p1.add(lj * kMapUs, H * 2 * nv);
+      if (j == 0) p1.add(lj * kFullUs, H * nv);
+      else if (j < P - 1) p1.add(lj * kMapUs, H * 2 * nv);
       if (j > 0) p3.add(lj * kFullUs, H * nv);
     }
   }
   const double fixed = max_p > 1 ? double(std::max<int64_t>(0, max_p - 2)) * kScanUs + 2 * kLaunchUs : 0.0;
-  const bool split = kSegMapsSplit && sp.len > 0;
-  const double lb = (split ? std::max(p0.lower_bound(sms), pm.r.empty() ? 0.0 : pm.lower_bound(2 * int64_t(sms)))
-                           : p1.lower_bound(sms)) +
-                    (p3.r.empty() ? 0.0 : p3.lower_bound(sms)) + fixed;
+  const double lb = p1.lower_bound(sms) + p3.lower_bound(sms) + fixed;
   if (lb >= bound) return lb;
-  double t1 = 0;
-  if (split) {
-    // the maps start on the SMs that segment 0 leaves free, two slots each, and on the others as those end
-    const int64_t n0 = [&] {
-      int64_t c = 0;
-      for (const auto& [cost, m] : p0.r) c += m;
-      return c;
-    }();
-    std::map<double, int64_t> free_at;
-    if (n0 < sms) free_at[0.0] = 2 * (int64_t(sms) - n0);
-    int64_t left = std::min<int64_t>(n0, sms);
-    for (const auto& [cost, m] : p0.r) {
-      const int64_t k = std::min(m, left);
-      if (k > 0) free_at[cost] += 2 * k;
-      left -= k;
-    }
-    t1 = std::max(makespan(p0, sms), pm.r.empty() ? 0.0 : makespan(pm, free_at));
-  } else {
-    t1 = makespan(p1, sms);
-  }
-  return t1 + (max_p > 1 ? makespan(p3, sms) : 0.0) + fixed;
+  return makespan(p1, sms) + (max_p > 1 ? makespan(p3, sms) : 0.0) + fixed;
 }
 
-// Segment plan. Forced by kda_chunk_set_segment_chunks (> 0: that length, the first segment
-// kda_chunk_set_segment_first_chunks or the same; < 0: never); automatic: only while the plain walk's VT = 32
-// grid fits one wave (otherwise every SM already walks), then the best modelled time over 2 .. 64 equal segments
-// of the longest sequence, then around the best count a first segment of 7/8 .. 1/2 of the others (segment 0
-// also writes outputs in phase 1, next to the cheaper maps), kept only when it beats the plain walk's model by
-// 20%.
-// The choice is cached per (H, D, SMs, sequence lengths) (the model costs 25-120 us per length on the host).
-SegPlan segment_plan(const std::vector<int64_t>& len, int64_t H, int64_t D, int sms) {
+// Segment length in chunks (0: the plain walk). Forced by kda_chunk_set_segment_chunks (> 0: that length,
+// < 0: never); automatic: only while the plain walk's VT = 32 grid fits one wave (otherwise every SM already
+// walks), then the length of the best modelled time over 2 .. 64 segments of the longest sequence, kept only
+// when it beats the plain walk's model by 20%.
+// The choice is cached per (H, D, SMs, sequence lengths) (the model costs 25-120 us on the host).
+int64_t segment_chunks(const std::vector<int64_t>& len, int64_t H, int64_t D, int sms) {
   const int64_t forced = g_segment_chunks.load();
-  if (forced != 0) {
-    if (forced < 0) return {};
-    const int64_t first = g_segment_first.load();
-    return {forced, first > 0 ? std::min(first, forced) : forced};
-  }
+  if (forced != 0) return forced > 0 ? forced : 0;
   const int nv = int(D / 32);
-  if (int64_t(len.size()) * H * nv > sms) return {};
+  if (int64_t(len.size()) * H * nv > sms) return 0;
   const int64_t lmax = len.empty() ? 0 : *std::max_element(len.begin(), len.end());
-  if (lmax < 16) return {};
+  if (lmax < 16) return 0;
   static std::mutex mu;
-  static std::map<std::vector<int64_t>, SegPlan> cache;
+  static std::map<std::vector<int64_t>, int64_t> cache;
   std::vector<int64_t> key{H, D, sms};
   key.insert(key.end(), len.begin(), len.end());
   {
     const std::lock_guard<std::mutex> lock(mu);
     if (const auto it = cache.find(key); it != cache.end()) return it->second;
   }
-  const double plain = walk_model_us(len, H, nv, sms, {});
-  SegPlan best;
+  const double plain = walk_model_us(len, H, nv, sms, 0);
+  int64_t best = 0;
   double best_us = 0.8 * plain;
-  // lmax = len0 + (P - 1) len with len0 ~ r8 / 8 len
-  const auto plan_of = [&](int64_t P, int r8) {
-    const int64_t L = (8 * lmax + 8 * (P - 1) + r8 - 1) / (8 * (P - 1) + r8);
-    return SegPlan{L, std::max<int64_t>(1, std::min(L, lmax - (P - 1) * L))};
-  };
-  int64_t best_p = 0;
-  for (int64_t P = 2; P <= 64; ++P) {  // equal segments
-    const SegPlan sp = plan_of(P, 8);
-    if (sp.len < 2) break;
-    const double t = walk_model_us(len, H, nv, sms, sp, best_us);
-    if (t < best_us) best = sp, best_us = t, best_p = P;
+  for (int64_t P = 2; P <= 64; ++P) {
+    const int64_t L = (lmax + P - 1) / P;
+    if (L < 2) break;
+    const double t = walk_model_us(len, H, nv, sms, L, best_us);
+    if (t < best_us) best = L, best_us = t;
   }
-  if (best_p > 0)  // a shorter first segment, around the best count
-    for (int64_t P = std::max<int64_t>(2, best_p - 1); P <= best_p + 1; ++P)
-      for (const int r8 : {7, 6, 5, 4}) {
-        const SegPlan sp = plan_of(P, r8);
-        if (sp.len < 2) continue;
-        const double t = walk_model_us(len, H, nv, sms, sp, best_us);
-        if (t < best_us) best = sp, best_us = t;
-      }
   const std::lock_guard<std::mutex> lock(mu);
   if (cache.size() >= 256) cache.clear();
   cache.emplace(std::move(key), best);
@@ -302,29 +226,8 @@ void launch_kernel(Kern* kernel, size_t smem, int threads, int64_t ctas, const k
   KIMI_CUDA_CHECK(cudaGetLastError());
 }
 
-// The side stream of phase 1 (segment 0 next to the maps) with its fork / join events, one per host thread and
-// device (never destroyed). Created on first use outside stream capture: while capturing before that, null
-// (phase 1 then takes the single launch of -DKIMI_KDA_SEG_MAPS_FULL).
-struct SideStream {
-  cudaStream_t s = nullptr;
-  cudaEvent_t fork = nullptr, join = nullptr;
-};
-const SideStream* side_stream(int dev, bool capturing) {
-  thread_local std::map<int, SideStream> per_dev;
-  const auto it = per_dev.find(dev);
-  if (it != per_dev.end()) return &it->second;
-  if (capturing) return nullptr;
-  SideStream x;
-  int least = 0, greatest = 0;
-  KIMI_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
-  KIMI_CUDA_CHECK(cudaStreamCreateWithPriority(&x.s, cudaStreamNonBlocking, greatest));
-  KIMI_CUDA_CHECK(cudaEventCreateWithFlags(&x.fork, cudaEventDisableTiming));
-  KIMI_CUDA_CHECK(cudaEventCreateWithFlags(&x.join, cudaEventDisableTiming));
-  return &(per_dev[dev] = x);
-}
-
 template <int D>
-void launch_all(kda_chunk::Params p, bool diag_mma, bool vt64, const SideStream* side, cudaStream_t s) {
+void launch_all(kda_chunk::Params p, bool diag_mma, bool vt64, cudaStream_t s) {
   namespace kc = kda_chunk;
   const int64_t H = p.H, N = p.N;
   // two CTAs per SM need the full shared-memory carveout
@@ -334,22 +237,8 @@ void launch_all(kda_chunk::Params p, bool diag_mma, bool vt64, const SideStream*
   launch_kernel(prep, kc::PrepSmem<D>::TOTAL, kc::kPrepThreads, p.nch * H, p, s);
   if (p.nseg > 0) {  // segments: maps (and segment 0 with outputs), scan, the other segments (VT = 32)
     const auto walk = kc::kda_chunk_walk<D, 32, 256>;
-    if (side) {  // segment 0 (one CTA per SM, the higher priority) next to the maps (two per SM)
-      const auto maps = kc::kda_chunk_walk<D, 32, 256, true>;
-      KIMI_CUDA_CHECK(
-          cudaFuncSetAttribute(maps, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared));
-      KIMI_CUDA_CHECK(cudaEventRecord(side->fork, s));
-      KIMI_CUDA_CHECK(cudaStreamWaitEvent(side->s, side->fork, 0));
-      p.walk_mode = kc::kWalkSeg0;
-      launch_kernel(walk, kc::WalkSmem<D, 32>::TOTAL, 256, N * H * (D / 32), p, side->s);
-      p.walk_mode = kc::kWalkMaps;
-      launch_kernel(maps, kc::WalkSmem<D, 32, true>::TOTAL, 256, p.nseg * H * 2 * (D / 32), p, s);
-      KIMI_CUDA_CHECK(cudaEventRecord(side->join, side->s));
-      KIMI_CUDA_CHECK(cudaStreamWaitEvent(s, side->join, 0));
-    } else {
-      p.walk_mode = kc::kWalkMaps;
-      launch_kernel(walk, kc::WalkSmem<D, 32>::TOTAL, 256, p.nseg * H * 2 * (D / 32), p, s);
-    }
+    p.walk_mode = kc::kWalkMaps;
+    launch_kernel(walk, kc::WalkSmem<D, 32>::TOTAL, 256, p.nseg * H * 2 * (D / 32), p, s);
     launch_kernel(kc::kda_seg_scan<D>, kc::ScanSmem<D>::TOTAL, kc::kScanThreads, N * H * (D / kc::kScanRows), p, s);
     p.walk_mode = kc::kWalkFinish;
     launch_kernel(walk, kc::WalkSmem<D, 32>::TOTAL, 256, p.nseg * H * (D / 32), p, s);
@@ -364,7 +253,6 @@ void launch_all(kda_chunk::Params p, bool diag_mma, bool vt64, const SideStream*
 }  // namespace
 
 void kda_chunk_set_segment_chunks(int64_t chunks) { g_segment_chunks.store(chunks); }
-void kda_chunk_set_segment_first_chunks(int64_t chunks) { g_segment_first.store(chunks); }
 int64_t kda_chunk_last_segment_chunks() { return g_last_segment_chunks.load(); }
 
 void kda_chunk_fwd(const KdaArgs& a, int chunk_size, const Context& ctx) {
@@ -473,22 +361,22 @@ void kda_chunk_fwd(const KdaArgs& a, int chunk_size, const Context& ctx) {
   p.nch = nch;
   tab.insert(tab.end(), seq0.begin(), seq0.end());
 
-  // segments (sequence parallelism): P_n = segment_count(chunks, plan) per sequence, in order; then
+  // segments (sequence parallelism): P_n = max(1, ceil(chunks / len_seg)) per sequence, in order; then
   // segbase [N + 1]. A zero-length sequence keeps one empty segment (it copies s0 to s1 like the plain walk).
   std::vector<int64_t> seq_len(static_cast<size_t>(N));
   for (int64_t n = 0; n < N; ++n) seq_len[size_t(n)] = seq0[size_t(n) + 1] - seq0[size_t(n)];
-  const SegPlan plan = segment_plan(seq_len, H, K, sms);
-  g_last_segment_chunks.store(plan.len);
+  const int64_t len_seg = segment_chunks(seq_len, H, K, sms);
+  g_last_segment_chunks.store(len_seg);
   const size_t tab_main = tab.size();  // 3 * nch + N + 1
   int64_t nseg = 0;
-  if (plan.len > 0) {
+  if (len_seg > 0) {
     std::vector<int64_t> segbase(size_t(N) + 1, 0);
     for (int64_t n = 0; n < N; ++n) {
-      const int64_t l = seq_len[size_t(n)], P = segment_count(l, plan);
+      const int64_t l = seq_len[size_t(n)], P = std::max<int64_t>(1, (l + len_seg - 1) / len_seg);
       segbase[size_t(n)] = nseg;
       for (int64_t j = 0; j < P; ++j)
-        tab.insert(tab.end(), {seq0[size_t(n)] + segment_begin(l, plan, j), seq0[size_t(n)] + segment_begin(l, plan, j + 1),
-                               n, j, P});
+        tab.insert(tab.end(), {seq0[size_t(n)] + std::min(l, j * len_seg),
+                               seq0[size_t(n)] + std::min(l, (j + 1) * len_seg), n, j, P});
       nseg += P;
     }
     segbase[size_t(N)] = nseg;
@@ -514,7 +402,7 @@ void kda_chunk_fwd(const KdaArgs& a, int chunk_size, const Context& ctx) {
       int64_t* sg = reinterpret_cast<int64_t*>(buf) + tab_main;
       const int64_t P = nseg / N, th = std::max(nseg, N + 1);
       fixed_segment_table<<<unsigned((th + 255) / 256), 256, 0, s>>>(sg, sg + kda_chunk::kSegFields * nseg, N,
-                                                                    per_seq, plan.len, plan.len0, P);
+                                                                    per_seq, len_seg, P);
       KIMI_CUDA_CHECK(cudaGetLastError());
     }
   } else {
@@ -552,11 +440,10 @@ void kda_chunk_fwd(const KdaArgs& a, int chunk_size, const Context& ctx) {
 #else
   const bool vt64 = N * H * (K / 32) > int64_t(sms);  // VT = 32 only while its grid fits one wave
 #endif
-  const SideStream* side = kSegMapsSplit && nseg > 0 ? side_stream(dev, capturing) : nullptr;
   if (K == 128)
-    launch_all<128>(p, diag_mma, vt64, side, s);
+    launch_all<128>(p, diag_mma, vt64, s);
   else
-    launch_all<64>(p, diag_mma, vt64, side, s);
+    launch_all<64>(p, diag_mma, vt64, s);
 }
 
 }  // namespace kimi::cuda

@@ -25,22 +25,18 @@
 // Segments (sequence parallelism; few heads x long sequences, where the plain walk's N x H x D / 32 CTAs leave
 //   most SMs idle). Per chunk the state map is affine, S' = A_c S + B_c with A_c = diag(decay) + KdT Wn (K x K),
 //   B_c = KdT U0, the same A_c for every V column. The launcher splits each sequence into P segments of
-//   whole chunks, a first one of len0 <= len and then len each (a segment table on the device: first chunk, end
-//   chunk, sequence, index j, count P; built on the device for capture) and runs the walk kernel over "walk
-//   units":
-//   phase 1: segment 0 is an ordinary walk from the initial state with outputs, ending in scratch (seg_start of
-//     segment 1; in s1 when P = 1); a middle segment j walks its V value columns from S = 0 (C_j, to seg_start
-//     of segment j + 1) and, in K / VT more CTAs, identity columns from S = I with U0 = 0 (M_j, to seg_map: row
-//     i = M_j e_i); no outputs, so no Qg / A_qk. Two kernels at once (chunk.cu): segment 0 (kWalkSeg0, grid N x
-//     H x D / VT, one CTA per SM) on a side stream, and the maps (kda_chunk_walk<.., kMap = true>, kWalkMaps,
-//     grid segments x H x 2 D / VT: WalkSmem<D, VT, true> without Qg / A_qk, group a single-buffered, so two
-//     CTAs per SM). -DKIMI_KDA_SEG_MAPS_FULL: one kWalkMaps launch of the full walk for both (one CTA per SM).
+//   len_seg whole chunks (a segment table on the device: first chunk, end chunk, sequence, index j, count P;
+//   built on the device for capture) and runs the walk kernel three times over "walk units":
+//   phase 1 (kWalkMaps, grid segments x H x 2 D / VT): segment 0 is an ordinary walk from the initial state
+//     with outputs, ending in scratch (seg_start of segment 1; in s1 when P = 1); a middle segment j walks
+//     its V value columns from S = 0 (C_j, to seg_start of segment j + 1) and, in K / VT more CTAs, identity
+//     columns from S = I with U0 = 0 (M_j, to seg_map: row i = M_j e_i); no outputs, so no Qg / A_qk.
 //   phase 2 (kda_seg_scan, seqpar.cuh): start_{j+1} = M_j start_j + C_j in fp32, sequentially over j.
 //   phase 3 (kWalkFinish, grid segments x H x D / VT): segments j >= 1 walk from their start in scratch (never
 //     from s0: s1 may alias it), with outputs; the last one writes s1.
 //   Scratch: two [D][D] fp32 blocks per segment-head (rows v, columns k). The work is ~3x the plain walk's
 //   (maps of K + V columns, then the V columns again), so it pays only while SMs would idle: chunk.cu's
-//   heuristic models both (list scheduling of the CTAs on the SMs) and picks len, len0. Measured (H200, bf16,
+//   heuristic models both (list scheduling of the CTAs on the SMs) and picks len_seg. Measured (H200, bf16,
 //   1 x 65536 H8): 4.75 ms -> 3.01 ms with 4 or 7 segments; harness errors with segments forced: o 2.8-3.6e-3,
 //   final state 0.2-2.5e-3 (chunk.cu has the numbers).
 // All products: mma.sync.m16n8k16 bf16 x bf16 -> fp32, each operand with the same precision as the former
@@ -55,11 +51,10 @@
 //   D =  64:  57600 B per chunk-head =  900 B per token-head.
 //
 // Shared memory (bytes; D = 128 / 64): prep 105728 / 66560 (2 CTAs / SM); walk VT = 64: 224256, VT = 32:
-// 182272 / 114176 (1 CTA / SM); segment maps (kMap, VT = 32): 110592 / 67072 (2 CTAs / SM). Row pads of 16
-// bytes (bf16) and 16-32 bytes (fp32) keep the fragment loads bank-conflict free.
-// ptxas (sm_90a, CUDA 13.0 here, commit of the kMap walk): registers prep 64 (512 threads, capped for 2 CTAs /
-// SM), walk 128 (D = 128, VT = 64) / 181 (VT = 32; 152 at D = 64), segment maps 128 (capped for 2 CTAs / SM;
-// 122 at D = 64); no spills.
+// 181248 (1 CTA / SM). Row pads of 16 bytes (bf16) and 16-32 bytes (fp32) keep the fragment loads
+// bank-conflict free.
+// ptxas (sm_90a, CUDA 13.0 here): registers prep 64 (512 threads, capped for 2 CTAs / SM), walk 125 (D = 128,
+// VT = 64) / 158 (VT = 32); no spills.
 //
 // Measured on the H200 (docs/BENCHMARKS.md, docs/gpu/2026-11-29-h200-prep1.txt; ncu gpu__time_duration,
 // 1 x 16384 H64): prep 2.52 ms at commit a4addf3 (the former 1024-thread, one-CTA-per-SM prep: 3.04 ms in
@@ -146,7 +141,7 @@ struct Params {
   int H, N;
   Scratch scr;
   // Sequence parallelism (the header's "Segments" paragraph); walk_mode kWalkPlain ignores the rest.
-  int walk_mode;            // kWalkPlain, kWalkMaps / kWalkSeg0 (phase 1) or kWalkFinish (phase 3)
+  int walk_mode;            // kWalkPlain, kWalkMaps (phase 1) or kWalkFinish (phase 3)
   const int64_t* seg;       // device [kSegFields * nseg]: first chunk, end chunk, sequence, index j, count P
   const int64_t* segbase;   // device [N + 1]: first segment of each sequence
   int64_t nseg;
@@ -155,43 +150,33 @@ struct Params {
 };
 
 // Walk modes (Params::walk_mode) and the segment table row (Params::seg).
-// kWalkSeg0: segment 0 only (grid N x H x D / VT), the part of kWalkMaps that kda_chunk_walk<.., kMap = true>
-// leaves out; the two run concurrently (chunk.cu).
-enum : int { kWalkPlain = 0, kWalkMaps = 1, kWalkFinish = 2, kWalkSeg0 = 3 };
+enum : int { kWalkPlain = 0, kWalkMaps = 1, kWalkFinish = 2 };
 enum : int { kSegBeg = 0, kSegEnd = 1, kSegSeq = 2, kSegIdx = 3, kSegCount = 4, kSegFields = 5 };
 
-// Walk kernel shared memory: S^T hi, lo bf16 [VT][LDB] (the fp32 state itself lives in registers); the inputs
-// of a chunk in two groups, a = {Wn hi, Wn lo [64][LDB], U0 fp32 [64][LDU]} (read by the U product) and b = {KdT
-// [D][LDT], decay [D]} (read by the S update); U hi, lo bf16 [64][LDV] (row-major, as its accumulators hold it;
-// its products read it through ldmatrix.trans); one buffer of the output operands Qg [64][LDB], A_qk [64][LDT].
-// kMap = false (the walk with outputs): two buffers {a, b}. kMap = true (segment-map CTAs: no outputs, no Qg /
-// A_qk): group a single-buffered, b double-buffered, so that two CTAs fit an SM (<= 113 KB each).
-template <int D, int VT, bool kMap = false>
+// Walk kernel shared memory: S^T hi, lo bf16 [VT][LDB] (the fp32 state itself lives in registers); two input
+// buffers {Wn hi, Wn lo [64][LDB], U0 fp32 [64][LDU], KdT [D][LDT], decay [D]}; U hi, lo bf16 [64][LDV]
+// (row-major, as its accumulators hold it; its products read it through ldmatrix.trans); one buffer of the output
+// operands Qg [64][LDB], A_qk [64][LDT].
+template <int D, int VT>
 struct WalkSmem {
   static constexpr int LDB = D + 8, LDT = kC + 8, LDU = VT + 8, LDV = VT + 8;
   static constexpr size_t SH = 0, SL = SH + size_t(VT) * LDB * 2;  // S^T hi, lo bf16 [VT][LDB]
   static constexpr size_t kWh = size_t(kC) * LDB * 2, kU0 = size_t(kC) * LDU * 4, kKdt = size_t(D) * LDT * 2,
                           kDec = size_t(D) * 4;
-  // offsets inside group a and group b
-  static constexpr size_t BWH = 0, BWL = BWH + kWh, BU0 = BWL + kWh, kA = BU0 + kU0;
-  static constexpr size_t BKDT = 0, BDEC = BKDT + kKdt, kB = BDEC + kDec;
+  static constexpr size_t BWH = 0, BWL = BWH + kWh, BU0 = BWL + kWh, BKDT = BU0 + kU0, BDEC = BKDT + kKdt;
+  static constexpr size_t kBuf = BDEC + kDec;  // one input buffer
   static constexpr size_t BUF0 = SL + size_t(VT) * LDB * 2;
-  // group a of buffer i at A(i), group b at B(i); kMap: one group a, then b twice
-  __host__ __device__ static constexpr size_t A(int i) { return kMap ? BUF0 : BUF0 + size_t(i) * (kA + kB); }
-  __host__ __device__ static constexpr size_t B(int i) { return kMap ? BUF0 + kA + size_t(i) * kB : BUF0 + size_t(i) * (kA + kB) + kA; }
-  static constexpr size_t UH = kMap ? BUF0 + kA + 2 * kB : BUF0 + 2 * (kA + kB);  // U hi bf16 [64][LDV]
-  static constexpr size_t UL = UH + size_t(kC) * LDV * 2;                         // U lo
-  static constexpr size_t QG = UL + size_t(kC) * LDV * 2;                         // (kMap: none)
+  static constexpr size_t UH = BUF0 + 2 * kBuf;           // U hi bf16 [64][LDV]
+  static constexpr size_t UL = UH + size_t(kC) * LDV * 2;  // U lo
+  static constexpr size_t QG = UL + size_t(kC) * LDV * 2;
   static constexpr size_t AQK = QG + size_t(kC) * LDB * 2;
-  static constexpr size_t TOTAL = kMap ? QG : AQK + size_t(kC) * LDT * 2;
+  static constexpr size_t TOTAL = AQK + size_t(kC) * LDT * 2;
   static_assert(D % VT == 0 && (VT == 32 || VT == 64), "tile shapes");
   static_assert(LDB % 8 == 0 && LDT % 8 == 0 && LDV % 8 == 0, "ldmatrix rows 16-byte aligned");
-  static_assert(BUF0 % 16 == 0 && kA % 16 == 0 && kB % 16 == 0 && BWL % 16 == 0 && BU0 % 16 == 0 &&
+  static_assert(BUF0 % 16 == 0 && kBuf % 16 == 0 && BWL % 16 == 0 && BU0 % 16 == 0 && BKDT % 16 == 0 &&
                     BDEC % 16 == 0 && UH % 16 == 0 && UL % 16 == 0 && QG % 16 == 0 && AQK % 16 == 0,
                 "16-byte aligned regions");
   static_assert(TOTAL <= 227 * 1024, "fits the sm_90 shared memory of one CTA");
-  // two CTAs per SM: 228 KB per SM, 1 KB of it reserved per CTA
-  static_assert(!kMap || 2 * (TOTAL + 1024) <= 228 * 1024, "two map CTAs per SM");
 };
 
 // ---------------------------------------------------------------------------------------------------------
@@ -463,24 +448,17 @@ __device__ __forceinline__ void cp_tile_g2s(E* s, int lds, const E* g, int64_t l
 // ---------------------------------------------------------------------------------------------------------
 // kernel 2: sequential walk over the chunks of one (sequence, head, V tile)
 
-// group a of chunk-head cid (Wn hi, lo; U0 columns v0 .. v0 + VT unless u0 = false) into shared memory at a
-template <int D, int VT, int NTHR, bool kMap>
-__device__ __forceinline__ void walk_prefetch_a(const Params& p, unsigned char* a, int64_t cid, int v0, int tid,
-                                                bool u0) {
-  using L = WalkSmem<D, VT, kMap>;
-  cp_tile_g2s<bf16, kC, D, NTHR>(reinterpret_cast<bf16*>(a + L::BWH), L::LDB, p.scr.wh + cid * (kC * D), D, tid);
-  cp_tile_g2s<bf16, kC, D, NTHR>(reinterpret_cast<bf16*>(a + L::BWL), L::LDB, p.scr.wl + cid * (kC * D), D, tid);
+template <int D, int VT, int NTHR>
+__device__ __forceinline__ void walk_prefetch(const Params& p, unsigned char* buf, int64_t cid, int v0, int tid,
+                                              bool u0 = true) {
+  using L = WalkSmem<D, VT>;
+  cp_tile_g2s<bf16, kC, D, NTHR>(reinterpret_cast<bf16*>(buf + L::BWH), L::LDB, p.scr.wh + cid * (kC * D), D, tid);
+  cp_tile_g2s<bf16, kC, D, NTHR>(reinterpret_cast<bf16*>(buf + L::BWL), L::LDB, p.scr.wl + cid * (kC * D), D, tid);
   if (u0)  // identity columns of a segment map: U0 = 0, not loaded
-    cp_tile_g2s<float, kC, VT, NTHR>(reinterpret_cast<float*>(a + L::BU0), L::LDU, p.scr.u0 + cid * (kC * D) + v0, D,
-                                     tid);
-}
-
-// group b of chunk-head cid (KdT, decay) into shared memory at b
-template <int D, int VT, int NTHR, bool kMap>
-__device__ __forceinline__ void walk_prefetch_b(const Params& p, unsigned char* b, int64_t cid, int tid) {
-  using L = WalkSmem<D, VT, kMap>;
-  cp_tile_g2s<bf16, D, kC, NTHR>(reinterpret_cast<bf16*>(b + L::BKDT), L::LDT, p.scr.kdt + cid * (D * kC), kC, tid);
-  cp_tile_g2s<float, 1, D, NTHR>(reinterpret_cast<float*>(b + L::BDEC), D, p.scr.decay + cid * D, D, tid);
+    cp_tile_g2s<float, kC, VT, NTHR>(reinterpret_cast<float*>(buf + L::BU0), L::LDU, p.scr.u0 + cid * (kC * D) + v0,
+                                     D, tid);
+  cp_tile_g2s<bf16, D, kC, NTHR>(reinterpret_cast<bf16*>(buf + L::BKDT), L::LDT, p.scr.kdt + cid * (D * kC), kC, tid);
+  cp_tile_g2s<float, 1, D, NTHR>(reinterpret_cast<float*>(buf + L::BDEC), D, p.scr.decay + cid * D, D, tid);
 }
 
 template <int D, int VT, int NTHR>
@@ -491,11 +469,9 @@ __device__ __forceinline__ void walk_prefetch_out(const Params& p, unsigned char
                                   tid);
 }
 
-// kMap = false: every walk mode; kMap = true: only the middle segments' maps of kWalkMaps (no outputs), with
-// WalkSmem<D, VT, true> and two CTAs per SM.
-template <int D, int VT, int NTHR, bool kMap = false>
-__global__ void __launch_bounds__(NTHR, kMap ? 2 : 1) kda_chunk_walk(const Params p) {
-  using L = WalkSmem<D, VT, kMap>;
+template <int D, int VT, int NTHR>
+__global__ void __launch_bounds__(NTHR, 1) kda_chunk_walk(const Params p) {
+  using L = WalkSmem<D, VT>;
   constexpr int NW = NTHR / 32, NV = D / VT;
   static_assert(NTHR == 512 || (VT == 32 && NTHR == 256), "walk block");
   constexpr int LDB = L::LDB, LDT = L::LDT, LDU = L::LDU, LDV = L::LDV;
@@ -504,8 +480,8 @@ __global__ void __launch_bounds__(NTHR, kMap ? 2 : 1) kda_chunk_walk(const Param
   bf16* const sSl = reinterpret_cast<bf16*>(smem + L::SL);  // S^T lo [VT][LDB]
   bf16* const sUh = reinterpret_cast<bf16*>(smem + L::UH);  // U hi [64][LDV]
   bf16* const sUl = reinterpret_cast<bf16*>(smem + L::UL);  // U lo [64][LDV]
-  const bf16* const sQg = reinterpret_cast<const bf16*>(smem + L::QG);   // Qg [64][LDB] (not with kMap)
-  const bf16* const sAqk = reinterpret_cast<const bf16*>(smem + L::AQK);  // A_qk [64][LDT] (not with kMap)
+  const bf16* const sQg = reinterpret_cast<const bf16*>(smem + L::QG);   // Qg [64][LDB]
+  const bf16* const sAqk = reinterpret_cast<const bf16*>(smem + L::AQK);  // A_qk [64][LDT]
 
   KDA_CHUNK_ASSERT(blockDim.x == NTHR);
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
@@ -519,7 +495,7 @@ __global__ void __launch_bounds__(NTHR, kMap ? 2 : 1) kda_chunk_walk(const Param
   const int nvx = p.walk_mode == kWalkMaps ? 2 * NV : NV;  // phase 1: V value tiles, then K identity tiles
   const int vt = bid % nvx;
   const int h = (bid / nvx) % p.H;
-  int64_t unit = bid / (nvx * p.H);
+  const int64_t unit = bid / (nvx * p.H);
   const int v0 = (vt % NV) * VT;  // value tile: V columns v0 ..; identity tile: rows e_{v0 ..} of the map
   int64_t n, cbeg, cend;
   int src = kSrcUser, dst = kDstUser;
@@ -532,19 +508,16 @@ __global__ void __launch_bounds__(NTHR, kMap ? 2 : 1) kda_chunk_walk(const Param
     cbeg = p.seq0[n];
     cend = p.seq0[n + 1];
   } else {
-    if (p.walk_mode == kWalkSeg0) unit = p.segbase[unit];  // grid N x H x D / VT: segment 0 of sequence `unit`
     const int64_t* e = p.seg + kSegFields * unit;
     cbeg = e[kSegBeg], cend = e[kSegEnd], n = e[kSegSeq];
     const int64_t j = e[kSegIdx], P = e[kSegCount];
     const size_t blk = size_t(D) * D;
-    KDA_CHUNK_ASSERT(!kMap || p.walk_mode == kWalkMaps);
-    if (p.walk_mode != kWalkFinish) {    // kWalkMaps (kMap: the maps only) or kWalkSeg0 (segment 0 only)
+    if (p.walk_mode == kWalkMaps) {
       if (j == P - 1 && P > 1) return;  // last segment: phase 3 only
       if (j == 0) {                     // from the initial state, with outputs: an ordinary walk
-        if (kMap || vt >= NV) return;
+        if (vt >= NV) return;
         if (P > 1) dst = kDstScratch, dst_p = p.seg_start + (size_t(unit + 1) * p.H + h) * blk;
       } else {  // a middle segment's map: C_j (values from S = 0) and M_j (identity columns, U0 = 0)
-        KDA_CHUNK_ASSERT(p.walk_mode == kWalkMaps);  // (kWalkSeg0 units are segments 0)
         ident = vt >= NV;
         outs = false;
         src = ident ? kSrcIdentity : kSrcZero;
@@ -558,18 +531,12 @@ __global__ void __launch_bounds__(NTHR, kMap ? 2 : 1) kda_chunk_walk(const Param
     }
   }
 
-  // cp.async groups: kMap = false: the inputs of chunk c (buffer c & 1) are committed at the top of iteration
-  // c - 1, its output operands (Qg, A_qk, single buffer) at the end of iteration c - 1, after every read of chunk
-  // c - 1's. kMap: group b of chunk c (buffer c & 1) at the top of iteration c - 1, group a (single buffer) issued
-  // after the U product of c - 1 (its last reader) and committed at the end of iteration c - 1. Either way the
-  // wait_group 1 after the top commit of iteration c leaves only chunk c + 1's group b (or inputs) in flight.
-  if (cbeg < cend) {
-    walk_prefetch_a<D, VT, NTHR, kMap>(p, smem + L::A(0), cbeg * p.H + h, v0, tid, !ident);
-    walk_prefetch_b<D, VT, NTHR, kMap>(p, smem + L::B(0), cbeg * p.H + h, tid);
-  }
+  // cp.async groups: the inputs of chunk c (buffer c & 1) are committed at the top of iteration c - 1, its
+  // output operands (Qg, A_qk, single buffer) at the end of iteration c - 1, after every read of chunk c - 1's;
+  // so the wait_group 1 after the top commit of iteration c leaves only chunk c + 1's inputs in flight.
+  if (cbeg < cend) walk_prefetch<D, VT, NTHR>(p, smem + L::BUF0, cbeg * p.H + h, v0, tid, !ident);
   cp_async_commit();
-  if constexpr (!kMap)
-    if (cbeg < cend && outs) walk_prefetch_out<D, VT, NTHR>(p, smem, cbeg * p.H + h, tid);
+  if (cbeg < cend && outs) walk_prefetch_out<D, VT, NTHR>(p, smem, cbeg * p.H + h, tid);
   cp_async_commit();
 
   constexpr int WM = NW / 4, MT = 4 / WM;  // WM x 4 warp grid; MT m16 tiles of the 64 rows per warp
@@ -620,21 +587,18 @@ __global__ void __launch_bounds__(NTHR, kMap ? 2 : 1) kda_chunk_walk(const Param
 #pragma unroll 1
   for (int64_t c = cbeg; c < cend; ++c) {
     const int64_t cid = c * p.H + h;
-    const int ib = int((c - cbeg) & 1);
-    const unsigned char* const bufa = smem + L::A(ib);
-    const unsigned char* const bufb = smem + L::B(ib);
-    if (c + 1 < cend) {  // the other buffer was last read by chunk c - 1, before the barrier in its S update
-      if constexpr (!kMap) walk_prefetch_a<D, VT, NTHR, kMap>(p, smem + L::A(ib ^ 1), cid + p.H, v0, tid, !ident);
-      walk_prefetch_b<D, VT, NTHR, kMap>(p, smem + L::B(ib ^ 1), cid + p.H, tid);
-    }
+    unsigned char* const buf = smem + L::BUF0 + size_t((c - cbeg) & 1) * L::kBuf;
+    if (c + 1 < cend)  // the other buffer was last read by chunk c - 1, before the barrier in its S update
+      walk_prefetch<D, VT, NTHR>(p, smem + L::BUF0 + size_t((c + 1 - cbeg) & 1) * L::kBuf, cid + p.H, v0, tid,
+                                 !ident);
     cp_async_commit();
     cp_async_wait<1>();  // chunk c's groups have landed (for this thread)
     __syncthreads();     // ... and for all threads; also orders the S^T hi / lo writes of chunk c - 1
-    const bf16* const sWh = reinterpret_cast<const bf16*>(bufa + L::BWH);
-    const bf16* const sWl = reinterpret_cast<const bf16*>(bufa + L::BWL);
-    const float* const sU0 = reinterpret_cast<const float*>(bufa + L::BU0);
-    const bf16* const sKdt = reinterpret_cast<const bf16*>(bufb + L::BKDT);
-    const float* const sDecay = reinterpret_cast<const float*>(bufb + L::BDEC);
+    const bf16* const sWh = reinterpret_cast<const bf16*>(buf + L::BWH);
+    const bf16* const sWl = reinterpret_cast<const bf16*>(buf + L::BWL);
+    const float* const sU0 = reinterpret_cast<const float*>(buf + L::BU0);
+    const bf16* const sKdt = reinterpret_cast<const bf16*>(buf + L::BKDT);
+    const float* const sDecay = reinterpret_cast<const float*>(buf + L::BDEC);
 
     // U = U0 + Wn S -> U^T hi + lo
     {
@@ -672,11 +636,9 @@ __global__ void __launch_bounds__(NTHR, kMap ? 2 : 1) kda_chunk_walk(const Param
           }
     }
     __syncthreads();
-    if constexpr (kMap)  // group a (single buffer) of chunk c + 1: every warp has read Wn, U0 of chunk c
-      if (c + 1 < cend) walk_prefetch_a<D, VT, NTHR, kMap>(p, smem + L::A(0), cid + p.H, v0, tid, !ident);
 
     // O = Qg S_start + A_qk U (64 x VT; S hi + lo, U hi + lo) -> global o (rows in the sequence)
-    if (!kMap && outs) {
+    if (outs) {
       const int t0 = (kC / WM) * wm, n0 = wn * (VT / 4);
       float acc[MT][NT][4] = {}, acc_b[MT][NT][4] = {}, acc_c[MT][NT][4];
       warp_mma_split<MT, NT, D, false>(acc, acc_b, acc_c, sQg, LDB, t0, sSh, LDB, n0, lane, nullptr, sSl);
@@ -718,8 +680,7 @@ __global__ void __launch_bounds__(NTHR, kMap ? 2 : 1) kda_chunk_walk(const Param
         }
     warp_mma<MT7, NT7, kC, true, true>(st, sUh, LDV, m0, sKdt, LDT, n07, lane, sUl);
     __syncthreads();  // every warp has read S^T hi / lo, Qg, A_qk (products above) before they are overwritten
-    if constexpr (!kMap)
-      if (c + 1 < cend && outs) walk_prefetch_out<D, VT, NTHR>(p, smem, cid + p.H, tid);
+    if (c + 1 < cend && outs) walk_prefetch_out<D, VT, NTHR>(p, smem, cid + p.H, tid);
     cp_async_commit();
     store_split();
     // the next iteration's barrier orders these writes before any read

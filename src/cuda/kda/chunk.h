@@ -17,9 +17,8 @@ void kda_chunk_fwd(const KdaArgs& a, int chunk_size, const Context& ctx);
 // Sequence parallelism (chunk.cuh, "Segments"), for tests and benchmarks; process-wide, not thread-safe
 // against concurrent calls. chunks = 0: automatic (the default); > 0: always segments of that many chunks
 // (64 tokens each); < 0: never. kda_chunk_last_segment_chunks: the segment length the last call used (0: the
-// plain walk). kda_chunk_set_segment_first_chunks: with a forced length, the first segment's (0: the same).
+// plain walk).
 void kda_chunk_set_segment_chunks(int64_t chunks);
-void kda_chunk_set_segment_first_chunks(int64_t chunks);
 int64_t kda_chunk_last_segment_chunks();
 
 }  // namespace kimi::cuda
