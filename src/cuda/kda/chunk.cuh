@@ -50,11 +50,11 @@
 //   D = 128: 107008 B per chunk-head = 1672 B per token-head (1 x 16384 x H64: 1.75 GB).
 //   D =  64:  57600 B per chunk-head =  900 B per token-head.
 //
-// Shared memory (bytes; D = 128 / 64): prep 105728 / 66560 (2 CTAs / SM); walk VT = 64: 224256, VT = 32:
-// 181248 (1 CTA / SM). Row pads of 16 bytes (bf16) and 16-32 bytes (fp32) keep the fragment loads
+// Shared memory (bytes; D = 128 / 64): prep 105728 / 75776 (2 CTAs / SM); walk VT = 64: 224256, VT = 32:
+// 182272 (1 CTA / SM). Row pads of 16 bytes (bf16) and 16-32 bytes (fp32) keep the fragment loads
 // bank-conflict free.
-// ptxas (sm_90a, CUDA 13.0 here): registers prep 64 (512 threads, capped for 2 CTAs / SM), walk 125 (D = 128,
-// VT = 64) / 158 (VT = 32); no spills.
+// ptxas (sm_90a, CUDA 13.0 here): registers prep 64 (512 threads, capped for 2 CTAs / SM), walk 128 (D = 128,
+// VT = 64) / 181 (VT = 32, with the segment modes); no spills.
 //
 // Measured on the H200 (docs/BENCHMARKS.md, docs/gpu/2026-11-29-h200-prep1.txt; ncu gpu__time_duration,
 // 1 x 16384 H64): prep 2.52 ms at commit a4addf3 (the former 1024-thread, one-CTA-per-SM prep: 3.04 ms in
@@ -64,10 +64,13 @@
 // loads (generic dtype / gate branches per element, predicated double loads): prep.cuh's bf16 fast path
 // (commit f4477f6, not yet measured) removes those. Traffic per token-head ~1 KB inputs + 1.7 KB scratch
 // written + ~2.5 KB read by the walk (much of it from L2) + 256 B o.
-// What would close the gap further: the prep's Wn / U0 / A_qk stores staged for 16-byte coalescing (ncu: LG
-// throttle on them), the prep folded into the walk with 16-row sub-chunks (FlashKDA's structure), wgmma for
-// the walk products, and sequence parallelism (segment affine maps S_next = M S + C combined by a scan) for
-// few heads.
+// Since then (run 10, docs/BENCHMARKS.md): the prep's stores staged 16-byte coalesced (prep 1.77 -> 1.47 ms),
+// the walk's fragments by ldmatrix with U kept row-major (-5%), sequence parallelism for few heads (1 x 65536
+// H8: 4.64 -> 2.38 ms). What would close the gap further: the two passes move ~3.4 KB of scratch per token-head
+// (written, then read), which alone needs ~0.8 ms at 1 x 16384 H64 at the copy ceiling, against a 1.2 ms target:
+// the prep folded into the walk (FlashKDA's structure: 16-row sub-chunks, the state-independent work of chunk c
+// + 1 overlapped with the state chain of chunk c by warp specialization, the K-side work shared across the V
+// tiles of a head through a CTA cluster), and wgmma for the walk products.
 #pragma once
 
 #include <cuda_bf16.h>
