@@ -53,7 +53,7 @@
 // Shared memory (bytes; D = 128 / 64): prep 105728 / 75776 (2 CTAs / SM); walk VT = 64: 224256, VT = 32:
 // 182272 (1 CTA / SM). Row pads of 16 bytes (bf16) and 16-32 bytes (fp32) keep the fragment loads
 // bank-conflict free.
-// ptxas (sm_90a, CUDA 13.0 here): registers prep 64 (512 threads, capped for 2 CTAs / SM), walk 128 (D = 128,
+// ptxas (sm_90a, CUDA 13.0 here): registers prep 64 (512 threads, capped for 2 CTAs / SM), walk 126 (D = 128,
 // VT = 64) / 181 (VT = 32, with the segment modes); no spills.
 //
 // Measured on the H200 (docs/BENCHMARKS.md, docs/gpu/2026-11-29-h200-prep1.txt; ncu gpu__time_duration,
