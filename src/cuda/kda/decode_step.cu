@@ -65,31 +65,28 @@ KvConfig kv_config(int K, int V) {
   return {32, K <= 64 ? 4 : K <= 128 ? 8 : 16};             // RG = 16: a warp reads 512 contiguous bytes of a row
 }
 
-template <bool BULK>
 void launch_kv(const DecodeParams& p, int64_t ctas, int smem, int dev, cudaStream_t s) {
   const KvConfig c = kv_config(p.K, p.V);
   if (c.cg == 16) {
-    if (c.nr == 2) launch<kda_decode_step_kv_kernel<16, 2, 2, BULK>>(p, ctas, smem, dev, s);
-    else if (c.nr == 4) launch<kda_decode_step_kv_kernel<16, 4, 2, BULK>>(p, ctas, smem, dev, s);
-    else launch<kda_decode_step_kv_kernel<16, 8, 2, BULK>>(p, ctas, smem, dev, s);
+    if (c.nr == 2) launch<kda_decode_step_kv_kernel<16, 2, 2>>(p, ctas, smem, dev, s);
+    else if (c.nr == 4) launch<kda_decode_step_kv_kernel<16, 4, 2>>(p, ctas, smem, dev, s);
+    else launch<kda_decode_step_kv_kernel<16, 8, 2>>(p, ctas, smem, dev, s);
   } else {
-    if (c.nr == 4) launch<kda_decode_step_kv_kernel<32, 4, 2, BULK>>(p, ctas, smem, dev, s);
-    else if (c.nr == 8) launch<kda_decode_step_kv_kernel<32, 8, 2, BULK>>(p, ctas, smem, dev, s);
-    else launch<kda_decode_step_kv_kernel<32, 16, 1, BULK>>(p, ctas, smem, dev, s);
+    if (c.nr == 4) launch<kda_decode_step_kv_kernel<32, 4, 2>>(p, ctas, smem, dev, s);
+    else if (c.nr == 8) launch<kda_decode_step_kv_kernel<32, 8, 2>>(p, ctas, smem, dev, s);
+    else launch<kda_decode_step_kv_kernel<32, 16, 1>>(p, ctas, smem, dev, s);
   }
 }
 
 // vk: KG lanes x 4 K per column (KC slots of 4 KG), VG = 512 / KG column groups, NV columns each.
-template <bool BULK>
 void launch_vk(const DecodeParams& p, int64_t ctas, int smem, int dev, cudaStream_t s) {
   const int K = p.K;
-  if (K <= 32) launch<kda_decode_step_vk_kernel<8, 1, 4, 2, BULK>>(p, ctas, smem, dev, s);          // BV = 256
-  else if (K <= 64) launch<kda_decode_step_vk_kernel<16, 1, 8, 2, BULK>>(p, ctas, smem, dev, s);    // BV = 256
-  else if (K <= 128) launch<kda_decode_step_vk_kernel<32, 1, 8, 2, BULK>>(p, ctas, smem, dev, s);   // BV = 128
-  else launch<kda_decode_step_vk_kernel<32, 2, 8, 1, BULK>>(p, ctas, smem, dev, s);                 // BV = 128
+  if (K <= 32) launch<kda_decode_step_vk_kernel<8, 1, 4, 2>>(p, ctas, smem, dev, s);          // BV = 256
+  else if (K <= 64) launch<kda_decode_step_vk_kernel<16, 1, 8, 2>>(p, ctas, smem, dev, s);    // BV = 256
+  else if (K <= 128) launch<kda_decode_step_vk_kernel<32, 1, 8, 2>>(p, ctas, smem, dev, s);   // BV = 128
+  else launch<kda_decode_step_vk_kernel<32, 2, 8, 1>>(p, ctas, smem, dev, s);                 // BV = 128
 }
 
-#ifndef KIMI_DECODE_STEP_BULK_TILES
 // The streaming bulk kernels (decode_step.cuh): kv by the power of 2 CW in [32, 256] covering V, KMAX 128 or
 // 256; vk by K as the register kernels (3 CTAs per SM up to K = 128).
 template <int WM>
@@ -122,25 +119,34 @@ void launch_vk_stream(const DecodeParams& p, int64_t ctas, int smem, int dev, cu
   if (p.W <= 4) launch_vk_stream_w<4>(p, ctas, smem, dev, s);
   else launch_vk_stream_w<kConvMaxWidth>(p, ctas, smem, dev, s);
 }
-#endif
 
 // The bulk path (decode_step.cuh) needs the head's K V fp32 block to be whole 16-byte units at a 16-byte aligned
 // address, its shared copy's 16-byte accesses aligned, and the block to fit kBulkMaxBytes: the pool 16-byte
 // aligned and the row length (V for kv, K for vk) a multiple of 4 (p.state_vec: then every head block, at
 // (s H + h) K V floats from the pool, is aligned and K V is a multiple of 4), and K V <= 16384 (K = V = 128).
-// Otherwise the register path. The bulk path runs the streaming kernels (3 CTAs per SM; the sums over K in another
-// fp32 order than the register kernels, the per-element operations the same), or, built with
-// -DKIMI_DECODE_STEP_BULK_TILES, the register kernels on the shared copy (2 CTAs per SM, the same results as the
-// register path). Built with -DKIMI_DECODE_STEP_REGS, the register path always (the A/B switch).
-bool use_bulk(const DecodeParams& p) {
+// Otherwise the register path. The bulk path runs the streaming kernels (3 CTAs per SM; for kv the sums over K
+// in another fp32 order than the register kernel, the per-element operations the same).
+// Measured on the H200 (docs/gpu/2026-11-30-h200-run10.txt, K = V = 128, time per step in a 20-step graph):
+// bulk against registers kv 131.5 vs 143.8 us (32 x 96), 329.8 vs 374.3 us (256 x 32), but 10.2 vs 8.4 us at
+// 1 x 96; vk 119.8 vs 146.3, 310.2 vs 376.1, 8.5 vs 8.8 us. So kv keeps the register kernel while its grid fits
+// one wave of one CTA per SM (ctas <= sms: each CTA's latency chain is the time, and the streaming kv kernel's
+// two passes over shared memory lengthen it); vk takes the bulk path whenever it can. Built with
+// -DKIMI_DECODE_STEP_REGS, the register path always (the A/B switch of scripts/gpu/verify_kda.sh runs).
+// kda_decode_set_path (tests) overrides the grid-size rule.
+std::atomic<int> g_path{0};
+bool use_bulk(const DecodeParams& p, bool kv, int64_t ctas, int sms) {
 #ifdef KIMI_DECODE_STEP_REGS
-  (void)p;
+  (void)p, (void)kv, (void)ctas, (void)sms;
   return false;
 #else
+  const int path = g_path.load(std::memory_order_relaxed);
+  if (path < 0 || (path == 0 && kv && ctas <= sms)) return false;
   return p.state_vec && int64_t(p.K) * p.V * 4 <= kBulkMaxBytes;
 #endif
 }
 }  // namespace
+
+void kda_decode_set_path(int path) { g_path.store(path, std::memory_order_relaxed); }
 
 void kda_decode_step(const KdaDecodeArgs& a, const std::vector<int64_t>& host_rows, const Context& ctx) {
   const int64_t N = a.x_q.shape[0], H = a.b.shape[1];
@@ -187,15 +193,12 @@ void kda_decode_step(const KdaDecodeArgs& a, const std::vector<int64_t>& host_ro
     p.dslots = uploaded->get<int64_t>(), p.dslots_stride = 1, p.dslots_i64 = 1;
   }
 
-  const bool bulk = use_bulk(p);
+  int sms = 132;
+  KIMI_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+  const bool bulk = use_bulk(p, kv, ctas, sms);
   const int smem = bulk ? int(K * V * 4) : 0;
-#ifdef KIMI_DECODE_STEP_BULK_TILES
-  if (kv) bulk ? launch_kv<true>(p, ctas, smem, dev, s) : launch_kv<false>(p, ctas, smem, dev, s);
-  else bulk ? launch_vk<true>(p, ctas, smem, dev, s) : launch_vk<false>(p, ctas, smem, dev, s);
-#else
-  if (kv) bulk ? launch_kv_stream(p, ctas, smem, dev, s) : launch_kv<false>(p, ctas, smem, dev, s);
-  else bulk ? launch_vk_stream(p, ctas, smem, dev, s) : launch_vk<false>(p, ctas, smem, dev, s);
-#endif
+  if (kv) bulk ? launch_kv_stream(p, ctas, smem, dev, s) : launch_kv(p, ctas, smem, dev, s);
+  else bulk ? launch_vk_stream(p, ctas, smem, dev, s) : launch_vk(p, ctas, smem, dev, s);
   KIMI_CUDA_CHECK(cudaGetLastError());
 }
 

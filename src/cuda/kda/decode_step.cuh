@@ -319,18 +319,16 @@ __device__ __forceinline__ void decode_epilogue(const DecodeParams& p, const Tok
 __device__ __forceinline__ void prefetch_l2(const float* p) { asm volatile("prefetch.global.L2 [%0];" ::"l"(p)); }
 
 // ---------------------------------------------------------------------------------------------
-// The bulk path (BULK = true; the launcher's choice, decode_step.cu): the head's K V fp32 state block (contiguous,
-// 16-byte aligned, at most kBulkMaxBytes) moves through dynamic shared memory by the bulk copy engine. Thread 0
-// issues the global -> shared copies (chunks of kBulkChunk bytes, one mbarrier, parity 0) as soon as the slot is
-// known, so HBM serves the state while the prologue runs; every thread waits on the mbarrier after the prologue,
-// runs the same per-thread math as the register path on shared memory (same thread -> element mapping, same
-// operation order: results identical), stores the updated state into the same shared buffer, fences it for the
+// The bulk path (the streaming kernels below; the launcher's choice, decode_step.cu): the head's K V fp32 state
+// block (contiguous, 16-byte aligned, at most kBulkMaxBytes) moves through dynamic shared memory by the bulk copy
+// engine. Thread 0 issues the global -> shared copies (chunks of kBulkChunk bytes, one mbarrier, parity 0) as soon
+// as the slot is known, so HBM serves the state while the prologue runs; every thread waits on the mbarrier after
+// the prologue, updates the state in the shared buffer, fences it for the
 // async proxy (fence.proxy.async.shared::cta), and after the barrier before the epilogue thread 0 issues the
 // shared -> global copies, which overlap the epilogue; it waits until they have read the shared source
 // (cp.async.bulk.wait_group.read 0) before it exits, so the CTA's shared memory outlives their reads; their global
 // writes complete with the grid, before any later kernel in the stream (the CUDA Programming Guide's TMA store
-// example ends a kernel the same way, as CUTLASS's sm90 epilogues do). -DKIMI_DECODE_STEP_BULK_WAIT_ALL waits for
-// the writes themselves instead (cp.async.bulk.wait_group 0), at the cost of the CTA living through them.
+// example ends a kernel the same way, as CUTLASS's sm90 epilogues do; the H200 runs pass memcheck and racecheck).
 inline constexpr int kBulkMaxBytes = 64 * 1024;  // 2 CTAs per SM with the static shared memory (registers allow 2)
 inline constexpr int kBulkChunk = 16 * 1024;     // several copies in flight per CTA
 
@@ -375,20 +373,14 @@ __device__ __forceinline__ void bulk_store(float* dst, const float* src, int byt
   }
   asm volatile("cp.async.bulk.commit_group;" ::: "memory");
 }
-// Thread 0, last: the stores of bulk_store have read their shared source (or completed: see above).
-__device__ __forceinline__ void bulk_store_wait() {
-#ifdef KIMI_DECODE_STEP_BULK_WAIT_ALL
-  asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
-#else
-  asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");
-#endif
-}
+// Thread 0, last: the stores of bulk_store have read their shared source (see above).
+__device__ __forceinline__ void bulk_store_wait() { asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory"); }
 
 // The state's shared copy (bulk path), 16-byte aligned.
 extern __shared__ __align__(128) float4 kda_decode_state_smem[];
 
-// Shared-memory counterparts of ld_state4 / st_state4 (the bulk path's block is only chosen when the row length
-// is a multiple of 4, so the 16-byte accesses are aligned).
+// Shared-memory counterparts of ld_state4 / st_state4 for the streaming vk kernel (the bulk path's block is only
+// chosen when the row length is a multiple of 4, so the 16-byte accesses are aligned).
 __device__ __forceinline__ float4 lds_state4(const float* p, int off, int valid) {
   if (valid == 4) return *reinterpret_cast<const float4*>(p + off);
   float4 r = make_float4(0.f, 0.f, 0.f, 0.f);
@@ -450,34 +442,7 @@ __device__ __forceinline__ void kv_store(const float4 (&S)[NR], float* at, int V
   }
 }
 
-// The bulk path's kv_load / kv_store: `at` in the shared copy of the head (offsets < 2^14 floats), the same
-// tests (the row length V is a multiple of 4 there, so the 16-byte accesses are aligned).
-template <int NR, int RG>
-__device__ __forceinline__ void kv_load_sm(float4 (&S)[NR], const float* at, int V, int K, int rg, int jc) {
-  const int step = RG * V;
-  const int vcols = kv_valid_cols(jc, V);
-  if (jc + 4 <= V && rg + RG * (NR - 1) < K) {
-#pragma unroll
-    for (int r = 0; r < NR; ++r) S[r] = *reinterpret_cast<const float4*>(at + r * step);
-  } else {
-#pragma unroll
-    for (int r = 0; r < NR; ++r) S[r] = lds_state4(at, r * step, rg + RG * r < K ? vcols : 0);
-  }
-}
-template <int NR, int RG>
-__device__ __forceinline__ void kv_store_sm(const float4 (&S)[NR], float* at, int V, int K, int rg, int jc) {
-  const int step = RG * V;
-  const int vcols = kv_valid_cols(jc, V);
-  if (jc + 4 <= V && rg + RG * (NR - 1) < K) {
-#pragma unroll
-    for (int r = 0; r < NR; ++r) *reinterpret_cast<float4*>(at + r * step) = S[r];
-  } else {
-#pragma unroll
-    for (int r = 0; r < NR; ++r) sts_state4(at, r * step, rg + RG * r < K ? vcols : 0, S[r]);
-  }
-}
-
-template <int CG, int NR, int MIN_CTAS, bool BULK>
+template <int CG, int NR, int MIN_CTAS>
 __global__ void __launch_bounds__(kThreads, MIN_CTAS) kda_decode_step_kv_kernel(const __grid_constant__ DecodeParams p) {
   constexpr int RG = kThreads / CG;  // row groups
   constexpr int BV = 4 * CG;         // columns per tile
@@ -486,7 +451,6 @@ __global__ void __launch_bounds__(kThreads, MIN_CTAS) kda_decode_step_kv_kernel(
   __shared__ Token<KMAX> sm;
   __shared__ float4 red_k[kWarps][CG], red_q[kWarps][CG];  // per-warp partial k^T Sd, q^T Sd (4 columns each)
   __shared__ float4 be4[CG];                               // beta rk e_j of the tile's columns
-  __shared__ uint64_t bulk_bar;                            // BULK: the state copy's mbarrier
 
   const int64_t n = blockIdx.x / p.H;
   const int h = int(blockIdx.x % p.H);
@@ -499,22 +463,14 @@ __global__ void __launch_bounds__(kThreads, MIN_CTAS) kda_decode_step_kv_kernel(
   if (s < 0) return;
   float* const head = p.state + (s * p.H + h) * int64_t(K) * V;
   float* const rows = head + int64_t(rg) * V;  // the thread's first row
-  float* const shead = reinterpret_cast<float*>(kda_decode_state_smem);  // BULK: the head's shared copy
-  float* const srows = shead + rg * V;
 
-  if constexpr (BULK) {
-    if (tid == 0) bulk_load(shead, head, K * V * 4, &bulk_bar);
-  } else {
-    kv_prefetch<NR, RG>(rows + 4 * cg, V, K, rg, 4 * cg);  // tile 0
-  }
+  kv_prefetch<NR, RG>(rows + 4 * cg, V, K, rg, 4 * cg);  // tile 0
   const TokenScalars ts = decode_prologue<KMAX>(p, sm, cin, hin, n, h, s);
   float4 S[NR];
-  if constexpr (BULK) bulk_wait(&bulk_bar);
 
   for (int j0 = 0; j0 < V; j0 += BV) {
     const int jc = j0 + 4 * cg;          // first of the thread's 4 columns
-    if constexpr (BULK) kv_load_sm<NR, RG>(S, srows + jc, V, K, rg, jc);
-    else kv_load<NR, RG>(S, rows + jc, V, K, rg, jc, p.state_vec);
+    kv_load<NR, RG>(S, rows + jc, V, K, rg, jc, p.state_vec);
 
     // Decay, and the partial reductions over this thread's rows (rows >= K hold 0, a = 1, k = q = 0).
     float pk[4] = {0.f, 0.f, 0.f, 0.f}, pq[4] = {0.f, 0.f, 0.f, 0.f};
@@ -570,18 +526,10 @@ __global__ void __launch_bounds__(kThreads, MIN_CTAS) kda_decode_step_kv_kernel(
       S[r].z = fmaf(ki, b4.z, S[r].z);
       S[r].w = fmaf(ki, b4.w, S[r].w);
     }
-    if constexpr (BULK) kv_store_sm<NR, RG>(S, srows + jc, V, K, rg, jc);
-    else kv_store<NR, RG>(S, rows + jc, V, K, rg, jc, p.state_vec);
+    kv_store<NR, RG>(S, rows + jc, V, K, rg, jc, p.state_vec);
   }
-  if constexpr (BULK) bulk_fence();
   __syncthreads();
-  if constexpr (BULK) {
-    if (tid == 0) bulk_store(head, shead, K * V * 4);
-  }
   decode_epilogue<KMAX>(p, sm, hin, n, h);
-  if constexpr (BULK) {
-    if (tid == 0) bulk_store_wait();
-  }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -629,47 +577,13 @@ __device__ __forceinline__ void vk_store(const float4 (&S)[NV][KC], float* at, i
 
 // The bulk path's vk_load / vk_store: `at` in the shared copy of the head, the same tests (K is a multiple of 4
 // there, so the 16-byte accesses are aligned).
-template <int KG, int KC, int NV, int VG>
-__device__ __forceinline__ void vk_load_sm(float4 (&S)[NV][KC], const float* at, int K, int V, int jt, int kg) {
-  const int step = VG * K;
-  if (4 * kg + 4 * KG * (KC - 1) + 4 <= K && jt + VG * (NV - 1) < V) {
-#pragma unroll
-    for (int m = 0; m < NV; ++m)
-#pragma unroll
-      for (int c = 0; c < KC; ++c) S[m][c] = *reinterpret_cast<const float4*>(at + m * step + 4 * KG * c);
-  } else {
-#pragma unroll
-    for (int m = 0; m < NV; ++m)
-#pragma unroll
-      for (int c = 0; c < KC; ++c)
-        S[m][c] = lds_state4(at, m * step + 4 * KG * c, jt + VG * m < V ? clamp4(K - 4 * kg - 4 * KG * c) : 0);
-  }
-}
-template <int KG, int KC, int NV, int VG>
-__device__ __forceinline__ void vk_store_sm(const float4 (&S)[NV][KC], float* at, int K, int V, int jt, int kg) {
-  const int step = VG * K;
-  if (4 * kg + 4 * KG * (KC - 1) + 4 <= K && jt + VG * (NV - 1) < V) {
-#pragma unroll
-    for (int m = 0; m < NV; ++m)
-#pragma unroll
-      for (int c = 0; c < KC; ++c) *reinterpret_cast<float4*>(at + m * step + 4 * KG * c) = S[m][c];
-  } else {
-#pragma unroll
-    for (int m = 0; m < NV; ++m)
-#pragma unroll
-      for (int c = 0; c < KC; ++c)
-        sts_state4(at, m * step + 4 * KG * c, jt + VG * m < V ? clamp4(K - 4 * kg - 4 * KG * c) : 0, S[m][c]);
-  }
-}
-
-template <int KG, int KC, int NV, int MIN_CTAS, bool BULK>
+template <int KG, int KC, int NV, int MIN_CTAS>
 __global__ void __launch_bounds__(kThreads, MIN_CTAS) kda_decode_step_vk_kernel(const __grid_constant__ DecodeParams p) {
   constexpr int VG = kThreads / KG;  // column groups
   constexpr int BV = VG * NV;        // columns per tile
   constexpr int KMAX = 4 * KG * KC;
   static_assert(KG <= 32 && 32 % KG == 0, "a column's K groups lie in one warp");
   __shared__ Token<KMAX> sm;
-  __shared__ uint64_t bulk_bar;  // BULK: the state copy's mbarrier
 
   const int64_t n = blockIdx.x / p.H;
   const int h = int(blockIdx.x % p.H);
@@ -680,16 +594,9 @@ __global__ void __launch_bounds__(kThreads, MIN_CTAS) kda_decode_step_vk_kernel(
   const HeadIn hin = head_inputs(p, n, h);
   const int64_t s = head_slot(p, n, h);
   if (s < 0) return;
-  float* const block = p.state + (s * p.H + h) * int64_t(K) * V;
-  float* const head = block + 4 * kg;  // + column j * K: the thread's K slot 0
-  float* const sblock = reinterpret_cast<float*>(kda_decode_state_smem);  // BULK: the head's shared copy
-  float* const shead = sblock + 4 * kg;
+  float* const head = p.state + (s * p.H + h) * int64_t(K) * V + 4 * kg;  // + column j * K: the thread's K slot 0
 
-  if constexpr (BULK) {
-    if (tid == 0) bulk_load(sblock, block, K * V * 4, &bulk_bar);
-  } else {
-    vk_prefetch<KG, KC, NV, VG>(head + int64_t(vg) * K, K, V, vg, kg);  // tile 0
-  }
+  vk_prefetch<KG, KC, NV, VG>(head + int64_t(vg) * K, K, V, vg, kg);  // tile 0
   const TokenScalars ts = decode_prologue<KMAX>(p, sm, cin, hin, n, h, s);
   float4 S[NV][KC];
 
@@ -705,12 +612,10 @@ __global__ void __launch_bounds__(kThreads, MIN_CTAS) kda_decode_step_vk_kernel(
     kk[c][0] = k4.x, kk[c][1] = k4.y, kk[c][2] = k4.z, kk[c][3] = k4.w;
     qq[c][0] = q4.x, qq[c][1] = q4.y, qq[c][2] = q4.z, qq[c][3] = q4.w;
   }
-  if constexpr (BULK) bulk_wait(&bulk_bar);
 
   for (int j0 = 0; j0 < V; j0 += BV) {
     const int jt = j0 + vg;  // the thread's first column; columns jt + VG m
-    if constexpr (BULK) vk_load_sm<KG, KC, NV, VG>(S, shead + jt * K, K, V, jt, kg);
-    else vk_load<KG, KC, NV, VG>(S, head + int64_t(jt) * K, K, V, jt, kg, p.state_vec);
+    vk_load<KG, KC, NV, VG>(S, head + int64_t(jt) * K, K, V, jt, kg, p.state_vec);
 #pragma unroll
     for (int m = 0; m < NV; ++m) {
       float pk = 0.f, pq = 0.f;
@@ -737,18 +642,10 @@ __global__ void __launch_bounds__(kThreads, MIN_CTAS) kda_decode_step_vk_kernel(
 #pragma unroll
         for (int e = 0; e < 4; ++e) comp(S[m][c], e) = fmaf(bej, kk[c][e], comp(S[m][c], e));
     }
-    if constexpr (BULK) vk_store_sm<KG, KC, NV, VG>(S, shead + jt * K, K, V, jt, kg);
-    else vk_store<KG, KC, NV, VG>(S, head + int64_t(jt) * K, K, V, jt, kg, p.state_vec);
+    vk_store<KG, KC, NV, VG>(S, head + int64_t(jt) * K, K, V, jt, kg, p.state_vec);
   }
-  if constexpr (BULK) bulk_fence();
   __syncthreads();
-  if constexpr (BULK) {
-    if (tid == 0) bulk_store(block, sblock, K * V * 4);
-  }
   decode_epilogue<KMAX>(p, sm, hin, n, h);
-  if constexpr (BULK) {
-    if (tid == 0) bulk_store_wait();
-  }
 }
 
 // ---------------------------------------------------------------------------------------------

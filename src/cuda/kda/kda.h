@@ -22,5 +22,8 @@ void kda_beta(TensorView b, TensorView beta, const Context& ctx);
 // the kernel; a value outside [0, S) makes that sequence's y rows NaN and touches no pool row).
 // Capturable in a CUDA graph unless a.slots is a host tensor of more than 256 rows (then uploaded).
 void kda_decode_step(const KdaDecodeArgs& a, const std::vector<int64_t>& host_rows, const Context& ctx);
+// Tests: which kernels kda_decode_step launches from now on (process-wide): 0 the launcher's choice (default),
+// 1 the bulk path wherever the pool allows it (any grid size), -1 the register kernels (decode_step.cu).
+void kda_decode_set_path(int path);
 
 }  // namespace kimi::cuda
