@@ -21,6 +21,7 @@
 #include "kimi/device.h"
 #include "kimi/ops/kda.h"
 #include "oracle/kda.h"
+#include "tensor_testutil.h"
 
 namespace kimi {
 namespace {
@@ -28,19 +29,8 @@ namespace {
 constexpr double kBar = 5e-3;  // issue 3: bf16 inputs, relative RMS error on o and the final state
 constexpr int64_t kD = 128;    // K = V (the models' head dim)
 
-std::vector<double> host_values(const Tensor& t) {  // any device -> doubles
-  Tensor h(t.view().dtype, std::span<const int64_t>(t.view().shape.data(), size_t(t.view().ndim)));
-  copy(h.view(), t.view());
-  std::vector<double> v(size_t(h.numel()));
-  for (int64_t i = 0; i < h.numel(); ++i) v[size_t(i)] = load_as_f32(h.data(), h.view().dtype, i);
-  return v;
-}
-
-Tensor on(const Tensor& t, Device d) {
-  Tensor c(t.view().dtype, std::span<const int64_t>(t.view().shape.data(), size_t(t.view().ndim)), d);
-  copy(c.view(), t.view());
-  return c;
-}
+using testutil::host_values;
+const auto on = testutil::copy_to;
 
 double rel_rms(const std::vector<double>& got, const std::vector<double>& ref) {
   double num = 0, den = 0;

@@ -22,6 +22,7 @@
 
 #include "expect_error.h"
 #include "kimi/device.h"
+#include "tensor_testutil.h"
 #include "testkit/case.h"
 #include "kimi/ops/conv.h"
 #include "kimi/ops/kda.h"
@@ -171,17 +172,8 @@ TEST(KdaDecodeStep, RejectsBadDeviceSlots) {
   EXPECT_KIMI_ERROR(kda_decode_step(a), "'slots'", "device cpu", "cuda:0");
 }
 
-std::vector<double> values(const Tensor& t) {  // host tensor -> doubles
-  std::vector<double> v(size_t(t.numel()));
-  for (int64_t i = 0; i < t.numel(); ++i) v[size_t(i)] = load_as_f32(t.data(), t.view().dtype, i);
-  return v;
-}
-
-Tensor copy_to(const Tensor& t, Device d) {
-  Tensor c(t.view().dtype, std::span<const int64_t>(t.view().shape.data(), size_t(t.view().ndim)), d);
-  copy(c.view(), t.view());
-  return c;
-}
+using testutil::copy_to;
+const auto values = testutil::host_values;
 
 // Every tensor of the step (slots as i32) onto device d.
 void move_to(Step& s, Device d) {
