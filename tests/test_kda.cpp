@@ -15,6 +15,7 @@
 #include "expect_error.h"
 #include "kimi/ops/kda.h"
 #include "oracle/kda.h"
+#include "tensor_testutil.h"
 
 namespace kimi {
 namespace {
@@ -55,11 +56,9 @@ struct Problem {
           uint64_t seed = 1, GateForm gf = GateForm::softplus)
       : B(b), T(t), H(h), K(kk), V(vv), N(lens.empty() ? b : int64_t(lens.size())), form(gf) {
     if (!lens.empty()) {
-      offsets = {0};
-      for (int64_t l : lens) offsets.push_back(offsets.back() + l);
+      testutil::Varlen packed(lens);
+      offsets = packed.offsets, cu = std::move(packed.cu);
       B = 1, T = offsets.back();
-      cu = Tensor(DType::i64, {N + 1});
-      std::memcpy(cu.data(), offsets.data(), offsets.size() * sizeof(int64_t));
     }
     std::mt19937_64 rng(seed);
     q = Tensor(DType::f32, {B, T, H, K}), k = Tensor(DType::f32, {B, T, H, K}),

@@ -63,11 +63,9 @@ struct GpuProblem {
              double f_lo = -8, double f_hi = 8)
       : B(b), T(t), H(h), N(lens.empty() ? b : int64_t(lens.size())), form(gf), layout(sl) {
     if (!lens.empty()) {
-      offsets = {0};
-      for (int64_t l : lens) offsets.push_back(offsets.back() + l);
+      testutil::Varlen packed(lens);
+      offsets = packed.offsets, cu = std::move(packed.cu);
       B = 1, T = offsets.back();
-      cu = Tensor(DType::i64, {N + 1});
-      std::memcpy(cu.data(), offsets.data(), offsets.size() * sizeof(int64_t));
     }
     std::mt19937_64 rng(seed);
     const Device gpu = Device::cuda(0);
