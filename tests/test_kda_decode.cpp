@@ -285,24 +285,6 @@ TEST(KdaDecodeStep, CudaDeviceSlotOutOfRangeSkipsItsSequence) {
   }
 }
 
-TEST(KdaDecodeStep, SupportedShapesPerBackend) {
-  for (StateLayout l : {StateLayout::kv, StateLayout::vk}) {
-    EXPECT_TRUE(kda_decode_step_supported(Device::cpu(), 64, 32, l));
-    EXPECT_TRUE(kda_decode_step_supported(Device::cpu(), 128, 128, l));
-    EXPECT_FALSE(kda_decode_step_supported(Device::cpu(), 0, 128, l));
-    EXPECT_FALSE(kda_decode_step_supported(Device::cpu(), 128, kKdaMaxHeadDim + 1, l));
-  }
-  if (!cuda_built()) {
-    EXPECT_FALSE(kda_decode_step_supported(Device::cuda(0), 128, 128, StateLayout::kv));
-    return;
-  }
-  for (StateLayout l : {StateLayout::kv, StateLayout::vk}) {
-    EXPECT_TRUE(kda_decode_step_supported(Device::cuda(0), 128, 128, l));
-    EXPECT_TRUE(kda_decode_step_supported(Device::cuda(0), 64, 32, l));
-    EXPECT_FALSE(kda_decode_step_supported(Device::cuda(0), 128, kKdaMaxHeadDim + 1, l));
-  }
-}
-
 // The launcher picks the bulk (shared-memory streaming) kernels or the register kernels by the pool's alignment
 // and, for the kv layout, the grid size (decode_step.cu). Every kda_decode_step harness case runs through each
 // family here, so both stay covered whatever the cases' grid sizes are (the harness runs the launcher's choice).

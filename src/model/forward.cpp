@@ -12,7 +12,6 @@
 #include "kimi/model/model.h"
 #include "kimi/ops/attn_res.h"
 #include "kimi/ops/gather.h"
-#include "kimi/ops/kda_decode.h"
 #include "kimi/ops/linear.h"
 #include "kimi/ops/norm.h"
 #include "model/blocks.h"

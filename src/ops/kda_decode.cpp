@@ -176,17 +176,6 @@ void run_parts(const KdaDecodeArgs& a, const Sizes& z, const Context& ctx) {
 
 }  // namespace
 
-bool kda_decode_step_supported(Device device, int64_t K, int64_t V, StateLayout layout) {
-  if (K < 1 || K > kKdaMaxHeadDim || V < 1 || V > kKdaMaxHeadDim) return false;
-  if (device.type == DeviceType::cpu) return true;
-  (void)layout;  // both layouts on both backends
-#ifdef KIMI_WITH_CUDA
-  return true;
-#else
-  return false;
-#endif
-}
-
 void kda_decode_step(const KdaDecodeArgs& a, const Context& ctx) {
   check::Checker c("kda_decode_step");
   const Sizes z = check_args(c, a);

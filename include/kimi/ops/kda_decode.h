@@ -54,9 +54,4 @@ struct KdaDecodeArgs {
 
 void kda_decode_step(const KdaDecodeArgs& a, const Context& ctx = {});
 
-// Whether `device`'s backend runs kda_decode_step for head dims K, V in `layout` (pools from Tensor or any
-// 16-byte aligned allocation): every K, V in [1, kKdaMaxHeadDim], both layouts, on the CPU and (when built)
-// on CUDA.
-bool kda_decode_step_supported(Device device, int64_t K, int64_t V, StateLayout layout);
-
 }  // namespace kimi
