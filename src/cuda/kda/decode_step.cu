@@ -57,23 +57,15 @@ void launch(const DecodeParams& p, int64_t ctas, int smem, int dev, cudaStream_t
 }
 
 // kv: CG column groups of 4 (BV = 4 CG), RG = 512 / CG row groups, NR >= K / RG rows each.
-struct KvConfig {
-  int cg, nr;
-};
-KvConfig kv_config(int K, int V) {
-  if (V <= 64) return {16, K <= 64 ? 2 : K <= 128 ? 4 : 8};  // RG = 32
-  return {32, K <= 64 ? 4 : K <= 128 ? 8 : 16};             // RG = 16: a warp reads 512 contiguous bytes of a row
-}
-
 void launch_kv(const DecodeParams& p, int64_t ctas, int smem, int dev, cudaStream_t s) {
-  const KvConfig c = kv_config(p.K, p.V);
-  if (c.cg == 16) {
-    if (c.nr == 2) launch<kda_decode_step_kv_kernel<16, 2, 2>>(p, ctas, smem, dev, s);
-    else if (c.nr == 4) launch<kda_decode_step_kv_kernel<16, 4, 2>>(p, ctas, smem, dev, s);
+  const int K = p.K;
+  if (p.V <= 64) {  // CG = 16, RG = 32
+    if (K <= 64) launch<kda_decode_step_kv_kernel<16, 2, 2>>(p, ctas, smem, dev, s);
+    else if (K <= 128) launch<kda_decode_step_kv_kernel<16, 4, 2>>(p, ctas, smem, dev, s);
     else launch<kda_decode_step_kv_kernel<16, 8, 2>>(p, ctas, smem, dev, s);
-  } else {
-    if (c.nr == 4) launch<kda_decode_step_kv_kernel<32, 4, 2>>(p, ctas, smem, dev, s);
-    else if (c.nr == 8) launch<kda_decode_step_kv_kernel<32, 8, 2>>(p, ctas, smem, dev, s);
+  } else {  // CG = 32, RG = 16: a warp reads 512 contiguous bytes of a row
+    if (K <= 64) launch<kda_decode_step_kv_kernel<32, 4, 2>>(p, ctas, smem, dev, s);
+    else if (K <= 128) launch<kda_decode_step_kv_kernel<32, 8, 2>>(p, ctas, smem, dev, s);
     else launch<kda_decode_step_kv_kernel<32, 16, 1>>(p, ctas, smem, dev, s);
   }
 }
