@@ -26,9 +26,10 @@
 //    Measured on the H200 (branch seqpar, commit 694794f + this model's host speed-up), bench_kda_prefill
 //    1 x 65536 H8 bounded: plain 4.750 ms; segments of 103 / 147 / 256 / 342 chunks 3.240 / 3.011 / 3.010 /
 //    3.460 ms, i.e. walk = total - 0.89 ms prep = 2.35 / 2.12 / 2.12 / 2.57 ms against the model's 2.34 /
-//    2.12 / 2.11 / 2.55 (ncu at 205 chunks: phase 1 914 us, model 910). 205 chunks (the choice) is expected
-//    at ~2.6 ms, not yet measured: the first automatic run paid ~2.5 ms of host time in a per-CTA heap model
-//    (15 ms at H32); makespan() now advances whole rounds, prunes by a lower bound and caches the choice.
+//    2.12 / 2.11 / 2.55 (ncu at 205 chunks: phase 1 914 us, model 910). The automatic choice, 205 chunks:
+//    2.464 ms (run 9, abde4e9), 2.380 ms with the walk's ldmatrix fragments (run 10, docs/BENCHMARKS.md). The
+//    branch's first model (a per-CTA heap) cost ~2.5 ms of host time per call (15 ms at H32); makespan() now
+//    advances whole rounds, prunes by a lower bound and caches the choice.
 #include <cuda_runtime.h>
 
 #include <algorithm>
