@@ -602,45 +602,20 @@ __global__ void __launch_bounds__(kThreads, MIN_CTAS) kda_decode_step_vk_kernel(
 
   // This thread's K slots (16-byte shared loads; KMAX is a multiple of 4, rows 16-byte aligned).
   float a[KC][4], kk[KC][4], qq[KC][4];
-#pragma unroll
-  for (int c = 0; c < KC; ++c) {
-    const int i0 = 4 * kg + 4 * KG * c;
-    const float4 a4 = *reinterpret_cast<const float4*>(&sm.a[i0]);
-    const float4 k4 = *reinterpret_cast<const float4*>(&sm.k[i0]);
-    const float4 q4 = *reinterpret_cast<const float4*>(&sm.q[i0]);
-    a[c][0] = a4.x, a[c][1] = a4.y, a[c][2] = a4.z, a[c][3] = a4.w;
-    kk[c][0] = k4.x, kk[c][1] = k4.y, kk[c][2] = k4.z, kk[c][3] = k4.w;
-    qq[c][0] = q4.x, qq[c][1] = q4.y, qq[c][2] = q4.z, qq[c][3] = q4.w;
-  }
+  vk_token_slots<KC, KG>(sm.a, sm.k, sm.q, kg, a, kk, qq);
 
   for (int j0 = 0; j0 < V; j0 += BV) {
     const int jt = j0 + vg;  // the thread's first column; columns jt + VG m
     vk_load<KG, KC, NV, VG>(S, head + int64_t(jt) * K, K, V, jt, kg, p.state_vec);
 #pragma unroll
     for (int m = 0; m < NV; ++m) {
-      float pk = 0.f, pq = 0.f;
-#pragma unroll
-      for (int c = 0; c < KC; ++c)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          float& x = comp(S[m][c], e);
-          x *= a[c][e];
-          pk = fmaf(kk[c][e], x, pk);
-          pq = fmaf(qq[c][e], x, pq);
-        }
-#pragma unroll
-      for (int o = 1; o < KG; o *= 2) {
-        pk += __shfl_xor_sync(0xffffffffu, pk, o);
-        pq += __shfl_xor_sync(0xffffffffu, pq, o);
-      }
+      float pk, pq;
+      vk_decay_dots<KC, KG>(S[m], a, kk, qq, pk, pq);
       const int j = jt + VG * m;
       const float ev = (j < V ? sm.v[j] : 0.f) - ts.rk * pk;
       if (kg == 0 && j < V) sm.o[j] = ts.rq * pq + ts.beta * ts.qk * ev;
       const float bej = ts.beta * ts.rk * ev;
-#pragma unroll
-      for (int c = 0; c < KC; ++c)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) comp(S[m][c], e) = fmaf(bej, kk[c][e], comp(S[m][c], e));
+      vk_add_k<KC>(S[m], kk, bej);
     }
     vk_store<KG, KC, NV, VG>(S, head + int64_t(jt) * K, K, V, jt, kg, p.state_vec);
   }
@@ -775,6 +750,8 @@ __global__ void __launch_bounds__(kThreads, MIN_CTAS)
   if (tid == 0) bulk_load(sblock, block, K * V * 4, &bulk_bar);
   const TokenScalars ts = decode_prologue<KMAX, WM>(p, sm, cin, hin, n, h, s);
 
+  // The slots as vk_token_slots loads them, with the valid counts in the same loop: vk_token_slots followed by a
+  // separate loop compiles differently at K > 128, and this is the code the H200 runs verified.
   float a[KC][4], kk[KC][4], qq[KC][4];
   int kvalid[KC];  // the thread's valid K of slot c (0 .. 4)
 #pragma unroll
@@ -799,28 +776,12 @@ __global__ void __launch_bounds__(kThreads, MIN_CTAS)
       float4 S[KC];
 #pragma unroll
       for (int c = 0; c < KC; ++c) S[c] = lds_state4(col, 4 * KG * c, live ? kvalid[c] : 0);
-      float pk = 0.f, pq = 0.f;
-#pragma unroll
-      for (int c = 0; c < KC; ++c)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          float& x = comp(S[c], e);
-          x *= a[c][e];
-          pk = fmaf(kk[c][e], x, pk);
-          pq = fmaf(qq[c][e], x, pq);
-        }
-#pragma unroll
-      for (int o = 1; o < KG; o *= 2) {
-        pk += __shfl_xor_sync(0xffffffffu, pk, o);
-        pq += __shfl_xor_sync(0xffffffffu, pq, o);
-      }
+      float pk, pq;
+      vk_decay_dots<KC, KG>(S, a, kk, qq, pk, pq);
       const float ev = (live ? sm.v[j] : 0.f) - ts.rk * pk;
       if (kg == 0 && live) sm.o[j] = ts.rq * pq + ts.beta * ts.qk * ev;
       const float bej = ts.beta * ts.rk * ev;
-#pragma unroll
-      for (int c = 0; c < KC; ++c)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) comp(S[c], e) = fmaf(bej, kk[c][e], comp(S[c], e));
+      vk_add_k<KC>(S, kk, bej);
 #pragma unroll
       for (int c = 0; c < KC; ++c) sts_state4(col, 4 * KG * c, live ? kvalid[c] : 0, S[c]);
     }

@@ -1,5 +1,6 @@
 // src/cuda/kda/kda_device.cuh: device helpers shared by the KDA kernels (recurrent.cuh, decode_step.cuh):
-// the fused gate and beta, the per-token L2-norm / scale factors, and 4-wide fp32 state accesses.
+// the fused gate and beta, the per-token L2-norm / scale factors, 4-wide fp32 state accesses, and the vk
+// kernels' per-lane K slots (token loads, decay + k / q dots over a column, the delta update).
 //
 //   gate_log:  bounded   g = lower_bound * sigmoid(exp(A_log) * (f + dt_bias))
 //              softplus  g = -exp(A_log) * softplus(f + dt_bias)          (softplus(x) = x for x > 20)
@@ -71,5 +72,52 @@ __device__ __forceinline__ void st_state4(float* p, int64_t off, int valid, int 
 }
 __device__ __forceinline__ int clamp4(int x) { return x < 0 ? 0 : (x > 4 ? 4 : x); }
 __device__ __forceinline__ float& comp(float4& x, int e) { return e == 0 ? x.x : e == 1 ? x.y : e == 2 ? x.z : x.w; }
+
+// The vk kernels (recurrent.cuh, decode_step.cuh): a lane holds K slots c = 0 .. KC - 1 of 4 rows each, rows
+// 4 kg + 4 KG c + e, of its state columns; the KG lanes of a column are one aligned group of a warp.
+// This lane's decay a, k and q of those rows from the token's shared arrays (16-byte loads; KMAX a multiple of 4).
+template <int KC, int KG>
+__device__ __forceinline__ void vk_token_slots(const float* sa, const float* sk, const float* sq, int kg,
+                                               float (&a)[KC][4], float (&kk)[KC][4], float (&qq)[KC][4]) {
+#pragma unroll
+  for (int c = 0; c < KC; ++c) {
+    const int i0 = 4 * kg + 4 * KG * c;
+    const float4 a4 = *reinterpret_cast<const float4*>(sa + i0);
+    const float4 k4 = *reinterpret_cast<const float4*>(sk + i0);
+    const float4 q4 = *reinterpret_cast<const float4*>(sq + i0);
+    a[c][0] = a4.x, a[c][1] = a4.y, a[c][2] = a4.z, a[c][3] = a4.w;
+    kk[c][0] = k4.x, kk[c][1] = k4.y, kk[c][2] = k4.z, kk[c][3] = k4.w;
+    qq[c][0] = q4.x, qq[c][1] = q4.y, qq[c][2] = q4.z, qq[c][3] = q4.w;
+  }
+}
+// One column's slots: decay in place (S *= a), and k^T S, q^T S summed over the column's KG lanes (every lane of
+// the group gets the sums).
+template <int KC, int KG>
+__device__ __forceinline__ void vk_decay_dots(float4 (&S)[KC], const float (&a)[KC][4], const float (&kk)[KC][4],
+                                              const float (&qq)[KC][4], float& pk, float& pq) {
+  pk = 0.f, pq = 0.f;
+#pragma unroll
+  for (int c = 0; c < KC; ++c)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      float& x = comp(S[c], e);
+      x *= a[c][e];
+      pk = fmaf(kk[c][e], x, pk);
+      pq = fmaf(qq[c][e], x, pq);
+    }
+#pragma unroll
+  for (int o = 1; o < KG; o *= 2) {
+    pk += __shfl_xor_sync(0xffffffffu, pk, o);
+    pq += __shfl_xor_sync(0xffffffffu, pq, o);
+  }
+}
+// One column's delta-rule update S += b k (b = beta rk e_j of the column).
+template <int KC>
+__device__ __forceinline__ void vk_add_k(float4 (&S)[KC], const float (&kk)[KC][4], float b) {
+#pragma unroll
+  for (int c = 0; c < KC; ++c)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) comp(S[c], e) = fmaf(b, kk[c][e], comp(S[c], e));
+}
 
 }  // namespace kimi::cuda::kda_detail

@@ -323,41 +323,16 @@ __global__ void __launch_bounds__(kThreads) kda_recurrent_vk_kernel(const Params
 
     // This thread's K slots, 16-byte shared loads (KMAX is a multiple of 4, rows 16-byte aligned).
     float a[KC][4], kk[KC][4], qq[KC][4];
-#pragma unroll
-    for (int c = 0; c < KC; ++c) {
-      const int i0 = 4 * kg + 4 * KG * c;
-      const float4 a4 = *reinterpret_cast<const float4*>(&sm.a[buf][i0]);
-      const float4 k4 = *reinterpret_cast<const float4*>(&sm.k[buf][i0]);
-      const float4 q4 = *reinterpret_cast<const float4*>(&sm.q[buf][i0]);
-      a[c][0] = a4.x, a[c][1] = a4.y, a[c][2] = a4.z, a[c][3] = a4.w;
-      kk[c][0] = k4.x, kk[c][1] = k4.y, kk[c][2] = k4.z, kk[c][3] = k4.w;
-      qq[c][0] = q4.x, qq[c][1] = q4.y, qq[c][2] = q4.z, qq[c][3] = q4.w;
-    }
+    vk_token_slots<KC, KG>(sm.a[buf], sm.k[buf], sm.q[buf], kg, a, kk, qq);
 #pragma unroll
     for (int n = 0; n < NV; ++n) {
-      float pk = 0.f, pq = 0.f;
-#pragma unroll
-      for (int c = 0; c < KC; ++c)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          float& s = comp(S[n][c], e);
-          s *= a[c][e];
-          pk = fmaf(kk[c][e], s, pk);
-          pq = fmaf(qq[c][e], s, pq);
-        }
-#pragma unroll
-      for (int o = 1; o < KG; o *= 2) {
-        pk += __shfl_xor_sync(0xffffffffu, pk, o);
-        pq += __shfl_xor_sync(0xffffffffu, pq, o);
-      }
+      float pk, pq;
+      vk_decay_dots<KC, KG>(S[n], a, kk, qq, pk, pq);
       const int jl = vg + VG * n;  // local column
       const float ev = sm.v[buf][jl] - ts.rk * pk;
       const float ov = ts.rq * pq + ts.beta * ts.qk * ev;
       const float be = ts.beta * ts.rk * ev;
-#pragma unroll
-      for (int c = 0; c < KC; ++c)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) comp(S[n][c], e) = fmaf(be, kk[c][e], comp(S[n][c], e));
+      vk_add_k<KC>(S[n], kk, be);
       if (kg == 0 && j0 + jl < p.V)
         store_f32(p.o, si.b * p.o_b + (si.bos + t) * p.o_t + si.h * p.o_h + j0 + jl, p.to, ov);
     }
@@ -554,40 +529,15 @@ __global__ void __launch_bounds__(kThreads, KC * NV <= 4 ? 8 : KC == 1 && NV <= 
   const TokenScalars ts = token_scalars(p, sm, 0);
 
   float a[KC][4], kk[KC][4], qq[KC][4];
-#pragma unroll
-  for (int c = 0; c < KC; ++c) {
-    const int i0 = 4 * kg + 4 * KG * c;
-    const float4 a4 = *reinterpret_cast<const float4*>(&sm.a[0][i0]);
-    const float4 k4 = *reinterpret_cast<const float4*>(&sm.k[0][i0]);
-    const float4 q4 = *reinterpret_cast<const float4*>(&sm.q[0][i0]);
-    a[c][0] = a4.x, a[c][1] = a4.y, a[c][2] = a4.z, a[c][3] = a4.w;
-    kk[c][0] = k4.x, kk[c][1] = k4.y, kk[c][2] = k4.z, kk[c][3] = k4.w;
-    qq[c][0] = q4.x, qq[c][1] = q4.y, qq[c][2] = q4.z, qq[c][3] = q4.w;
-  }
+  vk_token_slots<KC, KG>(sm.a[0], sm.k[0], sm.q[0], kg, a, kk, qq);
 #pragma unroll
   for (int m = 0; m < NV; ++m) {
-    float pk = 0.f, pq = 0.f;
-#pragma unroll
-    for (int c = 0; c < KC; ++c)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        float& x = comp(S[m][c], e);
-        x *= a[c][e];
-        pk = fmaf(kk[c][e], x, pk);
-        pq = fmaf(qq[c][e], x, pq);
-      }
-#pragma unroll
-    for (int o = 1; o < KG; o *= 2) {
-      pk += __shfl_xor_sync(0xffffffffu, pk, o);
-      pq += __shfl_xor_sync(0xffffffffu, pq, o);
-    }
+    float pk, pq;
+    vk_decay_dots<KC, KG>(S[m], a, kk, qq, pk, pq);
     const int jl = vg + VG * m;  // local column
     const float ev = sm.v[0][jl] - ts.rk * pk;
     const float be = ts.beta * ts.rk * ev;
-#pragma unroll
-    for (int c = 0; c < KC; ++c)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) comp(S[m][c], e) = fmaf(be, kk[c][e], comp(S[m][c], e));
+    vk_add_k<KC>(S[m], kk, be);
     if (kg == 0 && j0 + jl < V)
       store_f32(p.o, n * p.o_b + h * p.o_h + j0 + jl, p.to, ts.rq * pq + ts.beta * ts.qk * ev);
   }
