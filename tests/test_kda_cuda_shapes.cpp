@@ -9,6 +9,7 @@
 //     checked against the oracle at 8192 tokens below (ReferenceRecurrenceMatchesOracle).
 //   - Prefill followed by decode steps equals the longer prefill, on the GPU.
 //   - Gate pre-activations and dt_bias swept over +-8 in both forms through the chunk kernel.
+//   - The prep's three row-load paths (bulk copies, vector loads, generic loads) agree bit for bit.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -225,6 +226,49 @@ TEST_F(KdaCudaShapes, GateSweepExtremes) {
       p.dt_bias = on(dtb, Device::cuda(0));
       expect_chunk_conforms(p);
     }
+  }
+}
+
+// The prep's three row-load paths give the same bits: q, k, v and the gate input as views into padded buffers
+// at an element offset of 0 (16-byte aligned rows: the bulk copies), 4 (8-byte aligned: the per-lane vector
+// loads) and 1 (2-byte aligned: the generic loads), with a short tail chunk (T = 150); each also against fp64.
+TEST_F(KdaCudaShapes, RowLoadPathsAgree) {
+  const GpuProblem p(2, 150, 4, {}, GateForm::bounded, StateLayout::vk, 600);
+  const Device gpu = Device::cuda(0);
+  const auto padded = [&](const Tensor& x, int64_t off, Tensor& owner) {  // x [B, T, H, D] at element offset off
+    const std::vector<double> vals = host_values(x);
+    Tensor host(DType::bf16, {p.B, p.T, p.H, kD + 8});
+    std::memset(host.data(), 0, size_t(host.numel()) * 2);
+    for (int64_t r = 0; r < p.B * p.T * p.H; ++r)
+      for (int64_t c = 0; c < kD; ++c)
+        store_from_f32(host.data(), DType::bf16, r * (kD + 8) + off + c, float(vals[size_t(r * kD + c)]));
+    owner = on(host, gpu);
+    return owner.view().slice(3, off, off + kD);
+  };
+  const GpuProblem::Result ref = p.oracle();
+  std::vector<GpuProblem::Result> got;
+  for (int64_t off : {0, 4, 1}) {
+    Tensor oq, ok, ov, of;
+    Tensor o(DType::f32, {p.B, p.T, p.H, kD}, gpu), ht(DType::f32, {p.N, p.H, kD, kD}, gpu);
+    KdaArgs a = p.args(o, ht);
+    a.q = padded(p.q, off, oq), a.k = padded(p.k, off, ok), a.v = padded(p.v, off, ov), a.g = padded(p.f, off, of);
+    kda_chunk_fwd(a);
+    GpuProblem::Result r{host_values(o), transpose_state(host_values(ht), p.N * p.H, kD, kD)};
+    const double eo = rel_rms(r.o, ref.o), eh = rel_rms(r.ht, ref.ht);
+    std::printf("[ kda_chunk_fwd cuda rows at element offset %lld vs fp64 ] o %.2e  final state %.2e\n",
+                static_cast<long long>(off), eo, eh);
+    EXPECT_LE(eo, kBar) << "offset " << off;
+    EXPECT_LE(eh, kBar) << "offset " << off;
+    got.push_back(std::move(r));
+  }
+  const auto differing = [](const std::vector<double>& x, const std::vector<double>& y) {
+    size_t n = 0;
+    for (size_t i = 0; i < x.size(); ++i) n += x[i] != y[i];
+    return n;
+  };
+  for (size_t i = 1; i < got.size(); ++i) {
+    EXPECT_EQ(differing(got[i].o, got[0].o), 0u) << "load path " << i << " vs the bulk copies: o";
+    EXPECT_EQ(differing(got[i].ht, got[0].ht), 0u) << "load path " << i << " vs the bulk copies: final state";
   }
 }
 

@@ -339,6 +339,16 @@ void kda_chunk_fwd(const KdaArgs& a, int chunk_size, const Context& ctx) {
       for (int d = 0; d < 3; ++d) fast = fast && t->strides[d] % 4 == 0;
     }
     p.rows_bf16 = fast ? 1 : 0;
+    // the bulk copies: 16-byte aligned rows (row length 2 D bytes, a multiple of 16 for D = 64, 128)
+    bool bulk = fast;
+    for (const TensorView* t : {&a.q, &a.k, &a.v, &a.g}) {
+      bulk = bulk && reinterpret_cast<uintptr_t>(t->data) % 16 == 0;
+      for (int d = 0; d < 3; ++d) bulk = bulk && t->strides[d] % 8 == 0;
+    }
+#ifdef KIMI_KDA_PREP_LDG  // A/B switch: the per-lane row loads for every aligned input
+    bulk = false;
+#endif
+    p.rows_bulk = bulk ? 1 : 0;
   }
   p.H = int(H);
   p.N = int(N);

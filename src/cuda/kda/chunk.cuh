@@ -50,7 +50,7 @@
 //   D = 128: 107008 B per chunk-head = 1672 B per token-head (1 x 16384 x H64: 1.75 GB).
 //   D =  64:  57600 B per chunk-head =  900 B per token-head.
 //
-// Shared memory (bytes; D = 128 / 64): prep 105728 / 75776 (2 CTAs / SM); walk VT = 64: 224256, VT = 32:
+// Shared memory (bytes; D = 128 / 64): prep 105744 / 75792 (2 CTAs / SM); walk VT = 64: 224256, VT = 32:
 // 182272 (1 CTA / SM). Row pads of 16 bytes (bf16) and 16-32 bytes (fp32) keep the fragment loads
 // bank-conflict free.
 // ptxas (sm_90a, CUDA 13.0 here): registers prep 64 (512 threads, capped for 2 CTAs / SM), walk 126 (D = 128,
@@ -138,6 +138,7 @@ struct Params {
   float* s1;        // final state or null (may equal s0)
   int vk;           // state layout [N, H, V, K]
   int rows_bf16;    // q, k, v, g all bf16 with 8-byte aligned row pieces: the prep's fast row loads (launcher)
+  int rows_bulk;    // ... and 16-byte aligned rows: the prep's rows by the bulk copy engine (launcher)
   const int64_t* tab;   // device chunk table [3 * nch]: first token, batch row, rows
   const int64_t* seq0;  // device [N + 1]: first chunk of each sequence, seq0[N] = nch
   int64_t nch;

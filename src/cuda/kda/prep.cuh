@@ -10,10 +10,15 @@
 //   Wn = -Tb Kg (bf16 hi + lo), U0 = Tb V (fp32), decay = exp(GC)
 // All exponentials are ex2 of G kept in log2 units (G2 = G log2 e): one MUFU op each, no multiply.
 // Phases (barriers between them):
-//   L  rows -> shared memory (prep_load_rows). Warp w owns the 4 contiguous rows 4w .. 4w + 3, lane the
-//      channels EPL lane .. + EPL (EPL = D / 32). Fast path (Params::rows_bf16: q, k, v, g bf16 with 8-byte
-//      aligned row pieces): one vector load per row and tensor, all 4 rows in flight, the gate form a template
-//      parameter; else any dtype / alignment (load_raw, raw_to_f32), two rows at a time.
+//   L  rows -> shared memory. Warp w owns the 4 contiguous rows 4w .. 4w + 3, lane the channels EPL lane ..
+//      + EPL (EPL = D / 32). Three load paths, the first that the inputs allow (launcher), the same bits:
+//      bulk (Params::rows_bulk: q, k, v, g bf16, 16-byte aligned rows): threads 0 .. 255 each copy one row of
+//        one tensor by the bulk copy engine into its shared row (raw g into the G2 region), one mbarrier
+//        (prep_issue_row_copies); each warp then reads its rows back for the per-row work (prep_bulk_rows);
+//      vector (Params::rows_bf16, 8-byte aligned row pieces): one vector load per row and tensor per lane, all
+//        4 rows in flight (prep_load_rows);
+//      generic: any dtype / alignment (load_raw, raw_to_f32), two rows at a time.
+//      The gate form is a template parameter of each (uniform branch).
 //      q, k stored RAW as bf16 with per-row fp32 multipliers mq = scale / ||q|| (or scale), mk = 1 / ||k|| (or
 //      1), applied when an operand or a product is formed (q, k rounded once); v as bf16 rows; beta (sigmoid);
 //      gate -> g2 = g log2 e in registers, cumsum of the warp's rows in registers, warp totals to shared
@@ -66,10 +71,12 @@
 // Shared memory (bytes, D = 128 / 64): G2 fp32 [64][D + 8] (later T fp32 [64][68] + 3 x [16][16] scratch +
 // the A_qk stage bf16 [64][72], then the P4 stages) 34816 / 29696; q raw, then Kg bf16 [64][D + 8] 17408 / 9216; k raw, then Tb bf16 [64][72] 17408 / 9216;
 // v bf16 [64][D + 8] 17408 / 9216; A_kk fp32 [64][68] 17408 (the cumsum warp totals [16][D] before it);
-// beta, mq, mk, GC2 1280 / 1024. Total 105728 / 75776. Row pads keep the fragment loads, ldmatrix and the
+// beta, mq, mk, GC2 1280 / 1024; the mbarrier of the bulk row copies 16 (raw g lands in the G2 region). Total
+// 105744 / 75792. Row pads keep the fragment loads, ldmatrix and the
 // 16-byte row accesses bank-conflict free.
 #pragma once
 
+#include "cuda/bulk_copy.cuh"
 #include "cuda/kda/chunk.cuh"
 
 namespace kimi::cuda::kda_chunk {
@@ -98,7 +105,8 @@ struct PrepSmem {
   static constexpr size_t MQ = BETA + kC * 4;
   static constexpr size_t MK = MQ + kC * 4;
   static constexpr size_t GC = MK + kC * 4;
-  static constexpr size_t TOTAL = GC + D * 4;
+  static constexpr size_t BAR = GC + D * 4;  // mbarrier of the row copies (bulk path)
+  static constexpr size_t TOTAL = BAR + 16;
   static_assert(D == 64 || D == 128, "head sizes");
   static_assert(size_t(kPrepThreads / 32) * D * 4 <= kA, "cumsum warp totals fit the A_kk region");
   static_assert(size_t(kC) * LDT * 2 <= kRowsB, "Tb fits the k region");
@@ -107,6 +115,7 @@ struct PrepSmem {
   static_assert(AQS % 16 == 0 && Q % 16 == 0 && K % 16 == 0 && V % 16 == 0 && AKK % 16 == 0 && BETA % 16 == 0 && GC % 16 == 0 &&
                     kA % 16 == 0,
                 "16-byte aligned regions");
+  static_assert(kRowsB <= Q - G && BAR % 8 == 0, "raw g rows (bulk path) fit the G region; mbarrier aligned");
   static_assert(2 * (TOTAL + 1024) <= 228 * 1024, "two CTAs per SM (sm_90: 228 KB, 1 KB reserved per CTA)");
 };
 
@@ -160,11 +169,66 @@ struct RowCtx {  // what phase L of kda_chunk_prep needs
   int64_t tok0, bb;
   int rows, warp, lane;
   bf16 *sQ, *sK, *sV;
+  const bf16* sGraw;  // the bulk path's raw g rows [64][LDB] (in the G2 region, dead before G2 is written)
   float *sBeta, *sMq, *sMk;
 };
 
-// Phase L of kda_chunk_prep for the warp's 4 contiguous rows: raw q, k and v (bf16) and beta, mq, mk to shared
-// memory, g2 = gate(g) log2 e of each row to gl (0 beyond the sequence). kBf16 (q, k, v, g bf16 with 8-byte
+// The per-row work of phase L shared by both load paths, for row r of the warp (index rr of its RPW rows) and
+// this lane's EPL channels: the L2-norm multipliers mq, mk and beta (sigmoid) -> shared memory (lane 0), g2 =
+// gate(g) log2 e -> gl_row (0 beyond the sequence: such rows neither decay nor update).
+template <int D, int kGate>
+__device__ __forceinline__ void prep_row_factors(const RowCtx<D>& c, int r, const float (&xq)[D / 32],
+                                                 const float (&xk)[D / 32], const float (&xg)[D / 32], float xb,
+                                                 const float (&dtb)[D / 32], float gate_a, float (&gl_row)[D / 32]) {
+  constexpr int EPL = D / 32;
+  constexpr float kLog2e = 1.4426950408889634f;
+  const Params& p = c.p;
+  const int gate = kGate == kGateRuntime ? p.gate : kGate;
+  const bool valid = r < c.rows;
+  float mq = p.scale, mk = 1.f;  // multipliers of the raw q, k, applied when operands are formed
+  if (p.l2norm) {
+    float sq = 0.f, sk = 0.f;
+#pragma unroll
+    for (int e = 0; e < EPL; ++e) {
+      sq += xq[e] * xq[e];
+      sk += xk[e] * xk[e];
+    }
+    sq = warp_sum(sq);
+    sk = warp_sum(sk);
+    mq *= 1.f / sqrtf(sq + 1e-6f);
+    mk = 1.f / sqrtf(sk + 1e-6f);
+  }
+#pragma unroll
+  for (int e = 0; e < EPL; ++e) {
+    float gv = xg[e];
+    const float x = xg[e] + dtb[e];
+    if (gate == kGateSoftplus)
+      gv = -gate_a * (x > 20.f ? x : log1pf(expf(x)));
+    else if (gate == kGateBounded)
+      gv = __fdividef(p.lb, 1.f + __expf(-gate_a * x));  // -> 0 when the exponential overflows
+    gl_row[e] = valid ? gv * kLog2e : 0.f;
+  }
+  if (c.lane == 0) {
+    float bv = xb;
+    if (valid && p.beta_sigmoid) bv = 1.f / (1.f + expf(-bv));
+    c.sBeta[r] = valid ? bv : 0.f;
+    c.sMq[r] = mq;
+    c.sMk[r] = mk;
+  }
+}
+
+// The gate parameters of the lane's channels: exp(A_log[h]) and dt_bias (0 without a gate).
+template <int D, int kGate>
+__device__ __forceinline__ float prep_gate_params(const RowCtx<D>& c, float (&dtb)[D / 32]) {
+  const Params& p = c.p;
+  const int gate = kGate == kGateRuntime ? p.gate : kGate, ch = c.lane * (D / 32);
+#pragma unroll
+  for (int e = 0; e < D / 32; ++e) dtb[e] = gate != kGateNone ? p.dt_bias[int64_t(c.h) * D + ch + e] : 0.f;
+  return gate != kGateNone ? expf(p.A_log[c.h * p.s_A]) : 0.f;
+}
+
+// Phase L of kda_chunk_prep for the warp's 4 contiguous rows, from global memory: raw q, k and v (bf16) and
+// beta, mq, mk to shared memory, g2 of each row to gl (prep_row_factors). kBf16 (q, k, v, g bf16 with 8-byte
 // aligned row pieces, Params::rows_bf16): one vector load per row and tensor, q, k, v stored as loaded, all 4
 // rows' loads in flight at once; else any dtype and alignment (load_raw / raw_to_f32), two rows at a time.
 // kGate: the gate form at compile time (kGateRuntime: read from Params).
@@ -173,16 +237,13 @@ __device__ __forceinline__ void prep_load_rows(const RowCtx<D>& c, float (&gl)[k
   constexpr int EPL = D / 32, RPW = kC / (kPrepThreads / 32), BATCH = kBf16 ? RPW : 2;
   constexpr int NW = kBf16 ? EPL / 2 : EPL;  // raw words per row and tensor
   constexpr int LDB = PrepSmem<D>::LDB;
-  constexpr float kLog2e = 1.4426950408889634f;
   static_assert(kBf16 || kGate == kGateRuntime, "the generic path reads the gate form at run time");
   const Params& p = c.p;
-  const int ch = c.lane * EPL, gate = kGate == kGateRuntime ? p.gate : kGate;
+  const int ch = c.lane * EPL;
   const int64_t oq = c.bb * p.s_q[0] + c.h * p.s_q[2] + ch, ok = c.bb * p.s_k[0] + c.h * p.s_k[2] + ch;
   const int64_t ov = c.bb * p.s_v[0] + c.h * p.s_v[2] + ch, og = c.bb * p.s_g[0] + c.h * p.s_g[2] + ch;
-  const float gate_a = gate != kGateNone ? expf(p.A_log[c.h * p.s_A]) : 0.f;
   float dtb[EPL];
-#pragma unroll
-  for (int e = 0; e < EPL; ++e) dtb[e] = gate != kGateNone ? p.dt_bias[int64_t(c.h) * D + ch + e] : 0.f;
+  const float gate_a = prep_gate_params<D, kGate>(c, dtb);
 #pragma unroll
   for (int b0 = 0; b0 < RPW; b0 += BATCH) {
     uint32_t wq[BATCH][NW], wk[BATCH][NW], wg[BATCH][NW], wv[BATCH][NW], wb[BATCH][1];
@@ -221,7 +282,6 @@ __device__ __forceinline__ void prep_load_rows(const RowCtx<D>& c, float (&gl)[k
 #pragma unroll
     for (int rr = 0; rr < BATCH; ++rr) {
       const int r = RPW * c.warp + b0 + rr;
-      const bool valid = r < c.rows;
       float xq[EPL], xk[EPL], xg[EPL], xb[1];
       if constexpr (kBf16) {
 #pragma unroll
@@ -250,37 +310,90 @@ __device__ __forceinline__ void prep_load_rows(const RowCtx<D>& c, float (&gl)[k
         sts_bf16<EPL>(c.sV + r * LDB + ch, xv);
       }
       raw_to_f32<1>(wb[rr], p.dt_beta, xb);
-      float mq = p.scale, mk = 1.f;  // multipliers of the raw q, k, applied when operands are formed
-      if (p.l2norm) {
-        float sq = 0.f, sk = 0.f;
-#pragma unroll
-        for (int e = 0; e < EPL; ++e) {
-          sq += xq[e] * xq[e];
-          sk += xk[e] * xk[e];
-        }
-        sq = warp_sum(sq);
-        sk = warp_sum(sk);
-        mq *= 1.f / sqrtf(sq + 1e-6f);
-        mk = 1.f / sqrtf(sk + 1e-6f);
-      }
-#pragma unroll
-      for (int e = 0; e < EPL; ++e) {
-        float gv = xg[e];
-        const float x = xg[e] + dtb[e];
-        if (gate == kGateSoftplus)
-          gv = -gate_a * (x > 20.f ? x : log1pf(expf(x)));
-        else if (gate == kGateBounded)
-          gv = __fdividef(p.lb, 1.f + __expf(-gate_a * x));  // -> 0 when the exponential overflows
-        gl[b0 + rr][e] = valid ? gv * kLog2e : 0.f;
-      }
-      if (c.lane == 0) {
-        float bv = xb[0];
-        if (valid && p.beta_sigmoid) bv = 1.f / (1.f + expf(-bv));
-        c.sBeta[r] = valid ? bv : 0.f;
-        c.sMq[r] = mq;
-        c.sMk[r] = mk;
-      }
+      prep_row_factors<D, kGate>(c, r, xq, xk, xg, xb[0], dtb, gate_a, gl[b0 + rr]);
     }
+  }
+}
+
+// Issue of the bulk path's row copies (Params::rows_bulk: q, k, v, g bf16, every row 16-byte aligned), by
+// threads 0 .. 4 kC - 1 after the barrier that orders the mbarrier's init (thread 0: expect rows x 4 D x 2
+// bytes) before them: thread t copies row t % 64 of tensor t / 64 (q, k, v, g; whole warps per tensor) to its
+// shared row (stride LDB; g raw into the G2 region), rows beyond the sequence end not at all (phase L zeroes
+// them). The copies replace the former per-lane row loads of phase L: their 64-bit address arithmetic and
+// waits were 41% of the prep's instructions (docs/gpu/2026-11-29-h200-prep2.txt).
+template <int D>
+__device__ __forceinline__ void prep_issue_row_copies(const RowCtx<D>& c, int tid, uint64_t* bar) {
+  constexpr int LDB = PrepSmem<D>::LDB;
+  if (tid >= 4 * kC) return;
+  const Params& p = c.p;
+  const int t = tid / kC, r = tid % kC;
+  if (r >= c.rows) return;
+  const void* const base = t == 0 ? p.q : t == 1 ? p.k : t == 2 ? p.v : p.g;
+  const auto stride = [&](int d) { return t == 0 ? p.s_q[d] : t == 1 ? p.s_k[d] : t == 2 ? p.s_v[d] : p.s_g[d]; };
+  bf16* const dst = t == 0 ? c.sQ : t == 1 ? c.sK : t == 2 ? c.sV : const_cast<bf16*>(c.sGraw);
+  const int64_t off = c.bb * stride(0) + (c.tok0 + r) * stride(1) + int64_t(c.h) * stride(2);
+  bulk_g2s(dst + r * LDB, static_cast<const bf16*>(base) + off, uint32_t(D) * 2, bar);
+}
+
+// Phase L of the bulk path for the warp's rows, once the copies have landed (mbar_wait): q, k, g read back
+// from shared memory for prep_row_factors; rows beyond the sequence end get zero q, k, v rows (the later
+// phases read them) and g2 = 0.
+template <int D, int kGate>
+__device__ __forceinline__ void prep_bulk_rows(const RowCtx<D>& c, uint64_t* bar,
+                                               float (&gl)[kC / (kPrepThreads / 32)][D / 32]) {
+  constexpr int EPL = D / 32, RPW = kC / (kPrepThreads / 32), NW = EPL / 2;
+  constexpr int LDB = PrepSmem<D>::LDB;
+  const Params& p = c.p;
+  const int ch = c.lane * EPL;
+  float dtb[EPL];
+  const float gate_a = prep_gate_params<D, kGate>(c, dtb);
+  uint32_t wb[RPW][1];
+#pragma unroll
+  for (int rr = 0; rr < RPW; ++rr) {  // beta in flight while the rows land
+    const int r = RPW * c.warp + rr;
+    wb[rr][0] = 0u;
+    if (c.lane == 0 && r < c.rows)
+      load_raw<1>(p.beta, p.dt_beta, c.bb * p.s_beta[0] + (c.tok0 + r) * p.s_beta[1] + c.h * p.s_beta[2], wb[rr]);
+  }
+  mbar_wait(bar, 0);
+#pragma unroll
+  for (int rr = 0; rr < RPW; ++rr) {
+    const int r = RPW * c.warp + rr;
+    uint32_t wq[NW], wk[NW], wg[NW];
+    const auto lds_row = [&](const bf16* row, uint32_t (&w)[NW]) {
+      if constexpr (NW == 2) {
+        const uint2 u = *reinterpret_cast<const uint2*>(row + r * LDB + ch);
+        w[0] = u.x, w[1] = u.y;
+      } else {
+        w[0] = lds32(row + r * LDB + ch);
+      }
+    };
+    const auto sts_zero = [&](bf16* row) {
+      if constexpr (NW == 2)
+        *reinterpret_cast<uint2*>(row + r * LDB + ch) = make_uint2(0u, 0u);
+      else
+        *reinterpret_cast<uint32_t*>(row + r * LDB + ch) = 0u;
+    };
+    if (r < c.rows) {
+      lds_row(c.sQ, wq);
+      lds_row(c.sK, wk);
+      lds_row(c.sGraw, wg);
+    } else {
+#pragma unroll
+      for (int e = 0; e < NW; ++e) wq[e] = wk[e] = wg[e] = 0u;
+      sts_zero(c.sQ);
+      sts_zero(c.sK);
+      sts_zero(c.sV);
+    }
+    float xq[EPL], xk[EPL], xg[EPL], xb[1];
+#pragma unroll
+    for (int e = 0; e < EPL; e += 2) {
+      xq[e] = bf_lo(wq[e / 2]), xq[e + 1] = bf_hi(wq[e / 2]);
+      xk[e] = bf_lo(wk[e / 2]), xk[e + 1] = bf_hi(wk[e / 2]);
+      xg[e] = bf_lo(wg[e / 2]), xg[e + 1] = bf_hi(wg[e / 2]);
+    }
+    raw_to_f32<1>(wb[rr], p.dt_beta, xb);
+    prep_row_factors<D, kGate>(c, r, xq, xk, xg, xb[0], dtb, gate_a, gl[rr]);
   }
 }
 
@@ -311,6 +424,8 @@ __global__ void __launch_bounds__(kPrepThreads, 2) kda_chunk_prep(const Params p
   float* const sMq = reinterpret_cast<float*>(smem + L::MQ);  // per-row multiplier of the raw q
   float* const sMk = reinterpret_cast<float*>(smem + L::MK);  // per-row multiplier of the raw k
   float* const sGC = reinterpret_cast<float*>(smem + L::GC);  // G2[63]
+  const bf16* const sGraw = reinterpret_cast<const bf16*>(smem + L::G);  // raw g [64][LDB] (L, bulk path)
+  uint64_t* const sBar = reinterpret_cast<uint64_t*>(smem + L::BAR);     // the bulk path's row copies
 
   KDA_CHUNK_ASSERT(blockDim.x == kThreads);
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
@@ -329,8 +444,22 @@ __global__ void __launch_bounds__(kPrepThreads, 2) kda_chunk_prep(const Params p
   const int ch = lane * EPL;
   {
     float gl[RPW][EPL];  // g2 of the warp's rows, then their inclusive cumsum
-    const RowCtx<D> rc{p, h, tok0, bb, rows, warp, lane, sQ, sK, sV, sBeta, sMq, sMk};
-    if (p.rows_bf16) {  // uniform branches: the dtype and gate tests leave the per-element code
+    const RowCtx<D> rc{p, h, tok0, bb, rows, warp, lane, sQ, sK, sV, sGraw, sBeta, sMq, sMk};
+    if (p.rows_bulk) {  // uniform branches: the dtype and gate tests leave the per-element code
+      if (tid == 0) {
+        mbar_init(sBar, 1);
+        mbar_init_fence();
+        mbar_expect_tx(sBar, uint32_t(rows) * 4 * D * 2);
+      }
+      __syncthreads();  // the init before any copy or wait
+      prep_issue_row_copies<D>(rc, tid, sBar);
+      if (p.gate == kGateBounded)
+        prep_bulk_rows<D, kGateBounded>(rc, sBar, gl);
+      else if (p.gate == kGateSoftplus)
+        prep_bulk_rows<D, kGateSoftplus>(rc, sBar, gl);
+      else
+        prep_bulk_rows<D, kGateNone>(rc, sBar, gl);
+    } else if (p.rows_bf16) {
       if (p.gate == kGateBounded)
         prep_load_rows<D, kGateBounded, true>(rc, gl);
       else if (p.gate == kGateSoftplus)
