@@ -22,6 +22,12 @@
 //     O = Qg S + A_qk U      (64 x VT; S hi + lo, U hi + lo: 2 + 2 mma) -> global o (rows in the sequence)
 //     S^T <- S^T diag(exp(GC)) + U^T KdT^T   (VT x K, k = 64; U hi + lo; the registers accumulate)
 //   The hi / lo correction products go to separate accumulators (warp_mma_split): shorter mma chains.
+//   The Qg S half of O is computed in the same pass over S^T hi + lo as U (warp_mma_split_shared_b), so each S
+//   fragment is loaded once for five products. Why: the walk's per-chunk time is bounded by shared-memory
+//   traffic rather than by the tensor cores. Per chunk (D = 128, VT = 64, 16 warps of 16 x 16 tiles) the mma
+//   fragments read ~672 KB by ldmatrix: U 256, Qg S 192, A_qk U 96, the state update 128. The cp.async
+//   prefetch writes 88 KB and the hi / lo splits of U and S 48 KB. At 128 B per clock that is ~6.3 K of the
+//   ~10 K clocks a chunk takes, against ~3 K clocks of mma issue. The shared pass removes 128 KB.
 // Segments (sequence parallelism; few heads x long sequences, where the plain walk's N x H x D / 32 CTAs leave
 //   most SMs idle). Per chunk the state map is affine, S' = A_c S + B_c with A_c = diag(decay) + KdT Wn (K x K),
 //   B_c = KdT U0, the same A_c for every V column. The launcher splits each sequence into P segments of
@@ -419,6 +425,40 @@ __device__ __forceinline__ void warp_mma_split(float (&acc)[MT][NT][4], float (&
   }
 }
 
+// warp_mma_split (kAlo, Bt hi + lo) with a second A operand A2 (single bf16) against the same B, so that each B
+// fragment is loaded once for both products: acc, acc_b, acc_c as in warp_mma_split; acc2 += A2 Bt,
+// acc2_b += A2 Bt_lo. The walk's U = U0 + Wn S and the Qg S half of O read the same S^T hi + lo: one pass
+// instead of two saves a third of their shared-memory fragment traffic (the walk's bound).
+template <int MT, int NT, int KD>
+__device__ __forceinline__ void warp_mma_split_shared_b(float (&acc)[MT][NT][4], float (&acc_b)[MT][NT][4],
+                                                        float (&acc_c)[MT][NT][4], float (&acc2)[MT][NT][4],
+                                                        float (&acc2_b)[MT][NT][4], const bf16* A, const bf16* A_lo,
+                                                        const bf16* A2, int lda, int m0, const bf16* Bt,
+                                                        const bf16* Bt_lo, int ldb, int n0, int lane) {
+#pragma unroll
+  for (int k0 = 0; k0 < KD; k0 += 16) {
+    uint32_t a[MT][4], al[MT][4], a2[MT][4], b[NT][2], bl[NT][2];
+#pragma unroll
+    for (int i = 0; i < MT; ++i) {
+      ld_a_frag<false>(a[i], A, lda, m0 + 16 * i, k0, lane);
+      ld_a_frag<false>(al[i], A_lo, lda, m0 + 16 * i, k0, lane);
+      ld_a_frag<false>(a2[i], A2, lda, m0 + 16 * i, k0, lane);
+    }
+    ld_b_frags<NT, false>(b, Bt, ldb, n0, k0, lane);
+    ld_b_frags<NT, false>(bl, Bt_lo, ldb, n0, k0, lane);
+#pragma unroll
+    for (int i = 0; i < MT; ++i)
+#pragma unroll
+      for (int j = 0; j < NT; ++j) {
+        mma_bf16(acc[i][j], a[i], b[j]);
+        mma_bf16(acc_b[i][j], a[i], bl[j]);
+        mma_bf16(acc_c[i][j], al[i], b[j]);
+        mma_bf16(acc2[i][j], a2[i], b[j]);
+        mma_bf16(acc2_b[i][j], a2[i], bl[j]);
+      }
+  }
+}
+
 // ---------------------------------------------------------------------------------------------------------
 // copies
 
@@ -604,9 +644,10 @@ __global__ void __launch_bounds__(NTHR, 1) kda_chunk_walk(const Params p) {
     const bf16* const sKdt = reinterpret_cast<const bf16*>(buf + L::BKDT);
     const float* const sDecay = reinterpret_cast<const float*>(buf + L::BDEC);
 
-    // U = U0 + Wn S -> U^T hi + lo
+    // U = U0 + Wn S -> U^T hi + lo; with outputs, the Qg S half of O in the same pass over S (acc_o, acc_ob)
+    const int t0 = (kC / WM) * wm, n0 = wn * (VT / 4);
+    float acc_o[MT][NT][4] = {}, acc_ob[MT][NT][4] = {};
     {
-      const int t0 = (kC / WM) * wm, n0 = wn * (VT / 4);
       float acc[MT][NT][4];
 #pragma unroll
       for (int mt = 0; mt < MT; ++mt)
@@ -621,7 +662,13 @@ __global__ void __launch_bounds__(NTHR, 1) kda_chunk_walk(const Params p) {
           }
       {
         float acc_b[MT][NT][4] = {}, acc_c[MT][NT][4] = {};
-        warp_mma_split<MT, NT, D, true>(acc, acc_b, acc_c, sWh, LDB, t0, sSh, LDB, n0, lane, sWl, sSl);
+#ifndef KIMI_KDA_WALK_SEPARATE_QS  // A/B switch: the Qg S product in its own pass over S (the former walk)
+        if (outs)
+          warp_mma_split_shared_b<MT, NT, D>(acc, acc_b, acc_c, acc_o, acc_ob, sWh, sWl, sQg, LDB, t0, sSh, sSl, LDB,
+                                             n0, lane);
+        else
+#endif
+          warp_mma_split<MT, NT, D, true>(acc, acc_b, acc_c, sWh, LDB, t0, sSh, LDB, n0, lane, sWl, sSl);
 #pragma unroll
         for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
@@ -643,9 +690,12 @@ __global__ void __launch_bounds__(NTHR, 1) kda_chunk_walk(const Params p) {
 
     // O = Qg S_start + A_qk U (64 x VT; S hi + lo, U hi + lo) -> global o (rows in the sequence)
     if (outs) {
-      const int t0 = (kC / WM) * wm, n0 = wn * (VT / 4);
-      float acc[MT][NT][4] = {}, acc_b[MT][NT][4] = {}, acc_c[MT][NT][4];
+      float (&acc)[MT][NT][4] = acc_o;
+      float (&acc_b)[MT][NT][4] = acc_ob;
+      float acc_c[MT][NT][4];
+#ifdef KIMI_KDA_WALK_SEPARATE_QS
       warp_mma_split<MT, NT, D, false>(acc, acc_b, acc_c, sQg, LDB, t0, sSh, LDB, n0, lane, nullptr, sSl);
+#endif
       warp_mma_split<MT, NT, kC, false, true>(acc, acc_b, acc_c, sAqk, LDT, t0, sUh, LDV, n0, lane, nullptr, sUl);
 #pragma unroll
       for (int mt = 0; mt < MT; ++mt)
