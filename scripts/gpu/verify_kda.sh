@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
 # A focused GPU call for the KDA kernels when device time is short (the device tool's `run`, `.deps` carried):
-#   KIMI_COMMIT=<sha> [AB_DEFINES="MACRO1 MACRO2"] [FALLBACK_DEFINES="MACRO"] [DEADLINE=<s>] bash scripts/gpu/verify_kda.sh
+#   KIMI_COMMIT=<sha> [AB_DEFINES="MACRO1 MACRO2"] [FALLBACK_DEFINES="MACRO"] [DEADLINE=<s>] [NCU_SHAPES="0 4"]
+#     bash scripts/gpu/verify_kda.sh
 # Builds kimi_tests and the two KDA benchmarks, runs every KDA test (harness CPU + CUDA cases vs fp64, the
 # conformance shapes of tests/test_kda_cuda_shapes.cpp, the segment cases) and the model-on-GPU tests, the
 # prefill and decode benchmarks, compute-sanitizer memcheck and racecheck on the small KDA CUDA cases, then, while
 # the DEADLINE (seconds since start, default 420) allows, each AB_DEFINES macro: a second build with
 # -D<macro> (a compile-time switch back to a former kernel) and the two benchmarks again, prefixed [<macro>], so
-# that a change and what it replaced are timed in the same call. run_all.sh is the full run.
+# that a change and what it replaced are timed in the same call. NCU_SHAPES (indices of bench_kda_prefill.cpp):
+# the per-kernel times (ncu gpu__time_duration) of the prefill kernels on those shapes, for each build.
+# run_all.sh is the full run.
 # Output: $OUT/verify.log (everything) and the logs of each step.
 set -uo pipefail
 OUT=${OUT:-/tmp/kimi-gpu-out}
@@ -54,9 +57,17 @@ timeout 120 $T --gtest_brief=1 --gtest_filter='*ModelCuda*:*Parity*Cuda*' >"$OUT
 echo "$(el) model tests on the GPU: exit $?; $(summary "$OUT/tests-model.log")"
 grep -E "^\[  FAILED|on cuda:0 vs" "$OUT/tests-model.log" | head -10
 
+ncu_times() {  # bench binary, then the lines' prefix
+  for sh in ${NCU_SHAPES:-}; do
+    timeout 60 ncu --clock-control none --metrics gpu__time_duration.sum -k regex:"kda_chunk|kda_seg" --launch-skip 20 \
+      --launch-count 6 "$1" "$sh" 2>&1 | grep -E "kda_chunk_(prep|walk)|kda_seg|gpu__time_duration|kimi kda" |
+      sed -E 's/, Context.*//; s/ +/ /g' | sed "s/^/$2[ncu $sh]/"
+  done
+}
 echo "$(el) benchmarks"
 timeout 60 ./build/cuda/bench/kimi_bench_kda_prefill
 timeout 60 ./build/cuda/bench/kimi_bench_kda_decode | grep -E "decode_step|floor"
+ncu_times ./build/cuda/bench/kimi_bench_kda_prefill ""
 
 small='*kda_decode*cuda*:KdaDecodeStep.Cuda*:CudaKdaSeqPar*:*kda_chunk_fwd_bf16_cuda*'
 for tool in memcheck racecheck; do
@@ -71,5 +82,6 @@ for d in ${AB_DEFINES:-}; do
   echo "$(el) A/B: -D$d"
   timeout 45 "./build/ab-$d/bench/kimi_bench_kda_prefill" | sed "s/^/[$d] /"
   timeout 40 "./build/ab-$d/bench/kimi_bench_kda_decode" | grep -E "decode_step" | sed "s/^/[$d] /"
+  ncu_times "./build/ab-$d/bench/kimi_bench_kda_prefill" "[$d]"
 done
 echo "$(el) done"
