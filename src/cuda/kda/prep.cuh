@@ -446,13 +446,17 @@ __global__ void __launch_bounds__(kPrepThreads, 2) kda_chunk_prep(const Params p
     float gl[RPW][EPL];  // g2 of the warp's rows, then their inclusive cumsum
     const RowCtx<D> rc{p, h, tok0, bb, rows, warp, lane, sQ, sK, sV, sGraw, sBeta, sMq, sMk};
     if (p.rows_bulk) {  // uniform branches: the dtype and gate tests leave the per-element code
+      // Thread 0 inits the mbarrier, expects every byte and issues its own copy in one branch (as one thread:
+      // ptxas if-converts an init-only block into a warp-uniform instruction, which compute-sanitizer
+      // racecheck then reports as racing with lane 0's arrival); the others copy after the barrier.
       if (tid == 0) {
         mbar_init(sBar, 1);
         mbar_init_fence();
         mbar_expect_tx(sBar, uint32_t(rows) * 4 * D * 2);
+        prep_issue_row_copies<D>(rc, tid, sBar);
       }
-      __syncthreads();  // the init before any copy or wait
-      prep_issue_row_copies<D>(rc, tid, sBar);
+      __syncthreads();  // the init before any other copy or wait
+      if (tid != 0) prep_issue_row_copies<D>(rc, tid, sBar);
       if (p.gate == kGateBounded)
         prep_bulk_rows<D, kGateBounded>(rc, sBar, gl);
       else if (p.gate == kGateSoftplus)
