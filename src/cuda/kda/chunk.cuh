@@ -56,11 +56,11 @@
 //   D = 128: 107008 B per chunk-head = 1672 B per token-head (1 x 16384 x H64: 1.75 GB).
 //   D =  64:  57600 B per chunk-head =  900 B per token-head.
 //
-// Shared memory (bytes; D = 128 / 64): prep 105744 / 75792 (2 CTAs / SM); walk VT = 64: 224256, VT = 32:
-// 182272 (1 CTA / SM). Row pads of 16 bytes (bf16) and 16-32 bytes (fp32) keep the fragment loads
-// bank-conflict free.
-// ptxas (sm_90a, CUDA 13.0 here): registers prep 64 (512 threads, capped for 2 CTAs / SM), walk 126 (D = 128,
-// VT = 64) / 181 (VT = 32, with the segment modes); no spills.
+// Shared memory (bytes; D = 128 / 64): prep 105744 / 75792 (2 CTAs / SM); walk (D = 128) VT = 64: 214016,
+// VT = 32: 172032 (1 CTA / SM). Row pads of 16 bytes (bf16) and 16-32 bytes (fp32), or the walk's swizzled
+// tiles (WalkSmem), keep the fragment loads bank-conflict free.
+// ptxas (sm_90a, CUDA 13.0 here): registers prep 64 (512 threads, capped for 2 CTAs / SM), walk 128 (D = 128,
+// VT = 64) / 222 (VT = 32, with the segment modes); no spills.
 //
 // Measured on the H200 (docs/BENCHMARKS.md, docs/gpu/2026-11-29-h200-prep1.txt; ncu gpu__time_duration,
 // 1 x 16384 H64): prep 2.52 ms at commit a4addf3 (the former 1024-thread, one-CTA-per-SM prep: 3.04 ms in
@@ -169,23 +169,33 @@ enum : int { kSegBeg = 0, kSegEnd = 1, kSegSeq = 2, kSegIdx = 3, kSegCount = 4, 
 // operands Qg [64][LDB], A_qk [64][LDT].
 template <int D, int VT>
 struct WalkSmem {
-  static constexpr int LDB = D + 8, LDT = kC + 8, LDU = VT + 8, LDV = VT + 8;
+  // LDB: the padded rows of S^T hi / lo (written by sts_split); the cp.async destinations Wn hi / lo, Qg [64][D]
+  // and KdT [D][64], A_qk [64][64] are dense rows with the 16-byte chunks of row r XOR-permuted by r & 7
+  // (kSwizzled in cp_tile_g2s / ld_a_frag / ld_b_frags): padded rows cost the 16-byte cp.async stores 2.6x the
+  // ideal shared-memory wavefronts on the H200 (ncu, run of 2026-11-30), swizzled ones are conflict-free both
+  // ways. U0 (fp32, read as float2) keeps padded rows.
+#ifdef KIMI_KDA_WALK_PADDED  // A/B switch: the former padded rows for the cp.async destinations too
+  static constexpr bool kSwz = false;
+#else
+  static constexpr bool kSwz = true;
+#endif
+  static constexpr int LDB = D + 8, LDW = kSwz ? D : D + 8, LDT = kSwz ? kC : kC + 8, LDU = VT + 8, LDV = VT + 8;
   static constexpr size_t SH = 0, SL = SH + size_t(VT) * LDB * 2;  // S^T hi, lo bf16 [VT][LDB]
-  static constexpr size_t kWh = size_t(kC) * LDB * 2, kU0 = size_t(kC) * LDU * 4, kKdt = size_t(D) * LDT * 2,
+  static constexpr size_t kWh = size_t(kC) * LDW * 2, kU0 = size_t(kC) * LDU * 4, kKdt = size_t(D) * LDT * 2,
                           kDec = size_t(D) * 4;
   static constexpr size_t BWH = 0, BWL = BWH + kWh, BU0 = BWL + kWh, BKDT = BU0 + kU0, BDEC = BKDT + kKdt;
   static constexpr size_t kBuf = BDEC + kDec;  // one input buffer
   static constexpr size_t BUF0 = SL + size_t(VT) * LDB * 2;
   static constexpr size_t UH = BUF0 + 2 * kBuf;           // U hi bf16 [64][LDV]
   static constexpr size_t UL = UH + size_t(kC) * LDV * 2;  // U lo
-  static constexpr size_t QG = UL + size_t(kC) * LDV * 2;
-  static constexpr size_t AQK = QG + size_t(kC) * LDB * 2;
+  static constexpr size_t QG = UL + size_t(kC) * LDV * 2;  // Qg [64][LDW] (swizzled)
+  static constexpr size_t AQK = QG + size_t(kC) * LDW * 2;  // A_qk [64][LDT] (swizzled)
   static constexpr size_t TOTAL = AQK + size_t(kC) * LDT * 2;
   static_assert(D % VT == 0 && (VT == 32 || VT == 64), "tile shapes");
-  static_assert(LDB % 8 == 0 && LDT % 8 == 0 && LDV % 8 == 0, "ldmatrix rows 16-byte aligned");
-  static_assert(BUF0 % 16 == 0 && kBuf % 16 == 0 && BWL % 16 == 0 && BU0 % 16 == 0 && BKDT % 16 == 0 &&
-                    BDEC % 16 == 0 && UH % 16 == 0 && UL % 16 == 0 && QG % 16 == 0 && AQK % 16 == 0,
-                "16-byte aligned regions");
+  static_assert(LDB % 8 == 0 && LDV % 8 == 0, "ldmatrix rows 16-byte aligned");
+  static_assert(BUF0 % 128 == 0 && kBuf % 128 == 0 && BWL % 128 == 0 && BU0 % 128 == 0 && BKDT % 128 == 0 &&
+                    BDEC % 16 == 0 && UH % 16 == 0 && UL % 16 == 0 && QG % 128 == 0 && AQK % 128 == 0,
+                "16-byte aligned regions, 128-byte aligned swizzled tiles");
   static_assert(TOTAL <= 227 * 1024, "fits the sm_90 shared memory of one CTA");
 };
 
@@ -339,22 +349,32 @@ __device__ __forceinline__ void ldsm_x2(uint32_t (&r)[2], const bf16* p) {
 // The B fragments of two n8 tiles are one x4 (matrices: tile j k + 0 / + 8, tile j + 1 k + 0 / + 8), an odd last
 // tile one x2, from B stored as Bt [n][k] (kTrans = false) or row-major [k][n] (.trans). One instruction per 4 (or
 // 2) 32-bit fragment registers instead of one each.
-template <bool kTrans>
+// Element offset of (row, col) in bf16 rows of ld elements; kSwz: the row's 16-byte chunks XOR-permuted by
+// row & 7 (rows of 64 or 128 elements starting 128-byte aligned; col a multiple of 8 here), so that the 8 rows of
+// an ldmatrix matrix, and the 16-byte cp.async stores of consecutive rows, fall on distinct banks without padding.
+template <bool kSwz>
+__device__ __forceinline__ int tile_off(int row, int col, int ld) {
+  return row * ld + (kSwz ? (((col >> 3) ^ (row & 7)) << 3) | (col & 7) : col);
+}
+
+template <bool kTrans, bool kSwz = false>
 __device__ __forceinline__ void ld_a_frag(uint32_t (&a)[4], const bf16* A, int lda, int m, int k0, int lane) {
+  static_assert(!(kTrans && kSwz), "swizzled tiles are read untransposed");
   if constexpr (kTrans)
     ldsm_x4<true>(a, A + (k0 + (lane & 7) + 8 * (lane >> 4)) * lda + m + 8 * ((lane >> 3) & 1));
   else
-    ldsm_x4<false>(a, A + (m + (lane & 7) + 8 * ((lane >> 3) & 1)) * lda + k0 + 8 * (lane >> 4));
+    ldsm_x4<false>(a, A + tile_off<kSwz>(m + (lane & 7) + 8 * ((lane >> 3) & 1), k0 + 8 * (lane >> 4), lda));
 }
-template <int NT, bool kTrans>
+template <int NT, bool kTrans, bool kSwz = false>
 __device__ __forceinline__ void ld_b_frags(uint32_t (&b)[NT][2], const bf16* B, int ldb, int n0, int k0, int lane) {
+  static_assert(!(kTrans && kSwz), "swizzled tiles are read untransposed");
 #pragma unroll
   for (int j = 0; j + 1 < NT; j += 2) {
     uint32_t r[4];
     if constexpr (kTrans)
       ldsm_x4<true>(r, B + (k0 + (lane & 15)) * ldb + n0 + 8 * j + 8 * (lane >> 4));
     else
-      ldsm_x4<false>(r, B + (n0 + 8 * j + (lane & 7) + 8 * (lane >> 4)) * ldb + k0 + 8 * ((lane >> 3) & 1));
+      ldsm_x4<false>(r, B + tile_off<kSwz>(n0 + 8 * j + (lane & 7) + 8 * (lane >> 4), k0 + 8 * ((lane >> 3) & 1), ldb));
     b[j][0] = r[0], b[j][1] = r[1], b[j + 1][0] = r[2], b[j + 1][1] = r[3];
   }
   if constexpr (NT % 2 == 1) {
@@ -362,7 +382,7 @@ __device__ __forceinline__ void ld_b_frags(uint32_t (&b)[NT][2], const bf16* B, 
     if constexpr (kTrans)
       ldsm_x2<true>(r, B + (k0 + (lane & 15)) * ldb + n0 + 8 * (NT - 1));
     else
-      ldsm_x2<false>(r, B + (n0 + 8 * (NT - 1) + (lane & 7)) * ldb + k0 + 8 * ((lane >> 3) & 1));
+      ldsm_x2<false>(r, B + tile_off<kSwz>(n0 + 8 * (NT - 1) + (lane & 7), k0 + 8 * ((lane >> 3) & 1), ldb));
     b[NT - 1][0] = r[0], b[NT - 1][1] = r[1];
   }
 }
@@ -370,8 +390,8 @@ __device__ __forceinline__ void ld_b_frags(uint32_t (&b)[NT][2], const bf16* B, 
 // acc[i][j] += A[m0 + 16 i .. +16][0..KD) * Bt[n0 + 8 j .. +8][0..KD)^T for one warp.
 // A: bf16 row-major [m][k] (lda elements), or [k][m] with kAT; Bt: bf16 [n][k] row-major (ldb elements), or B
 // [k][n] with kBT; rows 16-byte aligned (lda, ldb multiples of 8). kAlo: A given as hi (A) + lo (A_lo), one more
-// mma per fragment.
-template <int MT, int NT, int KD, bool kAlo = false, bool kAT = false, bool kBT = false>
+// mma per fragment. kBSwz: Bt in swizzled rows (tile_off).
+template <int MT, int NT, int KD, bool kAlo = false, bool kAT = false, bool kBT = false, bool kBSwz = false>
 __device__ __forceinline__ void warp_mma(float (&acc)[MT][NT][4], const bf16* A, int lda, int m0, const bf16* Bt,
                                          int ldb, int n0, int lane, const bf16* A_lo = nullptr) {
 #pragma unroll
@@ -383,7 +403,7 @@ __device__ __forceinline__ void warp_mma(float (&acc)[MT][NT][4], const bf16* A,
       ld_a_frag<kAT>(a[i], A, lda, m0 + 16 * i, k0, lane);
       if constexpr (kAlo) ld_a_frag<kAT>(al[i], A_lo, lda, m0 + 16 * i, k0, lane);
     }
-    ld_b_frags<NT, kBT>(b, Bt, ldb, n0, k0, lane);
+    ld_b_frags<NT, kBT, kBSwz>(b, Bt, ldb, n0, k0, lane);
 #pragma unroll
     for (int i = 0; i < MT; ++i)
 #pragma unroll
@@ -397,8 +417,8 @@ __device__ __forceinline__ void warp_mma(float (&acc)[MT][NT][4], const bf16* A,
 // warp_mma with Bt given as bf16 hi (Bt) + lo (Bt_lo) and optionally A as hi + lo (kAlo), the correction
 // products on separate accumulators: acc += A Bt, acc_b += A Bt_lo, acc_c += A_lo Bt (the caller adds them).
 // The dependent mma chain per accumulator is KD / 16 instead of 2 or 3 KD / 16 (the walk's latency path).
-// kBT: B (and B_lo) stored row-major [k][n] (see warp_mma).
-template <int MT, int NT, int KD, bool kAlo, bool kBT = false>
+// kBT: B (and B_lo) stored row-major [k][n] (see warp_mma). kASwz: A (and A_lo) in swizzled rows (tile_off).
+template <int MT, int NT, int KD, bool kAlo, bool kBT = false, bool kASwz = false>
 __device__ __forceinline__ void warp_mma_split(float (&acc)[MT][NT][4], float (&acc_b)[MT][NT][4],
                                                float (&acc_c)[MT][NT][4], const bf16* A, int lda, int m0,
                                                const bf16* Bt, int ldb, int n0, int lane, const bf16* A_lo,
@@ -409,8 +429,8 @@ __device__ __forceinline__ void warp_mma_split(float (&acc)[MT][NT][4], float (&
     [[maybe_unused]] uint32_t al[MT][4];
 #pragma unroll
     for (int i = 0; i < MT; ++i) {
-      ld_a_frag<false>(a[i], A, lda, m0 + 16 * i, k0, lane);
-      if constexpr (kAlo) ld_a_frag<false>(al[i], A_lo, lda, m0 + 16 * i, k0, lane);
+      ld_a_frag<false, kASwz>(a[i], A, lda, m0 + 16 * i, k0, lane);
+      if constexpr (kAlo) ld_a_frag<false, kASwz>(al[i], A_lo, lda, m0 + 16 * i, k0, lane);
     }
     ld_b_frags<NT, kBT>(b, Bt, ldb, n0, k0, lane);
     ld_b_frags<NT, kBT>(bl, Bt_lo, ldb, n0, k0, lane);
@@ -429,7 +449,7 @@ __device__ __forceinline__ void warp_mma_split(float (&acc)[MT][NT][4], float (&
 // fragment is loaded once for both products: acc, acc_b, acc_c as in warp_mma_split; acc2 += A2 Bt,
 // acc2_b += A2 Bt_lo. The walk's U = U0 + Wn S and the Qg S half of O read the same S^T hi + lo: one pass
 // instead of two saves a third of their shared-memory fragment traffic (the walk's bound).
-template <int MT, int NT, int KD>
+template <int MT, int NT, int KD, bool kASwz = false>
 __device__ __forceinline__ void warp_mma_split_shared_b(float (&acc)[MT][NT][4], float (&acc_b)[MT][NT][4],
                                                         float (&acc_c)[MT][NT][4], float (&acc2)[MT][NT][4],
                                                         float (&acc2_b)[MT][NT][4], const bf16* A, const bf16* A_lo,
@@ -440,9 +460,9 @@ __device__ __forceinline__ void warp_mma_split_shared_b(float (&acc)[MT][NT][4],
     uint32_t a[MT][4], al[MT][4], a2[MT][4], b[NT][2], bl[NT][2];
 #pragma unroll
     for (int i = 0; i < MT; ++i) {
-      ld_a_frag<false>(a[i], A, lda, m0 + 16 * i, k0, lane);
-      ld_a_frag<false>(al[i], A_lo, lda, m0 + 16 * i, k0, lane);
-      ld_a_frag<false>(a2[i], A2, lda, m0 + 16 * i, k0, lane);
+      ld_a_frag<false, kASwz>(a[i], A, lda, m0 + 16 * i, k0, lane);
+      ld_a_frag<false, kASwz>(al[i], A_lo, lda, m0 + 16 * i, k0, lane);
+      ld_a_frag<false, kASwz>(a2[i], A2, lda, m0 + 16 * i, k0, lane);
     }
     ld_b_frags<NT, false>(b, Bt, ldb, n0, k0, lane);
     ld_b_frags<NT, false>(bl, Bt_lo, ldb, n0, k0, lane);
@@ -473,18 +493,23 @@ __device__ __forceinline__ void cp_async_wait() {
 }
 
 // ROWS x COLS elements of type E (COLS * sizeof(E) a multiple of 16): global (dense rows of COLS) -> shared
-// (row stride lds elements, 16-byte aligned rows), cp.async by NTHR threads.
-template <typename E, int ROWS, int COLS, int NTHR>
+// (row stride lds elements, 16-byte aligned rows), cp.async by NTHR threads. kSwz: bf16 rows of 64 or 128
+// elements (lds == COLS) in the swizzled layout of tile_off.
+template <typename E, int ROWS, int COLS, int NTHR, bool kSwz = false>
 __device__ __forceinline__ void cp_tile_g2s(E* s, int lds, const E* g, int64_t ldg, int tid) {
   constexpr int PER = 16 / int(sizeof(E)), CPR = COLS / PER;
   static_assert(COLS % PER == 0, "16-byte rows");
+  static_assert(!kSwz || (sizeof(E) == 2 && (COLS == 64 || COLS == 128)), "swizzled bf16 rows of 8 or 16 chunks");
   constexpr int NIT = (ROWS * CPR + NTHR - 1) / NTHR;
 #pragma unroll
   for (int it = 0; it < NIT; ++it) {
     const int e = tid + it * NTHR;
     if ((ROWS * CPR) % NTHR == 0 || e < ROWS * CPR) {
       const int r = e / CPR, c = (e % CPR) * PER;
-      cp_async16(s + r * lds + c, g + r * ldg + c);
+      if constexpr (kSwz)
+        cp_async16(s + tile_off<true>(r, c, lds), g + r * ldg + c);
+      else
+        cp_async16(s + r * lds + c, g + r * ldg + c);
     }
   }
 }
@@ -496,21 +521,25 @@ template <int D, int VT, int NTHR>
 __device__ __forceinline__ void walk_prefetch(const Params& p, unsigned char* buf, int64_t cid, int v0, int tid,
                                               bool u0 = true) {
   using L = WalkSmem<D, VT>;
-  cp_tile_g2s<bf16, kC, D, NTHR>(reinterpret_cast<bf16*>(buf + L::BWH), L::LDB, p.scr.wh + cid * (kC * D), D, tid);
-  cp_tile_g2s<bf16, kC, D, NTHR>(reinterpret_cast<bf16*>(buf + L::BWL), L::LDB, p.scr.wl + cid * (kC * D), D, tid);
+  cp_tile_g2s<bf16, kC, D, NTHR, L::kSwz>(reinterpret_cast<bf16*>(buf + L::BWH), L::LDW, p.scr.wh + cid * (kC * D), D,
+                                       tid);
+  cp_tile_g2s<bf16, kC, D, NTHR, L::kSwz>(reinterpret_cast<bf16*>(buf + L::BWL), L::LDW, p.scr.wl + cid * (kC * D), D,
+                                       tid);
   if (u0)  // identity columns of a segment map: U0 = 0, not loaded
     cp_tile_g2s<float, kC, VT, NTHR>(reinterpret_cast<float*>(buf + L::BU0), L::LDU, p.scr.u0 + cid * (kC * D) + v0,
                                      D, tid);
-  cp_tile_g2s<bf16, D, kC, NTHR>(reinterpret_cast<bf16*>(buf + L::BKDT), L::LDT, p.scr.kdt + cid * (D * kC), kC, tid);
+  cp_tile_g2s<bf16, D, kC, NTHR, L::kSwz>(reinterpret_cast<bf16*>(buf + L::BKDT), L::LDT, p.scr.kdt + cid * (D * kC), kC,
+                                       tid);
   cp_tile_g2s<float, 1, D, NTHR>(reinterpret_cast<float*>(buf + L::BDEC), D, p.scr.decay + cid * D, D, tid);
 }
 
 template <int D, int VT, int NTHR>
 __device__ __forceinline__ void walk_prefetch_out(const Params& p, unsigned char* smem, int64_t cid, int tid) {
   using L = WalkSmem<D, VT>;
-  cp_tile_g2s<bf16, kC, D, NTHR>(reinterpret_cast<bf16*>(smem + L::QG), L::LDB, p.scr.qg + cid * (kC * D), D, tid);
-  cp_tile_g2s<bf16, kC, kC, NTHR>(reinterpret_cast<bf16*>(smem + L::AQK), L::LDT, p.scr.aqk + cid * (kC * kC), kC,
-                                  tid);
+  cp_tile_g2s<bf16, kC, D, NTHR, L::kSwz>(reinterpret_cast<bf16*>(smem + L::QG), L::LDW, p.scr.qg + cid * (kC * D), D,
+                                       tid);
+  cp_tile_g2s<bf16, kC, kC, NTHR, L::kSwz>(reinterpret_cast<bf16*>(smem + L::AQK), L::LDT, p.scr.aqk + cid * (kC * kC),
+                                        kC, tid);
 }
 
 template <int D, int VT, int NTHR>
@@ -518,7 +547,7 @@ __global__ void __launch_bounds__(NTHR, 1) kda_chunk_walk(const Params p) {
   using L = WalkSmem<D, VT>;
   constexpr int NW = NTHR / 32, NV = D / VT;
   static_assert(NTHR == 512 || (VT == 32 && NTHR == 256), "walk block");
-  constexpr int LDB = L::LDB, LDT = L::LDT, LDU = L::LDU, LDV = L::LDV;
+  constexpr int LDB = L::LDB, LDW = L::LDW, LDT = L::LDT, LDU = L::LDU, LDV = L::LDV;
   extern __shared__ __align__(16) unsigned char smem[];
   bf16* const sSh = reinterpret_cast<bf16*>(smem + L::SH);  // S^T hi [VT][LDB]
   bf16* const sSl = reinterpret_cast<bf16*>(smem + L::SL);  // S^T lo [VT][LDB]
@@ -664,11 +693,11 @@ __global__ void __launch_bounds__(NTHR, 1) kda_chunk_walk(const Params p) {
         float acc_b[MT][NT][4] = {}, acc_c[MT][NT][4] = {};
 #ifndef KIMI_KDA_WALK_SEPARATE_QS  // A/B switch: the Qg S product in its own pass over S (the former walk)
         if (outs)
-          warp_mma_split_shared_b<MT, NT, D>(acc, acc_b, acc_c, acc_o, acc_ob, sWh, sWl, sQg, LDB, t0, sSh, sSl, LDB,
-                                             n0, lane);
+          warp_mma_split_shared_b<MT, NT, D, L::kSwz>(acc, acc_b, acc_c, acc_o, acc_ob, sWh, sWl, sQg, LDW, t0, sSh, sSl,
+                                                   LDB, n0, lane);
         else
 #endif
-          warp_mma_split<MT, NT, D, true>(acc, acc_b, acc_c, sWh, LDB, t0, sSh, LDB, n0, lane, sWl, sSl);
+          warp_mma_split<MT, NT, D, true, false, L::kSwz>(acc, acc_b, acc_c, sWh, LDW, t0, sSh, LDB, n0, lane, sWl, sSl);
 #pragma unroll
         for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
@@ -694,9 +723,10 @@ __global__ void __launch_bounds__(NTHR, 1) kda_chunk_walk(const Params p) {
       float (&acc_b)[MT][NT][4] = acc_ob;
       float acc_c[MT][NT][4];
 #ifdef KIMI_KDA_WALK_SEPARATE_QS
-      warp_mma_split<MT, NT, D, false>(acc, acc_b, acc_c, sQg, LDB, t0, sSh, LDB, n0, lane, nullptr, sSl);
+      warp_mma_split<MT, NT, D, false, false, L::kSwz>(acc, acc_b, acc_c, sQg, LDW, t0, sSh, LDB, n0, lane, nullptr, sSl);
 #endif
-      warp_mma_split<MT, NT, kC, false, true>(acc, acc_b, acc_c, sAqk, LDT, t0, sUh, LDV, n0, lane, nullptr, sUl);
+      warp_mma_split<MT, NT, kC, false, true, L::kSwz>(acc, acc_b, acc_c, sAqk, LDT, t0, sUh, LDV, n0, lane, nullptr,
+                                                    sUl);
 #pragma unroll
       for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
@@ -732,7 +762,7 @@ __global__ void __launch_bounds__(NTHR, 1) kda_chunk_walk(const Params p) {
           st[mt][nt][2 * rr] *= sDecay[kk];
           st[mt][nt][2 * rr + 1] *= sDecay[kk + 1];
         }
-    warp_mma<MT7, NT7, kC, true, true>(st, sUh, LDV, m0, sKdt, LDT, n07, lane, sUl);
+    warp_mma<MT7, NT7, kC, true, true, false, L::kSwz>(st, sUh, LDV, m0, sKdt, LDT, n07, lane, sUl);
     __syncthreads();  // every warp has read S^T hi / lo, Qg, A_qk (products above) before they are overwritten
     if (c + 1 < cend && outs) walk_prefetch_out<D, VT, NTHR>(p, smem, cid + p.H, tid);
     cp_async_commit();
