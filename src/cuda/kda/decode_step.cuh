@@ -686,20 +686,34 @@ __global__ void __launch_bounds__(kThreads, MIN_CTAS) kda_decode_step_vk_kernel(
 // ---------------------------------------------------------------------------------------------
 // The streaming bulk kernels (the launcher's default bulk path): the state only in shared memory, no state tile
 // in registers, so that 3 CTAs fit an SM (the 40-register cap of 3 x 512 threads; shared: 64 KB of state plus a
-// small static part per CTA), ~190 KB of state in flight or in use per SM. Same bulk copies as above. WM = 4 when
+// small static part per CTA), ~190 KB of state in flight or in use per SM. Bulk copies as above, in tiles of whole
+// state rows (16 KB at K = V = 128; one tile with -DKIMI_DECODE_STEP_WHOLE_BLOCK, the code of H200 run 10, whose
+// SASS that build reproduces: vk identical, kv the same instructions scheduled slightly differently). WM = 4 when
 // W <= 4 (the models' width), else kConvMaxWidth: fewer conv values held in the 40 registers. ptxas (CUDA 13.0,
-// sm_90a): 40 registers, spills 12 / 20 bytes (kv, WM = 4), 8-12 / 16-20 (vk), 32 / 80 and 28 / 64 at WM = 8;
-// static shared 8960 (kv, KMAX 128), 10496 (KMAX 256), 2688-3840 (vk): 3 CTAs per SM with a 64 KB block.
-// Unmeasured (written without a GPU): docs of the first H200 run go with the numbers.
+// sm_90a), tiled: 40 registers, spill stores / loads 20 / 24 bytes (kv, WM = 4; 16 / 32 at CW = 32), 8 / 16 (vk
+// K <= 128), 24 / 52 and 36 / 56 (vk K <= 64, K <= 32), 32 / 116 (kv) and 40-48 / 68-120 (vk) at WM = 8; whole
+// block: 12 / 20 (kv), 8-12 / 16-20 (vk), 32 / 80-84 and 28-32 / 64-72 at WM = 8. The spilled values are held from
+// before the slot read to the epilogue (raw inputs, the token scalars); the tile loops of the K = 128 instances
+// have no local-memory access (vk K <= 64: 2-3 reloads of lane indices per pass). Static shared 8960 (kv, KMAX
+// 128), 10496 (KMAX 256), 2688-3968 (vk): 3 CTAs per SM with a 64 KB block. The tiles are unmeasured (written
+// without a GPU): docs of the first H200 run go with the numbers.
 //
 // kv [K rows][V cols], kda_decode_step_kv_bulk_kernel<CW, KMAX>: thread = (column j = tid % CW, row group
-// rq = tid / CW), CW = the power of 2 in [32, 256] covering V, RGn = 512 / CW row groups of RPT consecutive rows
-// (RPT = ceil(K / RGn) rounded up to 4). A warp reads 32 consecutive floats of one row (no bank conflict).
-// Pass 1: decay (not stored) and the partial k^T Sd, q^T Sd over the thread's rows, per-row-group partials
-// red[RGn][CW] in shared (4 KB in all); barrier; thread j < V sums them (row groups in order), e_j, o_j,
-// beta rk e_j; barrier; pass 2: each element again, x = S a_i (the same product as pass 1),
-// S = fmaf(k_i, beta rk e_j, x), stored in place. The per-element operations are those of the register kernels;
-// only the order of the sums over K differs.
+// rq = tid / CW), CW = the power of 2 in [32, 256] covering V, RGn = 512 / CW row groups. A warp reads 32
+// consecutive floats of one row (no bank conflict). Tiles of TR = RGn RPT consecutive rows (RPT = K / (4 RGn)
+// rounded up to 4: four tiles of 32 rows at K = V = 128, fewer when the rounding covers K), row group rq owning
+// RPT consecutive rows of each tile. Pass 1, tile by tile as each lands: decay (not stored) and the partial
+// k^T Sd, q^T Sd over the thread's rows, per-row-group partials red[RGn][CW] in shared (4 KB in all); barrier;
+// thread j < V sums them (row groups in order), e_j, o_j, beta rk e_j; barrier; pass 2, tile by tile: each element
+// again, x = S a_i (the same product as pass 1), S = fmaf(k_i, beta rk e_j, x), stored in place, and the tile goes
+// back. The per-element operations are those of the register kernels; only the order of the sums over K differs.
+// The update needs the sums over all of K, so in kv the tiles overlap the loads with pass 1 (compute on the first
+// rows while the rest lands) and start the stores during pass 2, not the stores with the loads.
+// Not built: a persistent grid whose CTAs prefetch the next head's block. Two 64 KB blocks per CTA (plus ~10 KB
+// static) allow one CTA per SM, not three (227 KB per SM); a ring of 16 KB tiles in one CTA per SM fits 12 of them
+// (192 KB), the state three CTAs hold now. Its gain would be hiding the next head's slot read and prologue
+// (latency chains now covered by the SM's other two CTAs), which with one CTA per SM needs that prologue on warps
+// other than the ones updating this head (warp specialization).
 
 // kv: the rows of one row group in one tile, K over kBulkTiles RGn rounded up to 4 (a, k, q read as float4, every
 // row index 16-byte aligned). kBulkTiles = 1: one tile, RGn RPT >= K.
