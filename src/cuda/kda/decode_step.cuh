@@ -46,10 +46,8 @@
 // Registers: 4 NR (kv) or 4 KC NV (vk) state floats per thread: 32 up to K = 128 (2 CTAs per SM), 64 at K = 256.
 // The bulk path (default where the launcher allows it, decode_step.cu use_bulk: K V <= 16384, the row length a
 // multiple of 4, the pool 16-byte aligned): the head's state block is copied into dynamic shared memory by the bulk
-// copy engine as soon as the slot is known (so HBM serves it during the prologue, without registers), in tiles of
-// whole rows with one mbarrier each, updated there tile by tile as the tiles arrive, and each tile copied back as
-// soon as its rows are final (the last one while the epilogue runs); see "The bulk path" and "The streaming bulk
-// kernels" below.
+// copy engine as soon as the slot is known (so HBM serves it during the prologue, without registers), updated there,
+// and copied back while the epilogue runs; see "The bulk path" and "The streaming bulk kernels" below.
 #pragma once
 
 #include <cstdint>
@@ -323,69 +321,36 @@ __device__ __forceinline__ void prefetch_l2(const float* p) { asm volatile("pref
 // ---------------------------------------------------------------------------------------------
 // The bulk path (the streaming kernels below; the launcher's choice, decode_step.cu): the head's K V fp32 state
 // block (contiguous, 16-byte aligned, at most kBulkMaxBytes) moves through dynamic shared memory by the bulk copy
-// engine, in up to kBulkTiles tiles of whole state rows (so a tile's bytes and offset are multiples of 16, as the
-// row length is). Thread 0 initializes the mbarriers (BulkBars) and issues every tile's global -> shared copy as
-// soon as the slot is known, each tile completing its own mbarrier, so HBM serves the state while the prologue
-// runs. The threads then work tile by tile: wait for tile t, compute on its rows, and once its rows are final
-// (bulk_tile_done) fence their shared writes for the async proxy (fence.proxy.async.shared::cta) and synchronize;
-// thread 0 then issues the tile's shared -> global copy, so the store of tile t overlaps the work on the later
-// tiles, and the last tile's the epilogue. Thread 0 waits until every store has read its shared source
+// engine. Thread 0 issues the global -> shared copies (chunks of kBulkChunk bytes, one mbarrier, parity 0) as soon
+// as the slot is known, so HBM serves the state while the prologue runs; every thread waits on the mbarrier after
+// the prologue, updates the state in the shared buffer, fences it for the
+// async proxy (fence.proxy.async.shared::cta), and after the barrier before the epilogue thread 0 issues the
+// shared -> global copies, which overlap the epilogue; it waits until they have read the shared source
 // (cp.async.bulk.wait_group.read 0) before it exits, so the CTA's shared memory outlives their reads; their global
 // writes complete with the grid, before any later kernel in the stream (the CUDA Programming Guide's TMA store
 // example ends a kernel the same way, as CUTLASS's sm90 epilogues do; the H200 runs pass memcheck and racecheck).
-// NOTE: why tiles: with one mbarrier for the whole block and one store at the end (kBulkTiles = 1, built with
-// -DKIMI_DECODE_STEP_WHOLE_BLOCK: the kernels of H200 run 10) a CTA's load, compute and store follow each other,
-// and the 64 KB slot it holds (three per SM, the resource that bounds the state in flight) moves no HBM bytes
-// while the CTA computes and while the final store reads it: 3.26 / 3.46 TB/s (kv / vk) at 256 x 32 against a
-// 4.25 TB/s copy ceiling. With tiles the compute starts on the first 16 KB and the stores start during it.
 inline constexpr int kBulkMaxBytes = 64 * 1024;  // 2 CTAs per SM with the static shared memory (registers allow 2)
 inline constexpr int kBulkChunk = 16 * 1024;     // several copies in flight per CTA
-#ifdef KIMI_DECODE_STEP_WHOLE_BLOCK
-inline constexpr int kBulkTiles = 1;  // the whole block under one mbarrier, one store at the end (the A/B switch)
-#else
-inline constexpr int kBulkTiles = 4;  // 16 KB tiles of a 64 KB block
-#endif
 
 __device__ __forceinline__ uint32_t smem_u32(const void* p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));
 }
-// The mbarriers of a block's NT tiles: full[t] completes when tile t has arrived in shared memory (one arrival,
-// thread 0's expect_tx, and the tile's bytes), done[t] when every thread has finished writing tile t (kThreads
-// arrivals; tiles before the last only: the last one is followed by a CTA barrier). Each is used once, phase 0.
-template <int NT>
-struct BulkBars {
-  uint64_t full[NT];
-  uint64_t done[NT > 1 ? NT - 1 : 1];
-};
-__device__ __forceinline__ void mbar_init(uint64_t* bar, int count) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smem_u32(bar)), "r"(count) : "memory");
-}
-// Thread 0: initialize the mbarriers, then copy `bytes` (a multiple of 16) from the global head block `src`
-// (16-byte aligned) to `dst`, as tiles of `tile` bytes (a multiple of 16; ceil(bytes / tile) <= NT), tile t
-// completing full[t]. NT = 1: the whole block under full[0], in copies of kBulkChunk bytes (several in flight);
-// NT > 1: one copy per tile.
-template <int NT>
-__device__ __forceinline__ void bulk_load(float* dst, const float* src, int bytes, int tile, BulkBars<NT>& bars) {
-#pragma unroll
-  for (int t = 0; t < NT; ++t) mbar_init(&bars.full[t], 1);
-#pragma unroll
-  for (int t = 0; t + 1 < NT; ++t) mbar_init(&bars.done[t], kThreads);
+// Thread 0: init the mbarrier (one arrival, the expect_tx below), then copy `bytes` (multiple of 16) from the
+// global head block `src` (16-byte aligned) to `dst`.
+__device__ __forceinline__ void bulk_load(float* dst, const float* src, int bytes, uint64_t* bar) {
+  const uint32_t b = smem_u32(bar);
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(b) : "memory");
   asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-  const int step = NT == 1 ? kBulkChunk : tile;
-  if (NT == 1)
-    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_u32(&bars.full[0])), "r"(bytes)
-                 : "memory");
-  for (int off = 0, t = 0; off < bytes; off += step, ++t) {
-    const int len = bytes - off < step ? bytes - off : step;
-    const uint32_t b = smem_u32(&bars.full[NT == 1 ? 0 : t]);
-    if (NT > 1) asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(b), "r"(len) : "memory");
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(b), "r"(bytes) : "memory");
+  for (int off = 0; off < bytes; off += kBulkChunk) {
+    const int len = bytes - off < kBulkChunk ? bytes - off : kBulkChunk;
     asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
                  ::"r"(smem_u32(dst) + uint32_t(off)), "l"(reinterpret_cast<const char*>(src) + off), "r"(len), "r"(b)
                  : "memory");
   }
 }
-// Wait for phase 0 of an mbarrier of BulkBars (full[t]: tile t has landed; done[t]: every thread has written it).
-// The mbarriers' init is ordered before this by the prologue's barriers.
+// Every thread: wait for the copies of bulk_load (phase 0). The mbarrier's init is ordered before this by the
+// prologue's barriers.
 __device__ __forceinline__ void bulk_wait(uint64_t* bar) {
   const uint32_t b = smem_u32(bar);
   uint32_t done = 0;
@@ -396,42 +361,17 @@ __device__ __forceinline__ void bulk_wait(uint64_t* bar) {
         : "r"(b)
         : "memory");
 }
-// Every thread, after its last shared store of a tile and before the synchronization that precedes its bulk_store.
+// Every thread, after its last shared store of the state and before the barrier that precedes bulk_store.
 __device__ __forceinline__ void bulk_fence() { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
-// Thread 0: copy `bytes` of the updated block back and commit them as one group: one copy per tile, or with one
-// tile (kBulkTiles = 1) the whole block in bulk_load's chunks.
+// Thread 0: copy the updated block back (bulk_load's chunks) and commit them as one group.
 __device__ __forceinline__ void bulk_store(float* dst, const float* src, int bytes) {
-  if constexpr (kBulkTiles == 1) {
-    for (int off = 0; off < bytes; off += kBulkChunk) {
-      const int len = bytes - off < kBulkChunk ? bytes - off : kBulkChunk;
-      asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;"
-                   ::"l"(reinterpret_cast<char*>(dst) + off), "r"(smem_u32(src) + uint32_t(off)), "r"(len)
-                   : "memory");
-    }
-  } else {
+  for (int off = 0; off < bytes; off += kBulkChunk) {
+    const int len = bytes - off < kBulkChunk ? bytes - off : kBulkChunk;
     asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;"
-                 ::"l"(dst), "r"(smem_u32(src)), "r"(bytes)
+                 ::"l"(reinterpret_cast<char*>(dst) + off), "r"(smem_u32(src) + uint32_t(off)), "r"(len)
                  : "memory");
   }
   asm volatile("cp.async.bulk.commit_group;" ::: "memory");
-}
-// Every thread (CTA-uniform call), once the rows of tile t (`bytes` at shared `src`, global `dst`) are final: fence,
-// synchronize, thread 0 stores the tile. The last tile: the CTA barrier, which also orders the epilogue's reads of
-// the token's o. An earlier tile: every thread arrives on done[t] (release) and goes on to the next tile; warp 0
-// waits for it (acquire) before thread 0 issues the store, the pattern of FlashAttention-3's epilogue (writers
-// fence and arrive, one warp waits and stores) with an mbarrier in place of its named barrier: a named barrier id
-// per tile in a register makes ptxas count all 16 hardware barriers for the CTA, which can cap the CTAs per SM.
-template <int NT>
-__device__ __forceinline__ void bulk_tile_done(BulkBars<NT>& bars, int t, bool last, float* dst, const float* src,
-                                               int bytes) {
-  bulk_fence();
-  if (last) {
-    __syncthreads();
-  } else {
-    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(smem_u32(&bars.done[t])) : "memory");
-    if (threadIdx.x < 32) bulk_wait(&bars.done[t]);
-  }
-  if (threadIdx.x == 0) bulk_store(dst, src, bytes);
 }
 // Thread 0, last: the stores of bulk_store have read their shared source (see above).
 __device__ __forceinline__ void bulk_store_wait() { asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory"); }
@@ -686,41 +626,20 @@ __global__ void __launch_bounds__(kThreads, MIN_CTAS) kda_decode_step_vk_kernel(
 // ---------------------------------------------------------------------------------------------
 // The streaming bulk kernels (the launcher's default bulk path): the state only in shared memory, no state tile
 // in registers, so that 3 CTAs fit an SM (the 40-register cap of 3 x 512 threads; shared: 64 KB of state plus a
-// small static part per CTA), ~190 KB of state in flight or in use per SM. Bulk copies as above, in tiles of whole
-// state rows (16 KB at K = V = 128; one tile with -DKIMI_DECODE_STEP_WHOLE_BLOCK, the code of H200 run 10, whose
-// SASS that build reproduces: vk identical, kv the same instructions scheduled slightly differently). WM = 4 when
+// small static part per CTA), ~190 KB of state in flight or in use per SM. Same bulk copies as above. WM = 4 when
 // W <= 4 (the models' width), else kConvMaxWidth: fewer conv values held in the 40 registers. ptxas (CUDA 13.0,
-// sm_90a), tiled: 40 registers, spill stores / loads 20 / 24 bytes (kv, WM = 4; 16 / 32 at CW = 32), 8 / 16 (vk
-// K <= 128), 24 / 52 and 36 / 56 (vk K <= 64, K <= 32), 32 / 116 (kv) and 40-48 / 68-120 (vk) at WM = 8; whole
-// block: 12 / 20 (kv), 8-12 / 16-20 (vk), 32 / 80-84 and 28-32 / 64-72 at WM = 8. The spilled values are held from
-// before the slot read to the epilogue (raw inputs, the token scalars); the tile loops of the K = 128 instances
-// have no local-memory access (vk K <= 64: 2-3 reloads of lane indices per pass). Static shared 8960 (kv, KMAX
-// 128), 10496 (KMAX 256), 2688-3968 (vk): 3 CTAs per SM with a 64 KB block. The tiles are unmeasured (written
-// without a GPU): docs of the first H200 run go with the numbers.
+// sm_90a): 40 registers, spills 12 / 20 bytes (kv, WM = 4), 8-12 / 16-20 (vk), 32 / 80 and 28 / 64 at WM = 8;
+// static shared 8960 (kv, KMAX 128), 10496 (KMAX 256), 2688-3840 (vk): 3 CTAs per SM with a 64 KB block.
+// Unmeasured (written without a GPU): docs of the first H200 run go with the numbers.
 //
 // kv [K rows][V cols], kda_decode_step_kv_bulk_kernel<CW, KMAX>: thread = (column j = tid % CW, row group
-// rq = tid / CW), CW = the power of 2 in [32, 256] covering V, RGn = 512 / CW row groups. A warp reads 32
-// consecutive floats of one row (no bank conflict). Tiles of TR = RGn RPT consecutive rows (RPT = K / (4 RGn)
-// rounded up to 4: four tiles of 32 rows at K = V = 128, fewer when the rounding covers K), row group rq owning
-// RPT consecutive rows of each tile. Pass 1, tile by tile as each lands: decay (not stored) and the partial
-// k^T Sd, q^T Sd over the thread's rows, per-row-group partials red[RGn][CW] in shared (4 KB in all); barrier;
-// thread j < V sums them (row groups in order), e_j, o_j, beta rk e_j; barrier; pass 2, tile by tile: each element
-// again, x = S a_i (the same product as pass 1), S = fmaf(k_i, beta rk e_j, x), stored in place, and the tile goes
-// back. The per-element operations are those of the register kernels; only the order of the sums over K differs.
-// The update needs the sums over all of K, so in kv the tiles overlap the loads with pass 1 (compute on the first
-// rows while the rest lands) and start the stores during pass 2, not the stores with the loads.
-// Not built: a persistent grid whose CTAs prefetch the next head's block. Two 64 KB blocks per CTA (plus ~10 KB
-// static) allow one CTA per SM, not three (227 KB per SM); a ring of 16 KB tiles in one CTA per SM fits 12 of them
-// (192 KB), the state three CTAs hold now. Its gain would be hiding the next head's slot read and prologue
-// (latency chains now covered by the SM's other two CTAs), which with one CTA per SM needs that prologue on warps
-// other than the ones updating this head (warp specialization).
-
-// kv: the rows of one row group in one tile, K over kBulkTiles RGn rounded up to 4 (a, k, q read as float4, every
-// row index 16-byte aligned). kBulkTiles = 1: one tile, RGn RPT >= K.
-template <int RGn>
-__device__ __forceinline__ int kv_group_rows(int K) {
-  return ((K + kBulkTiles * RGn - 1) / (kBulkTiles * RGn) + 3) & ~3;
-}
+// rq = tid / CW), CW = the power of 2 in [32, 256] covering V, RGn = 512 / CW row groups of RPT consecutive rows
+// (RPT = ceil(K / RGn) rounded up to 4). A warp reads 32 consecutive floats of one row (no bank conflict).
+// Pass 1: decay (not stored) and the partial k^T Sd, q^T Sd over the thread's rows, per-row-group partials
+// red[RGn][CW] in shared (4 KB in all); barrier; thread j < V sums them (row groups in order), e_j, o_j,
+// beta rk e_j; barrier; pass 2: each element again, x = S a_i (the same product as pass 1),
+// S = fmaf(k_i, beta rk e_j, x), stored in place. The per-element operations are those of the register kernels;
+// only the order of the sums over K differs.
 template <int CW, int KMAX, int WM>
 __global__ void __launch_bounds__(kThreads, 3)
     kda_decode_step_kv_bulk_kernel(const __grid_constant__ DecodeParams p) {
@@ -729,7 +648,7 @@ __global__ void __launch_bounds__(kThreads, 3)
   __shared__ Token<KMAX> sm;
   __shared__ float red_k[RGn][CW], red_q[RGn][CW];
   __shared__ float be[kMaxV];
-  __shared__ BulkBars<kBulkTiles> bars;
+  __shared__ uint64_t bulk_bar;
 
   const int64_t n = blockIdx.x / p.H;
   const int h = int(blockIdx.x % p.H);
@@ -742,33 +661,29 @@ __global__ void __launch_bounds__(kThreads, 3)
   if (s < 0) return;
   float* const head = p.state + (s * p.H + h) * int64_t(K) * V;
   float* const st = reinterpret_cast<float*>(kda_decode_state_smem);
-  if (tid == 0) bulk_load(st, head, K * V * 4, RGn * kv_group_rows<RGn>(K) * V * 4, bars);
+  if (tid == 0) bulk_load(st, head, K * V * 4, &bulk_bar);
   const TokenScalars ts = decode_prologue<KMAX, WM>(p, sm, cin, hin, n, h, s);
+  bulk_wait(&bulk_bar);
 
-  // Pass 1, tile by tile as they arrive: the thread's rows i0 .. iend-1 of tile t (RPT rows per row group in a tile
-  // of TR rows; rows from K to KMAX hold a = 1, k = q = 0 in the token, but have no state row: the row tests are
-  // plain comparisons).
-  const int RPT = kv_group_rows<RGn>(K), TR = RGn * RPT;
+  // The thread's rows i0 .. iend-1 (RPT a multiple of 4: a, k, q read as float4, i0 16-byte aligned; rows from
+  // K to KMAX hold a = 1, k = q = 0 in the token, but have no state row: the row tests are plain comparisons).
+  const int RPT = ((K + RGn - 1) / RGn + 3) & ~3;
+  const int i0 = rq * RPT;
+  const int iend = i0 + RPT < K ? i0 + RPT : K;
   float pk = 0.f, pq = 0.f;
-  for (int t = 0; t < kBulkTiles; ++t) {
-    if (t > 0 && t * TR >= K) break;
-    bulk_wait(&bars.full[t]);
-    const int i0 = t * TR + rq * RPT;
-    const int iend = i0 + RPT < K ? i0 + RPT : K;
-    if (j < V) {
+  if (j < V) {
 #pragma unroll 2
-      for (int ib = i0; ib < iend; ib += 4) {
-        float4 a4 = *reinterpret_cast<const float4*>(&sm.a[ib]);
-        float4 k4 = *reinterpret_cast<const float4*>(&sm.k[ib]);
-        float4 q4 = *reinterpret_cast<const float4*>(&sm.q[ib]);
+    for (int ib = i0; ib < iend; ib += 4) {
+      float4 a4 = *reinterpret_cast<const float4*>(&sm.a[ib]);
+      float4 k4 = *reinterpret_cast<const float4*>(&sm.k[ib]);
+      float4 q4 = *reinterpret_cast<const float4*>(&sm.q[ib]);
 #pragma unroll
-        for (int e = 0; e < 4; ++e)
-          if (ib + e < iend) {
-            const float x = st[(ib + e) * V + j] * comp(a4, e);
-            pk = fmaf(comp(k4, e), x, pk);
-            pq = fmaf(comp(q4, e), x, pq);
-          }
-      }
+      for (int e = 0; e < 4; ++e)
+        if (ib + e < iend) {
+          const float x = st[(ib + e) * V + j] * comp(a4, e);
+          pk = fmaf(comp(k4, e), x, pk);
+          pq = fmaf(comp(q4, e), x, pq);
+        }
     }
   }
   red_k[rq][j] = pk;
@@ -786,53 +701,39 @@ __global__ void __launch_bounds__(kThreads, 3)
     be[tid] = ts.beta * ts.rk * ev;
   }
   __syncthreads();
-  // Pass 2, tile by tile: update the thread's rows of tile t, then the tile goes back (bulk_tile_done).
-  for (int t = 0; t < kBulkTiles; ++t) {
-    const int r0 = t * TR;
-    if (t > 0 && r0 >= K) break;
-    const int i0 = r0 + rq * RPT;
-    const int iend = i0 + RPT < K ? i0 + RPT : K;
-    if (j < V) {
-      const float bej = be[j];
+  if (j < V) {
+    const float bej = be[j];
 #pragma unroll 2
-      for (int ib = i0; ib < iend; ib += 4) {
-        float4 a4 = *reinterpret_cast<const float4*>(&sm.a[ib]);
-        float4 k4 = *reinterpret_cast<const float4*>(&sm.k[ib]);
+    for (int ib = i0; ib < iend; ib += 4) {
+      float4 a4 = *reinterpret_cast<const float4*>(&sm.a[ib]);
+      float4 k4 = *reinterpret_cast<const float4*>(&sm.k[ib]);
 #pragma unroll
-        for (int e = 0; e < 4; ++e)
-          if (ib + e < iend) {
-            float& x = st[(ib + e) * V + j];
-            x = fmaf(comp(k4, e), bej, x * comp(a4, e));
-          }
-      }
+      for (int e = 0; e < 4; ++e)
+        if (ib + e < iend) {
+          float& x = st[(ib + e) * V + j];
+          x = fmaf(comp(k4, e), bej, x * comp(a4, e));
+        }
     }
-    const int r1 = r0 + TR < K ? r0 + TR : K;
-    bulk_tile_done(bars, t, t + 1 == kBulkTiles || r1 == K, head + r0 * V, st + r0 * V, (r1 - r0) * V * 4);
   }
+  bulk_fence();
+  __syncthreads();
+  if (tid == 0) bulk_store(head, st, K * V * 4);
   decode_epilogue<KMAX>(p, sm, hin, n, h);
   if (tid == 0) bulk_store_wait();
 }
 
 // vk [V rows][K cols], kda_decode_step_vk_bulk_kernel<KG, KC, NV, MIN_CTAS>: the register kernel's mapping and
 // math, each column m loaded from shared memory, reduced, updated and stored before the next (4 KC state floats
-// live per thread instead of 4 KC NV). Every column (state row) is independent until the norm, so a tile is one
-// pass of BV = VG NV / kBulkTiles consecutive columns, the thread's NV / kBulkTiles columns j0 + vg + VG m all
-// inside it (four tiles of 32 columns at K = V = 128, up to eight at V > 128): wait for it, update it, store it,
-// so the store of one tile and the landing of the later ones overlap the update of the next. With one tile
-// (kBulkTiles = 1) the loop over passes of the register kernel's BV inside it is the former kernel.
+// live per thread instead of 4 KC NV).
 template <int KG, int KC, int NV, int MIN_CTAS, int WM>
 __global__ void __launch_bounds__(kThreads, MIN_CTAS)
     kda_decode_step_vk_bulk_kernel(const __grid_constant__ DecodeParams p) {
-  constexpr int VG = kThreads / KG;   // column groups
-  constexpr int NVT = NV / kBulkTiles;  // columns per thread in a pass
-  constexpr int BV = VG * NVT;        // columns per pass
-  constexpr int TB = kBulkTiles == 1 ? kMaxV : BV;  // columns per tile: one pass, or the whole block
-  constexpr int NT = (kMaxV + TB - 1) / TB;          // tiles at most
+  constexpr int VG = kThreads / KG;  // column groups
+  constexpr int BV = VG * NV;        // columns per tile
   constexpr int KMAX = 4 * KG * KC;
   static_assert(KG <= 32 && 32 % KG == 0, "a column's K groups lie in one warp");
-  static_assert(NV % kBulkTiles == 0, "whole passes per tile");
   __shared__ Token<KMAX> sm;
-  __shared__ BulkBars<NT> bars;
+  __shared__ uint64_t bulk_bar;
 
   const int64_t n = blockIdx.x / p.H;
   const int h = int(blockIdx.x % p.H);
@@ -846,7 +747,7 @@ __global__ void __launch_bounds__(kThreads, MIN_CTAS)
   float* const block = p.state + (s * p.H + h) * int64_t(K) * V;
   float* const sblock = reinterpret_cast<float*>(kda_decode_state_smem);
   float* const shead = sblock + 4 * kg;  // + column j * K: the thread's K slot 0
-  if (tid == 0) bulk_load(sblock, block, K * V * 4, TB * K * 4, bars);
+  if (tid == 0) bulk_load(sblock, block, K * V * 4, &bulk_bar);
   const TokenScalars ts = decode_prologue<KMAX, WM>(p, sm, cin, hin, n, h, s);
 
   // The slots as vk_token_slots loads them, with the valid counts in the same loop: vk_token_slots followed by a
@@ -864,37 +765,30 @@ __global__ void __launch_bounds__(kThreads, MIN_CTAS)
     qq[c][0] = q4.x, qq[c][1] = q4.y, qq[c][2] = q4.z, qq[c][3] = q4.w;
     kvalid[c] = clamp4(K - i0);
   }
+  bulk_wait(&bulk_bar);
 
-  // Tile by tile: wait for its columns, update them (the thread's columns j0 + vg + VG m, in passes of BV columns:
-  // one pass per tile, every pass with kBulkTiles = 1), then the tile goes back (bulk_tile_done).
-#pragma unroll 1
-  for (int t = 0; t < NT; ++t) {
-    const int c0 = t * TB;
-    if (t > 0 && c0 >= V) break;
-    const bool last = t + 1 == NT || c0 + TB >= V;
-    const int c1 = last ? V : c0 + TB;
-    bulk_wait(&bars.full[t]);
-    for (int j0 = c0; j0 < (kBulkTiles == 1 ? V : c0 + 1); j0 += BV) {
+  for (int j0 = 0; j0 < V; j0 += BV) {
 #pragma unroll
-      for (int m = 0; m < NVT; ++m) {
-        const int j = j0 + vg + VG * m;
-        const bool live = j < V;  // uniform over the column's KG lanes (one warp)
-        float* const col = shead + j * K;
-        float4 S[KC];
+    for (int m = 0; m < NV; ++m) {
+      const int j = j0 + vg + VG * m;
+      const bool live = j < V;  // uniform over the column's KG lanes (one warp)
+      float* const col = shead + j * K;
+      float4 S[KC];
 #pragma unroll
-        for (int c = 0; c < KC; ++c) S[c] = lds_state4(col, 4 * KG * c, live ? kvalid[c] : 0);
-        float pk, pq;
-        vk_decay_dots<KC, KG>(S, a, kk, qq, pk, pq);
-        const float ev = (live ? sm.v[j] : 0.f) - ts.rk * pk;
-        if (kg == 0 && live) sm.o[j] = ts.rq * pq + ts.beta * ts.qk * ev;
-        const float bej = ts.beta * ts.rk * ev;
-        vk_add_k<KC>(S, kk, bej);
+      for (int c = 0; c < KC; ++c) S[c] = lds_state4(col, 4 * KG * c, live ? kvalid[c] : 0);
+      float pk, pq;
+      vk_decay_dots<KC, KG>(S, a, kk, qq, pk, pq);
+      const float ev = (live ? sm.v[j] : 0.f) - ts.rk * pk;
+      if (kg == 0 && live) sm.o[j] = ts.rq * pq + ts.beta * ts.qk * ev;
+      const float bej = ts.beta * ts.rk * ev;
+      vk_add_k<KC>(S, kk, bej);
 #pragma unroll
-        for (int c = 0; c < KC; ++c) sts_state4(col, 4 * KG * c, live ? kvalid[c] : 0, S[c]);
-      }
+      for (int c = 0; c < KC; ++c) sts_state4(col, 4 * KG * c, live ? kvalid[c] : 0, S[c]);
     }
-    bulk_tile_done(bars, t, last, block + c0 * K, sblock + c0 * K, (c1 - c0) * K * 4);
   }
+  bulk_fence();
+  __syncthreads();
+  if (tid == 0) bulk_store(block, sblock, K * V * 4);
   decode_epilogue<KMAX>(p, sm, hin, n, h);
   if (tid == 0) bulk_store_wait();
 }
