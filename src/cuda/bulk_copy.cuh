@@ -49,10 +49,6 @@ __device__ __forceinline__ void bulk_g2s(void* dst, const void* src, uint32_t by
                ::"r"(smem_u32(dst)), "l"(src), "r"(bytes), "r"(smem_u32(bar))
                : "memory");
 }
-// Global -> L2 only, `bytes` (multiple of 16; 16-byte aligned): a hint, nothing to wait for.
-__device__ __forceinline__ void bulk_prefetch_l2(const void* src, uint32_t bytes) {
-  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(src), "r"(bytes) : "memory");
-}
 // Every writer thread, after its last shared store of data that a bulk_s2g will read, before the barrier.
 __device__ __forceinline__ void bulk_fence() { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
 // Shared -> global, `bytes` (multiple of 16; 16-byte aligned), in the issuing thread's current bulk group.

@@ -350,13 +350,6 @@ void kda_chunk_fwd(const KdaArgs& a, int chunk_size, const Context& ctx) {
 #endif
     p.rows_bulk = bulk ? 1 : 0;
   }
-  // The prep CTAs run in order chunk-major, about 2 SMs' worth at a time: a CTA prefetches the rows of the one two
-  // waves later (same head) into L2, so that its phase L reads L2 rather than HBM.
-#ifdef KIMI_KDA_PREP_NO_PREFETCH  // A/B switch
-  p.prefetch_chunks = 0;
-#else
-  p.prefetch_chunks = (4 * int64_t(sms) + H - 1) / H;
-#endif
   p.H = int(H);
   p.N = int(N);
 

@@ -145,7 +145,6 @@ struct Params {
   int vk;           // state layout [N, H, V, K]
   int rows_bf16;    // q, k, v, g all bf16 with 8-byte aligned row pieces: the prep's fast row loads (launcher)
   int rows_bulk;    // ... and 16-byte aligned rows: the prep's rows by the bulk copy engine (launcher)
-  int64_t prefetch_chunks;  // bulk path: the prep CTA of (chunk, h) prefetches the rows of (chunk + this, h) to L2
   const int64_t* tab;   // device chunk table [3 * nch]: first token, batch row, rows
   const int64_t* seq0;  // device [N + 1]: first chunk of each sequence, seq0[N] = nch
   int64_t nch;

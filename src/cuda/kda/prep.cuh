@@ -335,19 +335,6 @@ __device__ __forceinline__ void prep_issue_row_copies(const RowCtx<D>& c, int ti
   bulk_g2s(dst + r * LDB, static_cast<const bf16*>(base) + off, uint32_t(D) * 2, bar);
 }
 
-// The row of prep_issue_row_copies that thread tid would copy for the chunk of c, into L2 only (no shared
-// memory, no completion to wait for): the bulk path's prefetch of a later CTA's rows.
-template <int D>
-__device__ __forceinline__ void prep_prefetch_rows(const RowCtx<D>& c, int tid) {
-  const Params& p = c.p;
-  const int t = tid / kC, r = tid % kC;
-  if (tid >= 4 * kC || r >= c.rows) return;
-  const void* const base = t == 0 ? p.q : t == 1 ? p.k : t == 2 ? p.v : p.g;
-  const auto stride = [&](int d) { return t == 0 ? p.s_q[d] : t == 1 ? p.s_k[d] : t == 2 ? p.s_v[d] : p.s_g[d]; };
-  const int64_t off = c.bb * stride(0) + (c.tok0 + r) * stride(1) + int64_t(c.h) * stride(2);
-  bulk_prefetch_l2(static_cast<const bf16*>(base) + off, uint32_t(D) * 2);
-}
-
 // Phase L of the bulk path for the warp's rows, once the copies have landed (mbar_wait): q, k, g read back
 // from shared memory for prep_row_factors; rows beyond the sequence end get zero q, k, v rows (the later
 // phases read them) and g2 = 0.
@@ -452,13 +439,6 @@ __global__ void __launch_bounds__(kPrepThreads, 2) kda_chunk_prep(const Params p
   const int rows = int(p.tab[3 * chunk + 2]);
   KDA_CHUNK_ASSERT(rows >= 1 && rows <= kC);
   bf16* const gaqk = p.scr.aqk + cid * (kC * kC);  // A_qk [64][64]
-  // The bulk path's L2 prefetch (Params::prefetch_chunks > 0): the rows of chunk + prefetch_chunks, head h (a CTA
-  // about two waves later), requested right after this CTA's own row copies.
-  const int64_t pf_chunk = chunk + p.prefetch_chunks;
-  const bool pf = p.rows_bulk && p.prefetch_chunks > 0 && pf_chunk < p.nch && tid < 4 * kC;
-  int64_t pf_tok0 = 0, pf_bb = 0;
-  int pf_rows = 0;
-  if (pf) pf_tok0 = p.tab[3 * pf_chunk], pf_bb = p.tab[3 * pf_chunk + 1], pf_rows = int(p.tab[3 * pf_chunk + 2]);
 
   // ---- L: rows -> q, k raw (bf16), v (bf16), beta, multipliers; G2 = cumsum(g) log2 e ----------------------
   const int ch = lane * EPL;
@@ -477,11 +457,6 @@ __global__ void __launch_bounds__(kPrepThreads, 2) kda_chunk_prep(const Params p
       }
       __syncthreads();  // the init before any other copy or wait
       if (tid != 0) prep_issue_row_copies<D>(rc, tid, sBar);
-      if (pf) {  // after this CTA's own copies
-        const RowCtx<D> nc{p,       h,       pf_tok0, pf_bb,   pf_rows, warp,    lane,   nullptr,
-                           nullptr, nullptr, nullptr, nullptr, nullptr, nullptr};
-        prep_prefetch_rows<D>(nc, tid);
-      }
       if (p.gate == kGateBounded)
         prep_bulk_rows<D, kGateBounded>(rc, sBar, gl);
       else if (p.gate == kGateSoftplus)
