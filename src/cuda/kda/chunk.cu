@@ -345,9 +345,6 @@ void kda_chunk_fwd(const KdaArgs& a, int chunk_size, const Context& ctx) {
       bulk = bulk && reinterpret_cast<uintptr_t>(t->data) % 16 == 0;
       for (int d = 0; d < 3; ++d) bulk = bulk && t->strides[d] % 8 == 0;
     }
-#ifdef KIMI_KDA_PREP_LDG  // A/B switch: the per-lane row loads for every aligned input
-    bulk = false;
-#endif
     p.rows_bulk = bulk ? 1 : 0;
   }
   p.H = int(H);

@@ -174,12 +174,8 @@ struct WalkSmem {
   // (kSwizzled in cp_tile_g2s / ld_a_frag / ld_b_frags): padded rows cost the 16-byte cp.async stores 2.6x the
   // ideal shared-memory wavefronts on the H200 (ncu, run of 2026-11-30), swizzled ones are conflict-free both
   // ways. U0 (fp32, read as float2) keeps padded rows.
-#ifdef KIMI_KDA_WALK_PADDED  // A/B switch: the former padded rows for the cp.async destinations too
-  static constexpr bool kSwz = false;
-#else
-  static constexpr bool kSwz = true;
-#endif
-  static constexpr int LDB = D + 8, LDW = kSwz ? D : D + 8, LDT = kSwz ? kC : kC + 8, LDU = VT + 8, LDV = VT + 8;
+  static constexpr bool kSwz = true;  // the tiles below (padded rows instead: 1.22 vs 1.17 ms at 1 x 16384 H64)
+  static constexpr int LDB = D + 8, LDW = D, LDT = kC, LDU = VT + 8, LDV = VT + 8;
   static constexpr size_t SH = 0, SL = SH + size_t(VT) * LDB * 2;  // S^T hi, lo bf16 [VT][LDB]
   static constexpr size_t kWh = size_t(kC) * LDW * 2, kU0 = size_t(kC) * LDU * 4, kKdt = size_t(D) * LDT * 2,
                           kDec = size_t(D) * 4;
@@ -691,12 +687,10 @@ __global__ void __launch_bounds__(NTHR, 1) kda_chunk_walk(const Params p) {
           }
       {
         float acc_b[MT][NT][4] = {}, acc_c[MT][NT][4] = {};
-#ifndef KIMI_KDA_WALK_SEPARATE_QS  // A/B switch: the Qg S product in its own pass over S (the former walk)
         if (outs)
           warp_mma_split_shared_b<MT, NT, D, L::kSwz>(acc, acc_b, acc_c, acc_o, acc_ob, sWh, sWl, sQg, LDW, t0, sSh, sSl,
-                                                   LDB, n0, lane);
+                                                      LDB, n0, lane);
         else
-#endif
           warp_mma_split<MT, NT, D, true, false, L::kSwz>(acc, acc_b, acc_c, sWh, LDW, t0, sSh, LDB, n0, lane, sWl, sSl);
 #pragma unroll
         for (int mt = 0; mt < MT; ++mt)
@@ -717,14 +711,11 @@ __global__ void __launch_bounds__(NTHR, 1) kda_chunk_walk(const Params p) {
     }
     __syncthreads();
 
-    // O = Qg S_start + A_qk U (64 x VT; S hi + lo, U hi + lo) -> global o (rows in the sequence)
+    // O = Qg S_start (acc_o, acc_ob: from the U pass) + A_qk U (64 x VT; U hi + lo) -> global o (rows in the sequence)
     if (outs) {
       float (&acc)[MT][NT][4] = acc_o;
       float (&acc_b)[MT][NT][4] = acc_ob;
       float acc_c[MT][NT][4];
-#ifdef KIMI_KDA_WALK_SEPARATE_QS
-      warp_mma_split<MT, NT, D, false, false, L::kSwz>(acc, acc_b, acc_c, sQg, LDW, t0, sSh, LDB, n0, lane, nullptr, sSl);
-#endif
       warp_mma_split<MT, NT, kC, false, true, L::kSwz>(acc, acc_b, acc_c, sAqk, LDT, t0, sUh, LDV, n0, lane, nullptr,
                                                     sUl);
 #pragma unroll
