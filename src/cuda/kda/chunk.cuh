@@ -337,14 +337,6 @@ __device__ __forceinline__ void ldsm_x2(uint32_t (&r)[2], const bf16* p) {
     asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0,%1}, [%2];\n" : "=r"(r[0]), "=r"(r[1]) : "r"(a) : "memory");
 }
 
-// Fragments of mma.m16n8k16 (g = lane / 4, t = lane % 4): a0 = A[g][2t..], a1 = A[g+8][2t..],
-// a2 = A[g][2t+8..], a3 = A[g+8][2t+8..]; b0 = B[2t..][g] = Bt[g][2t..], b1 = Bt[g][2t+8..];
-// c0, c1 = C[g][2t, 2t+1], c2, c3 = C[g+8][2t, 2t+1].
-// Loaded by ldmatrix. The A fragment of rows m .. m + 16, columns k0 .. k0 + 16 is one x4 (matrices: m + 0 / + 8
-// by k + 0 / + 8 -> a0 .. a3), from A stored row-major [m][k] (kTrans = false) or as its transpose [k][m] (.trans).
-// The B fragments of two n8 tiles are one x4 (matrices: tile j k + 0 / + 8, tile j + 1 k + 0 / + 8), an odd last
-// tile one x2, from B stored as Bt [n][k] (kTrans = false) or row-major [k][n] (.trans). One instruction per 4 (or
-// 2) 32-bit fragment registers instead of one each.
 // Element offset of (row, col) in bf16 rows of ld elements; kSwz: the row's 16-byte chunks XOR-permuted by
 // row & 7 (rows of 64 or 128 elements starting 128-byte aligned; col a multiple of 8 here), so that the 8 rows of
 // an ldmatrix matrix, and the 16-byte cp.async stores of consecutive rows, fall on distinct banks without padding.
@@ -353,6 +345,14 @@ __device__ __forceinline__ int tile_off(int row, int col, int ld) {
   return row * ld + (kSwz ? (((col >> 3) ^ (row & 7)) << 3) | (col & 7) : col);
 }
 
+// Fragments of mma.m16n8k16 (g = lane / 4, t = lane % 4): a0 = A[g][2t..], a1 = A[g+8][2t..],
+// a2 = A[g][2t+8..], a3 = A[g+8][2t+8..]; b0 = B[2t..][g] = Bt[g][2t..], b1 = Bt[g][2t+8..];
+// c0, c1 = C[g][2t, 2t+1], c2, c3 = C[g+8][2t, 2t+1].
+// Loaded by ldmatrix. The A fragment of rows m .. m + 16, columns k0 .. k0 + 16 is one x4 (matrices: m + 0 / + 8
+// by k + 0 / + 8 -> a0 .. a3), from A stored row-major [m][k] (kTrans = false) or as its transpose [k][m] (.trans).
+// The B fragments of two n8 tiles are one x4 (matrices: tile j k + 0 / + 8, tile j + 1 k + 0 / + 8), an odd last
+// tile one x2, from B stored as Bt [n][k] (kTrans = false) or row-major [k][n] (.trans). One instruction per 4 (or
+// 2) 32-bit fragment registers instead of one each. kSwz: A or Bt in swizzled rows (tile_off), read untransposed.
 template <bool kTrans, bool kSwz = false>
 __device__ __forceinline__ void ld_a_frag(uint32_t (&a)[4], const bf16* A, int lda, int m, int k0, int lane) {
   static_assert(!(kTrans && kSwz), "swizzled tiles are read untransposed");
@@ -370,7 +370,8 @@ __device__ __forceinline__ void ld_b_frags(uint32_t (&b)[NT][2], const bf16* B, 
     if constexpr (kTrans)
       ldsm_x4<true>(r, B + (k0 + (lane & 15)) * ldb + n0 + 8 * j + 8 * (lane >> 4));
     else
-      ldsm_x4<false>(r, B + tile_off<kSwz>(n0 + 8 * j + (lane & 7) + 8 * (lane >> 4), k0 + 8 * ((lane >> 3) & 1), ldb));
+      ldsm_x4<false>(r, B + tile_off<kSwz>(n0 + 8 * j + (lane & 7) + 8 * (lane >> 4), k0 + 8 * ((lane >> 3) & 1),
+                                           ldb));
     b[j][0] = r[0], b[j][1] = r[1], b[j + 1][0] = r[2], b[j + 1][1] = r[3];
   }
   if constexpr (NT % 2 == 1) {
@@ -495,7 +496,7 @@ template <typename E, int ROWS, int COLS, int NTHR, bool kSwz = false>
 __device__ __forceinline__ void cp_tile_g2s(E* s, int lds, const E* g, int64_t ldg, int tid) {
   constexpr int PER = 16 / int(sizeof(E)), CPR = COLS / PER;
   static_assert(COLS % PER == 0, "16-byte rows");
-  static_assert(!kSwz || (sizeof(E) == 2 && (COLS == 64 || COLS == 128)), "swizzled bf16 rows of 8 or 16 chunks");
+  static_assert(!kSwz || (sizeof(E) == 2 && (COLS == 64 || COLS == 128)), "swizzled rows: bf16, 8 or 16 chunks");
   constexpr int NIT = (ROWS * CPR + NTHR - 1) / NTHR;
 #pragma unroll
   for (int it = 0; it < NIT; ++it) {
@@ -517,25 +518,24 @@ template <int D, int VT, int NTHR>
 __device__ __forceinline__ void walk_prefetch(const Params& p, unsigned char* buf, int64_t cid, int v0, int tid,
                                               bool u0 = true) {
   using L = WalkSmem<D, VT>;
-  cp_tile_g2s<bf16, kC, D, NTHR, L::kSwz>(reinterpret_cast<bf16*>(buf + L::BWH), L::LDW, p.scr.wh + cid * (kC * D), D,
-                                       tid);
-  cp_tile_g2s<bf16, kC, D, NTHR, L::kSwz>(reinterpret_cast<bf16*>(buf + L::BWL), L::LDW, p.scr.wl + cid * (kC * D), D,
-                                       tid);
+  constexpr bool S = L::kSwz;
+  cp_tile_g2s<bf16, kC, D, NTHR, S>(reinterpret_cast<bf16*>(buf + L::BWH), L::LDW, p.scr.wh + cid * (kC * D), D, tid);
+  cp_tile_g2s<bf16, kC, D, NTHR, S>(reinterpret_cast<bf16*>(buf + L::BWL), L::LDW, p.scr.wl + cid * (kC * D), D, tid);
   if (u0)  // identity columns of a segment map: U0 = 0, not loaded
     cp_tile_g2s<float, kC, VT, NTHR>(reinterpret_cast<float*>(buf + L::BU0), L::LDU, p.scr.u0 + cid * (kC * D) + v0,
                                      D, tid);
-  cp_tile_g2s<bf16, D, kC, NTHR, L::kSwz>(reinterpret_cast<bf16*>(buf + L::BKDT), L::LDT, p.scr.kdt + cid * (D * kC), kC,
-                                       tid);
+  cp_tile_g2s<bf16, D, kC, NTHR, S>(reinterpret_cast<bf16*>(buf + L::BKDT), L::LDT, p.scr.kdt + cid * (D * kC), kC,
+                                    tid);
   cp_tile_g2s<float, 1, D, NTHR>(reinterpret_cast<float*>(buf + L::BDEC), D, p.scr.decay + cid * D, D, tid);
 }
 
 template <int D, int VT, int NTHR>
 __device__ __forceinline__ void walk_prefetch_out(const Params& p, unsigned char* smem, int64_t cid, int tid) {
   using L = WalkSmem<D, VT>;
-  cp_tile_g2s<bf16, kC, D, NTHR, L::kSwz>(reinterpret_cast<bf16*>(smem + L::QG), L::LDW, p.scr.qg + cid * (kC * D), D,
-                                       tid);
-  cp_tile_g2s<bf16, kC, kC, NTHR, L::kSwz>(reinterpret_cast<bf16*>(smem + L::AQK), L::LDT, p.scr.aqk + cid * (kC * kC),
-                                        kC, tid);
+  constexpr bool S = L::kSwz;
+  cp_tile_g2s<bf16, kC, D, NTHR, S>(reinterpret_cast<bf16*>(smem + L::QG), L::LDW, p.scr.qg + cid * (kC * D), D, tid);
+  cp_tile_g2s<bf16, kC, kC, NTHR, S>(reinterpret_cast<bf16*>(smem + L::AQK), L::LDT, p.scr.aqk + cid * (kC * kC), kC,
+                                     tid);
 }
 
 template <int D, int VT, int NTHR>
@@ -688,10 +688,11 @@ __global__ void __launch_bounds__(NTHR, 1) kda_chunk_walk(const Params p) {
       {
         float acc_b[MT][NT][4] = {}, acc_c[MT][NT][4] = {};
         if (outs)
-          warp_mma_split_shared_b<MT, NT, D, L::kSwz>(acc, acc_b, acc_c, acc_o, acc_ob, sWh, sWl, sQg, LDW, t0, sSh, sSl,
-                                                      LDB, n0, lane);
+          warp_mma_split_shared_b<MT, NT, D, L::kSwz>(acc, acc_b, acc_c, acc_o, acc_ob, sWh, sWl, sQg, LDW, t0, sSh,
+                                                      sSl, LDB, n0, lane);
         else
-          warp_mma_split<MT, NT, D, true, false, L::kSwz>(acc, acc_b, acc_c, sWh, LDW, t0, sSh, LDB, n0, lane, sWl, sSl);
+          warp_mma_split<MT, NT, D, true, false, L::kSwz>(acc, acc_b, acc_c, sWh, LDW, t0, sSh, LDB, n0, lane, sWl,
+                                                          sSl);
 #pragma unroll
         for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
@@ -711,7 +712,8 @@ __global__ void __launch_bounds__(NTHR, 1) kda_chunk_walk(const Params p) {
     }
     __syncthreads();
 
-    // O = Qg S_start (acc_o, acc_ob: from the U pass) + A_qk U (64 x VT; U hi + lo) -> global o (rows in the sequence)
+    // O = Qg S_start (acc_o, acc_ob: from the U pass) + A_qk U (64 x VT; U hi + lo) -> global o (rows in the
+    // sequence)
     if (outs) {
       float (&acc)[MT][NT][4] = acc_o;
       float (&acc_b)[MT][NT][4] = acc_ob;

@@ -69,7 +69,8 @@
 // the a + 1 blocks of row block a).
 //
 // Shared memory (bytes, D = 128 / 64): G2 fp32 [64][D + 8] (later T fp32 [64][68] + 3 x [16][16] scratch +
-// the A_qk stage bf16 [64][72], then the P4 stages) 34816 / 29696; q raw, then Kg bf16 [64][D + 8] 17408 / 9216; k raw, then Tb bf16 [64][72] 17408 / 9216;
+// the A_qk stage bf16 [64][72], then the P4 stages) 34816 / 29696; q raw, then Kg bf16 [64][D + 8] 17408 / 9216;
+// k raw, then Tb bf16 [64][72] 17408 / 9216;
 // v bf16 [64][D + 8] 17408 / 9216; A_kk fp32 [64][68] 17408 (the cumsum warp totals [16][D] before it);
 // beta, mq, mk, GC2 1280 / 1024; the mbarrier of the bulk row copies 16 (raw g lands in the G2 region). Total
 // 105744 / 75792. Row pads keep the fragment loads, ldmatrix and the
