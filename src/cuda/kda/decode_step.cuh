@@ -52,6 +52,7 @@
 
 #include <cstdint>
 
+#include "cuda/bulk_copy.cuh"
 #include "cuda/conv/conv_step.cuh"
 #include "cuda/elementwise.cuh"
 #include "cuda/kda/kda_device.cuh"
@@ -332,49 +333,29 @@ __device__ __forceinline__ void prefetch_l2(const float* p) { asm volatile("pref
 inline constexpr int kBulkMaxBytes = 64 * 1024;  // 2 CTAs per SM with the static shared memory (registers allow 2)
 inline constexpr int kBulkChunk = 16 * 1024;     // several copies in flight per CTA
 
-__device__ __forceinline__ uint32_t smem_u32(const void* p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
 // Thread 0: init the mbarrier (one arrival, the expect_tx below), then copy `bytes` (multiple of 16) from the
-// global head block `src` (16-byte aligned) to `dst`.
+// global head block `src` (16-byte aligned) to `dst` (bulk_copy.cuh's protocol).
 __device__ __forceinline__ void bulk_load(float* dst, const float* src, int bytes, uint64_t* bar) {
-  const uint32_t b = smem_u32(bar);
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(b) : "memory");
-  asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(b), "r"(bytes) : "memory");
+  mbar_init(bar, 1);
+  mbar_init_fence();
+  mbar_expect_tx(bar, uint32_t(bytes));
   for (int off = 0; off < bytes; off += kBulkChunk) {
     const int len = bytes - off < kBulkChunk ? bytes - off : kBulkChunk;
-    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
-                 ::"r"(smem_u32(dst) + uint32_t(off)), "l"(reinterpret_cast<const char*>(src) + off), "r"(len), "r"(b)
-                 : "memory");
+    bulk_g2s(reinterpret_cast<char*>(dst) + off, reinterpret_cast<const char*>(src) + off, uint32_t(len), bar);
   }
 }
-// Every thread: wait for the copies of bulk_load (phase 0). The mbarrier's init is ordered before this by the
-// prologue's barriers.
-__device__ __forceinline__ void bulk_wait(uint64_t* bar) {
-  const uint32_t b = smem_u32(bar);
-  uint32_t done = 0;
-  while (!done)
-    asm volatile(
-        "{\n\t.reg .pred p;\n\tmbarrier.try_wait.parity.shared::cta.b64 p, [%1], 0;\n\tselp.u32 %0, 1, 0, p;\n\t}"
-        : "=r"(done)
-        : "r"(b)
-        : "memory");
-}
-// Every thread, after its last shared store of the state and before the barrier that precedes bulk_store.
-__device__ __forceinline__ void bulk_fence() { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
+// Then every thread waits for the copies (mbar_wait, phase 0; the init is ordered before it by the prologue's
+// barriers), and calls bulk_fence after its last shared store of the state, before the barrier that precedes
+// bulk_store.
 // Thread 0: copy the updated block back (bulk_load's chunks) and commit them as one group.
 __device__ __forceinline__ void bulk_store(float* dst, const float* src, int bytes) {
   for (int off = 0; off < bytes; off += kBulkChunk) {
     const int len = bytes - off < kBulkChunk ? bytes - off : kBulkChunk;
-    asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;"
-                 ::"l"(reinterpret_cast<char*>(dst) + off), "r"(smem_u32(src) + uint32_t(off)), "r"(len)
-                 : "memory");
+    bulk_s2g(reinterpret_cast<char*>(dst) + off, reinterpret_cast<const char*>(src) + off, uint32_t(len));
   }
-  asm volatile("cp.async.bulk.commit_group;" ::: "memory");
+  bulk_commit();
 }
-// Thread 0, last: the stores of bulk_store have read their shared source (see above).
-__device__ __forceinline__ void bulk_store_wait() { asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory"); }
+// Thread 0, last: bulk_wait_read, so that the stores of bulk_store have read their shared source (see above).
 
 // The state's shared copy (bulk path), 16-byte aligned.
 extern __shared__ __align__(128) float4 kda_decode_state_smem[];
@@ -663,7 +644,7 @@ __global__ void __launch_bounds__(kThreads, 3)
   float* const st = reinterpret_cast<float*>(kda_decode_state_smem);
   if (tid == 0) bulk_load(st, head, K * V * 4, &bulk_bar);
   const TokenScalars ts = decode_prologue<KMAX, WM>(p, sm, cin, hin, n, h, s);
-  bulk_wait(&bulk_bar);
+  mbar_wait(&bulk_bar, 0);
 
   // The thread's rows i0 .. iend-1 (RPT a multiple of 4: a, k, q read as float4, i0 16-byte aligned; rows from
   // K to KMAX hold a = 1, k = q = 0 in the token, but have no state row: the row tests are plain comparisons).
@@ -719,7 +700,7 @@ __global__ void __launch_bounds__(kThreads, 3)
   __syncthreads();
   if (tid == 0) bulk_store(head, st, K * V * 4);
   decode_epilogue<KMAX>(p, sm, hin, n, h);
-  if (tid == 0) bulk_store_wait();
+  if (tid == 0) bulk_wait_read();
 }
 
 // vk [V rows][K cols], kda_decode_step_vk_bulk_kernel<KG, KC, NV, MIN_CTAS>: the register kernel's mapping and
@@ -765,7 +746,7 @@ __global__ void __launch_bounds__(kThreads, MIN_CTAS)
     qq[c][0] = q4.x, qq[c][1] = q4.y, qq[c][2] = q4.z, qq[c][3] = q4.w;
     kvalid[c] = clamp4(K - i0);
   }
-  bulk_wait(&bulk_bar);
+  mbar_wait(&bulk_bar, 0);
 
   for (int j0 = 0; j0 < V; j0 += BV) {
 #pragma unroll
@@ -790,7 +771,7 @@ __global__ void __launch_bounds__(kThreads, MIN_CTAS)
   __syncthreads();
   if (tid == 0) bulk_store(block, sblock, K * V * 4);
   decode_epilogue<KMAX>(p, sm, hin, n, h);
-  if (tid == 0) bulk_store_wait();
+  if (tid == 0) bulk_wait_read();
 }
 
 }  // namespace kimi::cuda::kda_decode_detail
