@@ -70,7 +70,11 @@
 // loads (generic dtype / gate branches per element, predicated double loads): prep.cuh's bf16 fast path
 // (commit f4477f6, not yet measured) removes those. Traffic per token-head ~1 KB inputs + 1.7 KB scratch
 // written + ~2.5 KB read by the walk (much of it from L2) + 256 B o.
-// Since then (run 10, docs/BENCHMARKS.md): the prep's stores staged 16-byte coalesced (prep 1.77 -> 1.47 ms),
+// Session 5 (runs 11-13, docs/gpu/2026-11-30-h200-run1{1,2,3}.txt): the walk's one pass over S for U and Qg S
+// (walk 1.35 -> 1.23 ms) and its swizzled cp.async tiles (1.22 -> 1.17 ms), the prep's bulk row copies (1.50 ->
+// 1.47 ms): 1 x 16384 H64 2.810 -> 2.648 ms; ncu puts the walk's bound in shared-memory fragment traffic (see the
+// kernel 2 notes) and the prep at 49 K warp instructions per chunk-head, LSU 71% of peak (docs/BENCHMARKS.md).
+// Before that (run 10, docs/BENCHMARKS.md): the prep's stores staged 16-byte coalesced (prep 1.77 -> 1.47 ms),
 // the walk's fragments by ldmatrix with U kept row-major (-5%), sequence parallelism for few heads (1 x 65536
 // H8: 4.64 -> 2.38 ms). What would close the gap further: the two passes move ~3.4 KB of scratch per token-head
 // (written, then read), which alone needs ~0.8 ms at 1 x 16384 H64 at the copy ceiling, against a 1.2 ms target:

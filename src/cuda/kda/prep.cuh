@@ -52,7 +52,12 @@
 // (commit a4addf3, `kimi check --filter kda_chunk`, bf16 vs the fp64 oracle, worse of o / final state):
 // 2.5-3.1e-3 on the test-size prefill cases, 2.7-3.2e-3 at model shapes (bar 5e-3); racecheck clean.
 //
-// Measured (H200, ncu gpu__time_duration, 1 x 16384 H64, docs/gpu/2026-11-29-h200-prep2.txt, commit 80f4c14):
+// Measured (H200, ncu, 1 x 16384 H64), session 5 (docs/gpu/2026-11-30-h200-run11.txt, run13.txt): the bulk row
+// copies 1.47 ms against 1.50 for the vector loads in the same call; 805 M warp instructions (844 M before), LSU
+// wavefronts 71% of peak, top stall the barrier; phases A + X 37% of the instructions and 38% of the shared
+// wavefronts, L + cumsum ~30% of the stall samples. An L2 prefetch of the rows of the CTA two waves later made it
+// slower (1.50 vs 1.46 ms, run 12) and was reverted.
+// Earlier (ncu gpu__time_duration, 1 x 16384 H64, docs/gpu/2026-11-29-h200-prep2.txt, commit 80f4c14):
 // 1.47 ms bounded gate (1.77 ms for the ddb5da9 prep in the same run: unstaged fragment stores, scalar block
 // substitution), 3.03 ms softplus (per-pair diagonal). Profile of 80f4c14 (bounded): 51.5 K warp instructions
 // per chunk-head, L1 LSU wavefronts 73% of peak, 1.91 TB/s; stall samples by region between barriers: phase L
