@@ -22,7 +22,7 @@
 //     O = Qg S + A_qk U      (64 x VT; S hi + lo, U hi + lo: 2 + 2 mma) -> global o (rows in the sequence)
 //     S^T <- S^T diag(exp(GC)) + U^T KdT^T   (VT x K, k = 64; U hi + lo; the registers accumulate)
 //   The hi / lo correction products go to separate accumulators (warp_mma_split): shorter mma chains.
-//   The Qg S half of O is computed in the same pass over S^T hi + lo as U (warp_mma_split_shared_b), so each S
+//   The Qg S half of O is computed in the same pass over S^T hi + lo as U (warp_mma_split with A2 = Qg), so each S
 //   fragment is loaded once for five products. Why: the walk's per-chunk time is bounded by shared-memory
 //   traffic rather than by the tensor cores. Per chunk (D = 128, VT = 64, 16 warps of 16 x 16 tiles) the mma
 //   fragments read ~672 KB by ldmatrix: U 256, Qg S 192, A_qk U 96, the state update 128. The cp.async
@@ -418,20 +418,26 @@ __device__ __forceinline__ void warp_mma(float (&acc)[MT][NT][4], const bf16* A,
 // warp_mma with Bt given as bf16 hi (Bt) + lo (Bt_lo) and optionally A as hi + lo (kAlo), the correction
 // products on separate accumulators: acc += A Bt, acc_b += A Bt_lo, acc_c += A_lo Bt (the caller adds them).
 // The dependent mma chain per accumulator is KD / 16 instead of 2 or 3 KD / 16 (the walk's latency path).
-// kBT: B (and B_lo) stored row-major [k][n] (see warp_mma). kASwz: A (and A_lo) in swizzled rows (tile_off).
-template <int MT, int NT, int KD, bool kAlo, bool kBT = false, bool kASwz = false>
+// kBT: B (and B_lo) stored row-major [k][n] (see warp_mma). kASwz: A (and A_lo, A2) in swizzled rows (tile_off).
+// kA2: a second A operand A2 (single bf16, same layout as A) against the same B, acc2 += A2 Bt and acc2_b +=
+// A2 Bt_lo, so that each B fragment is loaded once for both. The walk's U = U0 + Wn S and the Qg S half of O
+// read the same S^T hi + lo: one pass instead of two saves a third of their shared-memory fragment traffic (the
+// walk's bound).
+template <int MT, int NT, int KD, bool kAlo, bool kBT = false, bool kASwz = false, bool kA2 = false>
 __device__ __forceinline__ void warp_mma_split(float (&acc)[MT][NT][4], float (&acc_b)[MT][NT][4],
                                                float (&acc_c)[MT][NT][4], const bf16* A, int lda, int m0,
                                                const bf16* Bt, int ldb, int n0, int lane, const bf16* A_lo,
-                                               const bf16* Bt_lo) {
+                                               const bf16* Bt_lo, const bf16* A2 = nullptr,
+                                               float (*acc2)[NT][4] = nullptr, float (*acc2_b)[NT][4] = nullptr) {
 #pragma unroll
   for (int k0 = 0; k0 < KD; k0 += 16) {
     uint32_t a[MT][4], b[NT][2], bl[NT][2];
-    [[maybe_unused]] uint32_t al[MT][4];
+    [[maybe_unused]] uint32_t al[MT][4], a2[MT][4];
 #pragma unroll
     for (int i = 0; i < MT; ++i) {
       ld_a_frag<false, kASwz>(a[i], A, lda, m0 + 16 * i, k0, lane);
       if constexpr (kAlo) ld_a_frag<false, kASwz>(al[i], A_lo, lda, m0 + 16 * i, k0, lane);
+      if constexpr (kA2) ld_a_frag<false, kASwz>(a2[i], A2, lda, m0 + 16 * i, k0, lane);
     }
     ld_b_frags<NT, kBT>(b, Bt, ldb, n0, k0, lane);
     ld_b_frags<NT, kBT>(bl, Bt_lo, ldb, n0, k0, lane);
@@ -442,40 +448,10 @@ __device__ __forceinline__ void warp_mma_split(float (&acc)[MT][NT][4], float (&
         mma_bf16(acc[i][j], a[i], b[j]);
         mma_bf16(acc_b[i][j], a[i], bl[j]);
         if constexpr (kAlo) mma_bf16(acc_c[i][j], al[i], b[j]);
-      }
-  }
-}
-
-// warp_mma_split (kAlo, Bt hi + lo) with a second A operand A2 (single bf16) against the same B, so that each B
-// fragment is loaded once for both products: acc, acc_b, acc_c as in warp_mma_split; acc2 += A2 Bt,
-// acc2_b += A2 Bt_lo. The walk's U = U0 + Wn S and the Qg S half of O read the same S^T hi + lo: one pass
-// instead of two saves a third of their shared-memory fragment traffic (the walk's bound).
-template <int MT, int NT, int KD, bool kASwz = false>
-__device__ __forceinline__ void warp_mma_split_shared_b(float (&acc)[MT][NT][4], float (&acc_b)[MT][NT][4],
-                                                        float (&acc_c)[MT][NT][4], float (&acc2)[MT][NT][4],
-                                                        float (&acc2_b)[MT][NT][4], const bf16* A, const bf16* A_lo,
-                                                        const bf16* A2, int lda, int m0, const bf16* Bt,
-                                                        const bf16* Bt_lo, int ldb, int n0, int lane) {
-#pragma unroll
-  for (int k0 = 0; k0 < KD; k0 += 16) {
-    uint32_t a[MT][4], al[MT][4], a2[MT][4], b[NT][2], bl[NT][2];
-#pragma unroll
-    for (int i = 0; i < MT; ++i) {
-      ld_a_frag<false, kASwz>(a[i], A, lda, m0 + 16 * i, k0, lane);
-      ld_a_frag<false, kASwz>(al[i], A_lo, lda, m0 + 16 * i, k0, lane);
-      ld_a_frag<false, kASwz>(a2[i], A2, lda, m0 + 16 * i, k0, lane);
-    }
-    ld_b_frags<NT, false>(b, Bt, ldb, n0, k0, lane);
-    ld_b_frags<NT, false>(bl, Bt_lo, ldb, n0, k0, lane);
-#pragma unroll
-    for (int i = 0; i < MT; ++i)
-#pragma unroll
-      for (int j = 0; j < NT; ++j) {
-        mma_bf16(acc[i][j], a[i], b[j]);
-        mma_bf16(acc_b[i][j], a[i], bl[j]);
-        mma_bf16(acc_c[i][j], al[i], b[j]);
-        mma_bf16(acc2[i][j], a2[i], b[j]);
-        mma_bf16(acc2_b[i][j], a2[i], bl[j]);
+        if constexpr (kA2) {
+          mma_bf16(acc2[i][j], a2[i], b[j]);
+          mma_bf16(acc2_b[i][j], a2[i], bl[j]);
+        }
       }
   }
 }
@@ -692,8 +668,8 @@ __global__ void __launch_bounds__(NTHR, 1) kda_chunk_walk(const Params p) {
       {
         float acc_b[MT][NT][4] = {}, acc_c[MT][NT][4] = {};
         if (outs)
-          warp_mma_split_shared_b<MT, NT, D, L::kSwz>(acc, acc_b, acc_c, acc_o, acc_ob, sWh, sWl, sQg, LDW, t0, sSh,
-                                                      sSl, LDB, n0, lane);
+          warp_mma_split<MT, NT, D, true, false, L::kSwz, true>(acc, acc_b, acc_c, sWh, LDW, t0, sSh, LDB, n0, lane,
+                                                                sWl, sSl, sQg, acc_o, acc_ob);
         else
           warp_mma_split<MT, NT, D, true, false, L::kSwz>(acc, acc_b, acc_c, sWh, LDW, t0, sSh, LDB, n0, lane, sWl,
                                                           sSl);
