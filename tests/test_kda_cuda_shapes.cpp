@@ -9,7 +9,8 @@
 //     checked against the oracle at 8192 tokens below (ReferenceRecurrenceMatchesOracle).
 //   - Prefill followed by decode steps equals the longer prefill, on the GPU.
 //   - Gate pre-activations and dt_bias swept over +-8 in both forms through the chunk kernel.
-//   - The prep's three row-load paths (bulk copies, vector loads, generic loads) agree bit for bit.
+//   - The prep's three row-load paths (bulk copies, vector loads, generic loads) agree bit for bit, at both head
+//     sizes and gate forms, and the launcher picks the one the inputs' alignment allows.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -23,6 +24,9 @@
 #include "kimi/ops/kda.h"
 #include "oracle/kda.h"
 #include "tensor_testutil.h"
+#ifdef KIMI_WITH_CUDA
+#include "cuda/kda/chunk.h"
+#endif
 
 namespace kimi {
 namespace {
@@ -54,15 +58,15 @@ std::vector<double> transpose_state(const std::vector<double>& s, int64_t NH, in
 
 // One problem on the GPU: bf16 q, k, v, raw gate f, beta logits; fp32 A_log, dt_bias, initial state (kv or vk).
 struct GpuProblem {
-  int64_t B, T, H, N;
+  int64_t B, T, H, N, D;  // D = K = V
   std::vector<int64_t> offsets;  // N + 1 when varlen
   GateForm form;
   StateLayout layout;
   Tensor q, k, v, f, beta, A_log, dt_bias, h0, cu;  // on the GPU (cu on the host, as the API allows)
 
   GpuProblem(int64_t b, int64_t t, int64_t h, std::vector<int64_t> lens, GateForm gf, StateLayout sl, uint64_t seed,
-             double f_lo = -8, double f_hi = 8)
-      : B(b), T(t), H(h), N(lens.empty() ? b : int64_t(lens.size())), form(gf), layout(sl) {
+             double f_lo = -8, double f_hi = 8, int64_t d = kD)
+      : B(b), T(t), H(h), N(lens.empty() ? b : int64_t(lens.size())), D(d), form(gf), layout(sl) {
     if (!lens.empty()) {
       testutil::Varlen packed(lens);
       offsets = packed.offsets, cu = std::move(packed.cu);
@@ -76,11 +80,11 @@ struct GpuProblem {
       for (int64_t i = 0; i < host.numel(); ++i) store_from_f32(host.data(), dt, i, float(u(rng)));
       return on(host, gpu);
     };
-    q = make(DType::bf16, {B, T, H, kD}, -1, 1), k = make(DType::bf16, {B, T, H, kD}, -1, 1);
-    v = make(DType::bf16, {B, T, H, kD}, -1, 1), f = make(DType::bf16, {B, T, H, kD}, f_lo, f_hi);
+    q = make(DType::bf16, {B, T, H, D}, -1, 1), k = make(DType::bf16, {B, T, H, D}, -1, 1);
+    v = make(DType::bf16, {B, T, H, D}, -1, 1), f = make(DType::bf16, {B, T, H, D}, f_lo, f_hi);
     beta = make(DType::bf16, {B, T, H}, -4, 4);
-    A_log = make(DType::f32, {H}, -2, 1), dt_bias = make(DType::f32, {H * kD}, -2, 2);
-    h0 = make(DType::f32, {N, H, kD, kD}, -0.5, 0.5);
+    A_log = make(DType::f32, {H}, -2, 1), dt_bias = make(DType::f32, {H * D}, -2, 2);
+    h0 = make(DType::f32, {N, H, D, D}, -0.5, 0.5);
   }
 
   KdaArgs args(TensorView o, TensorView ht) const {
@@ -99,24 +103,24 @@ struct GpuProblem {
   };
   Result run(bool chunk) const {
     const Device gpu = Device::cuda(0);
-    Tensor o(DType::f32, {B, T, H, kD}, gpu), ht(DType::f32, {N, H, kD, kD}, gpu);
+    Tensor o(DType::f32, {B, T, H, D}, gpu), ht(DType::f32, {N, H, D, D}, gpu);
     const KdaArgs a = args(o, ht);
     chunk ? kda_chunk_fwd(a) : kda_recurrent_fwd(a);
     Result r{host_values(o), host_values(ht)};
-    if (layout == StateLayout::vk) r.ht = transpose_state(r.ht, N * H, kD, kD);
+    if (layout == StateLayout::vk) r.ht = transpose_state(r.ht, N * H, D, D);
     return r;
   }
 
   Result oracle() const {
     oracle::KdaProblem p;
-    p.B = B, p.T = T, p.H = H, p.K = kD, p.V = kD;
+    p.B = B, p.T = T, p.H = H, p.K = D, p.V = D;
     p.q = host_values(q), p.k = host_values(k), p.v = host_values(v), p.g = host_values(f);
     p.beta = host_values(beta);
     p.use_gate = true, p.bounded = form == GateForm::bounded;
     p.A_log = host_values(A_log), p.dt_bias = host_values(dt_bias), p.lower_bound = -5.0;
     p.beta_sigmoid = p.l2norm = true;
     p.h0 = host_values(h0);
-    if (layout == StateLayout::vk) p.h0 = transpose_state(p.h0, N * H, kD, kD);  // the oracle takes kv
+    if (layout == StateLayout::vk) p.h0 = transpose_state(p.h0, N * H, D, D);  // the oracle takes kv
     p.cu = offsets;
     const oracle::KdaResult r = oracle::kda(p);
     return {r.o, r.ht};
@@ -125,8 +129,8 @@ struct GpuProblem {
 
 std::string name(const GpuProblem& p) {
   std::string s = p.offsets.empty() ? std::to_string(p.B) + " x " + std::to_string(p.T) : "varlen " + std::to_string(p.T);
-  return s + " H=" + std::to_string(p.H) + (p.form == GateForm::bounded ? " bounded" : " softplus") +
-         (p.layout == StateLayout::vk ? " vk" : " kv");
+  return s + " H=" + std::to_string(p.H) + (p.D != kD ? " D=" + std::to_string(p.D) : "") +
+         (p.form == GateForm::bounded ? " bounded" : " softplus") + (p.layout == StateLayout::vk ? " vk" : " kv");
 }
 
 // The chunk kernel against the reference (the oracle when affordable, else the CUDA recurrence).
@@ -230,45 +234,64 @@ TEST_F(KdaCudaShapes, GateSweepExtremes) {
 }
 
 // The prep's three row-load paths give the same bits: q, k, v and the gate input as views into padded buffers
-// at an element offset of 0 (16-byte aligned rows: the bulk copies), 4 (8-byte aligned: the per-lane vector
-// loads) and 1 (2-byte aligned: the generic loads), with a short tail chunk (T = 150); each also against fp64.
+// at an element offset of 0 (16-byte aligned rows: the bulk copies), 4 (8-byte aligned: the vector loads) and 1
+// (2-byte aligned: the generic loads), with a short tail chunk (T = 150), both head sizes and both gate forms;
+// each also against fp64, and the launcher's choice asserted.
 TEST_F(KdaCudaShapes, RowLoadPathsAgree) {
-  const GpuProblem p(2, 150, 4, {}, GateForm::bounded, StateLayout::vk, 600);
+  struct Config {
+    int64_t D;
+    GateForm form;
+    StateLayout layout;
+  };
   const Device gpu = Device::cuda(0);
-  const auto padded = [&](const Tensor& x, int64_t off, Tensor& owner) {  // x [B, T, H, D] at element offset off
-    const std::vector<double> vals = host_values(x);
-    Tensor host(DType::bf16, {p.B, p.T, p.H, kD + 8});
-    std::memset(host.data(), 0, size_t(host.numel()) * 2);
-    for (int64_t r = 0; r < p.B * p.T * p.H; ++r)
-      for (int64_t c = 0; c < kD; ++c)
-        store_from_f32(host.data(), DType::bf16, r * (kD + 8) + off + c, float(vals[size_t(r * kD + c)]));
-    owner = on(host, gpu);
-    return owner.view().slice(3, off, off + kD);
-  };
-  const GpuProblem::Result ref = p.oracle();
-  std::vector<GpuProblem::Result> got;
-  for (int64_t off : {0, 4, 1}) {
-    Tensor oq, ok, ov, of;
-    Tensor o(DType::f32, {p.B, p.T, p.H, kD}, gpu), ht(DType::f32, {p.N, p.H, kD, kD}, gpu);
-    KdaArgs a = p.args(o, ht);
-    a.q = padded(p.q, off, oq), a.k = padded(p.k, off, ok), a.v = padded(p.v, off, ov), a.g = padded(p.f, off, of);
-    kda_chunk_fwd(a);
-    GpuProblem::Result r{host_values(o), transpose_state(host_values(ht), p.N * p.H, kD, kD)};
-    const double eo = rel_rms(r.o, ref.o), eh = rel_rms(r.ht, ref.ht);
-    std::printf("[ kda_chunk_fwd cuda rows at element offset %lld vs fp64 ] o %.2e  final state %.2e\n",
-                static_cast<long long>(off), eo, eh);
-    EXPECT_LE(eo, kBar) << "offset " << off;
-    EXPECT_LE(eh, kBar) << "offset " << off;
-    got.push_back(std::move(r));
-  }
-  const auto differing = [](const std::vector<double>& x, const std::vector<double>& y) {
-    size_t n = 0;
-    for (size_t i = 0; i < x.size(); ++i) n += x[i] != y[i];
-    return n;
-  };
-  for (size_t i = 1; i < got.size(); ++i) {
-    EXPECT_EQ(differing(got[i].o, got[0].o), 0u) << "load path " << i << " vs the bulk copies: o";
-    EXPECT_EQ(differing(got[i].ht, got[0].ht), 0u) << "load path " << i << " vs the bulk copies: final state";
+  for (const Config& cfg : {Config{128, GateForm::bounded, StateLayout::vk},
+                            Config{64, GateForm::softplus, StateLayout::kv},
+                            Config{128, GateForm::softplus, StateLayout::kv}}) {
+    const GpuProblem p(2, 150, 4, {}, cfg.form, cfg.layout, 600 + uint64_t(cfg.D), -8, 8, cfg.D);
+    const int64_t D = p.D;
+    const auto padded = [&](const Tensor& x, int64_t off, Tensor& owner) {  // x [B, T, H, D] at element offset off
+      const std::vector<double> vals = host_values(x);
+      Tensor host(DType::bf16, {p.B, p.T, p.H, D + 8});
+      std::memset(host.data(), 0, size_t(host.numel()) * 2);
+      for (int64_t r = 0; r < p.B * p.T * p.H; ++r)
+        for (int64_t c = 0; c < D; ++c)
+          store_from_f32(host.data(), DType::bf16, r * (D + 8) + off + c, float(vals[size_t(r * D + c)]));
+      owner = on(host, gpu);
+      return owner.view().slice(3, off, off + D);
+    };
+    const GpuProblem::Result ref = p.oracle();
+    std::vector<GpuProblem::Result> got;
+    for (int64_t off : {0, 4, 1}) {
+      Tensor oq, ok, ov, of;
+      Tensor o(DType::f32, {p.B, p.T, p.H, D}, gpu), ht(DType::f32, {p.N, p.H, D, D}, gpu);
+      KdaArgs a = p.args(o, ht);
+      a.q = padded(p.q, off, oq), a.k = padded(p.k, off, ok), a.v = padded(p.v, off, ov);
+      a.g = padded(p.f, off, of);
+      kda_chunk_fwd(a);
+#ifdef KIMI_WITH_CUDA
+      const cuda::KdaRowLoads expected = off == 0   ? cuda::KdaRowLoads::bulk
+                                         : off == 4 ? cuda::KdaRowLoads::vector
+                                                    : cuda::KdaRowLoads::generic;
+      EXPECT_EQ(int(cuda::kda_chunk_last_row_loads()), int(expected)) << "offset " << off;
+#endif
+      GpuProblem::Result r{host_values(o), host_values(ht)};
+      if (p.layout == StateLayout::vk) r.ht = transpose_state(r.ht, p.N * p.H, D, D);
+      const double eo = rel_rms(r.o, ref.o), eh = rel_rms(r.ht, ref.ht);
+      std::printf("[ kda_chunk_fwd cuda %s, rows at element offset %lld vs fp64 ] o %.2e  final state %.2e\n",
+                  name(p).c_str(), static_cast<long long>(off), eo, eh);
+      EXPECT_LE(eo, kBar) << name(p) << " offset " << off;
+      EXPECT_LE(eh, kBar) << name(p) << " offset " << off;
+      got.push_back(std::move(r));
+    }
+    const auto differing = [](const std::vector<double>& x, const std::vector<double>& y) {
+      size_t n = 0;
+      for (size_t i = 0; i < x.size(); ++i) n += x[i] != y[i];
+      return n;
+    };
+    for (size_t i = 1; i < got.size(); ++i) {
+      EXPECT_EQ(differing(got[i].o, got[0].o), 0u) << name(p) << ": load path " << i << " vs the bulk copies, o";
+      EXPECT_EQ(differing(got[i].ht, got[0].ht), 0u) << name(p) << ": load path " << i << " vs the bulk copies, state";
+    }
   }
 }
 

@@ -25,7 +25,8 @@ __device__ __forceinline__ uint32_t smem_u32(const void* p) {
 __device__ __forceinline__ void mbar_init(uint64_t* bar, uint32_t arrivals) {
   asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smem_u32(bar)), "r"(arrivals) : "memory");
 }
-// Makes the init visible to the async proxy (the bulk copies' complete_tx) and to other threads' later use.
+// Makes the init visible to the async proxy (the bulk copies' complete_tx); other threads may use the mbarrier
+// only after a barrier (or the like) that orders the init before them.
 __device__ __forceinline__ void mbar_init_fence() {
   asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
 }

@@ -98,6 +98,7 @@ __global__ void fixed_segment_table(int64_t* seg, int64_t* segbase, int64_t N, i
 
 std::atomic<int64_t> g_segment_chunks{0};       // kda_chunk_set_segment_chunks
 std::atomic<int64_t> g_last_segment_chunks{0};  // kda_chunk_last_segment_chunks
+std::atomic<KdaRowLoads> g_last_row_loads{KdaRowLoads::generic};  // kda_chunk_last_row_loads
 
 // Cost model of the walk in microseconds per chunk of one CTA (one walk CTA per SM, VT = 32): kFullUs with
 // outputs (measured: 1 x 65536 H8, 1024 chunks in 3.8 ms); kMapUs without them (a segment map: no Qg S +
@@ -255,6 +256,7 @@ void launch_all(kda_chunk::Params p, bool diag_mma, bool vt64, cudaStream_t s) {
 
 void kda_chunk_set_segment_chunks(int64_t chunks) { g_segment_chunks.store(chunks); }
 int64_t kda_chunk_last_segment_chunks() { return g_last_segment_chunks.load(); }
+KdaRowLoads kda_chunk_last_row_loads() { return g_last_row_loads.load(); }
 
 void kda_chunk_fwd(const KdaArgs& a, int chunk_size, const Context& ctx) {
   (void)chunk_size;  // always 64 on the GPU (see chunk.h)
@@ -332,20 +334,22 @@ void kda_chunk_fwd(const KdaArgs& a, int chunk_size, const Context& ctx) {
   p.s0 = a.initial_state.present() ? static_cast<const float*>(a.initial_state.data) : nullptr;
   p.s1 = a.final_state.present() ? static_cast<float*>(a.final_state.data) : nullptr;
   p.vk = a.state_layout == StateLayout::vk ? 1 : 0;
-  {  // the prep's fast row loads: q, k, v, g bf16, every row piece of 4 elements 8-byte aligned
-    bool fast = true;
-    for (const TensorView* t : {&a.q, &a.k, &a.v, &a.g}) {
-      fast = fast && t->dtype == DType::bf16 && reinterpret_cast<uintptr_t>(t->data) % 8 == 0;
-      for (int d = 0; d < 3; ++d) fast = fast && t->strides[d] % 4 == 0;
-    }
-    p.rows_bf16 = fast ? 1 : 0;
-    // the bulk copies: 16-byte aligned rows (row length 2 D bytes, a multiple of 16 for D = 64, 128)
-    bool bulk = fast;
-    for (const TensorView* t : {&a.q, &a.k, &a.v, &a.g}) {
-      bulk = bulk && reinterpret_cast<uintptr_t>(t->data) % 16 == 0;
-      for (int d = 0; d < 3; ++d) bulk = bulk && t->strides[d] % 8 == 0;
-    }
-    p.rows_bulk = bulk ? 1 : 0;
+  {  // the prep's row loads (prep.cuh, phase L): q, k, v, g bf16 with every row piece of 4 elements 8-byte aligned
+     // (vector loads), and with 16-byte aligned rows (bulk copies; the row is 2 D bytes, a multiple of 16); a
+     // dimension of size 1 (B of a varlen or one-sequence batch, H = 1) is never stepped, so its stride is free
+    const auto rows_aligned = [&](int64_t bytes) {
+      for (const TensorView* t : {&a.q, &a.k, &a.v, &a.g}) {
+        if (t->dtype != DType::bf16 || reinterpret_cast<uintptr_t>(t->data) % size_t(bytes) != 0) return false;
+        for (int d = 0; d < 3; ++d)
+          if (t->shape[d] > 1 && (t->strides[d] * 2) % bytes != 0) return false;
+      }
+      return true;
+    };
+    p.rows_bf16 = rows_aligned(8) ? 1 : 0;
+    p.rows_bulk = rows_aligned(16) ? 1 : 0;
+    g_last_row_loads.store(p.rows_bulk   ? KdaRowLoads::bulk
+                           : p.rows_bf16 ? KdaRowLoads::vector
+                                         : KdaRowLoads::generic);
   }
   p.H = int(H);
   p.N = int(N);

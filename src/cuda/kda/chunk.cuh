@@ -88,6 +88,8 @@
 
 #include <cstdint>
 
+#include "cuda/bulk_copy.cuh"
+
 #ifdef KIMI_KDA_CHUNK_DEBUG
 #include <cassert>
 #define KDA_CHUNK_ASSERT(x) assert(x)
@@ -168,18 +170,19 @@ enum : int { kWalkPlain = 0, kWalkMaps = 1, kWalkFinish = 2 };
 enum : int { kSegBeg = 0, kSegEnd = 1, kSegSeq = 2, kSegIdx = 3, kSegCount = 4, kSegFields = 5 };
 
 // Walk kernel shared memory: S^T hi, lo bf16 [VT][LDB] (the fp32 state itself lives in registers); two input
-// buffers {Wn hi, Wn lo [64][LDB], U0 fp32 [64][LDU], KdT [D][LDT], decay [D]}; U hi, lo bf16 [64][LDV]
+// buffers {Wn hi, Wn lo [64][LDW], U0 fp32 [64][LDU], KdT [D][LDT], decay [D]}; U hi, lo bf16 [64][LDV]
 // (row-major, as its accumulators hold it; its products read it through ldmatrix.trans); one buffer of the output
-// operands Qg [64][LDB], A_qk [64][LDT].
+// operands Qg [64][LDW], A_qk [64][LDT].
 template <int D, int VT>
 struct WalkSmem {
   // LDB: the padded rows of S^T hi / lo (written by sts_split); the cp.async destinations Wn hi / lo, Qg [64][D]
   // and KdT [D][64], A_qk [64][64] are dense rows with the 16-byte chunks of row r XOR-permuted by r & 7
-  // (kSwizzled in cp_tile_g2s / ld_a_frag / ld_b_frags): padded rows cost the 16-byte cp.async stores 2.6x the
-  // ideal shared-memory wavefronts on the H200 (ncu, run of 2026-11-30), swizzled ones are conflict-free both
-  // ways. U0 (fp32, read as float2) keeps padded rows.
-  static constexpr bool kSwz = true;  // the tiles below (padded rows instead: 1.22 vs 1.17 ms at 1 x 16384 H64)
-  static constexpr int LDB = D + 8, LDW = D, LDT = kC, LDU = VT + 8, LDV = VT + 8;
+  // (tile_off; the kSwz flags of cp_tile_g2s / ld_a_frag / ld_b_frags / warp_mma*): padded rows cost the 16-byte
+  // cp.async stores 2.6x the ideal shared-memory wavefronts on the H200 (ncu, run 11), swizzled ones are
+  // conflict-free both ways. U0 (fp32, read as float2) keeps padded rows. kSwz = false gives the padded rows back
+  // (run 12: walk 1.22 ms against 1.17 swizzled at 1 x 16384 H64).
+  static constexpr bool kSwz = true;
+  static constexpr int LDB = D + 8, LDW = kSwz ? D : D + 8, LDT = kSwz ? kC : kC + 8, LDU = VT + 8, LDV = VT + 8;
   static constexpr size_t SH = 0, SL = SH + size_t(VT) * LDB * 2;  // S^T hi, lo bf16 [VT][LDB]
   static constexpr size_t kWh = size_t(kC) * LDW * 2, kU0 = size_t(kC) * LDU * 4, kKdt = size_t(D) * LDT * 2,
                           kDec = size_t(D) * 4;
@@ -317,7 +320,7 @@ __device__ __forceinline__ void mma_bf16(float (&c)[4], const uint32_t (&a)[4], 
 // r[m] = {M_m[2 (l % 4)][l / 4], M_m[2 (l % 4) + 1][l / 4]}. Each row is 16 bytes, 16-byte aligned.
 template <bool kTrans>
 __device__ __forceinline__ void ldsm_x4(uint32_t (&r)[4], const bf16* p) {
-  const uint32_t a = static_cast<uint32_t>(__cvta_generic_to_shared(p));
+  const uint32_t a = smem_u32(p);
   if constexpr (kTrans)
     asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
                  : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
@@ -331,7 +334,7 @@ __device__ __forceinline__ void ldsm_x4(uint32_t (&r)[4], const bf16* p) {
 }
 template <bool kTrans>
 __device__ __forceinline__ void ldsm_x2(uint32_t (&r)[2], const bf16* p) {
-  const uint32_t a = static_cast<uint32_t>(__cvta_generic_to_shared(p));
+  const uint32_t a = smem_u32(p);
   if constexpr (kTrans)
     asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0,%1}, [%2];\n"
                  : "=r"(r[0]), "=r"(r[1])
@@ -460,7 +463,7 @@ __device__ __forceinline__ void warp_mma_split(float (&acc)[MT][NT][4], float (&
 // copies
 
 __device__ __forceinline__ void cp_async16(void* smem_dst, const void* gmem_src) {
-  const uint32_t d = static_cast<uint32_t>(__cvta_generic_to_shared(smem_dst));
+  const uint32_t d = smem_u32(smem_dst);
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(d), "l"(gmem_src) : "memory");
 }
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
@@ -524,12 +527,12 @@ __global__ void __launch_bounds__(NTHR, 1) kda_chunk_walk(const Params p) {
   constexpr int NW = NTHR / 32, NV = D / VT;
   static_assert(NTHR == 512 || (VT == 32 && NTHR == 256), "walk block");
   constexpr int LDB = L::LDB, LDW = L::LDW, LDT = L::LDT, LDU = L::LDU, LDV = L::LDV;
-  extern __shared__ __align__(16) unsigned char smem[];
+  extern __shared__ __align__(128) unsigned char smem[];  // the swizzled tiles need 128-byte aligned rows
   bf16* const sSh = reinterpret_cast<bf16*>(smem + L::SH);  // S^T hi [VT][LDB]
   bf16* const sSl = reinterpret_cast<bf16*>(smem + L::SL);  // S^T lo [VT][LDB]
   bf16* const sUh = reinterpret_cast<bf16*>(smem + L::UH);  // U hi [64][LDV]
   bf16* const sUl = reinterpret_cast<bf16*>(smem + L::UL);  // U lo [64][LDV]
-  const bf16* const sQg = reinterpret_cast<const bf16*>(smem + L::QG);   // Qg [64][LDB]
+  const bf16* const sQg = reinterpret_cast<const bf16*>(smem + L::QG);   // Qg [64][LDW]
   const bf16* const sAqk = reinterpret_cast<const bf16*>(smem + L::AQK);  // A_qk [64][LDT]
 
   KDA_CHUNK_ASSERT(blockDim.x == NTHR);

@@ -344,9 +344,6 @@ __device__ __forceinline__ void bulk_load(float* dst, const float* src, int byte
     bulk_g2s(reinterpret_cast<char*>(dst) + off, reinterpret_cast<const char*>(src) + off, uint32_t(len), bar);
   }
 }
-// Then every thread waits for the copies (mbar_wait, phase 0; the init is ordered before it by the prologue's
-// barriers), and calls bulk_fence after its last shared store of the state, before the barrier that precedes
-// bulk_store.
 // Thread 0: copy the updated block back (bulk_load's chunks) and commit them as one group.
 __device__ __forceinline__ void bulk_store(float* dst, const float* src, int bytes) {
   for (int off = 0; off < bytes; off += kBulkChunk) {
@@ -355,7 +352,6 @@ __device__ __forceinline__ void bulk_store(float* dst, const float* src, int byt
   }
   bulk_commit();
 }
-// Thread 0, last: bulk_wait_read, so that the stores of bulk_store have read their shared source (see above).
 
 // The state's shared copy (bulk path), 16-byte aligned.
 extern __shared__ __align__(128) float4 kda_decode_state_smem[];
@@ -644,7 +640,7 @@ __global__ void __launch_bounds__(kThreads, 3)
   float* const st = reinterpret_cast<float*>(kda_decode_state_smem);
   if (tid == 0) bulk_load(st, head, K * V * 4, &bulk_bar);
   const TokenScalars ts = decode_prologue<KMAX, WM>(p, sm, cin, hin, n, h, s);
-  mbar_wait(&bulk_bar, 0);
+  mbar_wait(&bulk_bar, 0);  // the init is ordered before this by the prologue's barriers
 
   // The thread's rows i0 .. iend-1 (RPT a multiple of 4: a, k, q read as float4, i0 16-byte aligned; rows from
   // K to KMAX hold a = 1, k = q = 0 in the token, but have no state row: the row tests are plain comparisons).
@@ -700,7 +696,7 @@ __global__ void __launch_bounds__(kThreads, 3)
   __syncthreads();
   if (tid == 0) bulk_store(head, st, K * V * 4);
   decode_epilogue<KMAX>(p, sm, hin, n, h);
-  if (tid == 0) bulk_wait_read();
+  if (tid == 0) bulk_wait_read();  // the stores have read the shared block before the CTA exits
 }
 
 // vk [V rows][K cols], kda_decode_step_vk_bulk_kernel<KG, KC, NV, MIN_CTAS>: the register kernel's mapping and
@@ -746,7 +742,7 @@ __global__ void __launch_bounds__(kThreads, MIN_CTAS)
     qq[c][0] = q4.x, qq[c][1] = q4.y, qq[c][2] = q4.z, qq[c][3] = q4.w;
     kvalid[c] = clamp4(K - i0);
   }
-  mbar_wait(&bulk_bar, 0);
+  mbar_wait(&bulk_bar, 0);  // the init is ordered before this by the prologue's barriers
 
   for (int j0 = 0; j0 < V; j0 += BV) {
 #pragma unroll
@@ -771,7 +767,7 @@ __global__ void __launch_bounds__(kThreads, MIN_CTAS)
   __syncthreads();
   if (tid == 0) bulk_store(block, sblock, K * V * 4);
   decode_epilogue<KMAX>(p, sm, hin, n, h);
-  if (tid == 0) bulk_wait_read();
+  if (tid == 0) bulk_wait_read();  // the stores have read the shared block before the CTA exits
 }
 
 }  // namespace kimi::cuda::kda_decode_detail

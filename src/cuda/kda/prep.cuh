@@ -121,7 +121,7 @@ struct PrepSmem {
   static_assert(AQS % 16 == 0 && Q % 16 == 0 && K % 16 == 0 && V % 16 == 0 && AKK % 16 == 0 && BETA % 16 == 0 && GC % 16 == 0 &&
                     kA % 16 == 0,
                 "16-byte aligned regions");
-  static_assert(kRowsB <= Q - G && BAR % 8 == 0, "raw g rows (bulk path) fit the G region; mbarrier aligned");
+  static_assert(BAR % 8 == 0, "mbarrier aligned (the raw g rows of the bulk path fit the G region: see above)");
   static_assert(2 * (TOTAL + 1024) <= 228 * 1024, "two CTAs per SM (sm_90: 228 KB, 1 KB reserved per CTA)");
 };
 
@@ -166,6 +166,32 @@ __device__ __forceinline__ void stg128(void* g, uint4 v) {
                : "memory");
 }
 
+// NW (1 or 2) 32-bit words of bf16 pairs at p (4 NW-byte aligned, global or shared memory): one vector load or
+// store, and the 2 NW values as floats (exact).
+template <int NW>
+__device__ __forceinline__ void ld_words(uint32_t (&w)[NW], const bf16* p) {
+  static_assert(NW == 1 || NW == 2, "row pieces");
+  if constexpr (NW == 2) {
+    const uint2 u = *reinterpret_cast<const uint2*>(p);
+    w[0] = u.x, w[1] = u.y;
+  } else {
+    w[0] = *reinterpret_cast<const uint32_t*>(p);
+  }
+}
+template <int NW>
+__device__ __forceinline__ void st_words(bf16* p, const uint32_t (&w)[NW]) {
+  static_assert(NW == 1 || NW == 2, "row pieces");
+  if constexpr (NW == 2)
+    *reinterpret_cast<uint2*>(p) = make_uint2(w[0], w[1]);
+  else
+    *reinterpret_cast<uint32_t*>(p) = w[0];
+}
+template <int NW>
+__device__ __forceinline__ void unpack_bf16(const uint32_t (&w)[NW], float (&x)[2 * NW]) {
+#pragma unroll
+  for (int e = 0; e < NW; ++e) x[2 * e] = bf_lo(w[e]), x[2 * e + 1] = bf_hi(w[e]);
+}
+
 constexpr int kGateRuntime = -1;  // prep_load_rows: gate form read from Params per element (generic path)
 
 template <int D>
@@ -179,7 +205,7 @@ struct RowCtx {  // what phase L of kda_chunk_prep needs
   float *sBeta, *sMq, *sMk;
 };
 
-// The per-row work of phase L shared by both load paths, for row r of the warp (index rr of its RPW rows) and
+// The per-row work of phase L shared by the three load paths, for row r of the warp (index rr of its RPW rows) and
 // this lane's EPL channels: the L2-norm multipliers mq, mk and beta (sigmoid) -> shared memory (lane 0), g2 =
 // gate(g) log2 e -> gl_row (0 beyond the sequence: such rows neither decay nor update).
 template <int D, int kGate>
@@ -262,19 +288,10 @@ __device__ __forceinline__ void prep_load_rows(const RowCtx<D>& c, float (&gl)[k
       wb[rr][0] = 0u;
       if (r < c.rows) {
         if constexpr (kBf16) {
-          const auto ld = [&](const void* base, int64_t off, uint32_t (&w)[NW]) {
-            const bf16* const q = static_cast<const bf16*>(base) + off;
-            if constexpr (NW == 2) {
-              const uint2 u = *reinterpret_cast<const uint2*>(q);
-              w[0] = u.x, w[1] = u.y;
-            } else {
-              w[0] = *reinterpret_cast<const uint32_t*>(q);
-            }
-          };
-          ld(p.q, oq + tok * p.s_q[1], wq[rr]);
-          ld(p.k, ok + tok * p.s_k[1], wk[rr]);
-          ld(p.g, og + tok * p.s_g[1], wg[rr]);
-          ld(p.v, ov + tok * p.s_v[1], wv[rr]);
+          ld_words<NW>(wq[rr], static_cast<const bf16*>(p.q) + oq + tok * p.s_q[1]);
+          ld_words<NW>(wk[rr], static_cast<const bf16*>(p.k) + ok + tok * p.s_k[1]);
+          ld_words<NW>(wg[rr], static_cast<const bf16*>(p.g) + og + tok * p.s_g[1]);
+          ld_words<NW>(wv[rr], static_cast<const bf16*>(p.v) + ov + tok * p.s_v[1]);
         } else {
           load_raw<EPL>(p.q, p.dt_q, oq + tok * p.s_q[1], wq[rr]);
           load_raw<EPL>(p.k, p.dt_k, ok + tok * p.s_k[1], wk[rr]);
@@ -290,21 +307,12 @@ __device__ __forceinline__ void prep_load_rows(const RowCtx<D>& c, float (&gl)[k
       const int r = RPW * c.warp + b0 + rr;
       float xq[EPL], xk[EPL], xg[EPL], xb[1];
       if constexpr (kBf16) {
-#pragma unroll
-        for (int e = 0; e < EPL; e += 2) {
-          xq[e] = bf_lo(wq[rr][e / 2]), xq[e + 1] = bf_hi(wq[rr][e / 2]);
-          xk[e] = bf_lo(wk[rr][e / 2]), xk[e + 1] = bf_hi(wk[rr][e / 2]);
-          xg[e] = bf_lo(wg[rr][e / 2]), xg[e + 1] = bf_hi(wg[rr][e / 2]);
-        }
-        if constexpr (NW == 2) {  // raw values, exact
-          *reinterpret_cast<uint2*>(c.sQ + r * LDB + ch) = make_uint2(wq[rr][0], wq[rr][1]);
-          *reinterpret_cast<uint2*>(c.sK + r * LDB + ch) = make_uint2(wk[rr][0], wk[rr][1]);
-          *reinterpret_cast<uint2*>(c.sV + r * LDB + ch) = make_uint2(wv[rr][0], wv[rr][1]);
-        } else {
-          *reinterpret_cast<uint32_t*>(c.sQ + r * LDB + ch) = wq[rr][0];
-          *reinterpret_cast<uint32_t*>(c.sK + r * LDB + ch) = wk[rr][0];
-          *reinterpret_cast<uint32_t*>(c.sV + r * LDB + ch) = wv[rr][0];
-        }
+        unpack_bf16<NW>(wq[rr], xq);
+        unpack_bf16<NW>(wk[rr], xk);
+        unpack_bf16<NW>(wg[rr], xg);
+        st_words<NW>(c.sQ + r * LDB + ch, wq[rr]);  // raw values, exact
+        st_words<NW>(c.sK + r * LDB + ch, wk[rr]);
+        st_words<NW>(c.sV + r * LDB + ch, wv[rr]);
       } else {
         float xv[EPL];
         raw_to_f32<EPL>(wq[rr], p.dt_q, xq);
@@ -322,11 +330,11 @@ __device__ __forceinline__ void prep_load_rows(const RowCtx<D>& c, float (&gl)[k
 }
 
 // Issue of the bulk path's row copies (Params::rows_bulk: q, k, v, g bf16, every row 16-byte aligned), by
-// threads 0 .. 4 kC - 1 after the barrier that orders the mbarrier's init (thread 0: expect rows x 4 D x 2
-// bytes) before them: thread t copies row t % 64 of tensor t / 64 (q, k, v, g; whole warps per tensor) to its
+// threads 0 .. 4 kC - 1: thread 0 right after the mbarrier's init (expect rows x 4 D x 2 bytes), the others
+// after the barrier that orders the init before them. Thread t copies row t % 64 of tensor t / 64 (q, k, v, g; whole warps per tensor) to its
 // shared row (stride LDB; g raw into the G2 region), rows beyond the sequence end not at all (phase L zeroes
-// them). The copies replace the former per-lane row loads of phase L: their 64-bit address arithmetic and
-// waits were 41% of the prep's instructions (docs/gpu/2026-11-29-h200-prep2.txt).
+// them). Where the inputs allow them, the copies take the place of the vector path's per-lane row loads, whose
+// 64-bit address arithmetic and waits were 41% of the prep's instructions (docs/gpu/2026-11-29-h200-prep2.txt).
 template <int D>
 __device__ __forceinline__ void prep_issue_row_copies(const RowCtx<D>& c, int tid, uint64_t* bar) {
   constexpr int LDB = PrepSmem<D>::LDB;
@@ -365,39 +373,21 @@ __device__ __forceinline__ void prep_bulk_rows(const RowCtx<D>& c, uint64_t* bar
 #pragma unroll
   for (int rr = 0; rr < RPW; ++rr) {
     const int r = RPW * c.warp + rr;
-    uint32_t wq[NW], wk[NW], wg[NW];
-    const auto lds_row = [&](const bf16* row, uint32_t (&w)[NW]) {
-      if constexpr (NW == 2) {
-        const uint2 u = *reinterpret_cast<const uint2*>(row + r * LDB + ch);
-        w[0] = u.x, w[1] = u.y;
-      } else {
-        w[0] = lds32(row + r * LDB + ch);
-      }
-    };
-    const auto sts_zero = [&](bf16* row) {
-      if constexpr (NW == 2)
-        *reinterpret_cast<uint2*>(row + r * LDB + ch) = make_uint2(0u, 0u);
-      else
-        *reinterpret_cast<uint32_t*>(row + r * LDB + ch) = 0u;
-    };
+    const int o = r * LDB + ch;
+    uint32_t wq[NW] = {}, wk[NW] = {}, wg[NW] = {};  // 0.0 beyond the sequence end
     if (r < c.rows) {
-      lds_row(c.sQ, wq);
-      lds_row(c.sK, wk);
-      lds_row(c.sGraw, wg);
-    } else {
-#pragma unroll
-      for (int e = 0; e < NW; ++e) wq[e] = wk[e] = wg[e] = 0u;
-      sts_zero(c.sQ);
-      sts_zero(c.sK);
-      sts_zero(c.sV);
+      ld_words<NW>(wq, c.sQ + o);
+      ld_words<NW>(wk, c.sK + o);
+      ld_words<NW>(wg, c.sGraw + o);
+    } else {  // zero rows (wq = 0 here) for the later phases
+      st_words<NW>(c.sQ + o, wq);
+      st_words<NW>(c.sK + o, wq);
+      st_words<NW>(c.sV + o, wq);
     }
     float xq[EPL], xk[EPL], xg[EPL], xb[1];
-#pragma unroll
-    for (int e = 0; e < EPL; e += 2) {
-      xq[e] = bf_lo(wq[e / 2]), xq[e + 1] = bf_hi(wq[e / 2]);
-      xk[e] = bf_lo(wk[e / 2]), xk[e + 1] = bf_hi(wk[e / 2]);
-      xg[e] = bf_lo(wg[e / 2]), xg[e + 1] = bf_hi(wg[e / 2]);
-    }
+    unpack_bf16<NW>(wq, xq);
+    unpack_bf16<NW>(wk, xk);
+    unpack_bf16<NW>(wg, xg);
     raw_to_f32<1>(wb[rr], p.dt_beta, xb);
     prep_row_factors<D, kGate>(c, r, xq, xk, xg, xb[0], dtb, gate_a, gl[rr]);
   }
@@ -411,7 +401,7 @@ __global__ void __launch_bounds__(kPrepThreads, 2) kda_chunk_prep(const Params p
   constexpr int EPL = D / 32;           // channels per lane in row loads
   constexpr int RPW = kC / kWarps;      // contiguous rows per warp
   static_assert(RPW == 4, "row ownership");
-  extern __shared__ __align__(16) unsigned char smem[];
+  extern __shared__ __align__(128) unsigned char smem[];  // one declaration for the TU: the walk needs 128
   float* const sG = reinterpret_cast<float*>(smem + L::G);             // G2 [64][LDG]        (L - X)
   float* const sT = reinterpret_cast<float*>(smem + L::G);             // T [64][LDA]         (S)
   float* const sP = reinterpret_cast<float*>(smem + L::G + L::kA);     // 3 x [16][16]        (S)

@@ -28,7 +28,7 @@ __global__ void __launch_bounds__(kScanThreads) kda_seg_scan(const Params p) {
   using L = ScanSmem<D>;
   constexpr int NT = D / kScanRows, NG = kScanThreads / D, RV = kScanRows / NG;
   static_assert(kScanThreads % D == 0 && kScanRows % NG == 0, "scan tiles");
-  extern __shared__ __align__(16) unsigned char smem[];
+  extern __shared__ __align__(128) unsigned char smem[];  // one declaration for the TU: the walk needs 128
   float* const sR = reinterpret_cast<float*>(smem + L::R);  // R_j [D][D]
   float* const sX = reinterpret_cast<float*>(smem + L::X);  // X_j rows r0 .. r0 + 32 [32][D]
   const int tid = threadIdx.x, bid = int(blockIdx.x);
