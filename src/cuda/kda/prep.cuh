@@ -331,10 +331,11 @@ __device__ __forceinline__ void prep_load_rows(const RowCtx<D>& c, float (&gl)[k
 
 // Issue of the bulk path's row copies (Params::rows_bulk: q, k, v, g bf16, every row 16-byte aligned), by
 // threads 0 .. 4 kC - 1: thread 0 right after the mbarrier's init (expect rows x 4 D x 2 bytes), the others
-// after the barrier that orders the init before them. Thread t copies row t % 64 of tensor t / 64 (q, k, v, g; whole warps per tensor) to its
-// shared row (stride LDB; g raw into the G2 region), rows beyond the sequence end not at all (phase L zeroes
-// them). Where the inputs allow them, the copies take the place of the vector path's per-lane row loads, whose
-// 64-bit address arithmetic and waits were 41% of the prep's instructions (docs/gpu/2026-11-29-h200-prep2.txt).
+// after the barrier that orders the init before them. Thread t copies row t % 64 of tensor t / 64 (q, k, v, g;
+// whole warps per tensor) to its shared row (stride LDB; g raw into the G2 region), rows beyond the sequence
+// end not at all (phase L zeroes them). Where the inputs allow them, the copies take the place of the vector
+// path's per-lane row loads, whose 64-bit address arithmetic and waits were 41% of the prep's instructions
+// (docs/gpu/2026-11-29-h200-prep2.txt).
 template <int D>
 __device__ __forceinline__ void prep_issue_row_copies(const RowCtx<D>& c, int tid, uint64_t* bar) {
   constexpr int LDB = PrepSmem<D>::LDB;
