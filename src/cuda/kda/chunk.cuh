@@ -201,6 +201,7 @@ struct WalkSmem {
                 "16-byte aligned regions, 128-byte aligned swizzled tiles");
   static_assert(TOTAL <= 227 * 1024, "fits the sm_90 shared memory of one CTA");
 };
+static_assert(WalkSmem<128, 64>::TOTAL == 214016 && WalkSmem<128, 32>::TOTAL == 172032, "documented sizes");
 
 // ---------------------------------------------------------------------------------------------------------
 // small helpers

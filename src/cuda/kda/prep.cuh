@@ -124,6 +124,7 @@ struct PrepSmem {
   static_assert(BAR % 8 == 0, "mbarrier aligned (the raw g rows of the bulk path fit the G region: see above)");
   static_assert(2 * (TOTAL + 1024) <= 228 * 1024, "two CTAs per SM (sm_90: 228 KB, 1 KB reserved per CTA)");
 };
+static_assert(PrepSmem<128>::TOTAL == 105744 && PrepSmem<64>::TOTAL == 75792, "documented sizes");
 
 __device__ __forceinline__ float ex2(float x) {  // 2^x, MUFU (what __expf uses after its multiply)
   float y;
