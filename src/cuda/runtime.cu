@@ -1,4 +1,6 @@
 // Implementation of src/cuda/runtime.h.
+#include <atomic>
+
 #include "cuda/check.cuh"
 #include "cuda/runtime.h"
 
@@ -11,6 +13,22 @@ int device_count() {
     return 0;
   }
   return n;
+}
+
+int sm_count(int dev) {
+  constexpr int kMaxDevices = 64;
+  static std::atomic<int> cache[kMaxDevices] = {};
+  if (dev < 0 || dev >= kMaxDevices) {
+    int sms = 0;
+    KIMI_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+    return sms;
+  }
+  int sms = cache[dev].load(std::memory_order_relaxed);
+  if (sms <= 0) {
+    KIMI_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+    cache[dev].store(sms, std::memory_order_relaxed);
+  }
+  return sms;
 }
 
 void* alloc(Device d, size_t bytes) {

@@ -9,6 +9,8 @@
 namespace kimi::cuda {
 
 int device_count();
+// Multiprocessor count of CUDA device dev, queried once per device (the attribute query stays off per-call paths).
+int sm_count(int dev);
 void* alloc(Device d, size_t bytes);
 void free(Device d, void* p);
 void zero_bytes(Device d, void* p, size_t bytes);  // synchronous

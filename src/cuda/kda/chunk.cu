@@ -46,6 +46,7 @@
 #include "cuda/kda/chunk.h"
 #include "cuda/kda/prep.cuh"
 #include "cuda/kda/seqpar.cuh"
+#include "cuda/runtime.h"
 #include "cuda/scratch.cuh"
 #include "kimi/error.h"
 
@@ -296,8 +297,7 @@ void kda_chunk_fwd(const KdaArgs& a, int chunk_size, const Context& ctx) {
   if (capturing && varlen) refuse_capture(s, "kda_chunk_fwd with cu_seqlens");
   const int dev = a.q.device.index;
   const DeviceGuard device_guard(dev);
-  int sms = 132;
-  KIMI_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+  const int sms = sm_count(dev);
 
   kda_chunk::Params p{};
   p.q = a.q.data;

@@ -17,6 +17,7 @@
 #include "cuda/check.cuh"
 #include "cuda/kda/decode_step.cuh"
 #include "cuda/kda/kda.h"
+#include "cuda/runtime.h"
 #include "cuda/scratch.cuh"
 
 namespace kimi::cuda {
@@ -185,9 +186,7 @@ void kda_decode_step(const KdaDecodeArgs& a, const std::vector<int64_t>& host_ro
     p.dslots = uploaded->get<int64_t>(), p.dslots_stride = 1, p.dslots_i64 = 1;
   }
 
-  int sms = 132;
-  KIMI_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
-  const bool bulk = use_bulk(p, kv, ctas, sms);
+  const bool bulk = use_bulk(p, kv, ctas, sm_count(dev));
   const int smem = bulk ? int(K * V * 4) : 0;
   if (kv) bulk ? launch_kv_stream(p, ctas, smem, dev, s) : launch_kv(p, ctas, smem, dev, s);
   else bulk ? launch_vk_stream(p, ctas, smem, dev, s) : launch_vk(p, ctas, smem, dev, s);

@@ -1,7 +1,6 @@
 // Launcher of cuda::kda_recurrent_fwd (src/cuda/kda/kda.h): args (validated by the caller) -> Params
 // -> pick the layout's kernel and tile shape -> launch on ctx.cuda_stream. Device code:
 // src/cuda/kda/recurrent.cuh.
-#include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <optional>
@@ -11,6 +10,7 @@
 #include "cuda/check.cuh"
 #include "cuda/kda/kda.h"
 #include "cuda/kda/recurrent.cuh"
+#include "cuda/runtime.h"
 #include "cuda/scratch.cuh"
 
 namespace kimi::cuda {
@@ -30,23 +30,6 @@ void strides3(const TensorView& t, int64_t& s0, int64_t& s1, int64_t& s2) {
 int state_vec(const TensorView& s, int64_t row_len) {
   const bool aligned = (reinterpret_cast<uintptr_t>(s.data) % 16) == 0;
   return aligned && row_len % 4 == 0 && s.strides[0] % 4 == 0 && s.strides[1] % 4 == 0 && s.strides[2] % 4 == 0;
-}
-
-// Multiprocessor count per device, queried once (the attribute query is off the per-call path).
-int sm_count(int dev) {
-  constexpr int kMaxDevices = 64;
-  static std::atomic<int> cache[kMaxDevices] = {};
-  if (dev < 0 || dev >= kMaxDevices) {
-    int sms = 0;
-    KIMI_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
-    return sms;
-  }
-  int sms = cache[dev].load(std::memory_order_relaxed);
-  if (sms <= 0) {
-    KIMI_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
-    cache[dev].store(sms, std::memory_order_relaxed);
-  }
-  return sms;
 }
 
 // A host i32/i64 [n] tensor (any stride) as int64 values.

@@ -16,6 +16,7 @@
 #include "cuda/mla/gemm.cuh"
 #include "cuda/mla/mla.h"
 #include "cuda/mla/prefill.cuh"
+#include "cuda/runtime.h"
 #include "cuda/scratch.cuh"
 #include "kimi/error.h"
 
@@ -136,8 +137,7 @@ void mla_decode(TensorView q, TensorView cache, const std::vector<int64_t>& lens
   refuse_capture(s, "mla_decode");
   const int dev = q.device.index;
   const DeviceGuard device_guard(dev);
-  int sms = 132;
-  KIMI_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+  const int sms = sm_count(dev);
 
   // Splits: one wave of CTAs (see the header), rows_per_split a multiple of the tile.
   const int64_t max_len = *std::max_element(lens.begin(), lens.end());
