@@ -69,7 +69,7 @@ timeout 60 ./build/cuda/bench/kimi_bench_kda_prefill
 timeout 60 ./build/cuda/bench/kimi_bench_kda_decode | grep -E "decode_step|floor"
 ncu_times ./build/cuda/bench/kimi_bench_kda_prefill ""
 
-small='*kda_decode*cuda*:KdaDecodeStep.Cuda*:CudaKdaSeqPar*:*kda_chunk_fwd_bf16_cuda*'
+small='*kda_decode*cuda*:KdaDecodeStep.Cuda*:CudaKdaSeqPar*:*kda_chunk_fwd_bf16_cuda*:KdaCudaShapes.WalkKernelsAgree'
 for tool in memcheck racecheck; do
   KIMI_SEQPAR_SMALL=1 timeout 100 compute-sanitizer --tool $tool --error-exitcode 9 $T --gtest_brief=1 \
     --gtest_filter="$small" >"$OUT/sanitizer-$tool.log" 2>&1

@@ -1,0 +1,274 @@
+// src/cuda/kda/walk_wgmma.cuh: kernel 2 of the chunkwise KDA prefill (chunk.cuh has the two-pass design, the
+// math and the scratch) on Hopper's warpgroup MMA, for V tiles of 64 on plain walks (no segments). It
+// computes what kda_chunk_walk<D, 64, 512> computes, with the same operands and precision (bf16 hi + lo
+// splits of S and U, Wn hi + lo, fp32 accumulation), in a different order of fp32 summation.
+//
+// kda_chunk_walk_wg<D> (grid N x H x D / 64, 256 threads = two warpgroups, one CTA per (sequence, head, V
+// tile)):
+//   per chunk c (t = chunk rows, v = the tile's 64 value columns, k = key channels):
+//   phase 1   WG 0: U = U0 + Wh S_h + Wh S_l + Wl S_h       (m64 t x n64 v, k = D)  -> U hi + lo, shared
+//             WG 1: O = Qg S_h + Qg S_l                     (m64 t x n64 v, k = D)  (registers)
+//   phase 2   WG w: S^T[v][k in half w] = S^T diag(exp(GC)) + U^T KdT^T    (m64 v x n D/2 k, k = 64 t)
+//             WG 1: O += A_qk U_h + A_qk U_l                (m64 t x n64 v, k = 64) -> global o
+//             then each WG writes the bf16 hi + lo split of its state half for the next chunk's phase 1.
+//   Barriers: one after the chunk's inputs land (cp.async, double-buffered as in the mma.sync walk), one
+//   after phase 1 (U in shared memory), one after phase 2 (every read of S, U, Qg and A_qk done).
+// The fp32 state S^T [64][D] lives in the accumulators of the state update: WG w holds columns k in [w D / 2,
+// (w + 1) D / 2) (wgmma.cuh has the accumulator layout). Why wgmma: the mma.sync walk is bound by its
+// fragment loads from shared memory (16 warps of 16 x 16 tiles read each operand four times: ~672 KB per
+// chunk, docs/ BENCHMARKS.md); a warpgroup reads each operand tile once per 64-row product, ~240 KB per
+// chunk.
+//
+// Shared memory (D = 128; every bf16 operand tile in wgmma's 128B-swizzled atom-major layout, wgmma.cuh):
+//   S^T hi, lo [D / 64][64 v][64 k]; two input buffers {Wn hi, Wn lo [D / 64][64 t][64 k], KdT [1][D k][64
+//   t], U0 fp32 [64][72] (padded rows), decay [D]}; U hi, lo [1][64 t][64 v] (row-major U: the MN-major B of
+//   A_qk U and the MN-major A of U^T KdT^T); Qg [D / 64][64][64], A_qk [1][64][64]. 1 KB of slack aligns the
+//   base to the 1024 bytes the swizzle atoms need. Total: WgSmem<D>::TOTAL.
+#pragma once
+
+#include "cuda/kda/chunk.cuh"
+#include "cuda/wgmma.cuh"
+
+namespace kimi::cuda::kda_chunk {
+
+constexpr int kWgThreads = 256;  // two warpgroups
+
+template <int D>
+struct WgSmem {
+  static constexpr int VT = 64, LDU = VT + 8;
+  static constexpr size_t align(size_t x) { return (x + 1023) / 1024 * 1024; }
+  static constexpr size_t kTileD = size_t(kC) * D * 2;  // bf16 [64][D] or [D][64]
+  static constexpr size_t SH = 0, SL = SH + kTileD;     // S^T hi, lo
+  static constexpr size_t BWH = 0, BWL = BWH + kTileD, BKDT = BWL + kTileD, BU0 = BKDT + kTileD;
+  static constexpr size_t BDEC = BU0 + size_t(kC) * LDU * 4;
+  static constexpr size_t kBuf = align(BDEC + size_t(D) * 4);  // one input buffer
+  static constexpr size_t BUF0 = SL + kTileD;
+  static constexpr size_t UH = BUF0 + 2 * kBuf, UL = UH + size_t(kC) * VT * 2;  // U hi, lo [64][64]
+  static constexpr size_t QG = UL + size_t(kC) * VT * 2;
+  static constexpr size_t AQK = QG + kTileD;
+  static constexpr size_t USED = AQK + size_t(kC) * kC * 2;
+  static constexpr size_t TOTAL = USED + 1024;  // base alignment slack
+  static_assert(D == 64 || D == 128, "head sizes");
+  static_assert(SL % 1024 == 0 && BUF0 % 1024 == 0 && BWL % 1024 == 0 && BKDT % 1024 == 0 && BU0 % 16 == 0 &&
+                    BDEC % 16 == 0 && UH % 1024 == 0 && UL % 1024 == 0 && QG % 1024 == 0 && AQK % 1024 == 0,
+                "swizzle atoms 1024-byte aligned");
+  static_assert(TOTAL <= 227 * 1024, "fits the sm_90 shared memory of one CTA");
+};
+
+// ROWS x COLS bf16 (dense global rows, stride ldg) -> an atom-major 128B-swizzled tile, cp.async by NTHR
+// threads.
+template <int ROWS, int COLS, int NTHR>
+__device__ __forceinline__ void cp_tile_sw128(bf16* s, const bf16* g, int64_t ldg, int tid) {
+  constexpr int CPR = COLS / 8, NIT = ROWS * CPR / NTHR;
+  static_assert(COLS % 64 == 0 && NIT * NTHR == ROWS * CPR, "whole atoms, whole iterations");
+#pragma unroll
+  for (int it = 0; it < NIT; ++it) {
+    const int e = tid + it * NTHR;
+    const int r = e / CPR, c = (e % CPR) * 8;
+    cp_async16(s + wgmma::sw128_off<ROWS>(r, c), g + r * ldg + c);
+  }
+}
+
+template <int D>
+__device__ __forceinline__ void walk_wg_prefetch(const Params& p, unsigned char* buf, int64_t cid, int v0,
+                                                 int tid) {
+  using L = WgSmem<D>;
+  constexpr int T = kWgThreads;
+  cp_tile_sw128<kC, D, T>(reinterpret_cast<bf16*>(buf + L::BWH), p.scr.wh + cid * (kC * D), D, tid);
+  cp_tile_sw128<kC, D, T>(reinterpret_cast<bf16*>(buf + L::BWL), p.scr.wl + cid * (kC * D), D, tid);
+  cp_tile_sw128<D, kC, T>(reinterpret_cast<bf16*>(buf + L::BKDT), p.scr.kdt + cid * (D * kC), kC, tid);
+  cp_tile_g2s<float, kC, L::VT, T>(reinterpret_cast<float*>(buf + L::BU0), L::LDU,
+                                   p.scr.u0 + cid * (kC * D) + v0, D, tid);
+  cp_tile_g2s<float, 1, D, T>(reinterpret_cast<float*>(buf + L::BDEC), D, p.scr.decay + cid * D, D, tid);
+}
+
+template <int D>
+__device__ __forceinline__ void walk_wg_prefetch_out(const Params& p, unsigned char* smem, int64_t cid,
+                                                     int tid) {
+  using L = WgSmem<D>;
+  cp_tile_sw128<kC, D, kWgThreads>(reinterpret_cast<bf16*>(smem + L::QG), p.scr.qg + cid * (kC * D), D, tid);
+  cp_tile_sw128<kC, kC, kWgThreads>(reinterpret_cast<bf16*>(smem + L::AQK), p.scr.aqk + cid * (kC * kC), kC,
+                                    tid);
+}
+
+template <int D>
+__global__ void __launch_bounds__(kWgThreads, 1) kda_chunk_walk_wg(const Params p) {
+  using L = WgSmem<D>;
+  constexpr int VT = L::VT, NV = D / VT, LDU = L::LDU;
+  constexpr int NS = D / 2;                       // state columns per warpgroup
+  constexpr int KS = D / 16;                      // k-steps of the products over k = D
+  constexpr int KT = kC / 16;                     // k-steps of the products over the 64 chunk rows
+  constexpr uint32_t kAtom = uint32_t(kC) * 128;  // bytes of one atom column of a 64-row tile
+  extern __shared__ __align__(
+      128) unsigned char smem_raw[];  // 128 as in the TU's other kernels; aligned below
+  unsigned char* const smem = smem_raw + ((1024u - (smem_u32(smem_raw) & 1023u)) & 1023u);
+  bf16* const sSh = reinterpret_cast<bf16*>(smem + L::SH);
+  bf16* const sSl = reinterpret_cast<bf16*>(smem + L::SL);
+  bf16* const sUh = reinterpret_cast<bf16*>(smem + L::UH);
+  bf16* const sUl = reinterpret_cast<bf16*>(smem + L::UL);
+
+  KDA_CHUNK_ASSERT(blockDim.x == kWgThreads && p.walk_mode == kWalkPlain);
+  const int tid = threadIdx.x, lane = tid & 31;
+  // warpgroup index, warp-uniform as ptxas sees it (a broadcast): wgmma in branches on it is not serialized
+  const int wg = __shfl_sync(0xffffffffu, tid >> 7, 0);
+  const int gq = lane >> 2, tq = lane & 3;
+  const int r0 = 16 * ((tid >> 5) & 3) + gq;  // accumulator rows r0, r0 + 8 of this thread
+  const int bid = int(blockIdx.x);
+  const int h = (bid / NV) % p.H, v0 = (bid % NV) * VT;
+  const int64_t n = bid / (NV * p.H);
+  const int64_t cbeg = p.seq0[n], cend = p.seq0[n + 1];
+
+  if (cbeg < cend) {
+    walk_wg_prefetch<D>(p, smem + L::BUF0, cbeg * p.H + h, v0, tid);
+    cp_async_commit();
+    walk_wg_prefetch_out<D>(p, smem, cbeg * p.H + h, tid);
+  }
+  cp_async_commit();
+
+  // State half of this warpgroup: st[j][e] = S^T[v][k], v = r0 + 8 (e / 2), k = k0 + 8 j + 2 tq + e % 2.
+  const int k0 = wg * NS;
+  const int64_t sbase = (int64_t(n) * p.H + h) * int64_t(D) * D;
+  const auto state_index = [&](int v, int kk) {
+    return p.vk ? sbase + int64_t(v0 + v) * D + kk : sbase + int64_t(kk) * D + v0 + v;
+  };
+  float st[NS / 8][4];
+#pragma unroll
+  for (int j = 0; j < NS / 8; ++j)
+#pragma unroll
+    for (int e = 0; e < 4; ++e)
+      st[j][e] = p.s0 ? p.s0[state_index(r0 + 8 * (e >> 1), k0 + 8 * j + 2 * tq + (e & 1))] : 0.f;
+  const auto store_split = [&]() {  // S^T hi + lo of this warpgroup's half, for the next products
+#pragma unroll
+    for (int j = 0; j < NS / 8; ++j)
+#pragma unroll
+      for (int rr = 0; rr < 2; ++rr) {
+        const int v = r0 + 8 * rr;
+        sts_split(sSh, sSl, wgmma::sw128_off<VT>(v, k0 + 8 * j + 2 * tq), st[j][2 * rr], st[j][2 * rr + 1]);
+      }
+    wgmma::fence_proxy_async();
+  };
+  store_split();  // ordered before the first read by the barrier at the top of the first iteration
+
+  const uint64_t dSh = wgmma::desc_sw128(sSh), dSl = wgmma::desc_sw128(sSl);
+  const uint64_t dUh = wgmma::desc_sw128(sUh), dUl = wgmma::desc_sw128(sUl);
+  const uint64_t dQg = wgmma::desc_sw128(smem + L::QG), dAqk = wgmma::desc_sw128(smem + L::AQK);
+  const auto kstep = [](int ks) {
+    return uint32_t(ks >> 2) * kAtom + uint32_t(ks & 3) * 32;
+  };  // K-major, k = 16 ks
+
+#pragma unroll 1
+  for (int64_t c = cbeg; c < cend; ++c) {
+    const int64_t cid = c * p.H + h;
+    unsigned char* const buf = smem + L::BUF0 + size_t((c - cbeg) & 1) * L::kBuf;
+    if (c + 1 < cend)  // the other buffer was last read by chunk c - 1, before the barrier ending its phase 2
+      walk_wg_prefetch<D>(p, smem + L::BUF0 + size_t((c + 1 - cbeg) & 1) * L::kBuf, cid + p.H, v0, tid);
+    cp_async_commit();
+    cp_async_wait<1>();  // chunk c's inputs and output operands have landed (for this thread)
+    wgmma::fence_proxy_async();
+    __syncthreads();
+
+    // phase 1: U (WG 0) or Qg S (WG 1)
+    float acc[VT / 8][4] = {};
+    if (wg == 0) {
+      const float* const sU0 = reinterpret_cast<const float*>(buf + L::BU0);
+#pragma unroll
+      for (int j = 0; j < VT / 8; ++j)
+#pragma unroll
+        for (int rr = 0; rr < 2; ++rr) {
+          const float2 u = *reinterpret_cast<const float2*>(sU0 + (r0 + 8 * rr) * LDU + 8 * j + 2 * tq);
+          acc[j][2 * rr] = u.x;
+          acc[j][2 * rr + 1] = u.y;
+        }
+      const uint64_t dWh = wgmma::desc_sw128(buf + L::BWH), dWl = wgmma::desc_sw128(buf + L::BWL);
+      wgmma::fence_operands(acc);
+      wgmma::fence();
+#pragma unroll
+      for (int ks = 0; ks < KS; ++ks) {
+        const uint32_t o = kstep(ks);
+        wgmma::mma<VT, 0, 0>(acc, wgmma::desc_add(dWh, o), wgmma::desc_add(dSh, o));
+        wgmma::mma<VT, 0, 0>(acc, wgmma::desc_add(dWh, o), wgmma::desc_add(dSl, o));
+        wgmma::mma<VT, 0, 0>(acc, wgmma::desc_add(dWl, o), wgmma::desc_add(dSh, o));
+      }
+      wgmma::commit();
+      wgmma::wait<0>();
+      wgmma::fence_operands(acc);
+#pragma unroll
+      for (int j = 0; j < VT / 8; ++j)
+#pragma unroll
+        for (int rr = 0; rr < 2; ++rr) {
+          const int t = r0 + 8 * rr;
+          sts_split(sUh, sUl, wgmma::sw128_off<kC>(t, 8 * j + 2 * tq), acc[j][2 * rr], acc[j][2 * rr + 1]);
+        }
+      wgmma::fence_proxy_async();
+    } else {
+      wgmma::fence_operands(acc);
+      wgmma::fence();
+#pragma unroll
+      for (int ks = 0; ks < KS; ++ks) {
+        const uint32_t o = kstep(ks);
+        wgmma::mma<VT, 0, 0>(acc, wgmma::desc_add(dQg, o), wgmma::desc_add(dSh, o));
+        wgmma::mma<VT, 0, 0>(acc, wgmma::desc_add(dQg, o), wgmma::desc_add(dSl, o));
+      }
+      wgmma::commit();
+    }
+    __syncthreads();  // U hi + lo visible to both warpgroups
+
+    // phase 2: the state update of this warpgroup's half (A = U, MN-major; B = KdT rows k0 ..), and WG 1: O
+    {
+      const float* const sDecay = reinterpret_cast<const float*>(buf + L::BDEC);
+#pragma unroll
+      for (int j = 0; j < NS / 8; ++j) {
+        const float2 dk = *reinterpret_cast<const float2*>(sDecay + k0 + 8 * j + 2 * tq);
+        st[j][0] *= dk.x, st[j][1] *= dk.y, st[j][2] *= dk.x, st[j][3] *= dk.y;
+      }
+      const uint64_t dKdt = wgmma::desc_sw128(buf + L::BKDT + size_t(k0) * 128);
+      wgmma::fence_operands(st);
+      wgmma::fence();
+#pragma unroll
+      for (int ks = 0; ks < KT; ++ks) {
+        wgmma::mma<NS, 1, 0>(st, wgmma::desc_add(dUh, 2048u * ks), wgmma::desc_add(dKdt, 32u * ks));
+        wgmma::mma<NS, 1, 0>(st, wgmma::desc_add(dUl, 2048u * ks), wgmma::desc_add(dKdt, 32u * ks));
+      }
+      if (wg == 1) {
+#pragma unroll
+        for (int ks = 0; ks < KT; ++ks) {
+          wgmma::mma<VT, 0, 1>(acc, wgmma::desc_add(dAqk, 32u * ks), wgmma::desc_add(dUh, 2048u * ks));
+          wgmma::mma<VT, 0, 1>(acc, wgmma::desc_add(dAqk, 32u * ks), wgmma::desc_add(dUl, 2048u * ks));
+        }
+      }
+      wgmma::commit();
+      wgmma::wait<0>();
+      wgmma::fence_operands(st);
+      if (wg == 1) {
+        wgmma::fence_operands(acc);
+        const int64_t tok0 = p.tab[3 * c], bb = p.tab[3 * c + 1];
+        const int rows = int(p.tab[3 * c + 2]);
+#pragma unroll
+        for (int rr = 0; rr < 2; ++rr) {
+          const int t = r0 + 8 * rr;
+          if (t < rows) {
+            const int64_t ob = bb * p.s_o[0] + (tok0 + t) * p.s_o[1] + h * p.s_o[2] + v0;
+#pragma unroll
+            for (int j = 0; j < VT / 8; ++j)
+              store_2(p.o, p.dt_o, ob + 8 * j + 2 * tq, acc[j][2 * rr], acc[j][2 * rr + 1]);
+          }
+        }
+      }
+    }
+    __syncthreads();  // every read of S^T hi / lo, U, Qg, A_qk and this buffer is done
+    if (c + 1 < cend) walk_wg_prefetch_out<D>(p, smem, cid + p.H, tid);
+    cp_async_commit();
+    store_split();  // the next iteration's barrier orders these writes before any read
+  }
+  cp_async_wait<0>();
+
+  if (p.s1) {
+#pragma unroll
+    for (int j = 0; j < NS / 8; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e)
+        p.s1[state_index(r0 + 8 * (e >> 1), k0 + 8 * j + 2 * tq + (e & 1))] = st[j][e];
+  }
+}
+
+}  // namespace kimi::cuda::kda_chunk

@@ -1,0 +1,118 @@
+// src/cuda/wgmma.cuh: Hopper warpgroup MMA (wgmma.mma_async, sm_90a) with both operands in shared memory, in
+// the one layout this project uses: bf16 tiles with the 128-byte swizzle. Small device functions; the kernels
+// that use them (src/cuda/kda/walk_wgmma.cuh) own the protocol.
+//
+// Layout (PTX ISA "Shared Memory Matrix Layout", 128B swizzling; T = 8 bf16 = 16 bytes):
+//   a swizzle atom is 8 rows x 128 bytes (64 bf16), 1024-byte aligned; in row r (0 .. 7) of an atom, the
+//   16-byte chunk c lives at chunk c ^ r. A tile of R rows x C columns (C a multiple of 64) is stored
+//   atom-major, [C / 64][R][64], so that rows are 128 bytes apart and 8-row groups 1024 bytes apart:
+//   sw128_off(r, c, R). K-major operand (A = [m][k] or B = [n][k], k contiguous): canonical ((8, m), (T, 2k))
+//   : ((8T, SBO), (1, T)),
+//     SBO = 1024 bytes, LBO unused (1). The k-step of 16 inside an atom advances the start address by 32
+//     bytes (the swizzle acts on address bits 4-6 XOR 7-9, so atoms must be 1024-byte aligned); the next atom
+//     is R x 128 bytes further.
+//   MN-major operand (imm-trans = 1: A = [k][m] or B = [k][n], m or n contiguous, 64 wide): canonical
+//     ((T, 8, m), (8, k)) : ((1, T, LBO), (8T, SBO)): 8 k-rows of 128 bytes per atom, SBO = 1024 bytes to the
+//     next 8 k-rows, LBO the next 64 columns (unused at width 64; set to 1024 as well). A k-step of 16
+//     advances the start address by 2048 bytes.
+// Descriptor (64 bits): start address >> 4 in bits 0-13, LBO >> 4 in 16-29, SBO >> 4 in 32-45, base offset 0
+// (atoms aligned), swizzle mode 1 (128B) in bits 62-63.
+// Accumulator (m64nNk16, f32): thread t of the warpgroup holds d[j][e] = D[16 (t / 32) + t % 32 / 4 + 8 (e /
+// 2)] [8 j + 2 (t % 4) + e % 2], j < N / 8: the mma.sync m16n8 fragment of warp t / 32, repeated over the n8
+// tiles. Protocol per batch: fence() (the accumulators were written by ordinary instructions), mma_*,
+// commit(), wait<0>(), then fence_operands() before the accumulators are read. Shared memory written by
+// ordinary stores or cp.async is made visible to wgmma by fence_proxy_async() in the writing threads, before
+// the barrier that orders the writes before the wgmma.
+#pragma once
+
+#include <cstdint>
+
+#include "cuda/bulk_copy.cuh"
+
+namespace kimi::cuda::wgmma {
+
+// Element offset of (row r, column c) in an atom-major 128B-swizzled bf16 tile of R rows.
+template <int R>
+__device__ __forceinline__ int sw128_off(int r, int c) {
+  return (c >> 6) * (R * 64) + r * 64 + ((((c & 63) >> 3) ^ (r & 7)) << 3) + (c & 7);
+}
+
+// Descriptor of a 128B-swizzled operand at p (shared memory; the start may be offset by k-steps, see above).
+__device__ __forceinline__ uint64_t desc_sw128(const void* p) {
+  constexpr uint64_t kLbo = 1024 >> 4, kSbo = 1024 >> 4;
+  return uint64_t((smem_u32(p) & 0x3FFFFu) >> 4) | (kLbo << 16) | (kSbo << 32) | (uint64_t(1) << 62);
+}
+// The same descriptor with the start moved by `bytes` (a multiple of 16; no carry out of the 14-bit field for
+// addresses inside the 228 KB of shared memory).
+__device__ __forceinline__ uint64_t desc_add(uint64_t d, uint32_t bytes) {
+  return d + (bytes >> 4);
+}
+
+__device__ __forceinline__ void fence() {
+  asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+}
+__device__ __forceinline__ void commit() {
+  asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+}
+template <int N>
+__device__ __forceinline__ void wait() {
+  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
+}
+// Generic-proxy writes to shared memory (st.shared, cp.async) made visible to the async proxy (wgmma
+// operands).
+__device__ __forceinline__ void fence_proxy_async() {
+  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+}
+// Pins the accumulators: the compiler may not move their reads or writes across this point (after wait<>()).
+template <int NT>
+__device__ __forceinline__ void fence_operands(float (&d)[NT][4]) {
+#pragma unroll
+  for (int j = 0; j < NT; ++j)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) asm volatile("" : "+f"(d[j][e])::"memory");
+}
+
+// D[64][N] += A[64][16] B[16][N] (bf16, fp32 accumulate); a, b: descriptors; kTransA / kTransB: MN-major
+// operand.
+template <int kTransA, int kTransB>
+__device__ __forceinline__ void mma_m64n32k16(float (&d)[4][4], uint64_t a, uint64_t b) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %18, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 "
+      "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15}, "
+      "%16, %17, p, 1, 1, %19, %20;\n}\n"
+      : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]),
+        "+f"(d[1][2]), "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]),
+        "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3])
+      : "l"(a), "l"(b), "r"(1), "n"(kTransA), "n"(kTransB)
+      : "memory");
+}
+
+template <int kTransA, int kTransB>
+__device__ __forceinline__ void mma_m64n64k16(float (&d)[8][4], uint64_t a, uint64_t b) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
+      "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,"
+      "%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31}, "
+      "%32, %33, p, 1, 1, %35, %36;\n}\n"
+      : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]),
+        "+f"(d[1][2]), "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]),
+        "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]), "+f"(d[4][0]), "+f"(d[4][1]),
+        "+f"(d[4][2]), "+f"(d[4][3]), "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]),
+        "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]), "+f"(d[7][0]), "+f"(d[7][1]),
+        "+f"(d[7][2]), "+f"(d[7][3])
+      : "l"(a), "l"(b), "r"(1), "n"(kTransA), "n"(kTransB)
+      : "memory");
+}
+
+template <int N, int kTransA, int kTransB>
+__device__ __forceinline__ void mma(float (&d)[N / 8][4], uint64_t a, uint64_t b) {
+  static_assert(N == 32 || N == 64, "instantiated widths");
+  if constexpr (N == 32)
+    mma_m64n32k16<kTransA, kTransB>(d, a, b);
+  else
+    mma_m64n64k16<kTransA, kTransB>(d, a, b);
+}
+
+}  // namespace kimi::cuda::wgmma
