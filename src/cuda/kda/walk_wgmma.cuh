@@ -6,13 +6,19 @@
 // kda_chunk_walk_wg<D> (grid N x H x D / 64, 256 threads = two warpgroups, one CTA per (sequence, head, V
 // tile)):
 //   per chunk c (t = chunk rows, v = the tile's 64 value columns, k = key channels):
-//   phase 1   WG 0: U = U0 + Wh S_h + Wh S_l + Wl S_h       (m64 t x n64 v, k = D)  -> U hi + lo, shared
-//             WG 1: O = Qg S_h + Qg S_l                     (m64 t x n64 v, k = D)  (registers)
+//   phase 1   WG 0: U(c) = U0 + Wh S_h + Wh S_l + Wl S_h    (m64 t x n64 v, k = D)  -> U hi + lo, shared [c &
+//   1]
+//             WG 1: O(c) = Qg S_h + Qg S_l                  (m64 t x n64 v, k = D)  (registers, kept to chunk
+//             c + 1)
+//                   O(c - 1) += A_qk(c - 1) U_h(c - 1) + A_qk(c - 1) U_l(c - 1)   (k = 64) -> global o
 //   phase 2   WG w: S^T[v][k in half w] = S^T diag(exp(GC)) + U^T KdT^T    (m64 v x n D/2 k, k = 64 t)
-//             WG 1: O += A_qk U_h + A_qk U_l                (m64 t x n64 v, k = 64) -> global o
-//             then each WG writes the bf16 hi + lo split of its state half for the next chunk's phase 1.
-//   Barriers: one after the chunk's inputs land (cp.async, double-buffered as in the mma.sync walk), one
-//   after phase 1 (U in shared memory), one after phase 2 (every read of S, U, Qg and A_qk done).
+//             then the bf16 hi + lo split of its state half for the next chunk's phase 1.
+//   The A_qk U half of O is deferred by one chunk so that both warpgroups have 24 wgmma k-steps in phase 1
+//   and 8 in phase 2 (computed in phase 2 next to the state update, it left WG 0 waiting at the end of every
+//   chunk: 15% of the stall samples, ncu run 16); the last chunk's is finished after the loop. Barriers: B1
+//   after the chunk's operands land, B2 after phase 1 (U visible; Qg and A_qk read). cp.async: the inputs of
+//   chunk c + 1 (double-buffered: Wn hi + lo, KdT, U0, decay) are issued after B1 of chunk c, while the
+//   phase-1 wgmma run; Qg(c + 1) and A_qk(c) after B2 of chunk c; B1 of chunk c + 1 waits for all.
 // The fp32 state S^T [64][D] lives in the accumulators of the state update: WG w holds columns k in [w D / 2,
 // (w + 1) D / 2) (wgmma.cuh has the accumulator layout). Why wgmma: the mma.sync walk is bound by its
 // fragment loads from shared memory (16 warps of 16 x 16 tiles read each operand four times: ~672 KB per
@@ -21,9 +27,10 @@
 //
 // Shared memory (D = 128; every bf16 operand tile in wgmma's 128B-swizzled atom-major layout, wgmma.cuh):
 //   S^T hi, lo [D / 64][64 v][64 k]; two input buffers {Wn hi, Wn lo [D / 64][64 t][64 k], KdT [1][D k][64
-//   t], U0 fp32 [64][72] (padded rows), decay [D]}; U hi, lo [1][64 t][64 v] (row-major U: the MN-major B of
-//   A_qk U and the MN-major A of U^T KdT^T); Qg [D / 64][64][64], A_qk [1][64][64]. 1 KB of slack aligns the
-//   base to the 1024 bytes the swizzle atoms need. Total: WgSmem<D>::TOTAL.
+//   t], U0 fp32 [64][72] (padded rows), decay [D]}; two U buffers {U hi, lo [1][64 t][64 v]} (row-major U:
+//   the MN-major B of A_qk U and the MN-major A of U^T KdT^T); Qg [D / 64][64][64], A_qk [1][64][64]. 1 KB of
+//   slack aligns the base to the 1024 bytes the swizzle atoms need. Total: WgSmem<D>::TOTAL (228352 bytes at
+//   D = 128).
 #pragma once
 
 #include "cuda/kda/chunk.cuh"
@@ -43,8 +50,9 @@ struct WgSmem {
   static constexpr size_t BDEC = BU0 + size_t(kC) * LDU * 4;
   static constexpr size_t kBuf = align(BDEC + size_t(D) * 4);  // one input buffer
   static constexpr size_t BUF0 = SL + kTileD;
-  static constexpr size_t UH = BUF0 + 2 * kBuf, UL = UH + size_t(kC) * VT * 2;  // U hi, lo [64][64]
-  static constexpr size_t QG = UL + size_t(kC) * VT * 2;
+  static constexpr size_t kUBuf = 2 * size_t(kC) * VT * 2;                      // U hi, lo [64][64]
+  static constexpr size_t UH = BUF0 + 2 * kBuf, UL = UH + size_t(kC) * VT * 2;  // buffer 0; buffer 1: + kUBuf
+  static constexpr size_t QG = UH + 2 * kUBuf;
   static constexpr size_t AQK = QG + kTileD;
   static constexpr size_t USED = AQK + size_t(kC) * kC * 2;
   static constexpr size_t TOTAL = USED + 1024;  // base alignment slack
@@ -54,6 +62,7 @@ struct WgSmem {
                 "swizzle atoms 1024-byte aligned");
   static_assert(TOTAL <= 227 * 1024, "fits the sm_90 shared memory of one CTA");
 };
+static_assert(WgSmem<128>::TOTAL == 228352, "documented size");
 
 // ROWS x COLS bf16 (dense global rows, stride ldg) -> an atom-major 128B-swizzled tile, cp.async by NTHR
 // threads.
@@ -83,10 +92,15 @@ __device__ __forceinline__ void walk_wg_prefetch(const Params& p, unsigned char*
 }
 
 template <int D>
-__device__ __forceinline__ void walk_wg_prefetch_out(const Params& p, unsigned char* smem, int64_t cid,
-                                                     int tid) {
+__device__ __forceinline__ void walk_wg_prefetch_qg(const Params& p, unsigned char* smem, int64_t cid,
+                                                    int tid) {
   using L = WgSmem<D>;
   cp_tile_sw128<kC, D, kWgThreads>(reinterpret_cast<bf16*>(smem + L::QG), p.scr.qg + cid * (kC * D), D, tid);
+}
+template <int D>
+__device__ __forceinline__ void walk_wg_prefetch_aqk(const Params& p, unsigned char* smem, int64_t cid,
+                                                     int tid) {
+  using L = WgSmem<D>;
   cp_tile_sw128<kC, kC, kWgThreads>(reinterpret_cast<bf16*>(smem + L::AQK), p.scr.aqk + cid * (kC * kC), kC,
                                     tid);
 }
@@ -104,8 +118,6 @@ __global__ void __launch_bounds__(kWgThreads, 1) kda_chunk_walk_wg(const Params 
   unsigned char* const smem = smem_raw + ((1024u - (smem_u32(smem_raw) & 1023u)) & 1023u);
   bf16* const sSh = reinterpret_cast<bf16*>(smem + L::SH);
   bf16* const sSl = reinterpret_cast<bf16*>(smem + L::SL);
-  bf16* const sUh = reinterpret_cast<bf16*>(smem + L::UH);
-  bf16* const sUl = reinterpret_cast<bf16*>(smem + L::UL);
 
   KDA_CHUNK_ASSERT(blockDim.x == kWgThreads && p.walk_mode == kWalkPlain);
   const int tid = threadIdx.x, lane = tid & 31;
@@ -120,8 +132,7 @@ __global__ void __launch_bounds__(kWgThreads, 1) kda_chunk_walk_wg(const Params 
 
   if (cbeg < cend) {
     walk_wg_prefetch<D>(p, smem + L::BUF0, cbeg * p.H + h, v0, tid);
-    cp_async_commit();
-    walk_wg_prefetch_out<D>(p, smem, cbeg * p.H + h, tid);
+    walk_wg_prefetch_qg<D>(p, smem, cbeg * p.H + h, tid);
   }
   cp_async_commit();
 
@@ -150,26 +161,56 @@ __global__ void __launch_bounds__(kWgThreads, 1) kda_chunk_walk_wg(const Params 
   store_split();  // ordered before the first read by the barrier at the top of the first iteration
 
   const uint64_t dSh = wgmma::desc_sw128(sSh), dSl = wgmma::desc_sw128(sSl);
-  const uint64_t dUh = wgmma::desc_sw128(sUh), dUl = wgmma::desc_sw128(sUl);
   const uint64_t dQg = wgmma::desc_sw128(smem + L::QG), dAqk = wgmma::desc_sw128(smem + L::AQK);
   const auto kstep = [](int ks) {
     return uint32_t(ks >> 2) * kAtom + uint32_t(ks & 3) * 32;
-  };  // K-major, k = 16 ks
+  };                                             // K-major, k = 16 ks
+  const auto u_desc = [&](int64_t c, bool lo) {  // U hi / lo of chunk c (buffer c & 1)
+    return wgmma::desc_sw128(smem + (lo ? L::UL : L::UH) + size_t((c - cbeg) & 1) * L::kUBuf);
+  };
+
+  // WG 1: O(c - 1) += A_qk(c - 1) U(c - 1) (wgmma issued, not waited for), and its store once complete
+  float acc_prev[VT / 8][4] = {};  // WG 1: O(c - 1) (Qg S part from the previous iteration)
+  const auto o_finish_issue = [&](int64_t c) {
+    const uint64_t uh = u_desc(c, false), ul = u_desc(c, true);
+#pragma unroll
+    for (int ks = 0; ks < KT; ++ks) {
+      wgmma::mma<VT, 0, 1>(acc_prev, wgmma::desc_add(dAqk, 32u * ks), wgmma::desc_add(uh, 2048u * ks));
+      wgmma::mma<VT, 0, 1>(acc_prev, wgmma::desc_add(dAqk, 32u * ks), wgmma::desc_add(ul, 2048u * ks));
+    }
+  };
+  const auto o_store = [&](int64_t c) {
+    const int64_t tok0 = p.tab[3 * c], bb = p.tab[3 * c + 1];
+    const int rows = int(p.tab[3 * c + 2]);
+#pragma unroll
+    for (int rr = 0; rr < 2; ++rr) {
+      const int t = r0 + 8 * rr;
+      if (t < rows) {
+        const int64_t ob = bb * p.s_o[0] + (tok0 + t) * p.s_o[1] + h * p.s_o[2] + v0;
+#pragma unroll
+        for (int j = 0; j < VT / 8; ++j)
+          store_2(p.o, p.dt_o, ob + 8 * j + 2 * tq, acc_prev[j][2 * rr], acc_prev[j][2 * rr + 1]);
+      }
+    }
+  };
 
 #pragma unroll 1
   for (int64_t c = cbeg; c < cend; ++c) {
     const int64_t cid = c * p.H + h;
     unsigned char* const buf = smem + L::BUF0 + size_t((c - cbeg) & 1) * L::kBuf;
-    if (c + 1 < cend)  // the other buffer was last read by chunk c - 1, before the barrier ending its phase 2
-      walk_wg_prefetch<D>(p, smem + L::BUF0 + size_t((c + 1 - cbeg) & 1) * L::kBuf, cid + p.H, v0, tid);
-    cp_async_commit();
-    cp_async_wait<1>();  // chunk c's inputs and output operands have landed (for this thread)
+    cp_async_wait<0>();  // chunk c's inputs, Qg(c) and A_qk(c - 1) have landed (for this thread)
     wgmma::fence_proxy_async();
-    __syncthreads();
+    __syncthreads();  // B1: ... for all threads; every read of chunk c - 1's buffer (phase 2) is done
+    // The other input buffer is free: chunk c + 1's inputs, issued once this warpgroup's wgmma are under way.
+    const auto prefetch_next = [&]() {
+      if (c + 1 < cend)
+        walk_wg_prefetch<D>(p, smem + L::BUF0 + size_t((c + 1 - cbeg) & 1) * L::kBuf, cid + p.H, v0, tid);
+      cp_async_commit();
+    };
 
-    // phase 1: U (WG 0) or Qg S (WG 1)
-    float acc[VT / 8][4] = {};
+    // phase 1: U(c) (WG 0); Qg(c) S and the rest of O(c - 1) (WG 1)
     if (wg == 0) {
+      float acc[VT / 8][4];
       const float* const sU0 = reinterpret_cast<const float*>(buf + L::BU0);
 #pragma unroll
       for (int j = 0; j < VT / 8; ++j)
@@ -190,8 +231,11 @@ __global__ void __launch_bounds__(kWgThreads, 1) kda_chunk_walk_wg(const Params 
         wgmma::mma<VT, 0, 0>(acc, wgmma::desc_add(dWl, o), wgmma::desc_add(dSh, o));
       }
       wgmma::commit();
+      prefetch_next();
       wgmma::wait<0>();
       wgmma::fence_operands(acc);
+      bf16* const sUh = reinterpret_cast<bf16*>(smem + L::UH + size_t((c - cbeg) & 1) * L::kUBuf);
+      bf16* const sUl = reinterpret_cast<bf16*>(smem + L::UL + size_t((c - cbeg) & 1) * L::kUBuf);
 #pragma unroll
       for (int j = 0; j < VT / 8; ++j)
 #pragma unroll
@@ -201,6 +245,7 @@ __global__ void __launch_bounds__(kWgThreads, 1) kda_chunk_walk_wg(const Params 
         }
       wgmma::fence_proxy_async();
     } else {
+      float acc[VT / 8][4] = {};
       wgmma::fence_operands(acc);
       wgmma::fence();
 #pragma unroll
@@ -209,58 +254,58 @@ __global__ void __launch_bounds__(kWgThreads, 1) kda_chunk_walk_wg(const Params 
         wgmma::mma<VT, 0, 0>(acc, wgmma::desc_add(dQg, o), wgmma::desc_add(dSh, o));
         wgmma::mma<VT, 0, 0>(acc, wgmma::desc_add(dQg, o), wgmma::desc_add(dSl, o));
       }
+      if (c > cbeg) o_finish_issue(c - 1);
       wgmma::commit();
+      prefetch_next();
+      wgmma::wait<0>();
+      wgmma::fence_operands(acc);
+      wgmma::fence_operands(acc_prev);
+      if (c > cbeg) o_store(c - 1);
+#pragma unroll
+      for (int j = 0; j < VT / 8; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) acc_prev[j][e] = acc[j][e];
     }
-    __syncthreads();  // U hi + lo visible to both warpgroups
+    __syncthreads();  // B2: U(c) visible to both warpgroups; every read of Qg(c) and A_qk(c - 1) is done
+    if (c + 1 < cend) walk_wg_prefetch_qg<D>(p, smem, cid + p.H, tid);
+    walk_wg_prefetch_aqk<D>(p, smem, cid, tid);
+    cp_async_commit();
 
-    // phase 2: the state update of this warpgroup's half (A = U, MN-major; B = KdT rows k0 ..), and WG 1: O
-    {
-      const float* const sDecay = reinterpret_cast<const float*>(buf + L::BDEC);
+    // phase 2: the state update of this warpgroup's half (A = U(c), MN-major; B = KdT rows k0 ..)
+    const float* const sDecay = reinterpret_cast<const float*>(buf + L::BDEC);
 #pragma unroll
-      for (int j = 0; j < NS / 8; ++j) {
-        const float2 dk = *reinterpret_cast<const float2*>(sDecay + k0 + 8 * j + 2 * tq);
-        st[j][0] *= dk.x, st[j][1] *= dk.y, st[j][2] *= dk.x, st[j][3] *= dk.y;
-      }
-      const uint64_t dKdt = wgmma::desc_sw128(buf + L::BKDT + size_t(k0) * 128);
-      wgmma::fence_operands(st);
+    for (int j = 0; j < NS / 8; ++j) {
+      const float2 dk = *reinterpret_cast<const float2*>(sDecay + k0 + 8 * j + 2 * tq);
+      st[j][0] *= dk.x, st[j][1] *= dk.y, st[j][2] *= dk.x, st[j][3] *= dk.y;
+    }
+    const uint64_t dKdt = wgmma::desc_sw128(buf + L::BKDT + size_t(k0) * 128);
+    const uint64_t uh = u_desc(c, false), ul = u_desc(c, true);
+    wgmma::fence_operands(st);
+    wgmma::fence();
+#pragma unroll
+    for (int ks = 0; ks < KT; ++ks) {
+      wgmma::mma<NS, 1, 0>(st, wgmma::desc_add(uh, 2048u * ks), wgmma::desc_add(dKdt, 32u * ks));
+      wgmma::mma<NS, 1, 0>(st, wgmma::desc_add(ul, 2048u * ks), wgmma::desc_add(dKdt, 32u * ks));
+    }
+    wgmma::commit();
+    wgmma::wait<0>();
+    wgmma::fence_operands(st);
+    store_split();  // S(c + 1): read in phase 1 of chunk c + 1, after its B1 (S(c) was read before B2)
+  }
+  cp_async_wait<0>();  // A_qk(cend - 1)
+
+  if (cbeg < cend) {  // the deferred half of the last chunk's O
+    wgmma::fence_proxy_async();
+    __syncthreads();
+    if (wg == 1) {
       wgmma::fence();
-#pragma unroll
-      for (int ks = 0; ks < KT; ++ks) {
-        wgmma::mma<NS, 1, 0>(st, wgmma::desc_add(dUh, 2048u * ks), wgmma::desc_add(dKdt, 32u * ks));
-        wgmma::mma<NS, 1, 0>(st, wgmma::desc_add(dUl, 2048u * ks), wgmma::desc_add(dKdt, 32u * ks));
-      }
-      if (wg == 1) {
-#pragma unroll
-        for (int ks = 0; ks < KT; ++ks) {
-          wgmma::mma<VT, 0, 1>(acc, wgmma::desc_add(dAqk, 32u * ks), wgmma::desc_add(dUh, 2048u * ks));
-          wgmma::mma<VT, 0, 1>(acc, wgmma::desc_add(dAqk, 32u * ks), wgmma::desc_add(dUl, 2048u * ks));
-        }
-      }
+      o_finish_issue(cend - 1);
       wgmma::commit();
       wgmma::wait<0>();
-      wgmma::fence_operands(st);
-      if (wg == 1) {
-        wgmma::fence_operands(acc);
-        const int64_t tok0 = p.tab[3 * c], bb = p.tab[3 * c + 1];
-        const int rows = int(p.tab[3 * c + 2]);
-#pragma unroll
-        for (int rr = 0; rr < 2; ++rr) {
-          const int t = r0 + 8 * rr;
-          if (t < rows) {
-            const int64_t ob = bb * p.s_o[0] + (tok0 + t) * p.s_o[1] + h * p.s_o[2] + v0;
-#pragma unroll
-            for (int j = 0; j < VT / 8; ++j)
-              store_2(p.o, p.dt_o, ob + 8 * j + 2 * tq, acc[j][2 * rr], acc[j][2 * rr + 1]);
-          }
-        }
-      }
+      wgmma::fence_operands(acc_prev);
+      o_store(cend - 1);
     }
-    __syncthreads();  // every read of S^T hi / lo, U, Qg, A_qk and this buffer is done
-    if (c + 1 < cend) walk_wg_prefetch_out<D>(p, smem, cid + p.H, tid);
-    cp_async_commit();
-    store_split();  // the next iteration's barrier orders these writes before any read
   }
-  cp_async_wait<0>();
 
   if (p.s1) {
 #pragma unroll
