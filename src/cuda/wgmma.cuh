@@ -21,8 +21,8 @@
 // 2)] [8 j + 2 (t % 4) + e % 2], j < N / 8: the mma.sync m16n8 fragment of warp t / 32, repeated over the n8
 // tiles. Protocol per batch: fence() (the accumulators were written by ordinary instructions), mma_*,
 // commit(), wait<0>(), then fence_operands() before the accumulators are read. Shared memory written by
-// ordinary stores or cp.async is made visible to wgmma by fence_proxy_async() in the writing threads, before
-// the barrier that orders the writes before the wgmma.
+// ordinary stores or cp.async is made visible to wgmma by fence_proxy_async() (bulk_copy.cuh) in the writing
+// threads, before the barrier that orders the writes before the wgmma.
 #pragma once
 
 #include <cstdint>
@@ -57,11 +57,6 @@ __device__ __forceinline__ void commit() {
 template <int N>
 __device__ __forceinline__ void wait() {
   asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
-}
-// Generic-proxy writes to shared memory (st.shared, cp.async) made visible to the async proxy (wgmma
-// operands).
-__device__ __forceinline__ void fence_proxy_async() {
-  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
 }
 // Pins the accumulators: the compiler may not move their reads or writes across this point (after wait<>()).
 template <int NT>

@@ -25,12 +25,13 @@
 // chunk, docs/ BENCHMARKS.md); a warpgroup reads each operand tile once per 64-row product, ~240 KB per
 // chunk.
 //
-// Shared memory (D = 128; every bf16 operand tile in wgmma's 128B-swizzled atom-major layout, wgmma.cuh):
+// Shared memory (D = 128; every bf16 operand tile in wgmma's 128B-swizzled atom-major layout, wgmma.cuh,
+// which is also the scratch layout, so that each tile arrives by one bulk copy):
 //   S^T hi, lo [D / 64][64 v][64 k]; two input buffers {Wn hi, Wn lo [D / 64][64 t][64 k], KdT [1][D k][64
-//   t], U0 fp32 [64][72] (padded rows), decay [D]}; two U buffers {U hi, lo [1][64 t][64 v]} (row-major U:
-//   the MN-major B of A_qk U and the MN-major A of U^T KdT^T); Qg [D / 64][64][64], A_qk [1][64][64]. 1 KB of
-//   slack aligns the base to the 1024 bytes the swizzle atoms need. Total: WgSmem<D>::TOTAL (228352 bytes at
-//   D = 128).
+//   t], U0 fp32 [64 t][64 v] (the scratch's XOR-permuted column block, scr_u0_off), decay [D]}; two U buffers
+//   {U hi, lo [1][64 t][64 v]} (row-major U: the MN-major B of A_qk U and the MN-major A of U^T KdT^T); Qg [D
+//   / 64][64] [64], A_qk [1][64][64]; three mbarriers. 1 KB of slack aligns the base to the 1024 bytes the
+//   swizzle atoms need. Total: WgSmem<D>::TOTAL (224280 bytes at D = 128).
 #pragma once
 
 #include "cuda/kda/chunk.cuh"
@@ -40,75 +41,85 @@ namespace kimi::cuda::kda_chunk {
 
 constexpr int kWgThreads = 256;  // two warpgroups
 
+// Operand loads: the scratch tiles are stored in the shared-memory layout (chunk.cuh "Scratch"), so each is
+// one contiguous copy: by the bulk copy engine, issued by thread 0 and tracked by an mbarrier per load (the
+// default), or with -DKIMI_KDA_WALK_WG_CP_ASYNC by 16-byte cp.async of all threads (A/B switch).
+#ifdef KIMI_KDA_WALK_WG_CP_ASYNC
+constexpr bool kWgBulk = false;
+#else
+constexpr bool kWgBulk = true;
+#endif
+
 template <int D>
 struct WgSmem {
-  static constexpr int VT = 64, LDU = VT + 8;
+  static constexpr int VT = 64;
   static constexpr size_t align(size_t x) { return (x + 1023) / 1024 * 1024; }
   static constexpr size_t kTileD = size_t(kC) * D * 2;  // bf16 [64][D] or [D][64]
+  static constexpr size_t kU0 = size_t(kC) * VT * 4;    // fp32 [64][64] (scr_u0_off's column block)
   static constexpr size_t SH = 0, SL = SH + kTileD;     // S^T hi, lo
-  static constexpr size_t BWH = 0, BWL = BWH + kTileD, BKDT = BWL + kTileD, BU0 = BKDT + kTileD;
-  static constexpr size_t BDEC = BU0 + size_t(kC) * LDU * 4;
+  static constexpr size_t BWH = 0, BWL = BWH + kTileD, BKDT = BWL + kTileD, BU0 = BKDT + kTileD,
+                          BDEC = BU0 + kU0;
   static constexpr size_t kBuf = align(BDEC + size_t(D) * 4);  // one input buffer
+  static constexpr uint32_t kInBytes = uint32_t(3 * kTileD + kU0 + size_t(D) * 4);
   static constexpr size_t BUF0 = SL + kTileD;
   static constexpr size_t kUBuf = 2 * size_t(kC) * VT * 2;                      // U hi, lo [64][64]
   static constexpr size_t UH = BUF0 + 2 * kBuf, UL = UH + size_t(kC) * VT * 2;  // buffer 0; buffer 1: + kUBuf
   static constexpr size_t QG = UH + 2 * kUBuf;
   static constexpr size_t AQK = QG + kTileD;
-  static constexpr size_t USED = AQK + size_t(kC) * kC * 2;
+  static constexpr size_t BAR = AQK + size_t(kC) * kC * 2;  // mbarriers: inputs of buffer 0, 1; Qg + A_qk
+  static constexpr size_t USED = BAR + 3 * 8;
   static constexpr size_t TOTAL = USED + 1024;  // base alignment slack
   static_assert(D == 64 || D == 128, "head sizes");
   static_assert(SL % 1024 == 0 && BUF0 % 1024 == 0 && BWL % 1024 == 0 && BKDT % 1024 == 0 && BU0 % 16 == 0 &&
-                    BDEC % 16 == 0 && UH % 1024 == 0 && UL % 1024 == 0 && QG % 1024 == 0 && AQK % 1024 == 0,
+                    BDEC % 16 == 0 && UH % 1024 == 0 && UL % 1024 == 0 && QG % 1024 == 0 && AQK % 1024 == 0 &&
+                    BAR % 8 == 0,
                 "swizzle atoms 1024-byte aligned");
   static_assert(TOTAL <= 227 * 1024, "fits the sm_90 shared memory of one CTA");
 };
-static_assert(WgSmem<128>::TOTAL == 228352, "documented size");
+static_assert(WgSmem<128>::TOTAL == 224280, "documented size");
 
-// ROWS x COLS bf16 (dense global rows, stride ldg) -> an atom-major 128B-swizzled tile, cp.async by NTHR
-// threads.
-template <int ROWS, int COLS, int NTHR>
-__device__ __forceinline__ void cp_tile_sw128(bf16* s, const bf16* g, int64_t ldg, int tid) {
-  constexpr int CPR = COLS / 8, NIT = ROWS * CPR / NTHR;
-  static_assert(COLS % 64 == 0 && NIT * NTHR == ROWS * CPR, "whole atoms, whole iterations");
-#pragma unroll
-  for (int it = 0; it < NIT; ++it) {
-    const int e = tid + it * NTHR;
-    const int r = e / CPR, c = (e % CPR) * 8;
-    cp_async16(s + wgmma::sw128_off<ROWS>(r, c), g + r * ldg + c);
+// One contiguous piece of an operand load: a bulk copy (called by the issuing thread only) or its share of
+// the 16-byte cp.async (called by every thread).
+__device__ __forceinline__ void wg_copy(void* dst, const void* src, uint32_t bytes, uint64_t* bar, int tid) {
+  if constexpr (kWgBulk) {
+    bulk_g2s(dst, src, bytes, bar);
+  } else {
+    (void)bar;
+    for (uint32_t o = 16u * uint32_t(tid); o < bytes; o += 16u * kWgThreads)
+      cp_async16(static_cast<unsigned char*>(dst) + o, static_cast<const unsigned char*>(src) + o);
   }
 }
 
+// Chunk-head cid's inputs (Wn hi + lo, KdT, the U0 block of the V tile at v0, decay) -> one input buffer.
 template <int D>
-__device__ __forceinline__ void walk_wg_prefetch(const Params& p, unsigned char* buf, int64_t cid, int v0,
-                                                 int tid) {
+__device__ __forceinline__ void walk_wg_load_inputs(const Params& p, unsigned char* buf, int64_t cid, int v0,
+                                                    uint64_t* bar, int tid) {
   using L = WgSmem<D>;
-  constexpr int T = kWgThreads;
-  cp_tile_sw128<kC, D, T>(reinterpret_cast<bf16*>(buf + L::BWH), p.scr.wh + cid * (kC * D), D, tid);
-  cp_tile_sw128<kC, D, T>(reinterpret_cast<bf16*>(buf + L::BWL), p.scr.wl + cid * (kC * D), D, tid);
-  cp_tile_sw128<D, kC, T>(reinterpret_cast<bf16*>(buf + L::BKDT), p.scr.kdt + cid * (D * kC), kC, tid);
-  cp_tile_g2s<float, kC, L::VT, T>(reinterpret_cast<float*>(buf + L::BU0), L::LDU,
-                                   p.scr.u0 + cid * (kC * D) + v0, D, tid);
-  cp_tile_g2s<float, 1, D, T>(reinterpret_cast<float*>(buf + L::BDEC), D, p.scr.decay + cid * D, D, tid);
+  if (kWgBulk && tid != 0) return;
+  if (kWgBulk) mbar_expect_tx(bar, L::kInBytes);
+  wg_copy(buf + L::BWH, p.scr.wh + cid * (kC * D), uint32_t(L::kTileD), bar, tid);
+  wg_copy(buf + L::BWL, p.scr.wl + cid * (kC * D), uint32_t(L::kTileD), bar, tid);
+  wg_copy(buf + L::BKDT, p.scr.kdt + cid * (D * kC), uint32_t(L::kTileD), bar, tid);
+  wg_copy(buf + L::BU0, p.scr.u0 + cid * (kC * D) + scr_u0_off(0, v0), uint32_t(L::kU0), bar, tid);
+  wg_copy(buf + L::BDEC, p.scr.decay + cid * D, uint32_t(D) * 4, bar, tid);
 }
 
+// Qg of chunk-head cid_q (cid_q < 0: none) and A_qk of chunk-head cid_a (< 0: none) -> their single buffers.
 template <int D>
-__device__ __forceinline__ void walk_wg_prefetch_qg(const Params& p, unsigned char* smem, int64_t cid,
-                                                    int tid) {
+__device__ __forceinline__ void walk_wg_load_out(const Params& p, unsigned char* smem, int64_t cid_q,
+                                                 int64_t cid_a, uint64_t* bar, int tid) {
   using L = WgSmem<D>;
-  cp_tile_sw128<kC, D, kWgThreads>(reinterpret_cast<bf16*>(smem + L::QG), p.scr.qg + cid * (kC * D), D, tid);
-}
-template <int D>
-__device__ __forceinline__ void walk_wg_prefetch_aqk(const Params& p, unsigned char* smem, int64_t cid,
-                                                     int tid) {
-  using L = WgSmem<D>;
-  cp_tile_sw128<kC, kC, kWgThreads>(reinterpret_cast<bf16*>(smem + L::AQK), p.scr.aqk + cid * (kC * kC), kC,
-                                    tid);
+  if (kWgBulk && tid != 0) return;
+  if (kWgBulk)
+    mbar_expect_tx(bar, uint32_t((cid_q >= 0 ? L::kTileD : 0) + (cid_a >= 0 ? size_t(kC) * kC * 2 : 0)));
+  if (cid_q >= 0) wg_copy(smem + L::QG, p.scr.qg + cid_q * (kC * D), uint32_t(L::kTileD), bar, tid);
+  if (cid_a >= 0) wg_copy(smem + L::AQK, p.scr.aqk + cid_a * (kC * kC), uint32_t(kC) * kC * 2, bar, tid);
 }
 
 template <int D>
 __global__ void __launch_bounds__(kWgThreads, 1) kda_chunk_walk_wg(const Params p) {
   using L = WgSmem<D>;
-  constexpr int VT = L::VT, NV = D / VT, LDU = L::LDU;
+  constexpr int VT = L::VT, NV = D / VT;
   constexpr int NS = D / 2;                       // state columns per warpgroup
   constexpr int KS = D / 16;                      // k-steps of the products over k = D
   constexpr int KT = kC / 16;                     // k-steps of the products over the 64 chunk rows
@@ -130,11 +141,38 @@ __global__ void __launch_bounds__(kWgThreads, 1) kda_chunk_walk_wg(const Params 
   const int64_t n = bid / (NV * p.H);
   const int64_t cbeg = p.seq0[n], cend = p.seq0[n + 1];
 
-  if (cbeg < cend) {
-    walk_wg_prefetch<D>(p, smem + L::BUF0, cbeg * p.H + h, v0, tid);
-    walk_wg_prefetch_qg<D>(p, smem, cbeg * p.H + h, tid);
+  uint64_t* const bar_in = reinterpret_cast<uint64_t*>(smem + L::BAR);  // [2]: inputs of buffer 0, 1
+  uint64_t* const bar_out = bar_in + 2;                                 // Qg + A_qk
+  if (kWgBulk) {
+    if (tid == 0) {
+      mbar_init(bar_in, 1);
+      mbar_init(bar_in + 1, 1);
+      mbar_init(bar_out, 1);
+      mbar_init_fence();
+    }
+    __syncthreads();  // the inits before any copy or wait
   }
-  cp_async_commit();
+  if (cbeg < cend) {
+    walk_wg_load_inputs<D>(p, smem + L::BUF0, cbeg * p.H + h, v0, bar_in, tid);
+    walk_wg_load_out<D>(p, smem, cbeg * p.H + h, -1, bar_out, tid);
+  }
+  if (!kWgBulk) cp_async_commit();
+  // Loads in flight are awaited at the top of each chunk: mbarrier phases (use counts) or every cp.async
+  // group. Use u of an mbarrier completes its phase u: bar_in[b] serves chunks c with (c - cbeg) & 1 == b
+  // (use (c - cbeg)
+  // >> 1), bar_out one load per chunk (use c - cbeg: Qg(c) and A_qk(c - 1); use cend - cbeg: A_qk(cend - 1)).
+  const auto wait_out = [&](int64_t c) {  // Qg(c) and A_qk(c - 1)
+    if constexpr (kWgBulk) {
+      mbar_wait(bar_out, uint32_t(c - cbeg) & 1u);
+    } else {
+      cp_async_wait<0>();
+      fence_proxy_async();
+    }
+  };
+  const auto wait_loads = [&](int64_t c) {  // chunk c's inputs, Qg(c) and A_qk(c - 1)
+    if constexpr (kWgBulk) mbar_wait(bar_in + ((c - cbeg) & 1), uint32_t((c - cbeg) >> 1) & 1u);
+    wait_out(c);
+  };
 
   // State half of this warpgroup: st[j][e] = S^T[v][k], v = r0 + 8 (e / 2), k = k0 + 8 j + 2 tq + e % 2.
   const int k0 = wg * NS;
@@ -156,7 +194,7 @@ __global__ void __launch_bounds__(kWgThreads, 1) kda_chunk_walk_wg(const Params 
         const int v = r0 + 8 * rr;
         sts_split(sSh, sSl, wgmma::sw128_off<VT>(v, k0 + 8 * j + 2 * tq), st[j][2 * rr], st[j][2 * rr + 1]);
       }
-    wgmma::fence_proxy_async();
+    fence_proxy_async();
   };
   store_split();  // ordered before the first read by the barrier at the top of the first iteration
 
@@ -198,14 +236,15 @@ __global__ void __launch_bounds__(kWgThreads, 1) kda_chunk_walk_wg(const Params 
   for (int64_t c = cbeg; c < cend; ++c) {
     const int64_t cid = c * p.H + h;
     unsigned char* const buf = smem + L::BUF0 + size_t((c - cbeg) & 1) * L::kBuf;
-    cp_async_wait<0>();  // chunk c's inputs, Qg(c) and A_qk(c - 1) have landed (for this thread)
-    wgmma::fence_proxy_async();
-    __syncthreads();  // B1: ... for all threads; every read of chunk c - 1's buffer (phase 2) is done
+    wait_loads(c);    // chunk c's inputs, Qg(c) and A_qk(c - 1) have landed
+    __syncthreads();  // B1: also, every read of chunk c - 1's buffer (phase 2) is done; the S split is
+                      // visible
     // The other input buffer is free: chunk c + 1's inputs, issued once this warpgroup's wgmma are under way.
     const auto prefetch_next = [&]() {
       if (c + 1 < cend)
-        walk_wg_prefetch<D>(p, smem + L::BUF0 + size_t((c + 1 - cbeg) & 1) * L::kBuf, cid + p.H, v0, tid);
-      cp_async_commit();
+        walk_wg_load_inputs<D>(p, smem + L::BUF0 + size_t((c + 1 - cbeg) & 1) * L::kBuf, cid + p.H, v0,
+                               bar_in + ((c + 1 - cbeg) & 1), tid);
+      if (!kWgBulk) cp_async_commit();
     };
 
     // phase 1: U(c) (WG 0); Qg(c) S and the rest of O(c - 1) (WG 1)
@@ -216,7 +255,7 @@ __global__ void __launch_bounds__(kWgThreads, 1) kda_chunk_walk_wg(const Params 
       for (int j = 0; j < VT / 8; ++j)
 #pragma unroll
         for (int rr = 0; rr < 2; ++rr) {
-          const float2 u = *reinterpret_cast<const float2*>(sU0 + (r0 + 8 * rr) * LDU + 8 * j + 2 * tq);
+          const float2 u = *reinterpret_cast<const float2*>(sU0 + scr_u0_off(r0 + 8 * rr, 8 * j + 2 * tq));
           acc[j][2 * rr] = u.x;
           acc[j][2 * rr + 1] = u.y;
         }
@@ -243,7 +282,7 @@ __global__ void __launch_bounds__(kWgThreads, 1) kda_chunk_walk_wg(const Params 
           const int t = r0 + 8 * rr;
           sts_split(sUh, sUl, wgmma::sw128_off<kC>(t, 8 * j + 2 * tq), acc[j][2 * rr], acc[j][2 * rr + 1]);
         }
-      wgmma::fence_proxy_async();
+      fence_proxy_async();
     } else {
       float acc[VT / 8][4] = {};
       wgmma::fence_operands(acc);
@@ -267,9 +306,8 @@ __global__ void __launch_bounds__(kWgThreads, 1) kda_chunk_walk_wg(const Params 
         for (int e = 0; e < 4; ++e) acc_prev[j][e] = acc[j][e];
     }
     __syncthreads();  // B2: U(c) visible to both warpgroups; every read of Qg(c) and A_qk(c - 1) is done
-    if (c + 1 < cend) walk_wg_prefetch_qg<D>(p, smem, cid + p.H, tid);
-    walk_wg_prefetch_aqk<D>(p, smem, cid, tid);
-    cp_async_commit();
+    walk_wg_load_out<D>(p, smem, c + 1 < cend ? cid + p.H : -1, cid, bar_out, tid);  // Qg(c + 1), A_qk(c)
+    if (!kWgBulk) cp_async_commit();
 
     // phase 2: the state update of this warpgroup's half (A = U(c), MN-major; B = KdT rows k0 ..)
     const float* const sDecay = reinterpret_cast<const float*>(buf + L::BDEC);
@@ -292,10 +330,8 @@ __global__ void __launch_bounds__(kWgThreads, 1) kda_chunk_walk_wg(const Params 
     wgmma::fence_operands(st);
     store_split();  // S(c + 1): read in phase 1 of chunk c + 1, after its B1 (S(c) was read before B2)
   }
-  cp_async_wait<0>();  // A_qk(cend - 1)
-
   if (cbeg < cend) {  // the deferred half of the last chunk's O
-    wgmma::fence_proxy_async();
+    wait_out(cend);   // A_qk(cend - 1)
     __syncthreads();
     if (wg == 1) {
       wgmma::fence();
