@@ -16,7 +16,7 @@
 //   The A_qk U half of O is deferred by one chunk so that both warpgroups have 24 wgmma k-steps in phase 1
 //   and 8 in phase 2 (computed in phase 2 next to the state update, it left WG 0 waiting at the end of every
 //   chunk: 15% of the stall samples, ncu run 16); the last chunk's is finished after the loop. Barriers: B1
-//   after the chunk's operands land, B2 after phase 1 (U visible; Qg and A_qk read). cp.async: the inputs of
+//   after the chunk's operands land, B2 after phase 1 (U visible; Qg and A_qk read). Loads: the inputs of
 //   chunk c + 1 (double-buffered: Wn hi + lo, KdT, U0, decay) are issued after B1 of chunk c, while the
 //   phase-1 wgmma run; Qg(c + 1) and A_qk(c) after B2 of chunk c; B1 of chunk c + 1 waits for all.
 // The fp32 state S^T [64][D] lives in the accumulators of the state update: WG w holds columns k in [w D / 2,
