@@ -1,18 +1,15 @@
 // The CUDA KDA kernels at issue 3's conformance shapes (SPEC 13), on a CUDA device (skipped without one; CI
 // has none, so these run on the GPU machine: scripts/gpu/run_all.sh, results under docs/gpu/).
-//   - kda_chunk_fwd (the tensor-core prefill) for T in {1, 15, 16, 17, 63, 64, 65, 1300, 8192, 65536}, the
-//   varlen
+//   - kda_chunk_fwd (the tensor-core prefill) for T in {1, 15, 16, 17, 63, 64, 65, 1300, 8192, 65536}, the varlen
 //     lengths [1300, 547, 2048, 963, 271, 3063], H in {8, 32, 64, 96}, both gate forms, both state layouts,
-//     bf16 q / k / v / gate / beta, fp32 initial and final state; relative RMS error <= 5e-3 on o and on the
-//     final state, and no NaN / Inf.
-//   - The reference: the fp64 oracle (tests/oracle) where the host can afford it (B * T * H <= 32768
-//   token-heads, a few seconds);
+//     bf16 q / k / v / gate / beta, fp32 initial and final state; relative RMS error <= 5e-3 on o and on the final
+//     state, and no NaN / Inf.
+//   - The reference: the fp64 oracle (tests/oracle) where the host can afford it (B * T * H <= 32768 token-heads, a few seconds);
 //     beyond, the CUDA token-by-token recurrence (kda_recurrent_fwd, fp32 state) on the same inputs, itself
 //     checked against the oracle at 8192 tokens below (ReferenceRecurrenceMatchesOracle).
 //   - Prefill followed by decode steps equals the longer prefill, on the GPU.
 //   - Gate pre-activations and dt_bias swept over +-8 in both forms through the chunk kernel.
-//   - The prep's three row-load paths (bulk copies, vector loads, generic loads) agree bit for bit, at both
-//   head
+//   - The prep's three row-load paths (bulk copies, vector loads, generic loads) agree bit for bit, at both head
 //     sizes and gate forms, and the launcher picks the one the inputs' alignment allows.
 #include <gtest/gtest.h>
 
@@ -42,8 +39,7 @@ const auto on = testutil::copy_to;
 
 double rel_rms(const std::vector<double>& got, const std::vector<double>& ref) {
   double num = 0, den = 0;
-  for (size_t i = 0; i < ref.size(); ++i)
-    num += (got[i] - ref[i]) * (got[i] - ref[i]), den += ref[i] * ref[i];
+  for (size_t i = 0; i < ref.size(); ++i) num += (got[i] - ref[i]) * (got[i] - ref[i]), den += ref[i] * ref[i];
   return den > 0 ? std::sqrt(num / den) : std::sqrt(num);
 }
 
@@ -60,17 +56,16 @@ std::vector<double> transpose_state(const std::vector<double>& s, int64_t NH, in
   return t;
 }
 
-// One problem on the GPU: bf16 q, k, v, raw gate f, beta logits; fp32 A_log, dt_bias, initial state (kv or
-// vk).
+// One problem on the GPU: bf16 q, k, v, raw gate f, beta logits; fp32 A_log, dt_bias, initial state (kv or vk).
 struct GpuProblem {
-  int64_t B, T, H, N, D;         // D = K = V
+  int64_t B, T, H, N, D;  // D = K = V
   std::vector<int64_t> offsets;  // N + 1 when varlen
   GateForm form;
   StateLayout layout;
   Tensor q, k, v, f, beta, A_log, dt_bias, h0, cu;  // on the GPU (cu on the host, as the API allows)
 
-  GpuProblem(int64_t b, int64_t t, int64_t h, std::vector<int64_t> lens, GateForm gf, StateLayout sl,
-             uint64_t seed, double f_lo = -8, double f_hi = 8, int64_t d = kD)
+  GpuProblem(int64_t b, int64_t t, int64_t h, std::vector<int64_t> lens, GateForm gf, StateLayout sl, uint64_t seed,
+             double f_lo = -8, double f_hi = 8, int64_t d = kD)
       : B(b), T(t), H(h), N(lens.empty() ? b : int64_t(lens.size())), D(d), form(gf), layout(sl) {
     if (!lens.empty()) {
       testutil::Varlen packed(lens);
@@ -133,11 +128,9 @@ struct GpuProblem {
 };
 
 std::string name(const GpuProblem& p) {
-  std::string s =
-      p.offsets.empty() ? std::to_string(p.B) + " x " + std::to_string(p.T) : "varlen " + std::to_string(p.T);
+  std::string s = p.offsets.empty() ? std::to_string(p.B) + " x " + std::to_string(p.T) : "varlen " + std::to_string(p.T);
   return s + " H=" + std::to_string(p.H) + (p.D != kD ? " D=" + std::to_string(p.D) : "") +
-         (p.form == GateForm::bounded ? " bounded" : " softplus") +
-         (p.layout == StateLayout::vk ? " vk" : " kv");
+         (p.form == GateForm::bounded ? " bounded" : " softplus") + (p.layout == StateLayout::vk ? " vk" : " kv");
 }
 
 // The chunk kernel against the reference (the oracle when affordable, else the CUDA recurrence).
@@ -218,11 +211,9 @@ TEST_F(KdaCudaShapes, PrefillThenDecodeMatchesLongerPrefill) {
     if (layout == StateLayout::vk) got_ht = transpose_state(got_ht, p.N * p.H, kD, kD);
     const std::vector<double> got_o = host_values(o);
     const double eo = rel_rms(got_o, ref.o), eh = rel_rms(got_ht, ref.ht), ef = rel_rms(got_ht, full.ht);
-    std::printf(
-        "[ prefill %lld + %lld decode steps, H=32, %s ] o %.2e  state %.2e vs recurrence, state %.2e vs "
-        "the full prefill\n",
-        static_cast<long long>(T - n), static_cast<long long>(n), layout == StateLayout::vk ? "vk" : "kv", eo,
-        eh, ef);
+    std::printf("[ prefill %lld + %lld decode steps, H=32, %s ] o %.2e  state %.2e vs recurrence, state %.2e vs "
+                "the full prefill\n", static_cast<long long>(T - n), static_cast<long long>(n),
+                layout == StateLayout::vk ? "vk" : "kv", eo, eh, ef);
     EXPECT_LE(eo, kBar);
     EXPECT_LE(eh, kBar);
     EXPECT_LE(ef, kBar);
@@ -243,9 +234,9 @@ TEST_F(KdaCudaShapes, GateSweepExtremes) {
 }
 
 // The prep's three row-load paths give the same bits: q, k, v and the gate input as views into padded buffers
-// at an element offset of 0 (16-byte aligned rows: the bulk copies), 4 (8-byte aligned: the vector loads) and
-// 1 (2-byte aligned: the generic loads), with a short tail chunk (T = 150), both head sizes and both gate
-// forms; each also against fp64, and the launcher's choice asserted.
+// at an element offset of 0 (16-byte aligned rows: the bulk copies), 4 (8-byte aligned: the vector loads) and 1
+// (2-byte aligned: the generic loads), with a short tail chunk (T = 150), both head sizes and both gate forms;
+// each also against fp64, and the launcher's choice asserted.
 TEST_F(KdaCudaShapes, RowLoadPathsAgree) {
   struct Config {
     int64_t D;
@@ -253,13 +244,12 @@ TEST_F(KdaCudaShapes, RowLoadPathsAgree) {
     StateLayout layout;
   };
   const Device gpu = Device::cuda(0);
-  for (const Config& cfg :
-       {Config{128, GateForm::bounded, StateLayout::vk}, Config{64, GateForm::softplus, StateLayout::kv},
-        Config{128, GateForm::softplus, StateLayout::kv}}) {
+  for (const Config& cfg : {Config{128, GateForm::bounded, StateLayout::vk},
+                            Config{64, GateForm::softplus, StateLayout::kv},
+                            Config{128, GateForm::softplus, StateLayout::kv}}) {
     const GpuProblem p(2, 150, 4, {}, cfg.form, cfg.layout, 600 + uint64_t(cfg.D), -8, 8, cfg.D);
     const int64_t D = p.D;
-    const auto padded = [&](const Tensor& x, int64_t off,
-                            Tensor& owner) {  // x [B, T, H, D] at element offset off
+    const auto padded = [&](const Tensor& x, int64_t off, Tensor& owner) {  // x [B, T, H, D] at element offset off
       const std::vector<double> vals = host_values(x);
       Tensor host(DType::bf16, {p.B, p.T, p.H, D + 8});
       std::memset(host.data(), 0, size_t(host.numel()) * 2);
@@ -299,18 +289,16 @@ TEST_F(KdaCudaShapes, RowLoadPathsAgree) {
       return n;
     };
     for (size_t i = 1; i < got.size(); ++i) {
-      EXPECT_EQ(differing(got[i].o, got[0].o), 0u)
-          << name(p) << ": load path " << i << " vs the bulk copies, o";
-      EXPECT_EQ(differing(got[i].ht, got[0].ht), 0u)
-          << name(p) << ": load path " << i << " vs the bulk copies, state";
+      EXPECT_EQ(differing(got[i].o, got[0].o), 0u) << name(p) << ": load path " << i << " vs the bulk copies, o";
+      EXPECT_EQ(differing(got[i].ht, got[0].ht), 0u) << name(p) << ": load path " << i << " vs the bulk copies, state";
     }
   }
 }
 
 #ifdef KIMI_WITH_CUDA
-// The three plain walk kernels (chunk.cuh's mma.sync walk at V tiles of 32 and 64, walk_wgmma.cuh's warpgroup
-// walk at 64) on the same inputs: each within the bar against fp64, and the same values up to fp32 summation
-// order (the same bf16 operands and hi + lo splits; a wrong tile layout or a lost product shows as O(1)).
+// The two plain walk kernels (chunk.cuh's mma.sync walk at V tiles of 32, walk_wgmma.cuh's warpgroup walk at 64) on
+// the same inputs: each within the bar against fp64, and the same values up to fp32 summation order (the same bf16
+// operands and hi + lo splits; a wrong tile layout or a lost product shows as O(1)).
 TEST_F(KdaCudaShapes, WalkKernelsAgree) {
   struct Config {
     int64_t B, T, H, D;
@@ -324,22 +312,19 @@ TEST_F(KdaCudaShapes, WalkKernelsAgree) {
                             Config{1, 0, 3, 128, {130, 64, 1, 0, 200}, GateForm::softplus, StateLayout::kv},
                             Config{2, 150, 4, 64, {}, GateForm::softplus, StateLayout::kv},
                             Config{1, 0, 2, 64, {64, 129, 17}, GateForm::bounded, StateLayout::vk}}) {
-    const GpuProblem p(cfg.B, cfg.T, cfg.H, cfg.lens, cfg.form, cfg.layout, 700 + uint64_t(cfg.D), -8, 8,
-                       cfg.D);
+    const GpuProblem p(cfg.B, cfg.T, cfg.H, cfg.lens, cfg.form, cfg.layout, 700 + uint64_t(cfg.D), -8, 8, cfg.D);
     const GpuProblem::Result ref = p.oracle();
     std::vector<GpuProblem::Result> got;
-    for (const cuda::KdaWalk w :
-         {cuda::KdaWalk::mma_vt32, cuda::KdaWalk::mma_vt64, cuda::KdaWalk::wgmma_vt64}) {
+    for (const cuda::KdaWalk w : {cuda::KdaWalk::mma_vt32, cuda::KdaWalk::wgmma_vt64}) {
       cuda::kda_chunk_set_walk(w);
       got.push_back(p.run(true));
       EXPECT_EQ(int(cuda::kda_chunk_last_walk()), int(w)) << name(p);
       const GpuProblem::Result& r = got.back();
       const double eo = rel_rms(r.o, ref.o), eh = rel_rms(r.ht, ref.ht);
       const double so = rel_rms(r.o, got[0].o), sh = rel_rms(r.ht, got[0].ht);
-      std::printf(
-          "[ kda_chunk_fwd cuda %s, walk %d vs fp64 ] o %.2e  final state %.2e; vs walk %d: o %.2e  state "
-          "%.2e\n",
-          name(p).c_str(), int(w), eo, eh, int(cuda::KdaWalk::mma_vt32), so, sh);
+      std::printf("[ kda_chunk_fwd cuda %s, walk %d vs fp64 ] o %.2e  final state %.2e; vs walk %d: o %.2e  "
+                  "state %.2e\n",
+                  name(p).c_str(), int(w), eo, eh, int(cuda::KdaWalk::mma_vt32), so, sh);
       EXPECT_TRUE(all_finite(r.o) && all_finite(r.ht)) << name(p) << " walk " << int(w);
       EXPECT_LE(eo, kBar) << name(p) << " walk " << int(w);
       EXPECT_LE(eh, kBar) << name(p) << " walk " << int(w);

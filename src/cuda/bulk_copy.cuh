@@ -8,10 +8,10 @@
 //   readers:      mbar_wait(bar, 0), then read dst with ordinary shared loads.
 // The phase completes when the one arrival has happened and every expected byte has landed, so expect_tx is
 // posted before any piece is issued. Pieces: `bytes` a multiple of 16, both addresses 16-byte aligned.
-// Shared -> global: the writer threads fence their shared stores for the async proxy (fence_proxy_async), a
-// barrier orders them before the issuing thread's bulk_s2g copies, bulk_commit groups them, and the issuing
-// thread calls bulk_wait_read before the shared source may be reused or the CTA exits (the global writes
-// complete with the grid, before any later kernel in the stream).
+// Shared -> global: the writer threads fence their shared stores for the async proxy (fence_proxy_async), a barrier
+// orders them before the issuing thread's bulk_s2g copies, bulk_commit groups them, and the issuing thread calls
+// bulk_wait_read before the shared source may be reused or the CTA exits (the global writes complete with the
+// grid, before any later kernel in the stream).
 #pragma once
 
 #include <cstdint>
@@ -25,15 +25,14 @@ __device__ __forceinline__ uint32_t smem_u32(const void* p) {
 __device__ __forceinline__ void mbar_init(uint64_t* bar, uint32_t arrivals) {
   asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smem_u32(bar)), "r"(arrivals) : "memory");
 }
-// Makes the init visible to the async proxy (the bulk copies' complete_tx); other threads may use the
-// mbarrier only after a barrier (or the like) that orders the init before them.
+// Makes the init visible to the async proxy (the bulk copies' complete_tx); other threads may use the mbarrier
+// only after a barrier (or the like) that orders the init before them.
 __device__ __forceinline__ void mbar_init_fence() {
   asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
 }
 // One arrival that also expects `bytes` more bytes of transaction in the current phase.
 __device__ __forceinline__ void mbar_expect_tx(uint64_t* bar, uint32_t bytes) {
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_u32(bar)), "r"(bytes)
-               : "memory");
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_u32(bar)), "r"(bytes) : "memory");
 }
 // Spins until the phase with the given parity has completed.
 __device__ __forceinline__ void mbar_wait(uint64_t* bar, uint32_t parity) {
@@ -41,8 +40,7 @@ __device__ __forceinline__ void mbar_wait(uint64_t* bar, uint32_t parity) {
   uint32_t done = 0;
   while (!done)
     asm volatile(
-        "{\n\t.reg .pred p;\n\tmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n\tselp.u32 %0, 1, 0, "
-        "p;\n\t}"
+        "{\n\t.reg .pred p;\n\tmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n\tselp.u32 %0, 1, 0, p;\n\t}"
         : "=r"(done)
         : "r"(b), "r"(parity)
         : "memory");
@@ -50,30 +48,21 @@ __device__ __forceinline__ void mbar_wait(uint64_t* bar, uint32_t parity) {
 
 // Global -> shared, `bytes` (multiple of 16; both addresses 16-byte aligned), completing on `bar`.
 __device__ __forceinline__ void bulk_g2s(void* dst, const void* src, uint32_t bytes, uint64_t* bar) {
-  asm volatile(
-      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
-          smem_u32(dst)),
-      "l"(src), "r"(bytes), "r"(smem_u32(bar))
-      : "memory");
+  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
+               ::"r"(smem_u32(dst)), "l"(src), "r"(bytes), "r"(smem_u32(bar))
+               : "memory");
 }
-// Generic-proxy writes to shared memory (st.shared, cp.async) made visible to the async proxy (a bulk_s2g
-// source, wgmma operands): every writer thread, after its last such store, before the barrier that orders the
-// reader.
-__device__ __forceinline__ void fence_proxy_async() {
-  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-}
+// Generic-proxy writes to shared memory (st.shared, cp.async) made visible to the async proxy (a bulk_s2g source,
+// wgmma operands): every writer thread, after its last such store, before the barrier that orders the reader.
+__device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
 // Shared -> global, `bytes` (multiple of 16; 16-byte aligned), in the issuing thread's current bulk group.
 __device__ __forceinline__ void bulk_s2g(void* dst, const void* src, uint32_t bytes) {
   asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;" ::"l"(dst), "r"(smem_u32(src)),
                "r"(bytes)
                : "memory");
 }
-__device__ __forceinline__ void bulk_commit() {
-  asm volatile("cp.async.bulk.commit_group;" ::: "memory");
-}
+__device__ __forceinline__ void bulk_commit() { asm volatile("cp.async.bulk.commit_group;" ::: "memory"); }
 // The issuing thread: every committed bulk_s2g has read its shared source.
-__device__ __forceinline__ void bulk_wait_read() {
-  asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");
-}
+__device__ __forceinline__ void bulk_wait_read() { asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory"); }
 
 }  // namespace kimi::cuda

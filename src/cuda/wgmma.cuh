@@ -1,28 +1,27 @@
-// src/cuda/wgmma.cuh: Hopper warpgroup MMA (wgmma.mma_async, sm_90a) with both operands in shared memory, in
-// the one layout this project uses: bf16 tiles with the 128-byte swizzle. Small device functions; the kernels
-// that use them (src/cuda/kda/walk_wgmma.cuh) own the protocol.
+// src/cuda/wgmma.cuh: Hopper warpgroup MMA (wgmma.mma_async, sm_90a) with both operands in shared memory, in the one
+// layout this project uses: bf16 tiles with the 128-byte swizzle. Small device functions; the kernels that use them
+// (src/cuda/kda/walk_wgmma.cuh) own the protocol.
 //
 // Layout (PTX ISA "Shared Memory Matrix Layout", 128B swizzling; T = 8 bf16 = 16 bytes):
-//   a swizzle atom is 8 rows x 128 bytes (64 bf16), 1024-byte aligned; in row r (0 .. 7) of an atom, the
-//   16-byte chunk c lives at chunk c ^ r. A tile of R rows x C columns (C a multiple of 64) is stored
-//   atom-major, [C / 64][R][64], so that rows are 128 bytes apart and 8-row groups 1024 bytes apart:
-//   sw128_off(r, c, R). K-major operand (A = [m][k] or B = [n][k], k contiguous): canonical ((8, m), (T, 2k))
-//   : ((8T, SBO), (1, T)),
-//     SBO = 1024 bytes, LBO unused (1). The k-step of 16 inside an atom advances the start address by 32
-//     bytes (the swizzle acts on address bits 4-6 XOR 7-9, so atoms must be 1024-byte aligned); the next atom
-//     is R x 128 bytes further.
+//   A swizzle atom is 8 rows x 128 bytes (64 bf16), 1024-byte aligned; in row r (0 .. 7) of an atom, the 16-byte
+//   chunk c lives at chunk c ^ r. A tile of R rows x C columns (C a multiple of 64) is stored atom-major,
+//   [C / 64][R][64], so that rows are 128 bytes apart and 8-row groups 1024 bytes apart: sw128_off<R>(r, c).
+//   K-major operand (A = [m][k] or B = [n][k], k contiguous): canonical ((8, m), (T, 2k)) : ((8T, SBO), (1, T)),
+//     SBO = 1024 bytes, LBO unused (1). A k-step of 16 inside an atom advances the start address by 32 bytes (the
+//     swizzle acts on address bits 4-6 XOR 7-9, hence the 1024-byte alignment); the next atom is R x 128 bytes on.
 //   MN-major operand (imm-trans = 1: A = [k][m] or B = [k][n], m or n contiguous, 64 wide): canonical
-//     ((T, 8, m), (8, k)) : ((1, T, LBO), (8T, SBO)): 8 k-rows of 128 bytes per atom, SBO = 1024 bytes to the
-//     next 8 k-rows, LBO the next 64 columns (unused at width 64; set to 1024 as well). A k-step of 16
-//     advances the start address by 2048 bytes.
+//     ((T, 8, m), (8, k)) : ((1, T, LBO), (8T, SBO)): 8 k-rows of 128 bytes per atom, SBO = 1024 bytes to the next
+//     8 k-rows, LBO to the next 64 columns (unused at width 64; 1024 as well). A k-step of 16 advances the start
+//     address by 2048 bytes.
 // Descriptor (64 bits): start address >> 4 in bits 0-13, LBO >> 4 in 16-29, SBO >> 4 in 32-45, base offset 0
 // (atoms aligned), swizzle mode 1 (128B) in bits 62-63.
-// Accumulator (m64nNk16, f32): thread t of the warpgroup holds d[j][e] = D[16 (t / 32) + t % 32 / 4 + 8 (e /
-// 2)] [8 j + 2 (t % 4) + e % 2], j < N / 8: the mma.sync m16n8 fragment of warp t / 32, repeated over the n8
-// tiles. Protocol per batch: fence() (the accumulators were written by ordinary instructions), mma_*,
-// commit(), wait<0>(), then fence_operands() before the accumulators are read. Shared memory written by
-// ordinary stores or cp.async is made visible to wgmma by fence_proxy_async() (bulk_copy.cuh) in the writing
-// threads, before the barrier that orders the writes before the wgmma.
+// Accumulator (m64nNk16, f32): thread t of the warpgroup holds d[j][e] = D[16 (t / 32) + t % 32 / 4 + 8 (e / 2)]
+// [8 j + 2 (t % 4) + e % 2], j < N / 8: the mma.sync m16n8 fragment of warp t / 32, repeated over the n8 tiles.
+// Protocol per batch: fence() (the accumulators were written by ordinary instructions), mma(), commit(), wait<0>(),
+// then fence_operands() before the accumulators are read. Shared memory written by ordinary stores or cp.async is
+// made visible to wgmma by fence_proxy_async() (bulk_copy.cuh) in the writing threads, before the barrier that
+// orders the writes before the wgmma. Branches that choose a warpgroup's wgmma must be warp-uniform as ptxas sees
+// them (e.g. on a __shfl_sync broadcast of the warpgroup index), or ptxas serializes every wgmma (warning C7520).
 #pragma once
 
 #include <cstdint>

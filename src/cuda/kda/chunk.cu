@@ -1,17 +1,16 @@
-// Launcher of src/cuda/kda/chunk.h: resolve sequences, build the chunk table, allocate the scratch, launch
-// the two passes of src/cuda/kda/chunk.cuh (prep, walk with the output product fused) on ctx.cuda_stream.
+// Launcher of src/cuda/kda/chunk.h: resolve sequences, build the chunk table, allocate the scratch, launch the
+// two passes of src/cuda/kda/chunk.cuh (prep, walk with the output product fused) on ctx.cuda_stream.
 //
 // Heuristics:
-//  - Walk V tile: VT = 32 (256 threads, twice the CTAs of VT = 64) when its N * H * D / 32 CTAs fit in one
-//  wave
-//    (one CTA per SM), else VT = 64 (512 threads): the walk is latency-bound, so more CTAs help only while
-//    they all run at once (1 x 16384 H64: 256 CTAs at VT = 32 would be two waves; VT = 64 gives 128, one
-//    wave). -DKIMI_KDA_CHUNK_FORCE_VT=32/64 overrides it for benchmarking.
+//  - Walk V tile: VT = 32 (chunk.cuh's mma.sync walk, 256 threads, twice the CTAs of VT = 64) when its
+//    N * H * D / 32 CTAs fit in one wave (one CTA per SM), else VT = 64 (walk_wgmma.cuh, the warpgroup-MMA walk,
+//    256 threads): the walk is latency-bound, so more CTAs help only while they all run at once (1 x 16384 H64:
+//    256 CTAs at VT = 32 would be two waves; VT = 64 gives 128, one wave). -DKIMI_KDA_CHUNK_FORCE_VT=32/64
+//    overrides it for benchmarking; kda_chunk_set_walk (chunk.h) for tests.
 //  - Diagonal 16 x 16 blocks of A_qk / A_kk on tensor cores only for the bounded gate with lower bound >= -5
 //    (exp(-G) <= e^80 inside a 16-row block); the softplus gate and a given g take the per-pair fp32 path.
 //  - chunk_size is ignored: the GPU always uses 64-row chunks (same math, different rounding only).
-//  - Scratch: ScratchBytes<D>::total per chunk-head (1672 B per token-head at D = 128, 900 at D = 64) plus
-//  the
+//  - Scratch: ScratchBytes<D>::total per chunk-head (1672 B per token-head at D = 128, 900 at D = 64) plus the
 //    chunk table, one cudaMallocAsync / cudaFreeAsync pair on the stream (the pool keeps it between calls:
 //    cuda/scratch.cuh).
 //  - CUDA-graph capture: fixed-length batches build the chunk table on the device (fixed_chunk_table, and the
@@ -97,10 +96,11 @@ __global__ void fixed_segment_table(int64_t* seg, int64_t* segbase, int64_t N, i
   if (i <= N) segbase[i] = i * P;
 }
 
+
 // ---- sequence parallelism: the segment plan (header: "Segments")
 
-std::atomic<int64_t> g_segment_chunks{0};                         // kda_chunk_set_segment_chunks
-std::atomic<int64_t> g_last_segment_chunks{0};                    // kda_chunk_last_segment_chunks
+std::atomic<int64_t> g_segment_chunks{0};       // kda_chunk_set_segment_chunks
+std::atomic<int64_t> g_last_segment_chunks{0};  // kda_chunk_last_segment_chunks
 std::atomic<KdaRowLoads> g_last_row_loads{KdaRowLoads::generic};  // kda_chunk_last_row_loads
 std::atomic<KdaWalk> g_walk{KdaWalk::automatic};                  // kda_chunk_set_walk
 std::atomic<KdaWalk> g_last_walk{KdaWalk::automatic};             // kda_chunk_last_walk
@@ -117,10 +117,8 @@ struct Runs {
   double work = 0, longest = 0;  // sum and max of the costs
   void add(double cost, int64_t count) {
     if (cost <= 0 || count <= 0) return;
-    if (!r.empty() && r.back().first == cost)
-      r.back().second += count;
-    else
-      r.emplace_back(cost, count);
+    if (!r.empty() && r.back().first == cost) r.back().second += count;
+    else r.emplace_back(cost, count);
     work += cost * double(count);
     longest = std::max(longest, cost);
   }
@@ -176,10 +174,8 @@ double walk_model_us(const std::vector<int64_t>& len, int64_t H, int nv, int sms
       const double lj = double(std::min(len_seg, l - j * len_seg));
       // phase 1, per head: segment 0 its nv value CTAs (the nv identity CTAs return), a middle segment 2 nv
       // map CTAs, the last segment none; phase 3: segments j >= 1, nv CTAs per head
-      if (j == 0)
-        p1.add(lj * kFullUs, H * nv);
-      else if (j < P - 1)
-        p1.add(lj * kMapUs, H * 2 * nv);
+      if (j == 0) p1.add(lj * kFullUs, H * nv);
+      else if (j < P - 1) p1.add(lj * kMapUs, H * 2 * nv);
       if (j > 0) p3.add(lj * kFullUs, H * nv);
     }
   }
@@ -224,13 +220,12 @@ int64_t segment_chunks(const std::vector<int64_t>& len, int64_t H, int64_t D, in
   return best;
 }
 
-// Threads per CTA. Prep: kda_chunk::kPrepThreads (512, two CTAs per SM, prep.cuh). Walk: 512 at VT = 64 (16
-// warps, 4 x 4 grid), 256 at VT = 32 (512 threads there measured 10% slower: 4.14 ms against 3.77 for 1 x
-// 65536 H8).
+// Threads per CTA. Prep: kda_chunk::kPrepThreads (512, two CTAs per SM, prep.cuh). Walk: 256 at VT = 32 (512
+// threads there measured 10% slower: 4.14 ms against 3.77 for 1 x 65536 H8); the wgmma walk at VT = 64:
+// kda_chunk::kWgThreads (two warpgroups).
 
 template <typename Kern>
-void launch_kernel(Kern* kernel, size_t smem, int threads, int64_t ctas, const kda_chunk::Params& p,
-                   cudaStream_t s) {
+void launch_kernel(Kern* kernel, size_t smem, int threads, int64_t ctas, const kda_chunk::Params& p, cudaStream_t s) {
   if (ctas <= 0) return;
   if (ctas > int64_t(0x7fffffff)) throw Error("kda_chunk_fwd: too many chunks for one launch");
   KIMI_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
@@ -244,25 +239,21 @@ void launch_all(kda_chunk::Params p, bool diag_mma, KdaWalk walk, cudaStream_t s
   const int64_t H = p.H, N = p.N;
   // two CTAs per SM need the full shared-memory carveout
   const auto prep = diag_mma ? kc::kda_chunk_prep<D, true> : kc::kda_chunk_prep<D, false>;
-  KIMI_CUDA_CHECK(cudaFuncSetAttribute(prep, cudaFuncAttributePreferredSharedMemoryCarveout,
-                                       cudaSharedmemCarveoutMaxShared));
+  KIMI_CUDA_CHECK(
+      cudaFuncSetAttribute(prep, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared));
   launch_kernel(prep, kc::PrepSmem<D>::TOTAL, kc::kPrepThreads, p.nch * H, p, s);
   switch (walk) {
     case KdaWalk::segments: {  // maps (and segment 0 with outputs), scan, the other segments (VT = 32)
       const auto seg_walk = kc::kda_chunk_walk<D, 32, 256>;
       p.walk_mode = kc::kWalkMaps;
       launch_kernel(seg_walk, kc::WalkSmem<D, 32>::TOTAL, 256, p.nseg * H * 2 * (D / 32), p, s);
-      launch_kernel(kc::kda_seg_scan<D>, kc::ScanSmem<D>::TOTAL, kc::kScanThreads,
-                    N * H * (D / kc::kScanRows), p, s);
+      launch_kernel(kc::kda_seg_scan<D>, kc::ScanSmem<D>::TOTAL, kc::kScanThreads, N * H * (D / kc::kScanRows), p, s);
       p.walk_mode = kc::kWalkFinish;
       launch_kernel(seg_walk, kc::WalkSmem<D, 32>::TOTAL, 256, p.nseg * H * (D / 32), p, s);
       return;
     }
     case KdaWalk::wgmma_vt64:
       launch_kernel(kc::kda_chunk_walk_wg<D>, kc::WgSmem<D>::TOTAL, kc::kWgThreads, N * H * (D / 64), p, s);
-      return;
-    case KdaWalk::mma_vt64:
-      launch_kernel(kc::kda_chunk_walk<D, 64, 512>, kc::WalkSmem<D, 64>::TOTAL, 512, N * H * (D / 64), p, s);
       return;
     default:
       launch_kernel(kc::kda_chunk_walk<D, 32, 256>, kc::WalkSmem<D, 32>::TOTAL, 256, N * H * (D / 32), p, s);
@@ -271,23 +262,14 @@ void launch_all(kda_chunk::Params p, bool diag_mma, KdaWalk walk, cudaStream_t s
 
 }  // namespace
 
-void kda_chunk_set_segment_chunks(int64_t chunks) {
-  g_segment_chunks.store(chunks);
-}
-int64_t kda_chunk_last_segment_chunks() {
-  return g_last_segment_chunks.load();
-}
-KdaRowLoads kda_chunk_last_row_loads() {
-  return g_last_row_loads.load();
-}
+void kda_chunk_set_segment_chunks(int64_t chunks) { g_segment_chunks.store(chunks); }
+int64_t kda_chunk_last_segment_chunks() { return g_last_segment_chunks.load(); }
+KdaRowLoads kda_chunk_last_row_loads() { return g_last_row_loads.load(); }
 void kda_chunk_set_walk(KdaWalk walk) {
-  if (walk == KdaWalk::segments)
-    throw Error("kda_chunk_set_walk: segments are chosen by kda_chunk_set_segment_chunks");
+  if (walk == KdaWalk::segments) throw Error("kda_chunk_set_walk: segments are chosen by kda_chunk_set_segment_chunks");
   g_walk.store(walk);
 }
-KdaWalk kda_chunk_last_walk() {
-  return g_last_walk.load();
-}
+KdaWalk kda_chunk_last_walk() { return g_last_walk.load(); }
 
 void kda_chunk_fwd(const KdaArgs& a, int chunk_size, const Context& ctx) {
   (void)chunk_size;  // always 64 on the GPU (see chunk.h)
@@ -312,9 +294,8 @@ void kda_chunk_fwd(const KdaArgs& a, int chunk_size, const Context& ctx) {
     }
     cu.resize(size_t(n1));
     for (int64_t i = 0; i < n1; ++i)
-      cu[size_t(i)] = a.cu_seqlens.dtype == DType::i32
-                          ? int64_t(reinterpret_cast<const int32_t*>(raw.data())[i * cs])
-                          : reinterpret_cast<const int64_t*>(raw.data())[i * cs];
+      cu[size_t(i)] = a.cu_seqlens.dtype == DType::i32 ? int64_t(reinterpret_cast<const int32_t*>(raw.data())[i * cs])
+                                                       : reinterpret_cast<const int64_t*>(raw.data())[i * cs];
   }
   const int64_t N = varlen ? int64_t(cu.size()) - 1 : B;
   if (N <= 0 || H <= 0) return;
@@ -365,14 +346,12 @@ void kda_chunk_fwd(const KdaArgs& a, int chunk_size, const Context& ctx) {
   p.s0 = a.initial_state.present() ? static_cast<const float*>(a.initial_state.data) : nullptr;
   p.s1 = a.final_state.present() ? static_cast<float*>(a.final_state.data) : nullptr;
   p.vk = a.state_layout == StateLayout::vk ? 1 : 0;
-  {  // the prep's row loads (prep.cuh, phase L): q, k, v, g bf16 with every row piece of 4 elements 8-byte
-     // aligned (vector loads), and with 16-byte aligned rows (bulk copies; the row is 2 D bytes, a multiple
-     // of 16); a dimension of size 1 (B of a varlen or one-sequence batch, H = 1) is never stepped, so its
-     // stride is free
+  {  // the prep's row loads (prep.cuh, phase L): q, k, v, g bf16 with every row piece of 4 elements 8-byte aligned
+     // (vector loads), and with 16-byte aligned rows (bulk copies; the row is 2 D bytes, a multiple of 16); a
+     // dimension of size 1 (B of a varlen or one-sequence batch, H = 1) is never stepped, so its stride is free
     const auto rows_aligned = [&](int64_t bytes) {
       for (const TensorView* t : {&a.q, &a.k, &a.v, &a.g}) {
-        if (t->dtype != DType::bf16 || reinterpret_cast<uintptr_t>(t->data) % size_t(bytes) != 0)
-          return false;
+        if (t->dtype != DType::bf16 || reinterpret_cast<uintptr_t>(t->data) % size_t(bytes) != 0) return false;
         for (int d = 0; d < 3; ++d)
           if (t->shape[d] > 1 && (t->strides[d] * 2) % bytes != 0) return false;
       }
@@ -434,27 +413,24 @@ void kda_chunk_fwd(const KdaArgs& a, int chunk_size, const Context& ctx) {
   const size_t tab_bytes = round256(tab.size() * sizeof(int64_t));
   const size_t per_ch = K == 128 ? kda_chunk::ScratchBytes<128>::total : kda_chunk::ScratchBytes<64>::total;
   const size_t nch_h = size_t(nch) * size_t(H);
-  const size_t seg_bytes =
-      size_t(nseg) * size_t(H) * size_t(K) * size_t(K) * 4;  // each of seg_start, seg_map
+  const size_t seg_bytes = size_t(nseg) * size_t(H) * size_t(K) * size_t(K) * 4;  // each of seg_start, seg_map
   const size_t total = tab_bytes + nch_h * per_ch + 2 * seg_bytes;
   // (the pool keeps freed scratch cached: cuda/scratch.cuh)
   const Scratch scratch(total, s);  // freed on the stream when this returns or throws
   unsigned char* buf = scratch.get<unsigned char>();
   if (capturing) {
     const int64_t per_seq = (T + C - 1) / C, threads = std::max(nch, N + 1);
-    fixed_chunk_table<<<unsigned((threads + 255) / 256), 256, 0, s>>>(reinterpret_cast<int64_t*>(buf), N, T,
-                                                                      per_seq);
+    fixed_chunk_table<<<unsigned((threads + 255) / 256), 256, 0, s>>>(reinterpret_cast<int64_t*>(buf), N, T, per_seq);
     KIMI_CUDA_CHECK(cudaGetLastError());
     if (nseg > 0) {  // the same rows as the host loop above (fixed length: nseg = N * P)
       int64_t* sg = reinterpret_cast<int64_t*>(buf) + tab_main;
       const int64_t P = nseg / N, th = std::max(nseg, N + 1);
       fixed_segment_table<<<unsigned((th + 255) / 256), 256, 0, s>>>(sg, sg + kda_chunk::kSegFields * nseg, N,
-                                                                     per_seq, len_seg, P);
+                                                                    per_seq, len_seg, P);
       KIMI_CUDA_CHECK(cudaGetLastError());
     }
   } else {
-    KIMI_CUDA_CHECK(
-        cudaMemcpyAsync(buf, tab.data(), tab.size() * sizeof(int64_t), cudaMemcpyHostToDevice, s));
+    KIMI_CUDA_CHECK(cudaMemcpyAsync(buf, tab.data(), tab.size() * sizeof(int64_t), cudaMemcpyHostToDevice, s));
   }
   p.tab = reinterpret_cast<const int64_t*>(buf);
   p.seq0 = p.tab + 3 * nch;
@@ -488,16 +464,11 @@ void kda_chunk_fwd(const KdaArgs& a, int chunk_size, const Context& ctx) {
 #else
   const bool vt64 = N * H * (K / 32) > int64_t(sms);  // VT = 32 only while its grid fits one wave
 #endif
-#ifdef KIMI_KDA_WALK_MMA_SYNC  // A/B knob: the mma.sync walk at VT = 64
-  constexpr KdaWalk kWalk64 = KdaWalk::mma_vt64;
-#else
-  constexpr KdaWalk kWalk64 = KdaWalk::wgmma_vt64;
-#endif
   KdaWalk walk = g_walk.load();
   if (nseg > 0)
     walk = KdaWalk::segments;
   else if (walk == KdaWalk::automatic)
-    walk = vt64 ? kWalk64 : KdaWalk::mma_vt32;
+    walk = vt64 ? KdaWalk::wgmma_vt64 : KdaWalk::mma_vt32;
   g_last_walk.store(walk);
   if (K == 128)
     launch_all<128>(p, diag_mma, walk, s);

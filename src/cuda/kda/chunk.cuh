@@ -5,35 +5,33 @@
 // Chunks: C = 64 rows; chunks never straddle sequences. The launcher builds a host table of all chunks
 // (tab[3 c] = first token, tab[3 c + 1] = batch row, tab[3 c + 2] = rows) and of the first chunk of each
 // sequence (seq0[n], seq0[N] = number of chunks), uploaded to the device. Rows beyond a sequence end are zero
-// (q = k = v = 0, g = 0, beta = 0): they neither decay nor update the state, and their outputs are not
-// written.
+// (q = k = v = 0, g = 0, beta = 0): they neither decay nor update the state, and their outputs are not written.
 //
 // Kernel 1, kda_chunk_prep<D, kDiagMma> (prep.cuh: grid chunks x H, 512 threads, one chunk-head per CTA, two
 //   CTAs per SM, fully parallel): A_qk (lower incl. diagonal, bf16), Qg = q exp(G), KdT[k][t] = k_t exp(GC -
-//   G_t), decay = exp(GC), and through T = (I + A_kk)^-1 (fp32), Tb = T diag(beta): Wn = -Tb Kg (bf16 hi +
-//   lo) and U0 = Tb V (fp32), so that the pseudo-values are U = U0 + Wn S (Tb and Kg are bf16, U0 is exact in
-//   fp32 and Wn keeps ~16 bits). prep.cuh has the phases, the factoring of exp(G_i - G_j) through 16-row
-//   block references and the shared-memory budget.
-// Kernel 2, kda_chunk_walk<D, VT, NTHR> (grid: N x H x D / VT; VT = 64 with 512 threads or VT = 32 with 256,
-//   one CTA per (sequence, head, V tile)): the fp32 state slice S^T[VT][K] lives in registers, in the
-//   accumulator layout of its update (each warp owns a 16 x D / WN7 tile), and its bf16 hi + lo split in
-//   shared memory. The inputs of chunk c + 1 (Wn hi + lo, U0 slice, KdT, decay) are prefetched with cp.async
-//   into a second buffer while chunk c computes; Qg and A_qk (one buffer) are fetched once chunk c - 1 has
-//   read them.
+//   G_t), decay = exp(GC), and through T = (I + A_kk)^-1 (fp32), Tb = T diag(beta): Wn = -Tb Kg (bf16 hi + lo)
+//   and U0 = Tb V (fp32), so that the pseudo-values are U = U0 + Wn S (Tb and Kg are bf16, U0 is exact in fp32
+//   and Wn keeps ~16 bits). prep.cuh has the phases, the factoring of exp(G_i - G_j) through 16-row block
+//   references and the shared-memory budget.
+// Kernel 2, kda_chunk_walk<D, VT, NTHR> (at V tiles of 64 the launcher runs walk_wgmma.cuh's warpgroup-MMA walk
+//   instead: this kernel serves VT = 32 and the segments; grid: N x H x D / VT; VT = 64 with 512 threads or
+//   VT = 32 with 256, one CTA per (sequence, head, V tile)): the fp32 state slice S^T[VT][K] lives in registers, in the
+//   accumulator layout of its update (each warp owns a 16 x D / WN7 tile), and its bf16 hi + lo split in shared
+//   memory. The inputs of chunk c + 1 (Wn hi + lo, U0 slice, KdT, decay) are prefetched with cp.async into a
+//   second buffer while chunk c computes; Qg and A_qk (one buffer) are fetched once chunk c - 1 has read them.
 //     U = U0 + Wn S          (64 x VT, k = K; Wn hi + lo, S hi + lo: 3 mma) -> U^T hi + lo (shared memory)
 //     O = Qg S + A_qk U      (64 x VT; S hi + lo, U hi + lo: 2 + 2 mma) -> global o (rows in the sequence)
 //     S^T <- S^T diag(exp(GC)) + U^T KdT^T   (VT x K, k = 64; U hi + lo; the registers accumulate)
 //   The hi / lo correction products go to separate accumulators (warp_mma_split): shorter mma chains.
-//   The Qg S half of O is computed in the same pass over S^T hi + lo as U (warp_mma_split with A2 = Qg), so
-//   each S fragment is loaded once for five products. Why: the walk's per-chunk time is bounded by
-//   shared-memory traffic rather than by the tensor cores. Per chunk (D = 128, VT = 64, 16 warps of 16 x 16
-//   tiles) the mma fragments read ~672 KB by ldmatrix: U 256, Qg S 192, A_qk U 96, the state update 128. The
-//   cp.async prefetch writes 88 KB and the hi / lo splits of U and S 48 KB. At 128 B per clock that is ~6.3 K
-//   of the ~10 K clocks a chunk takes, against ~3 K clocks of mma issue. The shared pass removes 128 KB.
-// Segments (sequence parallelism; few heads x long sequences, where the plain walk's N x H x D / 32 CTAs
-// leave
-//   most SMs idle). Per chunk the state map is affine, S' = A_c S + B_c with A_c = diag(decay) + KdT Wn (K x
-//   K), B_c = KdT U0, the same A_c for every V column. The launcher splits each sequence into P segments of
+//   The Qg S half of O is computed in the same pass over S^T hi + lo as U (warp_mma_split with A2 = Qg), so each S
+//   fragment is loaded once for five products. Why: the walk's per-chunk time is bounded by shared-memory
+//   traffic rather than by the tensor cores. Per chunk (D = 128, VT = 64, 16 warps of 16 x 16 tiles) the mma
+//   fragments read ~672 KB by ldmatrix: U 256, Qg S 192, A_qk U 96, the state update 128. The cp.async
+//   prefetch writes 88 KB and the hi / lo splits of U and S 48 KB. At 128 B per clock that is ~6.3 K of the
+//   ~10 K clocks a chunk takes, against ~3 K clocks of mma issue. The shared pass removes 128 KB.
+// Segments (sequence parallelism; few heads x long sequences, where the plain walk's N x H x D / 32 CTAs leave
+//   most SMs idle). Per chunk the state map is affine, S' = A_c S + B_c with A_c = diag(decay) + KdT Wn (K x K),
+//   B_c = KdT U0, the same A_c for every V column. The launcher splits each sequence into P segments of
 //   len_seg whole chunks (a segment table on the device: first chunk, end chunk, sequence, index j, count P;
 //   built on the device for capture) and runs the walk kernel three times over "walk units":
 //   phase 1 (kWalkMaps, grid segments x H x 2 D / VT): segment 0 is an ordinary walk from the initial state
@@ -41,14 +39,13 @@
 //     its V value columns from S = 0 (C_j, to seg_start of segment j + 1) and, in K / VT more CTAs, identity
 //     columns from S = I with U0 = 0 (M_j, to seg_map: row i = M_j e_i); no outputs, so no Qg / A_qk.
 //   phase 2 (kda_seg_scan, seqpar.cuh): start_{j+1} = M_j start_j + C_j in fp32, sequentially over j.
-//   phase 3 (kWalkFinish, grid segments x H x D / VT): segments j >= 1 walk from their start in scratch
-//   (never
+//   phase 3 (kWalkFinish, grid segments x H x D / VT): segments j >= 1 walk from their start in scratch (never
 //     from s0: s1 may alias it), with outputs; the last one writes s1.
 //   Scratch: two [D][D] fp32 blocks per segment-head (rows v, columns k). The work is ~3x the plain walk's
 //   (maps of K + V columns, then the V columns again), so it pays only while SMs would idle: chunk.cu's
 //   heuristic models both (list scheduling of the CTAs on the SMs) and picks len_seg. Measured (H200, bf16,
-//   1 x 65536 H8): 4.75 ms -> 3.01 ms with 4 or 7 segments; harness errors with segments forced:
-//   o 2.8-3.6e-3, final state 0.2-2.5e-3 (chunk.cu has the numbers).
+//   1 x 65536 H8): 4.75 ms -> 3.01 ms with 4 or 7 segments; harness errors with segments forced: o 2.8-3.6e-3,
+//   final state 0.2-2.5e-3 (chunk.cu has the numbers).
 // All products: mma.sync.m16n8k16 bf16 x bf16 -> fp32, each operand with the same precision as the former
 // single kernel (measured on the H200 vs an fp64 recurrence, bf16 inputs and output, both gate forms, T up to
 // 65536: relative RMS error 3.0-3.6e-3 on o, 1.9-2.4e-3 on the final state; the bar is 5e-3; single-bf16
@@ -56,12 +53,11 @@
 //
 // Scratch (one cudaMallocAsync per call, per chunk-head, D = K = V; x64 rows, so bytes per token-head =
 // per chunk-head / 64): Qg bf16 [64][D], A_qk bf16 [64][64], KdT bf16 [D][64], decay f32 [D], Wn hi + lo bf16
-// 2 x [64][D], U0 f32 [64][D]. Element layouts (scr_tile_off, scr_u0_off): the bf16 tiles exactly as the
-// wgmma walk holds them in shared memory (128B-swizzled, atom-major: wgmma.cuh), so that one bulk copy moves
-// each; U0 as [D / 64] column blocks of [64 t][64 v], the 16-byte chunks of row t XOR-permuted by t & 7 (a V
-// tile of 64 is one contiguous 16 KB block, and the walk's float2 accumulator loads from it take the minimum
-// two wavefronts). The mma.sync walk's cp.async loads gather from these layouts chunk by chunk (cp_tile_g2s
-// kSrc).
+// 2 x [64][D], U0 f32 [64][D]. Element layouts (scr_tile_off, scr_u0_off): the bf16 tiles exactly as the wgmma
+// walk holds them in shared memory (128B-swizzled, atom-major: wgmma.cuh), so that one bulk copy moves each; U0
+// as [D / 64] column blocks of [64 t][64 v], the 16-byte chunks of row t XOR-permuted by t & 7 (a V tile of 64 is
+// one contiguous 16 KB block, and the walk's float2 accumulator loads from it take the minimum two wavefronts).
+// The mma.sync walk's cp.async loads gather from these layouts chunk by chunk (cp_tile_g2s kSrc).
 //   D = 128: 107008 B per chunk-head = 1672 B per token-head (1 x 16384 x H64: 1.75 GB).
 //   D =  64:  57600 B per chunk-head =  900 B per token-head.
 //
@@ -80,15 +76,14 @@
 // (commit f4477f6, not yet measured) removes those. Traffic per token-head ~1 KB inputs + 1.7 KB scratch
 // written + ~2.5 KB read by the walk (much of it from L2) + 256 B o.
 // Session 5 (runs 11-13, docs/gpu/2026-11-30-h200-run1{1,2,3}.txt): the walk's one pass over S for U and Qg S
-// (walk 1.35 -> 1.23 ms) and its swizzled cp.async tiles (1.22 -> 1.17 ms), the prep's bulk row copies (1.50
-// -> 1.47 ms): 1 x 16384 H64 2.810 -> 2.648 ms; ncu puts the walk's bound in shared-memory fragment traffic
-// (see the kernel 2 notes) and the prep at 49 K warp instructions per chunk-head, LSU 71% of peak
-// (docs/BENCHMARKS.md). Before that (run 10, docs/BENCHMARKS.md): the prep's stores staged 16-byte coalesced
-// (prep 1.77 -> 1.47 ms), the walk's fragments by ldmatrix with U kept row-major (-5%), sequence parallelism
-// for few heads (1 x 65536 H8: 4.64 -> 2.38 ms). What would close the gap further: the two passes move ~3.4
-// KB of scratch per token-head (written, then read), which alone needs ~0.8 ms at 1 x 16384 H64 at the copy
-// ceiling, against a 1.2 ms target: the prep folded into the walk (FlashKDA's structure: 16-row sub-chunks,
-// the state-independent work of chunk c
+// (walk 1.35 -> 1.23 ms) and its swizzled cp.async tiles (1.22 -> 1.17 ms), the prep's bulk row copies (1.50 ->
+// 1.47 ms): 1 x 16384 H64 2.810 -> 2.648 ms; ncu puts the walk's bound in shared-memory fragment traffic (see the
+// kernel 2 notes) and the prep at 49 K warp instructions per chunk-head, LSU 71% of peak (docs/BENCHMARKS.md).
+// Before that (run 10, docs/BENCHMARKS.md): the prep's stores staged 16-byte coalesced (prep 1.77 -> 1.47 ms),
+// the walk's fragments by ldmatrix with U kept row-major (-5%), sequence parallelism for few heads (1 x 65536
+// H8: 4.64 -> 2.38 ms). What would close the gap further: the two passes move ~3.4 KB of scratch per token-head
+// (written, then read), which alone needs ~0.8 ms at 1 x 16384 H64 at the copy ceiling, against a 1.2 ms target:
+// the prep folded into the walk (FlashKDA's structure: 16-row sub-chunks, the state-independent work of chunk c
 // + 1 overlapped with the state chain of chunk c by warp specialization, the K-side work shared across the V
 // tiles of a head through a CTA cluster), and wgmma for the walk products.
 #pragma once
@@ -107,6 +102,7 @@
 #else
 #define KDA_CHUNK_ASSERT(x) ((void)0)
 #endif
+
 
 namespace kimi::cuda::kda_chunk {
 
@@ -140,8 +136,8 @@ struct ScratchBytes {
 };
 static_assert(ScratchBytes<128>::total == 107008 && ScratchBytes<64>::total == 57600, "documented sizes");
 
-// Element offset of (row r, column c) in a scratch bf16 tile of R rows (Qg, Wn hi / lo: R = 64; KdT: R = D;
-// A_qk: R = 64): the wgmma walk's shared-memory layout (header: "Scratch").
+// Element offset of (row r, column c) in a scratch bf16 tile of R rows (Qg, Wn hi / lo, A_qk: R = 64; KdT: R = D):
+// the wgmma walk's shared-memory layout (header: "Scratch").
 template <int R>
 __device__ __forceinline__ int scr_tile_off(int r, int c) {
   return wgmma::sw128_off<R>(r, c);
@@ -170,21 +166,20 @@ struct Params {
   const float* s0;  // initial state or null
   float* s1;        // final state or null (may equal s0)
   int vk;           // state layout [N, H, V, K]
-  int rows_bf16;  // q, k, v, g all bf16 with 8-byte aligned row pieces: the prep's fast row loads (launcher)
-  int rows_bulk;  // ... and 16-byte aligned rows: the prep's rows by the bulk copy engine (launcher)
+  int rows_bf16;    // q, k, v, g all bf16 with 8-byte aligned row pieces: the prep's fast row loads (launcher)
+  int rows_bulk;    // ... and 16-byte aligned rows: the prep's rows by the bulk copy engine (launcher)
   const int64_t* tab;   // device chunk table [3 * nch]: first token, batch row, rows
   const int64_t* seq0;  // device [N + 1]: first chunk of each sequence, seq0[N] = nch
   int64_t nch;
   int H, N;
   Scratch scr;
   // Sequence parallelism (the header's "Segments" paragraph); walk_mode kWalkPlain ignores the rest.
-  int walk_mode;           // kWalkPlain, kWalkMaps (phase 1) or kWalkFinish (phase 3)
-  const int64_t* seg;      // device [kSegFields * nseg]: first chunk, end chunk, sequence, index j, count P
-  const int64_t* segbase;  // device [N + 1]: first segment of each sequence
+  int walk_mode;            // kWalkPlain, kWalkMaps (phase 1) or kWalkFinish (phase 3)
+  const int64_t* seg;       // device [kSegFields * nseg]: first chunk, end chunk, sequence, index j, count P
+  const int64_t* segbase;   // device [N + 1]: first segment of each sequence
   int64_t nseg;
-  float*
-      seg_start;   // [nseg][H][D][D] fp32, rows v, columns k: S^T at the start of segment g (C_{g-1}^T first)
-  float* seg_map;  // [nseg][H][D][D] fp32: row i = M_g e_i (column i of segment g's state map)
+  float* seg_start;  // [nseg][H][D][D] fp32, rows v, columns k: S^T at the start of segment g (C_{g-1}^T first)
+  float* seg_map;    // [nseg][H][D][D] fp32: row i = M_g e_i (column i of segment g's state map)
 };
 
 // Walk modes (Params::walk_mode) and the segment table row (Params::seg).
@@ -193,28 +188,27 @@ enum : int { kSegBeg = 0, kSegEnd = 1, kSegSeq = 2, kSegIdx = 3, kSegCount = 4, 
 
 // Walk kernel shared memory: S^T hi, lo bf16 [VT][LDB] (the fp32 state itself lives in registers); two input
 // buffers {Wn hi, Wn lo [64][LDW], U0 fp32 [64][LDU], KdT [D][LDT], decay [D]}; U hi, lo bf16 [64][LDV]
-// (row-major, as its accumulators hold it; its products read it through ldmatrix.trans); one buffer of the
-// output operands Qg [64][LDW], A_qk [64][LDT].
+// (row-major, as its accumulators hold it; its products read it through ldmatrix.trans); one buffer of the output
+// operands Qg [64][LDW], A_qk [64][LDT].
 template <int D, int VT>
 struct WalkSmem {
-  // LDB: the padded rows of S^T hi / lo (written by sts_split); the cp.async destinations Wn hi / lo, Qg
-  // [64][D] and KdT [D][64], A_qk [64][64] are dense rows with the 16-byte chunks of row r XOR-permuted by r
-  // & 7 (tile_off; the kSwz flags of cp_tile_g2s / ld_a_frag / ld_b_frags / warp_mma*): padded rows cost the
-  // 16-byte cp.async stores 2.6x the ideal shared-memory wavefronts on the H200 (ncu, run 11), swizzled ones
-  // are conflict-free both ways. U0 (fp32, read as float2) keeps padded rows. kSwz = false gives the padded
-  // rows back (run 12: walk 1.22 ms against 1.17 swizzled at 1 x 16384 H64).
+  // LDB: the padded rows of S^T hi / lo (written by sts_split); the cp.async destinations Wn hi / lo, Qg [64][D]
+  // and KdT [D][64], A_qk [64][64] are dense rows with the 16-byte chunks of row r XOR-permuted by r & 7
+  // (tile_off; the kSwz flags of cp_tile_g2s / ld_a_frag / ld_b_frags / warp_mma*): padded rows cost the 16-byte
+  // cp.async stores 2.6x the ideal shared-memory wavefronts on the H200 (ncu, run 11), swizzled ones are
+  // conflict-free both ways. U0 (fp32, read as float2) keeps padded rows. kSwz = false gives the padded rows back
+  // (run 12: walk 1.22 ms against 1.17 swizzled at 1 x 16384 H64).
   static constexpr bool kSwz = true;
-  static constexpr int LDB = D + 8, LDW = kSwz ? D : D + 8, LDT = kSwz ? kC : kC + 8, LDU = VT + 8,
-                       LDV = VT + 8;
+  static constexpr int LDB = D + 8, LDW = kSwz ? D : D + 8, LDT = kSwz ? kC : kC + 8, LDU = VT + 8, LDV = VT + 8;
   static constexpr size_t SH = 0, SL = SH + size_t(VT) * LDB * 2;  // S^T hi, lo bf16 [VT][LDB]
   static constexpr size_t kWh = size_t(kC) * LDW * 2, kU0 = size_t(kC) * LDU * 4, kKdt = size_t(D) * LDT * 2,
                           kDec = size_t(D) * 4;
   static constexpr size_t BWH = 0, BWL = BWH + kWh, BU0 = BWL + kWh, BKDT = BU0 + kU0, BDEC = BKDT + kKdt;
   static constexpr size_t kBuf = BDEC + kDec;  // one input buffer
   static constexpr size_t BUF0 = SL + size_t(VT) * LDB * 2;
-  static constexpr size_t UH = BUF0 + 2 * kBuf;             // U hi bf16 [64][LDV]
-  static constexpr size_t UL = UH + size_t(kC) * LDV * 2;   // U lo
-  static constexpr size_t QG = UL + size_t(kC) * LDV * 2;   // Qg [64][LDW] (swizzled)
+  static constexpr size_t UH = BUF0 + 2 * kBuf;           // U hi bf16 [64][LDV]
+  static constexpr size_t UL = UH + size_t(kC) * LDV * 2;  // U lo
+  static constexpr size_t QG = UL + size_t(kC) * LDV * 2;  // Qg [64][LDW] (swizzled)
   static constexpr size_t AQK = QG + size_t(kC) * LDW * 2;  // A_qk [64][LDT] (swizzled)
   static constexpr size_t TOTAL = AQK + size_t(kC) * LDT * 2;
   static_assert(D % VT == 0 && (VT == 32 || VT == 64), "tile shapes");
@@ -234,23 +228,13 @@ __device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
   asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));  // d.hi = a, d.lo = b
   return r;
 }
-__device__ __forceinline__ float bf_lo(uint32_t u) {
-  return __uint_as_float(u << 16);
-}
-__device__ __forceinline__ float bf_hi(uint32_t u) {
-  return __uint_as_float(u & 0xffff0000u);
-}
-__device__ __forceinline__ uint32_t lds32(const bf16* p) {
-  return *reinterpret_cast<const uint32_t*>(p);
-}
-__device__ __forceinline__ void sts32(bf16* p, uint32_t v) {
-  *reinterpret_cast<uint32_t*>(p) = v;
-}
-__device__ __forceinline__ float bf2f(bf16 x) {
-  return __bfloat162float(x);
-}
-// Two adjacent fp32 values x0, x1 as their bf16 hi + lo split (hi = bf16(x), lo = bf16(x - hi): ~16 bits of
-// x) at hi + o and lo + o (32-bit stores; o even).
+__device__ __forceinline__ float bf_lo(uint32_t u) { return __uint_as_float(u << 16); }
+__device__ __forceinline__ float bf_hi(uint32_t u) { return __uint_as_float(u & 0xffff0000u); }
+__device__ __forceinline__ uint32_t lds32(const bf16* p) { return *reinterpret_cast<const uint32_t*>(p); }
+__device__ __forceinline__ void sts32(bf16* p, uint32_t v) { *reinterpret_cast<uint32_t*>(p) = v; }
+__device__ __forceinline__ float bf2f(bf16 x) { return __bfloat162float(x); }
+// Two adjacent fp32 values x0, x1 as their bf16 hi + lo split (hi = bf16(x), lo = bf16(x - hi): ~16 bits of x)
+// at hi + o and lo + o (32-bit stores; o even).
 __device__ __forceinline__ void sts_split(bf16* hi, bf16* lo, int o, float x0, float x1) {
   const uint32_t h = pack_bf16(x0, x1);
   sts32(hi + o, h);
@@ -258,8 +242,7 @@ __device__ __forceinline__ void sts_split(bf16* hi, bf16* lo, int o, float x0, f
 }
 
 __device__ __forceinline__ float u16_to_f32(uint32_t h, int dt) {
-  return dt == kDtBf16 ? __uint_as_float(h << 16)
-                       : __half2float(__ushort_as_half(static_cast<unsigned short>(h)));
+  return dt == kDtBf16 ? __uint_as_float(h << 16) : __half2float(__ushort_as_half(static_cast<unsigned short>(h)));
 }
 
 // Raw bits of N (1, 2 or 4) consecutive elements of a float tensor of runtime dtype dt at element offset off:
@@ -350,10 +333,9 @@ __device__ __forceinline__ void mma_bf16(float (&c)[4], const uint32_t (&a)[4], 
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
 }
 
-// Four (x4) or two (x2) 8 x 8 bf16 matrices from shared memory: lane l gives the address of row l & 7 of
-// matrix l >> 3 (x2: lanes 0 .. 15) and receives r[m] = {M_m[l / 4][2 (l % 4)], M_m[l / 4][2 (l % 4) + 1]},
-// or with .trans r[m] = {M_m[2 (l % 4)][l / 4], M_m[2 (l % 4) + 1][l / 4]}. Each row is 16 bytes, 16-byte
-// aligned.
+// Four (x4) or two (x2) 8 x 8 bf16 matrices from shared memory: lane l gives the address of row l & 7 of matrix
+// l >> 3 (x2: lanes 0 .. 15) and receives r[m] = {M_m[l / 4][2 (l % 4)], M_m[l / 4][2 (l % 4) + 1]}, or with .trans
+// r[m] = {M_m[2 (l % 4)][l / 4], M_m[2 (l % 4) + 1][l / 4]}. Each row is 16 bytes, 16-byte aligned.
 template <bool kTrans>
 __device__ __forceinline__ void ldsm_x4(uint32_t (&r)[4], const bf16* p) {
   const uint32_t a = smem_u32(p);
@@ -377,16 +359,12 @@ __device__ __forceinline__ void ldsm_x2(uint32_t (&r)[2], const bf16* p) {
                  : "r"(a)
                  : "memory");
   else
-    asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0,%1}, [%2];\n"
-                 : "=r"(r[0]), "=r"(r[1])
-                 : "r"(a)
-                 : "memory");
+    asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0,%1}, [%2];\n" : "=r"(r[0]), "=r"(r[1]) : "r"(a) : "memory");
 }
 
 // Element offset of (row, col) in bf16 rows of ld elements; kSwz: the row's 16-byte chunks XOR-permuted by
-// row & 7 (rows of 64 or 128 elements starting 128-byte aligned; col a multiple of 8 here), so that the 8
-// rows of an ldmatrix matrix, and the 16-byte cp.async stores of consecutive rows, fall on distinct banks
-// without padding.
+// row & 7 (rows of 64 or 128 elements starting 128-byte aligned; col a multiple of 8 here), so that the 8 rows of
+// an ldmatrix matrix, and the 16-byte cp.async stores of consecutive rows, fall on distinct banks without padding.
 template <bool kSwz>
 __device__ __forceinline__ int tile_off(int row, int col, int ld) {
   return row * ld + (kSwz ? (((col >> 3) ^ (row & 7)) << 3) | (col & 7) : col);
@@ -395,12 +373,11 @@ __device__ __forceinline__ int tile_off(int row, int col, int ld) {
 // Fragments of mma.m16n8k16 (g = lane / 4, t = lane % 4): a0 = A[g][2t..], a1 = A[g+8][2t..],
 // a2 = A[g][2t+8..], a3 = A[g+8][2t+8..]; b0 = B[2t..][g] = Bt[g][2t..], b1 = Bt[g][2t+8..];
 // c0, c1 = C[g][2t, 2t+1], c2, c3 = C[g+8][2t, 2t+1].
-// Loaded by ldmatrix. The A fragment of rows m .. m + 16, columns k0 .. k0 + 16 is one x4 (matrices: m + 0 /
-// + 8 by k + 0 / + 8 -> a0 .. a3), from A stored row-major [m][k] (kTrans = false) or as its transpose [k][m]
-// (.trans). The B fragments of two n8 tiles are one x4 (matrices: tile j k + 0 / + 8, tile j + 1 k + 0 / +
-// 8), an odd last tile one x2, from B stored as Bt [n][k] (kTrans = false) or row-major [k][n] (.trans). One
-// instruction per 4 (or 2) 32-bit fragment registers instead of one each. kSwz: A or Bt in swizzled rows
-// (tile_off), read untransposed.
+// Loaded by ldmatrix. The A fragment of rows m .. m + 16, columns k0 .. k0 + 16 is one x4 (matrices: m + 0 / + 8
+// by k + 0 / + 8 -> a0 .. a3), from A stored row-major [m][k] (kTrans = false) or as its transpose [k][m] (.trans).
+// The B fragments of two n8 tiles are one x4 (matrices: tile j k + 0 / + 8, tile j + 1 k + 0 / + 8), an odd last
+// tile one x2, from B stored as Bt [n][k] (kTrans = false) or row-major [k][n] (.trans). One instruction per 4 (or
+// 2) 32-bit fragment registers instead of one each. kSwz: A or Bt in swizzled rows (tile_off), read untransposed.
 template <bool kTrans, bool kSwz = false>
 __device__ __forceinline__ void ld_a_frag(uint32_t (&a)[4], const bf16* A, int lda, int m, int k0, int lane) {
   static_assert(!(kTrans && kSwz), "swizzled tiles are read untransposed");
@@ -410,8 +387,7 @@ __device__ __forceinline__ void ld_a_frag(uint32_t (&a)[4], const bf16* A, int l
     ldsm_x4<false>(a, A + tile_off<kSwz>(m + (lane & 7) + 8 * ((lane >> 3) & 1), k0 + 8 * (lane >> 4), lda));
 }
 template <int NT, bool kTrans, bool kSwz = false>
-__device__ __forceinline__ void ld_b_frags(uint32_t (&b)[NT][2], const bf16* B, int ldb, int n0, int k0,
-                                           int lane) {
+__device__ __forceinline__ void ld_b_frags(uint32_t (&b)[NT][2], const bf16* B, int ldb, int n0, int k0, int lane) {
   static_assert(!(kTrans && kSwz), "swizzled tiles are read untransposed");
 #pragma unroll
   for (int j = 0; j + 1 < NT; j += 2) {
@@ -419,8 +395,8 @@ __device__ __forceinline__ void ld_b_frags(uint32_t (&b)[NT][2], const bf16* B, 
     if constexpr (kTrans)
       ldsm_x4<true>(r, B + (k0 + (lane & 15)) * ldb + n0 + 8 * j + 8 * (lane >> 4));
     else
-      ldsm_x4<false>(
-          r, B + tile_off<kSwz>(n0 + 8 * j + (lane & 7) + 8 * (lane >> 4), k0 + 8 * ((lane >> 3) & 1), ldb));
+      ldsm_x4<false>(r, B + tile_off<kSwz>(n0 + 8 * j + (lane & 7) + 8 * (lane >> 4), k0 + 8 * ((lane >> 3) & 1),
+                                           ldb));
     b[j][0] = r[0], b[j][1] = r[1], b[j + 1][0] = r[2], b[j + 1][1] = r[3];
   }
   if constexpr (NT % 2 == 1) {
@@ -435,12 +411,11 @@ __device__ __forceinline__ void ld_b_frags(uint32_t (&b)[NT][2], const bf16* B, 
 
 // acc[i][j] += A[m0 + 16 i .. +16][0..KD) * Bt[n0 + 8 j .. +8][0..KD)^T for one warp.
 // A: bf16 row-major [m][k] (lda elements), or [k][m] with kAT; Bt: bf16 [n][k] row-major (ldb elements), or B
-// [k][n] with kBT; rows 16-byte aligned (lda, ldb multiples of 8). kAlo: A given as hi (A) + lo (A_lo), one
-// more mma per fragment. kBSwz: Bt in swizzled rows (tile_off).
+// [k][n] with kBT; rows 16-byte aligned (lda, ldb multiples of 8). kAlo: A given as hi (A) + lo (A_lo), one more
+// mma per fragment. kBSwz: Bt in swizzled rows (tile_off).
 template <int MT, int NT, int KD, bool kAlo = false, bool kAT = false, bool kBT = false, bool kBSwz = false>
-__device__ __forceinline__ void warp_mma(float (&acc)[MT][NT][4], const bf16* A, int lda, int m0,
-                                         const bf16* Bt, int ldb, int n0, int lane,
-                                         const bf16* A_lo = nullptr) {
+__device__ __forceinline__ void warp_mma(float (&acc)[MT][NT][4], const bf16* A, int lda, int m0, const bf16* Bt,
+                                         int ldb, int n0, int lane, const bf16* A_lo = nullptr) {
 #pragma unroll
   for (int k0 = 0; k0 < KD; k0 += 16) {
     uint32_t a[MT][4], b[NT][2];
@@ -464,18 +439,17 @@ __device__ __forceinline__ void warp_mma(float (&acc)[MT][NT][4], const bf16* A,
 // warp_mma with Bt given as bf16 hi (Bt) + lo (Bt_lo) and optionally A as hi + lo (kAlo), the correction
 // products on separate accumulators: acc += A Bt, acc_b += A Bt_lo, acc_c += A_lo Bt (the caller adds them).
 // The dependent mma chain per accumulator is KD / 16 instead of 2 or 3 KD / 16 (the walk's latency path).
-// kBT: B (and B_lo) stored row-major [k][n] (see warp_mma). kASwz: A (and A_lo, A2) in swizzled rows
-// (tile_off). kA2: a second A operand A2 (single bf16, same layout as A) against the same B, acc2 += A2 Bt
-// and acc2_b += A2 Bt_lo, so that each B fragment is loaded once for both. The walk's U = U0 + Wn S and the
-// Qg S half of O read the same S^T hi + lo: one pass instead of two saves a third of their shared-memory
-// fragment traffic (the walk's bound).
+// kBT: B (and B_lo) stored row-major [k][n] (see warp_mma). kASwz: A (and A_lo, A2) in swizzled rows (tile_off).
+// kA2: a second A operand A2 (single bf16, same layout as A) against the same B, acc2 += A2 Bt and acc2_b +=
+// A2 Bt_lo, so that each B fragment is loaded once for both. The walk's U = U0 + Wn S and the Qg S half of O
+// read the same S^T hi + lo: one pass instead of two saves a third of their shared-memory fragment traffic (the
+// walk's bound).
 template <int MT, int NT, int KD, bool kAlo, bool kBT = false, bool kASwz = false, bool kA2 = false>
 __device__ __forceinline__ void warp_mma_split(float (&acc)[MT][NT][4], float (&acc_b)[MT][NT][4],
                                                float (&acc_c)[MT][NT][4], const bf16* A, int lda, int m0,
                                                const bf16* Bt, int ldb, int n0, int lane, const bf16* A_lo,
                                                const bf16* Bt_lo, const bf16* A2 = nullptr,
-                                               float (*acc2)[NT][4] = nullptr,
-                                               float (*acc2_b)[NT][4] = nullptr) {
+                                               float (*acc2)[NT][4] = nullptr, float (*acc2_b)[NT][4] = nullptr) {
 #pragma unroll
   for (int k0 = 0; k0 < KD; k0 += 16) {
     uint32_t a[MT][4], b[NT][2], bl[NT][2];
@@ -510,27 +484,24 @@ __device__ __forceinline__ void cp_async16(void* smem_dst, const void* gmem_src)
   const uint32_t d = smem_u32(smem_dst);
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(d), "l"(gmem_src) : "memory");
 }
-__device__ __forceinline__ void cp_async_commit() {
-  asm volatile("cp.async.commit_group;\n" ::: "memory");
-}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
 template <int N>
 __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
 }
 
-// Where cp_tile_g2s finds element (r, col0 + c) of its global tile g: dense rows of ldg elements, a scratch
-// bf16 tile of ROWS rows (scr_tile_off) or the U0 scratch tile (scr_u0_off).
+// Where cp_tile_g2s finds element (r, col0 + c) of its global tile g: dense rows of ldg elements, a scratch bf16
+// tile of ROWS rows (scr_tile_off) or the U0 scratch tile (scr_u0_off).
 enum : int { kSrcRows = 0, kSrcTile = 1, kSrcU0 = 2 };
 
-// ROWS x COLS elements of type E (COLS * sizeof(E) a multiple of 16), columns col0 .. of the global tile g
-// (layout kSrc) -> shared (row stride lds elements, 16-byte aligned rows), cp.async by NTHR threads. kSwz:
-// bf16 rows of 64 or 128 elements (lds == COLS) in the swizzled layout of tile_off.
+// ROWS x COLS elements of type E (COLS * sizeof(E) a multiple of 16), columns col0 .. of the global tile g (layout
+// kSrc) -> shared (row stride lds elements, 16-byte aligned rows), cp.async by NTHR threads. kSwz: bf16 rows of 64
+// or 128 elements (lds == COLS) in the swizzled layout of tile_off.
 template <typename E, int ROWS, int COLS, int NTHR, bool kSwz = false, int kSrc = kSrcRows>
 __device__ __forceinline__ void cp_tile_g2s(E* s, int lds, const E* g, int64_t ldg, int tid, int col0 = 0) {
   constexpr int PER = 16 / int(sizeof(E)), CPR = COLS / PER;
   static_assert(COLS % PER == 0, "16-byte rows");
-  static_assert(!kSwz || (sizeof(E) == 2 && (COLS == 64 || COLS == 128)),
-                "swizzled rows: bf16, 8 or 16 chunks");
+  static_assert(!kSwz || (sizeof(E) == 2 && (COLS == 64 || COLS == 128)), "swizzled rows: bf16, 8 or 16 chunks");
   static_assert(kSrc != kSrcTile || sizeof(E) == 2, "scratch tiles are bf16");
   static_assert(kSrc != kSrcU0 || sizeof(E) == 4, "U0 is fp32");
   constexpr int NIT = (ROWS * CPR + NTHR - 1) / NTHR;
@@ -551,8 +522,8 @@ __device__ __forceinline__ void cp_tile_g2s(E* s, int lds, const E* g, int64_t l
 // kernel 2: sequential walk over the chunks of one (sequence, head, V tile)
 
 template <int D, int VT, int NTHR>
-__device__ __forceinline__ void walk_prefetch(const Params& p, unsigned char* buf, int64_t cid, int v0,
-                                              int tid, bool u0 = true) {
+__device__ __forceinline__ void walk_prefetch(const Params& p, unsigned char* buf, int64_t cid, int v0, int tid,
+                                              bool u0 = true) {
   using L = WalkSmem<D, VT>;
   constexpr bool S = L::kSwz;
   bf16* const wh = reinterpret_cast<bf16*>(buf + L::BWH);
@@ -568,8 +539,7 @@ __device__ __forceinline__ void walk_prefetch(const Params& p, unsigned char* bu
 }
 
 template <int D, int VT, int NTHR>
-__device__ __forceinline__ void walk_prefetch_out(const Params& p, unsigned char* smem, int64_t cid,
-                                                  int tid) {
+__device__ __forceinline__ void walk_prefetch_out(const Params& p, unsigned char* smem, int64_t cid, int tid) {
   using L = WalkSmem<D, VT>;
   constexpr bool S = L::kSwz;
   cp_tile_g2s<bf16, kC, D, NTHR, S, kSrcTile>(reinterpret_cast<bf16*>(smem + L::QG), L::LDW,
@@ -584,12 +554,12 @@ __global__ void __launch_bounds__(NTHR, 1) kda_chunk_walk(const Params p) {
   constexpr int NW = NTHR / 32, NV = D / VT;
   static_assert(NTHR == 512 || (VT == 32 && NTHR == 256), "walk block");
   constexpr int LDB = L::LDB, LDW = L::LDW, LDT = L::LDT, LDU = L::LDU, LDV = L::LDV;
-  extern __shared__ __align__(128) unsigned char smem[];    // the swizzled tiles need 128-byte aligned rows
+  extern __shared__ __align__(128) unsigned char smem[];  // the swizzled tiles need 128-byte aligned rows
   bf16* const sSh = reinterpret_cast<bf16*>(smem + L::SH);  // S^T hi [VT][LDB]
   bf16* const sSl = reinterpret_cast<bf16*>(smem + L::SL);  // S^T lo [VT][LDB]
   bf16* const sUh = reinterpret_cast<bf16*>(smem + L::UH);  // U hi [64][LDV]
   bf16* const sUl = reinterpret_cast<bf16*>(smem + L::UL);  // U lo [64][LDV]
-  const bf16* const sQg = reinterpret_cast<const bf16*>(smem + L::QG);    // Qg [64][LDW]
+  const bf16* const sQg = reinterpret_cast<const bf16*>(smem + L::QG);   // Qg [64][LDW]
   const bf16* const sAqk = reinterpret_cast<const bf16*>(smem + L::AQK);  // A_qk [64][LDT]
 
   KDA_CHUNK_ASSERT(blockDim.x == NTHR);
@@ -631,11 +601,9 @@ __global__ void __launch_bounds__(NTHR, 1) kda_chunk_walk(const Params p) {
         outs = false;
         src = ident ? kSrcIdentity : kSrcZero;
         dst = kDstScratch;
-        dst_p = (ident ? p.seg_map + (size_t(unit) * p.H + h) * blk
-                       : p.seg_start + (size_t(unit + 1) * p.H + h) * blk);
+        dst_p = (ident ? p.seg_map + (size_t(unit) * p.H + h) * blk : p.seg_start + (size_t(unit + 1) * p.H + h) * blk);
       }
-    } else {  // kWalkFinish: segments j >= 1 from their start state in scratch (never from s0: s1 may alias
-              // it)
+    } else {  // kWalkFinish: segments j >= 1 from their start state in scratch (never from s0: s1 may alias it)
       if (j == 0) return;
       src = kSrcScratch, src_p = p.seg_start + (size_t(unit) * p.H + h) * blk;
       if (j < P - 1) dst = kDstNone;
@@ -643,8 +611,8 @@ __global__ void __launch_bounds__(NTHR, 1) kda_chunk_walk(const Params p) {
   }
 
   // cp.async groups: the inputs of chunk c (buffer c & 1) are committed at the top of iteration c - 1, its
-  // output operands (Qg, A_qk, single buffer) at the end of iteration c - 1, after every read of chunk c -
-  // 1's; so the wait_group 1 after the top commit of iteration c leaves only chunk c + 1's inputs in flight.
+  // output operands (Qg, A_qk, single buffer) at the end of iteration c - 1, after every read of chunk c - 1's;
+  // so the wait_group 1 after the top commit of iteration c leaves only chunk c + 1's inputs in flight.
   if (cbeg < cend) walk_prefetch<D, VT, NTHR>(p, smem + L::BUF0, cbeg * p.H + h, v0, tid, !ident);
   cp_async_commit();
   if (cbeg < cend && outs) walk_prefetch_out<D, VT, NTHR>(p, smem, cbeg * p.H + h, tid);
@@ -656,9 +624,9 @@ __global__ void __launch_bounds__(NTHR, 1) kda_chunk_walk(const Params p) {
   constexpr int NT = VT / 32;  // n8 tiles per warp over VT / 4 columns
 
   // The fp32 state S^T [VT][D] lives in registers, in the accumulator layout of the state update: warp w
-  // owns rows m0 = 16 (w / WN7) .. + 16, columns n07 = (w % WN7) D / WN7 .. + D / WN7; st[0][nt][2 rr + cc]
-  // is S^T[v][kk] with v = m0 + gq + 8 rr, kk = n07 + 8 nt + 2 tq + cc. Its bf16 hi + lo split (hi = bf16(x),
-  // lo = bf16(x - hi)) is written to sSh / sSl for the two products that read S.
+  // owns rows m0 = 16 (w / WN7) .. + 16, columns n07 = (w % WN7) D / WN7 .. + D / WN7; st[0][nt][2 rr + cc] is
+  // S^T[v][kk] with v = m0 + gq + 8 rr, kk = n07 + 8 nt + 2 tq + cc. Its bf16 hi + lo split (hi = bf16(x), lo =
+  // bf16(x - hi)) is written to sSh / sSl for the two products that read S.
   constexpr int WM7 = VT / 16, WN7 = NW / WM7, MT7 = 1, NT7 = D / (8 * WN7);  // WM7 x WN7 warp grid
   static_assert(WM7 * WN7 == NW && NT7 >= 1 && NT7 * 8 * WN7 == D, "state update tiles");
   const int m0 = 16 * (warp / WN7), n07 = (warp % WN7) * (D / WN7);
@@ -688,12 +656,9 @@ __global__ void __launch_bounds__(NTHR, 1) kda_chunk_walk(const Params p) {
         for (int cc = 0; cc < 2; ++cc) {
           const int v = m0 + 16 * mt + gq + 8 * rr, kk = n07 + 8 * nt + 2 * tq + cc;
           float x = 0.f;
-          if (src == kSrcUser && p.s0)
-            x = p.s0[state_index(v, kk)];
-          else if (src == kSrcScratch)
-            x = src_p[size_t(v0 + v) * D + kk];
-          else if (src == kSrcIdentity)
-            x = v0 + v == kk ? 1.f : 0.f;
+          if (src == kSrcUser && p.s0) x = p.s0[state_index(v, kk)];
+          else if (src == kSrcScratch) x = src_p[size_t(v0 + v) * D + kk];
+          else if (src == kSrcIdentity) x = v0 + v == kk ? 1.f : 0.f;
           st[mt][nt][2 * rr + cc] = x;
         }
   store_split();  // ordered before the first read by the barrier at the top of the first iteration
@@ -726,19 +691,18 @@ __global__ void __launch_bounds__(NTHR, 1) kda_chunk_walk(const Params p) {
 #pragma unroll
           for (int rr = 0; rr < 2; ++rr) {
             const int t = t0 + 16 * mt + gq + 8 * rr, v = n0 + 8 * nt + 2 * tq;
-            const float2 u =
-                ident ? make_float2(0.f, 0.f) : *reinterpret_cast<const float2*>(sU0 + t * LDU + v);
+            const float2 u = ident ? make_float2(0.f, 0.f) : *reinterpret_cast<const float2*>(sU0 + t * LDU + v);
             acc[mt][nt][2 * rr] = u.x;
             acc[mt][nt][2 * rr + 1] = u.y;
           }
       {
         float acc_b[MT][NT][4] = {}, acc_c[MT][NT][4] = {};
         if (outs)
-          warp_mma_split<MT, NT, D, true, false, L::kSwz, true>(acc, acc_b, acc_c, sWh, LDW, t0, sSh, LDB, n0,
-                                                                lane, sWl, sSl, sQg, acc_o, acc_ob);
+          warp_mma_split<MT, NT, D, true, false, L::kSwz, true>(acc, acc_b, acc_c, sWh, LDW, t0, sSh, LDB, n0, lane,
+                                                                sWl, sSl, sQg, acc_o, acc_ob);
         else
-          warp_mma_split<MT, NT, D, true, false, L::kSwz>(acc, acc_b, acc_c, sWh, LDW, t0, sSh, LDB, n0, lane,
-                                                          sWl, sSl);
+          warp_mma_split<MT, NT, D, true, false, L::kSwz>(acc, acc_b, acc_c, sWh, LDW, t0, sSh, LDB, n0, lane, sWl,
+                                                          sSl);
 #pragma unroll
         for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
@@ -761,11 +725,11 @@ __global__ void __launch_bounds__(NTHR, 1) kda_chunk_walk(const Params p) {
     // O = Qg S_start (acc_o, acc_ob: from the U pass) + A_qk U (64 x VT; U hi + lo) -> global o (rows in the
     // sequence)
     if (outs) {
-      float(&acc)[MT][NT][4] = acc_o;
-      float(&acc_b)[MT][NT][4] = acc_ob;
+      float (&acc)[MT][NT][4] = acc_o;
+      float (&acc_b)[MT][NT][4] = acc_ob;
       float acc_c[MT][NT][4];
-      warp_mma_split<MT, NT, kC, false, true, L::kSwz>(acc, acc_b, acc_c, sAqk, LDT, t0, sUh, LDV, n0, lane,
-                                                       nullptr, sUl);
+      warp_mma_split<MT, NT, kC, false, true, L::kSwz>(acc, acc_b, acc_c, sAqk, LDT, t0, sUh, LDV, n0, lane, nullptr,
+                                                    sUl);
 #pragma unroll
       for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
@@ -802,8 +766,7 @@ __global__ void __launch_bounds__(NTHR, 1) kda_chunk_walk(const Params p) {
           st[mt][nt][2 * rr + 1] *= sDecay[kk + 1];
         }
     warp_mma<MT7, NT7, kC, true, true, false, L::kSwz>(st, sUh, LDV, m0, sKdt, LDT, n07, lane, sUl);
-    __syncthreads();  // every warp has read S^T hi / lo, Qg, A_qk (products above) before they are
-                      // overwritten
+    __syncthreads();  // every warp has read S^T hi / lo, Qg, A_qk (products above) before they are overwritten
     if (c + 1 < cend && outs) walk_prefetch_out<D, VT, NTHR>(p, smem, cid + p.H, tid);
     cp_async_commit();
     store_split();

@@ -21,16 +21,16 @@ void kda_chunk_fwd(const KdaArgs& a, int chunk_size, const Context& ctx);
 void kda_chunk_set_segment_chunks(int64_t chunks);
 int64_t kda_chunk_last_segment_chunks();
 
-// The prep's row loads the last call used (prep.cuh, phase L), for tests: the bulk copies (q, k, v, g bf16
-// with 16-byte aligned rows), the vector loads (bf16, 8-byte aligned row pieces) or the generic loads.
+// The prep's row loads the last call used (prep.cuh, phase L), for tests: the bulk copies (q, k, v, g bf16 with
+// 16-byte aligned rows), the vector loads (bf16, 8-byte aligned row pieces) or the generic loads.
 enum class KdaRowLoads { bulk, vector, generic };
 KdaRowLoads kda_chunk_last_row_loads();
 
-// The walk kernel (chunk.cuh kernel 2; walk_wgmma.cuh), for tests: kda_chunk_set_walk forces the plain walk's
-// kernel (automatic, the default: chunk.cu's heuristic; a forced one still gives way to segments where those
-// are chosen, see kda_chunk_set_segment_chunks); kda_chunk_last_walk says which kernel the last call ran
+// The walk kernel (chunk.cuh kernel 2 at V tiles of 32; walk_wgmma.cuh at 64), for tests: kda_chunk_set_walk forces
+// the plain walk's kernel (automatic, the default: chunk.cu's heuristic; a forced one still gives way to segments
+// where those are chosen, see kda_chunk_set_segment_chunks); kda_chunk_last_walk says which kernel the last call ran
 // (segments: the sequence-parallel walks). Process-wide, like the segment setting.
-enum class KdaWalk { automatic, mma_vt32, mma_vt64, wgmma_vt64, segments };
+enum class KdaWalk { automatic, mma_vt32, wgmma_vt64, segments };
 void kda_chunk_set_walk(KdaWalk walk);
 KdaWalk kda_chunk_last_walk();
 

@@ -1,6 +1,5 @@
 // src/cuda/kda/decode_step.cuh: the fused KDA decode step (kimi/ops/kda_decode.h), one launch per call,
-// one CTA per (sequence n, head h). Math of one CTA, s = slot(n), channels of head h (K of q/k/f, V of
-// v/z/y):
+// one CTA per (sequence n, head h). Math of one CTA, s = slot(n), channels of head h (K of q/k/f, V of v/z/y):
 //   q, k, v = SiLU(conv(x; cache[s]))           conv_step.cuh's math, caches shifted in place, fp32 in shared
 //   a_i = exp(g_i), g = gate(f; A_log[h], dt_bias)   kda_device.cuh gate_log
 //   rq, rk, qk from q.q, k.k, q.k (L2 norms eps 1e-6, scale), beta = sigmoid(b[n, h])   token_factors
@@ -16,10 +15,10 @@
 //
 // CTA = 512 threads (16 warps), grid N * H, n = blockIdx.x / H, h = blockIdx.x % H. Per CTA:
 //  0. before the slot is known, each thread issues every load of its first conv channel that does not depend
-//     on it (x, the W taps, f and dt_bias for q channels) and of the head (A_log, beta, o_norm_j and z_j of
-//     its output column) as raw predicated loads (ld_raw: no branch, no conversion, so nothing waits until
-//     the values are used). Latency, not bytes, bounds a CTA at small N * H: the former prologue read each
-//     value through load_f32, whose per-dtype branch converted right after the load, so every conv tap, x, f,
+//     on it (x, the W taps, f and dt_bias for q channels) and of the head (A_log, beta, o_norm_j and z_j of its
+//     output column) as raw predicated loads (ld_raw: no branch, no conversion, so nothing waits until the
+//     values are used). Latency, not bytes, bounds a CTA at small N * H: the former prologue read each value
+//     through load_f32, whose per-dtype branch converted right after the load, so every conv tap, x, f,
 //     dt_bias, A_log, beta, z and o_norm cost a dependent memory round trip (~15 in a row).
 //  1. s = slot(n): n (no slots), the launcher's inline table (host slots, validated on the host), or a device
 //     i32/i64 [N] tensor (unvalidated: s outside [0, S) -> the CTA writes NaN into y[n, hV .. hV+V) and reads
@@ -27,17 +26,16 @@
 //  2. the head's state (tile 0) is prefetched into L2 (prefetch.global.L2: no registers held), the thread's
 //     W-1 conv-cache values are loaded (one round trip), then the prologue runs while HBM serves the state:
 //     one thread per channel of the head's 2*KMAX + V conv channels (q and its gate, k, v), results to shared
-//     q, k, a [KMAX] (q = k = 0, a = 1 beyond K: rows beyond K stay 0), v [V]; barrier; the sums q.q, k.k,
-//     q.k (warp shuffles, per-warp partials, barrier). (Issuing the state loads into registers before the
-//     prologue instead spilled 340-376 bytes per thread at the 64-register cap of 2 CTAs per SM; as written
-//     ptxas reports 28-56 bytes of spill stores.)
+//     q, k, a [KMAX] (q = k = 0, a = 1 beyond K: rows beyond K stay 0), v [V]; barrier; the sums q.q, k.k, q.k
+//     (warp shuffles, per-warp partials, barrier).
+//     (Issuing the state loads into registers before the prologue instead spilled 340-376 bytes per thread
+//     at the 64-register cap of 2 CTAs per SM; as written ptxas reports 28-56 bytes of spill stores.)
 //  3. per tile: 16-byte streaming loads of the state into registers, decay + partial reductions over the
 //     thread's rows, reductions over K, e and o, update, 16-byte streaming stores.
 //  4. barrier (the o_j of every tile in shared); every warp reduces sum o^2 over V itself (no more barriers);
 //     thread j < V writes y_j.
 // Thread mappings (state contiguous: head (s, h) at (s H + h) K V, row length V (kv) or K (vk)):
-//  kv [K rows][V cols]: thread = (column group cg of 4 columns, row group rg), CG = BV/4 column groups (<=
-//  32,
+//  kv [K rows][V cols]: thread = (column group cg of 4 columns, row group rg), CG = BV/4 column groups (<= 32,
 //     so a warp covers 32/CG row groups), RG = 512/CG row groups, rows rg + RG r (r < NR), KMAX = RG NR.
 //     At CG = 32 a warp reads one 512-byte row segment. Reductions over K: in-thread over NR rows, shuffles
 //     over the warp's row groups, per-warp float4 partials in shared, column j summed by thread j (< BV),
@@ -45,12 +43,11 @@
 //  vk [V rows][K cols]: thread = (K group kg of 4 consecutive K, column group vg), KG lanes per column (one
 //     warp), K slots 4 kg + 4 KG c (c < KC), KMAX = 4 KG KC; VG = 512/KG column groups, columns
 //     j0 + vg + VG m (m < NV), BV = VG NV. Reductions over K: shuffles only (no barrier per tile).
-// Registers: 4 NR (kv) or 4 KC NV (vk) state floats per thread: 32 up to K = 128 (2 CTAs per SM), 64 at K =
-// 256. The bulk path (default where the launcher allows it, decode_step.cu use_bulk: K V <= 16384, the row
-// length a multiple of 4, the pool 16-byte aligned): the head's state block is copied into dynamic shared
-// memory by the bulk copy engine as soon as the slot is known (so HBM serves it during the prologue, without
-// registers), updated there, and copied back while the epilogue runs; see "The bulk path" and "The streaming
-// bulk kernels" below.
+// Registers: 4 NR (kv) or 4 KC NV (vk) state floats per thread: 32 up to K = 128 (2 CTAs per SM), 64 at K = 256.
+// The bulk path (default where the launcher allows it, decode_step.cu use_bulk: K V <= 16384, the row length a
+// multiple of 4, the pool 16-byte aligned): the head's state block is copied into dynamic shared memory by the bulk
+// copy engine as soon as the slot is known (so HBM serves it during the prologue, without registers), updated there,
+// and copied back while the epilogue runs; see "The bulk path" and "The streaming bulk kernels" below.
 #pragma once
 
 #include <cstdint>
@@ -67,8 +64,8 @@ using namespace kda_detail;
 
 inline constexpr int kThreads = 512;
 inline constexpr int kWarps = kThreads / 32;
-inline constexpr int kMaxV = 256;         // kKdaMaxHeadDim
-inline constexpr int kInlineSlots = 256;  // host slots passed by value up to this N
+inline constexpr int kMaxV = 256;          // kKdaMaxHeadDim
+inline constexpr int kInlineSlots = 256;   // host slots passed by value up to this N
 
 enum SlotMode : int { slots_identity = 0, slots_inline = 1, slots_device = 2 };
 
@@ -91,27 +88,20 @@ struct ConvPool {
 
 struct DecodeParams {
   Act xq, xk, xv, f, b, z;  // z.p null when absent
-  void* y;
-  int64_t y_n;
-  int ty;
+  void* y; int64_t y_n; int ty;
   ConvPool cq, ck, cv;
   int W;
-  int gate;  // GateCode (bounded or softplus)
-  const float* A_log;
-  int64_t A_s;           // A_log[h * A_s]
-  const float* dt_bias;  // contiguous [H*K]: dt_bias[h K + i]
+  int gate;                        // GateCode (bounded or softplus)
+  const float* A_log; int64_t A_s;  // A_log[h * A_s]
+  const float* dt_bias;            // contiguous [H*K]: dt_bias[h K + i]
   float lower_bound, scale, norm_eps;
-  const void* o_norm;
-  int t_on;  // [V], stride 1
-  float* state;
-  int state_vec;  // contiguous pool [S, H, K, V] / [S, H, V, K]; vec: 16-byte accesses valid
+  const void* o_norm; int t_on;    // [V], stride 1
+  float* state; int state_vec;     // contiguous pool [S, H, K, V] / [S, H, V, K]; vec: 16-byte accesses valid
   int64_t S;
   int H, K, V;
-  int slot_mode;  // SlotMode
-  const void* dslots;
-  int64_t dslots_stride;
-  int dslots_i64;                // slots_device: i32/i64 [N]
-  int32_t islots[kInlineSlots];  // slots_inline
+  int slot_mode;                   // SlotMode
+  const void* dslots; int64_t dslots_stride; int dslots_i64;  // slots_device: i32/i64 [N]
+  int32_t islots[kInlineSlots];    // slots_inline
 };
 
 // Sequence n's pool row (unchecked for device slots: the caller compares it with [0, S)).
@@ -138,10 +128,10 @@ __device__ __forceinline__ int64_t head_slot(const DecodeParams& p, int64_t n, i
   return -1;
 }
 
-// One element of type t (ElemType) at base + i, as raw bits (f32: 32 bits; bf16 / f16: 16 bits,
-// zero-extended), 0 when !ok. Predicated loads, no branch and no conversion: nothing waits for the value
-// until it is used, so a thread's loads are all in flight together (as load_f32, whose per-type branch
-// converted right after each load, the conv taps were serialized: one memory round trip per tap).
+// One element of type t (ElemType) at base + i, as raw bits (f32: 32 bits; bf16 / f16: 16 bits, zero-extended),
+// 0 when !ok. Predicated loads, no branch and no conversion: nothing waits for the value until it is used, so a
+// thread's loads are all in flight together (as load_f32, whose per-type branch converted right after each
+// load, the conv taps were serialized: one memory round trip per tap).
 __device__ __forceinline__ uint32_t ld_raw(const void* base, int64_t i, int t, bool ok) {
   const bool wide = t == el_f32;
   const char* a = static_cast<const char*>(base) + i * (wide ? 4 : 2);
@@ -177,15 +167,15 @@ struct Token {
 
 // Conv channel c of the CTA (c < KMAX: q row c and its gate; c < 2 KMAX: k row c - KMAX; c < 2 KMAX + V: v
 // column c - 2 KMAX), and its raw inputs that do not depend on the slot (loaded before the slot is known).
-// WM: the largest conv width the instance serves (W <= WM; kConvMaxWidth, or 4 in the streaming bulk kernels
-// for W <= 4, which holds 4 fewer taps and history values per thread in registers).
+// WM: the largest conv width the instance serves (W <= WM; kConvMaxWidth, or 4 in the streaming bulk kernels for
+// W <= 4, which holds 4 fewer taps and history values per thread in registers).
 template <int WM = kConvMaxWidth>
 struct ChanIn {
-  int role;               // 0 q, 1 k, 2 v
-  int64_t ch;             // channel in [0, P) (q, k) or [0, Pv) (v)
-  bool live;              // q, k rows beyond K: no channel (q = k = 0, a = 1)
-  uint32_t x, f, dt, wx;  // wx: the tap on x, w[W-1]
-  uint32_t w[WM - 1];     // taps on the history, w[0 .. W-2]
+  int role;        // 0 q, 1 k, 2 v
+  int64_t ch;      // channel in [0, P) (q, k) or [0, Pv) (v)
+  bool live;       // q, k rows beyond K: no channel (q = k = 0, a = 1)
+  uint32_t x, f, dt, wx;                 // wx: the tap on x, w[W-1]
+  uint32_t w[WM - 1];                    // taps on the history, w[0 .. W-2]
 };
 template <int KMAX, int WM = kConvMaxWidth>
 __device__ __forceinline__ ChanIn<WM> chan_inputs(const DecodeParams& p, int64_t n, int h, int c) {
@@ -206,8 +196,8 @@ __device__ __forceinline__ ChanIn<WM> chan_inputs(const DecodeParams& p, int64_t
   return in;
 }
 
-// What the CTA reads before its slot is known, besides its first conv channel: the gate's A_log, beta, and
-// the norm's o_norm and z of the thread's output column j = tid (< V).
+// What the CTA reads before its slot is known, besides its first conv channel: the gate's A_log, beta, and the
+// norm's o_norm and z of the thread's output column j = tid (< V).
 struct HeadIn {
   uint32_t A, b, on, z;
 };
@@ -229,8 +219,7 @@ struct CacheRow {
   float x;
 };
 template <int WM>
-__device__ __forceinline__ void cache_store(const ConvPool& cp, int64_t s, int64_t ch, int W,
-                                            const CacheRow<WM>& r) {
+__device__ __forceinline__ void cache_store(const ConvPool& cp, int64_t s, int64_t ch, int W, const CacheRow<WM>& r) {
   const int64_t c0 = s * cp.c_s + ch * cp.c_c;
 #pragma unroll
   for (int j = 0; j + 1 < WM - 1; ++j)
@@ -252,7 +241,8 @@ __device__ __forceinline__ TokenScalars decode_prologue(const DecodeParams& p, T
     const int64_t c0 = s * cp.c_s + in.ch * cp.c_c;
     uint32_t hr[WM - 1];
 #pragma unroll
-    for (int j = 0; j < WM - 1; ++j) hr[j] = ld_raw(cp.cache, c0 + j * cp.c_j, cp.tc, in.live && j < W - 1);
+    for (int j = 0; j < WM - 1; ++j)
+      hr[j] = ld_raw(cp.cache, c0 + j * cp.c_j, cp.tc, in.live && j < W - 1);
     const Act& xa = in.role == 0 ? p.xq : (in.role == 1 ? p.xk : p.xv);
     CacheRow<WM> row;
     row.x = raw_f32(in.x, xa.t);
@@ -267,8 +257,7 @@ __device__ __forceinline__ TokenScalars decode_prologue(const DecodeParams& p, T
     if (in.live) cache_store(cp, s, in.ch, W, row);
     if (in.role == 0) {
       float ai = 1.f;
-      if (in.live)
-        ai = expf(gate_log(p.gate, raw_f32(in.f, p.f.t), __uint_as_float(in.dt), expA, p.lower_bound));
+      if (in.live) ai = expf(gate_log(p.gate, raw_f32(in.f, p.f.t), __uint_as_float(in.dt), expA, p.lower_bound));
       sm.q[c] = in.live ? acc : 0.f;
       sm.a[c] = ai;
     } else if (in.role == 1) {
@@ -308,11 +297,11 @@ __device__ __forceinline__ TokenScalars decode_prologue(const DecodeParams& p, T
   return token_factors(sqq, skk, sqk, p.scale, true, beta);
 }
 
-// Step 4, after a barrier that completes o[0 .. V): every warp sums o^2 over V itself (xor butterfly: the
-// same value in every lane and warp), thread j < V writes y_j (o_norm_j and z_j were loaded before the slot).
+// Step 4, after a barrier that completes o[0 .. V): every warp sums o^2 over V itself (xor butterfly: the same
+// value in every lane and warp), thread j < V writes y_j (o_norm_j and z_j were loaded before the slot).
 template <int KMAX>
-__device__ __forceinline__ void decode_epilogue(const DecodeParams& p, const Token<KMAX>& sm,
-                                                const HeadIn& hin, int64_t n, int h) {
+__device__ __forceinline__ void decode_epilogue(const DecodeParams& p, const Token<KMAX>& sm, const HeadIn& hin,
+                                                int64_t n, int h) {
   const int lane = threadIdx.x % 32, j = threadIdx.x, V = p.V;
   float ss = 0.f;
   for (int i = lane; i < V; i += 32) ss += sm.o[i] * sm.o[i];
@@ -328,25 +317,21 @@ __device__ __forceinline__ void decode_epilogue(const DecodeParams& p, const Tok
 }
 
 // Asks L2 for the 16 bytes at p (no registers held: the prologue runs while HBM serves the state).
-__device__ __forceinline__ void prefetch_l2(const float* p) {
-  asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
-}
+__device__ __forceinline__ void prefetch_l2(const float* p) { asm volatile("prefetch.global.L2 [%0];" ::"l"(p)); }
 
 // ---------------------------------------------------------------------------------------------
-// The bulk path (the streaming kernels below; the launcher's choice, decode_step.cu): the head's K V fp32
-// state block (contiguous, 16-byte aligned, at most kBulkMaxBytes) moves through dynamic shared memory by the
-// bulk copy engine. Thread 0 issues the global -> shared copies (chunks of kBulkChunk bytes, one mbarrier,
-// parity 0) as soon as the slot is known, so HBM serves the state while the prologue runs; every thread waits
-// on the mbarrier after the prologue, updates the state in the shared buffer, fences it for the async proxy
-// (fence.proxy.async.shared::cta), and after the barrier before the epilogue thread 0 issues the shared ->
-// global copies, which overlap the epilogue; it waits until they have read the shared source
-// (cp.async.bulk.wait_group.read 0) before it exits, so the CTA's shared memory outlives their reads; their
-// global writes complete with the grid, before any later kernel in the stream (the CUDA Programming Guide's
-// TMA store example ends a kernel the same way, as CUTLASS's sm90 epilogues do; the H200 runs pass memcheck
-// and racecheck).
-inline constexpr int kBulkMaxBytes =
-    64 * 1024;  // 2 CTAs per SM with the static shared memory (registers allow 2)
-inline constexpr int kBulkChunk = 16 * 1024;  // several copies in flight per CTA
+// The bulk path (the streaming kernels below; the launcher's choice, decode_step.cu): the head's K V fp32 state
+// block (contiguous, 16-byte aligned, at most kBulkMaxBytes) moves through dynamic shared memory by the bulk copy
+// engine. Thread 0 issues the global -> shared copies (chunks of kBulkChunk bytes, one mbarrier, parity 0) as soon
+// as the slot is known, so HBM serves the state while the prologue runs; every thread waits on the mbarrier after
+// the prologue, updates the state in the shared buffer, fences it for the
+// async proxy (fence.proxy.async.shared::cta), and after the barrier before the epilogue thread 0 issues the
+// shared -> global copies, which overlap the epilogue; it waits until they have read the shared source
+// (cp.async.bulk.wait_group.read 0) before it exits, so the CTA's shared memory outlives their reads; their global
+// writes complete with the grid, before any later kernel in the stream (the CUDA Programming Guide's TMA store
+// example ends a kernel the same way, as CUTLASS's sm90 epilogues do; the H200 runs pass memcheck and racecheck).
+inline constexpr int kBulkMaxBytes = 64 * 1024;  // 2 CTAs per SM with the static shared memory (registers allow 2)
+inline constexpr int kBulkChunk = 16 * 1024;     // several copies in flight per CTA
 
 // Thread 0: init the mbarrier (one arrival, the expect_tx below), then copy `bytes` (multiple of 16) from the
 // global head block `src` (16-byte aligned) to `dst` (bulk_copy.cuh's protocol).
@@ -356,8 +341,7 @@ __device__ __forceinline__ void bulk_load(float* dst, const float* src, int byte
   mbar_expect_tx(bar, uint32_t(bytes));
   for (int off = 0; off < bytes; off += kBulkChunk) {
     const int len = bytes - off < kBulkChunk ? bytes - off : kBulkChunk;
-    bulk_g2s(reinterpret_cast<char*>(dst) + off, reinterpret_cast<const char*>(src) + off, uint32_t(len),
-             bar);
+    bulk_g2s(reinterpret_cast<char*>(dst) + off, reinterpret_cast<const char*>(src) + off, uint32_t(len), bar);
   }
 }
 // Thread 0: copy the updated block back (bulk_load's chunks) and commit them as one group.
@@ -372,8 +356,8 @@ __device__ __forceinline__ void bulk_store(float* dst, const float* src, int byt
 // The state's shared copy (bulk path), 16-byte aligned.
 extern __shared__ __align__(128) float4 kda_decode_state_smem[];
 
-// Shared-memory counterparts of ld_state4 / st_state4 for the streaming vk kernel (the bulk path's block is
-// only chosen when the row length is a multiple of 4, so the 16-byte accesses are aligned).
+// Shared-memory counterparts of ld_state4 / st_state4 for the streaming vk kernel (the bulk path's block is only
+// chosen when the row length is a multiple of 4, so the 16-byte accesses are aligned).
 __device__ __forceinline__ float4 lds_state4(const float* p, int off, int valid) {
   if (valid == 4) return *reinterpret_cast<const float4*>(p + off);
   float4 r = make_float4(0.f, 0.f, 0.f, 0.f);
@@ -398,16 +382,13 @@ __device__ __forceinline__ void sts_state4(float* p, int off, int valid, float4 
 // kv: S[i][j] at head + i V + j. `at` points at the thread's element (row rg, column jc) of the tile.
 // The thread's columns are jc .. jc + 3: all valid when jc + 4 <= V (the 16-byte path), some when jc < V. The
 // two tests are written as plain comparisons of jc and V, not as a clamped count compared with 4: in the SASS
-// of that form the 16-byte path's branch predicate was the predicate output of the VIMNMX computing the
-// clamp, and on the H200 lanes past V took that path and wrote 16 bytes of the next state row (run 7, fixed
-// in run 8: docs/gpu/2026-11-29-h200-diag1.txt).
-__device__ __forceinline__ int kv_valid_cols(int jc, int V) {
-  return jc >= V ? 0 : (V - jc >= 4 ? 4 : V - jc);
-}
+// of that form the 16-byte path's branch predicate was the predicate output of the VIMNMX computing the clamp,
+// and on the H200 lanes past V took that path and wrote 16 bytes of the next state row (run 7, fixed in run 8:
+// docs/gpu/2026-11-29-h200-diag1.txt).
+__device__ __forceinline__ int kv_valid_cols(int jc, int V) { return jc >= V ? 0 : (V - jc >= 4 ? 4 : V - jc); }
 
 template <int NR, int RG>
-__device__ __forceinline__ void kv_load(float4 (&S)[NR], const float* at, int V, int K, int rg, int jc,
-                                        int vec) {
+__device__ __forceinline__ void kv_load(float4 (&S)[NR], const float* at, int V, int K, int rg, int jc, int vec) {
   const int64_t step = int64_t(RG) * V;
   const int vcols = kv_valid_cols(jc, V);
   if (vec && jc + 4 <= V && rg + RG * (NR - 1) < K) {
@@ -426,8 +407,7 @@ __device__ __forceinline__ void kv_prefetch(const float* at, int V, int K, int r
     if (rg + RG * r < K) prefetch_l2(at + r * int64_t(RG) * V);
 }
 template <int NR, int RG>
-__device__ __forceinline__ void kv_store(const float4 (&S)[NR], float* at, int V, int K, int rg, int jc,
-                                         int vec) {
+__device__ __forceinline__ void kv_store(const float4 (&S)[NR], float* at, int V, int K, int rg, int jc, int vec) {
   const int64_t step = int64_t(RG) * V;
   const int vcols = kv_valid_cols(jc, V);
   if (vec && jc + 4 <= V && rg + RG * (NR - 1) < K) {
@@ -440,8 +420,7 @@ __device__ __forceinline__ void kv_store(const float4 (&S)[NR], float* at, int V
 }
 
 template <int CG, int NR, int MIN_CTAS>
-__global__ void __launch_bounds__(kThreads, MIN_CTAS)
-    kda_decode_step_kv_kernel(const __grid_constant__ DecodeParams p) {
+__global__ void __launch_bounds__(kThreads, MIN_CTAS) kda_decode_step_kv_kernel(const __grid_constant__ DecodeParams p) {
   constexpr int RG = kThreads / CG;  // row groups
   constexpr int BV = 4 * CG;         // columns per tile
   constexpr int KMAX = RG * NR;
@@ -467,7 +446,7 @@ __global__ void __launch_bounds__(kThreads, MIN_CTAS)
   float4 S[NR];
 
   for (int j0 = 0; j0 < V; j0 += BV) {
-    const int jc = j0 + 4 * cg;  // first of the thread's 4 columns
+    const int jc = j0 + 4 * cg;          // first of the thread's 4 columns
     kv_load<NR, RG>(S, rows + jc, V, K, rg, jc, p.state_vec);
 
     // Decay, and the partial reductions over this thread's rows (rows >= K hold 0, a = 1, k = q = 0).
@@ -533,22 +512,19 @@ __global__ void __launch_bounds__(kThreads, MIN_CTAS)
 // ---------------------------------------------------------------------------------------------
 // vk: S[i][j] at head + j K + i. `at` points at the thread's first element (column jt, K slot 4 kg).
 template <int KG, int KC, int NV, int VG>
-__device__ __forceinline__ void vk_load(float4 (&S)[NV][KC], const float* at, int K, int V, int jt, int kg,
-                                        int vec) {
+__device__ __forceinline__ void vk_load(float4 (&S)[NV][KC], const float* at, int K, int V, int jt, int kg, int vec) {
   const int64_t step = int64_t(VG) * K;
   if (vec && 4 * kg + 4 * KG * (KC - 1) + 4 <= K && jt + VG * (NV - 1) < V) {
 #pragma unroll
     for (int m = 0; m < NV; ++m)
 #pragma unroll
-      for (int c = 0; c < KC; ++c)
-        S[m][c] = __ldcs(reinterpret_cast<const float4*>(at + m * step + 4 * KG * c));
+      for (int c = 0; c < KC; ++c) S[m][c] = __ldcs(reinterpret_cast<const float4*>(at + m * step + 4 * KG * c));
   } else {
 #pragma unroll
     for (int m = 0; m < NV; ++m)
 #pragma unroll
       for (int c = 0; c < KC; ++c)
-        S[m][c] =
-            ld_state4(at, m * step + 4 * KG * c, jt + VG * m < V ? clamp4(K - 4 * kg - 4 * KG * c) : 0, vec);
+        S[m][c] = ld_state4(at, m * step + 4 * KG * c, jt + VG * m < V ? clamp4(K - 4 * kg - 4 * KG * c) : 0, vec);
   }
 }
 template <int KG, int KC, int NV, int VG>
@@ -560,8 +536,7 @@ __device__ __forceinline__ void vk_prefetch(const float* at, int K, int V, int j
       if (jt + VG * m < V && 4 * kg + 4 * KG * c < K) prefetch_l2(at + m * int64_t(VG) * K + 4 * KG * c);
 }
 template <int KG, int KC, int NV, int VG>
-__device__ __forceinline__ void vk_store(const float4 (&S)[NV][KC], float* at, int K, int V, int jt, int kg,
-                                         int vec) {
+__device__ __forceinline__ void vk_store(const float4 (&S)[NV][KC], float* at, int K, int V, int jt, int kg, int vec) {
   const int64_t step = int64_t(VG) * K;
   if (vec && 4 * kg + 4 * KG * (KC - 1) + 4 <= K && jt + VG * (NV - 1) < V) {
 #pragma unroll
@@ -573,16 +548,14 @@ __device__ __forceinline__ void vk_store(const float4 (&S)[NV][KC], float* at, i
     for (int m = 0; m < NV; ++m)
 #pragma unroll
       for (int c = 0; c < KC; ++c)
-        st_state4(at, m * step + 4 * KG * c, jt + VG * m < V ? clamp4(K - 4 * kg - 4 * KG * c) : 0, vec,
-                  S[m][c]);
+        st_state4(at, m * step + 4 * KG * c, jt + VG * m < V ? clamp4(K - 4 * kg - 4 * KG * c) : 0, vec, S[m][c]);
   }
 }
 
-// The bulk path's vk_load / vk_store: `at` in the shared copy of the head, the same tests (K is a multiple of
-// 4 there, so the 16-byte accesses are aligned).
+// The bulk path's vk_load / vk_store: `at` in the shared copy of the head, the same tests (K is a multiple of 4
+// there, so the 16-byte accesses are aligned).
 template <int KG, int KC, int NV, int MIN_CTAS>
-__global__ void __launch_bounds__(kThreads, MIN_CTAS)
-    kda_decode_step_vk_kernel(const __grid_constant__ DecodeParams p) {
+__global__ void __launch_bounds__(kThreads, MIN_CTAS) kda_decode_step_vk_kernel(const __grid_constant__ DecodeParams p) {
   constexpr int VG = kThreads / KG;  // column groups
   constexpr int BV = VG * NV;        // columns per tile
   constexpr int KMAX = 4 * KG * KC;
@@ -598,8 +571,7 @@ __global__ void __launch_bounds__(kThreads, MIN_CTAS)
   const HeadIn hin = head_inputs(p, n, h);
   const int64_t s = head_slot(p, n, h);
   if (s < 0) return;
-  float* const head =
-      p.state + (s * p.H + h) * int64_t(K) * V + 4 * kg;  // + column j * K: the thread's K slot 0
+  float* const head = p.state + (s * p.H + h) * int64_t(K) * V + 4 * kg;  // + column j * K: the thread's K slot 0
 
   vk_prefetch<KG, KC, NV, VG>(head + int64_t(vg) * K, K, V, vg, kg);  // tile 0
   const TokenScalars ts = decode_prologue<KMAX>(p, sm, cin, hin, n, h, s);
@@ -629,21 +601,21 @@ __global__ void __launch_bounds__(kThreads, MIN_CTAS)
 }
 
 // ---------------------------------------------------------------------------------------------
-// The streaming bulk kernels (the launcher's default bulk path): the state only in shared memory, no state
-// tile in registers, so that 3 CTAs fit an SM (the 40-register cap of 3 x 512 threads; shared: 64 KB of state
-// plus a small static part per CTA), ~190 KB of state in flight or in use per SM. Same bulk copies as above.
-// WM = 4 when W <= 4 (the models' width), else kConvMaxWidth: fewer conv values held in the 40 registers.
-// ptxas (CUDA 13.0, sm_90a): 40 registers, spills 12 / 20 bytes (kv, WM = 4), 8-12 / 16-20 (vk), 32 / 80 and
-// 28 / 64 at WM = 8; static shared 8960 (kv, KMAX 128), 10496 (KMAX 256), 2688-3840 (vk): 3 CTAs per SM with
-// a 64 KB block. Unmeasured (written without a GPU): docs of the first H200 run go with the numbers.
+// The streaming bulk kernels (the launcher's default bulk path): the state only in shared memory, no state tile
+// in registers, so that 3 CTAs fit an SM (the 40-register cap of 3 x 512 threads; shared: 64 KB of state plus a
+// small static part per CTA), ~190 KB of state in flight or in use per SM. Same bulk copies as above. WM = 4 when
+// W <= 4 (the models' width), else kConvMaxWidth: fewer conv values held in the 40 registers. ptxas (CUDA 13.0,
+// sm_90a): 40 registers, spills 12 / 20 bytes (kv, WM = 4), 8-12 / 16-20 (vk), 32 / 80 and 28 / 64 at WM = 8;
+// static shared 8960 (kv, KMAX 128), 10496 (KMAX 256), 2688-3840 (vk): 3 CTAs per SM with a 64 KB block.
+// Unmeasured (written without a GPU): docs of the first H200 run go with the numbers.
 //
 // kv [K rows][V cols], kda_decode_step_kv_bulk_kernel<CW, KMAX>: thread = (column j = tid % CW, row group
-// rq = tid / CW), CW = the power of 2 in [32, 256] covering V, RGn = 512 / CW row groups of RPT consecutive
-// rows (RPT = ceil(K / RGn) rounded up to 4). A warp reads 32 consecutive floats of one row (no bank
-// conflict). Pass 1: decay (not stored) and the partial k^T Sd, q^T Sd over the thread's rows, per-row-group
-// partials red[RGn][CW] in shared (4 KB in all); barrier; thread j < V sums them (row groups in order), e_j,
-// o_j, beta rk e_j; barrier; pass 2: each element again, x = S a_i (the same product as pass 1), S =
-// fmaf(k_i, beta rk e_j, x), stored in place. The per-element operations are those of the register kernels;
+// rq = tid / CW), CW = the power of 2 in [32, 256] covering V, RGn = 512 / CW row groups of RPT consecutive rows
+// (RPT = ceil(K / RGn) rounded up to 4). A warp reads 32 consecutive floats of one row (no bank conflict).
+// Pass 1: decay (not stored) and the partial k^T Sd, q^T Sd over the thread's rows, per-row-group partials
+// red[RGn][CW] in shared (4 KB in all); barrier; thread j < V sums them (row groups in order), e_j, o_j,
+// beta rk e_j; barrier; pass 2: each element again, x = S a_i (the same product as pass 1),
+// S = fmaf(k_i, beta rk e_j, x), stored in place. The per-element operations are those of the register kernels;
 // only the order of the sums over K differs.
 template <int CW, int KMAX, int WM>
 __global__ void __launch_bounds__(kThreads, 3)
@@ -670,9 +642,8 @@ __global__ void __launch_bounds__(kThreads, 3)
   const TokenScalars ts = decode_prologue<KMAX, WM>(p, sm, cin, hin, n, h, s);
   mbar_wait(&bulk_bar, 0);  // the init is ordered before this by the prologue's barriers
 
-  // The thread's rows i0 .. iend-1 (RPT a multiple of 4: a, k, q read as float4, i0 16-byte aligned; rows
-  // from K to KMAX hold a = 1, k = q = 0 in the token, but have no state row: the row tests are plain
-  // comparisons).
+  // The thread's rows i0 .. iend-1 (RPT a multiple of 4: a, k, q read as float4, i0 16-byte aligned; rows from
+  // K to KMAX hold a = 1, k = q = 0 in the token, but have no state row: the row tests are plain comparisons).
   const int RPT = ((K + RGn - 1) / RGn + 3) & ~3;
   const int i0 = rq * RPT;
   const int iend = i0 + RPT < K ? i0 + RPT : K;
@@ -728,9 +699,9 @@ __global__ void __launch_bounds__(kThreads, 3)
   if (tid == 0) bulk_wait_read();  // the stores have read the shared block before the CTA exits
 }
 
-// vk [V rows][K cols], kda_decode_step_vk_bulk_kernel<KG, KC, NV, MIN_CTAS>: the register kernel's mapping
-// and math, each column m loaded from shared memory, reduced, updated and stored before the next (4 KC state
-// floats live per thread instead of 4 KC NV).
+// vk [V rows][K cols], kda_decode_step_vk_bulk_kernel<KG, KC, NV, MIN_CTAS>: the register kernel's mapping and
+// math, each column m loaded from shared memory, reduced, updated and stored before the next (4 KC state floats
+// live per thread instead of 4 KC NV).
 template <int KG, int KC, int NV, int MIN_CTAS, int WM>
 __global__ void __launch_bounds__(kThreads, MIN_CTAS)
     kda_decode_step_vk_bulk_kernel(const __grid_constant__ DecodeParams p) {
@@ -756,8 +727,8 @@ __global__ void __launch_bounds__(kThreads, MIN_CTAS)
   if (tid == 0) bulk_load(sblock, block, K * V * 4, &bulk_bar);
   const TokenScalars ts = decode_prologue<KMAX, WM>(p, sm, cin, hin, n, h, s);
 
-  // The slots as vk_token_slots loads them, with the valid counts in the same loop: vk_token_slots followed
-  // by a separate loop compiles differently at K > 128, and this is the code the H200 runs verified.
+  // The slots as vk_token_slots loads them, with the valid counts in the same loop: vk_token_slots followed by a
+  // separate loop compiles differently at K > 128, and this is the code the H200 runs verified.
   float a[KC][4], kk[KC][4], qq[KC][4];
   int kvalid[KC];  // the thread's valid K of slot c (0 .. 4)
 #pragma unroll

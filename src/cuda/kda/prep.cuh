@@ -2,12 +2,12 @@
 // scratch layout it fills and the walk that reads it): every state-independent product of one chunk-head.
 //
 // kda_chunk_prep<D, kDiagMma> (grid: chunks x H, 512 threads = 16 warps, one chunk-head per CTA, TWO CTAs per
-// SM: 103 KB of shared memory at D = 128, registers capped at 64 by __launch_bounds__(512, 2)). Math
-// (SPEC 5.1, rows i, j of the chunk, channels c, G = inclusive cumsum of g over the chunk rows, GC = G[63]):
+// SM: 103 KB of shared memory at D = 128, registers capped at 64 by __launch_bounds__(512, 2)). Math (SPEC 5.1,
+// rows i, j of the chunk, channels c, G = inclusive cumsum of g over the chunk rows, GC = G[63]):
 //   A_qk[i][j] = sum_c q_ic k_jc exp(G_ic - G_jc)            (j <= i; bf16 -> scratch)
 //   A_kk[i][j] = beta_i sum_c k_ic k_jc exp(G_ic - G_jc)     (j <  i; fp32, shared memory only)
-//   T = (I + A_kk)^-1, Tb = T diag(beta) (bf16); Qg = q exp(G), Kg = k exp(G), KdT[c][t] = k_tc exp(GC -
-//   G_tc) Wn = -Tb Kg (bf16 hi + lo), U0 = Tb V (fp32), decay = exp(GC)
+//   T = (I + A_kk)^-1, Tb = T diag(beta) (bf16); Qg = q exp(G), Kg = k exp(G), KdT[c][t] = k_tc exp(GC - G_tc)
+//   Wn = -Tb Kg (bf16 hi + lo), U0 = Tb V (fp32), decay = exp(GC)
 // All exponentials are ex2 of G kept in log2 units (G2 = G log2 e): one MUFU op each, no multiply.
 // Phases (barriers between them):
 //   L  rows -> shared memory. Warp w owns the 4 contiguous rows 4w .. 4w + 3, lane the channels EPL lane ..
@@ -15,37 +15,34 @@
 //      bulk (Params::rows_bulk: q, k, v, g bf16, 16-byte aligned rows): threads 0 .. 255 each copy one row of
 //        one tensor by the bulk copy engine into its shared row (raw g into the G2 region), one mbarrier
 //        (prep_issue_row_copies); each warp then reads its rows back for the per-row work (prep_bulk_rows);
-//      vector (Params::rows_bf16, 8-byte aligned row pieces): one vector load per row and tensor per lane,
-//      all
+//      vector (Params::rows_bf16, 8-byte aligned row pieces): one vector load per row and tensor per lane, all
 //        4 rows in flight (prep_load_rows);
 //      generic: any dtype / alignment (load_raw, raw_to_f32), two rows at a time.
 //      The gate form is a template parameter of each (uniform branch).
-//      q, k stored RAW as bf16 with per-row fp32 multipliers mq = scale / ||q|| (or scale), mk = 1 / ||k||
-//      (or 1), applied when an operand or a product is formed (q, k rounded once); v as bf16 rows; beta
-//      (sigmoid); gate -> g2 = g log2 e in registers, cumsum of the warp's rows in registers, warp totals to
-//      shared memory, then each lane adds the totals of the warps before it: G2 [64][D] fp32. decay ->
-//      scratch.
+//      q, k stored RAW as bf16 with per-row fp32 multipliers mq = scale / ||q|| (or scale), mk = 1 / ||k|| (or
+//      1), applied when an operand or a product is formed (q, k rounded once); v as bf16 rows; beta (sigmoid);
+//      gate -> g2 = g log2 e in registers, cumsum of the warp's rows in registers, warp totals to shared
+//      memory, then each lane adds the totals of the warps before it: G2 [64][D] fp32. decay -> scratch.
 //   A  (warps 0 .. 9, or 0 .. 5) one 16 x 16 block (a, b) of A_qk AND A_kk per warp, reference R_a =
-//      G[16a - 1] (R_0 = 0, G non-increasing since g <= 0): mma.m16n8k16 operands formed in registers from
-//      the raw q, k and G (no operand staging in shared memory):
+//      G[16a - 1] (R_0 = 0, G non-increasing since g <= 0): mma.m16n8k16 operands formed in registers from the
+//      raw q, k and G (no operand staging in shared memory):
 //        A rows   q_i exp(G_i - R_a), k_i exp(G_i - R_a)  (exponent <= 0; one exp serves both)
 //        B cols   k_j exp(R_a - G_j)                      (b < a: exponent <= 0)
 //      Diagonal blocks (b = a): kDiagMma (bounded gate with lower bound >= -5): the same factoring, col
 //      exponents in [0, 80] (e^80 finite in fp32 and bf16; the masked upper triangle stays finite);
 //      otherwise (softplus or a given g: unbounded) per pair i >= j on CUDA cores in fp32, exponents
 //      G_i - G_j <= 0, each pair's D channels split over D / 32 lanes (shuffle sum).
-//      mq_i mk_j (and beta_i) scale the fp32 accumulators; A_qk stays in registers as bf16 pairs until phase
-//      S (the per-pair diagonal goes straight to the scratch), A_kk to shared memory.
+//      mq_i mk_j (and beta_i) scale the fp32 accumulators; A_qk stays in registers as bf16 pairs until phase S
+//      (the per-pair diagonal goes straight to the scratch), A_kk to shared memory.
 //   X  (all threads, after their A block) Qg -> scratch and Kg -> registers (one exp per element for both;
 //      thread = row x 8 channels, 16-byte stores), KdT -> scratch (warp = 16 channels x 16 rows, lanes l and
-//      l + 16 fill one 32-byte sector of a KdT row; the upper half-warp takes its row pairs in the order m ^
-//      1, so the G2 and k loads stay bank-conflict free).
+//      l + 16 fill one 32-byte sector of a KdT row; the upper half-warp takes its row pairs in the order m ^ 1,
+//      so the G2 and k loads stay bank-conflict free).
 //   S  Kg -> shared memory (the q region, dead now), the A_qk fragments -> a stage in the G2 region;
 //      T = (I + A_kk)^-1 in fp32: forward substitution in the four diagonal 16 x 16 blocks (one warp each);
-//      then the A_qk stage -> scratch (one 16-byte segment per thread, zeros above the diagonal blocks) and
-//      the block substitution T_ab = -T_aa sum_{m=b}^{a-1} L_am T_mb by distance a - b (thread = row x 4
-//      columns, float4 loads, the scalar summation order); Tb = T diag(beta) bf16 (the k region, float4
-//      items).
+//      then the A_qk stage -> scratch (one 16-byte segment per thread, zeros above the diagonal blocks) and the
+//      block substitution T_ab = -T_aa sum_{m=b}^{a-1} L_am T_mb by distance a - b (thread = row x 4 columns,
+//      float4 loads, the scalar summation order); Tb = T diag(beta) bf16 (the k region, float4 items).
 //   P4 Wn = -Tb Kg and U0 = Tb V (64 x D, k = 64; 4 x 4 warps of 16 x D / 4): A fragments of Tb by 32-bit
 //      loads, B fragments of the row-major Kg and V by ldmatrix.trans; the accumulators are staged in the G2
 //      region (Wn hi + lo bf16 [64][D + 8] each, then U0 fp32 [64][D + 8]) and copied to the scratch by
@@ -55,31 +52,34 @@
 // (commit a4addf3, `kimi check --filter kda_chunk`, bf16 vs the fp64 oracle, worse of o / final state):
 // 2.5-3.1e-3 on the test-size prefill cases, 2.7-3.2e-3 at model shapes (bar 5e-3); racecheck clean.
 //
-// Measured (H200, ncu, 1 x 16384 H64), session 5 (docs/gpu/2026-11-30-h200-run11.txt, run13.txt): the bulk
-// row copies 1.47 ms against 1.50 for the vector loads in the same call; 805 M warp instructions (844 M
-// before), LSU wavefronts 71% of peak, top stall the barrier; phases A + X 37% of the instructions and 38% of
-// the shared wavefronts, L + cumsum ~30% of the stall samples. An L2 prefetch of the rows of the CTA two
-// waves later made it slower (1.50 vs 1.46 ms, run 12) and was reverted. Earlier (ncu gpu__time_duration, 1 x
-// 16384 H64, docs/gpu/2026-11-29-h200-prep2.txt, commit 80f4c14): 1.47 ms bounded gate (1.77 ms for the
-// ddb5da9 prep in the same run: unstaged fragment stores, scalar block substitution), 3.03 ms softplus
-// (per-pair diagonal). Profile of 80f4c14 (bounded): 51.5 K warp instructions per chunk-head, L1 LSU
-// wavefronts 73% of peak, 1.91 TB/s; stall samples by region between barriers: phase L 38.5% (21 K
-// instructions: 64-bit address arithmetic of the row loads, waits on them), cumsum prefix 10.6%, A + X 17.1%
-// (18 K), diagonal substitution 8.2%, block substitution 9.9%, Tb 3.3%, P4 12.6%. Earlier
-// (docs/gpu/2026-11-29-h200-prep1.txt): 2.52 ms at commit a4addf3 (before the fast row loads), against 3.04
-// ms for the former 1024-thread kernel (one CTA per SM, 195 KB of shared memory). Profile of a4addf3: 2 CTAs
-// / SM reached (31.2 of 32 warps), 66 K warp instructions per chunk-head, L1 LSU wavefronts 70% of peak, L2
-// crossbar 64%; phase L held 32 K of the instructions and 64% of the stall samples (per-element dtype / gate
-// branches, predicated double loads, dt_bias re-read per row): the fast path above. Next: stage Wn / U0 /
-// A_qk for 16-byte stores (their 4- and 8-byte fragment stores are LG-throttled), fewer exps in phase A (the
-// row operands are recomputed by each of the a + 1 blocks of row block a).
+// Measured (H200, ncu, 1 x 16384 H64), session 5 (docs/gpu/2026-11-30-h200-run11.txt, run13.txt): the bulk row
+// copies 1.47 ms against 1.50 for the vector loads in the same call; 805 M warp instructions (844 M before), LSU
+// wavefronts 71% of peak, top stall the barrier; phases A + X 37% of the instructions and 38% of the shared
+// wavefronts, L + cumsum ~30% of the stall samples. An L2 prefetch of the rows of the CTA two waves later made it
+// slower (1.50 vs 1.46 ms, run 12) and was reverted.
+// Earlier (ncu gpu__time_duration, 1 x 16384 H64, docs/gpu/2026-11-29-h200-prep2.txt, commit 80f4c14):
+// 1.47 ms bounded gate (1.77 ms for the ddb5da9 prep in the same run: unstaged fragment stores, scalar block
+// substitution), 3.03 ms softplus (per-pair diagonal). Profile of 80f4c14 (bounded): 51.5 K warp instructions
+// per chunk-head, L1 LSU wavefronts 73% of peak, 1.91 TB/s; stall samples by region between barriers: phase L
+// 38.5% (21 K instructions: 64-bit address arithmetic of the row loads, waits on them), cumsum prefix 10.6%,
+// A + X 17.1% (18 K), diagonal substitution 8.2%, block substitution 9.9%, Tb 3.3%,
+// P4 12.6%.
+// Earlier (docs/gpu/2026-11-29-h200-prep1.txt): 2.52 ms at
+// commit a4addf3 (before the fast row loads), against 3.04 ms for the former 1024-thread kernel (one CTA per
+// SM, 195 KB of shared memory). Profile of a4addf3: 2 CTAs / SM reached (31.2 of 32 warps), 66 K warp
+// instructions per chunk-head, L1 LSU wavefronts 70% of peak, L2 crossbar 64%; phase L held 32 K of the
+// instructions and 64% of the stall samples (per-element dtype / gate branches, predicated double loads,
+// dt_bias re-read per row): the fast path above. Next: stage Wn / U0 / A_qk for 16-byte stores (their 4- and
+// 8-byte fragment stores are LG-throttled), fewer exps in phase A (the row operands are recomputed by each of
+// the a + 1 blocks of row block a).
 //
 // Shared memory (bytes, D = 128 / 64): G2 fp32 [64][D + 8] (later T fp32 [64][68] + 3 x [16][16] scratch +
-// the A_qk stage bf16 [64][72], then the P4 stages) 34816 / 29696; q raw, then Kg bf16 [64][D + 8] 17408 /
-// 9216; k raw, then Tb bf16 [64][72] 17408 / 9216; v bf16 [64][D + 8] 17408 / 9216; A_kk fp32 [64][68] 17408
-// (the cumsum warp totals [16][D] before it); beta, mq, mk, GC2 1280 / 1024; the mbarrier of the bulk row
-// copies 16 (raw g lands in the G2 region). Total 105744 / 75792. Row pads keep the fragment loads, ldmatrix
-// and the 16-byte row accesses bank-conflict free.
+// the A_qk stage bf16 [64][72], then the P4 stages) 34816 / 29696; q raw, then Kg bf16 [64][D + 8] 17408 / 9216;
+// k raw, then Tb bf16 [64][72] 17408 / 9216;
+// v bf16 [64][D + 8] 17408 / 9216; A_kk fp32 [64][68] 17408 (the cumsum warp totals [16][D] before it);
+// beta, mq, mk, GC2 1280 / 1024; the mbarrier of the bulk row copies 16 (raw g lands in the G2 region). Total
+// 105744 / 75792. Row pads keep the fragment loads, ldmatrix and the
+// 16-byte row accesses bank-conflict free.
 #pragma once
 
 #include "cuda/bulk_copy.cuh"
@@ -98,15 +98,15 @@ struct PrepSmem {
   static constexpr size_t mx(size_t a, size_t b) { return a > b ? a : b; }
   static constexpr size_t kRowsB = size_t(kC) * LDB * 2;
   static constexpr size_t kA = size_t(kC) * LDA * 4;
-  static constexpr int LDQ = kC + 8;                    // bf16 [64][64] rows (A_qk stage)
-  static constexpr size_t kSolve = 3 * 256 * 4;         // 3 x [16][16] fp32
-  static constexpr size_t kAqk = size_t(kC) * LDQ * 2;  // A_qk stage bf16 [64][LDQ]
+  static constexpr int LDQ = kC + 8;  // bf16 [64][64] rows (A_qk stage)
+  static constexpr size_t kSolve = 3 * 256 * 4;                      // 3 x [16][16] fp32
+  static constexpr size_t kAqk = size_t(kC) * LDQ * 2;               // A_qk stage bf16 [64][LDQ]
   static constexpr size_t G = 0;  // G2; then T + solve scratch + A_qk stage; then the P4 stages
-  static constexpr size_t AQS = G + kA + kSolve;                                 // A_qk stage (S)
+  static constexpr size_t AQS = G + kA + kSolve;                      // A_qk stage (S)
   static constexpr size_t Q = G + mx(size_t(kC) * LDG * 4, kA + kSolve + kAqk);  // q raw, then Kg
-  static constexpr size_t K = Q + kRowsB;                                        // k raw, then Tb
-  static constexpr size_t V = K + kRowsB;                                        // v
-  static constexpr size_t AKK = V + kRowsB;                                      // cumsum totals, then A_kk
+  static constexpr size_t K = Q + kRowsB;                             // k raw, then Tb
+  static constexpr size_t V = K + kRowsB;                             // v
+  static constexpr size_t AKK = V + kRowsB;                           // cumsum totals, then A_kk
   static constexpr size_t BETA = AKK + kA;
   static constexpr size_t MQ = BETA + kC * 4;
   static constexpr size_t MK = MQ + kC * 4;
@@ -118,11 +118,10 @@ struct PrepSmem {
   static_assert(size_t(kC) * LDT * 2 <= kRowsB, "Tb fits the k region");
   static_assert(2 * kRowsB <= Q - G && size_t(kC) * (D + 8) * 4 <= Q - G,
                 "P4 stages (Wn hi + lo bf16 [64][LDB], then U0 fp32 [64][D + 8]) fit the G region");
-  static_assert(AQS % 16 == 0 && Q % 16 == 0 && K % 16 == 0 && V % 16 == 0 && AKK % 16 == 0 &&
-                    BETA % 16 == 0 && GC % 16 == 0 && kA % 16 == 0,
+  static_assert(AQS % 16 == 0 && Q % 16 == 0 && K % 16 == 0 && V % 16 == 0 && AKK % 16 == 0 && BETA % 16 == 0 && GC % 16 == 0 &&
+                    kA % 16 == 0,
                 "16-byte aligned regions");
-  static_assert(BAR % 8 == 0,
-                "mbarrier aligned (the raw g rows of the bulk path fit the G region: see above)");
+  static_assert(BAR % 8 == 0, "mbarrier aligned (the raw g rows of the bulk path fit the G region: see above)");
   static_assert(2 * (TOTAL + 1024) <= 228 * 1024, "two CTAs per SM (sm_90: 228 KB, 1 KB reserved per CTA)");
 };
 static_assert(PrepSmem<128>::TOTAL == 105744 && PrepSmem<64>::TOTAL == 75792, "documented sizes");
@@ -168,8 +167,8 @@ __device__ __forceinline__ void stg128(void* g, uint4 v) {
                : "memory");
 }
 
-// NW (1 or 2) 32-bit words of bf16 pairs at p (4 NW-byte aligned, global or shared memory): one vector load
-// or store, and the 2 NW values as floats (exact).
+// NW (1 or 2) 32-bit words of bf16 pairs at p (4 NW-byte aligned, global or shared memory): one vector load or
+// store, and the 2 NW values as floats (exact).
 template <int NW>
 __device__ __forceinline__ void ld_words(uint32_t (&w)[NW], const bf16* p) {
   static_assert(NW == 1 || NW == 2, "row pieces");
@@ -207,14 +206,13 @@ struct RowCtx {  // what phase L of kda_chunk_prep needs
   float *sBeta, *sMq, *sMk;
 };
 
-// The per-row work of phase L shared by the three load paths, for row r of the warp (index rr of its RPW
-// rows) and this lane's EPL channels: the L2-norm multipliers mq, mk and beta (sigmoid) -> shared memory
-// (lane 0), g2 = gate(g) log2 e -> gl_row (0 beyond the sequence: such rows neither decay nor update).
+// The per-row work of phase L shared by the three load paths, for row r of the warp (index rr of its RPW rows) and
+// this lane's EPL channels: the L2-norm multipliers mq, mk and beta (sigmoid) -> shared memory (lane 0), g2 =
+// gate(g) log2 e -> gl_row (0 beyond the sequence: such rows neither decay nor update).
 template <int D, int kGate>
 __device__ __forceinline__ void prep_row_factors(const RowCtx<D>& c, int r, const float (&xq)[D / 32],
-                                                 const float (&xk)[D / 32], const float (&xg)[D / 32],
-                                                 float xb, const float (&dtb)[D / 32], float gate_a,
-                                                 float (&gl_row)[D / 32]) {
+                                                 const float (&xk)[D / 32], const float (&xg)[D / 32], float xb,
+                                                 const float (&dtb)[D / 32], float gate_a, float (&gl_row)[D / 32]) {
   constexpr int EPL = D / 32;
   constexpr float kLog2e = 1.4426950408889634f;
   const Params& p = c.p;
@@ -268,8 +266,7 @@ __device__ __forceinline__ float prep_gate_params(const RowCtx<D>& c, float (&dt
 // rows' loads in flight at once; else any dtype and alignment (load_raw / raw_to_f32), two rows at a time.
 // kGate: the gate form at compile time (kGateRuntime: read from Params).
 template <int D, int kGate, bool kBf16>
-__device__ __forceinline__ void prep_load_rows(const RowCtx<D>& c,
-                                               float (&gl)[kC / (kPrepThreads / 32)][D / 32]) {
+__device__ __forceinline__ void prep_load_rows(const RowCtx<D>& c, float (&gl)[kC / (kPrepThreads / 32)][D / 32]) {
   constexpr int EPL = D / 32, RPW = kC / (kPrepThreads / 32), BATCH = kBf16 ? RPW : 2;
   constexpr int NW = kBf16 ? EPL / 2 : EPL;  // raw words per row and tensor
   constexpr int LDB = PrepSmem<D>::LDB;
@@ -335,11 +332,11 @@ __device__ __forceinline__ void prep_load_rows(const RowCtx<D>& c,
 
 // Issue of the bulk path's row copies (Params::rows_bulk: q, k, v, g bf16, every row 16-byte aligned), by
 // threads 0 .. 4 kC - 1: thread 0 right after the mbarrier's init (expect rows x 4 D x 2 bytes), the others
-// after the barrier that orders the init before them. Thread t copies row t % 64 of tensor t / 64 (q, k, v,
-// g; whole warps per tensor) to its shared row (stride LDB; g raw into the G2 region), rows beyond the
-// sequence end not at all (phase L zeroes them). Where the inputs allow them, the copies take the place of
-// the vector path's per-lane row loads, whose 64-bit address arithmetic and waits were 41% of the prep's
-// instructions (docs/gpu/2026-11-29-h200-prep2.txt).
+// after the barrier that orders the init before them. Thread t copies row t % 64 of tensor t / 64 (q, k, v, g;
+// whole warps per tensor) to its shared row (stride LDB; g raw into the G2 region), rows beyond the sequence
+// end not at all (phase L zeroes them). Where the inputs allow them, the copies take the place of the vector
+// path's per-lane row loads, whose 64-bit address arithmetic and waits were 41% of the prep's instructions
+// (docs/gpu/2026-11-29-h200-prep2.txt).
 template <int D>
 __device__ __forceinline__ void prep_issue_row_copies(const RowCtx<D>& c, int tid, uint64_t* bar) {
   constexpr int LDB = PrepSmem<D>::LDB;
@@ -348,9 +345,7 @@ __device__ __forceinline__ void prep_issue_row_copies(const RowCtx<D>& c, int ti
   const int t = tid / kC, r = tid % kC;
   if (r >= c.rows) return;
   const void* const base = t == 0 ? p.q : t == 1 ? p.k : t == 2 ? p.v : p.g;
-  const auto stride = [&](int d) {
-    return t == 0 ? p.s_q[d] : t == 1 ? p.s_k[d] : t == 2 ? p.s_v[d] : p.s_g[d];
-  };
+  const auto stride = [&](int d) { return t == 0 ? p.s_q[d] : t == 1 ? p.s_k[d] : t == 2 ? p.s_v[d] : p.s_g[d]; };
   bf16* const dst = t == 0 ? c.sQ : t == 1 ? c.sK : t == 2 ? c.sV : const_cast<bf16*>(c.sGraw);
   const int64_t off = c.bb * stride(0) + (c.tok0 + r) * stride(1) + int64_t(c.h) * stride(2);
   bulk_g2s(dst + r * LDB, static_cast<const bf16*>(base) + off, uint32_t(D) * 2, bar);
@@ -374,8 +369,7 @@ __device__ __forceinline__ void prep_bulk_rows(const RowCtx<D>& c, uint64_t* bar
     const int r = RPW * c.warp + rr;
     wb[rr][0] = 0u;
     if (c.lane == 0 && r < c.rows)
-      load_raw<1>(p.beta, p.dt_beta, c.bb * p.s_beta[0] + (c.tok0 + r) * p.s_beta[1] + c.h * p.s_beta[2],
-                  wb[rr]);
+      load_raw<1>(p.beta, p.dt_beta, c.bb * p.s_beta[0] + (c.tok0 + r) * p.s_beta[1] + c.h * p.s_beta[2], wb[rr]);
   }
   mbar_wait(bar, 0);
 #pragma unroll
@@ -406,14 +400,14 @@ __global__ void __launch_bounds__(kPrepThreads, 2) kda_chunk_prep(const Params p
   using L = PrepSmem<D>;
   constexpr int kThreads = kPrepThreads, kWarps = kThreads / 32;
   constexpr int LDB = L::LDB, LDG = L::LDG, LDT = L::LDT, LDA = L::LDA, LDQ = L::LDQ;
-  constexpr int EPL = D / 32;       // channels per lane in row loads
-  constexpr int RPW = kC / kWarps;  // contiguous rows per warp
+  constexpr int EPL = D / 32;           // channels per lane in row loads
+  constexpr int RPW = kC / kWarps;      // contiguous rows per warp
   static_assert(RPW == 4, "row ownership");
-  extern __shared__ __align__(128) unsigned char smem[];    // one declaration for the TU: the walk needs 128
-  float* const sG = reinterpret_cast<float*>(smem + L::G);  // G2 [64][LDG]        (L - X)
-  float* const sT = reinterpret_cast<float*>(smem + L::G);  // T [64][LDA]         (S)
+  extern __shared__ __align__(128) unsigned char smem[];  // one declaration for the TU: the walk needs 128
+  float* const sG = reinterpret_cast<float*>(smem + L::G);             // G2 [64][LDG]        (L - X)
+  float* const sT = reinterpret_cast<float*>(smem + L::G);             // T [64][LDA]         (S)
   float* const sP = reinterpret_cast<float*>(smem + L::G + L::kA);     // 3 x [16][16]        (S)
-  bf16* const sAqs = reinterpret_cast<bf16*>(smem + L::AQS);           // A_qk stage [64][LDQ] (S)
+  bf16* const sAqs = reinterpret_cast<bf16*>(smem + L::AQS);            // A_qk stage [64][LDQ] (S)
   bf16* const sWh = reinterpret_cast<bf16*>(smem + L::G);              // Wn hi [64][LDB]     (P4)
   bf16* const sWl = reinterpret_cast<bf16*>(smem + L::G + L::kRowsB);  // Wn lo [64][LDB]     (P4)
   float* const sU0 = reinterpret_cast<float*>(smem + L::G);            // U0 [64][D + 8]      (P4)
@@ -425,9 +419,9 @@ __global__ void __launch_bounds__(kPrepThreads, 2) kda_chunk_prep(const Params p
   float* const sTot = reinterpret_cast<float*>(smem + L::AKK);         // [16][D] warp totals (L)
   float* const sAkk = reinterpret_cast<float*>(smem + L::AKK);         // A_kk [64][LDA]      (A - S)
   float* const sBeta = reinterpret_cast<float*>(smem + L::BETA);
-  float* const sMq = reinterpret_cast<float*>(smem + L::MQ);             // per-row multiplier of the raw q
-  float* const sMk = reinterpret_cast<float*>(smem + L::MK);             // per-row multiplier of the raw k
-  float* const sGC = reinterpret_cast<float*>(smem + L::GC);             // G2[63]
+  float* const sMq = reinterpret_cast<float*>(smem + L::MQ);  // per-row multiplier of the raw q
+  float* const sMk = reinterpret_cast<float*>(smem + L::MK);  // per-row multiplier of the raw k
+  float* const sGC = reinterpret_cast<float*>(smem + L::GC);  // G2[63]
   const bf16* const sGraw = reinterpret_cast<const bf16*>(smem + L::G);  // raw g [64][LDB] (L, bulk path)
   uint64_t* const sBar = reinterpret_cast<uint64_t*>(smem + L::BAR);     // the bulk path's row copies
 
@@ -444,8 +438,7 @@ __global__ void __launch_bounds__(kPrepThreads, 2) kda_chunk_prep(const Params p
   KDA_CHUNK_ASSERT(rows >= 1 && rows <= kC);
   bf16* const gaqk = p.scr.aqk + cid * (kC * kC);  // A_qk [64][64] (scr_tile_off)
 
-  // ---- L: rows -> q, k raw (bf16), v (bf16), beta, multipliers; G2 = cumsum(g) log2 e
-  // ----------------------
+  // ---- L: rows -> q, k raw (bf16), v (bf16), beta, multipliers; G2 = cumsum(g) log2 e ----------------------
   const int ch = lane * EPL;
   {
     float gl[RPW][EPL];  // g2 of the warp's rows, then their inclusive cumsum
@@ -536,8 +529,7 @@ __global__ void __launch_bounds__(kPrepThreads, 2) kda_chunk_prep(const Params p
         R[y] = a ? *reinterpret_cast<const float2*>(Ra + k0 + 2 * tq + 8 * y) : make_float2(0.f, 0.f);
       uint32_t fq[4], fk[4], fb[2][2];
 #pragma unroll
-      for (int x = 0; x < 4;
-           ++x) {  // A fragment x: row i0 + 8 (x & 1), columns k0 + 2 tq + 8 (x >> 1) + {0, 1}
+      for (int x = 0; x < 4; ++x) {  // A fragment x: row i0 + 8 (x & 1), columns k0 + 2 tq + 8 (x >> 1) + {0, 1}
         const int i = i0 + 8 * (x & 1), c = k0 + 2 * tq + 8 * (x >> 1);
         const float2 gg = *reinterpret_cast<const float2*>(sG + i * LDG + c);
         const float e0 = ex2(gg.x - R[x >> 1].x), e1 = ex2(gg.y - R[x >> 1].y);
@@ -548,8 +540,7 @@ __global__ void __launch_bounds__(kPrepThreads, 2) kda_chunk_prep(const Params p
 #pragma unroll
       for (int n = 0; n < 2; ++n)
 #pragma unroll
-        for (int y = 0; y < 2;
-             ++y) {  // B fragment y of tile n: row j0 + 8 n, columns k0 + 2 tq + 8 y + {0, 1}
+        for (int y = 0; y < 2; ++y) {  // B fragment y of tile n: row j0 + 8 n, columns k0 + 2 tq + 8 y + {0, 1}
           const int j = j0 + 8 * n, c = k0 + 2 * tq + 8 * y;
           const float2 gg = *reinterpret_cast<const float2*>(sG + j * LDG + c);
           const float e0 = ex2(R[y].x - gg.x), e1 = ex2(R[y].y - gg.y);
@@ -579,8 +570,8 @@ __global__ void __launch_bounds__(kPrepThreads, 2) kda_chunk_prep(const Params p
     }
   }
   if constexpr (!kDiagMma) {
-    // diagonal blocks per pair i >= j (136 a block), D / 32 lanes a pair (interleaved channel pairs): exp(G_i
-    // - G_j) <= 1 for any g <= 0
+    // diagonal blocks per pair i >= j (136 a block), D / 32 lanes a pair (interleaved channel pairs): exp(G_i -
+    // G_j) <= 1 for any g <= 0
     constexpr int kParts = D / 32, kItems = 4 * 136 * kParts;
     static_assert(kItems % 32 == 0, "whole warps per iteration (full-mask shuffles)");
     for (int e = tid; e < kItems; e += kThreads) {
@@ -592,15 +583,14 @@ __global__ void __launch_bounds__(kPrepThreads, 2) kda_chunk_prep(const Params p
       const int j = t - i * (i + 1) / 2;
       const int I = 16 * a + i, J = 16 * a + j;
       float sq = 0.f, sk = 0.f;
-      // the kParts lanes of a pair read adjacent channel pairs (c = 2 part + 2 kParts m): consecutive banks,
-      // where contiguous 32-channel parts put all of them on the same bank
+      // the kParts lanes of a pair read adjacent channel pairs (c = 2 part + 2 kParts m): consecutive banks, where
+      // contiguous 32-channel parts put all of them on the same bank
 #pragma unroll 4
       for (int c = 2 * part; c < D; c += 2 * kParts) {
         const float2 gi = *reinterpret_cast<const float2*>(sG + I * LDG + c);
         const float2 gj = *reinterpret_cast<const float2*>(sG + J * LDG + c);
         const float e0 = ex2(gi.x - gj.x), e1 = ex2(gi.y - gj.y);
-        const uint32_t uq = lds32(sQ + I * LDB + c), uki = lds32(sK + I * LDB + c),
-                       ukj = lds32(sK + J * LDB + c);
+        const uint32_t uq = lds32(sQ + I * LDB + c), uki = lds32(sK + I * LDB + c), ukj = lds32(sK + J * LDB + c);
         const float kj0 = bf_lo(ukj) * e0, kj1 = bf_hi(ukj) * e1;
         sq += bf_lo(uq) * kj0 + bf_hi(uq) * kj1;
         sk += bf_lo(uki) * kj0 + bf_hi(uki) * kj1;
@@ -716,8 +706,7 @@ __global__ void __launch_bounds__(kPrepThreads, 2) kda_chunk_prep(const Params p
     if (bs > br)
       stg128(gaqk + scr_tile_off<kC>(aq_r, 8 * aq_s), make_uint4(0u, 0u, 0u, 0u));
     else if (kDiagMma || bs < br)
-      stg128(gaqk + scr_tile_off<kC>(aq_r, 8 * aq_s),
-             *reinterpret_cast<const uint4*>(sAqs + aq_r * LDQ + 8 * aq_s));
+      stg128(gaqk + scr_tile_off<kC>(aq_r, 8 * aq_s), *reinterpret_cast<const uint4*>(sAqs + aq_r * LDQ + 8 * aq_s));
   }
 #pragma unroll 1
   for (int d = 1; d < 4; ++d) {  // blocks (a, a - d): T_ab = -T_aa sum_{m=b}^{a-1} L_am T_mb
@@ -735,8 +724,7 @@ __global__ void __launch_bounds__(kPrepThreads, 2) kda_chunk_prep(const Params p
           const float lv[4] = {l.x, l.y, l.z, l.w};
 #pragma unroll
           for (int xx = 0; xx < 4; ++xx) {
-            const float4 t =
-                *reinterpret_cast<const float4*>(sT + (16 * m + 4 * x4 + xx) * LDA + 16 * b + 4 * jq);
+            const float4 t = *reinterpret_cast<const float4*>(sT + (16 * m + 4 * x4 + xx) * LDA + 16 * b + 4 * jq);
             s.x += lv[xx] * t.x, s.y += lv[xx] * t.y, s.z += lv[xx] * t.z, s.w += lv[xx] * t.w;
           }
         }
@@ -755,8 +743,7 @@ __global__ void __launch_bounds__(kPrepThreads, 2) kda_chunk_prep(const Params p
           s.x += lv[xx] * pp.x, s.y += lv[xx] * pp.y, s.z += lv[xx] * pp.z, s.w += lv[xx] * pp.w;
         }
       }
-      *reinterpret_cast<float4*>(sT + (16 * a + i) * LDA + 16 * b + 4 * jq) =
-          make_float4(-s.x, -s.y, -s.z, -s.w);
+      *reinterpret_cast<float4*>(sT + (16 * a + i) * LDA + 16 * b + 4 * jq) = make_float4(-s.x, -s.y, -s.z, -s.w);
     }
     __syncthreads();
   }
@@ -782,7 +769,7 @@ __global__ void __launch_bounds__(kPrepThreads, 2) kda_chunk_prep(const Params p
     constexpr int LDU = D + 8;  // U0 stage row (fp32): float2 fragment stores bank-conflict free
     const int t0 = 16 * (warp >> 2), n0 = (warp & 3) * (D / 4);
     const int64_t base = cid * (kC * D);
-    const auto product = [&](const bf16* Bm, float(&acc)[NT][4]) {  // Bm row-major [64][LDB]: k = row
+    const auto product = [&](const bf16* Bm, float (&acc)[NT][4]) {  // Bm row-major [64][LDB]: k = row
 #pragma unroll
       for (int nt = 0; nt < NT; ++nt) acc[nt][0] = acc[nt][1] = acc[nt][2] = acc[nt][3] = 0.f;
 #pragma unroll
@@ -813,7 +800,7 @@ __global__ void __launch_bounds__(kPrepThreads, 2) kda_chunk_prep(const Params p
         const int o = (t0 + gq + 8 * rr) * LDB + n0 + 8 * nt + 2 * tq;
         sts_split(sWh, sWl, o, -acc[nt][2 * rr], -acc[nt][2 * rr + 1]);
       }
-    __syncthreads();                           // Wn hi + lo staged
+    __syncthreads();  // Wn hi + lo staged
     constexpr int kW = kC * D / 8 / kThreads;  // 16-byte segments per thread and array
     static_assert(kW >= 1 && kW * kThreads * 8 == kC * D, "whole items");
 #pragma unroll

@@ -1,37 +1,37 @@
-// src/cuda/kda/walk_wgmma.cuh: kernel 2 of the chunkwise KDA prefill (chunk.cuh has the two-pass design, the
-// math and the scratch) on Hopper's warpgroup MMA, for V tiles of 64 on plain walks (no segments). It
-// computes what kda_chunk_walk<D, 64, 512> computes, with the same operands and precision (bf16 hi + lo
-// splits of S and U, Wn hi + lo, fp32 accumulation), in a different order of fp32 summation.
+// src/cuda/kda/walk_wgmma.cuh: kernel 2 of the chunkwise KDA prefill (chunk.cuh has the two-pass design, the math
+// and the scratch) on Hopper's warpgroup MMA, for V tiles of 64 on plain walks (no segments: those keep chunk.cuh's
+// mma.sync walk at V tiles of 32, as do grids that fit one wave at 32). Same operands and precision as the mma.sync
+// walk (bf16 hi + lo splits of S and U, Wn hi + lo, fp32 accumulation); only the fp32 summation order differs
+// (KdaCudaShapes.WalkKernelsAgree: 1e-6 relative between the two).
 //
-// kda_chunk_walk_wg<D> (grid N x H x D / 64, 256 threads = two warpgroups, one CTA per (sequence, head, V
-// tile)):
-//   per chunk c (t = chunk rows, v = the tile's 64 value columns, k = key channels):
-//   phase 1   WG 0: U(c) = U0 + Wh S_h + Wh S_l + Wl S_h    (m64 t x n64 v, k = D)  -> U hi + lo, shared [c &
-//   1]
-//             WG 1: O(c) = Qg S_h + Qg S_l                  (m64 t x n64 v, k = D)  (registers, kept to chunk
-//             c + 1)
-//                   O(c - 1) += A_qk(c - 1) U_h(c - 1) + A_qk(c - 1) U_l(c - 1)   (k = 64) -> global o
-//   phase 2   WG w: S^T[v][k in half w] = S^T diag(exp(GC)) + U^T KdT^T    (m64 v x n D/2 k, k = 64 t)
-//             then the bf16 hi + lo split of its state half for the next chunk's phase 1.
-//   The A_qk U half of O is deferred by one chunk so that both warpgroups have 24 wgmma k-steps in phase 1
-//   and 8 in phase 2 (computed in phase 2 next to the state update, it left WG 0 waiting at the end of every
-//   chunk: 15% of the stall samples, ncu run 16); the last chunk's is finished after the loop. Barriers: B1
-//   after the chunk's operands land, B2 after phase 1 (U visible; Qg and A_qk read). Loads: the inputs of
-//   chunk c + 1 (double-buffered: Wn hi + lo, KdT, U0, decay) are issued after B1 of chunk c, while the
-//   phase-1 wgmma run; Qg(c + 1) and A_qk(c) after B2 of chunk c; B1 of chunk c + 1 waits for all.
+// kda_chunk_walk_wg<D> (grid N x H x D / 64, 256 threads = two warpgroups, one CTA per (sequence, head, V tile)).
+// Per chunk c (t = chunk rows, v = the tile's 64 value columns, k = key channels):
+//   phase 1  WG 0: U(c) = U0 + Wh S_h + Wh S_l + Wl S_h       (m64 t x n64 v, k = D) -> U hi + lo, shared [c & 1]
+//            WG 1: O(c) = Qg S_h + Qg S_l                     (m64 t x n64 v, k = D), registers until chunk c + 1
+//                  O(c - 1) += A_qk(c - 1) (U_h + U_l)(c - 1)  (k = 64) -> global o
+//   phase 2  WG w: S^T[v][k in half w] = S^T diag(exp(GC)) + U^T KdT^T   (m64 v x n D / 2 k, k = 64 t), then the
+//                  bf16 hi + lo split of its state half for the next chunk's phase 1.
+// The A_qk U half of O is deferred by one chunk, so that both warpgroups issue 24 wgmma k-steps in phase 1 and 8 in
+// phase 2 (computed in phase 2 beside the state update, it left WG 0 waiting at the end of every chunk: 15% of the
+// stall samples, ncu, run 16); the last chunk's is finished after the loop.
+// Barriers: B1 once the chunk's operands have landed, B2 after phase 1 (U visible; Qg and A_qk read).
+// Loads: chunk c + 1's inputs (double-buffered: Wn hi + lo, KdT, U0, decay) are issued after B1 of chunk c, under
+// the phase-1 wgmma; Qg(c + 1) and A_qk(c) after B2 of chunk c; B1 of chunk c + 1 waits for both.
 // The fp32 state S^T [64][D] lives in the accumulators of the state update: WG w holds columns k in [w D / 2,
-// (w + 1) D / 2) (wgmma.cuh has the accumulator layout). Why wgmma: the mma.sync walk is bound by its
-// fragment loads from shared memory (16 warps of 16 x 16 tiles read each operand four times: ~672 KB per
-// chunk, docs/ BENCHMARKS.md); a warpgroup reads each operand tile once per 64-row product, ~240 KB per
-// chunk.
+// (w + 1) D / 2) (wgmma.cuh has the accumulator layout).
+// Why wgmma: the mma.sync walk is bound by its fragment loads from shared memory (16 warps of 16 x 16 tiles read
+// each operand four times: ~672 KB per chunk, docs/BENCHMARKS.md); a warpgroup reads each operand tile once per
+// 64-row product, ~240 KB per chunk. Measured (H200, 1 x 16384 H64, ncu): walk 1.17 ms (mma.sync) -> 0.96 ms
+// (first wgmma form, O in phase 2) -> 0.84-0.87 ms (O deferred, bulk loads); docs/BENCHMARKS.md has the rest.
 //
-// Shared memory (D = 128; every bf16 operand tile in wgmma's 128B-swizzled atom-major layout, wgmma.cuh,
-// which is also the scratch layout, so that each tile arrives by one bulk copy):
-//   S^T hi, lo [D / 64][64 v][64 k]; two input buffers {Wn hi, Wn lo [D / 64][64 t][64 k], KdT [1][D k][64
-//   t], U0 fp32 [64 t][64 v] (the scratch's XOR-permuted column block, scr_u0_off), decay [D]}; two U buffers
-//   {U hi, lo [1][64 t][64 v]} (row-major U: the MN-major B of A_qk U and the MN-major A of U^T KdT^T); Qg [D
-//   / 64][64] [64], A_qk [1][64][64]; three mbarriers. 1 KB of slack aligns the base to the 1024 bytes the
-//   swizzle atoms need. Total: WgSmem<D>::TOTAL (224280 bytes at D = 128).
+// Shared memory (D = 128). Every bf16 operand tile is in wgmma's 128B-swizzled atom-major layout (wgmma.cuh), which
+// is also the scratch layout, so that each tile arrives by one bulk copy:
+//   S^T hi, lo [D / 64][64 v][64 k]; two input buffers {Wn hi, Wn lo [D / 64][64 t][64 k], KdT [1][D k][64 t], U0
+//   fp32 [64 t][64 v] (the scratch's XOR-permuted column block, scr_u0_off), decay [D]}; two U buffers {U hi, lo
+//   [1][64 t][64 v]} (row-major U: the MN-major B of A_qk U and the MN-major A of U^T KdT^T); Qg [D / 64][64][64],
+//   A_qk [1][64][64]; three mbarriers. 1 KB of slack aligns the base to the 1024 bytes the swizzle atoms need.
+//   Total: WgSmem<D>::TOTAL (224280 bytes at D = 128). Registers (ptxas, CUDA 13.0): 169 at D = 128, 140 at 64,
+//   no spills.
 #pragma once
 
 #include "cuda/kda/chunk.cuh"
@@ -41,14 +41,9 @@ namespace kimi::cuda::kda_chunk {
 
 constexpr int kWgThreads = 256;  // two warpgroups
 
-// Operand loads: the scratch tiles are stored in the shared-memory layout (chunk.cuh "Scratch"), so each is
-// one contiguous copy: by the bulk copy engine, issued by thread 0 and tracked by an mbarrier per load (the
-// default), or with -DKIMI_KDA_WALK_WG_CP_ASYNC by 16-byte cp.async of all threads (A/B switch).
-#ifdef KIMI_KDA_WALK_WG_CP_ASYNC
-constexpr bool kWgBulk = false;
-#else
-constexpr bool kWgBulk = true;
-#endif
+// Operand loads: the scratch tiles are stored in the shared-memory layout (chunk.cuh "Scratch"), so each is one
+// contiguous bulk copy, issued by thread 0 and tracked by an mbarrier per load. Measured against 16-byte cp.async
+// of the same contiguous tiles by all threads (run 18, 1 x 16384 H64, ncu): walk 0.868 ms against 0.880.
 
 template <int D>
 struct WgSmem {
@@ -78,30 +73,18 @@ struct WgSmem {
 };
 static_assert(WgSmem<128>::TOTAL == 224280, "documented size");
 
-// One contiguous piece of an operand load: a bulk copy (called by the issuing thread only) or its share of
-// the 16-byte cp.async (called by every thread).
-__device__ __forceinline__ void wg_copy(void* dst, const void* src, uint32_t bytes, uint64_t* bar, int tid) {
-  if constexpr (kWgBulk) {
-    bulk_g2s(dst, src, bytes, bar);
-  } else {
-    (void)bar;
-    for (uint32_t o = 16u * uint32_t(tid); o < bytes; o += 16u * kWgThreads)
-      cp_async16(static_cast<unsigned char*>(dst) + o, static_cast<const unsigned char*>(src) + o);
-  }
-}
-
 // Chunk-head cid's inputs (Wn hi + lo, KdT, the U0 block of the V tile at v0, decay) -> one input buffer.
 template <int D>
 __device__ __forceinline__ void walk_wg_load_inputs(const Params& p, unsigned char* buf, int64_t cid, int v0,
                                                     uint64_t* bar, int tid) {
   using L = WgSmem<D>;
-  if (kWgBulk && tid != 0) return;
-  if (kWgBulk) mbar_expect_tx(bar, L::kInBytes);
-  wg_copy(buf + L::BWH, p.scr.wh + cid * (kC * D), uint32_t(L::kTileD), bar, tid);
-  wg_copy(buf + L::BWL, p.scr.wl + cid * (kC * D), uint32_t(L::kTileD), bar, tid);
-  wg_copy(buf + L::BKDT, p.scr.kdt + cid * (D * kC), uint32_t(L::kTileD), bar, tid);
-  wg_copy(buf + L::BU0, p.scr.u0 + cid * (kC * D) + scr_u0_off(0, v0), uint32_t(L::kU0), bar, tid);
-  wg_copy(buf + L::BDEC, p.scr.decay + cid * D, uint32_t(D) * 4, bar, tid);
+  if (tid != 0) return;
+  mbar_expect_tx(bar, L::kInBytes);
+  bulk_g2s(buf + L::BWH, p.scr.wh + cid * (kC * D), uint32_t(L::kTileD), bar);
+  bulk_g2s(buf + L::BWL, p.scr.wl + cid * (kC * D), uint32_t(L::kTileD), bar);
+  bulk_g2s(buf + L::BKDT, p.scr.kdt + cid * (D * kC), uint32_t(L::kTileD), bar);
+  bulk_g2s(buf + L::BU0, p.scr.u0 + cid * (kC * D) + scr_u0_off(0, v0), uint32_t(L::kU0), bar);
+  bulk_g2s(buf + L::BDEC, p.scr.decay + cid * D, uint32_t(D) * 4, bar);
 }
 
 // Qg of chunk-head cid_q (cid_q < 0: none) and A_qk of chunk-head cid_a (< 0: none) -> their single buffers.
@@ -109,11 +92,10 @@ template <int D>
 __device__ __forceinline__ void walk_wg_load_out(const Params& p, unsigned char* smem, int64_t cid_q,
                                                  int64_t cid_a, uint64_t* bar, int tid) {
   using L = WgSmem<D>;
-  if (kWgBulk && tid != 0) return;
-  if (kWgBulk)
-    mbar_expect_tx(bar, uint32_t((cid_q >= 0 ? L::kTileD : 0) + (cid_a >= 0 ? size_t(kC) * kC * 2 : 0)));
-  if (cid_q >= 0) wg_copy(smem + L::QG, p.scr.qg + cid_q * (kC * D), uint32_t(L::kTileD), bar, tid);
-  if (cid_a >= 0) wg_copy(smem + L::AQK, p.scr.aqk + cid_a * (kC * kC), uint32_t(kC) * kC * 2, bar, tid);
+  if (tid != 0) return;
+  mbar_expect_tx(bar, uint32_t((cid_q >= 0 ? L::kTileD : 0) + (cid_a >= 0 ? size_t(kC) * kC * 2 : 0)));
+  if (cid_q >= 0) bulk_g2s(smem + L::QG, p.scr.qg + cid_q * (kC * D), uint32_t(L::kTileD), bar);
+  if (cid_a >= 0) bulk_g2s(smem + L::AQK, p.scr.aqk + cid_a * (kC * kC), uint32_t(kC) * kC * 2, bar);
 }
 
 template <int D>
@@ -143,34 +125,23 @@ __global__ void __launch_bounds__(kWgThreads, 1) kda_chunk_walk_wg(const Params 
 
   uint64_t* const bar_in = reinterpret_cast<uint64_t*>(smem + L::BAR);  // [2]: inputs of buffer 0, 1
   uint64_t* const bar_out = bar_in + 2;                                 // Qg + A_qk
-  if (kWgBulk) {
-    if (tid == 0) {
-      mbar_init(bar_in, 1);
-      mbar_init(bar_in + 1, 1);
-      mbar_init(bar_out, 1);
-      mbar_init_fence();
-    }
-    __syncthreads();  // the inits before any copy or wait
+  if (tid == 0) {
+    mbar_init(bar_in, 1);
+    mbar_init(bar_in + 1, 1);
+    mbar_init(bar_out, 1);
+    mbar_init_fence();
   }
+  __syncthreads();  // the inits before any copy or wait
   if (cbeg < cend) {
     walk_wg_load_inputs<D>(p, smem + L::BUF0, cbeg * p.H + h, v0, bar_in, tid);
     walk_wg_load_out<D>(p, smem, cbeg * p.H + h, -1, bar_out, tid);
   }
-  if (!kWgBulk) cp_async_commit();
-  // Loads in flight are awaited at the top of each chunk: mbarrier phases (use counts) or every cp.async
-  // group. Use u of an mbarrier completes its phase u: bar_in[b] serves chunks c with (c - cbeg) & 1 == b
-  // (use (c - cbeg)
-  // >> 1), bar_out one load per chunk (use c - cbeg: Qg(c) and A_qk(c - 1); use cend - cbeg: A_qk(cend - 1)).
-  const auto wait_out = [&](int64_t c) {  // Qg(c) and A_qk(c - 1)
-    if constexpr (kWgBulk) {
-      mbar_wait(bar_out, uint32_t(c - cbeg) & 1u);
-    } else {
-      cp_async_wait<0>();
-      fence_proxy_async();
-    }
-  };
+  // Loads in flight are awaited at the top of each chunk. Use u of an mbarrier completes its phase u: bar_in[b]
+  // serves the chunks c with (c - cbeg) & 1 == b (use (c - cbeg) >> 1), bar_out one load per chunk (use c - cbeg:
+  // Qg(c) and A_qk(c - 1); use cend - cbeg: A_qk(cend - 1)).
+  const auto wait_out = [&](int64_t c) { mbar_wait(bar_out, uint32_t(c - cbeg) & 1u); };  // Qg(c), A_qk(c - 1)
   const auto wait_loads = [&](int64_t c) {  // chunk c's inputs, Qg(c) and A_qk(c - 1)
-    if constexpr (kWgBulk) mbar_wait(bar_in + ((c - cbeg) & 1), uint32_t((c - cbeg) >> 1) & 1u);
+    mbar_wait(bar_in + ((c - cbeg) & 1), uint32_t((c - cbeg) >> 1) & 1u);
     wait_out(c);
   };
 
@@ -244,8 +215,7 @@ __global__ void __launch_bounds__(kWgThreads, 1) kda_chunk_walk_wg(const Params 
       if (c + 1 < cend)
         walk_wg_load_inputs<D>(p, smem + L::BUF0 + size_t((c + 1 - cbeg) & 1) * L::kBuf, cid + p.H, v0,
                                bar_in + ((c + 1 - cbeg) & 1), tid);
-      if (!kWgBulk) cp_async_commit();
-    };
+        };
 
     // phase 1: U(c) (WG 0); Qg(c) S and the rest of O(c - 1) (WG 1)
     if (wg == 0) {
@@ -307,8 +277,7 @@ __global__ void __launch_bounds__(kWgThreads, 1) kda_chunk_walk_wg(const Params 
     }
     __syncthreads();  // B2: U(c) visible to both warpgroups; every read of Qg(c) and A_qk(c - 1) is done
     walk_wg_load_out<D>(p, smem, c + 1 < cend ? cid + p.H : -1, cid, bar_out, tid);  // Qg(c + 1), A_qk(c)
-    if (!kWgBulk) cp_async_commit();
-
+  
     // phase 2: the state update of this warpgroup's half (A = U(c), MN-major; B = KdT rows k0 ..)
     const float* const sDecay = reinterpret_cast<const float*>(buf + L::BDEC);
 #pragma unroll
