@@ -87,16 +87,20 @@ __device__ __forceinline__ void walk_wg_load_inputs(const Params& p, unsigned ch
   bulk_g2s(buf + L::BDEC, p.scr.decay + cid * D, uint32_t(D) * 4, bar);
 }
 
-// Qg of chunk-head cid_q (cid_q < 0: none) and A_qk of chunk-head cid_a (< 0: none) -> their single buffers.
+// Qg of chunk-head cid_q (cid_q < 0: none) and A_qk of chunk-head cid_a (< 0: none) -> their single buffers, by one
+// thread; `expect` (0: none) posts the phase's transaction bytes first: the pieces of one phase of the mbarrier may
+// come from two calls, the first posting the whole phase.
 template <int D>
-__device__ __forceinline__ void walk_wg_load_out(const Params& p, unsigned char* smem, int64_t cid_q,
-                                                 int64_t cid_a, uint64_t* bar, int tid) {
+__device__ __forceinline__ void walk_wg_load_out(const Params& p, unsigned char* smem, int64_t cid_q, int64_t cid_a,
+                                                 uint32_t expect, uint64_t* bar) {
   using L = WgSmem<D>;
-  if (tid != 0) return;
-  mbar_expect_tx(bar, uint32_t((cid_q >= 0 ? L::kTileD : 0) + (cid_a >= 0 ? size_t(kC) * kC * 2 : 0)));
+  if (expect) mbar_expect_tx(bar, expect);
   if (cid_q >= 0) bulk_g2s(smem + L::QG, p.scr.qg + cid_q * (kC * D), uint32_t(L::kTileD), bar);
   if (cid_a >= 0) bulk_g2s(smem + L::AQK, p.scr.aqk + cid_a * (kC * kC), uint32_t(kC) * kC * 2, bar);
 }
+
+// Barrier of the 128 threads of warpgroup w (named barrier 1 + w; 0 is __syncthreads).
+__device__ __forceinline__ void wg_sync(int w) { asm volatile("bar.sync %0, 128;" ::"r"(1 + w) : "memory"); }
 
 template <int D>
 __global__ void __launch_bounds__(kWgThreads, 1) kda_chunk_walk_wg(const Params p) {
@@ -134,7 +138,7 @@ __global__ void __launch_bounds__(kWgThreads, 1) kda_chunk_walk_wg(const Params 
   __syncthreads();  // the inits before any copy or wait
   if (cbeg < cend) {
     walk_wg_load_inputs<D>(p, smem + L::BUF0, cbeg * p.H + h, v0, bar_in, tid);
-    walk_wg_load_out<D>(p, smem, cbeg * p.H + h, -1, bar_out, tid);
+    if (tid == 0) walk_wg_load_out<D>(p, smem, cbeg * p.H + h, -1, uint32_t(L::kTileD), bar_out);
   }
   // Loads in flight are awaited at the top of each chunk. Use u of an mbarrier completes its phase u: bar_in[b]
   // serves the chunks c with (c - cbeg) & 1 == b (use (c - cbeg) >> 1), bar_out one load per chunk (use c - cbeg:
@@ -180,6 +184,7 @@ __global__ void __launch_bounds__(kWgThreads, 1) kda_chunk_walk_wg(const Params 
 
   // WG 1: O(c - 1) += A_qk(c - 1) U(c - 1) (wgmma issued, not waited for), and its store once complete
   float acc_prev[VT / 8][4] = {};  // WG 1: O(c - 1) (Qg S part from the previous iteration)
+  float acc_q[VT / 8][4];          // WG 1: Qg(c) S
   const auto o_finish_issue = [&](int64_t c) {
     const uint64_t uh = u_desc(c, false), ul = u_desc(c, true);
 #pragma unroll
@@ -219,16 +224,7 @@ __global__ void __launch_bounds__(kWgThreads, 1) kda_chunk_walk_wg(const Params 
 
     // phase 1: U(c) (WG 0); Qg(c) S and the rest of O(c - 1) (WG 1)
     if (wg == 0) {
-      float acc[VT / 8][4];
-      const float* const sU0 = reinterpret_cast<const float*>(buf + L::BU0);
-#pragma unroll
-      for (int j = 0; j < VT / 8; ++j)
-#pragma unroll
-        for (int rr = 0; rr < 2; ++rr) {
-          const float2 u = *reinterpret_cast<const float2*>(sU0 + scr_u0_off(r0 + 8 * rr, 8 * j + 2 * tq));
-          acc[j][2 * rr] = u.x;
-          acc[j][2 * rr + 1] = u.y;
-        }
+      float acc[VT / 8][4] = {};  // Wn S; U0 is added once the products are done (its loads under them)
       const uint64_t dWh = wgmma::desc_sw128(buf + L::BWH), dWl = wgmma::desc_sw128(buf + L::BWL);
       wgmma::fence_operands(acc);
       wgmma::fence();
@@ -241,8 +237,22 @@ __global__ void __launch_bounds__(kWgThreads, 1) kda_chunk_walk_wg(const Params 
       }
       wgmma::commit();
       prefetch_next();
+      float u0[VT / 8][4];
+      const float* const sU0 = reinterpret_cast<const float*>(buf + L::BU0);
+#pragma unroll
+      for (int j = 0; j < VT / 8; ++j)
+#pragma unroll
+        for (int rr = 0; rr < 2; ++rr) {
+          const float2 u = *reinterpret_cast<const float2*>(sU0 + scr_u0_off(r0 + 8 * rr, 8 * j + 2 * tq));
+          u0[j][2 * rr] = u.x;
+          u0[j][2 * rr + 1] = u.y;
+        }
       wgmma::wait<0>();
       wgmma::fence_operands(acc);
+#pragma unroll
+      for (int j = 0; j < VT / 8; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) acc[j][e] += u0[j][e];
       bf16* const sUh = reinterpret_cast<bf16*>(smem + L::UH + size_t((c - cbeg) & 1) * L::kUBuf);
       bf16* const sUl = reinterpret_cast<bf16*>(smem + L::UL + size_t((c - cbeg) & 1) * L::kUBuf);
 #pragma unroll
@@ -254,30 +264,40 @@ __global__ void __launch_bounds__(kWgThreads, 1) kda_chunk_walk_wg(const Params 
         }
       fence_proxy_async();
     } else {
-      float acc[VT / 8][4] = {};
-      wgmma::fence_operands(acc);
+      // Qg(c) S, then O(c - 1)'s A_qk U, one wgmma group. Once the warpgroup has read Qg(c) and A_qk(c - 1), its
+      // first thread loads Qg(c + 1) and A_qk(c), before B2. (Two groups with a wait_group 1 between them, to
+      // issue the Qg load earlier, made ptxas serialize every wgmma of the kernel: C7514.)
+#pragma unroll
+      for (int j = 0; j < VT / 8; ++j) acc_q[j][0] = acc_q[j][1] = acc_q[j][2] = acc_q[j][3] = 0.f;
+      wgmma::fence_operands(acc_q);
       wgmma::fence();
 #pragma unroll
       for (int ks = 0; ks < KS; ++ks) {
         const uint32_t o = kstep(ks);
-        wgmma::mma<VT, 0, 0>(acc, wgmma::desc_add(dQg, o), wgmma::desc_add(dSh, o));
-        wgmma::mma<VT, 0, 0>(acc, wgmma::desc_add(dQg, o), wgmma::desc_add(dSl, o));
+        wgmma::mma<VT, 0, 0>(acc_q, wgmma::desc_add(dQg, o), wgmma::desc_add(dSh, o));
+        wgmma::mma<VT, 0, 0>(acc_q, wgmma::desc_add(dQg, o), wgmma::desc_add(dSl, o));
       }
-      if (c > cbeg) o_finish_issue(c - 1);
+      const bool first = c == cbeg;
+      if (!first) o_finish_issue(c - 1);
       wgmma::commit();
       prefetch_next();
+      const uint32_t bytes = uint32_t((c + 1 < cend ? L::kTileD : 0) + size_t(kC) * kC * 2);
       wgmma::wait<0>();
-      wgmma::fence_operands(acc);
+      wg_sync(1);  // every warp of the warpgroup has read Qg(c) and A_qk(c - 1)
+      if (tid == 128) walk_wg_load_out<D>(p, smem, c + 1 < cend ? cid + p.H : -1, cid, bytes, bar_out);
+      wgmma::fence_operands(acc_q);
       wgmma::fence_operands(acc_prev);
+    }
+    __syncthreads();  // B2: U(c) visible to both warpgroups
+
+    if (wg == 1) {  // O(c - 1) to global memory after B2; then O(c) starts from Qg(c) S
       if (c > cbeg) o_store(c - 1);
 #pragma unroll
       for (int j = 0; j < VT / 8; ++j)
 #pragma unroll
-        for (int e = 0; e < 4; ++e) acc_prev[j][e] = acc[j][e];
+        for (int e = 0; e < 4; ++e) acc_prev[j][e] = acc_q[j][e];
     }
-    __syncthreads();  // B2: U(c) visible to both warpgroups; every read of Qg(c) and A_qk(c - 1) is done
-    walk_wg_load_out<D>(p, smem, c + 1 < cend ? cid + p.H : -1, cid, bar_out, tid);  // Qg(c + 1), A_qk(c)
-  
+
     // phase 2: the state update of this warpgroup's half (A = U(c), MN-major; B = KdT rows k0 ..)
     const float* const sDecay = reinterpret_cast<const float*>(buf + L::BDEC);
 #pragma unroll
