@@ -6,23 +6,29 @@
 //
 // kda_chunk_walk_wg<D> (grid N x H x D / 64, 256 threads = two warpgroups, one CTA per (sequence, head, V tile)).
 // Per chunk c (t = chunk rows, v = the tile's 64 value columns, k = key channels):
-//   phase 1  WG 0: U(c) = U0 + Wh S_h + Wh S_l + Wl S_h       (m64 t x n64 v, k = D) -> U hi + lo, shared [c & 1]
+//   phase 1  WG 0: U(c) = Wh S_h + Wh S_l + Wl S_h + U0     (m64 t x n64 v, k = D) -> U hi + lo, shared [c & 1]
 //            WG 1: O(c) = Qg S_h + Qg S_l                     (m64 t x n64 v, k = D), registers until chunk c + 1
-//                  O(c - 1) += A_qk(c - 1) (U_h + U_l)(c - 1)  (k = 64) -> global o
-//   phase 2  WG w: S^T[v][k in half w] = S^T diag(exp(GC)) + U^T KdT^T   (m64 v x n D / 2 k, k = 64 t), then the
+//                  O(c - 1) += A_qk(c - 1) (U_h + U_l)(c - 1)  (k = 64)
+//   phase 2  WG 1: O(c - 1) -> global o
+//            WG w: S^T[v][k in half w] = S^T diag(exp(GC)) + U^T KdT^T   (m64 v x n D / 2 k, k = 64 t), then the
 //                  bf16 hi + lo split of its state half for the next chunk's phase 1.
 // The A_qk U half of O is deferred by one chunk, so that both warpgroups issue 24 wgmma k-steps in phase 1 and 8 in
 // phase 2 (computed in phase 2 beside the state update, it left WG 0 waiting at the end of every chunk: 15% of the
-// stall samples, ncu, run 16); the last chunk's is finished after the loop.
-// Barriers: B1 once the chunk's operands have landed, B2 after phase 1 (U visible; Qg and A_qk read).
-// Loads: chunk c + 1's inputs (double-buffered: Wn hi + lo, KdT, U0, decay) are issued after B1 of chunk c, under
-// the phase-1 wgmma; Qg(c + 1) and A_qk(c) after B2 of chunk c; B1 of chunk c + 1 waits for both.
+// stall samples, ncu, run 16); the last chunk's is finished after the loop. WG 0 adds U0 after its products, so
+// that U0's shared loads overlap them.
+// Barriers: B1 once the chunk's operands have landed, B2 after phase 1 (U visible).
+// Loads (one thread, bulk copies, an mbarrier each): chunk c + 1's inputs (double-buffered: Wn hi + lo, KdT, U0,
+// decay) after B1 of chunk c, under the phase-1 wgmma (thread 0); Qg(c + 1) and A_qk(c) as soon as WG 1 has read
+// Qg(c) and A_qk(c - 1) in phase 1 (thread 128); B1 of chunk c + 1 waits for both.
 // The fp32 state S^T [64][D] lives in the accumulators of the state update: WG w holds columns k in [w D / 2,
 // (w + 1) D / 2) (wgmma.cuh has the accumulator layout).
 // Why wgmma: the mma.sync walk is bound by its fragment loads from shared memory (16 warps of 16 x 16 tiles read
 // each operand four times: ~672 KB per chunk, docs/BENCHMARKS.md); a warpgroup reads each operand tile once per
-// 64-row product, ~240 KB per chunk. Measured (H200, 1 x 16384 H64, ncu): walk 1.17 ms (mma.sync) -> 0.96 ms
-// (first wgmma form, O in phase 2) -> 0.84-0.87 ms (O deferred, bulk loads); docs/BENCHMARKS.md has the rest.
+// 64-row product, ~240 KB per chunk. Measured (H200, 1 x 16384 H64, ncu; docs/gpu runs 15-21): walk 1.17 ms
+// (mma.sync) -> 0.96 (first wgmma form, O in phase 2) -> 0.84-0.87 (O deferred, bulk loads) -> 0.82 (this form).
+// What bounds it (ncu, run 20, before the last step): the tensor pipe is active 33% of the cycles; the chain per
+// chunk (U -> split -> B2 -> state update -> split -> B1) is latency-bound, ~5.5 K cycles a chunk against ~2 K of
+// tensor work.
 //
 // Shared memory (D = 128). Every bf16 operand tile is in wgmma's 128B-swizzled atom-major layout (wgmma.cuh), which
 // is also the scratch layout, so that each tile arrives by one bulk copy:
