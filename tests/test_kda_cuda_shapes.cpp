@@ -11,6 +11,8 @@
 //   - Gate pre-activations and dt_bias swept over +-8 in both forms through the chunk kernel.
 //   - The prep's three row-load paths (bulk copies, vector loads, generic loads) agree bit for bit, at both head
 //     sizes and gate forms, and the launcher picks the one the inputs' alignment allows.
+//   - The two walk kernels (mma.sync at V tiles of 32, wgmma at 64) agree up to fp32 summation order, each within
+//     the bar against fp64 (WalkKernelsAgree).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -307,6 +309,12 @@ TEST_F(KdaCudaShapes, WalkKernelsAgree) {
     StateLayout layout;
   };
   constexpr double kSameUpToOrder = 1e-4;  // relative RMS; fp32 reordering over these chains is ~1e-6
+  struct Restore {  // the process-wide launcher settings back to automatic, also when an assertion throws
+    ~Restore() {
+      cuda::kda_chunk_set_walk(cuda::KdaWalk::automatic);
+      cuda::kda_chunk_set_segment_chunks(0);
+    }
+  } restore;
   cuda::kda_chunk_set_segment_chunks(-1);
   for (const Config& cfg : {Config{2, 150, 4, 128, {}, GateForm::bounded, StateLayout::vk},
                             Config{1, 0, 3, 128, {130, 64, 1, 0, 200}, GateForm::softplus, StateLayout::kv},
@@ -332,8 +340,6 @@ TEST_F(KdaCudaShapes, WalkKernelsAgree) {
       EXPECT_LE(sh, kSameUpToOrder) << name(p) << " walk " << int(w);
     }
   }
-  cuda::kda_chunk_set_walk(cuda::KdaWalk::automatic);
-  cuda::kda_chunk_set_segment_chunks(0);
 }
 #endif
 

@@ -1,13 +1,16 @@
 // src/cuda/bulk_copy.cuh: the Hopper bulk copy engine (cp.async.bulk, non-tensor form) and the shared-memory
 // mbarrier that tracks its global -> shared copies, as small device functions (sm_90).
 //
-// Protocol of a global -> shared load tracked by one mbarrier, used once (phase 0):
-//   one thread:   mbar_init(bar, 1); mbar_init_fence(); mbar_expect_tx(bar, total bytes)   (arrives once)
-//   then (the same thread, or any thread after a barrier that orders the init before it):
-//                 bulk_g2s(dst, src, bytes, bar) per piece; each piece completes `bytes` of the transaction
-//   readers:      mbar_wait(bar, 0), then read dst with ordinary shared loads.
+// Protocol of a global -> shared load tracked by one mbarrier (phase u = its u-th use, from 0):
+//   one thread:   mbar_init(bar, 1); mbar_init_fence()   (once; other threads use bar after a barrier)
+//   per use u:    one thread: mbar_expect_tx(bar, total bytes of the use)   (the phase's one arrival)
+//                 then (that thread, or any thread ordered after it): bulk_g2s(dst, src, bytes, bar) per piece;
+//                 each piece completes `bytes` of the transaction
+//   readers:      mbar_wait(bar, u & 1), then read dst (ordinary shared loads, or wgmma).
 // The phase completes when the one arrival has happened and every expected byte has landed, so expect_tx is
-// posted before any piece is issued. Pieces: `bytes` a multiple of 16, both addresses 16-byte aligned.
+// posted before any piece is issued; use u + 1 may be posted only once every reader has passed its wait on use u
+// (a parity wait cannot tell phase u from u + 2). Pieces: `bytes` a multiple of 16, both addresses 16-byte
+// aligned.
 // Shared -> global: the writer threads fence their shared stores for the async proxy (fence_proxy_async), a barrier
 // orders them before the issuing thread's bulk_s2g copies, bulk_commit groups them, and the issuing thread calls
 // bulk_wait_read before the shared source may be reused or the CTA exits (the global writes complete with the

@@ -7,8 +7,9 @@
 //   chunk c lives at chunk c ^ r. A tile of R rows x C columns (C a multiple of 64) is stored atom-major,
 //   [C / 64][R][64], so that rows are 128 bytes apart and 8-row groups 1024 bytes apart: sw128_off<R>(r, c).
 //   K-major operand (A = [m][k] or B = [n][k], k contiguous): canonical ((8, m), (T, 2k)) : ((8T, SBO), (1, T)),
-//     SBO = 1024 bytes, LBO unused (1). A k-step of 16 inside an atom advances the start address by 32 bytes (the
-//     swizzle acts on address bits 4-6 XOR 7-9, hence the 1024-byte alignment); the next atom is R x 128 bytes on.
+//     SBO = 1024 bytes, LBO unused (desc_sw128 sets 1024 for both operand kinds). A k-step of 16 inside an atom
+//     advances the start address by 32 bytes (the swizzle acts on address bits 4-6 XOR 7-9, hence the 1024-byte
+//     alignment); the next atom is R x 128 bytes on.
 //   MN-major operand (imm-trans = 1: A = [k][m] or B = [k][n], m or n contiguous, 64 wide): canonical
 //     ((T, 8, m), (8, k)) : ((1, T, LBO), (8T, SBO)): 8 k-rows of 128 bytes per atom, SBO = 1024 bytes to the next
 //     8 k-rows, LBO to the next 64 columns (unused at width 64; 1024 as well). A k-step of 16 advances the start

@@ -13,12 +13,13 @@
 //   and U0 = Tb V (fp32), so that the pseudo-values are U = U0 + Wn S (Tb and Kg are bf16, U0 is exact in fp32
 //   and Wn keeps ~16 bits). prep.cuh has the phases, the factoring of exp(G_i - G_j) through 16-row block
 //   references and the shared-memory budget.
-// Kernel 2, kda_chunk_walk<D, VT, NTHR> (at V tiles of 64 the launcher runs walk_wgmma.cuh's warpgroup-MMA walk
-//   instead: this kernel serves VT = 32 and the segments; grid: N x H x D / VT; VT = 64 with 512 threads or
-//   VT = 32 with 256, one CTA per (sequence, head, V tile)): the fp32 state slice S^T[VT][K] lives in registers, in the
-//   accumulator layout of its update (each warp owns a 16 x D / WN7 tile), and its bf16 hi + lo split in shared
-//   memory. The inputs of chunk c + 1 (Wn hi + lo, U0 slice, KdT, decay) are prefetched with cp.async into a
-//   second buffer while chunk c computes; Qg and A_qk (one buffer) are fetched once chunk c - 1 has read them.
+// Kernel 2, kda_chunk_walk<D, VT, NTHR> (grid: N x H x D / VT, one CTA per (sequence, head, V tile); launched
+//   at VT = 32 with 256 threads, for the segments and for grids that fit one wave; V tiles of 64 run
+//   walk_wgmma.cuh's warpgroup-MMA walk instead since session 6: the VT = 64, 512-thread form below is history):
+//   the fp32 state slice S^T[VT][K] lives in registers, in the accumulator layout of its update (each warp owns
+//   a 16 x D / WN7 tile), and its bf16 hi + lo split in shared memory. The inputs of chunk c + 1 (Wn hi + lo, U0
+//   slice, KdT, decay) are prefetched with cp.async into a second buffer while chunk c computes; Qg and A_qk (one
+//   buffer) are fetched once chunk c - 1 has read them.
 //     U = U0 + Wn S          (64 x VT, k = K; Wn hi + lo, S hi + lo: 3 mma) -> U^T hi + lo (shared memory)
 //     O = Qg S + A_qk U      (64 x VT; S hi + lo, U hi + lo: 2 + 2 mma) -> global o (rows in the sequence)
 //     S^T <- S^T diag(exp(GC)) + U^T KdT^T   (VT x K, k = 64; U hi + lo; the registers accumulate)
@@ -57,15 +58,15 @@
 // walk holds them in shared memory (128B-swizzled, atom-major: wgmma.cuh), so that one bulk copy moves each; U0
 // as [D / 64] column blocks of [64 t][64 v], the 16-byte chunks of row t XOR-permuted by t & 7 (a V tile of 64 is
 // one contiguous 16 KB block, and the walk's float2 accumulator loads from it take the minimum two wavefronts).
-// The mma.sync walk's cp.async loads gather from these layouts chunk by chunk (cp_tile_g2s kSrc).
+// The mma.sync walk's cp.async loads gather from these layouts chunk by chunk (cp_tile_g2s kFrom).
 //   D = 128: 107008 B per chunk-head = 1672 B per token-head (1 x 16384 x H64: 1.75 GB).
 //   D =  64:  57600 B per chunk-head =  900 B per token-head.
 //
-// Shared memory (bytes; D = 128 / 64): prep 105744 / 75792 (2 CTAs / SM); walk (D = 128) VT = 64: 214016,
-// VT = 32: 172032 (1 CTA / SM). Row pads of 16 bytes (bf16) and 16-32 bytes (fp32), or the walk's swizzled
-// tiles (WalkSmem), keep the fragment loads bank-conflict free.
-// ptxas (sm_90a, CUDA 13.0 here): registers prep 64 (512 threads, capped for 2 CTAs / SM), walk 128 (D = 128,
-// VT = 64) / 222 (VT = 32, with the segment modes); no spills.
+// Shared memory (bytes; D = 128 / 64): prep 105744 / 75792 (2 CTAs / SM); walk (D = 128) VT = 32: 172032 (1 CTA /
+// SM; the former VT = 64 form: 214016; walk_wgmma.cuh: 224280). Row pads of 16 bytes (bf16) and 16-32 bytes
+// (fp32), or the walk's swizzled tiles (WalkSmem), keep the fragment loads bank-conflict free.
+// ptxas (sm_90a, CUDA 13.0 here): registers prep 64 (512 threads, capped for 2 CTAs / SM), walk 222 (VT = 32,
+// with the segment modes); no spills.
 //
 // Measured on the H200 (docs/BENCHMARKS.md, docs/gpu/2026-11-29-h200-prep1.txt; ncu gpu__time_duration,
 // 1 x 16384 H64): prep 2.52 ms at commit a4addf3 (the former 1024-thread, one-CTA-per-SM prep: 3.04 ms in
@@ -111,8 +112,8 @@ namespace kimi::cuda::kda_chunk {
 using bf16 = __nv_bfloat16;
 
 constexpr int kC = 64;  // chunk rows
-// Threads of the prep kernel (512 or 1024) and of the walk (VT = 64: 512; VT = 32: 256 or 512) are template
-// parameters; the launcher (chunk.cu) picks them.
+// Threads of the prep kernel and of the walk (VT = 32: 256) are template parameters; the launcher (chunk.cu) picks
+// them.
 
 // Storage dtypes (== int(kimi::DType::...), checked by static_assert in chunk.cu).
 enum : int { kDtF32 = 0, kDtBf16 = 1, kDtF16 = 2 };
@@ -494,27 +495,27 @@ __device__ __forceinline__ void cp_async_wait() {
 
 // Where cp_tile_g2s finds element (r, col0 + c) of its global tile g: dense rows of ldg elements, a scratch bf16
 // tile of ROWS rows (scr_tile_off) or the U0 scratch tile (scr_u0_off).
-enum : int { kSrcRows = 0, kSrcTile = 1, kSrcU0 = 2 };
+enum : int { kGatherRows = 0, kGatherTile = 1, kGatherU0 = 2 };
 
 // ROWS x COLS elements of type E (COLS * sizeof(E) a multiple of 16), columns col0 .. of the global tile g (layout
-// kSrc) -> shared (row stride lds elements, 16-byte aligned rows), cp.async by NTHR threads. kSwz: bf16 rows of 64
+// kFrom) -> shared (row stride lds elements, 16-byte aligned rows), cp.async by NTHR threads. kSwz: bf16 rows of 64
 // or 128 elements (lds == COLS) in the swizzled layout of tile_off.
-template <typename E, int ROWS, int COLS, int NTHR, bool kSwz = false, int kSrc = kSrcRows>
+template <typename E, int ROWS, int COLS, int NTHR, bool kSwz = false, int kFrom = kGatherRows>
 __device__ __forceinline__ void cp_tile_g2s(E* s, int lds, const E* g, int64_t ldg, int tid, int col0 = 0) {
   constexpr int PER = 16 / int(sizeof(E)), CPR = COLS / PER;
   static_assert(COLS % PER == 0, "16-byte rows");
   static_assert(!kSwz || (sizeof(E) == 2 && (COLS == 64 || COLS == 128)), "swizzled rows: bf16, 8 or 16 chunks");
-  static_assert(kSrc != kSrcTile || sizeof(E) == 2, "scratch tiles are bf16");
-  static_assert(kSrc != kSrcU0 || sizeof(E) == 4, "U0 is fp32");
+  static_assert(kFrom != kGatherTile || sizeof(E) == 2, "scratch tiles are bf16");
+  static_assert(kFrom != kGatherU0 || sizeof(E) == 4, "U0 is fp32");
   constexpr int NIT = (ROWS * CPR + NTHR - 1) / NTHR;
 #pragma unroll
   for (int it = 0; it < NIT; ++it) {
     const int e = tid + it * NTHR;
     if ((ROWS * CPR) % NTHR == 0 || e < ROWS * CPR) {
       const int r = e / CPR, c = (e % CPR) * PER;
-      const E* const src = kSrc == kSrcTile ? g + scr_tile_off<ROWS>(r, col0 + c)
-                           : kSrc == kSrcU0 ? g + scr_u0_off(r, col0 + c)
-                                            : g + r * ldg + col0 + c;
+      const E* const src = kFrom == kGatherTile ? g + scr_tile_off<ROWS>(r, col0 + c)
+                           : kFrom == kGatherU0 ? g + scr_u0_off(r, col0 + c)
+                                                : g + r * ldg + col0 + c;  // ldg: kGatherRows only
       cp_async16(s + (kSwz ? tile_off<true>(r, c, lds) : r * lds + c), src);
     }
   }
@@ -530,12 +531,12 @@ __device__ __forceinline__ void walk_prefetch(const Params& p, unsigned char* bu
   constexpr bool S = L::kSwz;
   bf16* const wh = reinterpret_cast<bf16*>(buf + L::BWH);
   bf16* const wl = reinterpret_cast<bf16*>(buf + L::BWL);
-  cp_tile_g2s<bf16, kC, D, NTHR, S, kSrcTile>(wh, L::LDW, p.scr.wh + cid * (kC * D), 0, tid);
-  cp_tile_g2s<bf16, kC, D, NTHR, S, kSrcTile>(wl, L::LDW, p.scr.wl + cid * (kC * D), 0, tid);
+  cp_tile_g2s<bf16, kC, D, NTHR, S, kGatherTile>(wh, L::LDW, p.scr.wh + cid * (kC * D), 0, tid);
+  cp_tile_g2s<bf16, kC, D, NTHR, S, kGatherTile>(wl, L::LDW, p.scr.wl + cid * (kC * D), 0, tid);
   if (u0)  // identity columns of a segment map: U0 = 0, not loaded
-    cp_tile_g2s<float, kC, VT, NTHR, false, kSrcU0>(reinterpret_cast<float*>(buf + L::BU0), L::LDU,
+    cp_tile_g2s<float, kC, VT, NTHR, false, kGatherU0>(reinterpret_cast<float*>(buf + L::BU0), L::LDU,
                                                     p.scr.u0 + cid * (kC * D), 0, tid, v0);
-  cp_tile_g2s<bf16, D, kC, NTHR, S, kSrcTile>(reinterpret_cast<bf16*>(buf + L::BKDT), L::LDT,
+  cp_tile_g2s<bf16, D, kC, NTHR, S, kGatherTile>(reinterpret_cast<bf16*>(buf + L::BKDT), L::LDT,
                                               p.scr.kdt + cid * (D * kC), 0, tid);
   cp_tile_g2s<float, 1, D, NTHR>(reinterpret_cast<float*>(buf + L::BDEC), D, p.scr.decay + cid * D, D, tid);
 }
@@ -544,9 +545,9 @@ template <int D, int VT, int NTHR>
 __device__ __forceinline__ void walk_prefetch_out(const Params& p, unsigned char* smem, int64_t cid, int tid) {
   using L = WalkSmem<D, VT>;
   constexpr bool S = L::kSwz;
-  cp_tile_g2s<bf16, kC, D, NTHR, S, kSrcTile>(reinterpret_cast<bf16*>(smem + L::QG), L::LDW,
+  cp_tile_g2s<bf16, kC, D, NTHR, S, kGatherTile>(reinterpret_cast<bf16*>(smem + L::QG), L::LDW,
                                               p.scr.qg + cid * (kC * D), 0, tid);
-  cp_tile_g2s<bf16, kC, kC, NTHR, S, kSrcTile>(reinterpret_cast<bf16*>(smem + L::AQK), L::LDT,
+  cp_tile_g2s<bf16, kC, kC, NTHR, S, kGatherTile>(reinterpret_cast<bf16*>(smem + L::AQK), L::LDT,
                                                p.scr.aqk + cid * (kC * kC), 0, tid);
 }
 

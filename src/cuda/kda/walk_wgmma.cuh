@@ -6,7 +6,7 @@
 //
 // kda_chunk_walk_wg<D> (grid N x H x D / 64, 256 threads = two warpgroups, one CTA per (sequence, head, V tile)).
 // Per chunk c (t = chunk rows, v = the tile's 64 value columns, k = key channels):
-//   phase 1  WG 0: U(c) = Wh S_h + Wh S_l + Wl S_h + U0     (m64 t x n64 v, k = D) -> U hi + lo, shared [c & 1]
+//   phase 1  WG 0: U(c) = Wh S_h + Wh S_l + Wl S_h + U0     (m64 t x n64 v, k = D) -> U hi + lo, buffer (c - cbeg) & 1
 //            WG 1: O(c) = Qg S_h + Qg S_l                     (m64 t x n64 v, k = D), registers until chunk c + 1
 //                  O(c - 1) += A_qk(c - 1) (U_h + U_l)(c - 1)  (k = 64)
 //   phase 2  WG 1: O(c - 1) -> global o
@@ -116,8 +116,8 @@ __global__ void __launch_bounds__(kWgThreads, 1) kda_chunk_walk_wg(const Params 
   constexpr int KS = D / 16;                      // k-steps of the products over k = D
   constexpr int KT = kC / 16;                     // k-steps of the products over the 64 chunk rows
   constexpr uint32_t kAtom = uint32_t(kC) * 128;  // bytes of one atom column of a 64-row tile
-  extern __shared__ __align__(
-      128) unsigned char smem_raw[];  // 128 as in the TU's other kernels; aligned below
+  // 128-byte alignment as declared by the TU's other kernels; the base is aligned to 1024 below
+  extern __shared__ __align__(128) unsigned char smem_raw[];
   unsigned char* const smem = smem_raw + ((1024u - (smem_u32(smem_raw) & 1023u)) & 1023u);
   bf16* const sSh = reinterpret_cast<bf16*>(smem + L::SH);
   bf16* const sSl = reinterpret_cast<bf16*>(smem + L::SL);
@@ -226,7 +226,7 @@ __global__ void __launch_bounds__(kWgThreads, 1) kda_chunk_walk_wg(const Params 
       if (c + 1 < cend)
         walk_wg_load_inputs<D>(p, smem + L::BUF0 + size_t((c + 1 - cbeg) & 1) * L::kBuf, cid + p.H, v0,
                                bar_in + ((c + 1 - cbeg) & 1), tid);
-        };
+    };
 
     // phase 1: U(c) (WG 0); Qg(c) S and the rest of O(c - 1) (WG 1)
     if (wg == 0) {
@@ -276,6 +276,7 @@ __global__ void __launch_bounds__(kWgThreads, 1) kda_chunk_walk_wg(const Params 
 #pragma unroll
       for (int j = 0; j < VT / 8; ++j) acc_q[j][0] = acc_q[j][1] = acc_q[j][2] = acc_q[j][3] = 0.f;
       wgmma::fence_operands(acc_q);
+      wgmma::fence_operands(acc_prev);  // written by ordinary instructions (the copy from acc_q)
       wgmma::fence();
 #pragma unroll
       for (int ks = 0; ks < KS; ++ks) {
@@ -329,6 +330,7 @@ __global__ void __launch_bounds__(kWgThreads, 1) kda_chunk_walk_wg(const Params 
     wait_out(cend);   // A_qk(cend - 1)
     __syncthreads();
     if (wg == 1) {
+      wgmma::fence_operands(acc_prev);
       wgmma::fence();
       o_finish_issue(cend - 1);
       wgmma::commit();
