@@ -221,7 +221,7 @@ struct WalkSmem {
                 "16-byte aligned regions, 128-byte aligned swizzled tiles");
   static_assert(TOTAL <= 227 * 1024, "fits the sm_90 shared memory of one CTA");
 };
-static_assert(WalkSmem<128, 64>::TOTAL == 214016 && WalkSmem<128, 32>::TOTAL == 172032, "documented sizes");
+static_assert(WalkSmem<128, 32>::TOTAL == 172032, "documented size");
 
 // ---------------------------------------------------------------------------------------------------------
 // small helpers
@@ -555,7 +555,7 @@ template <int D, int VT, int NTHR>
 __global__ void __launch_bounds__(NTHR, 1) kda_chunk_walk(const Params p) {
   using L = WalkSmem<D, VT>;
   constexpr int NW = NTHR / 32, NV = D / VT;
-  static_assert(NTHR == 512 || (VT == 32 && NTHR == 256), "walk block");
+  static_assert(VT == 32 && NTHR == 256, "the launched form (V tiles of 64: walk_wgmma.cuh since session 6)");
   constexpr int LDB = L::LDB, LDW = L::LDW, LDT = L::LDT, LDU = L::LDU, LDV = L::LDV;
   extern __shared__ __align__(128) unsigned char smem[];  // the swizzled tiles need 128-byte aligned rows
   bf16* const sSh = reinterpret_cast<bf16*>(smem + L::SH);  // S^T hi [VT][LDB]

@@ -184,9 +184,10 @@ __global__ void __launch_bounds__(kWgThreads, 1) kda_chunk_walk_wg(const Params 
   const auto kstep = [](int ks) {
     return uint32_t(ks >> 2) * kAtom + uint32_t(ks & 3) * 32;
   };                                             // K-major, k = 16 ks
-  const auto u_desc = [&](int64_t c, bool lo) {  // U hi / lo of chunk c (buffer c & 1)
-    return wgmma::desc_sw128(smem + (lo ? L::UL : L::UH) + size_t((c - cbeg) & 1) * L::kUBuf);
+  const auto u_tile = [&](int64_t c, bool lo) {  // U hi / lo of chunk c: U buffer (c - cbeg) & 1
+    return reinterpret_cast<bf16*>(smem + (lo ? L::UL : L::UH) + size_t((c - cbeg) & 1) * L::kUBuf);
   };
+  const auto u_desc = [&](int64_t c, bool lo) { return wgmma::desc_sw128(u_tile(c, lo)); };
 
   // WG 1: O(c - 1) += A_qk(c - 1) U(c - 1) (wgmma issued, not waited for), and its store once complete
   float acc_prev[VT / 8][4] = {};  // WG 1: O(c - 1) (Qg S part from the previous iteration)
@@ -259,8 +260,8 @@ __global__ void __launch_bounds__(kWgThreads, 1) kda_chunk_walk_wg(const Params 
       for (int j = 0; j < VT / 8; ++j)
 #pragma unroll
         for (int e = 0; e < 4; ++e) acc[j][e] += u0[j][e];
-      bf16* const sUh = reinterpret_cast<bf16*>(smem + L::UH + size_t((c - cbeg) & 1) * L::kUBuf);
-      bf16* const sUl = reinterpret_cast<bf16*>(smem + L::UL + size_t((c - cbeg) & 1) * L::kUBuf);
+      bf16* const sUh = u_tile(c, false);
+      bf16* const sUl = u_tile(c, true);
 #pragma unroll
       for (int j = 0; j < VT / 8; ++j)
 #pragma unroll
