@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # A focused GPU call for the KDA kernels when device time is short (the device tool's `run`, `.deps` carried):
 #   KIMI_COMMIT=<sha> [AB_DEFINES="MACRO1 MACRO2"] [FALLBACK_DEFINES="MACRO"] [DEADLINE=<s>] [NCU_SHAPES="0 4"]
-#     bash scripts/gpu/verify_kda.sh
+#     [AB_OVERLAY="name:dir ..."] [SMOKE="<gtest filter>"] bash scripts/gpu/verify_kda.sh
 # Builds kimi_tests and the two KDA benchmarks, runs every KDA test (harness CPU + CUDA cases vs fp64, the
 # conformance shapes of tests/test_kda_cuda_shapes.cpp, the segment cases) and the model-on-GPU tests, the
 # prefill and decode benchmarks, compute-sanitizer memcheck and racecheck on the small KDA CUDA cases, then, while
@@ -9,13 +9,18 @@
 # -D<macro> (a compile-time switch back to a former kernel) and the two benchmarks again, prefixed [<macro>], so
 # that a change and what it replaced are timed in the same call. NCU_SHAPES (indices of bench_kda_prefill.cpp):
 # the per-kernel times (ncu gpu__time_duration) of the prefill kernels on those shapes, for each build.
-# run_all.sh is the full run.
-# Output: $OUT/verify.log (everything) and the logs of each step.
+# AB_OVERLAY (name:dir, dir inside the checkout holding files at their repository paths, e.g. a branch's changed
+# files from `git archive`): a copy of the tree with those files laid over it, built and checked the same way
+# (KDA chunk tests, benchmarks, ncu, racecheck / synccheck on the small cases), prefixed [name]: a branch measured
+# beside main in one call. run_all.sh is the full run.
+# Output: $OUT/verify.log (everything) and $OUT/logs.tgz (the log of each step; the device returns at most 8 files).
 set -uo pipefail
 OUT=${OUT:-/tmp/kimi-gpu-out}
-mkdir -p "$OUT"
+LOG=${LOG:-/tmp/kimi-gpu-logs}
+mkdir -p "$OUT" "$LOG"
 cd "$(dirname "$0")/../.."
 exec > >(tee "$OUT/verify.log") 2>&1
+trap 'tar czf "$OUT/logs.tgz" -C "$LOG" . 2>/dev/null' EXIT
 . scripts/gpu/deps.sh  # $prefix: the unpacked build dependencies (LD_LIBRARY_PATH set)
 t0=$(date +%s)
 el() { echo "[$(( $(date +%s) - t0 )) s]"; }
@@ -26,36 +31,43 @@ echo "# verify_kda commit ${KIMI_COMMIT:-unknown} $(nvidia-smi --query-gpu=name 
 build() {  # build dir, extra CUDA flags, targets...
   local dir=$1 flags=$2; shift 2
   cmake --preset cuda -B "$dir" -DCMAKE_PREFIX_PATH="$prefix/usr" -DKIMI_TESTS=ON -DKIMI_BENCH=ON -DKIMI_PYTHON=OFF \
-    -DCMAKE_CUDA_FLAGS="$flags" >"$OUT/configure-$(basename "$dir").log" 2>&1 &&
-    cmake --build "$dir" -j 16 --target "$@" >"$OUT/build-$(basename "$dir").log" 2>&1 ||
-    { grep -E "error|FAILED" -A5 "$OUT/build-$(basename "$dir").log" | head -60; return 1; }
+    -DCMAKE_CUDA_FLAGS="$flags" >"$LOG/configure-$(basename "$dir").log" 2>&1 &&
+    cmake --build "$dir" -j 16 --target "$@" >"$LOG/build-$(basename "$dir").log" 2>&1 ||
+    { grep -E "error|FAILED" -A5 "$LOG/build-$(basename "$dir").log" | head -60; return 1; }
 }
 build build/cuda "" kimi_tests kimi_bench_kda_prefill kimi_bench_kda_decode || exit 1
-echo "$(el) build ok"; grep -E "spill" "$OUT/build-cuda.log" | grep -v " 0 bytes spill" | sort | uniq -c | head
+echo "$(el) build ok"; grep -E "spill" "$LOG/build-cuda.log" | grep -v " 0 bytes spill" | sort | uniq -c | head
 
 T=./build/cuda/tests/kimi_tests
+if [ -n "${SMOKE:-}" ]; then  # SMOKE=<gtest filter>: a quick first check of a new kernel; the call stops if it fails
+  timeout 40 $T --gtest_brief=1 --gtest_filter="$SMOKE" >"$LOG/tests-smoke.log" 2>&1
+  rc=$?
+  echo "$(el) smoke tests ($SMOKE): exit $rc; $(summary "$LOG/tests-smoke.log")"
+  grep -E "^\[ (kda_|prefill)|^\[  FAILED|Failure" -A3 "$LOG/tests-smoke.log" | head -40
+  [ $rc -eq 0 ] || exit 1
+fi
 # The decode-step cases first, briefly: if they fail (or hang) and FALLBACK_DEFINES is set, the main build is
 # redone with those macros (compile-time switches back to the former kernels) so that the rest of the call
 # measures correct code.
 decode='*kda_decode*:*KdaDecode*'
-timeout 60 $T --gtest_brief=1 --gtest_filter="$decode" >"$OUT/tests-decode.log" 2>&1
+timeout 60 $T --gtest_brief=1 --gtest_filter="$decode" >"$LOG/tests-decode.log" 2>&1
 rc=$?
-echo "$(el) decode-step tests: exit $rc; $(summary "$OUT/tests-decode.log")"
-grep -E "^\[  FAILED|Failure" -A3 "$OUT/tests-decode.log" | head -20
+echo "$(el) decode-step tests: exit $rc; $(summary "$LOG/tests-decode.log")"
+grep -E "^\[  FAILED|Failure" -A3 "$LOG/tests-decode.log" | head -20
 if [ $rc -ne 0 ] && [ -n "${FALLBACK_DEFINES:-}" ]; then
   flags=""; for d in $FALLBACK_DEFINES; do flags="$flags -D$d"; done
   echo "$(el) rebuilding with$flags"
   build build/cuda "$flags" kimi_tests kimi_bench_kda_prefill kimi_bench_kda_decode || exit 1
-  timeout 60 $T --gtest_brief=1 --gtest_filter="$decode" >"$OUT/tests-decode.log" 2>&1
-  echo "$(el) decode-step tests ($flags): exit $?; $(summary "$OUT/tests-decode.log")"
+  timeout 60 $T --gtest_brief=1 --gtest_filter="$decode" >"$LOG/tests-decode.log" 2>&1
+  echo "$(el) decode-step tests ($flags): exit $?; $(summary "$LOG/tests-decode.log")"
 fi
-timeout 200 $T --gtest_brief=1 --gtest_filter="*kda*:*Kda*:*KDA*-$decode" >"$OUT/tests-kda.log" 2>&1
-echo "$(el) the other KDA tests: exit $?; $(summary "$OUT/tests-kda.log")"
-grep -E "^\[  FAILED|Failure" -A3 "$OUT/tests-kda.log" | head -30
-grep -E "^\[ (kda_|prefill)|^\[seqpar\]" "$OUT/tests-kda.log"
-timeout 120 $T --gtest_brief=1 --gtest_filter='*ModelCuda*:*Parity*Cuda*' >"$OUT/tests-model.log" 2>&1
-echo "$(el) model tests on the GPU: exit $?; $(summary "$OUT/tests-model.log")"
-grep -E "^\[  FAILED|on cuda:0 vs" "$OUT/tests-model.log" | head -10
+timeout 200 $T --gtest_brief=1 --gtest_filter="*kda*:*Kda*:*KDA*-$decode" >"$LOG/tests-kda.log" 2>&1
+echo "$(el) the other KDA tests: exit $?; $(summary "$LOG/tests-kda.log")"
+grep -E "^\[  FAILED|Failure" -A3 "$LOG/tests-kda.log" | head -30
+grep -E "^\[ (kda_|prefill)|^\[seqpar\]" "$LOG/tests-kda.log"
+timeout 120 $T --gtest_brief=1 --gtest_filter='*ModelCuda*:*Parity*Cuda*' >"$LOG/tests-model.log" 2>&1
+echo "$(el) model tests on the GPU: exit $?; $(summary "$LOG/tests-model.log")"
+grep -E "^\[  FAILED|on cuda:0 vs" "$LOG/tests-model.log" | head -10
 
 ncu_times() {  # bench binary, then the lines' prefix
   for sh in ${NCU_SHAPES:-}; do
@@ -70,10 +82,10 @@ timeout 60 ./build/cuda/bench/kimi_bench_kda_decode | grep -E "decode_step|floor
 ncu_times ./build/cuda/bench/kimi_bench_kda_prefill ""
 
 small='*kda_decode*cuda*:KdaDecodeStep.Cuda*:CudaKdaSeqPar*:*kda_chunk_fwd_bf16_cuda*:KdaCudaShapes.WalkKernelsAgree'
-for tool in memcheck racecheck; do
+for tool in memcheck racecheck synccheck; do
   KIMI_SEQPAR_SMALL=1 timeout 100 compute-sanitizer --tool $tool --error-exitcode 9 $T --gtest_brief=1 \
-    --gtest_filter="$small" >"$OUT/sanitizer-$tool.log" 2>&1
-  echo "$(el) compute-sanitizer $tool: exit $?; $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/sanitizer-$tool.log" | tail -1); $(summary "$OUT/sanitizer-$tool.log")"
+    --gtest_filter="$small" >"$LOG/sanitizer-$tool.log" 2>&1
+  echo "$(el) compute-sanitizer $tool: exit $?; $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$LOG/sanitizer-$tool.log" | tail -1); $(summary "$LOG/sanitizer-$tool.log")"
 done
 
 for d in ${AB_DEFINES:-}; do
@@ -83,5 +95,24 @@ for d in ${AB_DEFINES:-}; do
   timeout 45 "./build/ab-$d/bench/kimi_bench_kda_prefill" | sed "s/^/[$d] /"
   timeout 40 "./build/ab-$d/bench/kimi_bench_kda_decode" | grep -E "decode_step" | sed "s/^/[$d] /"
   ncu_times "./build/ab-$d/bench/kimi_bench_kda_prefill" "[$d]"
+done
+for ov in ${AB_OVERLAY:-}; do
+  name=${ov%%:*} dir=${ov#*:} src="build/ov-${ov%%:*}-src"
+  if [ "$(left)" -lt 90 ]; then echo "$(el) overlay $name skipped (deadline)"; continue; fi
+  rm -rf "$src" && mkdir -p "$src" && git ls-files -z | xargs -0 cp --parents -t "$src" && cp -r "$dir"/. "$src"/ &&
+    ln -s "$PWD/.deps" "$src/.deps" || { echo "overlay $name: copy failed"; continue; }
+  (cd "$src" && build "build/cuda" "" kimi_tests kimi_bench_kda_prefill) || continue
+  To="$src/build/cuda/tests/kimi_tests"
+  echo "$(el) overlay $name built"
+  timeout 120 $To --gtest_brief=1 --gtest_filter='*kda_chunk*:KdaCuda*:CudaKdaSeqPar*' >"$LOG/tests-ov-$name.log" 2>&1
+  echo "$(el) [$name] KDA chunk tests: exit $?; $(summary "$LOG/tests-ov-$name.log")"
+  grep -E "^\[  FAILED|Failure" -A3 "$LOG/tests-ov-$name.log" | head -20
+  timeout 45 "$src/build/cuda/bench/kimi_bench_kda_prefill" | sed "s/^/[$name] /"
+  ncu_times "$src/build/cuda/bench/kimi_bench_kda_prefill" "[$name]"
+  for tool in racecheck synccheck; do
+    KIMI_SEQPAR_SMALL=1 timeout 100 compute-sanitizer --tool $tool --error-exitcode 9 $To --gtest_brief=1 \
+      --gtest_filter='*kda_chunk_fwd_bf16_cuda*:KdaCudaShapes.WalkKernelsAgree' >"$LOG/sanitizer-ov-$name-$tool.log" 2>&1
+    echo "$(el) [$name] compute-sanitizer $tool: exit $?; $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$LOG/sanitizer-ov-$name-$tool.log" | tail -1)"
+  done
 done
 echo "$(el) done"

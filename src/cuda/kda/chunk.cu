@@ -408,10 +408,25 @@ void kda_chunk_fwd(const KdaArgs& a, int chunk_size, const Context& ctx) {
   }
   p.nseg = nseg;
 
+#ifdef KIMI_KDA_CHUNK_FORCE_VT  // benchmarking knob: 32 or 64
+  const bool vt64 = KIMI_KDA_CHUNK_FORCE_VT == 64;
+  (void)sms;
+#else
+  const bool vt64 = N * H * (K / 32) > int64_t(sms);  // VT = 32 only while its grid fits one wave
+#endif
+  KdaWalk walk = g_walk.load();
+  if (nseg > 0)
+    walk = KdaWalk::segments;
+  else if (walk == KdaWalk::automatic)
+    walk = vt64 ? KdaWalk::wgmma_vt64 : KdaWalk::mma_vt32;
+  g_last_walk.store(walk);
+  p.wn_in_walk = walk == KdaWalk::wgmma_vt64;  // the scratch form (kda_chunk::Scratch)
+
   // one device allocation: table, then the scratch arrays (all offsets multiples of 256 bytes)
   const auto round256 = [](size_t x) { return (x + 255) / 256 * 256; };
   const size_t tab_bytes = round256(tab.size() * sizeof(int64_t));
-  const size_t per_ch = K == 128 ? kda_chunk::ScratchBytes<128>::total : kda_chunk::ScratchBytes<64>::total;
+  const size_t per_ch = K == 128 ? kda_chunk::ScratchBytes<128>::total(p.wn_in_walk)
+                                 : kda_chunk::ScratchBytes<64>::total(p.wn_in_walk);
   const size_t nch_h = size_t(nch) * size_t(H);
   const size_t seg_bytes = size_t(nseg) * size_t(H) * size_t(K) * size_t(K) * 4;  // each of seg_start, seg_map
   const size_t total = tab_bytes + nch_h * per_ch + 2 * seg_bytes;
@@ -448,9 +463,15 @@ void kda_chunk_fwd(const KdaArgs& a, int chunk_size, const Context& ctx) {
     p.scr.aqk = reinterpret_cast<kda_chunk::bf16*>(take(size_t(C) * C * 2));
     p.scr.kdt = reinterpret_cast<kda_chunk::bf16*>(take(D * C * 2));
     p.scr.decay = reinterpret_cast<float*>(take(D * 4));
-    p.scr.wh = reinterpret_cast<kda_chunk::bf16*>(take(size_t(C) * D * 2));
-    p.scr.wl = reinterpret_cast<kda_chunk::bf16*>(take(size_t(C) * D * 2));
-    p.scr.u0 = reinterpret_cast<float*>(take(size_t(C) * D * 4));
+    if (p.wn_in_walk) {
+      p.scr.kg = reinterpret_cast<kda_chunk::bf16*>(take(size_t(C) * D * 2));
+      p.scr.tb = reinterpret_cast<kda_chunk::bf16*>(take(size_t(C) * C * 2));
+      p.scr.vb = reinterpret_cast<kda_chunk::bf16*>(take(size_t(C) * D * 2));
+    } else {
+      p.scr.wh = reinterpret_cast<kda_chunk::bf16*>(take(size_t(C) * D * 2));
+      p.scr.wl = reinterpret_cast<kda_chunk::bf16*>(take(size_t(C) * D * 2));
+      p.scr.u0 = reinterpret_cast<float*>(take(size_t(C) * D * 4));
+    }
     p.seg_start = nseg > 0 ? reinterpret_cast<float*>(buf + off) : nullptr;
     off += seg_bytes;
     p.seg_map = nseg > 0 ? reinterpret_cast<float*>(buf + off) : nullptr;
@@ -458,18 +479,6 @@ void kda_chunk_fwd(const KdaArgs& a, int chunk_size, const Context& ctx) {
     if (off != total) throw Error("kda_chunk_fwd: scratch layout mismatch");
   }
 
-#ifdef KIMI_KDA_CHUNK_FORCE_VT  // benchmarking knob: 32 or 64
-  const bool vt64 = KIMI_KDA_CHUNK_FORCE_VT == 64;
-  (void)sms;
-#else
-  const bool vt64 = N * H * (K / 32) > int64_t(sms);  // VT = 32 only while its grid fits one wave
-#endif
-  KdaWalk walk = g_walk.load();
-  if (nseg > 0)
-    walk = KdaWalk::segments;
-  else if (walk == KdaWalk::automatic)
-    walk = vt64 ? KdaWalk::wgmma_vt64 : KdaWalk::mma_vt32;
-  g_last_walk.store(walk);
   if (K == 128)
     launch_all<128>(p, diag_mma, walk, s);
   else

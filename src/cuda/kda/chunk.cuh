@@ -119,7 +119,9 @@ constexpr int kC = 64;  // chunk rows
 enum : int { kDtF32 = 0, kDtBf16 = 1, kDtF16 = 2 };
 enum : int { kGateNone = 0, kGateBounded = 1, kGateSoftplus = 2 };
 
-// Scratch arrays, each indexed by chunk-head cid = chunk * H + head (see the header comment).
+// Scratch arrays, each indexed by chunk-head cid = chunk * H + head (see the header comment). Two forms
+// (Params::wn_in_walk): the mma.sync walk reads Wn hi + lo and U0 (wh, wl, u0; kg, tb, vb null); the wgmma walk
+// forms Wn = -Tb Kg and U0 = Tb V itself and reads Kg, Tb and V (kg, tb, vb; wh, wl, u0 null).
 struct Scratch {
   bf16* qg;      // [cid][64][D]
   bf16* aqk;     // [cid][64][64] (upper triangle zero)
@@ -128,16 +130,25 @@ struct Scratch {
   bf16* wh;      // [cid][64][D]  Wn = -Tb Kg, hi
   bf16* wl;      // [cid][64][D]  lo
   float* u0;     // [cid][64][D]  U0 = Tb V
+  bf16* kg;      // [cid][64][D]  Kg = k exp(G)
+  bf16* tb;      // [cid][64][64] Tb = T diag(beta) (blocks above the diagonal zero)
+  bf16* vb;      // [cid][64][D]  v as bf16 (rows beyond the sequence end zero)
 };
 
-// Bytes of each scratch array per chunk-head, in the order of Scratch (all multiples of 256).
+// Bytes of each scratch array per chunk-head, in the order of Scratch (all multiples of 256); total(wn_in_walk):
+// the arrays of one form.
 template <int D>
 struct ScratchBytes {
   static constexpr size_t qg = size_t(kC) * D * 2, aqk = size_t(kC) * kC * 2, kdt = size_t(D) * kC * 2,
-                          decay = size_t(D) * 4, wh = size_t(kC) * D * 2, wl = wh, u0 = size_t(kC) * D * 4;
-  static constexpr size_t total = qg + aqk + kdt + decay + wh + wl + u0;
+                          decay = size_t(D) * 4, wh = size_t(kC) * D * 2, wl = wh, u0 = size_t(kC) * D * 4,
+                          kg = size_t(kC) * D * 2, tb = size_t(kC) * kC * 2, vb = size_t(kC) * D * 2;
+  static constexpr size_t total(bool wn_in_walk) {
+    return qg + aqk + kdt + decay + (wn_in_walk ? kg + tb + vb : wh + wl + u0);
+  }
 };
-static_assert(ScratchBytes<128>::total == 107008 && ScratchBytes<64>::total == 57600, "documented sizes");
+static_assert(ScratchBytes<128>::total(false) == 107008 && ScratchBytes<64>::total(false) == 57600 &&
+                  ScratchBytes<128>::total(true) == 82432 && ScratchBytes<64>::total(true) == 49408,
+              "documented sizes");
 
 // Element offset of (row r, column c) in a scratch bf16 tile of R rows (Qg, Wn hi / lo, A_qk: R = 64; KdT: R = D):
 // the wgmma walk's shared-memory layout (header: "Scratch").
@@ -171,6 +182,7 @@ struct Params {
   int vk;           // state layout [N, H, V, K]
   int rows_bf16;    // q, k, v, g all bf16 with 8-byte aligned row pieces: the prep's fast row loads (launcher)
   int rows_bulk;    // ... and 16-byte aligned rows: the prep's rows by the bulk copy engine (launcher)
+  int wn_in_walk;   // the scratch form (Scratch): Kg, Tb, V for the wgmma walk, else Wn hi + lo, U0
   const int64_t* tab;   // device chunk table [3 * nch]: first token, batch row, rows
   const int64_t* seq0;  // device [N + 1]: first chunk of each sequence, seq0[N] = nch
   int64_t nch;
@@ -565,7 +577,7 @@ __global__ void __launch_bounds__(NTHR, 1) kda_chunk_walk(const Params p) {
   const bf16* const sQg = reinterpret_cast<const bf16*>(smem + L::QG);   // Qg [64][LDW]
   const bf16* const sAqk = reinterpret_cast<const bf16*>(smem + L::AQK);  // A_qk [64][LDT]
 
-  KDA_CHUNK_ASSERT(blockDim.x == NTHR);
+  KDA_CHUNK_ASSERT(blockDim.x == NTHR && !p.wn_in_walk);  // reads Wn hi + lo and U0
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const int gq = lane >> 2, tq = lane & 3;  // mma fragment coordinates
 

@@ -631,6 +631,10 @@ __global__ void __launch_bounds__(kPrepThreads, 2) kda_chunk_prep(const Params p
     }
     stg128(p.scr.qg + cid * (kC * D) + scr_tile_off<kC>(r, c), make_uint4(oq[0], oq[1], oq[2], oq[3]));
     kg[it] = make_uint4(ok[0], ok[1], ok[2], ok[3]);
+    if (p.wn_in_walk) {  // the wgmma walk's form: Kg and v (bf16, zero beyond the sequence end) to the scratch
+      stg128(p.scr.kg + cid * (kC * D) + scr_tile_off<kC>(r, c), kg[it]);
+      stg128(p.scr.vb + cid * (kC * D) + scr_tile_off<kC>(r, c), *reinterpret_cast<const uint4*>(sV + r * LDB + c));
+    }
   }
   // KdT: warp unit = 16 channels x 16 rows; lane = channel c0 + (lane & 15), rows r0 = 8 (lane >> 4) .. + 8:
   // lanes l and l + 16 fill one 32-byte sector of row c. The upper half-warp takes its row pairs in the order
@@ -663,12 +667,14 @@ __global__ void __launch_bounds__(kPrepThreads, 2) kda_chunk_prep(const Params p
   }
   __syncthreads();  // every read of q, k raw and G2 is done; A_kk complete
 
-  // ---- S: Kg -> shared memory; T = (I + A_kk)^-1; Tb = T diag(beta) -------------------------------------
+  // ---- S: Kg -> shared memory (for P4); T = (I + A_kk)^-1; Tb = T diag(beta) ------------------------------
+  if (!p.wn_in_walk) {
 #pragma unroll
-  for (int it = 0; it < kX1; ++it) {
-    const int e = tid + it * kThreads;
-    const int r = e / (D / 8), c = 8 * (e % (D / 8));
-    *reinterpret_cast<uint4*>(sKg + r * LDB + c) = kg[it];
+    for (int it = 0; it < kX1; ++it) {
+      const int e = tid + it * kThreads;
+      const int r = e / (D / 8), c = 8 * (e % (D / 8));
+      *reinterpret_cast<uint4*>(sKg + r * LDB + c) = kg[it];
+    }
   }
   if (warp < kUnits) {  // A_qk fragments -> stage (the G2 region beyond T and the solve scratch)
 #pragma unroll
@@ -758,8 +764,13 @@ __global__ void __launch_bounds__(kPrepThreads, 2) kda_chunk_prep(const Params p
       const float4 bt = *reinterpret_cast<const float4*>(sBeta + j);
       x[0] = t.x * bt.x, x[1] = t.y * bt.y, x[2] = t.z * bt.z, x[3] = t.w * bt.w;
     }
-    sts_bf16<4>(sTb + i * LDT + j, x);
+    if (p.wn_in_walk)  // the wgmma walk's form: Tb to the scratch (8 bytes of one 16-byte chunk), no P4
+      *reinterpret_cast<uint2*>(p.scr.tb + cid * (kC * kC) + scr_tile_off<kC>(i, j)) =
+          make_uint2(pack_bf16(x[0], x[1]), pack_bf16(x[2], x[3]));
+    else
+      sts_bf16<4>(sTb + i * LDT + j, x);
   }
+  if (p.wn_in_walk) return;
   __syncthreads();
 
   // ---- P4: Wn = -Tb Kg, U0 = Tb V -> stages in the G region -> scratch, 16-byte coalesced ----------------

@@ -45,52 +45,61 @@
 
 namespace kimi::cuda::kda_chunk {
 
-constexpr int kWgThreads = 256;  // two warpgroups
-
-// Operand loads: the scratch tiles are stored in the shared-memory layout (chunk.cuh "Scratch"), so each is one
-// contiguous bulk copy, issued by thread 0 and tracked by an mbarrier per load. Measured against 16-byte cp.async
-// of the same contiguous tiles by all threads (run 18, 1 x 16384 H64, ncu): walk 0.868 ms against 0.880.
+constexpr int kWgThreads = 384;  // three warpgroups: WG 0 U, WG 1 O, WG 2 forms Wn
 
 template <int D>
 struct WgSmem {
   static constexpr int VT = 64;
   static constexpr size_t align(size_t x) { return (x + 1023) / 1024 * 1024; }
   static constexpr size_t kTileD = size_t(kC) * D * 2;  // bf16 [64][D] or [D][64]
-  static constexpr size_t kU0 = size_t(kC) * VT * 4;    // fp32 [64][64] (scr_u0_off's column block)
+  static constexpr size_t kTile = size_t(kC) * VT * 2;  // bf16 [64][64]
   static constexpr size_t SH = 0, SL = SH + kTileD;     // S^T hi, lo
-  static constexpr size_t BWH = 0, BWL = BWH + kTileD, BKDT = BWL + kTileD, BU0 = BKDT + kTileD,
-                          BDEC = BU0 + kU0;
-  static constexpr size_t kBuf = align(BDEC + size_t(D) * 4);  // one input buffer
-  static constexpr uint32_t kInBytes = uint32_t(3 * kTileD + kU0 + size_t(D) * 4);
+  // input buffer (two): KdT, the V tile, decay
+  static constexpr size_t BKDT = 0, BV = BKDT + kTileD, BDEC = BV + kTile;
+  static constexpr size_t kBuf = align(BDEC + size_t(D) * 4);
+  static constexpr uint32_t kInBytes = uint32_t(kTileD + kTile + size_t(D) * 4);
   static constexpr size_t BUF0 = SL + kTileD;
-  static constexpr size_t kUBuf = 2 * size_t(kC) * VT * 2;                      // U hi, lo [64][64]
-  static constexpr size_t UH = BUF0 + 2 * kBuf, UL = UH + size_t(kC) * VT * 2;  // buffer 0; buffer 1: + kUBuf
+  static constexpr size_t WH = BUF0 + 2 * kBuf, WL = WH + kTileD;  // Wn hi, lo (one buffer)
+  // Kg / Tb buffer (two)
+  static constexpr size_t BKG = 0, BTB = BKG + kTileD, kKBuf = BTB + kTile;
+  static constexpr uint32_t kKgBytes = uint32_t(kKBuf);
+  static constexpr size_t KBUF0 = WL + kTileD;
+  static constexpr size_t kUBuf = 2 * kTile;                  // U hi, lo [64][64]
+  static constexpr size_t UH = KBUF0 + 2 * kKBuf, UL = UH + kTile;  // buffer 0; buffer 1: + kUBuf
   static constexpr size_t QG = UH + 2 * kUBuf;
   static constexpr size_t AQK = QG + kTileD;
-  static constexpr size_t BAR = AQK + size_t(kC) * kC * 2;  // mbarriers: inputs of buffer 0, 1; Qg + A_qk
-  static constexpr size_t USED = BAR + 3 * 8;
+  // mbarriers: inputs of buffer 0, 1; Qg + A_qk; Kg + Tb of buffer 0, 1; Wn formed; Wn (and Tb) read
+  static constexpr size_t BAR = AQK + kTile;
+  static constexpr size_t USED = BAR + 7 * 8;
   static constexpr size_t TOTAL = USED + 1024;  // base alignment slack
   static_assert(D == 64 || D == 128, "head sizes");
-  static_assert(SL % 1024 == 0 && BUF0 % 1024 == 0 && BWL % 1024 == 0 && BKDT % 1024 == 0 && BU0 % 16 == 0 &&
-                    BDEC % 16 == 0 && UH % 1024 == 0 && UL % 1024 == 0 && QG % 1024 == 0 && AQK % 1024 == 0 &&
-                    BAR % 8 == 0,
+  static_assert(SL % 1024 == 0 && BUF0 % 1024 == 0 && BV % 1024 == 0 && BDEC % 16 == 0 && kBuf % 1024 == 0 &&
+                    WH % 1024 == 0 && WL % 1024 == 0 && KBUF0 % 1024 == 0 && BTB % 1024 == 0 && kKBuf % 1024 == 0 &&
+                    UH % 1024 == 0 && UL % 1024 == 0 && QG % 1024 == 0 && AQK % 1024 == 0 && BAR % 8 == 0,
                 "swizzle atoms 1024-byte aligned");
   static_assert(TOTAL <= 227 * 1024, "fits the sm_90 shared memory of one CTA");
 };
-static_assert(WgSmem<128>::TOTAL == 224280, "documented size");
+static_assert(WgSmem<128>::TOTAL == 224312, "documented size");
 
-// Chunk-head cid's inputs (Wn hi + lo, KdT, the U0 block of the V tile at v0, decay) -> one input buffer.
+// Chunk-head cid's inputs of WG 0 / 1 (KdT, the V block of the tile at v0, decay) -> one input buffer.
 template <int D>
 __device__ __forceinline__ void walk_wg_load_inputs(const Params& p, unsigned char* buf, int64_t cid, int v0,
                                                     uint64_t* bar, int tid) {
   using L = WgSmem<D>;
   if (tid != 0) return;
   mbar_expect_tx(bar, L::kInBytes);
-  bulk_g2s(buf + L::BWH, p.scr.wh + cid * (kC * D), uint32_t(L::kTileD), bar);
-  bulk_g2s(buf + L::BWL, p.scr.wl + cid * (kC * D), uint32_t(L::kTileD), bar);
   bulk_g2s(buf + L::BKDT, p.scr.kdt + cid * (D * kC), uint32_t(L::kTileD), bar);
-  bulk_g2s(buf + L::BU0, p.scr.u0 + cid * (kC * D) + scr_u0_off(0, v0), uint32_t(L::kU0), bar);
+  bulk_g2s(buf + L::BV, p.scr.vb + cid * (kC * D) + scr_tile_off<kC>(0, v0), uint32_t(L::kTile), bar);
   bulk_g2s(buf + L::BDEC, p.scr.decay + cid * D, uint32_t(D) * 4, bar);
+}
+
+// Chunk-head cid's Kg and Tb -> one Kg / Tb buffer (the calling thread).
+template <int D>
+__device__ __forceinline__ void walk_wg_load_kg(const Params& p, unsigned char* kbuf, int64_t cid, uint64_t* bar) {
+  using L = WgSmem<D>;
+  mbar_expect_tx(bar, L::kKgBytes);
+  bulk_g2s(kbuf + L::BKG, p.scr.kg + cid * (kC * D), uint32_t(L::kTileD), bar);
+  bulk_g2s(kbuf + L::BTB, p.scr.tb + cid * (kC * kC), uint32_t(L::kTile), bar);
 }
 
 // Qg of chunk-head cid_q (cid_q < 0: none) and A_qk of chunk-head cid_a (< 0: none) -> their single buffers, by one
@@ -105,8 +114,66 @@ __device__ __forceinline__ void walk_wg_load_out(const Params& p, unsigned char*
   if (cid_a >= 0) bulk_g2s(smem + L::AQK, p.scr.aqk + cid_a * (kC * kC), uint32_t(kC) * kC * 2, bar);
 }
 
-// Barrier of the 128 threads of warpgroup w (named barrier 1 + w; 0 is __syncthreads).
-__device__ __forceinline__ void wg_sync(int w) { asm volatile("bar.sync %0, 128;" ::"r"(1 + w) : "memory"); }
+// Barrier of the 128 threads of warpgroup w (named barrier 2 + w), and of warpgroups 0 and 1 (named barrier 1;
+// 0 is __syncthreads, which WG 2's early exit rules out after the set-up).
+__device__ __forceinline__ void wg_sync(int w) { asm volatile("bar.sync %0, 128;" ::"r"(2 + w) : "memory"); }
+__device__ __forceinline__ void pair_sync() { asm volatile("bar.sync 1, 256;" ::: "memory"); }
+
+// WG 2: Wn(c) = -Tb(c) Kg(c) for every chunk c of the walk, as bf16 hi + lo into the one Wn buffer, one chunk
+// ahead of WG 0: Wn(c) is written once WG 0 has read Wn(c - 1) and Tb(c - 1) (bar_read, WG 0's 128 arrivals),
+// and announced on bar_formed (WG 2's 128 arrivals, each after its fence for the async proxy). The Kg / Tb
+// buffer of chunk c - 1 is then free (WG 0 read its Tb for U0): thread 256 loads chunk c + 1 into it.
+template <int D>
+__device__ __forceinline__ void walk_wg_form_wn(const Params& p, unsigned char* smem, int64_t cbeg, int64_t cend,
+                                                int h, uint64_t* bar_kg, uint64_t* bar_formed, uint64_t* bar_read,
+                                                int tid) {
+  using L = WgSmem<D>;
+  constexpr int NH = D / 64;  // n64 halves of Wn's columns
+  constexpr int KT = kC / 16;
+  constexpr uint32_t kAtom = uint32_t(kC) * 128;
+  const int lane = tid & 31, gq = lane >> 2, tq = lane & 3;
+  const int r0 = 16 * ((tid >> 5) & 3) + gq;
+  bf16* const sWh = reinterpret_cast<bf16*>(smem + L::WH);
+  bf16* const sWl = reinterpret_cast<bf16*>(smem + L::WL);
+  const auto kbuf = [&](int64_t c) { return smem + L::KBUF0 + size_t((c - cbeg) & 1) * L::kKBuf; };
+#pragma unroll 1
+  for (int64_t c = cbeg; c < cend; ++c) {
+    if (c > cbeg) {
+      mbar_wait(bar_read, uint32_t(c - 1 - cbeg) & 1u);  // WG 0 has read Wn(c - 1) and Tb(c - 1)
+      if (tid == 256 && c + 1 < cend) walk_wg_load_kg<D>(p, kbuf(c + 1), (c + 1) * p.H + h, bar_kg + ((c + 1 - cbeg) & 1));
+    }
+    mbar_wait(bar_kg + ((c - cbeg) & 1), uint32_t((c - cbeg) >> 1) & 1u);
+    const uint64_t dTb = wgmma::desc_sw128(kbuf(c) + L::BTB), dKg = wgmma::desc_sw128(kbuf(c) + L::BKG);
+    float acc[NH][8][4];
+#pragma unroll
+    for (int nh = 0; nh < NH; ++nh) {
+#pragma unroll
+      for (int j = 0; j < 8; ++j) acc[nh][j][0] = acc[nh][j][1] = acc[nh][j][2] = acc[nh][j][3] = 0.f;
+      wgmma::fence_operands(acc[nh]);
+    }
+    wgmma::fence();
+#pragma unroll
+    for (int nh = 0; nh < NH; ++nh)
+#pragma unroll
+      for (int ks = 0; ks < KT; ++ks)
+        wgmma::mma<64, 0, 1>(acc[nh], wgmma::desc_add(dTb, 32u * ks),
+                             wgmma::desc_add(dKg, uint32_t(nh) * kAtom + 2048u * ks));
+    wgmma::commit();
+    wgmma::wait<0>();
+#pragma unroll
+    for (int nh = 0; nh < NH; ++nh) {
+      wgmma::fence_operands(acc[nh]);
+#pragma unroll
+      for (int j = 0; j < 8; ++j)
+#pragma unroll
+        for (int rr = 0; rr < 2; ++rr)
+          sts_split(sWh, sWl, wgmma::sw128_off<kC>(r0 + 8 * rr, 64 * nh + 8 * j + 2 * tq), -acc[nh][j][2 * rr],
+                    -acc[nh][j][2 * rr + 1]);
+    }
+    fence_proxy_async();
+    mbar_arrive(bar_formed);
+  }
+}
 
 template <int D>
 __global__ void __launch_bounds__(kWgThreads, 1) kda_chunk_walk_wg(const Params p) {
@@ -122,7 +189,7 @@ __global__ void __launch_bounds__(kWgThreads, 1) kda_chunk_walk_wg(const Params 
   bf16* const sSh = reinterpret_cast<bf16*>(smem + L::SH);
   bf16* const sSl = reinterpret_cast<bf16*>(smem + L::SL);
 
-  KDA_CHUNK_ASSERT(blockDim.x == kWgThreads && p.walk_mode == kWalkPlain);
+  KDA_CHUNK_ASSERT(blockDim.x == kWgThreads && p.walk_mode == kWalkPlain && p.wn_in_walk);
   const int tid = threadIdx.x, lane = tid & 31;
   // warpgroup index, warp-uniform as ptxas sees it (a broadcast): wgmma in branches on it is not serialized
   const int wg = __shfl_sync(0xffffffffu, tid >> 7, 0);
@@ -135,26 +202,39 @@ __global__ void __launch_bounds__(kWgThreads, 1) kda_chunk_walk_wg(const Params 
 
   uint64_t* const bar_in = reinterpret_cast<uint64_t*>(smem + L::BAR);  // [2]: inputs of buffer 0, 1
   uint64_t* const bar_out = bar_in + 2;                                 // Qg + A_qk
+  uint64_t* const bar_kg = bar_in + 3;                                  // [2]: Kg + Tb of buffer 0, 1
+  uint64_t* const bar_formed = bar_in + 5;                              // Wn(c) formed (WG 2's 128 arrivals)
+  uint64_t* const bar_read = bar_in + 6;  // Wn(c) and Tb(c) read (WG 0's 128 arrivals)
   if (tid == 0) {
     mbar_init(bar_in, 1);
     mbar_init(bar_in + 1, 1);
     mbar_init(bar_out, 1);
+    mbar_init(bar_kg, 1);
+    mbar_init(bar_kg + 1, 1);
+    mbar_init(bar_formed, 128);
+    mbar_init(bar_read, 128);
     mbar_init_fence();
   }
   __syncthreads();  // the inits before any copy or wait
-  if (cbeg < cend) {
+  if (cbeg < cend && tid == 0) {
     walk_wg_load_inputs<D>(p, smem + L::BUF0, cbeg * p.H + h, v0, bar_in, tid);
-    if (tid == 0) walk_wg_load_out<D>(p, smem, cbeg * p.H + h, -1, uint32_t(L::kTileD), bar_out);
+    walk_wg_load_out<D>(p, smem, cbeg * p.H + h, -1, uint32_t(L::kTileD), bar_out);
+  }
+  if (wg == 2) {  // the Wn former
+    if (tid == 256)
+      for (int64_t c = cbeg; c < cend && c < cbeg + 2; ++c)
+        walk_wg_load_kg<D>(p, smem + L::KBUF0 + size_t(c - cbeg) * L::kKBuf, c * p.H + h, bar_kg + (c - cbeg));
+    walk_wg_form_wn<D>(p, smem, cbeg, cend, h, bar_kg, bar_formed, bar_read, tid);
+    return;
   }
   // Loads in flight are awaited at the top of each chunk. Use u of an mbarrier completes its phase u: bar_in[b]
-  // serves the chunks c with (c - cbeg) & 1 == b (use (c - cbeg) >> 1), bar_out one load per chunk (use c - cbeg:
-  // Qg(c) and A_qk(c - 1); use cend - cbeg: A_qk(cend - 1)).
+  // and bar_kg[b] serve the chunks c with (c - cbeg) & 1 == b (use (c - cbeg) >> 1), bar_out one load per chunk
+  // (use c - cbeg: Qg(c) and A_qk(c - 1); use cend - cbeg: A_qk(cend - 1)), bar_formed / bar_read one use per chunk.
   const auto wait_out = [&](int64_t c) { mbar_wait(bar_out, uint32_t(c - cbeg) & 1u); };  // Qg(c), A_qk(c - 1)
   const auto wait_loads = [&](int64_t c) {  // chunk c's inputs, Qg(c) and A_qk(c - 1)
     mbar_wait(bar_in + ((c - cbeg) & 1), uint32_t((c - cbeg) >> 1) & 1u);
     wait_out(c);
   };
-
   // State half of this warpgroup: st[j][e] = S^T[v][k], v = r0 + 8 (e / 2), k = k0 + 8 j + 2 tq + e % 2.
   const int k0 = wg * NS;
   const int64_t sbase = (int64_t(n) * p.H + h) * int64_t(D) * D;
@@ -220,8 +300,7 @@ __global__ void __launch_bounds__(kWgThreads, 1) kda_chunk_walk_wg(const Params 
     const int64_t cid = c * p.H + h;
     unsigned char* const buf = smem + L::BUF0 + size_t((c - cbeg) & 1) * L::kBuf;
     wait_loads(c);    // chunk c's inputs, Qg(c) and A_qk(c - 1) have landed
-    __syncthreads();  // B1: also, every read of chunk c - 1's buffer (phase 2) is done; the S split is
-                      // visible
+    pair_sync();  // B1: also, every read of chunk c - 1's buffer (phase 2) is done; the S split is visible
     // The other input buffer is free: chunk c + 1's inputs, issued once this warpgroup's wgmma are under way.
     const auto prefetch_next = [&]() {
       if (c + 1 < cend)
@@ -231,10 +310,18 @@ __global__ void __launch_bounds__(kWgThreads, 1) kda_chunk_walk_wg(const Params 
 
     // phase 1: U(c) (WG 0); Qg(c) S and the rest of O(c - 1) (WG 1)
     if (wg == 0) {
-      float acc[VT / 8][4] = {};  // Wn S; U0 is added once the products are done (its loads under them)
-      const uint64_t dWh = wgmma::desc_sw128(buf + L::BWH), dWl = wgmma::desc_sw128(buf + L::BWL);
+      float acc[VT / 8][4] = {};  // U0 + Wn S = Tb V + Wn S
+      const int b = int((c - cbeg) & 1);
+      unsigned char* const kb = smem + L::KBUF0 + size_t(b) * L::kKBuf;
+      mbar_wait(bar_kg + b, uint32_t((c - cbeg) >> 1) & 1u);  // Tb(c)
+      mbar_wait(bar_formed, uint32_t(c - cbeg) & 1u);         // Wn(c), formed by WG 2
+      const uint64_t dWh = wgmma::desc_sw128(smem + L::WH), dWl = wgmma::desc_sw128(smem + L::WL);
+      const uint64_t dTb = wgmma::desc_sw128(kb + L::BTB), dV = wgmma::desc_sw128(buf + L::BV);
       wgmma::fence_operands(acc);
       wgmma::fence();
+#pragma unroll
+      for (int ks = 0; ks < KT; ++ks)
+        wgmma::mma<VT, 0, 1>(acc, wgmma::desc_add(dTb, 32u * ks), wgmma::desc_add(dV, 2048u * ks));
 #pragma unroll
       for (int ks = 0; ks < KS; ++ks) {
         const uint32_t o = kstep(ks);
@@ -244,22 +331,9 @@ __global__ void __launch_bounds__(kWgThreads, 1) kda_chunk_walk_wg(const Params 
       }
       wgmma::commit();
       prefetch_next();
-      float u0[VT / 8][4];
-      const float* const sU0 = reinterpret_cast<const float*>(buf + L::BU0);
-#pragma unroll
-      for (int j = 0; j < VT / 8; ++j)
-#pragma unroll
-        for (int rr = 0; rr < 2; ++rr) {
-          const float2 u = *reinterpret_cast<const float2*>(sU0 + scr_u0_off(r0 + 8 * rr, 8 * j + 2 * tq));
-          u0[j][2 * rr] = u.x;
-          u0[j][2 * rr + 1] = u.y;
-        }
       wgmma::wait<0>();
       wgmma::fence_operands(acc);
-#pragma unroll
-      for (int j = 0; j < VT / 8; ++j)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) acc[j][e] += u0[j][e];
+      mbar_arrive(bar_read);  // this thread's wgmma have read Wn(c) and Tb(c): WG 2 may form Wn(c + 1)
       bf16* const sUh = u_tile(c, false);
       bf16* const sUl = u_tile(c, true);
 #pragma unroll
@@ -296,7 +370,7 @@ __global__ void __launch_bounds__(kWgThreads, 1) kda_chunk_walk_wg(const Params 
       wgmma::fence_operands(acc_q);
       wgmma::fence_operands(acc_prev);
     }
-    __syncthreads();  // B2: U(c) visible to both warpgroups
+    pair_sync();  // B2: U(c) visible to both warpgroups
 
     if (wg == 1) {  // O(c - 1) to global memory after B2; then O(c) starts from Qg(c) S
       if (c > cbeg) o_store(c - 1);
@@ -329,7 +403,7 @@ __global__ void __launch_bounds__(kWgThreads, 1) kda_chunk_walk_wg(const Params 
   }
   if (cbeg < cend) {  // the deferred half of the last chunk's O
     wait_out(cend);   // A_qk(cend - 1)
-    __syncthreads();
+    pair_sync();
     if (wg == 1) {
       wgmma::fence_operands(acc_prev);
       wgmma::fence();
