@@ -238,13 +238,27 @@ TEST_F(KdaCudaShapes, GateSweepExtremes) {
 // The prep's three row-load paths give the same bits: q, k, v and the gate input as views into padded buffers
 // at an element offset of 0 (16-byte aligned rows: the bulk copies), 4 (8-byte aligned: the vector loads) and 1
 // (2-byte aligned: the generic loads), with a short tail chunk (T = 150), both head sizes and both gate forms;
-// each also against fp64, and the launcher's choice asserted.
+// each also against fp64, and the launcher's choice asserted. With CUDA, under both walk kernels: the wgmma walk
+// reads its V tiles from v itself on the bulk path (Params::v_in_walk) and from the prep's scratch on the others,
+// so the bits agreeing there also checks its two V sources.
 TEST_F(KdaCudaShapes, RowLoadPathsAgree) {
   struct Config {
     int64_t D;
     GateForm form;
     StateLayout layout;
   };
+#ifdef KIMI_WITH_CUDA
+  struct Restore {  // the process-wide launcher settings back to automatic, also when an assertion throws
+    ~Restore() {
+      cuda::kda_chunk_set_walk(cuda::KdaWalk::automatic);
+      cuda::kda_chunk_set_segment_chunks(0);
+    }
+  } restore;
+  cuda::kda_chunk_set_segment_chunks(-1);
+  const std::vector<cuda::KdaWalk> walks{cuda::KdaWalk::mma_vt32, cuda::KdaWalk::wgmma_vt64};
+#else
+  const std::vector<int> walks{0};
+#endif
   const Device gpu = Device::cuda(0);
   for (const Config& cfg : {Config{128, GateForm::bounded, StateLayout::vk},
                             Config{64, GateForm::softplus, StateLayout::kv},
@@ -262,37 +276,44 @@ TEST_F(KdaCudaShapes, RowLoadPathsAgree) {
       return owner.view().slice(3, off, off + D);
     };
     const GpuProblem::Result ref = p.oracle();
-    std::vector<GpuProblem::Result> got;
-    for (int64_t off : {0, 4, 1}) {
-      Tensor oq, ok, ov, of;
-      Tensor o(DType::f32, {p.B, p.T, p.H, D}, gpu), ht(DType::f32, {p.N, p.H, D, D}, gpu);
-      KdaArgs a = p.args(o, ht);
-      a.q = padded(p.q, off, oq), a.k = padded(p.k, off, ok), a.v = padded(p.v, off, ov);
-      a.g = padded(p.f, off, of);
-      kda_chunk_fwd(a);
+    for (const auto walk : walks) {
 #ifdef KIMI_WITH_CUDA
-      const cuda::KdaRowLoads expected = off == 0   ? cuda::KdaRowLoads::bulk
-                                         : off == 4 ? cuda::KdaRowLoads::vector
-                                                    : cuda::KdaRowLoads::generic;
-      EXPECT_EQ(int(cuda::kda_chunk_last_row_loads()), int(expected)) << "offset " << off;
+      cuda::kda_chunk_set_walk(walk);
 #endif
-      GpuProblem::Result r{host_values(o), host_values(ht)};
-      if (p.layout == StateLayout::vk) r.ht = transpose_state(r.ht, p.N * p.H, D, D);
-      const double eo = rel_rms(r.o, ref.o), eh = rel_rms(r.ht, ref.ht);
-      std::printf("[ kda_chunk_fwd cuda %s, rows at element offset %lld vs fp64 ] o %.2e  final state %.2e\n",
-                  name(p).c_str(), static_cast<long long>(off), eo, eh);
-      EXPECT_LE(eo, kBar) << name(p) << " offset " << off;
-      EXPECT_LE(eh, kBar) << name(p) << " offset " << off;
-      got.push_back(std::move(r));
-    }
-    const auto differing = [](const std::vector<double>& x, const std::vector<double>& y) {
-      size_t n = 0;
-      for (size_t i = 0; i < x.size(); ++i) n += x[i] != y[i];
-      return n;
-    };
-    for (size_t i = 1; i < got.size(); ++i) {
-      EXPECT_EQ(differing(got[i].o, got[0].o), 0u) << name(p) << ": load path " << i << " vs the bulk copies, o";
-      EXPECT_EQ(differing(got[i].ht, got[0].ht), 0u) << name(p) << ": load path " << i << " vs the bulk copies, state";
+      const std::string what = name(p) + ", walk " + std::to_string(int(walk));
+      std::vector<GpuProblem::Result> got;
+      for (int64_t off : {0, 4, 1}) {
+        Tensor oq, ok, ov, of;
+        Tensor o(DType::f32, {p.B, p.T, p.H, D}, gpu), ht(DType::f32, {p.N, p.H, D, D}, gpu);
+        KdaArgs a = p.args(o, ht);
+        a.q = padded(p.q, off, oq), a.k = padded(p.k, off, ok), a.v = padded(p.v, off, ov);
+        a.g = padded(p.f, off, of);
+        kda_chunk_fwd(a);
+#ifdef KIMI_WITH_CUDA
+        const cuda::KdaRowLoads expected = off == 0   ? cuda::KdaRowLoads::bulk
+                                           : off == 4 ? cuda::KdaRowLoads::vector
+                                                      : cuda::KdaRowLoads::generic;
+        EXPECT_EQ(int(cuda::kda_chunk_last_row_loads()), int(expected)) << what << " offset " << off;
+        EXPECT_EQ(int(cuda::kda_chunk_last_walk()), int(walk)) << what;
+#endif
+        GpuProblem::Result r{host_values(o), host_values(ht)};
+        if (p.layout == StateLayout::vk) r.ht = transpose_state(r.ht, p.N * p.H, D, D);
+        const double eo = rel_rms(r.o, ref.o), eh = rel_rms(r.ht, ref.ht);
+        std::printf("[ kda_chunk_fwd cuda %s, rows at element offset %lld vs fp64 ] o %.2e  final state %.2e\n",
+                    what.c_str(), static_cast<long long>(off), eo, eh);
+        EXPECT_LE(eo, kBar) << what << " offset " << off;
+        EXPECT_LE(eh, kBar) << what << " offset " << off;
+        got.push_back(std::move(r));
+      }
+      const auto differing = [](const std::vector<double>& x, const std::vector<double>& y) {
+        size_t n = 0;
+        for (size_t i = 0; i < x.size(); ++i) n += x[i] != y[i];
+        return n;
+      };
+      for (size_t i = 1; i < got.size(); ++i) {
+        EXPECT_EQ(differing(got[i].o, got[0].o), 0u) << what << ": load path " << i << " vs the bulk copies, o";
+        EXPECT_EQ(differing(got[i].ht, got[0].ht), 0u) << what << ": load path " << i << " vs the bulk copies, state";
+      }
     }
   }
 }

@@ -12,7 +12,7 @@
 # AB_OVERLAY (name:dir, dir inside the checkout holding files at their repository paths, e.g. a branch's changed
 # files from `git archive`): a copy of the tree with those files laid over it, built and checked the same way
 # (KDA chunk tests, benchmarks, ncu, racecheck / synccheck on the small cases), prefixed [name]: a branch measured
-# beside main in one call. run_all.sh is the full run.
+# beside main in one call (OV_CHECK=0: benchmarks and ncu only, for a tree already checked). run_all.sh is the full run.
 # Output: $OUT/verify.log (everything) and $OUT/logs.tgz (the log of each step; the device returns at most 8 files).
 set -uo pipefail
 OUT=${OUT:-/tmp/kimi-gpu-out}
@@ -104,11 +104,14 @@ for ov in ${AB_OVERLAY:-}; do
   (cd "$src" && build "build/cuda" "" kimi_tests kimi_bench_kda_prefill) || continue
   To="$src/build/cuda/tests/kimi_tests"
   echo "$(el) overlay $name built"
-  timeout 120 $To --gtest_brief=1 --gtest_filter='*kda_chunk*:KdaCuda*:CudaKdaSeqPar*' >"$LOG/tests-ov-$name.log" 2>&1
-  echo "$(el) [$name] KDA chunk tests: exit $?; $(summary "$LOG/tests-ov-$name.log")"
-  grep -E "^\[  FAILED|Failure" -A3 "$LOG/tests-ov-$name.log" | head -20
+  if [ "${OV_CHECK:-1}" = 1 ]; then
+    timeout 120 $To --gtest_brief=1 --gtest_filter='*kda_chunk*:KdaCuda*:CudaKdaSeqPar*' >"$LOG/tests-ov-$name.log" 2>&1
+    echo "$(el) [$name] KDA chunk tests: exit $?; $(summary "$LOG/tests-ov-$name.log")"
+    grep -E "^\[  FAILED|Failure" -A3 "$LOG/tests-ov-$name.log" | head -20
+  fi
   timeout 45 "$src/build/cuda/bench/kimi_bench_kda_prefill" | sed "s/^/[$name] /"
   ncu_times "$src/build/cuda/bench/kimi_bench_kda_prefill" "[$name]"
+  [ "${OV_CHECK:-1}" = 1 ] || continue
   for tool in racecheck synccheck; do
     KIMI_SEQPAR_SMALL=1 timeout 100 compute-sanitizer --tool $tool --error-exitcode 9 $To --gtest_brief=1 \
       --gtest_filter='*kda_chunk_fwd_bf16_cuda*:KdaCudaShapes.WalkKernelsAgree' >"$LOG/sanitizer-ov-$name-$tool.log" 2>&1

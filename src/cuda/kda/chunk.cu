@@ -4,13 +4,14 @@
 // Heuristics:
 //  - Walk V tile: VT = 32 (chunk.cuh's mma.sync walk, 256 threads, twice the CTAs of VT = 64) when its
 //    N * H * D / 32 CTAs fit in one wave (one CTA per SM), else VT = 64 (walk_wgmma.cuh, the warpgroup-MMA walk,
-//    256 threads): the walk is latency-bound, so more CTAs help only while they all run at once (1 x 16384 H64:
+//    384 threads): the walk is latency-bound, so more CTAs help only while they all run at once (1 x 16384 H64:
 //    256 CTAs at VT = 32 would be two waves; VT = 64 gives 128, one wave). -DKIMI_KDA_CHUNK_FORCE_VT=32/64
 //    overrides it for benchmarking; kda_chunk_set_walk (chunk.h) for tests.
 //  - Diagonal 16 x 16 blocks of A_qk / A_kk on tensor cores only for the bounded gate with lower bound >= -5
 //    (exp(-G) <= e^80 inside a 16-row block); the softplus gate and a given g take the per-pair fp32 path.
 //  - chunk_size is ignored: the GPU always uses 64-row chunks (same math, different rounding only).
-//  - Scratch: ScratchBytes<D>::total per chunk-head (1672 B per token-head at D = 128, 900 at D = 64) plus the
+//  - Scratch: ScratchBytes<D>::total(wn_in_walk, v_in_walk) per chunk-head (D = 128: 1672 B per token-head for
+//    the mma.sync walk, 1288 for the wgmma walk, 1032 when it reads v itself; chunk.cuh "Scratch") plus the
 //    chunk table, one cudaMallocAsync / cudaFreeAsync pair on the stream (the pool keeps it between calls:
 //    cuda/scratch.cuh).
 //  - CUDA-graph capture: fixed-length batches build the chunk table on the device (fixed_chunk_table, and the
@@ -222,7 +223,7 @@ int64_t segment_chunks(const std::vector<int64_t>& len, int64_t H, int64_t D, in
 
 // Threads per CTA. Prep: kda_chunk::kPrepThreads (512, two CTAs per SM, prep.cuh). Walk: 256 at VT = 32 (512
 // threads there measured 10% slower: 4.14 ms against 3.77 for 1 x 65536 H8); the wgmma walk at VT = 64:
-// kda_chunk::kWgThreads (two warpgroups).
+// kda_chunk::kWgThreads (three warpgroups).
 
 template <typename Kern>
 void launch_kernel(Kern* kernel, size_t smem, int threads, int64_t ctas, const kda_chunk::Params& p, cudaStream_t s) {
@@ -421,12 +422,13 @@ void kda_chunk_fwd(const KdaArgs& a, int chunk_size, const Context& ctx) {
     walk = vt64 ? KdaWalk::wgmma_vt64 : KdaWalk::mma_vt32;
   g_last_walk.store(walk);
   p.wn_in_walk = walk == KdaWalk::wgmma_vt64;  // the scratch form (kda_chunk::Scratch)
+  p.v_in_walk = p.wn_in_walk && p.rows_bulk;    // v bf16 with 16-byte aligned rows: the walk copies its V tiles
 
   // one device allocation: table, then the scratch arrays (all offsets multiples of 256 bytes)
   const auto round256 = [](size_t x) { return (x + 255) / 256 * 256; };
   const size_t tab_bytes = round256(tab.size() * sizeof(int64_t));
-  const size_t per_ch = K == 128 ? kda_chunk::ScratchBytes<128>::total(p.wn_in_walk)
-                                 : kda_chunk::ScratchBytes<64>::total(p.wn_in_walk);
+  const size_t per_ch = K == 128 ? kda_chunk::ScratchBytes<128>::total(p.wn_in_walk, p.v_in_walk)
+                                 : kda_chunk::ScratchBytes<64>::total(p.wn_in_walk, p.v_in_walk);
   const size_t nch_h = size_t(nch) * size_t(H);
   const size_t seg_bytes = size_t(nseg) * size_t(H) * size_t(K) * size_t(K) * 4;  // each of seg_start, seg_map
   const size_t total = tab_bytes + nch_h * per_ch + 2 * seg_bytes;
@@ -466,7 +468,7 @@ void kda_chunk_fwd(const KdaArgs& a, int chunk_size, const Context& ctx) {
     if (p.wn_in_walk) {
       p.scr.kg = reinterpret_cast<kda_chunk::bf16*>(take(size_t(C) * D * 2));
       p.scr.tb = reinterpret_cast<kda_chunk::bf16*>(take(size_t(C) * C * 2));
-      p.scr.vb = reinterpret_cast<kda_chunk::bf16*>(take(size_t(C) * D * 2));
+      if (!p.v_in_walk) p.scr.vb = reinterpret_cast<kda_chunk::bf16*>(take(size_t(C) * D * 2));
     } else {
       p.scr.wh = reinterpret_cast<kda_chunk::bf16*>(take(size_t(C) * D * 2));
       p.scr.wl = reinterpret_cast<kda_chunk::bf16*>(take(size_t(C) * D * 2));

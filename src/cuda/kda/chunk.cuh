@@ -12,7 +12,8 @@
 //   G_t), decay = exp(GC), and through T = (I + A_kk)^-1 (fp32), Tb = T diag(beta): Wn = -Tb Kg (bf16 hi + lo)
 //   and U0 = Tb V (fp32), so that the pseudo-values are U = U0 + Wn S (Tb and Kg are bf16, U0 is exact in fp32
 //   and Wn keeps ~16 bits). prep.cuh has the phases, the factoring of exp(G_i - G_j) through 16-row block
-//   references and the shared-memory budget.
+//   references and the shared-memory budget. For the wgmma walk (Params::wn_in_walk) the prep stops at Tb and
+//   stores Kg and Tb instead: that walk forms Wn and U0 itself (the same products, fp32 order aside).
 // Kernel 2, kda_chunk_walk<D, VT, NTHR> (grid: N x H x D / VT, one CTA per (sequence, head, V tile); launched
 //   at VT = 32 with 256 threads, for the segments and for grids that fit one wave; V tiles of 64 run
 //   walk_wgmma.cuh's warpgroup-MMA walk instead since session 6: the VT = 64, 512-thread form below is history):
@@ -53,17 +54,21 @@
 // S/X/U gave 4.7e-3). f32 inputs get ~4e-3 too: NOT an fp32-accurate path.
 //
 // Scratch (one cudaMallocAsync per call, per chunk-head, D = K = V; x64 rows, so bytes per token-head =
-// per chunk-head / 64): Qg bf16 [64][D], A_qk bf16 [64][64], KdT bf16 [D][64], decay f32 [D], Wn hi + lo bf16
-// 2 x [64][D], U0 f32 [64][D]. Element layouts (scr_tile_off, scr_u0_off): the bf16 tiles exactly as the wgmma
-// walk holds them in shared memory (128B-swizzled, atom-major: wgmma.cuh), so that one bulk copy moves each; U0
-// as [D / 64] column blocks of [64 t][64 v], the 16-byte chunks of row t XOR-permuted by t & 7 (a V tile of 64 is
-// one contiguous 16 KB block, and the walk's float2 accumulator loads from it take the minimum two wavefronts).
-// The mma.sync walk's cp.async loads gather from these layouts chunk by chunk (cp_tile_g2s kFrom).
-//   D = 128: 107008 B per chunk-head = 1672 B per token-head (1 x 16384 x H64: 1.75 GB).
-//   D =  64:  57600 B per chunk-head =  900 B per token-head.
+// per chunk-head / 64): Qg bf16 [64][D], A_qk bf16 [64][64], KdT bf16 [D][64], decay f32 [D], then by the walk that
+// reads it (Params::wn_in_walk):
+//   the mma.sync walk: Wn hi + lo bf16 2 x [64][D], U0 f32 [64][D];
+//   the wgmma walk (walk_wgmma.cuh, which forms Wn = -Tb Kg and U0 = Tb V itself): Kg bf16 [64][D], Tb bf16
+//   [64][64], and v bf16 [64][D] unless the walk reads its V tiles from v (Params::v_in_walk).
+// Element layouts (scr_tile_off, scr_u0_off): the bf16 tiles exactly as the wgmma walk holds them in shared memory
+// (128B-swizzled, atom-major: wgmma.cuh), so that one bulk copy moves each; U0 as [D / 64] column blocks of [64 t]
+// [64 v], the 16-byte chunks of row t XOR-permuted by t & 7. The mma.sync walk's cp.async loads gather from these
+// layouts chunk by chunk (cp_tile_g2s kFrom).
+//   D = 128: 107008 B per chunk-head = 1672 B per token-head (1 x 16384 x H64: 1.75 GB) for the mma.sync walk;
+//            82432 / 66048 B (1288 / 1032 B per token-head) for the wgmma walk with v from the scratch / from v.
+//   D =  64:  57600 B per chunk-head =  900 B per token-head; 49408 / 41216 B.
 //
 // Shared memory (bytes; D = 128 / 64): prep 105744 / 75792 (2 CTAs / SM); walk (D = 128) VT = 32: 172032 (1 CTA /
-// SM; the former VT = 64 form: 214016; walk_wgmma.cuh: 224280). Row pads of 16 bytes (bf16) and 16-32 bytes
+// SM; the former VT = 64 form: 214016; walk_wgmma.cuh: 224312). Row pads of 16 bytes (bf16) and 16-32 bytes
 // (fp32), or the walk's swizzled tiles (WalkSmem), keep the fragment loads bank-conflict free.
 // ptxas (sm_90a, CUDA 13.0 here): registers prep 64 (512 threads, capped for 2 CTAs / SM), walk 222 (VT = 32,
 // with the segment modes); no spills.
@@ -132,7 +137,7 @@ struct Scratch {
   float* u0;     // [cid][64][D]  U0 = Tb V
   bf16* kg;      // [cid][64][D]  Kg = k exp(G)
   bf16* tb;      // [cid][64][64] Tb = T diag(beta) (blocks above the diagonal zero)
-  bf16* vb;      // [cid][64][D]  v as bf16 (rows beyond the sequence end zero)
+  bf16* vb;      // [cid][64][D]  v as bf16 (rows beyond the sequence end zero); null with Params::v_in_walk
 };
 
 // Bytes of each scratch array per chunk-head, in the order of Scratch (all multiples of 256); total(wn_in_walk):
@@ -142,12 +147,13 @@ struct ScratchBytes {
   static constexpr size_t qg = size_t(kC) * D * 2, aqk = size_t(kC) * kC * 2, kdt = size_t(D) * kC * 2,
                           decay = size_t(D) * 4, wh = size_t(kC) * D * 2, wl = wh, u0 = size_t(kC) * D * 4,
                           kg = size_t(kC) * D * 2, tb = size_t(kC) * kC * 2, vb = size_t(kC) * D * 2;
-  static constexpr size_t total(bool wn_in_walk) {
-    return qg + aqk + kdt + decay + (wn_in_walk ? kg + tb + vb : wh + wl + u0);
+  static constexpr size_t total(bool wn_in_walk, bool v_in_walk) {
+    return qg + aqk + kdt + decay + (wn_in_walk ? kg + tb + (v_in_walk ? 0 : vb) : wh + wl + u0);
   }
 };
-static_assert(ScratchBytes<128>::total(false) == 107008 && ScratchBytes<64>::total(false) == 57600 &&
-                  ScratchBytes<128>::total(true) == 82432 && ScratchBytes<64>::total(true) == 49408,
+static_assert(ScratchBytes<128>::total(false, false) == 107008 && ScratchBytes<64>::total(false, false) == 57600 &&
+                  ScratchBytes<128>::total(true, false) == 82432 && ScratchBytes<64>::total(true, false) == 49408 &&
+                  ScratchBytes<128>::total(true, true) == 66048 && ScratchBytes<64>::total(true, true) == 41216,
               "documented sizes");
 
 // Element offset of (row r, column c) in a scratch bf16 tile of R rows (Qg, Wn hi / lo, A_qk: R = 64; KdT: R = D):
@@ -183,6 +189,8 @@ struct Params {
   int rows_bf16;    // q, k, v, g all bf16 with 8-byte aligned row pieces: the prep's fast row loads (launcher)
   int rows_bulk;    // ... and 16-byte aligned rows: the prep's rows by the bulk copy engine (launcher)
   int wn_in_walk;   // the scratch form (Scratch): Kg, Tb, V for the wgmma walk, else Wn hi + lo, U0
+  int v_in_walk;    // (wn_in_walk and rows_bulk) the wgmma walk reads its V tiles from v: no vb scratch, and the
+                    // prep does not load v
   const int64_t* tab;   // device chunk table [3 * nch]: first token, batch row, rows
   const int64_t* seq0;  // device [N + 1]: first chunk of each sequence, seq0[N] = nch
   int64_t nch;
@@ -498,6 +506,12 @@ __device__ __forceinline__ void warp_mma_split(float (&acc)[MT][NT][4], float (&
 __device__ __forceinline__ void cp_async16(void* smem_dst, const void* gmem_src) {
   const uint32_t d = smem_u32(smem_dst);
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(d), "l"(gmem_src) : "memory");
+}
+// The same, reading nothing and writing 16 zero bytes where !valid (gmem_src must still be a valid address form).
+__device__ __forceinline__ void cp_async16_zfill(void* smem_dst, const void* gmem_src, bool valid) {
+  const uint32_t d = smem_u32(smem_dst);
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(d), "l"(gmem_src), "r"(valid ? 16 : 0)
+               : "memory");
 }
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
 template <int N>

@@ -43,8 +43,12 @@
 //      then the A_qk stage -> scratch (one 16-byte segment per thread, zeros above the diagonal blocks) and the
 //      block substitution T_ab = -T_aa sum_{m=b}^{a-1} L_am T_mb by distance a - b (thread = row x 4 columns,
 //      float4 loads, the scalar summation order); Tb = T diag(beta) bf16 (the k region, float4 items).
-//   P4 Wn = -Tb Kg and U0 = Tb V (64 x D, k = 64; 4 x 4 warps of 16 x D / 4): A fragments of Tb by 32-bit
-//      loads, B fragments of the row-major Kg and V by ldmatrix.trans; the accumulators are staged in the G2
+//   The wgmma walk's scratch form (Params::wn_in_walk) ends here: Kg (and v, unless Params::v_in_walk, when phase
+//   L does not load v at all) went to the scratch in phase X, Tb from the loop that forms it; that walk forms Wn
+//   and U0 itself (walk_wgmma.cuh). Measured (H200, ncu, 1 x 16384 H64, docs/gpu run 22): prep 1.44 -> 1.15 ms.
+//   P4 (the mma.sync walk's form) Wn = -Tb Kg and U0 = Tb V (64 x D, k = 64; 4 x 4 warps of 16 x D / 4): A
+//      fragments of Tb by 32-bit loads, B fragments of the row-major Kg and V by ldmatrix.trans; the
+//      accumulators are staged in the G2
 //      region (Wn hi + lo bf16 [64][D + 8] each, then U0 fp32 [64][D + 8]) and copied to the scratch by
 //      16-byte coalesced stores (the 4- and 8-byte fragment stores were LG-throttled).
 // Precision: the operands are those of the former 1024-thread kernel (bf16 of the same products, rounded
@@ -343,7 +347,7 @@ __device__ __forceinline__ void prep_issue_row_copies(const RowCtx<D>& c, int ti
   if (tid >= 4 * kC) return;
   const Params& p = c.p;
   const int t = tid / kC, r = tid % kC;
-  if (r >= c.rows) return;
+  if (r >= c.rows || (t == 2 && p.v_in_walk)) return;
   const void* const base = t == 0 ? p.q : t == 1 ? p.k : t == 2 ? p.v : p.g;
   const auto stride = [&](int d) { return t == 0 ? p.s_q[d] : t == 1 ? p.s_k[d] : t == 2 ? p.s_v[d] : p.s_g[d]; };
   bf16* const dst = t == 0 ? c.sQ : t == 1 ? c.sK : t == 2 ? c.sV : const_cast<bf16*>(c.sGraw);
@@ -450,7 +454,7 @@ __global__ void __launch_bounds__(kPrepThreads, 2) kda_chunk_prep(const Params p
       if (tid == 0) {
         mbar_init(sBar, 1);
         mbar_init_fence();
-        mbar_expect_tx(sBar, uint32_t(rows) * 4 * D * 2);
+        mbar_expect_tx(sBar, uint32_t(rows) * (p.v_in_walk ? 3 : 4) * D * 2);  // q, k, (v,) g
         prep_issue_row_copies<D>(rc, tid, sBar);
       }
       __syncthreads();  // the init before any other copy or wait
@@ -631,9 +635,10 @@ __global__ void __launch_bounds__(kPrepThreads, 2) kda_chunk_prep(const Params p
     }
     stg128(p.scr.qg + cid * (kC * D) + scr_tile_off<kC>(r, c), make_uint4(oq[0], oq[1], oq[2], oq[3]));
     kg[it] = make_uint4(ok[0], ok[1], ok[2], ok[3]);
-    if (p.wn_in_walk) {  // the wgmma walk's form: Kg and v (bf16, zero beyond the sequence end) to the scratch
+    if (p.wn_in_walk) {  // the wgmma walk's form: Kg and (unless it reads v itself) v, bf16, to the scratch
       stg128(p.scr.kg + cid * (kC * D) + scr_tile_off<kC>(r, c), kg[it]);
-      stg128(p.scr.vb + cid * (kC * D) + scr_tile_off<kC>(r, c), *reinterpret_cast<const uint4*>(sV + r * LDB + c));
+      if (!p.v_in_walk)
+        stg128(p.scr.vb + cid * (kC * D) + scr_tile_off<kC>(r, c), *reinterpret_cast<const uint4*>(sV + r * LDB + c));
     }
   }
   // KdT: warp unit = 16 channels x 16 rows; lane = channel c0 + (lane & 15), rows r0 = 8 (lane >> 4) .. + 8:

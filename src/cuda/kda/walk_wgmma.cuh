@@ -1,43 +1,53 @@
 // src/cuda/kda/walk_wgmma.cuh: kernel 2 of the chunkwise KDA prefill (chunk.cuh has the two-pass design, the math
 // and the scratch) on Hopper's warpgroup MMA, for V tiles of 64 on plain walks (no segments: those keep chunk.cuh's
 // mma.sync walk at V tiles of 32, as do grids that fit one wave at 32). Same operands and precision as the mma.sync
-// walk (bf16 hi + lo splits of S and U, Wn hi + lo, fp32 accumulation); only the fp32 summation order differs
+// walk (bf16 hi + lo splits of S, U and Wn, fp32 accumulation); only the fp32 summation order differs
 // (KdaCudaShapes.WalkKernelsAgree: 1e-6 relative between the two).
 //
-// kda_chunk_walk_wg<D> (grid N x H x D / 64, 256 threads = two warpgroups, one CTA per (sequence, head, V tile)).
-// Per chunk c (t = chunk rows, v = the tile's 64 value columns, k = key channels):
-//   phase 1  WG 0: U(c) = Wh S_h + Wh S_l + Wl S_h + U0     (m64 t x n64 v, k = D) -> U hi + lo, buffer (c - cbeg) & 1
+// kda_chunk_walk_wg<D> (grid N x H x D / 64, 384 threads = three warpgroups, one CTA per (sequence, head, V tile)).
+// Its scratch form (chunk.cuh, Params::wn_in_walk) holds Kg and Tb instead of Wn hi + lo and U0: the walk forms
+// Wn = -Tb Kg and U0 = Tb V itself, which takes 25 of the 107 KB per chunk-head off the scratch and the prep's last
+// phase (P4) off the prep. V comes from v itself (Params::v_in_walk: bf16 with 16-byte aligned rows, the prep
+// then does not load it), else from the scratch (vb). Per chunk c (t, s = chunk rows, v = the tile's 64 value
+// columns, k = key channels):
+//   WG 2     Wn(c) = -Tb(c) Kg(c)   (m64 t x n D k, k = 64 s) -> Wn hi + lo (one buffer), one chunk ahead of WG 0
+//   phase 1  WG 0: U(c) = Tb V + Wh S_h + Wh S_l + Wl S_h     (m64 t x n64 v; k = 64, D) -> U hi + lo, buffer (c -
+//                  cbeg) & 1
 //            WG 1: O(c) = Qg S_h + Qg S_l                     (m64 t x n64 v, k = D), registers until chunk c + 1
 //                  O(c - 1) += A_qk(c - 1) (U_h + U_l)(c - 1)  (k = 64)
 //   phase 2  WG 1: O(c - 1) -> global o
-//            WG w: S^T[v][k in half w] = S^T diag(exp(GC)) + U^T KdT^T   (m64 v x n D / 2 k, k = 64 t), then the
-//                  bf16 hi + lo split of its state half for the next chunk's phase 1.
-// The A_qk U half of O is deferred by one chunk, so that both warpgroups issue 24 wgmma k-steps in phase 1 and 8 in
+//            WG w < 2: S^T[v][k in half w] = S^T diag(exp(GC)) + U^T KdT^T   (m64 v x n D / 2 k, k = 64 t), then
+//                  the bf16 hi + lo split of its state half for the next chunk's phase 1.
+// The A_qk U half of O is deferred by one chunk, so that WG 0 and WG 1 issue 24-28 wgmma k-steps in phase 1 and 8 in
 // phase 2 (computed in phase 2 beside the state update, it left WG 0 waiting at the end of every chunk: 15% of the
-// stall samples, ncu, run 16); the last chunk's is finished after the loop. WG 0 adds U0 after its products, so
-// that U0's shared loads overlap them.
-// Barriers: B1 once the chunk's operands have landed, B2 after phase 1 (U visible).
-// Loads (one thread, bulk copies, an mbarrier each): chunk c + 1's inputs (double-buffered: Wn hi + lo, KdT, U0,
-// decay) after B1 of chunk c, under the phase-1 wgmma (thread 0); Qg(c + 1) and A_qk(c) as soon as WG 1 has read
-// Qg(c) and A_qk(c - 1) in phase 1 (thread 128); B1 of chunk c + 1 waits for both.
+// stall samples, ncu, run 16); the last chunk's is finished after the loop.
+// Barriers of WG 0 and 1 (named barrier 1, 256 threads): B1 once the chunk's operands have landed, B2 after phase 1
+// (U visible). WG 2 meets WG 0 on two mbarriers: bar_formed (Wn(c) and V(c) in place: WG 2's 128 arrivals) and
+// bar_read (WG 0 has read Wn(c), Tb(c), V(c): WG 0's 128 arrivals); so WG 2 forms Wn(c + 1) under WG 0's U split,
+// B2 and phase 2 of chunk c.
+// Loads (bulk copies, an mbarrier each): chunk c + 1's KdT and decay (double-buffered) after B1 of chunk c, under
+// the phase-1 wgmma (thread 0); Qg(c + 1) and A_qk(c) as soon as WG 1 has read Qg(c) and A_qk(c - 1) in phase 1
+// (thread 128); Kg, Tb (thread 256) and V (WG 2's cp.async, or thread 256 from the scratch) of chunk c + 1
+// (double-buffered) once WG 0 has read chunk c - 1's.
 // The fp32 state S^T [64][D] lives in the accumulators of the state update: WG w holds columns k in [w D / 2,
 // (w + 1) D / 2) (wgmma.cuh has the accumulator layout).
 // Why wgmma: the mma.sync walk is bound by its fragment loads from shared memory (16 warps of 16 x 16 tiles read
 // each operand four times: ~672 KB per chunk, docs/BENCHMARKS.md); a warpgroup reads each operand tile once per
-// 64-row product, ~240 KB per chunk. Measured (H200, 1 x 16384 H64, ncu; docs/gpu runs 15-21): walk 1.17 ms
-// (mma.sync) -> 0.96 (first wgmma form, O in phase 2) -> 0.84-0.87 (O deferred, bulk loads) -> 0.82 (this form).
-// What bounds it (ncu, run 20, before the last step): the tensor pipe is active 33% of the cycles; the chain per
+// 64-row product, ~240 KB per chunk. Measured (H200, 1 x 16384 H64, ncu; docs/gpu runs 15-22): walk 1.17 ms
+// (mma.sync) -> 0.96 (first wgmma form, O in phase 2) -> 0.84-0.87 (O deferred, bulk loads) -> 0.81-0.82 (two
+// warpgroups, Wn and U0 from the prep) -> 0.87 (this form, run 22; the prep 1.44 -> 1.15 ms in the same call).
+// What bounds it (ncu, run 20, two-warpgroup form): the tensor pipe is active 33% of the cycles; the chain per
 // chunk (U -> split -> B2 -> state update -> split -> B1) is latency-bound, ~5.5 K cycles a chunk against ~2 K of
-// tensor work.
+// tensor work. This form adds Tb V (4 k-steps) to that chain and WG 2's 8 k-steps to the tensor pipe.
 //
 // Shared memory (D = 128). Every bf16 operand tile is in wgmma's 128B-swizzled atom-major layout (wgmma.cuh), which
 // is also the scratch layout, so that each tile arrives by one bulk copy:
-//   S^T hi, lo [D / 64][64 v][64 k]; two input buffers {Wn hi, Wn lo [D / 64][64 t][64 k], KdT [1][D k][64 t], U0
-//   fp32 [64 t][64 v] (the scratch's XOR-permuted column block, scr_u0_off), decay [D]}; two U buffers {U hi, lo
-//   [1][64 t][64 v]} (row-major U: the MN-major B of A_qk U and the MN-major A of U^T KdT^T); Qg [D / 64][64][64],
-//   A_qk [1][64][64]; three mbarriers. 1 KB of slack aligns the base to the 1024 bytes the swizzle atoms need.
-//   Total: WgSmem<D>::TOTAL (224280 bytes at D = 128). Registers (ptxas, CUDA 13.0): 169 at D = 128, 140 at 64,
-//   no spills.
+//   S^T hi, lo [D / 64][64 v][64 k]; two input buffers {KdT [1][D k][64 t], decay [D]}; Wn hi, lo [D / 64][64 t]
+//   [64 k] (one buffer); two Kg / Tb / V buffers {Kg [D / 64][64 s][64 k], Tb [1][64 t][64 s], V [1][64 s][64 v]};
+//   two U buffers {U hi, lo [1][64 t][64 v]} (row-major U: the MN-major B of A_qk U and the MN-major A of U^T
+//   KdT^T); Qg [D / 64][64][64], A_qk [1][64][64]; seven mbarriers. 1 KB of slack aligns the base to the 1024 bytes
+//   the swizzle atoms need. Total: WgSmem<D>::TOTAL (224312 bytes at D = 128). Registers (ptxas, CUDA 13.0; 168 is
+//   the cap at 384 threads): 167 at D = 128, 154 at 64, no spills.
 #pragma once
 
 #include "cuda/kda/chunk.cuh"
@@ -54,15 +64,14 @@ struct WgSmem {
   static constexpr size_t kTileD = size_t(kC) * D * 2;  // bf16 [64][D] or [D][64]
   static constexpr size_t kTile = size_t(kC) * VT * 2;  // bf16 [64][64]
   static constexpr size_t SH = 0, SL = SH + kTileD;     // S^T hi, lo
-  // input buffer (two): KdT, the V tile, decay
-  static constexpr size_t BKDT = 0, BV = BKDT + kTileD, BDEC = BV + kTile;
+  // input buffer (two): KdT, decay
+  static constexpr size_t BKDT = 0, BDEC = BKDT + kTileD;
   static constexpr size_t kBuf = align(BDEC + size_t(D) * 4);
-  static constexpr uint32_t kInBytes = uint32_t(kTileD + kTile + size_t(D) * 4);
+  static constexpr uint32_t kInBytes = uint32_t(kTileD + size_t(D) * 4);
   static constexpr size_t BUF0 = SL + kTileD;
   static constexpr size_t WH = BUF0 + 2 * kBuf, WL = WH + kTileD;  // Wn hi, lo (one buffer)
-  // Kg / Tb buffer (two)
-  static constexpr size_t BKG = 0, BTB = BKG + kTileD, kKBuf = BTB + kTile;
-  static constexpr uint32_t kKgBytes = uint32_t(kKBuf);
+  // Kg / Tb / V buffer (two): Kg [D / 64][64 s][64 k], Tb [1][64 t][64 s], the V tile [1][64 s][64 v]
+  static constexpr size_t BKG = 0, BTB = BKG + kTileD, BV = BTB + kTile, kKBuf = BV + kTile;
   static constexpr size_t KBUF0 = WL + kTileD;
   static constexpr size_t kUBuf = 2 * kTile;                  // U hi, lo [64][64]
   static constexpr size_t UH = KBUF0 + 2 * kKBuf, UL = UH + kTile;  // buffer 0; buffer 1: + kUBuf
@@ -73,7 +82,7 @@ struct WgSmem {
   static constexpr size_t USED = BAR + 7 * 8;
   static constexpr size_t TOTAL = USED + 1024;  // base alignment slack
   static_assert(D == 64 || D == 128, "head sizes");
-  static_assert(SL % 1024 == 0 && BUF0 % 1024 == 0 && BV % 1024 == 0 && BDEC % 16 == 0 && kBuf % 1024 == 0 &&
+  static_assert(SL % 1024 == 0 && BUF0 % 1024 == 0 && BV % 1024 == 0 && BDEC % 1024 == 0 && kBuf % 1024 == 0 &&
                     WH % 1024 == 0 && WL % 1024 == 0 && KBUF0 % 1024 == 0 && BTB % 1024 == 0 && kKBuf % 1024 == 0 &&
                     UH % 1024 == 0 && UL % 1024 == 0 && QG % 1024 == 0 && AQK % 1024 == 0 && BAR % 8 == 0,
                 "swizzle atoms 1024-byte aligned");
@@ -81,25 +90,46 @@ struct WgSmem {
 };
 static_assert(WgSmem<128>::TOTAL == 224312, "documented size");
 
-// Chunk-head cid's inputs of WG 0 / 1 (KdT, the V block of the tile at v0, decay) -> one input buffer.
+// Chunk-head cid's inputs of the state update (KdT, decay) -> one input buffer.
 template <int D>
-__device__ __forceinline__ void walk_wg_load_inputs(const Params& p, unsigned char* buf, int64_t cid, int v0,
-                                                    uint64_t* bar, int tid) {
+__device__ __forceinline__ void walk_wg_load_inputs(const Params& p, unsigned char* buf, int64_t cid, uint64_t* bar,
+                                                    int tid) {
   using L = WgSmem<D>;
   if (tid != 0) return;
   mbar_expect_tx(bar, L::kInBytes);
   bulk_g2s(buf + L::BKDT, p.scr.kdt + cid * (D * kC), uint32_t(L::kTileD), bar);
-  bulk_g2s(buf + L::BV, p.scr.vb + cid * (kC * D) + scr_tile_off<kC>(0, v0), uint32_t(L::kTile), bar);
   bulk_g2s(buf + L::BDEC, p.scr.decay + cid * D, uint32_t(D) * 4, bar);
 }
 
-// Chunk-head cid's Kg and Tb -> one Kg / Tb buffer (the calling thread).
+// Chunk c's Kg and Tb (head h) -> one Kg / Tb / V buffer by bulk copies (thread 256, on bar), and its V tile (columns
+// v0 ..): from the scratch by the same thread, or with Params::v_in_walk from v itself by WG 2's 128 threads
+// (16-byte cp.async into the swizzled tile, zeros beyond the sequence end; one cp.async group per call, empty
+// or not, so that WG 2 counts its groups by chunk).
 template <int D>
-__device__ __forceinline__ void walk_wg_load_kg(const Params& p, unsigned char* kbuf, int64_t cid, uint64_t* bar) {
+__device__ __forceinline__ void walk_wg_load_kgv(const Params& p, unsigned char* kbuf, int64_t c, int h, int v0,
+                                                 uint64_t* bar, int tid) {
   using L = WgSmem<D>;
-  mbar_expect_tx(bar, L::kKgBytes);
-  bulk_g2s(kbuf + L::BKG, p.scr.kg + cid * (kC * D), uint32_t(L::kTileD), bar);
-  bulk_g2s(kbuf + L::BTB, p.scr.tb + cid * (kC * kC), uint32_t(L::kTile), bar);
+  const int64_t cid = c * p.H + h;
+  if (tid == 256) {
+    mbar_expect_tx(bar, uint32_t(L::kTileD + L::kTile + (p.v_in_walk ? 0 : L::kTile)));
+    bulk_g2s(kbuf + L::BKG, p.scr.kg + cid * (kC * D), uint32_t(L::kTileD), bar);
+    bulk_g2s(kbuf + L::BTB, p.scr.tb + cid * (kC * kC), uint32_t(L::kTile), bar);
+    if (!p.v_in_walk)
+      bulk_g2s(kbuf + L::BV, p.scr.vb + cid * (kC * D) + scr_tile_off<kC>(0, v0), uint32_t(L::kTile), bar);
+  }
+  if (p.v_in_walk) {
+    const int64_t tok0 = p.tab[3 * c], bb = p.tab[3 * c + 1];
+    const int rows = int(p.tab[3 * c + 2]);
+    const bf16* const v = static_cast<const bf16*>(p.v) + bb * p.s_v[0] + h * p.s_v[2] + v0;
+    bf16* const sV = reinterpret_cast<bf16*>(kbuf + L::BV);
+#pragma unroll
+    for (int it = 0; it < kC * 8 / 128; ++it) {  // 16-byte pieces (row t, columns 8 q ..)
+      const int e = (tid - 256) + 128 * it, t = e >> 3, q = e & 7;
+      const bool valid = t < rows;
+      cp_async16_zfill(sV + wgmma::sw128_off<kC>(t, 8 * q), v + (valid ? (tok0 + t) * p.s_v[1] : 0) + 8 * q, valid);
+    }
+  }
+  cp_async_commit();
 }
 
 // Qg of chunk-head cid_q (cid_q < 0: none) and A_qk of chunk-head cid_a (< 0: none) -> their single buffers, by one
@@ -120,13 +150,13 @@ __device__ __forceinline__ void wg_sync(int w) { asm volatile("bar.sync %0, 128;
 __device__ __forceinline__ void pair_sync() { asm volatile("bar.sync 1, 256;" ::: "memory"); }
 
 // WG 2: Wn(c) = -Tb(c) Kg(c) for every chunk c of the walk, as bf16 hi + lo into the one Wn buffer, one chunk
-// ahead of WG 0: Wn(c) is written once WG 0 has read Wn(c - 1) and Tb(c - 1) (bar_read, WG 0's 128 arrivals),
-// and announced on bar_formed (WG 2's 128 arrivals, each after its fence for the async proxy). The Kg / Tb
-// buffer of chunk c - 1 is then free (WG 0 read its Tb for U0): thread 256 loads chunk c + 1 into it.
+// ahead of WG 0: Wn(c) is written once WG 0 has read Wn(c - 1), Tb(c - 1) and V(c - 1) (bar_read, WG 0's 128
+// arrivals), and announced on bar_formed (WG 2's 128 arrivals, each after its V(c) copies have landed and its
+// fence for the async proxy). The Kg / Tb / V buffer of chunk c - 1 is then free: WG 2 loads chunk c + 1 into it.
 template <int D>
 __device__ __forceinline__ void walk_wg_form_wn(const Params& p, unsigned char* smem, int64_t cbeg, int64_t cend,
-                                                int h, uint64_t* bar_kg, uint64_t* bar_formed, uint64_t* bar_read,
-                                                int tid) {
+                                                int h, int v0, uint64_t* bar_kg, uint64_t* bar_formed,
+                                                uint64_t* bar_read, int tid) {
   using L = WgSmem<D>;
   constexpr int NH = D / 64;  // n64 halves of Wn's columns
   constexpr int KT = kC / 16;
@@ -139,8 +169,11 @@ __device__ __forceinline__ void walk_wg_form_wn(const Params& p, unsigned char* 
 #pragma unroll 1
   for (int64_t c = cbeg; c < cend; ++c) {
     if (c > cbeg) {
-      mbar_wait(bar_read, uint32_t(c - 1 - cbeg) & 1u);  // WG 0 has read Wn(c - 1) and Tb(c - 1)
-      if (tid == 256 && c + 1 < cend) walk_wg_load_kg<D>(p, kbuf(c + 1), (c + 1) * p.H + h, bar_kg + ((c + 1 - cbeg) & 1));
+      mbar_wait(bar_read, uint32_t(c - 1 - cbeg) & 1u);  // WG 0 has read Wn(c - 1), Tb(c - 1), V(c - 1)
+      if (c + 1 < cend)
+        walk_wg_load_kgv<D>(p, kbuf(c + 1), c + 1, h, v0, bar_kg + ((c + 1 - cbeg) & 1), tid);
+      else
+        cp_async_commit();  // one group per chunk
     }
     mbar_wait(bar_kg + ((c - cbeg) & 1), uint32_t((c - cbeg) >> 1) & 1u);
     const uint64_t dTb = wgmma::desc_sw128(kbuf(c) + L::BTB), dKg = wgmma::desc_sw128(kbuf(c) + L::BKG);
@@ -170,6 +203,7 @@ __device__ __forceinline__ void walk_wg_form_wn(const Params& p, unsigned char* 
           sts_split(sWh, sWl, wgmma::sw128_off<kC>(r0 + 8 * rr, 64 * nh + 8 * j + 2 * tq), -acc[nh][j][2 * rr],
                     -acc[nh][j][2 * rr + 1]);
     }
+    cp_async_wait<1>();  // this thread's V(c) pieces (the newest group is chunk c + 1's)
     fence_proxy_async();
     mbar_arrive(bar_formed);
   }
@@ -217,14 +251,16 @@ __global__ void __launch_bounds__(kWgThreads, 1) kda_chunk_walk_wg(const Params 
   }
   __syncthreads();  // the inits before any copy or wait
   if (cbeg < cend && tid == 0) {
-    walk_wg_load_inputs<D>(p, smem + L::BUF0, cbeg * p.H + h, v0, bar_in, tid);
+    walk_wg_load_inputs<D>(p, smem + L::BUF0, cbeg * p.H + h, bar_in, tid);
     walk_wg_load_out<D>(p, smem, cbeg * p.H + h, -1, uint32_t(L::kTileD), bar_out);
   }
   if (wg == 2) {  // the Wn former
-    if (tid == 256)
-      for (int64_t c = cbeg; c < cend && c < cbeg + 2; ++c)
-        walk_wg_load_kg<D>(p, smem + L::KBUF0 + size_t(c - cbeg) * L::kKBuf, c * p.H + h, bar_kg + (c - cbeg));
-    walk_wg_form_wn<D>(p, smem, cbeg, cend, h, bar_kg, bar_formed, bar_read, tid);
+    for (int64_t c = cbeg; c < cbeg + 2; ++c)  // chunks cbeg, cbeg + 1: one cp.async group each, empty or not
+      if (c < cend)
+        walk_wg_load_kgv<D>(p, smem + L::KBUF0 + size_t(c - cbeg) * L::kKBuf, c, h, v0, bar_kg + (c - cbeg), tid);
+      else
+        cp_async_commit();
+    walk_wg_form_wn<D>(p, smem, cbeg, cend, h, v0, bar_kg, bar_formed, bar_read, tid);
     return;
   }
   // Loads in flight are awaited at the top of each chunk. Use u of an mbarrier completes its phase u: bar_in[b]
@@ -304,7 +340,7 @@ __global__ void __launch_bounds__(kWgThreads, 1) kda_chunk_walk_wg(const Params 
     // The other input buffer is free: chunk c + 1's inputs, issued once this warpgroup's wgmma are under way.
     const auto prefetch_next = [&]() {
       if (c + 1 < cend)
-        walk_wg_load_inputs<D>(p, smem + L::BUF0 + size_t((c + 1 - cbeg) & 1) * L::kBuf, cid + p.H, v0,
+        walk_wg_load_inputs<D>(p, smem + L::BUF0 + size_t((c + 1 - cbeg) & 1) * L::kBuf, cid + p.H,
                                bar_in + ((c + 1 - cbeg) & 1), tid);
     };
 
@@ -313,10 +349,10 @@ __global__ void __launch_bounds__(kWgThreads, 1) kda_chunk_walk_wg(const Params 
       float acc[VT / 8][4] = {};  // U0 + Wn S = Tb V + Wn S
       const int b = int((c - cbeg) & 1);
       unsigned char* const kb = smem + L::KBUF0 + size_t(b) * L::kKBuf;
-      mbar_wait(bar_kg + b, uint32_t((c - cbeg) >> 1) & 1u);  // Tb(c)
-      mbar_wait(bar_formed, uint32_t(c - cbeg) & 1u);         // Wn(c), formed by WG 2
+      mbar_wait(bar_kg + b, uint32_t((c - cbeg) >> 1) & 1u);  // Tb(c) (and V(c) from the scratch)
+      mbar_wait(bar_formed, uint32_t(c - cbeg) & 1u);         // Wn(c), formed by WG 2 (and V(c) from v)
       const uint64_t dWh = wgmma::desc_sw128(smem + L::WH), dWl = wgmma::desc_sw128(smem + L::WL);
-      const uint64_t dTb = wgmma::desc_sw128(kb + L::BTB), dV = wgmma::desc_sw128(buf + L::BV);
+      const uint64_t dTb = wgmma::desc_sw128(kb + L::BTB), dV = wgmma::desc_sw128(kb + L::BV);
       wgmma::fence_operands(acc);
       wgmma::fence();
 #pragma unroll
@@ -333,7 +369,7 @@ __global__ void __launch_bounds__(kWgThreads, 1) kda_chunk_walk_wg(const Params 
       prefetch_next();
       wgmma::wait<0>();
       wgmma::fence_operands(acc);
-      mbar_arrive(bar_read);  // this thread's wgmma have read Wn(c) and Tb(c): WG 2 may form Wn(c + 1)
+      mbar_arrive(bar_read);  // this thread's wgmma have read Wn(c), Tb(c), V(c): WG 2 may form Wn(c + 1)
       bf16* const sUh = u_tile(c, false);
       bf16* const sUl = u_tile(c, true);
 #pragma unroll
