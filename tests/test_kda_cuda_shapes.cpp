@@ -235,6 +235,20 @@ TEST_F(KdaCudaShapes, GateSweepExtremes) {
   }
 }
 
+#ifdef KIMI_WITH_CUDA
+// For a test's scope: plain walks only (no segments), the walk kernel as the test sets it; on exit (also when an
+// assertion throws) the process-wide launcher settings go back to automatic.
+struct PlainWalks {
+  PlainWalks() { cuda::kda_chunk_set_segment_chunks(-1); }
+  ~PlainWalks() {
+    cuda::kda_chunk_set_walk(cuda::KdaWalk::automatic);
+    cuda::kda_chunk_set_segment_chunks(0);
+  }
+  PlainWalks(const PlainWalks&) = delete;
+  PlainWalks& operator=(const PlainWalks&) = delete;
+};
+#endif
+
 // The prep's three row-load paths give the same bits: q, k, v and the gate input as views into padded buffers
 // at an element offset of 0 (16-byte aligned rows: the bulk copies), 4 (8-byte aligned: the vector loads) and 1
 // (2-byte aligned: the generic loads), with a short tail chunk (T = 150), both head sizes and both gate forms;
@@ -248,13 +262,7 @@ TEST_F(KdaCudaShapes, RowLoadPathsAgree) {
     StateLayout layout;
   };
 #ifdef KIMI_WITH_CUDA
-  struct Restore {  // the process-wide launcher settings back to automatic, also when an assertion throws
-    ~Restore() {
-      cuda::kda_chunk_set_walk(cuda::KdaWalk::automatic);
-      cuda::kda_chunk_set_segment_chunks(0);
-    }
-  } restore;
-  cuda::kda_chunk_set_segment_chunks(-1);
+  const PlainWalks plain_walks;
   const std::vector<cuda::KdaWalk> walks{cuda::KdaWalk::mma_vt32, cuda::KdaWalk::wgmma_vt64};
 #else
   const std::vector<int> walks{0};
@@ -330,13 +338,7 @@ TEST_F(KdaCudaShapes, WalkKernelsAgree) {
     StateLayout layout;
   };
   constexpr double kSameUpToOrder = 1e-4;  // relative RMS; fp32 reordering over these chains is ~1e-6
-  struct Restore {  // the process-wide launcher settings back to automatic, also when an assertion throws
-    ~Restore() {
-      cuda::kda_chunk_set_walk(cuda::KdaWalk::automatic);
-      cuda::kda_chunk_set_segment_chunks(0);
-    }
-  } restore;
-  cuda::kda_chunk_set_segment_chunks(-1);
+  const PlainWalks plain_walks;
   for (const Config& cfg : {Config{2, 150, 4, 128, {}, GateForm::bounded, StateLayout::vk},
                             Config{1, 0, 3, 128, {130, 64, 1, 0, 200}, GateForm::softplus, StateLayout::kv},
                             Config{2, 150, 4, 64, {}, GateForm::softplus, StateLayout::kv},

@@ -77,7 +77,7 @@ struct WgSmem {
   static constexpr size_t UH = KBUF0 + 2 * kKBuf, UL = UH + kTile;  // buffer 0; buffer 1: + kUBuf
   static constexpr size_t QG = UH + 2 * kUBuf;
   static constexpr size_t AQK = QG + kTileD;
-  // mbarriers: inputs of buffer 0, 1; Qg + A_qk; Kg + Tb of buffer 0, 1; Wn formed; Wn (and Tb) read
+  // mbarriers: inputs of buffer 0, 1; Qg + A_qk; Kg / Tb / V of buffer 0, 1; Wn formed; Wn, Tb and V read
   static constexpr size_t BAR = AQK + kTile;
   static constexpr size_t USED = BAR + 7 * 8;
   static constexpr size_t TOTAL = USED + 1024;  // base alignment slack
@@ -103,8 +103,8 @@ __device__ __forceinline__ void walk_wg_load_inputs(const Params& p, unsigned ch
 
 // Chunk c's Kg and Tb (head h) -> one Kg / Tb / V buffer by bulk copies (thread 256, on bar), and its V tile (columns
 // v0 ..): from the scratch by the same thread, or with Params::v_in_walk from v itself by WG 2's 128 threads
-// (16-byte cp.async into the swizzled tile, zeros beyond the sequence end; one cp.async group per call, empty
-// or not, so that WG 2 counts its groups by chunk).
+// (16-byte cp.async into the swizzled tile, zeros beyond the sequence end). Called by all of WG 2: each thread
+// commits one cp.async group per call, empty or not, so that WG 2 counts its groups by chunk.
 template <int D>
 __device__ __forceinline__ void walk_wg_load_kgv(const Params& p, unsigned char* kbuf, int64_t c, int h, int v0,
                                                  uint64_t* bar, int tid) {
@@ -236,9 +236,9 @@ __global__ void __launch_bounds__(kWgThreads, 1) kda_chunk_walk_wg(const Params 
 
   uint64_t* const bar_in = reinterpret_cast<uint64_t*>(smem + L::BAR);  // [2]: inputs of buffer 0, 1
   uint64_t* const bar_out = bar_in + 2;                                 // Qg + A_qk
-  uint64_t* const bar_kg = bar_in + 3;                                  // [2]: Kg + Tb of buffer 0, 1
-  uint64_t* const bar_formed = bar_in + 5;                              // Wn(c) formed (WG 2's 128 arrivals)
-  uint64_t* const bar_read = bar_in + 6;  // Wn(c) and Tb(c) read (WG 0's 128 arrivals)
+  uint64_t* const bar_kg = bar_in + 3;      // [2]: Kg, Tb (and V from the scratch) of buffer 0, 1
+  uint64_t* const bar_formed = bar_in + 5;  // Wn(c) formed, V(c) landed (WG 2's 128 arrivals)
+  uint64_t* const bar_read = bar_in + 6;    // Wn(c), Tb(c) and V(c) read (WG 0's 128 arrivals)
   if (tid == 0) {
     mbar_init(bar_in, 1);
     mbar_init(bar_in + 1, 1);
