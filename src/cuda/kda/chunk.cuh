@@ -87,6 +87,8 @@
 // kernel 2 notes) and the prep at 49 K warp instructions per chunk-head, LSU 71% of peak (docs/BENCHMARKS.md).
 // Session 6 (runs 15-21): the walk at V tiles of 64 on warpgroup MMA (walk_wgmma.cuh; walk 1.17 -> 0.82 ms), the
 // scratch in its shared-memory layout: 1 x 16384 H64 2.648 -> 2.320 ms.
+// Session 7 (runs 22-23): the wgmma walk forms Wn and U0 itself from Kg, Tb and V (a third warpgroup), reading V
+// from v where it can; the prep stops at Tb (prep 1.44 -> 1.12 ms, walk 0.81 -> 0.86 ms): 2.269 -> 1.982 ms.
 // Before that (run 10, docs/BENCHMARKS.md): the prep's stores staged 16-byte coalesced (prep 1.77 -> 1.47 ms),
 // the walk's fragments by ldmatrix with U kept row-major (-5%), sequence parallelism for few heads (1 x 65536
 // H8: 4.64 -> 2.38 ms). What would close the gap further: the two passes move ~3.4 KB of scratch per token-head
