@@ -454,26 +454,33 @@ void kda_chunk_fwd(const KdaArgs& a, int chunk_size, const Context& ctx) {
   p.seg = nseg > 0 ? p.tab + tab_main : nullptr;
   p.segbase = nseg > 0 ? p.seg + kda_chunk::kSegFields * nseg : nullptr;
   {
-    const size_t D = size_t(K);
     size_t off = tab_bytes;
     const auto take = [&](size_t bytes_per_ch) {
       unsigned char* q = buf + off;
       off += nch_h * bytes_per_ch;
       return q;
     };
-    p.scr.qg = reinterpret_cast<kda_chunk::bf16*>(take(size_t(C) * D * 2));
-    p.scr.aqk = reinterpret_cast<kda_chunk::bf16*>(take(size_t(C) * C * 2));
-    p.scr.kdt = reinterpret_cast<kda_chunk::bf16*>(take(D * C * 2));
-    p.scr.decay = reinterpret_cast<float*>(take(D * 4));
-    if (p.wn_in_walk) {
-      p.scr.kg = reinterpret_cast<kda_chunk::bf16*>(take(size_t(C) * D * 2));
-      p.scr.tb = reinterpret_cast<kda_chunk::bf16*>(take(size_t(C) * C * 2));
-      if (!p.v_in_walk) p.scr.vb = reinterpret_cast<kda_chunk::bf16*>(take(size_t(C) * D * 2));
-    } else {
-      p.scr.wh = reinterpret_cast<kda_chunk::bf16*>(take(size_t(C) * D * 2));
-      p.scr.wl = reinterpret_cast<kda_chunk::bf16*>(take(size_t(C) * D * 2));
-      p.scr.u0 = reinterpret_cast<float*>(take(size_t(C) * D * 4));
-    }
+    const auto carve = [&](auto sizes) {  // sizes: kda_chunk::ScratchBytes<K>, the arrays in its order
+      using SB = decltype(sizes);
+      using kda_chunk::bf16;
+      p.scr.qg = reinterpret_cast<bf16*>(take(SB::qg));
+      p.scr.aqk = reinterpret_cast<bf16*>(take(SB::aqk));
+      p.scr.kdt = reinterpret_cast<bf16*>(take(SB::kdt));
+      p.scr.decay = reinterpret_cast<float*>(take(SB::decay));
+      if (p.wn_in_walk) {
+        p.scr.kg = reinterpret_cast<bf16*>(take(SB::kg));
+        p.scr.tb = reinterpret_cast<bf16*>(take(SB::tb));
+        if (!p.v_in_walk) p.scr.vb = reinterpret_cast<bf16*>(take(SB::vb));
+      } else {
+        p.scr.wh = reinterpret_cast<bf16*>(take(SB::wh));
+        p.scr.wl = reinterpret_cast<bf16*>(take(SB::wl));
+        p.scr.u0 = reinterpret_cast<float*>(take(SB::u0));
+      }
+    };
+    if (K == 128)
+      carve(kda_chunk::ScratchBytes<128>{});
+    else
+      carve(kda_chunk::ScratchBytes<64>{});
     p.seg_start = nseg > 0 ? reinterpret_cast<float*>(buf + off) : nullptr;
     off += seg_bytes;
     p.seg_map = nseg > 0 ? reinterpret_cast<float*>(buf + off) : nullptr;
