@@ -136,7 +136,7 @@ __device__ __forceinline__ float ex2(float x) {  // 2^x, MUFU (what __expf uses 
   return y;
 }
 
-// N (2 or 4) floats -> N bf16 at dst (4 N-byte aligned), or N floats at dst.
+// N (2 or 4) floats -> N bf16 at dst (2 N-byte aligned), or N floats at dst (4 N-byte aligned); shared or global.
 template <int N>
 __device__ __forceinline__ void sts_bf16(bf16* dst, const float (&x)[N]) {
   static_assert(N == 2 || N == 4, "row pieces");
@@ -770,8 +770,7 @@ __global__ void __launch_bounds__(kPrepThreads, 2) kda_chunk_prep(const Params p
       x[0] = t.x * bt.x, x[1] = t.y * bt.y, x[2] = t.z * bt.z, x[3] = t.w * bt.w;
     }
     if (p.wn_in_walk)  // the wgmma walk's form: Tb to the scratch (8 bytes of one 16-byte chunk), no P4
-      *reinterpret_cast<uint2*>(p.scr.tb + cid * (kC * kC) + scr_tile_off<kC>(i, j)) =
-          make_uint2(pack_bf16(x[0], x[1]), pack_bf16(x[2], x[3]));
+      sts_bf16<4>(p.scr.tb + cid * (kC * kC) + scr_tile_off<kC>(i, j), x);
     else
       sts_bf16<4>(sTb + i * LDT + j, x);
   }
