@@ -14,6 +14,7 @@ mkdir -p "$OUT"
 cd "$(dirname "$0")/../.."
 exec > >(tee "$OUT/quick.log") 2>&1
 . scripts/gpu/deps.sh  # $prefix: the unpacked build dependencies (LD_LIBRARY_PATH set)
+. scripts/gpu/overlay.sh  # overlay_tree
 t0=$(date +%s)
 el() { echo "[$(( $(date +%s) - t0 )) s]"; }
 build() {  # source dir, targets...
@@ -36,8 +37,7 @@ grep -E "^\[  FAILED|Failure" -A3 /tmp/quick-tests.log | head -20
 bench ./build/cuda/bench/kimi_bench_kda_prefill ""
 if [ -n "${AB:-}" ]; then
   src=build/ab-src
-  rm -rf "$src" && mkdir -p "$src" && git ls-files -z | xargs -0 cp --parents -t "$src" && cp -r "$AB"/. "$src"/ &&
-    ln -s "$PWD/.deps" "$src/.deps" && build "$src" kimi_bench_kda_prefill && echo "$(el) [ab] built" &&
+  overlay_tree "$src" "$AB" && build "$src" kimi_bench_kda_prefill && echo "$(el) [ab] built" &&
     bench "$src/build/cuda/bench/kimi_bench_kda_prefill" "[ab] "
 fi
 KIMI_SEQPAR_SMALL=1 timeout 80 compute-sanitizer --tool racecheck --error-exitcode 9 $T --gtest_brief=1 \

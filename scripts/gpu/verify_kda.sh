@@ -22,6 +22,7 @@ cd "$(dirname "$0")/../.."
 exec > >(tee "$OUT/verify.log") 2>&1
 trap 'tar czf "$OUT/logs.tgz" -C "$LOG" . 2>/dev/null' EXIT
 . scripts/gpu/deps.sh  # $prefix: the unpacked build dependencies (LD_LIBRARY_PATH set)
+. scripts/gpu/overlay.sh  # overlay_tree
 t0=$(date +%s)
 el() { echo "[$(( $(date +%s) - t0 )) s]"; }
 left() { echo $(( ${DEADLINE:-420} - ($(date +%s) - t0) )); }
@@ -100,8 +101,7 @@ done
 for ov in ${AB_OVERLAY:-}; do
   name=${ov%%:*} dir=${ov#*:} src="build/ov-${ov%%:*}-src"
   if [ "$(left)" -lt 90 ]; then echo "$(el) overlay $name skipped (deadline)"; continue; fi
-  rm -rf "$src" && mkdir -p "$src" && git ls-files -z | xargs -0 cp --parents -t "$src" && cp -r "$dir"/. "$src"/ &&
-    ln -s "$PWD/.deps" "$src/.deps" || { echo "overlay $name: copy failed"; continue; }
+  overlay_tree "$src" "$dir" || { echo "overlay $name: copy failed"; continue; }
   (cd "$src" && build "build/cuda" "" kimi_tests kimi_bench_kda_prefill) || continue
   To="$src/build/cuda/tests/kimi_tests"
   echo "$(el) overlay $name built"
