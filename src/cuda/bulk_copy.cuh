@@ -1,11 +1,11 @@
-// src/cuda/bulk_copy.cuh: the Hopper bulk copy engine (cp.async.bulk, non-tensor form) and the shared-memory
-// mbarrier that tracks its global -> shared copies, as small device functions (sm_90).
+// src/cuda/bulk_copy.cuh: the Hopper bulk copy engine (cp.async.bulk, and its tensor-map form for 4-d tiles) and the
+// shared-memory mbarrier that tracks its global -> shared copies, as small device functions (sm_90).
 //
 // Protocol of a global -> shared load tracked by one mbarrier (phase u = its u-th use, from 0):
 //   one thread:   mbar_init(bar, 1); mbar_init_fence()   (once; other threads use bar after a barrier)
 //   per use u:    one thread: mbar_expect_tx(bar, total bytes of the use)   (the phase's one arrival)
-//                 then (that thread, or any thread ordered after it): bulk_g2s(dst, src, bytes, bar) per piece;
-//                 each piece completes `bytes` of the transaction
+//                 then (that thread, or any thread ordered after it): bulk_g2s(dst, src, bytes, bar) or
+//                 tma_load_4d per piece; each piece completes its bytes of the transaction
 //   readers:      mbar_wait(bar, u & 1), then read dst (ordinary shared loads, or wgmma).
 // The phase completes when the one arrival has happened and every expected byte has landed, so expect_tx is
 // posted before any piece is issued; use u + 1 may be posted only once every reader has passed its wait on use u
@@ -59,6 +59,18 @@ __device__ __forceinline__ void bulk_g2s(void* dst, const void* src, uint32_t by
   asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
                ::"r"(smem_u32(dst)), "l"(src), "r"(bytes), "r"(smem_u32(bar))
                : "memory");
+}
+// Global -> shared through a tensor map (cp.async.bulk.tensor, tile mode, 4 dimensions; `map` a CUtensorMap in
+// global, constant or __grid_constant__ parameter memory): the box at coordinates (c0 = innermost, .. c3) lands
+// densely, in box order, at dst (128-byte aligned), completing the box's bytes on `bar`; elements outside the
+// tensor are zero-filled and counted among the bytes.
+__device__ __forceinline__ void tma_load_4d(void* dst, const void* map, int c0, int c1, int c2, int c3,
+                                            uint64_t* bar) {
+  asm volatile(
+      "cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4, %5}], "
+      "[%6];" ::"r"(smem_u32(dst)),
+      "l"(map), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(smem_u32(bar))
+      : "memory");
 }
 // Generic-proxy writes to shared memory (st.shared, cp.async) made visible to the async proxy (a bulk_s2g source,
 // wgmma operands): every writer thread, after its last such store, before the barrier that orders the reader.

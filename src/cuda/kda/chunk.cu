@@ -32,9 +32,12 @@
 //    2.464 ms (run 9, abde4e9), 2.380 ms with the walk's ldmatrix fragments (run 10, docs/BENCHMARKS.md). The
 //    branch's first model (a per-CTA heap) cost ~2.5 ms of host time per call (15 ms at H32); makespan() now
 //    advances whole rounds, prunes by a lower bound and caches the choice.
+#include <cuda.h>
+#include <cudaTypedefs.h>  // PFN_cuTensorMapEncodeTiled
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cmath>
 #include <cstdint>
@@ -63,6 +66,49 @@ static_assert(kda_chunk::kDtF32 == int(DType::f32) && kda_chunk::kDtBf16 == int(
 
 void strides3(const TensorView& t, int64_t (&s)[3]) {
   for (int d = 0; d < 3; ++d) s[d] = t.strides[d];
+}
+
+// cuTensorMapEncodeTiled from the driver (through the runtime: no link against libcuda), or null where the driver
+// lacks it.
+PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder() {
+  static const PFN_cuTensorMapEncodeTiled_v12000 fn = [] {
+    void* f = nullptr;
+    cudaDriverEntryPointQueryResult found{};
+    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000, cudaEnableDefault, &found) !=
+            cudaSuccess ||
+        found != cudaDriverEntryPointSuccess) {
+      (void)cudaGetLastError();
+      f = nullptr;
+    }
+    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(f);
+  }();
+  return fn;
+}
+
+// The prep's row-tile maps (kda_chunk::Params::rows_map) of q, k, v, g: bf16 [B][T][H][D] at their strides, as
+// 4-d tensors innermost first {D, H, T, B}, box {D + 8, 1, 64, 1} (the 8 columns past D zero-filled: the padded
+// shared rows). A dimension of size 1 is never stepped: its stride is replaced by 16 bytes where the tensor's is
+// not a multiple of 16 (the caller checked the others). False where the driver refuses one (the caller then takes
+// the vector row loads).
+bool encode_row_tiles(CUtensorMap (&maps)[4], const std::array<const TensorView*, 4>& tensors) {
+  const auto encode = tensor_map_encoder();
+  if (!encode) return false;
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const TensorView& t = *tensors[i];
+    const int64_t D = t.shape[3];
+    const cuuint64_t dims[4] = {cuuint64_t(D), cuuint64_t(t.shape[2]), cuuint64_t(t.shape[1]), cuuint64_t(t.shape[0])};
+    cuuint64_t strides[3];
+    for (int d = 0; d < 3; ++d) {  // bytes of dims H, T, B
+      const int64_t bytes = t.strides[2 - d] * 2;
+      strides[d] = t.shape[2 - d] > 1 || (bytes > 0 && bytes % 16 == 0) ? cuuint64_t(bytes) : cuuint64_t(16);
+    }
+    const cuuint32_t box[4] = {cuuint32_t(D + 8), 1, cuuint32_t(kda_chunk::kC), 1}, unit[4] = {1, 1, 1, 1};
+    if (encode(&maps[i], CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 4, const_cast<void*>(t.data), dims, strides, box, unit,
+               CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_NONE, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+               CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) != CUDA_SUCCESS)
+      return false;
+  }
+  return true;
 }
 
 // The chunk table of N sequences of T tokens each (no cu_seqlens), built on the device for CUDA-graph
@@ -348,7 +394,8 @@ void kda_chunk_fwd(const KdaArgs& a, int chunk_size, const Context& ctx) {
   p.s1 = a.final_state.present() ? static_cast<float*>(a.final_state.data) : nullptr;
   p.vk = a.state_layout == StateLayout::vk ? 1 : 0;
   {  // the prep's row loads (prep.cuh, phase L): q, k, v, g bf16 with every row piece of 4 elements 8-byte aligned
-     // (vector loads), and with 16-byte aligned rows (bulk copies; the row is 2 D bytes, a multiple of 16); a
+     // (vector loads), and with 16-byte aligned rows (tensor-map copies of whole row tiles, where the driver
+     // encodes the maps: encode_row_tiles; the row is 2 D bytes, a multiple of 16); a
      // dimension of size 1 (B of a varlen or one-sequence batch, H = 1) is never stepped, so its stride is free
     const auto rows_aligned = [&](int64_t bytes) {
       for (const TensorView* t : {&a.q, &a.k, &a.v, &a.g}) {
@@ -359,7 +406,7 @@ void kda_chunk_fwd(const KdaArgs& a, int chunk_size, const Context& ctx) {
       return true;
     };
     p.rows_bf16 = rows_aligned(8) ? 1 : 0;
-    p.rows_bulk = rows_aligned(16) ? 1 : 0;
+    p.rows_bulk = rows_aligned(16) && encode_row_tiles(p.rows_map, {&a.q, &a.k, &a.v, &a.g}) ? 1 : 0;
     g_last_row_loads.store(p.rows_bulk   ? KdaRowLoads::bulk
                            : p.rows_bf16 ? KdaRowLoads::vector
                                          : KdaRowLoads::generic);

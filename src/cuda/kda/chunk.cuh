@@ -98,6 +98,7 @@
 // tiles of a head through a CTA cluster), and wgmma for the walk products.
 #pragma once
 
+#include <cuda.h>  // CUtensorMap
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -189,7 +190,11 @@ struct Params {
   float* s1;        // final state or null (may equal s0)
   int vk;           // state layout [N, H, V, K]
   int rows_bf16;    // q, k, v, g all bf16 with 8-byte aligned row pieces: the prep's fast row loads (launcher)
-  int rows_bulk;    // ... and 16-byte aligned rows: the prep's rows by the bulk copy engine (launcher)
+  int rows_bulk;    // ... and 16-byte aligned rows: the prep's rows by tensor-map copies (launcher)
+  // rows_bulk: q, k, v, g (in that order) as 4-d bf16 tensors, innermost first {D channels, H, T, B} at their
+  // strides, box {D + 8, 1, 64, 1}: one chunk-head's 64 rows land in the prep's padded [64][D + 8] rows in one copy
+  // (the 8 pad columns lie beyond the D channels: zero-filled), rows past T as zeros (chunk.cu encode_row_tiles)
+  CUtensorMap rows_map[4];
   int wn_in_walk;   // the scratch form (Scratch): Kg, Tb, V for the wgmma walk, else Wn hi + lo, U0
   int v_in_walk;    // (wn_in_walk and rows_bulk) the wgmma walk reads its V tiles from v: no vb scratch, and the
                     // prep does not load v

@@ -21,8 +21,9 @@ void kda_chunk_fwd(const KdaArgs& a, int chunk_size, const Context& ctx);
 void kda_chunk_set_segment_chunks(int64_t chunks);
 int64_t kda_chunk_last_segment_chunks();
 
-// The prep's row loads the last call used (prep.cuh, phase L), for tests: the bulk copies (q, k, v, g bf16 with
-// 16-byte aligned rows), the vector loads (bf16, 8-byte aligned row pieces) or the generic loads.
+// The prep's row loads the last call used (prep.cuh, phase L), for tests: the bulk copies (tensor-map copies of
+// row tiles: q, k, v, g bf16 with 16-byte aligned rows), the vector loads (bf16, 8-byte aligned row pieces) or the
+// generic loads.
 enum class KdaRowLoads { bulk, vector, generic };
 KdaRowLoads kda_chunk_last_row_loads();
 

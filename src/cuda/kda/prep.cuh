@@ -12,9 +12,9 @@
 // Phases (barriers between them):
 //   L  rows -> shared memory. Warp w owns the 4 contiguous rows 4w .. 4w + 3, lane the channels EPL lane ..
 //      + EPL (EPL = D / 32). Three load paths, the first that the inputs allow (launcher), the same bits:
-//      bulk (Params::rows_bulk: q, k, v, g bf16, 16-byte aligned rows): threads 0 .. 255 each copy one row of
-//        one tensor by the bulk copy engine into its shared row (raw g into the G2 region), one mbarrier
-//        (prep_issue_row_copies); each warp then reads its rows back for the per-row work (prep_bulk_rows);
+//      bulk (Params::rows_bulk: q, k, v, g bf16, 16-byte aligned rows): thread 0 copies each tensor's 64 rows
+//        by one tensor-map copy into the padded shared rows (raw g into the G2 region), one mbarrier
+//        (prep_issue_row_tiles); each warp then reads its rows back for the per-row work (prep_bulk_rows);
 //      vector (Params::rows_bf16, 8-byte aligned row pieces): one vector load per row and tensor per lane, all
 //        4 rows in flight (prep_load_rows);
 //      generic: any dtype / alignment (load_raw, raw_to_f32), two rows at a time.
@@ -125,6 +125,7 @@ struct PrepSmem {
   static_assert(AQS % 16 == 0 && Q % 16 == 0 && K % 16 == 0 && V % 16 == 0 && AKK % 16 == 0 && BETA % 16 == 0 && GC % 16 == 0 &&
                     kA % 16 == 0,
                 "16-byte aligned regions");
+  static_assert(G % 128 == 0 && Q % 128 == 0 && K % 128 == 0 && V % 128 == 0, "tensor-map copy destinations");
   static_assert(BAR % 8 == 0, "mbarrier aligned (the raw g rows of the bulk path fit the G region: see above)");
   static_assert(2 * (TOTAL + 1024) <= 228 * 1024, "two CTAs per SM (sm_90: 228 KB, 1 KB reserved per CTA)");
 };
@@ -334,25 +335,19 @@ __device__ __forceinline__ void prep_load_rows(const RowCtx<D>& c, float (&gl)[k
   }
 }
 
-// Issue of the bulk path's row copies (Params::rows_bulk: q, k, v, g bf16, every row 16-byte aligned), by
-// threads 0 .. 4 kC - 1: thread 0 right after the mbarrier's init (expect rows x 4 D x 2 bytes), the others
-// after the barrier that orders the init before them. Thread t copies row t % 64 of tensor t / 64 (q, k, v, g;
-// whole warps per tensor) to its shared row (stride LDB; g raw into the G2 region), rows beyond the sequence
-// end not at all (phase L zeroes them). Where the inputs allow them, the copies take the place of the vector
-// path's per-lane row loads, whose 64-bit address arithmetic and waits were 41% of the prep's instructions
-// (docs/gpu/2026-11-29-h200-prep2.txt).
+// Issue of the bulk path's row tiles (Params::rows_bulk: q, k, v, g bf16, every row 16-byte aligned), by the one
+// thread that posted the mbarrier's expected bytes: one tensor-map copy per tensor (Params::rows_map) of the chunk's
+// 64 rows into its padded shared rows (stride LDB; g raw into the G2 region; v not at all with Params::v_in_walk).
+// Rows past the sequence end land too (the next sequence's, or zeros past T); phase L zeroes them. The per-row
+// bulk copies this replaced cost 192 copies per chunk-head, issued one lane at a time (~7% of the prep's stall
+// samples, docs/gpu run 23-prep).
 template <int D>
-__device__ __forceinline__ void prep_issue_row_copies(const RowCtx<D>& c, int tid, uint64_t* bar) {
-  constexpr int LDB = PrepSmem<D>::LDB;
-  if (tid >= 4 * kC) return;
+__device__ __forceinline__ void prep_issue_row_tiles(const RowCtx<D>& c, uint64_t* bar) {
   const Params& p = c.p;
-  const int t = tid / kC, r = tid % kC;
-  if (r >= c.rows || (t == 2 && p.v_in_walk)) return;
-  const void* const base = t == 0 ? p.q : t == 1 ? p.k : t == 2 ? p.v : p.g;
-  const auto stride = [&](int d) { return t == 0 ? p.s_q[d] : t == 1 ? p.s_k[d] : t == 2 ? p.s_v[d] : p.s_g[d]; };
-  bf16* const dst = t == 0 ? c.sQ : t == 1 ? c.sK : t == 2 ? c.sV : const_cast<bf16*>(c.sGraw);
-  const int64_t off = c.bb * stride(0) + (c.tok0 + r) * stride(1) + int64_t(c.h) * stride(2);
-  bulk_g2s(dst + r * LDB, static_cast<const bf16*>(base) + off, uint32_t(D) * 2, bar);
+  bf16* const dst[4] = {c.sQ, c.sK, c.sV, const_cast<bf16*>(c.sGraw)};
+#pragma unroll
+  for (int t = 0; t < 4; ++t)
+    if (t != 2 || !p.v_in_walk) tma_load_4d(dst[t], &p.rows_map[t], 0, c.h, int(c.tok0), int(c.bb), bar);
 }
 
 // Phase L of the bulk path for the warp's rows, once the copies have landed (mbar_wait): q, k, g read back
@@ -400,7 +395,7 @@ __device__ __forceinline__ void prep_bulk_rows(const RowCtx<D>& c, uint64_t* bar
 }
 
 template <int D, bool kDiagMma>
-__global__ void __launch_bounds__(kPrepThreads, 2) kda_chunk_prep(const Params p) {
+__global__ void __launch_bounds__(kPrepThreads, 2) kda_chunk_prep(const __grid_constant__ Params p) {
   using L = PrepSmem<D>;
   constexpr int kThreads = kPrepThreads, kWarps = kThreads / 32;
   constexpr int LDB = L::LDB, LDG = L::LDG, LDT = L::LDT, LDA = L::LDA, LDQ = L::LDQ;
@@ -429,7 +424,7 @@ __global__ void __launch_bounds__(kPrepThreads, 2) kda_chunk_prep(const Params p
   const bf16* const sGraw = reinterpret_cast<const bf16*>(smem + L::G);  // raw g [64][LDB] (L, bulk path)
   uint64_t* const sBar = reinterpret_cast<uint64_t*>(smem + L::BAR);     // the bulk path's row copies
 
-  KDA_CHUNK_ASSERT(blockDim.x == kThreads);
+  KDA_CHUNK_ASSERT(blockDim.x == kThreads && (smem_u32(smem) & 127u) == 0u);
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const int gq = lane >> 2, tq = lane & 3;  // mma fragment coordinates
 
@@ -448,17 +443,15 @@ __global__ void __launch_bounds__(kPrepThreads, 2) kda_chunk_prep(const Params p
     float gl[RPW][EPL];  // g2 of the warp's rows, then their inclusive cumsum
     const RowCtx<D> rc{p, h, tok0, bb, rows, warp, lane, sQ, sK, sV, sGraw, sBeta, sMq, sMk};
     if (p.rows_bulk) {  // uniform branches: the dtype and gate tests leave the per-element code
-      // Thread 0 inits the mbarrier, expects every byte and issues its own copy in one branch (as one thread:
-      // ptxas if-converts an init-only block into a warp-uniform instruction, which compute-sanitizer
-      // racecheck then reports as racing with lane 0's arrival); the others copy after the barrier.
+      // Thread 0 inits the mbarrier, expects every byte and issues the copies; the others wait after the barrier.
+      static_assert(L::kRowsB == size_t(kC) * (D + 8) * 2, "one tensor-map box per padded row tile");
       if (tid == 0) {
         mbar_init(sBar, 1);
         mbar_init_fence();
-        mbar_expect_tx(sBar, uint32_t(rows) * (p.v_in_walk ? 3 : 4) * D * 2);  // q, k, (v,) g
-        prep_issue_row_copies<D>(rc, tid, sBar);
+        mbar_expect_tx(sBar, uint32_t(p.v_in_walk ? 3 : 4) * uint32_t(L::kRowsB));  // q, k, (v,) g: whole boxes
+        prep_issue_row_tiles<D>(rc, sBar);
       }
-      __syncthreads();  // the init before any other copy or wait
-      if (tid != 0) prep_issue_row_copies<D>(rc, tid, sBar);
+      __syncthreads();  // the init before any wait
       if (p.gate == kGateBounded)
         prep_bulk_rows<D, kGateBounded>(rc, sBar, gl);
       else if (p.gate == kGateSoftplus)
