@@ -15,9 +15,10 @@
 //                  cbeg) & 1
 //            WG 1: O(c) = Qg S_h + Qg S_l                     (m64 t x n64 v, k = D), registers until chunk c + 1
 //                  O(c - 1) += A_qk(c - 1) (U_h + U_l)(c - 1)  (k = 64)
-//   phase 2  WG 1: O(c - 1) -> global o
-//            WG w < 2: S^T[v][k in half w] = S^T diag(exp(GC)) + U^T KdT^T   (m64 v x n D / 2 k, k = 64 t), then
-//                  the bf16 hi + lo split of its state half for the next chunk's phase 1.
+//   phase 2  WG w < 2: S^T[v][k in half w] = S^T diag(exp(GC)) + U^T KdT^T   (m64 v x n D / 2 k, k = 64 t), then
+//                  the bf16 hi + lo split of its state half for the next chunk's phase 1;
+//            WG 1, while its update's wgmma run: O(c - 1) -> global o (stored before them, it delayed WG 1's half
+//                  of the update by its table loads and stores; H200 same call: 1 x 16384 H64 2.003 -> 1.986 ms).
 // The A_qk U half of O is deferred by one chunk, so that WG 0 and WG 1 issue 24-28 wgmma k-steps in phase 1 and 8 in
 // phase 2 (computed in phase 2 beside the state update, it left WG 0 waiting at the end of every chunk: 15% of the
 // stall samples, ncu, run 16); the last chunk's is finished after the loop.
@@ -408,14 +409,6 @@ __global__ void __launch_bounds__(kWgThreads, 1) kda_chunk_walk_wg(const Params 
     }
     pair_sync();  // B2: U(c) visible to both warpgroups
 
-    if (wg == 1) {  // O(c - 1) to global memory after B2; then O(c) starts from Qg(c) S
-      if (c > cbeg) o_store(c - 1);
-#pragma unroll
-      for (int j = 0; j < VT / 8; ++j)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) acc_prev[j][e] = acc_q[j][e];
-    }
-
     // phase 2: the state update of this warpgroup's half (A = U(c), MN-major; B = KdT rows k0 ..)
     const float* const sDecay = reinterpret_cast<const float*>(buf + L::BDEC);
 #pragma unroll
@@ -433,6 +426,13 @@ __global__ void __launch_bounds__(kWgThreads, 1) kda_chunk_walk_wg(const Params 
       wgmma::mma<NS, 1, 0>(st, wgmma::desc_add(ul, 2048u * ks), wgmma::desc_add(dKdt, 32u * ks));
     }
     wgmma::commit();
+    if (wg == 1) {  // under the state update: O(c - 1) to global memory, then O(c) starts from Qg(c) S
+      if (c > cbeg) o_store(c - 1);
+#pragma unroll
+      for (int j = 0; j < VT / 8; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) acc_prev[j][e] = acc_q[j][e];
+    }
     wgmma::wait<0>();
     wgmma::fence_operands(st);
     store_split();  // S(c + 1): read in phase 1 of chunk c + 1, after its B1 (S(c) was read before B2)
