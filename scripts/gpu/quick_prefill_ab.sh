@@ -3,10 +3,10 @@
 # `.deps` carried): builds kimi_tests and the prefill benchmark, runs the KDA chunk cases that cover every kernel
 # path (the conformance shapes excluded: verify_kda.sh / run_all.sh run those), compute-sanitizer racecheck on the
 # small chunk cases (last, after the comparison), the benchmark on SHAPES (indices of bench/cuda/bench_kda_prefill.cpp, default "0 3 5 6"),
-# then, for AB=dir (files at their repository paths laid over a copy of the tree, e.g. main's versions of the
-# changed files from `git archive`), the same shapes of that build, prefixed [ab]: a change and what it replaced
-# timed in the same call.
-#   [AB=dir] [SHAPES="0 3"] bash scripts/gpu/quick_prefill_ab.sh
+# then, for each directory of AB="dir ..." (files at their repository paths laid over a copy of the tree, e.g.
+# main's versions of the changed files from `git archive`), the same shapes of that build, prefixed [<dir's name>]:
+# a change and what it replaced timed in the same call.
+#   [AB="ab/base ab/step1"] [SHAPES="0 3"] bash scripts/gpu/quick_prefill_ab.sh
 # Output: $OUT/quick.log.
 set -uo pipefail
 OUT=${OUT:-/tmp/kimi-gpu-out}
@@ -35,11 +35,11 @@ KIMI_SEQPAR_SMALL=1 timeout 90 $T --gtest_brief=1 --gtest_filter="$cases" >/tmp/
 echo "$(el) KDA chunk tests: exit $?; $(grep -E '^\[  PASSED|^\[  FAILED' /tmp/quick-tests.log | tr '\n' ' ')"
 grep -E "^\[  FAILED|Failure" -A3 /tmp/quick-tests.log | head -20
 bench ./build/cuda/bench/kimi_bench_kda_prefill ""
-if [ -n "${AB:-}" ]; then
-  src=build/ab-src
-  overlay_tree "$src" "$AB" && build "$src" kimi_bench_kda_prefill && echo "$(el) [ab] built" &&
-    bench "$src/build/cuda/bench/kimi_bench_kda_prefill" "[ab] "
-fi
+for dir in ${AB:-}; do  # each overlay built and timed in turn, its lines prefixed [<dir's name>]
+  name=$(basename "$dir") src=build/ab-$(basename "$dir")
+  overlay_tree "$src" "$dir" && build "$src" kimi_bench_kda_prefill && echo "$(el) [$name] built" &&
+    bench "$src/build/cuda/bench/kimi_bench_kda_prefill" "[$name] "
+done
 KIMI_SEQPAR_SMALL=1 timeout 80 compute-sanitizer --tool racecheck --error-exitcode 9 $T --gtest_brief=1 \
   --gtest_filter='*kda_chunk_fwd_bf16_cuda*:KdaCudaShapes.WalkKernelsAgree' >/tmp/quick-racecheck.log 2>&1
 echo "$(el) racecheck: exit $?; $(grep -E 'RACECHECK SUMMARY|ERROR SUMMARY' /tmp/quick-racecheck.log | tail -1)"
