@@ -214,6 +214,11 @@ struct RowCtx {  // what phase L of kda_chunk_prep needs
 // The per-row work of phase L shared by the three load paths, for row r of the warp (index rr of its RPW rows) and
 // this lane's EPL channels: the L2-norm multipliers mq, mk and beta (sigmoid) -> shared memory (lane 0), g2 =
 // gate(g) log2 e -> gl_row (0 beyond the sequence: such rows neither decay nor update).
+// Fast math throughout (MUFU rsqrt, ex2, lg2, rcp: relative errors ~1e-7, and softplus in its stable form
+// max(x, 0) + log(1 + exp(-|x|)), absolute error ~1e-7): far below the rounding of the bf16 operands these factors
+// scale (the prefill is not an fp32-accurate path: chunk.cuh). The IEEE forms (1 / sqrtf, expf, log1pf) cost ~60
+// warp instructions per row of the bounded gate and ~160 more of the softplus gate (their range checks and
+// slow-path calls), at 64 rows per chunk-head.
 template <int D, int kGate>
 __device__ __forceinline__ void prep_row_factors(const RowCtx<D>& c, int r, const float (&xq)[D / 32],
                                                  const float (&xk)[D / 32], const float (&xg)[D / 32], float xb,
@@ -233,22 +238,22 @@ __device__ __forceinline__ void prep_row_factors(const RowCtx<D>& c, int r, cons
     }
     sq = warp_sum(sq);
     sk = warp_sum(sk);
-    mq *= 1.f / sqrtf(sq + 1e-6f);
-    mk = 1.f / sqrtf(sk + 1e-6f);
+    mq *= rsqrtf(sq + 1e-6f);
+    mk = rsqrtf(sk + 1e-6f);
   }
 #pragma unroll
   for (int e = 0; e < EPL; ++e) {
     float gv = xg[e];
     const float x = xg[e] + dtb[e];
     if (gate == kGateSoftplus)
-      gv = -gate_a * (x > 20.f ? x : log1pf(expf(x)));
+      gv = -gate_a * (fmaxf(x, 0.f) + __logf(1.f + __expf(-fabsf(x))));
     else if (gate == kGateBounded)
       gv = __fdividef(p.lb, 1.f + __expf(-gate_a * x));  // -> 0 when the exponential overflows
     gl_row[e] = valid ? gv * kLog2e : 0.f;
   }
   if (c.lane == 0) {
     float bv = xb;
-    if (valid && p.beta_sigmoid) bv = 1.f / (1.f + expf(-bv));
+    if (valid && p.beta_sigmoid) bv = __fdividef(1.f, 1.f + __expf(-bv));  // -> 0 when the exponential overflows
     c.sBeta[r] = valid ? bv : 0.f;
     c.sMq[r] = mq;
     c.sMk[r] = mk;
