@@ -385,6 +385,7 @@ void kda_chunk_fwd(const KdaArgs& a, int chunk_size, const Context& ctx) {
     p.s_A = a.gate->A_log.strides[0];
     p.dt_bias = static_cast<const float*>(a.gate->dt_bias.data);
     p.lb = a.gate->lower_bound;
+    // the prep's diagonal blocks on tensor cores for every chunk-head (other gates: where each one's data allow)
     diag_mma = a.gate->form == GateForm::bounded && a.gate->lower_bound >= -5.f;
   }
   p.beta_sigmoid = a.beta_sigmoid_in_kernel ? 1 : 0;

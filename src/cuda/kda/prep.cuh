@@ -28,10 +28,11 @@
 //      raw q, k and G (no operand staging in shared memory):
 //        A rows   q_i exp(G_i - R_a), k_i exp(G_i - R_a)  (exponent <= 0; one exp serves both)
 //        B cols   k_j exp(R_a - G_j)                      (b < a: exponent <= 0)
-//      Diagonal blocks (b = a): kDiagMma (bounded gate with lower bound >= -5): the same factoring, col
-//      exponents in [0, 80] (e^80 finite in fp32 and bf16; the masked upper triangle stays finite);
-//      otherwise (softplus or a given g: unbounded) per pair i >= j on CUDA cores in fp32, exponents
-//      G_i - G_j <= 0, each pair's D channels split over D / 32 lanes (shuffle sum).
+//      Diagonal blocks (b = a): where no 16-row block decays by more than 80 (kDiagMma: the bounded gate with
+//      lower bound >= -5, always; other gates: tested per chunk-head on its G, `dmma`), the same factoring, col
+//      exponents in [0, 80] (e^80 finite in fp32 and bf16; the masked upper triangle stays finite); otherwise
+//      per pair i >= j on CUDA cores in fp32, exponents G_i - G_j <= 0, each pair's D channels split over
+//      D / 32 lanes (shuffle sum). The softplus gate took the per-pair path on every chunk-head until session 8.
 //      mq_i mk_j (and beta_i) scale the fp32 accumulators; A_qk stays in registers as bf16 pairs until phase S
 //      (the per-pair diagonal goes straight to the scratch), A_kk to shared memory.
 //   X  (all threads, after their A block) Qg -> scratch and Kg -> registers (one exp per element for both;
@@ -504,15 +505,33 @@ __global__ void __launch_bounds__(kPrepThreads, 2) kda_chunk_prep(const __grid_c
   }
   __syncthreads();  // G2, raw rows, multipliers visible; the totals are dead (A_kk may be written)
 
+  // The diagonal blocks on the tensor cores (dmma) where their factoring cannot overflow: always with kDiagMma
+  // (bounded gate, lower bound >= -5: at most 80 of decay in 16 rows), else where this chunk-head's data allow it:
+  // every 16-row block's decay R_a - G[16 a + 15] (thread = block a x channel c) within the same 80 (log2 units
+  // here; NaN fails the test). A block beyond it multiplies the state by less than e^-80 within 16 rows: the
+  // per-pair loop on CUDA cores remains for such extreme gates. Cost and precision (H200, session 8): softplus
+  // 1 x 16384 H64 2.499 -> 2.163 ms; its bf16-operand products give the softplus gate the bounded gate's errors
+  // (small harness cases vs fp64: o 2.0-2.2e-3 -> 2.1-2.8e-3, final state unchanged; bar 5e-3, FLA 3.7e-3).
+  bool dmma = kDiagMma;
+  if constexpr (!kDiagMma) {
+    constexpr float kDiagSpan2 = 80.f * 1.4426950408889634f;
+    float span = 0.f;
+    if (tid < 4 * D) {
+      const int a = tid / D, c = tid % D;
+      span = (a ? sG[(16 * a - 1) * LDG + c] : 0.f) - sG[(16 * a + 15) * LDG + c];
+    }
+    dmma = !__syncthreads_or(!(span <= kDiagSpan2));
+  }
+
   // ---- A: one 16 x 16 block (a, b) of A_qk and A_kk per warp, operands formed in registers ----------------
-  constexpr int kUnits = kDiagMma ? 10 : 6;
+  const int kUnits = dmma ? 10 : 6;
   // this warp's A_qk fragments as bf16 pairs [row half rr][n8 tile], staged in phase S (the G2 region is live
   // until then) and stored from there 16-byte coalesced
   uint32_t aq[2][2] = {};
   int aq_i0 = 0, aq_j0 = 0;
   if (warp < kUnits) {
     int a, b;
-    if constexpr (kDiagMma) {
+    if (dmma) {
       a = warp < 1 ? 0 : warp < 3 ? 1 : warp < 6 ? 2 : 3;
       b = warp - a * (a + 1) / 2;
     } else {
@@ -571,7 +590,7 @@ __global__ void __launch_bounds__(kPrepThreads, 2) kda_chunk_prep(const __grid_c
       }
     }
   }
-  if constexpr (!kDiagMma) {
+  if (!dmma) {
     // diagonal blocks per pair i >= j (136 a block), D / 32 lanes a pair (interleaved channel pairs): exp(G_i -
     // G_j) <= 1 for any g <= 0
     constexpr int kParts = D / 32, kItems = 4 * 136 * kParts;
@@ -662,7 +681,7 @@ __global__ void __launch_bounds__(kPrepThreads, 2) kda_chunk_prep(const __grid_c
   }
   static_assert(kC * 8 == kThreads, "one A_qk segment (row r, columns 8 s .. + 8) per thread");
   const int aq_r = tid >> 3, aq_s = tid & 7;
-  if (!kDiagMma && (aq_s >> 1) == (aq_r >> 4)) {  // diagonal block segment: the pair loop wrote j <= r
+  if (!dmma && (aq_s >> 1) == (aq_r >> 4)) {  // diagonal block segment: the pair loop wrote j <= r
     bf16* const dst = gaqk + scr_tile_off<kC>(aq_r, 8 * aq_s);  // one 16-byte chunk
 #pragma unroll
     for (int x = 0; x < 8; ++x)
@@ -714,7 +733,7 @@ __global__ void __launch_bounds__(kPrepThreads, 2) kda_chunk_prep(const __grid_c
     const int bs = aq_s >> 1, br = aq_r >> 4;
     if (bs > br)
       stg128(gaqk + scr_tile_off<kC>(aq_r, 8 * aq_s), make_uint4(0u, 0u, 0u, 0u));
-    else if (kDiagMma || bs < br)
+    else if (dmma || bs < br)
       stg128(gaqk + scr_tile_off<kC>(aq_r, 8 * aq_s), *reinterpret_cast<const uint4*>(sAqs + aq_r * LDQ + 8 * aq_s));
   }
 #pragma unroll 1
