@@ -89,6 +89,9 @@
 // scratch in its shared-memory layout: 1 x 16384 H64 2.648 -> 2.320 ms.
 // Session 7 (runs 22-23): the wgmma walk forms Wn and U0 itself from Kg, Tb and V (a third warpgroup), reading V
 // from v where it can; the prep stops at Tb (prep 1.44 -> 1.12 ms, walk 0.81 -> 0.86 ms): 2.269 -> 1.982 ms.
+// Session 8 (runs 25-28): the prep's rows by tensor-map copies, its row factors in fast math, its diagonal blocks
+// on tensor cores for any gate whose data allow it (prep 1.12 -> 1.03 ms; softplus 2.654 -> 2.198 ms): 1.994 ->
+// 1.907 ms in one call.
 // Before that (run 10, docs/BENCHMARKS.md): the prep's stores staged 16-byte coalesced (prep 1.77 -> 1.47 ms),
 // the walk's fragments by ldmatrix with U kept row-major (-5%), sequence parallelism for few heads (1 x 65536
 // H8: 4.64 -> 2.38 ms). What would close the gap further: the two passes move ~3.4 KB of scratch per token-head
