@@ -507,8 +507,8 @@ __global__ void __launch_bounds__(kPrepThreads, 2) kda_chunk_prep(const __grid_c
 
   // The diagonal blocks on the tensor cores (dmma) where their factoring cannot overflow: always with kDiagMma
   // (bounded gate, lower bound >= -5: at most 80 of decay in 16 rows), else where this chunk-head's data allow it:
-  // every 16-row block's decay R_a - G[16 a + 15] (thread = block a x channel c) within the same 80 (log2 units
-  // here; NaN fails the test). A block beyond it multiplies the state by less than e^-80 within 16 rows: the
+  // every 16-row block's decay R_a - G[16 a + 15] (thread = block a x channel c) within the same 80 (80 log2 e in
+  // G2's log2 units; NaN fails the test). A block beyond it multiplies the state by less than e^-80 within 16 rows: the
   // per-pair loop on CUDA cores remains for such extreme gates. Cost and precision (H200, session 8): softplus
   // 1 x 16384 H64 2.499 -> 2.163 ms; its bf16-operand products give the softplus gate the bounded gate's errors
   // (small harness cases vs fp64: o 2.0-2.2e-3 -> 2.1-2.8e-3, final state unchanged; bar 5e-3, FLA 3.7e-3).
