@@ -32,7 +32,7 @@ T=./build/cuda/tests/kimi_tests
 cases='*kda_chunk*cuda*:KdaCudaShapes.RowLoadPathsAgree:KdaCudaShapes.WalkKernelsAgree:KdaCudaShapes.ShortAndRaggedT'
 cases="$cases:KdaCudaShapes.GateSweepExtremes:CudaKdaSeqPar*"
 KIMI_SEQPAR_SMALL=1 timeout 90 $T --gtest_brief=1 --gtest_filter="$cases" >/tmp/quick-tests.log 2>&1
-echo "$(el) KDA chunk tests: exit $?; $(grep -E '^\[  PASSED|^\[  FAILED' /tmp/quick-tests.log | tr '\n' ' ')"
+rc=$?; echo "$(el) KDA chunk tests: exit $rc; $(grep -E '^\[  PASSED|^\[  FAILED' /tmp/quick-tests.log | tr '\n' ' ')"
 grep -E "^\[  FAILED|Failure" -A3 /tmp/quick-tests.log | head -20
 bench ./build/cuda/bench/kimi_bench_kda_prefill ""
 for dir in ${AB:-}; do  # each overlay built and timed in turn, its lines prefixed [<dir's name>]
@@ -42,5 +42,5 @@ for dir in ${AB:-}; do  # each overlay built and timed in turn, its lines prefix
 done
 KIMI_SEQPAR_SMALL=1 timeout 80 compute-sanitizer --tool racecheck --error-exitcode 9 $T --gtest_brief=1 \
   --gtest_filter='*kda_chunk_fwd_bf16_cuda*:KdaCudaShapes.WalkKernelsAgree' >/tmp/quick-racecheck.log 2>&1
-echo "$(el) racecheck: exit $?; $(grep -E 'RACECHECK SUMMARY|ERROR SUMMARY' /tmp/quick-racecheck.log | tail -1)"
+rc=$?; echo "$(el) racecheck: exit $rc; $(grep -E 'RACECHECK SUMMARY|ERROR SUMMARY' /tmp/quick-racecheck.log | tail -1)"
 echo "$(el) done"

@@ -61,14 +61,14 @@ if [ $rc -ne 0 ] && [ -n "${FALLBACK_DEFINES:-}" ]; then
   echo "$(el) rebuilding with$flags"
   build build/cuda "$flags" kimi_tests kimi_bench_kda_prefill kimi_bench_kda_decode || exit 1
   timeout 60 $T --gtest_brief=1 --gtest_filter="$decode" >"$LOG/tests-decode.log" 2>&1
-  echo "$(el) decode-step tests ($flags): exit $?; $(summary "$LOG/tests-decode.log")"
+  rc=$?; echo "$(el) decode-step tests ($flags): exit $rc; $(summary "$LOG/tests-decode.log")"
 fi
 timeout 200 $T --gtest_brief=1 --gtest_filter="*kda*:*Kda*:*KDA*-$decode" >"$LOG/tests-kda.log" 2>&1
-echo "$(el) the other KDA tests: exit $?; $(summary "$LOG/tests-kda.log")"
+rc=$?; echo "$(el) the other KDA tests: exit $rc; $(summary "$LOG/tests-kda.log")"
 grep -E "^\[  FAILED|Failure" -A3 "$LOG/tests-kda.log" | head -30
 grep -E "^\[ (kda_|prefill)|^\[seqpar\]" "$LOG/tests-kda.log"
 timeout 120 $T --gtest_brief=1 --gtest_filter='*ModelCuda*:*Parity*Cuda*' >"$LOG/tests-model.log" 2>&1
-echo "$(el) model tests on the GPU: exit $?; $(summary "$LOG/tests-model.log")"
+rc=$?; echo "$(el) model tests on the GPU: exit $rc; $(summary "$LOG/tests-model.log")"
 grep -E "^\[  FAILED|on cuda:0 vs" "$LOG/tests-model.log" | head -10
 
 ncu_times() {  # bench binary, then the lines' prefix
@@ -87,7 +87,7 @@ small='*kda_decode*cuda*:KdaDecodeStep.Cuda*:CudaKdaSeqPar*:*kda_chunk_fwd_bf16_
 for tool in memcheck racecheck synccheck; do
   KIMI_SEQPAR_SMALL=1 timeout 100 compute-sanitizer --tool $tool --error-exitcode 9 $T --gtest_brief=1 \
     --gtest_filter="$small" >"$LOG/sanitizer-$tool.log" 2>&1
-  echo "$(el) compute-sanitizer $tool: exit $?; $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$LOG/sanitizer-$tool.log" | tail -1); $(summary "$LOG/sanitizer-$tool.log")"
+  rc=$?; echo "$(el) compute-sanitizer $tool: exit $rc; $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$LOG/sanitizer-$tool.log" | tail -1); $(summary "$LOG/sanitizer-$tool.log")"
 done
 
 for d in ${AB_DEFINES:-}; do
@@ -107,7 +107,7 @@ for ov in ${AB_OVERLAY:-}; do
   echo "$(el) overlay $name built"
   if [ "${OV_CHECK:-1}" = 1 ]; then
     timeout 120 $To --gtest_brief=1 --gtest_filter='*kda_chunk*:KdaCuda*:CudaKdaSeqPar*' >"$LOG/tests-ov-$name.log" 2>&1
-    echo "$(el) [$name] KDA chunk tests: exit $?; $(summary "$LOG/tests-ov-$name.log")"
+    rc=$?; echo "$(el) [$name] KDA chunk tests: exit $rc; $(summary "$LOG/tests-ov-$name.log")"
     grep -E "^\[  FAILED|Failure" -A3 "$LOG/tests-ov-$name.log" | head -20
   fi
   timeout 45 "$src/build/cuda/bench/kimi_bench_kda_prefill" | sed "s/^/[$name] /"
@@ -116,7 +116,7 @@ for ov in ${AB_OVERLAY:-}; do
   for tool in racecheck synccheck; do
     KIMI_SEQPAR_SMALL=1 timeout 100 compute-sanitizer --tool $tool --error-exitcode 9 $To --gtest_brief=1 \
       --gtest_filter='*kda_chunk_fwd_bf16_cuda*:KdaCudaShapes.WalkKernelsAgree' >"$LOG/sanitizer-ov-$name-$tool.log" 2>&1
-    echo "$(el) [$name] compute-sanitizer $tool: exit $?; $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$LOG/sanitizer-ov-$name-$tool.log" | tail -1)"
+    rc=$?; echo "$(el) [$name] compute-sanitizer $tool: exit $rc; $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$LOG/sanitizer-ov-$name-$tool.log" | tail -1)"
   done
 done
 echo "$(el) done"
