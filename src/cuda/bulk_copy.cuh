@@ -68,8 +68,7 @@ __device__ __forceinline__ void tma_load_4d(void* dst, const void* map, int c0, 
                                             uint64_t* bar) {
   asm volatile(
       "cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4, %5}], "
-      "[%6];" ::"r"(smem_u32(dst)),
-      "l"(map), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(smem_u32(bar))
+      "[%6];" ::"r"(smem_u32(dst)), "l"(map), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(smem_u32(bar))
       : "memory");
 }
 // Generic-proxy writes to shared memory (st.shared, cp.async) made visible to the async proxy (a bulk_s2g source,

@@ -524,12 +524,12 @@ __global__ void __launch_bounds__(kPrepThreads, 2) kda_chunk_prep(const __grid_c
   }
 
   // ---- A: one 16 x 16 block (a, b) of A_qk and A_kk per warp, operands formed in registers ----------------
-  const int kUnits = dmma ? 10 : 6;
+  const int units = dmma ? 10 : 6;
   // this warp's A_qk fragments as bf16 pairs [row half rr][n8 tile], staged in phase S (the G2 region is live
   // until then) and stored from there 16-byte coalesced
   uint32_t aq[2][2] = {};
   int aq_i0 = 0, aq_j0 = 0;
-  if (warp < kUnits) {
+  if (warp < units) {
     int a, b;
     if (dmma) {
       a = warp < 1 ? 0 : warp < 3 ? 1 : warp < 6 ? 2 : 3;
@@ -698,7 +698,7 @@ __global__ void __launch_bounds__(kPrepThreads, 2) kda_chunk_prep(const __grid_c
       *reinterpret_cast<uint4*>(sKg + r * LDB + c) = kg[it];
     }
   }
-  if (warp < kUnits) {  // A_qk fragments -> stage (the G2 region beyond T and the solve scratch)
+  if (warp < units) {  // A_qk fragments -> stage (the G2 region beyond T and the solve scratch)
 #pragma unroll
     for (int rr = 0; rr < 2; ++rr)
 #pragma unroll
