@@ -1,5 +1,5 @@
 # Sourced (from the checkout root) by the GPU-machine scripts that time a change beside what it replaced in one
-# call (verify_kda.sh AB_OVERLAY, quick_prefill_ab.sh AB): overlay_tree SRC DIR makes SRC a copy of the tracked
+# call (verify_kda.sh AB_OVERLAY, quick_ab.sh AB): overlay_tree SRC DIR makes SRC a copy of the tracked
 # tree with DIR's files (at their repository paths) laid over it, and the carried .deps linked in, so that
 # `cmake --preset cuda` builds it in SRC/build/cuda.
 overlay_tree() {
