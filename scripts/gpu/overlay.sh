@@ -4,6 +4,9 @@
 # `cmake --preset cuda` builds it in SRC/build/cuda.
 overlay_tree() {
   local src=$1 dir=$2
-  rm -rf "$src" && mkdir -p "$src" && git ls-files -z | xargs -0 cp --parents -t "$src" && cp -r "$dir"/. "$src"/ &&
+  # (tracked files that exist: the GPU machine's copy of the index may still list a file renamed since)
+  rm -rf "$src" && mkdir -p "$src" &&
+    git ls-files -z | while IFS= read -r -d '' f; do [ -e "$f" ] && printf '%s\0' "$f"; done |
+    xargs -0 cp --parents -t "$src" && cp -r "$dir"/. "$src"/ &&
     ln -s "$PWD/.deps" "$src/.deps"
 }
