@@ -395,6 +395,15 @@ __device__ __forceinline__ void ldsm_x2(uint32_t (&r)[2], const bf16* p) {
     asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0,%1}, [%2];\n" : "=r"(r[0]), "=r"(r[1]) : "r"(a) : "memory");
 }
 
+// Four 8 x 8 bf16 matrices to shared memory (stmatrix.x4): lane l gives the address of row l & 7 of matrix l >> 3
+// (16 bytes, 16-byte aligned); r[m] holds in lane l matrix m's pair (row l / 4, columns 2 (l % 4), + 1): the mma /
+// wgmma accumulator fragment packed to bf16 pairs.
+__device__ __forceinline__ void stsm_x4(bf16* p, const uint32_t (&r)[4]) {
+  asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(smem_u32(p)), "r"(r[0]),
+               "r"(r[1]), "r"(r[2]), "r"(r[3])
+               : "memory");
+}
+
 // Element offset of (row, col) in bf16 rows of ld elements; kSwz: the row's 16-byte chunks XOR-permuted by
 // row & 7 (rows of 64 or 128 elements starting 128-byte aligned; col a multiple of 8 here), so that the 8 rows of
 // an ldmatrix matrix, and the 16-byte cp.async stores of consecutive rows, fall on distinct banks without padding.

@@ -145,6 +145,29 @@ __device__ __forceinline__ void walk_wg_load_out(const Params& p, unsigned char*
   if (cid_a >= 0) bulk_g2s(smem + L::AQK, p.scr.aqk + cid_a * (kC * kC), uint32_t(kC) * kC * 2, bar);
 }
 
+// The bf16 hi + lo split of a warpgroup accumulator tile acc[NJ][4] (times kSign: rows 16 w + gq + 8 (e / 2) of warp
+// w, columns c0 + 8 j + 2 tq + e % 2) into two 128B-swizzled tiles of R rows, by stmatrix: four 8 x 8 matrices,
+// (rows + 0 / + 8) x (n8 tiles j, j + 1), per instruction instead of one 4-byte store per pair (the same values as
+// sts_split: hi = bf16(x), lo = bf16(x - hi)).
+template <int R, int NJ, int kSign>
+__device__ __forceinline__ void split_store_acc(bf16* hi, bf16* lo, const float (&acc)[NJ][4], int c0, int tid) {
+  static_assert(NJ % 2 == 0 && (kSign == 1 || kSign == -1), "pairs of n8 tiles");
+  const int lane = tid & 31, row = 16 * ((tid >> 5) & 3) + 8 * ((lane >> 3) & 1) + (lane & 7);
+#pragma unroll
+  for (int j = 0; j < NJ; j += 2) {
+    uint32_t h[4], l[4];
+#pragma unroll
+    for (int m = 0; m < 4; ++m) {  // matrix m: rows + 8 (m & 1), n8 tile j + (m >> 1)
+      const float x0 = kSign * acc[j + (m >> 1)][2 * (m & 1)], x1 = kSign * acc[j + (m >> 1)][2 * (m & 1) + 1];
+      h[m] = pack_bf16(x0, x1);
+      l[m] = pack_bf16(x0 - bf_lo(h[m]), x1 - bf_hi(h[m]));
+    }
+    const int o = wgmma::sw128_off<R>(row, c0 + 8 * (j + (lane >> 4)));
+    stsm_x4(hi + o, h);
+    stsm_x4(lo + o, l);
+  }
+}
+
 // Barrier of the 128 threads of warpgroup w (named barrier 2 + w), and of warpgroups 0 and 1 (named barrier 1;
 // 0 is __syncthreads, which WG 2's early exit rules out after the set-up).
 __device__ __forceinline__ void wg_sync(int w) { asm volatile("bar.sync %0, 128;" ::"r"(2 + w) : "memory"); }
@@ -162,8 +185,6 @@ __device__ __forceinline__ void walk_wg_form_wn(const Params& p, unsigned char* 
   constexpr int NH = D / 64;  // n64 halves of Wn's columns
   constexpr int KT = kC / 16;
   constexpr uint32_t kAtom = uint32_t(kC) * 128;
-  const int lane = tid & 31, gq = lane >> 2, tq = lane & 3;
-  const int r0 = 16 * ((tid >> 5) & 3) + gq;
   bf16* const sWh = reinterpret_cast<bf16*>(smem + L::WH);
   bf16* const sWl = reinterpret_cast<bf16*>(smem + L::WL);
   const auto kbuf = [&](int64_t c) { return smem + L::KBUF0 + size_t((c - cbeg) & 1) * L::kKBuf; };
@@ -197,12 +218,7 @@ __device__ __forceinline__ void walk_wg_form_wn(const Params& p, unsigned char* 
 #pragma unroll
     for (int nh = 0; nh < NH; ++nh) {
       wgmma::fence_operands(acc[nh]);
-#pragma unroll
-      for (int j = 0; j < 8; ++j)
-#pragma unroll
-        for (int rr = 0; rr < 2; ++rr)
-          sts_split(sWh, sWl, wgmma::sw128_off<kC>(r0 + 8 * rr, 64 * nh + 8 * j + 2 * tq), -acc[nh][j][2 * rr],
-                    -acc[nh][j][2 * rr + 1]);
+      split_store_acc<kC, 8, -1>(sWh, sWl, acc[nh], 64 * nh, tid);
     }
     cp_async_wait<1>();  // this thread's V(c) pieces (the newest group is chunk c + 1's)
     fence_proxy_async();
@@ -285,13 +301,7 @@ __global__ void __launch_bounds__(kWgThreads, 1) kda_chunk_walk_wg(const Params 
     for (int e = 0; e < 4; ++e)
       st[j][e] = p.s0 ? p.s0[state_index(r0 + 8 * (e >> 1), k0 + 8 * j + 2 * tq + (e & 1))] : 0.f;
   const auto store_split = [&]() {  // S^T hi + lo of this warpgroup's half, for the next products
-#pragma unroll
-    for (int j = 0; j < NS / 8; ++j)
-#pragma unroll
-      for (int rr = 0; rr < 2; ++rr) {
-        const int v = r0 + 8 * rr;
-        sts_split(sSh, sSl, wgmma::sw128_off<VT>(v, k0 + 8 * j + 2 * tq), st[j][2 * rr], st[j][2 * rr + 1]);
-      }
+    split_store_acc<VT, NS / 8, 1>(sSh, sSl, st, k0, tid);
     fence_proxy_async();
   };
   store_split();  // ordered before the first read by the barrier at the top of the first iteration
@@ -371,15 +381,7 @@ __global__ void __launch_bounds__(kWgThreads, 1) kda_chunk_walk_wg(const Params 
       wgmma::wait<0>();
       wgmma::fence_operands(acc);
       mbar_arrive(bar_read);  // this thread's wgmma have read Wn(c), Tb(c), V(c): WG 2 may form Wn(c + 1)
-      bf16* const sUh = u_tile(c, false);
-      bf16* const sUl = u_tile(c, true);
-#pragma unroll
-      for (int j = 0; j < VT / 8; ++j)
-#pragma unroll
-        for (int rr = 0; rr < 2; ++rr) {
-          const int t = r0 + 8 * rr;
-          sts_split(sUh, sUl, wgmma::sw128_off<kC>(t, 8 * j + 2 * tq), acc[j][2 * rr], acc[j][2 * rr + 1]);
-        }
+      split_store_acc<kC, VT / 8, 1>(u_tile(c, false), u_tile(c, true), acc, 0, tid);
       fence_proxy_async();
     } else {
       // Qg(c) S, then O(c - 1)'s A_qk U, one wgmma group. Once the warpgroup has read Qg(c) and A_qk(c - 1), its
