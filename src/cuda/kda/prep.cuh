@@ -512,6 +512,9 @@ __global__ void __launch_bounds__(kPrepThreads, 2) kda_chunk_prep(const __grid_c
   // per-pair loop on CUDA cores remains for such extreme gates. Cost and precision (H200, session 8): softplus
   // 1 x 16384 H64 2.499 -> 2.163 ms; its bf16-operand products give the softplus gate the bounded gate's errors
   // (small harness cases vs fp64: o 2.0-2.2e-3 -> 2.1-2.8e-3, final state unchanged; bar 5e-3, FLA 3.7e-3).
+  // kDiagMma skips the test where the launcher knows it passes: the test alone (one more barrier, __syncthreads_or)
+  // cost the bounded gate's prep 1.03 -> 1.05-1.06 ms (ncu, 1 x 16384 H64, docs/gpu run 32), more than the second
+  // instantiation costs in compile time (chunk.cu 21 s -> 15 s without it, nvcc, one core).
   bool dmma = kDiagMma;
   if constexpr (!kDiagMma) {
     constexpr float kDiagSpan2 = 80.f * 1.4426950408889634f;

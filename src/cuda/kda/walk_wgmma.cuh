@@ -48,7 +48,9 @@
 //   two U buffers {U hi, lo [1][64 t][64 v]} (row-major U: the MN-major B of A_qk U and the MN-major A of U^T
 //   KdT^T); Qg [D / 64][64][64], A_qk [1][64][64]; seven mbarriers. 1 KB of slack aligns the base to the 1024 bytes
 //   the swizzle atoms need. Total: WgSmem<D>::TOTAL (224312 bytes at D = 128). Registers (ptxas, CUDA 13.0; 168 is
-//   the cap at 384 threads): 167 at D = 128, 154 at 64, no spills.
+//   the cap at 384 threads): 160 at D = 128, 157 at 64, no spills. The hi + lo splits of U, S and Wn go to shared
+//   memory by stmatrix (split_store_acc) since session 9: 167 -> 160 registers at D = 128, ~70 fewer instructions
+//   per chunk, 1 x 16384 H64 1.0-1.3% faster in two calls (docs/gpu runs 30, 32).
 #pragma once
 
 #include "cuda/kda/chunk.cuh"
