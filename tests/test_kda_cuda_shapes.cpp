@@ -255,9 +255,9 @@ struct PlainWalks {
 // The prep's three row-load paths give the same bits: q, k, v and the gate input as views into padded buffers
 // at an element offset of 0 (16-byte aligned rows: the bulk copies), 4 (8-byte aligned: the vector loads) and 1
 // (2-byte aligned: the generic loads), with a short tail chunk (T = 150), both head sizes and both gate forms;
-// each also against fp64, and the launcher's choice asserted. With CUDA, under both walk kernels: the wgmma walk
-// reads its V tiles from v itself on the bulk path (Params::v_in_walk) and from the prep's scratch on the others,
-// so the bits agreeing there also checks its two V sources.
+// each also against fp64, and the launcher's choice asserted. With CUDA, under each walk kernel: the wgmma walks
+// read their V tiles from v itself on the bulk path (Params::v_in_walk) and from the prep's scratch on the others,
+// so the bits agreeing there also checks their two V sources.
 TEST_F(KdaCudaShapes, RowLoadPathsAgree) {
   struct Config {
     int64_t D;
@@ -266,7 +266,7 @@ TEST_F(KdaCudaShapes, RowLoadPathsAgree) {
   };
 #ifdef KIMI_WITH_CUDA
   const PlainWalks plain_walks;
-  const std::vector<cuda::KdaWalk> walks{cuda::KdaWalk::mma_vt32, cuda::KdaWalk::wgmma_vt64};
+  const std::vector<cuda::KdaWalk> walks{cuda::KdaWalk::mma_vt32, cuda::KdaWalk::wgmma_vt64, cuda::KdaWalk::wgmma_rs};
 #else
   const std::vector<int> walks{0};
 #endif
@@ -330,8 +330,8 @@ TEST_F(KdaCudaShapes, RowLoadPathsAgree) {
 }
 
 #ifdef KIMI_WITH_CUDA
-// The two plain walk kernels (chunk.cuh's mma.sync walk at V tiles of 32, walk_wgmma.cuh's warpgroup walk at 64) on
-// the same inputs: each within the bar against fp64, and the same values up to fp32 summation order (the same bf16
+// The three plain walk kernels (chunk.cuh's mma.sync walk at V tiles of 32, walk_wgmma.cuh's warpgroup walk and
+// walk_rs.cuh's register-A walk at 64) on the same inputs: each within the bar against fp64, and the same values up to fp32 summation order (the same bf16
 // operands and hi + lo splits; a wrong tile layout or a lost product shows as O(1)).
 TEST_F(KdaCudaShapes, WalkKernelsAgree) {
   struct Config {
@@ -349,7 +349,7 @@ TEST_F(KdaCudaShapes, WalkKernelsAgree) {
     const GpuProblem p(cfg.B, cfg.T, cfg.H, cfg.lens, cfg.form, cfg.layout, 700 + uint64_t(cfg.D), -8, 8, cfg.D);
     const GpuProblem::Result ref = p.oracle();
     std::vector<GpuProblem::Result> got;
-    for (const cuda::KdaWalk w : {cuda::KdaWalk::mma_vt32, cuda::KdaWalk::wgmma_vt64}) {
+    for (const cuda::KdaWalk w : {cuda::KdaWalk::mma_vt32, cuda::KdaWalk::wgmma_vt64, cuda::KdaWalk::wgmma_rs}) {
       cuda::kda_chunk_set_walk(w);
       got.push_back(p.run(true));
       EXPECT_EQ(int(cuda::kda_chunk_last_walk()), int(w)) << name(p);

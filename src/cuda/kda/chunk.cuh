@@ -351,6 +351,15 @@ __device__ __forceinline__ void store_2(void* base, int dt, int64_t off, float a
     }
   }
 }
+// One element a at element offset off of a float tensor of runtime dtype dt.
+__device__ __forceinline__ void store_1(void* base, int dt, int64_t off, float a) {
+  if (dt == kDtF32)
+    static_cast<float*>(base)[off] = a;
+  else if (dt == kDtBf16)
+    static_cast<bf16*>(base)[off] = __float2bfloat16_rn(a);
+  else
+    static_cast<__half*>(base)[off] = __float2half_rn(a);
+}
 
 __device__ __forceinline__ float warp_sum(float x) {
 #pragma unroll
