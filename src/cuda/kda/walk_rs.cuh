@@ -11,12 +11,13 @@
 //                     (m64 t x n D k, k = 64 s; shared A and B) -> Wn hi + lo in the stage; then chunk c + 1's loads
 //                     into the other stage once WG 0 has released it (chunk c - 1 done).
 //   WG 0 (the chain)      S^T <- S^T diag(exp(GC))  (its fragments Sh, Sl were taken at the end of chunk c - 1;
-//                          decayed while G1 and G2 ran, ptxas injected a wait for them)
-//                     G1  U^T = V^T Tb^T + S^T Wn^T              (m64 v x n64 t; V^T from shared memory (MN-major),
-//                          S^T from registers: Sh Wh + Sl Wh + Sh Wl, k = D)
-//                     G2  O^T = S^T Qg^T                          (m64 v x n64 t; Sh + Sl, k = D)
-//                     wait for G1; U^T -> hi + lo A fragments (registers)
-//                     G3  O^T += U^T A_qk^T                       (k = 64 s)
+//                          decayed while G1 ran, ptxas injected a wait for it)
+//                     G1  U^T = S^T Wn^T + V^T Tb^T              (m64 v x n64 t; S^T from registers: Sh Wh + Sl Wh +
+//                          Sh Wl, k = D; V^T from shared memory (MN-major), k = 64 s)
+//                         O^T = S^T Qg^T                          (m64 v x n64 t; Sh + Sl, k = D), its wgmma alternating
+//                          with U's (two accumulator chains in flight)
+//                     wait; U^T -> hi + lo A fragments (registers)
+//                     G2  O^T += U^T A_qk^T                       (k = 64 s), alternating with
 //                         S^T += U^T KdT^T                        (m64 v x n D k, k = 64 t: the state update)
 //                     wait; release the stage; O(c) -> o; S^T -> hi + lo A fragments for chunk c + 1.
 // The tensor work per chunk (D = 128) is 28 + 16 + 8 + 16 m64n64k16-equivalents on WG 0 and 8 on WG 1, all of WG 0's
@@ -229,49 +230,44 @@ __global__ void __launch_bounds__(kRsThreads, 1) kda_chunk_walk_rs(const Params 
     wgmma::fence_operands(acc_u);
     wgmma::fence_operands(acc_o);
     wgmma::fence();
-    // G1: U^T = V^T Tb^T + S^T Wn^T
-#pragma unroll
-    for (int ks = 0; ks < KT; ++ks)
-      wgmma::mma<VT, 1, 0>(acc_u, wgmma::desc_add(dV, 2048u * ks), wgmma::desc_add(dTb, 32u * ks));
+    // G1, one group, the products of U and of O alternating: two independent accumulator chains, so that
+    // each wgmma need not wait for the previous one's accumulation (a single chain of N = 64 wgmma runs at ~3x the
+    // tensor pipe's issue interval: session 9, docs/gpu run 33).
+    //   U^T = S^T Wn^T + V^T Tb^T;  O^T = S^T Qg^T
 #pragma unroll
     for (int ks = 0; ks < KS; ++ks) {
       const uint32_t o = kstep(ks);
       wgmma::mma_rs<VT>(acc_u, sh[ks], wgmma::desc_add(dWh, o));
+      wgmma::mma_rs<VT>(acc_o, sh[ks], wgmma::desc_add(dQg, o));
       wgmma::mma_rs<VT>(acc_u, sl[ks], wgmma::desc_add(dWh, o));
+      wgmma::mma_rs<VT>(acc_o, sl[ks], wgmma::desc_add(dQg, o));
       wgmma::mma_rs<VT>(acc_u, sh[ks], wgmma::desc_add(dWl, o));
     }
-    wgmma::commit();
-    // G2: O^T = S^T Qg^T
 #pragma unroll
-    for (int ks = 0; ks < KS; ++ks) {
-      const uint32_t o = kstep(ks);
-      wgmma::mma_rs<VT>(acc_o, sh[ks], wgmma::desc_add(dQg, o));
-      wgmma::mma_rs<VT>(acc_o, sl[ks], wgmma::desc_add(dQg, o));
-    }
+    for (int ks = 0; ks < KT; ++ks)
+      wgmma::mma<VT, 1, 0>(acc_u, wgmma::desc_add(dV, 2048u * ks), wgmma::desc_add(dTb, 32u * ks));
     wgmma::commit();
-    wgmma::wait<1>();  // G1
+    wgmma::wait<0>();
     wgmma::fence_operands(acc_u);
+    wgmma::fence_operands(acc_o);
     uint32_t uh[KT][4], ul[KT][4];  // U^T as bf16 hi + lo A fragments, k-step ks = chunk rows 16 ks ..
 #pragma unroll
     for (int ks = 0; ks < KT; ++ks) a_frag_split(acc_u[2 * ks], acc_u[2 * ks + 1], uh[ks], ul[ks]);
     wgmma::fence_operands(st);
     wgmma::fence();  // the fragments and the decayed state were written by ordinary instructions
-    // G3: O^T += U^T A_qk^T (same shape as G2: ordered after it); S^T += U^T KdT^T
+    // G2, alternating: O^T += U^T A_qk^T; S^T += U^T KdT^T (the state update)
 #pragma unroll
     for (int ks = 0; ks < KT; ++ks) {
       wgmma::mma_rs<VT>(acc_o, uh[ks], wgmma::desc_add(dAqk, 32u * ks));
-      wgmma::mma_rs<VT>(acc_o, ul[ks], wgmma::desc_add(dAqk, 32u * ks));
-    }
-#pragma unroll
-    for (int ks = 0; ks < KT; ++ks) {
       wgmma::mma_rs<D>(st, uh[ks], wgmma::desc_add(dKdt, 32u * ks));
+      wgmma::mma_rs<VT>(acc_o, ul[ks], wgmma::desc_add(dAqk, 32u * ks));
       wgmma::mma_rs<D>(st, ul[ks], wgmma::desc_add(dKdt, 32u * ks));
     }
     wgmma::commit();
     wgmma::wait<0>();
     wgmma::fence_operands(st);
     wgmma::fence_operands(acc_o);
-    wgmma::fence_operands(sh);  // read by G1, G2 until the wait: kept unchanged until here
+    wgmma::fence_operands(sh);  // read by G1 until its wait: kept unchanged until here
     wgmma::fence_operands(sl);
     wgmma::fence_operands(uh);
     wgmma::fence_operands(ul);
