@@ -146,7 +146,25 @@ __global__ void __launch_bounds__(kRsThreads, 1) kda_chunk_walk_rs(const Params 
       }
       cp_async_commit();
     };
+    // chunk c's operands -> L2, a chunk before load(c) (which is issued a chunk before WG 0 needs them)
+    const auto prefetch = [&](int64_t c) {
+      const int64_t cid = c * p.H + h;
+      if (ptid == 0) {
+        bulk_prefetch_l2(p.scr.qg + cid * (kC * D), uint32_t(L::kTileD));
+        bulk_prefetch_l2(p.scr.kdt + cid * (D * kC), uint32_t(L::kTileD));
+        bulk_prefetch_l2(p.scr.kg + cid * (kC * D), uint32_t(L::kTileD));
+        bulk_prefetch_l2(p.scr.aqk + cid * (kC * kC), uint32_t(L::kTile));
+        bulk_prefetch_l2(p.scr.tb + cid * (kC * kC), uint32_t(L::kTile));
+        bulk_prefetch_l2(p.scr.decay + cid * D, uint32_t(D) * 4);
+        if (!p.v_in_walk) bulk_prefetch_l2(p.scr.vb + cid * (kC * D) + scr_tile_off<kC>(0, v0), uint32_t(L::kTile));
+      }
+      if (p.v_in_walk && ptid < int(p.tab[3 * c + 2])) {  // row ptid's 128 bytes of the V tile
+        const bf16* const v = static_cast<const bf16*>(p.v) + p.tab[3 * c + 1] * p.s_v[0] + h * p.s_v[2] + v0;
+        asm volatile("prefetch.global.L2 [%0];" ::"l"(v + (p.tab[3 * c] + ptid) * p.s_v[1]));
+      }
+    };
     if (cbeg < cend) load(cbeg);
+    if (cbeg + 1 < cend) prefetch(cbeg + 1);
 #pragma unroll 1
     for (int64_t c = cbeg; c < cend; ++c) {
       unsigned char* const sb = stage(c);
@@ -181,6 +199,7 @@ __global__ void __launch_bounds__(kRsThreads, 1) kda_chunk_walk_rs(const Params 
       if (c + 1 < cend) {  // chunk c + 1 into the stage of chunk c - 1, once WG 0 is done with it
         if (c > cbeg) mbar_wait(bar_empty + slot(c + 1), parity(c - 1));
         load(c + 1);
+        if (c + 2 < cend) prefetch(c + 2);
       }
     }
     return;
