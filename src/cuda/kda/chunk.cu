@@ -475,6 +475,11 @@ void kda_chunk_fwd(const KdaArgs& a, int chunk_size, const Context& ctx) {
   g_last_walk.store(walk);
   p.wn_in_walk = walk == KdaWalk::wgmma_vt64 || walk == KdaWalk::wgmma_rs;  // the scratch form (kda_chunk::Scratch)
   p.v_in_walk = p.wn_in_walk && p.rows_bulk;    // v bf16 with 16-byte aligned rows: the walk copies its V tiles
+  {  // o bf16 with 16-byte aligned rows (a dimension of size 1 is never stepped): walk_rs.cuh's staged O stores
+    bool ok = a.o.dtype == DType::bf16 && reinterpret_cast<uintptr_t>(a.o.data) % 16 == 0;
+    for (int d = 0; d < 3; ++d) ok = ok && (a.o.shape[d] <= 1 || (a.o.strides[d] * 2) % 16 == 0);
+    p.o_rows16 = ok ? 1 : 0;
+  }
 
   // one device allocation: table, then the scratch arrays (all offsets multiples of 256 bytes)
   const auto round256 = [](size_t x) { return (x + 255) / 256 * 256; };

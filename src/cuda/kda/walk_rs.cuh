@@ -14,12 +14,13 @@
 //                          decayed while G1 ran, ptxas injected a wait for it)
 //                     G1  U^T = S^T Wn^T + V^T Tb^T              (m64 v x n64 t; S^T from registers: Sh Wh + Sl Wh +
 //                          Sh Wl, k = D; V^T from shared memory (MN-major), k = 64 s)
-//                         O^T = S^T Qg^T                          (m64 v x n64 t; Sh + Sl, k = D), its wgmma alternating
-//                          with U's (two accumulator chains in flight)
+//                         O^T = S^T Qg^T                          (m64 v x n64 t; Sh + Sl, k = D), its wgmma
+//                          alternating with U's (two accumulator chains in flight)
 //                     wait; U^T -> hi + lo A fragments (registers)
 //                     G2  O^T += U^T A_qk^T                       (k = 64 s), alternating with
 //                         S^T += U^T KdT^T                        (m64 v x n D k, k = 64 t: the state update)
-//                     wait; release the stage; O(c) -> o; S^T -> hi + lo A fragments for chunk c + 1.
+//                     wait; release the stage; O(c) -> the O stage (bf16 o with 16-byte aligned rows: stmatrix.trans,
+//                     WG 1 stores it while WG 0 runs chunk c + 1) or -> o; S^T -> hi + lo A fragments for chunk c + 1.
 // The tensor work per chunk (D = 128) is 28 + 16 + 8 + 16 m64n64k16-equivalents on WG 0 and 8 on WG 1, all of WG 0's
 // in one dependent sequence: the walk's floor is that sequence, ~2.2 K cycles at the full tensor rate, against
 // ~6.6 K cycles a chunk for walk_wgmma.cuh's three-warpgroup form (its U and S splits to shared memory, two named
@@ -31,8 +32,16 @@
 //
 // Shared memory (D = 128), two stages of every operand of a chunk, each tile 128B-swizzled atom-major (wgmma.cuh):
 //   Qg [D / 64][64 t][64 k], KdT [1][D k][64 t], Kg [D / 64][64 s][64 k], Wn hi, lo [D / 64][64 t][64 k], A_qk, Tb,
-//   V [1][64][64], decay [D]; six mbarriers. RsSmem<D>::TOTAL bytes (216112 at D = 128).
-// STATUS: written in session 9 against the PTX ISA without a GPU run; opt-in (KdaWalk::wgmma_rs) until measured.
+//   V [1][64][64], decay [D]; the O stage bf16 [64 t][64 v]; eight mbarriers. RsSmem<D>::TOTAL bytes (224320 at
+//   D = 128).
+// STATUS (session 9, opt-in as KdaWalk::wgmma_rs): correct on the H200 (WalkKernelsAgree: the mma.sync walk's values
+// to 5e-7, RowLoadPathsAgree bit-equal across load paths, racecheck clean) but SLOWER than walk_wgmma.cuh: 1 x 16384 H64
+// 1.955 vs 1.883 ms (first form), 1.979 (U / O alternating), 1.995 (+ L2 prefetch) (docs/gpu runs 33-35). ncu (run 35,
+// walk 955 us, 6.7 K cycles a chunk): WG 0 never waits for its operands (its stage waits hold 0.2% of the samples),
+// the tensor pipe is active 35%, and WG 0 issues ~1070 instructions per warp per chunk besides its 60 wgmma, at ~5
+// cycles each: the fragment splits (~200), the decay (64 + loads) and above all the O stores (32 scalar bf16 stores
+// per thread behind a dtype branch, ~350): the one warpgroup's chain is issue-latency bound, not tensor bound. The O
+// stage (stmatrix.trans, WG 1's 16-byte stores) takes the stores off it: written after run 35, NOT measured yet.
 #pragma once
 
 #include "cuda/kda/walk_wgmma.cuh"
@@ -50,8 +59,9 @@ struct RsSmem {
   static constexpr size_t QG = 0, KDT = QG + kTileD, KG = KDT + kTileD, WH = KG + kTileD, WL = WH + kTileD;
   static constexpr size_t AQK = WL + kTileD, TB = AQK + kTile, V = TB + kTile, DEC = V + kTile;
   static constexpr size_t kStage = (DEC + size_t(D) * 4 + 1023) / 1024 * 1024;
-  static constexpr size_t BAR = 2 * kStage;  // full[2], wn[2], empty[2]
-  static constexpr size_t TOTAL = BAR + 6 * 8 + 1024;  // + base alignment slack
+  static constexpr size_t OST = 2 * kStage;    // O(c) bf16 [64 t][64 v], 128B-swizzled (Params::o_rows16)
+  static constexpr size_t BAR = OST + kTile;   // full[2], wn[2], empty[2], o_ready, o_free
+  static constexpr size_t TOTAL = BAR + 8 * 8 + 1024;  // + base alignment slack
   // bytes of one stage's bulk copies (V too when it comes from the scratch)
   static constexpr uint32_t load_bytes(bool v_from_scratch) {
     return uint32_t(3 * kTileD + 2 * kTile + size_t(D) * 4 + (v_from_scratch ? kTile : 0));
@@ -62,7 +72,7 @@ struct RsSmem {
                 "swizzle atoms 1024-byte aligned");
   static_assert(TOTAL <= 227 * 1024, "fits the sm_90 shared memory of one CTA");
 };
-static_assert(RsSmem<128>::TOTAL == 216112, "documented size");
+static_assert(RsSmem<128>::TOTAL == 224320, "documented size");
 
 // Accumulator n8 tiles t0, t1 (columns 16 k .. 16 k + 15 of a product) -> the bf16 hi + lo A fragments of k-step k
 // of the next product (wgmma::mma_rs), the split of sts_split (hi = bf16(x), lo = bf16(x - hi)).
@@ -101,12 +111,17 @@ __global__ void __launch_bounds__(kRsThreads, 1) kda_chunk_walk_rs(const Params 
   uint64_t* const bar_full = reinterpret_cast<uint64_t*>(smem + L::BAR);  // [2] the stage's bulk copies
   uint64_t* const bar_wn = bar_full + 2;     // [2] Wn formed, V landed (WG 1's 128 arrivals)
   uint64_t* const bar_empty = bar_full + 4;  // [2] the stage read (WG 0's 128 arrivals)
+  uint64_t* const bar_oready = bar_full + 6;  // O(c) staged (WG 0's 128 arrivals; Params::o_rows16)
+  uint64_t* const bar_ofree = bar_full + 7;   // O(c) stored from the stage (WG 1's 128 arrivals)
+  bf16* const sO = reinterpret_cast<bf16*>(smem + L::OST);
   if (tid == 0) {
     for (int i = 0; i < 2; ++i) {
       mbar_init(bar_full + i, 1);
       mbar_init(bar_wn + i, 128);
       mbar_init(bar_empty + i, 128);
     }
+    mbar_init(bar_oready, 128);
+    mbar_init(bar_ofree, 128);
     mbar_init_fence();
   }
   __syncthreads();  // the inits before any copy or wait
@@ -163,6 +178,22 @@ __global__ void __launch_bounds__(kRsThreads, 1) kda_chunk_walk_rs(const Params 
         asm volatile("prefetch.global.L2 [%0];" ::"l"(v + (p.tab[3 * c] + ptid) * p.s_v[1]));
       }
     };
+    // O(c) from the stage to o (Params::o_rows16), once WG 0 has staged it: 16-byte pieces (row t, columns 8 q ..),
+    // rows of the sequence only
+    const auto store_o = [&](int64_t c) {
+      if (!p.o_rows16) return;
+      mbar_wait(bar_oready, uint32_t(c - cbeg) & 1u);
+      const int64_t tok0 = p.tab[3 * c], bb = p.tab[3 * c + 1];
+      const int rows = int(p.tab[3 * c + 2]);
+      bf16* const o = static_cast<bf16*>(p.o) + bb * p.s_o[0] + tok0 * p.s_o[1] + h * p.s_o[2] + v0;
+#pragma unroll
+      for (int it = 0; it < kC * 8 / 128; ++it) {
+        const int e = ptid + 128 * it, t = e >> 3, q = e & 7;
+        if (t < rows)
+          stg128(o + t * p.s_o[1] + 8 * q, *reinterpret_cast<const uint4*>(sO + wgmma::sw128_off<kC>(t, 8 * q)));
+      }
+      mbar_arrive(bar_ofree);
+    };
     if (cbeg < cend) load(cbeg);
     if (cbeg + 1 < cend) prefetch(cbeg + 1);
 #pragma unroll 1
@@ -201,7 +232,9 @@ __global__ void __launch_bounds__(kRsThreads, 1) kda_chunk_walk_rs(const Params 
         load(c + 1);
         if (c + 2 < cend) prefetch(c + 2);
       }
+      if (c > cbeg) store_o(c - 1);
     }
+    if (cbeg < cend) store_o(cend - 1);
     return;
   }
 
@@ -291,7 +324,20 @@ __global__ void __launch_bounds__(kRsThreads, 1) kda_chunk_walk_rs(const Params 
     wgmma::fence_operands(uh);
     wgmma::fence_operands(ul);
     mbar_arrive(bar_empty + slot(c));  // every read of the stage is done: WG 1 may load chunk c + 2 into it
-    {  // O(c) -> o: acc_o[j][e] = O[t = 8 j + 2 tq + e % 2][v = r0 + 8 (e / 2)], rows of the sequence only
+    if (p.o_rows16) {  // O(c) -> the O stage, transposed by stmatrix (WG 1 stores it): four 8 x 8 matrices, (v rows
+                       // + 0 / + 8) x (t columns of n8 tiles j, j + 1), per instruction, stored as rows t
+      if (c > cbeg) mbar_wait(bar_ofree, uint32_t(c - 1 - cbeg) & 1u);  // O(c - 1) has left the stage
+      const int mat = lane >> 3, v = 16 * ((tid >> 5) & 3) + 8 * (mat & 1);
+#pragma unroll
+      for (int j = 0; j < VT / 8; j += 2) {
+        uint32_t r[4];
+#pragma unroll
+        for (int m = 0; m < 4; ++m)
+          r[m] = pack_bf16(acc_o[j + (m >> 1)][2 * (m & 1)], acc_o[j + (m >> 1)][2 * (m & 1) + 1]);
+        stsm_x4_trans(sO + wgmma::sw128_off<kC>(8 * (j + (mat >> 1)) + (lane & 7), v), r);
+      }
+      mbar_arrive(bar_oready);
+    } else {  // O(c) -> o: acc_o[j][e] = O[t = 8 j + 2 tq + e % 2][v = r0 + 8 (e / 2)], rows of the sequence only
       const int64_t tok0 = p.tab[3 * c], bb = p.tab[3 * c + 1];
       const int rows = int(p.tab[3 * c + 2]);
       const int64_t ob = bb * p.s_o[0] + tok0 * p.s_o[1] + h * p.s_o[2] + v0;
