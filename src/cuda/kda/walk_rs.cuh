@@ -35,13 +35,13 @@
 //   V [1][64][64], decay [D]; the O stage bf16 [64 t][64 v]; eight mbarriers. RsSmem<D>::TOTAL bytes (224320 at
 //   D = 128).
 // STATUS (session 9, opt-in as KdaWalk::wgmma_rs): correct on the H200 (WalkKernelsAgree: the mma.sync walk's values
-// to 5e-7, RowLoadPathsAgree bit-equal across load paths, racecheck clean) but SLOWER than walk_wgmma.cuh: 1 x 16384 H64
-// 1.955 vs 1.883 ms (first form), 1.979 (U / O alternating), 1.995 (+ L2 prefetch) (docs/gpu runs 33-35). ncu (run 35,
+// to 5e-7, RowLoadPathsAgree bit-equal across load paths, racecheck clean) but SLOWER than walk_wgmma.cuh: 1 x 16384
+// H64 1.955 vs 1.883 ms (first form), 1.979 (U / O alternating), 1.995 (+ L2 prefetch) (docs/gpu runs 33-35). ncu (run 36,
 // walk 955 us, 6.7 K cycles a chunk): WG 0 never waits for its operands (its stage waits hold 0.2% of the samples),
 // the tensor pipe is active 35%, and WG 0 issues ~1070 instructions per warp per chunk besides its 60 wgmma, at ~5
 // cycles each: the fragment splits (~200), the decay (64 + loads) and above all the O stores (32 scalar bf16 stores
 // per thread behind a dtype branch, ~350): the one warpgroup's chain is issue-latency bound, not tensor bound. The O
-// stage (stmatrix.trans, WG 1's 16-byte stores) takes the stores off it: written after run 35, NOT measured yet.
+// stage (stmatrix.trans, WG 1's 16-byte stores) takes the stores off it: written after run 36, NOT measured yet.
 #pragma once
 
 #include "cuda/kda/walk_wgmma.cuh"
