@@ -36,12 +36,13 @@
 //   D = 128).
 // STATUS (session 9, opt-in as KdaWalk::wgmma_rs): correct on the H200 (WalkKernelsAgree: the mma.sync walk's values
 // to 5e-7, RowLoadPathsAgree bit-equal across load paths, racecheck clean) but SLOWER than walk_wgmma.cuh: 1 x 16384
-// H64 1.955 vs 1.883 ms (first form), 1.979 (U / O alternating), 1.995 (+ L2 prefetch) (docs/gpu runs 33-35). ncu (run 36,
-// walk 955 us, 6.7 K cycles a chunk): WG 0 never waits for its operands (its stage waits hold 0.2% of the samples),
-// the tensor pipe is active 35%, and WG 0 issues ~1070 instructions per warp per chunk besides its 60 wgmma, at ~5
-// cycles each: the fragment splits (~200), the decay (64 + loads) and above all the O stores (32 scalar bf16 stores
-// per thread behind a dtype branch, ~350): the one warpgroup's chain is issue-latency bound, not tensor bound. The O
-// stage (stmatrix.trans, WG 1's 16-byte stores) takes the stores off it: written after run 36, NOT measured yet.
+// H64 1.955 vs 1.883 ms (first form), 1.979 (U / O alternating), 1.995 (+ an L2 prefetch two chunks ahead, since
+// removed) (docs/gpu runs 33-35). ncu (run 36, walk 955 us, 6.7 K cycles a chunk): WG 0 never waits for its
+// operands (its stage waits hold 0.2% of the samples), the tensor pipe is active 35%, and WG 0 issues ~1070
+// instructions per warp per chunk besides its 60 wgmma, at ~5 cycles each: the fragment splits (~200), the decay (64
+// + loads) and above all the O stores (32 scalar bf16 stores per thread behind a dtype branch, ~350): the one
+// warpgroup's chain is issue-latency bound, not tensor bound. The O stage (stmatrix.trans, WG 1's 16-byte stores)
+// takes the stores off it: written after run 36, NOT measured yet.
 #pragma once
 
 #include "cuda/kda/walk_wgmma.cuh"
@@ -161,23 +162,6 @@ __global__ void __launch_bounds__(kRsThreads, 1) kda_chunk_walk_rs(const Params 
       }
       cp_async_commit();
     };
-    // chunk c's operands -> L2, a chunk before load(c) (which is issued a chunk before WG 0 needs them)
-    const auto prefetch = [&](int64_t c) {
-      const int64_t cid = c * p.H + h;
-      if (ptid == 0) {
-        bulk_prefetch_l2(p.scr.qg + cid * (kC * D), uint32_t(L::kTileD));
-        bulk_prefetch_l2(p.scr.kdt + cid * (D * kC), uint32_t(L::kTileD));
-        bulk_prefetch_l2(p.scr.kg + cid * (kC * D), uint32_t(L::kTileD));
-        bulk_prefetch_l2(p.scr.aqk + cid * (kC * kC), uint32_t(L::kTile));
-        bulk_prefetch_l2(p.scr.tb + cid * (kC * kC), uint32_t(L::kTile));
-        bulk_prefetch_l2(p.scr.decay + cid * D, uint32_t(D) * 4);
-        if (!p.v_in_walk) bulk_prefetch_l2(p.scr.vb + cid * (kC * D) + scr_tile_off<kC>(0, v0), uint32_t(L::kTile));
-      }
-      if (p.v_in_walk && ptid < int(p.tab[3 * c + 2])) {  // row ptid's 128 bytes of the V tile
-        const bf16* const v = static_cast<const bf16*>(p.v) + p.tab[3 * c + 1] * p.s_v[0] + h * p.s_v[2] + v0;
-        asm volatile("prefetch.global.L2 [%0];" ::"l"(v + (p.tab[3 * c] + ptid) * p.s_v[1]));
-      }
-    };
     // O(c) from the stage to o (Params::o_rows16), once WG 0 has staged it: 16-byte pieces (row t, columns 8 q ..),
     // rows of the sequence only
     const auto store_o = [&](int64_t c) {
@@ -195,7 +179,6 @@ __global__ void __launch_bounds__(kRsThreads, 1) kda_chunk_walk_rs(const Params 
       mbar_arrive(bar_ofree);
     };
     if (cbeg < cend) load(cbeg);
-    if (cbeg + 1 < cend) prefetch(cbeg + 1);
 #pragma unroll 1
     for (int64_t c = cbeg; c < cend; ++c) {
       unsigned char* const sb = stage(c);
@@ -230,7 +213,6 @@ __global__ void __launch_bounds__(kRsThreads, 1) kda_chunk_walk_rs(const Params 
       if (c + 1 < cend) {  // chunk c + 1 into the stage of chunk c - 1, once WG 0 is done with it
         if (c > cbeg) mbar_wait(bar_empty + slot(c + 1), parity(c - 1));
         load(c + 1);
-        if (c + 2 < cend) prefetch(c + 2);
       }
       if (c > cbeg) store_o(c - 1);
     }
