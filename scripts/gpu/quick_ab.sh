@@ -3,13 +3,14 @@
 # carried), for OP=prefill (default: the KDA chunk kernels) or OP=decode (the fused KDA decode step):
 #   prefill: builds kimi_tests and the prefill benchmark, runs the KDA chunk cases that cover every kernel path (the
 #     conformance shapes excluded: verify_kda.sh / run_all.sh run those), the benchmark on SHAPES (indices of
-#     bench/cuda/bench_kda_prefill.cpp, default "0 3 5 6");
+#     bench/cuda/bench_kda_prefill.cpp, default "0 3 5 6"), once per walk of WALKS if set (e.g. "wg rs": the
+#     benchmark's walk= argument, where the tree's benchmark has it; default: the launcher's choice);
 #   decode: builds kimi_tests and the decode benchmark, runs the kda_decode_step harness cases (CPU and CUDA) and
 #     KdaDecodeStep.*, compute-sanitizer memcheck of the CUDA ones, the benchmark's decode-step lines;
 # then, for each directory of AB="dir ..." (files at their repository paths laid over a copy of the tree, e.g. main's
 # versions of the changed files from `git archive`), the same benchmark of that build, prefixed [<dir's name>]: a
 # change and what it replaced timed in the same call; last, compute-sanitizer racecheck on the op's small CUDA cases.
-#   [OP=decode] [AB="ab/base ab/step1"] [SHAPES="0 3"] bash scripts/gpu/quick_ab.sh
+#   [OP=decode] [AB="ab/base ab/step1"] [SHAPES="0 3"] [WALKS="wg rs"] bash scripts/gpu/quick_ab.sh
 # Output: $OUT/quick.log.
 set -uo pipefail
 OUT=${OUT:-/tmp/kimi-gpu-out}
@@ -28,7 +29,13 @@ case $OP in
     cases="$cases:KdaCudaShapes.GateSweepExtremes:CudaKdaSeqPar*"
     sanitized='*kda_chunk_fwd_bf16_cuda*:KdaCudaShapes.WalkKernelsAgree'
     bench() {  # binary, prefix
-      for sh in ${SHAPES:-0 3 5 6}; do timeout 30 "$1" "$sh" | sed "s/^/$2/"; done
+      for sh in ${SHAPES:-0 3 5 6}; do
+        if [ -n "${WALKS:-}" ]; then
+          for w in $WALKS; do timeout 30 "$1" "$sh" "walk=$w" | sed "s/^/$2/"; done
+        else
+          timeout 30 "$1" "$sh" | sed "s/^/$2/"
+        fi
+      done
     } ;;
   decode)
     target=kimi_bench_kda_decode
