@@ -234,10 +234,9 @@ TEST_F(KdaCudaShapes, PrefillThenDecodeMatchesLongerPrefill) {
   }
 }
 
-// Raw gate inputs and dt_bias at +-8 (the sweep range) in both forms: finite, and within the bar.
-// Every raw gate input at +-8 with dt_bias +-8, both forms. Softplus also takes both of the prep's diagonal-block
-// paths (prep.cuh, `dmma`): at f = 8 the 16-row blocks decay far beyond its limit (the per-pair loop), at f = -8
-// within it (tensor cores).
+// Raw gate inputs and dt_bias at +-8 (the sweep range) in both forms: finite, and within the bar. Softplus
+// also takes both of the prep's diagonal-block paths (prep.cuh, `dmma`): at f = 8 the 16-row blocks decay far beyond
+// its limit (the per-pair loop), at f = -8 within it (tensor cores).
 TEST_F(KdaCudaShapes, GateSweepExtremes) {
   for (GateForm form : {GateForm::softplus, GateForm::bounded}) {
     for (double f : {-8.0, 8.0}) {

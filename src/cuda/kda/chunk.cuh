@@ -267,12 +267,16 @@ __device__ __forceinline__ float bf_hi(uint32_t u) { return __uint_as_float(u & 
 __device__ __forceinline__ uint32_t lds32(const bf16* p) { return *reinterpret_cast<const uint32_t*>(p); }
 __device__ __forceinline__ void sts32(bf16* p, uint32_t v) { *reinterpret_cast<uint32_t*>(p) = v; }
 __device__ __forceinline__ float bf2f(bf16 x) { return __bfloat162float(x); }
-// Two adjacent fp32 values x0, x1 as their bf16 hi + lo split (hi = bf16(x), lo = bf16(x - hi): ~16 bits of x)
-// at hi + o and lo + o (32-bit stores; o even).
+// The bf16 hi + lo split of two adjacent fp32 values x0, x1 (hi = bf16(x) = pack_bf16(x0, x1), lo = bf16(x - hi):
+// ~16 bits of x): the lo pair of the hi pair h, the one rule behind every split operand of the walks and the prep.
+__device__ __forceinline__ uint32_t split_lo(float x0, float x1, uint32_t h) {
+  return pack_bf16(x0 - bf_lo(h), x1 - bf_hi(h));
+}
+// The split of x0, x1 at hi + o and lo + o (32-bit stores; o even).
 __device__ __forceinline__ void sts_split(bf16* hi, bf16* lo, int o, float x0, float x1) {
   const uint32_t h = pack_bf16(x0, x1);
   sts32(hi + o, h);
-  sts32(lo + o, pack_bf16(x0 - bf_lo(h), x1 - bf_hi(h)));
+  sts32(lo + o, split_lo(x0, x1, h));
 }
 
 __device__ __forceinline__ float u16_to_f32(uint32_t h, int dt) {

@@ -149,8 +149,8 @@ __device__ __forceinline__ void walk_wg_load_out(const Params& p, unsigned char*
 
 // The bf16 hi + lo split of a warpgroup accumulator tile acc[NJ][4] (times kSign: rows 16 w + gq + 8 (e / 2) of warp
 // w, columns c0 + 8 j + 2 tq + e % 2) into two 128B-swizzled tiles of R rows, by stmatrix: four 8 x 8 matrices,
-// (rows + 0 / + 8) x (n8 tiles j, j + 1), per instruction instead of one 4-byte store per pair (the same values as
-// sts_split: hi = bf16(x), lo = bf16(x - hi)).
+// (rows + 0 / + 8) x (n8 tiles j, j + 1), per instruction instead of one 4-byte store per pair (the values of
+// sts_split: hi = bf16(x), lo = split_lo).
 template <int R, int NJ, int kSign>
 __device__ __forceinline__ void split_store_acc(bf16* hi, bf16* lo, const float (&acc)[NJ][4], int c0, int tid) {
   static_assert(NJ % 2 == 0 && (kSign == 1 || kSign == -1), "pairs of n8 tiles");
@@ -162,7 +162,7 @@ __device__ __forceinline__ void split_store_acc(bf16* hi, bf16* lo, const float 
     for (int m = 0; m < 4; ++m) {  // matrix m: rows + 8 (m & 1), n8 tile j + (m >> 1)
       const float x0 = kSign * acc[j + (m >> 1)][2 * (m & 1)], x1 = kSign * acc[j + (m >> 1)][2 * (m & 1) + 1];
       h[m] = pack_bf16(x0, x1);
-      l[m] = pack_bf16(x0 - bf_lo(h[m]), x1 - bf_hi(h[m]));
+      l[m] = split_lo(x0, x1, h[m]);
     }
     const int o = wgmma::sw128_off<R>(row, c0 + 8 * (j + (lane >> 4)));
     stsm_x4(hi + o, h);
