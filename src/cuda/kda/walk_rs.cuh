@@ -76,14 +76,14 @@ struct RsSmem {
 static_assert(RsSmem<128>::TOTAL == 224320, "documented size");
 
 // Accumulator n8 tiles t0, t1 (columns 16 k .. 16 k + 15 of a product) -> the bf16 hi + lo A fragments of k-step k
-// of the next product (wgmma::mma_rs), the split of sts_split (hi = bf16(x), lo = bf16(x - hi)).
+// of the next product (wgmma::mma_rs), the split of sts_split (hi = bf16(x), lo = split_lo).
 __device__ __forceinline__ void a_frag_split(const float (&t0)[4], const float (&t1)[4], uint32_t (&hi)[4],
                                              uint32_t (&lo)[4]) {
   const float x[4][2] = {{t0[0], t0[1]}, {t0[2], t0[3]}, {t1[0], t1[1]}, {t1[2], t1[3]}};
 #pragma unroll
   for (int m = 0; m < 4; ++m) {
     hi[m] = pack_bf16(x[m][0], x[m][1]);
-    lo[m] = pack_bf16(x[m][0] - bf_lo(hi[m]), x[m][1] - bf_hi(hi[m]));
+    lo[m] = split_lo(x[m][0], x[m][1], hi[m]);
   }
 }
 
