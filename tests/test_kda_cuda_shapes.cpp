@@ -11,12 +11,13 @@
 //   - Gate pre-activations and dt_bias swept over +-8 in both forms through the chunk kernel.
 //   - The prep's three row-load paths (bulk copies, vector loads, generic loads) agree bit for bit, at both head
 //     sizes and gate forms, and the launcher picks the one the inputs' alignment allows.
-//   - The two walk kernels (mma.sync at V tiles of 32, wgmma at 64) agree up to fp32 summation order, each within
-//     the bar against fp64 (WalkKernelsAgree).
+//   - The three walk kernels (mma.sync at V tiles of 32, wgmma and register-A wgmma at 64) agree up to fp32
+//     summation order, each within the bar against fp64, and a bf16 o equals their fp32 o rounded (WalkKernelsAgree).
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <random>
 #include <string>
@@ -43,6 +44,17 @@ double rel_rms(const std::vector<double>& got, const std::vector<double>& ref) {
   double num = 0, den = 0;
   for (size_t i = 0; i < ref.size(); ++i) num += (got[i] - ref[i]) * (got[i] - ref[i]), den += ref[i] * ref[i];
   return den > 0 ? std::sqrt(num / den) : std::sqrt(num);
+}
+
+// x rounded to bf16 (nearest even; finite x), as the kernels round their fp32 outputs on a bf16 store
+double bf16_round(double x) {
+  uint32_t u;
+  const float f = float(x);
+  std::memcpy(&u, &f, 4);
+  u = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
+  float r;
+  std::memcpy(&r, &u, 4);
+  return r;
 }
 
 bool all_finite(const std::vector<double>& v) {
@@ -103,9 +115,9 @@ struct GpuProblem {
   struct Result {
     std::vector<double> o, ht;  // ht in the kv layout
   };
-  Result run(bool chunk) const {
+  Result run(bool chunk, DType o_dtype = DType::f32) const {
     const Device gpu = Device::cuda(0);
-    Tensor o(DType::f32, {B, T, H, D}, gpu), ht(DType::f32, {N, H, D, D}, gpu);
+    Tensor o(o_dtype, {B, T, H, D}, gpu), ht(DType::f32, {N, H, D, D}, gpu);
     const KdaArgs a = args(o, ht);
     chunk ? kda_chunk_fwd(a) : kda_recurrent_fwd(a);
     Result r{host_values(o), host_values(ht)};
@@ -254,9 +266,9 @@ struct PlainWalks {
 // The prep's three row-load paths give the same bits: q, k, v and the gate input as views into padded buffers
 // at an element offset of 0 (16-byte aligned rows: the bulk copies), 4 (8-byte aligned: the vector loads) and 1
 // (2-byte aligned: the generic loads), with a short tail chunk (T = 150), both head sizes and both gate forms;
-// each also against fp64, and the launcher's choice asserted. With CUDA, under both walk kernels: the wgmma walk
-// reads its V tiles from v itself on the bulk path (Params::v_in_walk) and from the prep's scratch on the others,
-// so the bits agreeing there also checks its two V sources.
+// each also against fp64, and the launcher's choice asserted. With CUDA, under each walk kernel: the wgmma walks
+// read their V tiles from v itself on the bulk path (Params::v_in_walk) and from the prep's scratch on the others,
+// so the bits agreeing there also checks their two V sources.
 TEST_F(KdaCudaShapes, RowLoadPathsAgree) {
   struct Config {
     int64_t D;
@@ -265,7 +277,7 @@ TEST_F(KdaCudaShapes, RowLoadPathsAgree) {
   };
 #ifdef KIMI_WITH_CUDA
   const PlainWalks plain_walks;
-  const std::vector<cuda::KdaWalk> walks{cuda::KdaWalk::mma_vt32, cuda::KdaWalk::wgmma_vt64};
+  const std::vector<cuda::KdaWalk> walks{cuda::KdaWalk::mma_vt32, cuda::KdaWalk::wgmma_vt64, cuda::KdaWalk::wgmma_rs};
 #else
   const std::vector<int> walks{0};
 #endif
@@ -329,9 +341,10 @@ TEST_F(KdaCudaShapes, RowLoadPathsAgree) {
 }
 
 #ifdef KIMI_WITH_CUDA
-// The two plain walk kernels (chunk.cuh's mma.sync walk at V tiles of 32, walk_wgmma.cuh's warpgroup walk at 64) on
-// the same inputs: each within the bar against fp64, and the same values up to fp32 summation order (the same bf16
-// operands and hi + lo splits; a wrong tile layout or a lost product shows as O(1)).
+// The three plain walk kernels (chunk.cuh's mma.sync walk at V tiles of 32, walk_wgmma.cuh's warpgroup walk and
+// walk_rs.cuh's register-A walk at 64) on the same inputs: each within the bar against fp64, and the same values up to
+// fp32 summation order (the same bf16 operands and hi + lo splits; a wrong tile layout or a lost product shows as
+// O(1)); with a bf16 o, the fp32 o rounded once.
 TEST_F(KdaCudaShapes, WalkKernelsAgree) {
   struct Config {
     int64_t B, T, H, D;
@@ -348,7 +361,7 @@ TEST_F(KdaCudaShapes, WalkKernelsAgree) {
     const GpuProblem p(cfg.B, cfg.T, cfg.H, cfg.lens, cfg.form, cfg.layout, 700 + uint64_t(cfg.D), -8, 8, cfg.D);
     const GpuProblem::Result ref = p.oracle();
     std::vector<GpuProblem::Result> got;
-    for (const cuda::KdaWalk w : {cuda::KdaWalk::mma_vt32, cuda::KdaWalk::wgmma_vt64}) {
+    for (const cuda::KdaWalk w : {cuda::KdaWalk::mma_vt32, cuda::KdaWalk::wgmma_vt64, cuda::KdaWalk::wgmma_rs}) {
       cuda::kda_chunk_set_walk(w);
       got.push_back(p.run(true));
       EXPECT_EQ(int(cuda::kda_chunk_last_walk()), int(w)) << name(p);
@@ -363,6 +376,11 @@ TEST_F(KdaCudaShapes, WalkKernelsAgree) {
       EXPECT_LE(eh, kBar) << name(p) << " walk " << int(w);
       EXPECT_LE(so, kSameUpToOrder) << name(p) << " walk " << int(w);
       EXPECT_LE(sh, kSameUpToOrder) << name(p) << " walk " << int(w);
+      // a bf16 o is the fp32 o rounded once (walk_rs.cuh stages it through shared memory: Params::o_rows16)
+      const GpuProblem::Result rb = p.run(true, DType::bf16);
+      size_t wrong = 0;
+      for (size_t i = 0; i < r.o.size(); ++i) wrong += rb.o[i] != bf16_round(r.o[i]);
+      EXPECT_EQ(wrong, 0u) << name(p) << " walk " << int(w) << ": bf16 o vs the fp32 o rounded";
     }
   }
 }

@@ -7,7 +7,8 @@
 // kernel, vk (V-first) fp32 state, initial + final state (updated in place). Prints the time and the fraction of
 // the memory floor: bytes of q, k, v, raw g, beta, o (bf16) and the state read + written, over 4.25 TB/s.
 // Arguments: [shape index 0-7] [seg=off|auto|<chunks>] (the launcher's sequence parallelism, chunk.h: off gives
-// the plain walk, for before / after in one run; the segment length used is printed).
+// the plain walk, for before / after in one run; the segment length used is printed) [walk=mma|wg|rs|auto] (the plain
+// walk's kernel, chunk.h kda_chunk_set_walk: chunk.cuh's mma.sync walk, walk_wgmma.cuh, walk_rs.cuh).
 // Run beside bench/peers/fla_kda_prefill.py (same shapes, same options) in one command on the GPU machine.
 #include <cuda_runtime.h>
 
@@ -18,6 +19,7 @@
 #include <cstring>
 #include <iterator>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "bench_util.h"
@@ -72,9 +74,10 @@ void run(int nseq, int T, int H, bool varlen, kimi::GateForm form) {
   const double floor_ms = bytes / kCopyBytesPerS * 1e3;
   std::printf(
       "kimi kda_chunk_fwd %2d x %5d%s H=%2d K=V=128 %-8s bf16 vk  %8.3f ms  floor %.3f ms (%.1f%% of floor)"
-      "  seg %lld\n",
+      "  seg %lld  walk %d\n",
       nseq, T, varlen ? " varlen" : "       ", H, form == kimi::GateForm::bounded ? "bounded" : "softplus", med,
-      floor_ms, 100.0 * floor_ms / med, static_cast<long long>(kimi::cuda::kda_chunk_last_segment_chunks()));
+      floor_ms, 100.0 * floor_ms / med, static_cast<long long>(kimi::cuda::kda_chunk_last_segment_chunks()),
+      int(kimi::cuda::kda_chunk_last_walk()));
 }
 
 }  // namespace
@@ -100,6 +103,15 @@ int main(int argc, char** argv) {
       const char* m = argv[i] + 4;
       const int64_t n = std::strcmp(m, "off") == 0 ? -1 : std::strcmp(m, "auto") == 0 ? 0 : std::atoll(m);
       kimi::cuda::kda_chunk_set_segment_chunks(n);
+    } else if (std::strncmp(argv[i], "walk=", 5) == 0) {
+      const std::string m = argv[i] + 5;
+      using W = kimi::cuda::KdaWalk;
+      const W w = m == "mma" ? W::mma_vt32 : m == "wg" ? W::wgmma_vt64 : m == "rs" ? W::wgmma_rs : W::automatic;
+      if (w == W::automatic && m != "auto") {
+        std::fprintf(stderr, "walk=%s: expected mma, wg, rs or auto\n", m.c_str());
+        return 2;
+      }
+      kimi::cuda::kda_chunk_set_walk(w);
     } else {
       only = std::atoi(argv[i]);
     }

@@ -51,6 +51,7 @@
 #include "cuda/kda/chunk.h"
 #include "cuda/kda/prep.cuh"
 #include "cuda/kda/seqpar.cuh"
+#include "cuda/kda/walk_rs.cuh"
 #include "cuda/kda/walk_wgmma.cuh"
 #include "cuda/runtime.h"
 #include "cuda/scratch.cuh"
@@ -302,6 +303,9 @@ void launch_all(kda_chunk::Params p, bool diag_mma, KdaWalk walk, cudaStream_t s
     case KdaWalk::wgmma_vt64:
       launch_kernel(kc::kda_chunk_walk_wg<D>, kc::WgSmem<D>::TOTAL, kc::kWgThreads, N * H * (D / 64), p, s);
       return;
+    case KdaWalk::wgmma_rs:
+      launch_kernel(kc::kda_chunk_walk_rs<D>, kc::RsSmem<D>::TOTAL, kc::kRsThreads, N * H * (D / 64), p, s);
+      return;
     default:
       launch_kernel(kc::kda_chunk_walk<D, 32, 256>, kc::WalkSmem<D, 32>::TOTAL, 256, N * H * (D / 32), p, s);
   }
@@ -469,8 +473,13 @@ void kda_chunk_fwd(const KdaArgs& a, int chunk_size, const Context& ctx) {
   else if (walk == KdaWalk::automatic)
     walk = vt64 ? KdaWalk::wgmma_vt64 : KdaWalk::mma_vt32;
   g_last_walk.store(walk);
-  p.wn_in_walk = walk == KdaWalk::wgmma_vt64;  // the scratch form (kda_chunk::Scratch)
+  p.wn_in_walk = walk == KdaWalk::wgmma_vt64 || walk == KdaWalk::wgmma_rs;  // the scratch form (kda_chunk::Scratch)
   p.v_in_walk = p.wn_in_walk && p.rows_bulk;    // v bf16 with 16-byte aligned rows: the walk copies its V tiles
+  {  // o bf16 with 16-byte aligned rows (a dimension of size 1 is never stepped): walk_rs.cuh's staged O stores
+    bool ok = a.o.dtype == DType::bf16 && reinterpret_cast<uintptr_t>(a.o.data) % 16 == 0;
+    for (int d = 0; d < 3; ++d) ok = ok && (a.o.shape[d] <= 1 || (a.o.strides[d] * 2) % 16 == 0);
+    p.o_rows16 = ok ? 1 : 0;
+  }
 
   // one device allocation: table, then the scratch arrays (all offsets multiples of 256 bytes)
   const auto round256 = [](size_t x) { return (x + 255) / 256 * 256; };

@@ -201,6 +201,7 @@ struct Params {
   int wn_in_walk;   // the scratch form (Scratch): Kg, Tb, V for the wgmma walk, else Wn hi + lo, U0
   int v_in_walk;    // (wn_in_walk and rows_bulk) the wgmma walk reads its V tiles from v: no vb scratch, and the
                     // prep does not load v
+  int o_rows16;     // o bf16 with 16-byte aligned rows: walk_rs.cuh stages O in shared memory, stored 16 bytes a piece
   const int64_t* tab;   // device chunk table [3 * nch]: first token, batch row, rows
   const int64_t* seq0;  // device [N + 1]: first chunk of each sequence, seq0[N] = nch
   int64_t nch;
@@ -355,6 +356,21 @@ __device__ __forceinline__ void store_2(void* base, int dt, int64_t off, float a
     }
   }
 }
+// 16-byte global store (explicit: the compiler split reinterpret_cast uint4 stores into four 4-byte ones).
+__device__ __forceinline__ void stg128(void* g, uint4 v) {
+  asm volatile("st.global.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"l"(g), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w)
+               : "memory");
+}
+
+// One element a at element offset off of a float tensor of runtime dtype dt.
+__device__ __forceinline__ void store_1(void* base, int dt, int64_t off, float a) {
+  if (dt == kDtF32)
+    static_cast<float*>(base)[off] = a;
+  else if (dt == kDtBf16)
+    static_cast<bf16*>(base)[off] = __float2bfloat16_rn(a);
+  else
+    static_cast<__half*>(base)[off] = __float2half_rn(a);
+}
 
 __device__ __forceinline__ float warp_sum(float x) {
 #pragma unroll
@@ -405,6 +421,13 @@ __device__ __forceinline__ void ldsm_x2(uint32_t (&r)[2], const bf16* p) {
 __device__ __forceinline__ void stsm_x4(bf16* p, const uint32_t (&r)[4]) {
   asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(smem_u32(p)), "r"(r[0]),
                "r"(r[1]), "r"(r[2]), "r"(r[3])
+               : "memory");
+}
+// stsm_x4 with each matrix stored transposed (stmatrix .trans): lane l gives the address of stored row l & 7 of
+// matrix l >> 3, i.e. of column l & 7 of the fragment's matrix; the registers as for stsm_x4.
+__device__ __forceinline__ void stsm_x4_trans(bf16* p, const uint32_t (&r)[4]) {
+  asm volatile("stmatrix.sync.aligned.m8n8.x4.trans.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(smem_u32(p)),
+               "r"(r[0]), "r"(r[1]), "r"(r[2]), "r"(r[3])
                : "memory");
 }
 

@@ -167,12 +167,6 @@ __device__ __forceinline__ void lds_f32(float (&x)[N], const float* src) {
   }
 }
 
-// 16-byte global store (explicit: the compiler split reinterpret_cast uint4 stores into four 4-byte ones).
-__device__ __forceinline__ void stg128(void* g, uint4 v) {
-  asm volatile("st.global.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"l"(g), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w)
-               : "memory");
-}
-
 // NW (1 or 2) 32-bit words of bf16 pairs at p (4 NW-byte aligned, global or shared memory): one vector load or
 // store, and the 2 NW values as floats (exact).
 template <int NW>
