@@ -384,6 +384,23 @@ TEST_F(KdaCudaShapes, WalkKernelsAgree) {
     }
   }
 }
+
+// The launcher's automatic plain walk (chunk.cu): walk_rs.cuh where o is bf16 with 16-byte aligned rows (its O
+// stage), else chunk.cuh's VT = 32 walk while that grid fits one wave (this one: 1 x 4 heads x 4 tiles).
+TEST_F(KdaCudaShapes, AutomaticWalkChoice) {
+  constexpr double kSameUpToOrder = 1e-4;  // as in WalkKernelsAgree
+  const PlainWalks plain_walks;
+  cuda::kda_chunk_set_walk(cuda::KdaWalk::automatic);
+  const GpuProblem p(1, 150, 4, {}, GateForm::bounded, StateLayout::vk, 900, -8, 8);
+  const GpuProblem::Result rb = p.run(true, DType::bf16);
+  EXPECT_EQ(int(cuda::kda_chunk_last_walk()), int(cuda::KdaWalk::wgmma_rs)) << "bf16 o";
+  const GpuProblem::Result rf = p.run(true, DType::f32);
+  EXPECT_EQ(int(cuda::kda_chunk_last_walk()), int(cuda::KdaWalk::mma_vt32)) << "fp32 o";
+  // the two walks: the same values up to fp32 summation order, then one bf16 rounding (relative RMS ~2^-9 / sqrt 3)
+  ASSERT_EQ(rb.o.size(), rf.o.size());
+  EXPECT_LE(rel_rms(rb.o, rf.o), 2e-3);
+  EXPECT_LE(rel_rms(rb.ht, rf.ht), kSameUpToOrder);
+}
 #endif
 
 }  // namespace

@@ -4,9 +4,11 @@
 # `cmake --preset cuda` builds it in SRC/build/cuda.
 overlay_tree() {
   local src=$1 dir=$2
-  # (tracked files that exist: the GPU machine's copy of the index may still list a file renamed since)
+  # (tracked and untracked-unignored files that exist: the GPU machine's copy of the index may be an older one,
+  # listing a file renamed since or missing a new one; run 37 lost walk_rs.cuh that way)
   rm -rf "$src" && mkdir -p "$src" &&
-    git ls-files -z | while IFS= read -r -d '' f; do [ -e "$f" ] && printf '%s\0' "$f"; done |
+    git ls-files -z --cached --others --exclude-standard |
+    while IFS= read -r -d '' f; do [ -e "$f" ] && printf '%s\0' "$f"; done |
     xargs -0 cp --parents -t "$src" && cp -r "$dir"/. "$src"/ &&
     ln -s "$PWD/.deps" "$src/.deps"
 }

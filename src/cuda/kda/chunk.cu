@@ -2,6 +2,10 @@
 // two passes of src/cuda/kda/chunk.cuh (prep, walk with the output product fused) on ctx.cuda_stream.
 //
 // Heuristics:
+//  - Walk kernel: walk_rs.cuh (the register-A walk, V tiles of 64) whenever o is bf16 with 16-byte aligned rows
+//    (its O stage): 1 x 16384 H64 1.635 ms against 1.894 with walk_wgmma.cuh, 1 x 65536 H32 4.226 against 5.399,
+//    8 x 4096 H32 1.627 / 1.896, 10 x 819 H64 0.886 / 1.011 (docs/gpu run 37). Otherwise (an fp32 o, or rows
+//    the O stage cannot store) the two older walks, by grid size:
 //  - Walk V tile: VT = 32 (chunk.cuh's mma.sync walk, 256 threads, twice the CTAs of VT = 64) when its
 //    N * H * D / 32 CTAs fit in one wave (one CTA per SM), else VT = 64 (walk_wgmma.cuh, the warpgroup-MMA walk,
 //    384 threads): the walk is latency-bound, so more CTAs help only while they all run at once (1 x 16384 H64:
@@ -157,7 +161,8 @@ std::atomic<KdaWalk> g_last_walk{KdaWalk::automatic};             // kda_chunk_l
 // outputs (measured: 1 x 65536 H8, 1024 chunks in 3.8 ms); kMapUs without them (a segment map: no Qg S +
 // A_qk U product and no Qg / A_qk loads, ~37% of the mma; an estimate); kScanUs per sequential scan step
 // (R_j staged from L2 + 128 x 16 fp32 FMA per thread), kLaunchUs per extra launch.
-constexpr double kFullUs = 3.7, kMapUs = 0.6 * kFullUs, kScanUs = 8, kLaunchUs = 5;
+// kRsUs: the plain walk's chunk in walk_rs.cuh (one CTA per V tile of 64; 1 x 65536 H32, 64 CTAs, run 37).
+constexpr double kFullUs = 3.7, kMapUs = 0.6 * kFullUs, kScanUs = 8, kLaunchUs = 5, kRsUs = 2.2;
 
 // Runs of CTAs in grid order: count CTAs of equal cost (us); CTAs that return at once are left out.
 struct Runs {
@@ -204,16 +209,18 @@ double makespan(const Runs& runs, int sms) {
   return end;
 }
 
-// Modelled walk time (us) of sequences of len[n] chunks, H heads, nv V tiles of 32: plain (len_seg = 0) or
-// segments of len_seg chunks (phase 1 in grid order, the scan, phase 3). When a lower bound of it (work / SMs
-// or the longest CTA, per phase) is already >= bound, that lower bound is returned instead.
-double walk_model_us(const std::vector<int64_t>& len, int64_t H, int nv, int sms, int64_t len_seg,
+// Modelled walk time (us) of sequences of len[n] chunks, H heads, nv V tiles of 32: plain (len_seg = 0; the
+// register-A walk's nv / 2 tiles of 64 where rs_plain) or segments of len_seg chunks (phase 1 in grid order, the
+// scan, phase 3). When a lower bound of it (work / SMs or the longest CTA, per phase) is already >= bound, that lower
+// bound is returned instead.
+double walk_model_us(const std::vector<int64_t>& len, int64_t H, int nv, int sms, int64_t len_seg, bool rs_plain,
                      double bound = 1e300) {
   Runs p1, p3;
   int64_t max_p = 1;
   for (const int64_t l : len) {
     if (len_seg <= 0) {
-      p1.add(double(l) * kFullUs, H * nv);
+      if (rs_plain) p1.add(double(l) * kRsUs, H * nv / 2);
+      else p1.add(double(l) * kFullUs, H * nv);
       continue;
     }
     const int64_t P = std::max<int64_t>(1, (l + len_seg - 1) / len_seg);
@@ -234,11 +241,11 @@ double walk_model_us(const std::vector<int64_t>& len, int64_t H, int nv, int sms
 }
 
 // Segment length in chunks (0: the plain walk). Forced by kda_chunk_set_segment_chunks (> 0: that length,
-// < 0: never); automatic: only while the plain walk's VT = 32 grid fits one wave (otherwise every SM already
+// < 0: never); automatic: only while the segments' VT = 32 grid fits one wave (otherwise every SM already
 // walks), then the length of the best modelled time over 2 .. 64 segments of the longest sequence, kept only
-// when it beats the plain walk's model by 20%.
-// The choice is cached per (H, D, SMs, sequence lengths) (the model costs 25-120 us on the host).
-int64_t segment_chunks(const std::vector<int64_t>& len, int64_t H, int64_t D, int sms) {
+// when it beats the plain walk's model (walk_rs.cuh where rs_plain, else chunk.cuh's VT = 32) by 20%.
+// The choice is cached per (H, D, SMs, rs_plain, sequence lengths) (the model costs 25-120 us on the host).
+int64_t segment_chunks(const std::vector<int64_t>& len, int64_t H, int64_t D, int sms, bool rs_plain) {
   const int64_t forced = g_segment_chunks.load();
   if (forced != 0) return forced > 0 ? forced : 0;
   const int nv = int(D / 32);
@@ -247,19 +254,19 @@ int64_t segment_chunks(const std::vector<int64_t>& len, int64_t H, int64_t D, in
   if (lmax < 16) return 0;
   static std::mutex mu;
   static std::map<std::vector<int64_t>, int64_t> cache;
-  std::vector<int64_t> key{H, D, sms};
+  std::vector<int64_t> key{H, D, sms, rs_plain ? 1 : 0};
   key.insert(key.end(), len.begin(), len.end());
   {
     const std::lock_guard<std::mutex> lock(mu);
     if (const auto it = cache.find(key); it != cache.end()) return it->second;
   }
-  const double plain = walk_model_us(len, H, nv, sms, 0);
+  const double plain = walk_model_us(len, H, nv, sms, 0, rs_plain);
   int64_t best = 0;
   double best_us = 0.8 * plain;
   for (int64_t P = 2; P <= 64; ++P) {
     const int64_t L = (lmax + P - 1) / P;
     if (L < 2) break;
-    const double t = walk_model_us(len, H, nv, sms, L, best_us);
+    const double t = walk_model_us(len, H, nv, sms, L, rs_plain, best_us);
     if (t < best_us) best = L, best_us = t;
   }
   const std::lock_guard<std::mutex> lock(mu);
@@ -416,6 +423,11 @@ void kda_chunk_fwd(const KdaArgs& a, int chunk_size, const Context& ctx) {
                            : p.rows_bf16 ? KdaRowLoads::vector
                                          : KdaRowLoads::generic);
   }
+  {  // o bf16 with 16-byte aligned rows (a dimension of size 1 is never stepped): walk_rs.cuh's staged O stores
+    bool ok = a.o.dtype == DType::bf16 && reinterpret_cast<uintptr_t>(a.o.data) % 16 == 0;
+    for (int d = 0; d < 3; ++d) ok = ok && (a.o.shape[d] <= 1 || (a.o.strides[d] * 2) % 16 == 0);
+    p.o_rows16 = ok ? 1 : 0;
+  }
   p.H = int(H);
   p.N = int(N);
 
@@ -442,7 +454,10 @@ void kda_chunk_fwd(const KdaArgs& a, int chunk_size, const Context& ctx) {
   // segbase [N + 1]. A zero-length sequence keeps one empty segment (it copies s0 to s1 like the plain walk).
   std::vector<int64_t> seq_len(static_cast<size_t>(N));
   for (int64_t n = 0; n < N; ++n) seq_len[size_t(n)] = seq0[size_t(n) + 1] - seq0[size_t(n)];
-  const int64_t len_seg = segment_chunks(seq_len, H, K, sms);
+  // the automatic plain walk: walk_rs.cuh where its O stage applies (its scalar O stores otherwise cost more than
+  // it saves: run 33), else VT = 32 while that grid fits one wave, else VT = 64 (walk_wgmma.cuh)
+  const bool rs_plain = p.o_rows16 != 0;
+  const int64_t len_seg = segment_chunks(seq_len, H, K, sms, rs_plain);
   g_last_segment_chunks.store(len_seg);
   const size_t tab_main = tab.size();  // 3 * nch + N + 1
   int64_t nseg = 0;
@@ -471,15 +486,10 @@ void kda_chunk_fwd(const KdaArgs& a, int chunk_size, const Context& ctx) {
   if (nseg > 0)
     walk = KdaWalk::segments;
   else if (walk == KdaWalk::automatic)
-    walk = vt64 ? KdaWalk::wgmma_vt64 : KdaWalk::mma_vt32;
+    walk = rs_plain ? KdaWalk::wgmma_rs : vt64 ? KdaWalk::wgmma_vt64 : KdaWalk::mma_vt32;
   g_last_walk.store(walk);
   p.wn_in_walk = walk == KdaWalk::wgmma_vt64 || walk == KdaWalk::wgmma_rs;  // the scratch form (kda_chunk::Scratch)
   p.v_in_walk = p.wn_in_walk && p.rows_bulk;    // v bf16 with 16-byte aligned rows: the walk copies its V tiles
-  {  // o bf16 with 16-byte aligned rows (a dimension of size 1 is never stepped): walk_rs.cuh's staged O stores
-    bool ok = a.o.dtype == DType::bf16 && reinterpret_cast<uintptr_t>(a.o.data) % 16 == 0;
-    for (int d = 0; d < 3; ++d) ok = ok && (a.o.shape[d] <= 1 || (a.o.strides[d] * 2) % 16 == 0);
-    p.o_rows16 = ok ? 1 : 0;
-  }
 
   // one device allocation: table, then the scratch arrays (all offsets multiples of 256 bytes)
   const auto round256 = [](size_t x) { return (x + 255) / 256 * 256; };

@@ -28,10 +28,10 @@ enum class KdaRowLoads { bulk, vector, generic };
 KdaRowLoads kda_chunk_last_row_loads();
 
 // The walk kernel (chunk.cuh kernel 2 at V tiles of 32; walk_wgmma.cuh at 64; walk_rs.cuh at 64, the register-A
-// form, opt-in until measured), for tests and benchmarks: kda_chunk_set_walk forces
-// the plain walk's kernel (automatic, the default: chunk.cu's heuristic; a forced one still gives way to segments
-// where those are chosen, see kda_chunk_set_segment_chunks); kda_chunk_last_walk says which kernel the last call ran
-// (segments: the sequence-parallel walks). Process-wide, like the segment setting.
+// form, the automatic choice for a bf16 o with 16-byte aligned rows), for tests and benchmarks: kda_chunk_set_walk
+// forces the plain walk's kernel (automatic, the default: chunk.cu's heuristic; a forced one still gives way to
+// segments where those are chosen, see kda_chunk_set_segment_chunks); kda_chunk_last_walk says which kernel the last
+// call ran (segments: the sequence-parallel walks). Process-wide, like the segment setting.
 enum class KdaWalk { automatic, mma_vt32, wgmma_vt64, segments, wgmma_rs };
 void kda_chunk_set_walk(KdaWalk walk);
 KdaWalk kda_chunk_last_walk();

@@ -34,15 +34,14 @@
 //   Qg [D / 64][64 t][64 k], KdT [1][D k][64 t], Kg [D / 64][64 s][64 k], Wn hi, lo [D / 64][64 t][64 k], A_qk, Tb,
 //   V [1][64][64], decay [D]; the O stage bf16 [64 t][64 v]; eight mbarriers. RsSmem<D>::TOTAL bytes (224320 at
 //   D = 128).
-// STATUS (session 9, opt-in as KdaWalk::wgmma_rs): correct on the H200 (WalkKernelsAgree: the mma.sync walk's values
-// to 5e-7, RowLoadPathsAgree bit-equal across load paths, racecheck clean) but SLOWER than walk_wgmma.cuh: 1 x 16384
-// H64 1.955 vs 1.883 ms (first form), 1.979 (U / O alternating), 1.995 (+ an L2 prefetch two chunks ahead, since
-// removed) (docs/gpu runs 33-35). ncu (run 36, walk 955 us, 6.7 K cycles a chunk): WG 0 never waits for its
-// operands (its stage waits hold 0.2% of the samples), the tensor pipe is active 35%, and WG 0 issues ~1070
-// instructions per warp per chunk besides its 60 wgmma, at ~5 cycles each: the fragment splits (~200), the decay (64
-// + loads) and above all the O stores (32 scalar bf16 stores per thread behind a dtype branch, ~350): the one
-// warpgroup's chain is issue-latency bound, not tensor bound. The O stage (stmatrix.trans, WG 1's 16-byte stores)
-// takes the stores off it: written after run 36, NOT measured yet.
+// STATUS: the automatic walk for a bf16 o with 16-byte aligned rows (chunk.cu) since session 10. History: the first
+// forms (O stored by WG 0, 32 scalar bf16 stores per thread) were correct but slower than walk_wgmma.cuh: 1 x 16384
+// H64 1.955 vs 1.883 ms, 1.979 with U / O alternating, 1.995 with an L2 prefetch two chunks ahead (since removed)
+// (docs/gpu runs 33-35). ncu (run 36, walk 955 us, 6.7 K cycles a chunk): WG 0 never waited for its operands, the
+// tensor pipe was active 35%, and WG 0 issued ~1070 instructions per warp per chunk besides its 60 wgmma at ~5
+// cycles each (fragment splits ~200, the decay, and ~350 for the O stores): issue-latency bound on one warpgroup.
+// With O staged by stmatrix.trans and stored by WG 1 (run 37): 1.635 ms against walk_wgmma.cuh's 1.894 (1 x 16384
+// H64), 4.226 / 5.399 (1 x 65536 H32), 1.627 / 1.896 (8 x 4096 H32), 0.886 / 1.011 (10 x 819 H64).
 #pragma once
 
 #include "cuda/kda/walk_wgmma.cuh"
