@@ -207,8 +207,9 @@ struct RowCtx {  // what phase L of kda_chunk_prep needs
 };
 
 // The per-row work of phase L shared by the three load paths, for row r of the warp (index rr of its RPW rows) and
-// this lane's EPL channels: the L2-norm multipliers mq, mk and beta (sigmoid) -> shared memory (lane 0), g2 =
-// gate(g) log2 e -> gl_row (0 beyond the sequence: such rows neither decay nor update).
+// this lane's EPL channels: this lane's part of the sums of squares of q and k -> sq, sk (prep_row_norms reduces
+// them once the warp's rows are done), beta (sigmoid) -> shared memory (lane 0), g2 = gate(g) log2 e -> gl_row (0
+// beyond the sequence: such rows neither decay nor update).
 // Fast math throughout (MUFU rsqrt, ex2, lg2, rcp: relative errors ~1e-7, and softplus in its stable form
 // max(x, 0) + log(1 + exp(-|x|)), absolute error ~1e-7): far below the rounding of the bf16 operands these factors
 // scale (the prefill is not an fp32-accurate path: chunk.cuh). The IEEE forms (1 / sqrtf, expf, log1pf) cost ~60
@@ -217,24 +218,18 @@ struct RowCtx {  // what phase L of kda_chunk_prep needs
 template <int D, int kGate>
 __device__ __forceinline__ void prep_row_factors(const RowCtx<D>& c, int r, const float (&xq)[D / 32],
                                                  const float (&xk)[D / 32], const float (&xg)[D / 32], float xb,
-                                                 const float (&dtb)[D / 32], float gate_a, float (&gl_row)[D / 32]) {
+                                                 const float (&dtb)[D / 32], float gate_a, float (&gl_row)[D / 32],
+                                                 float& sq, float& sk) {
   constexpr int EPL = D / 32;
   constexpr float kLog2e = 1.4426950408889634f;
   const Params& p = c.p;
   const int gate = kGate == kGateRuntime ? p.gate : kGate;
   const bool valid = r < c.rows;
-  float mq = p.scale, mk = 1.f;  // multipliers of the raw q, k, applied when operands are formed
-  if (p.l2norm) {
-    float sq = 0.f, sk = 0.f;
+  sq = 0.f, sk = 0.f;
 #pragma unroll
-    for (int e = 0; e < EPL; ++e) {
-      sq += xq[e] * xq[e];
-      sk += xk[e] * xk[e];
-    }
-    sq = warp_sum(sq);
-    sk = warp_sum(sk);
-    mq *= rsqrtf(sq + 1e-6f);
-    mk = rsqrtf(sk + 1e-6f);
+  for (int e = 0; e < EPL; ++e) {
+    sq += xq[e] * xq[e];
+    sk += xk[e] * xk[e];
   }
 #pragma unroll
   for (int e = 0; e < EPL; ++e) {
@@ -250,8 +245,40 @@ __device__ __forceinline__ void prep_row_factors(const RowCtx<D>& c, int r, cons
     float bv = xb;
     if (valid && p.beta_sigmoid) bv = __fdividef(1.f, 1.f + __expf(-bv));  // -> 0 when the exponential overflows
     c.sBeta[r] = valid ? bv : 0.f;
-    c.sMq[r] = mq;
-    c.sMk[r] = mk;
+  }
+}
+
+// The L2-norm multipliers of the warp's 4 rows (4 warp .. + 3), from each lane's parts of their sums of squares:
+// mq = scale / ||q|| (or scale), mk = 1 / ||k|| (or 1) -> shared memory, applied when operands are formed. The 8
+// sums are reduced together by a transposed butterfly: across lane bit 16 each lane keeps 4 of them and sends the other
+// 4, across bit 8 2, across bit 4 1, then plain steps across bits 2 and 1 (9 shuffles instead of 8 x 5); lane l ends
+// with sum 4 b16 + 2 b8 + b4 (its lane bits), added in warp_sum's order (xor 16, 8, 4, 2, 1), so the same bits as one
+// warp_sum per row. Before session 9 each row took two warp_sums and every lane two rsqrt.
+template <int D>
+__device__ __forceinline__ void prep_row_norms(const RowCtx<D>& c, const float (&sq)[4], const float (&sk)[4]) {
+  const Params& p = c.p;
+  const int lane = c.lane;
+  if (!p.l2norm) {
+    if (lane < 4) c.sMq[4 * c.warp + lane] = p.scale, c.sMk[4 * c.warp + lane] = 1.f;
+    return;
+  }
+  constexpr unsigned kAll = 0xffffffffu;
+  const bool b16 = lane & 16, b8 = lane & 8, b4 = lane & 4;
+  const float v[8] = {sq[0], sq[1], sq[2], sq[3], sk[0], sk[1], sk[2], sk[3]};
+  float w[4], x[2];
+#pragma unroll
+  for (int i = 0; i < 4; ++i) w[i] = (b16 ? v[i + 4] : v[i]) + __shfl_xor_sync(kAll, b16 ? v[i] : v[i + 4], 16);
+#pragma unroll
+  for (int i = 0; i < 2; ++i) x[i] = (b8 ? w[i + 2] : w[i]) + __shfl_xor_sync(kAll, b8 ? w[i] : w[i + 2], 8);
+  float y = (b4 ? x[1] : x[0]) + __shfl_xor_sync(kAll, b4 ? x[0] : x[1], 4);
+  y += __shfl_xor_sync(kAll, y, 2);
+  y += __shfl_xor_sync(kAll, y, 1);
+  if ((lane & 3) == 0) {
+    const int idx = (b16 ? 4 : 0) + (b8 ? 2 : 0) + (b4 ? 1 : 0), r = 4 * c.warp + (idx & 3);
+    if (idx < 4)
+      c.sMq[r] = p.scale * rsqrtf(y + 1e-6f);
+    else
+      c.sMk[r] = rsqrtf(y + 1e-6f);
   }
 }
 
@@ -281,6 +308,7 @@ __device__ __forceinline__ void prep_load_rows(const RowCtx<D>& c, float (&gl)[k
   const int64_t oq = c.bb * p.s_q[0] + c.h * p.s_q[2] + ch, ok = c.bb * p.s_k[0] + c.h * p.s_k[2] + ch;
   const int64_t ov = c.bb * p.s_v[0] + c.h * p.s_v[2] + ch, og = c.bb * p.s_g[0] + c.h * p.s_g[2] + ch;
   float dtb[EPL];
+  float sq[RPW], sk[RPW];  // this lane's parts of the rows' sums of squares (prep_row_norms)
   const float gate_a = prep_gate_params<D, kGate>(c, dtb);
 #pragma unroll
   for (int b0 = 0; b0 < RPW; b0 += BATCH) {
@@ -330,9 +358,10 @@ __device__ __forceinline__ void prep_load_rows(const RowCtx<D>& c, float (&gl)[k
         sts_bf16<EPL>(c.sV + r * LDB + ch, xv);
       }
       raw_to_f32<1>(wb[rr], p.dt_beta, xb);
-      prep_row_factors<D, kGate>(c, r, xq, xk, xg, xb[0], dtb, gate_a, gl[b0 + rr]);
+      prep_row_factors<D, kGate>(c, r, xq, xk, xg, xb[0], dtb, gate_a, gl[b0 + rr], sq[b0 + rr], sk[b0 + rr]);
     }
   }
+  prep_row_norms<D>(c, sq, sk);
 }
 
 // Issue of the bulk path's row tiles (Params::rows_bulk: q, k, v, g bf16, every row 16-byte aligned), by the one
@@ -361,6 +390,7 @@ __device__ __forceinline__ void prep_bulk_rows(const RowCtx<D>& c, uint64_t* bar
   const Params& p = c.p;
   const int ch = c.lane * EPL;
   float dtb[EPL];
+  float sq[RPW], sk[RPW];  // this lane's parts of the rows' sums of squares (prep_row_norms)
   const float gate_a = prep_gate_params<D, kGate>(c, dtb);
   uint32_t wb[RPW][1];
 #pragma unroll
@@ -390,8 +420,9 @@ __device__ __forceinline__ void prep_bulk_rows(const RowCtx<D>& c, uint64_t* bar
     unpack_bf16<NW>(wk, xk);
     unpack_bf16<NW>(wg, xg);
     raw_to_f32<1>(wb[rr], p.dt_beta, xb);
-    prep_row_factors<D, kGate>(c, r, xq, xk, xg, xb[0], dtb, gate_a, gl[rr]);
+    prep_row_factors<D, kGate>(c, r, xq, xk, xg, xb[0], dtb, gate_a, gl[rr], sq[rr], sk[rr]);
   }
+  prep_row_norms<D>(c, sq, sk);
 }
 
 template <int D, bool kDiagMma>
