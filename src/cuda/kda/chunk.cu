@@ -161,8 +161,9 @@ std::atomic<KdaWalk> g_last_walk{KdaWalk::automatic};             // kda_chunk_l
 // outputs (measured: 1 x 65536 H8, 1024 chunks in 3.8 ms); kMapUs without them (a segment map: no Qg S +
 // A_qk U product and no Qg / A_qk loads, ~37% of the mma; an estimate); kScanUs per sequential scan step
 // (R_j staged from L2 + 128 x 16 fp32 FMA per thread), kLaunchUs per extra launch.
-// kRsUs: the plain walk's chunk in walk_rs.cuh (one CTA per V tile of 64; 1 x 65536 H32, 64 CTAs, run 37).
-constexpr double kFullUs = 3.7, kMapUs = 0.6 * kFullUs, kScanUs = 8, kLaunchUs = 5, kRsUs = 2.2;
+// kRsUs: the plain walk's chunk in walk_rs.cuh (one CTA per V tile of 64; ncu 1 x 65536 H32, 64 CTAs: 2.16 ms for
+// 1024 chunks, run 38).
+constexpr double kFullUs = 3.7, kMapUs = 0.6 * kFullUs, kScanUs = 8, kLaunchUs = 5, kRsUs = 2.1;
 
 // Runs of CTAs in grid order: count CTAs of equal cost (us); CTAs that return at once are left out.
 struct Runs {
