@@ -231,15 +231,19 @@ __device__ __forceinline__ void prep_row_factors(const RowCtx<D>& c, int r, cons
     sq += xq[e] * xq[e];
     sk += xk[e] * xk[e];
   }
+  // g2 = gate(g) log2 e with the constants folded: bounded lb log2 e / (1 + 2^(-a log2 e (g + dt_bias))) (one FFMA
+  // for the exponent: the loop-invariant -a log2 e dt_bias is hoisted over the rows), softplus -a log2 e softplus(x)
+  const float na2 = -gate_a * kLog2e;
 #pragma unroll
   for (int e = 0; e < EPL; ++e) {
-    float gv = xg[e];
-    const float x = xg[e] + dtb[e];
-    if (gate == kGateSoftplus)
-      gv = -gate_a * (fmaxf(x, 0.f) + __logf(1.f + __expf(-fabsf(x))));
-    else if (gate == kGateBounded)
-      gv = __fdividef(p.lb, 1.f + __expf(-gate_a * x));  // -> 0 when the exponential overflows
-    gl_row[e] = valid ? gv * kLog2e : 0.f;
+    float g2 = xg[e] * kLog2e;
+    if (gate == kGateSoftplus) {
+      const float x = xg[e] + dtb[e];
+      g2 = na2 * (fmaxf(x, 0.f) + __logf(1.f + __expf(-fabsf(x))));
+    } else if (gate == kGateBounded) {
+      g2 = __fdividef(p.lb * kLog2e, 1.f + ex2(fmaf(xg[e], na2, na2 * dtb[e])));  // -> 0 when ex2 overflows
+    }
+    gl_row[e] = valid ? g2 : 0.f;
   }
   if (c.lane == 0) {
     float bv = xb;
@@ -696,11 +700,11 @@ __global__ void __launch_bounds__(kPrepThreads, 2) kda_chunk_prep(const __grid_c
   // KdT: warp unit = 16 channels x 16 rows; lane = channel c0 + (lane & 15), rows r0 = 8 (lane >> 4) .. + 8:
   // lanes l and l + 16 fill one 32-byte sector of row c. The upper half-warp takes its row pairs in the order
   // m ^ 1 (rows 8 +- 2 apart from the lower half's): G2 and k loads bank-conflict free.
-  constexpr int kX2 = (D / 16) * (kC / 16) / kWarps;  // warp units per warp
-  static_assert(kX2 >= 1 && kX2 * kWarps == (D / 16) * (kC / 16), "whole units");
-#pragma unroll
-  for (int it = 0; it < kX2; ++it) {
-    const int u = warp + it * kWarps;
+  // With the diagonal blocks on tensor cores only the warps without an A block take KdT units (they reach phase X
+  // one block earlier; barrier stalls were the prep's first stall reason, docs/gpu run 30); else every warp.
+  constexpr int kUnitsX2 = (D / 16) * (kC / 16);
+  const int x2_first = dmma ? units : 0;
+  for (int u = warp - x2_first; u >= 0 && u < kUnitsX2; u += kWarps - x2_first) {  // warp-uniform
     const int c = 16 * (u % (D / 16)) + (lane & 15), r0 = 16 * (u / (D / 16)) + 8 * (lane >> 4);
     const int sw = lane >> 4;  // 1: pairs in the order m ^ 1
     const float gc = sGC[c];
@@ -810,21 +814,24 @@ __global__ void __launch_bounds__(kPrepThreads, 2) kda_chunk_prep(const __grid_c
     }
     __syncthreads();
   }
-  static_assert(kC * kC / 4 % kThreads == 0, "whole items");
-#pragma unroll
-  for (int it = 0; it < kC * kC / 4 / kThreads; ++it) {  // item: row i, columns j .. j + 3
-    const int e = tid + it * kThreads;
-    const int i = e >> 4, j = 4 * (e & 15);
-    float x[4] = {0.f, 0.f, 0.f, 0.f};  // blocks above the diagonal: never written
+  static_assert(kC * kC / 8 == kThreads, "one item per thread");
+  {  // item: row i, columns j .. j + 7 (one 16-byte chunk); threads 4 .. 7 of each 8 read their second float4
+     // first, so that the 8 threads of a 128-bit shared load cover 32 distinct banks
+    const int i = tid >> 3, j = 8 * (tid & 7), h0 = 4 * ((tid >> 2) & 1);
+    uint4 w = make_uint4(0u, 0u, 0u, 0u);  // blocks above the diagonal: never written
     if ((j >> 4) <= (i >> 4)) {
-      const float4 t = *reinterpret_cast<const float4*>(sT + i * LDA + j);
-      const float4 bt = *reinterpret_cast<const float4*>(sBeta + j);
-      x[0] = t.x * bt.x, x[1] = t.y * bt.y, x[2] = t.z * bt.z, x[3] = t.w * bt.w;
+      const float4 t0 = *reinterpret_cast<const float4*>(sT + i * LDA + j + h0);
+      const float4 b0 = *reinterpret_cast<const float4*>(sBeta + j + h0);
+      const float4 t1 = *reinterpret_cast<const float4*>(sT + i * LDA + j + (4 ^ h0));
+      const float4 b1 = *reinterpret_cast<const float4*>(sBeta + j + (4 ^ h0));
+      const uint32_t p0 = pack_bf16(t0.x * b0.x, t0.y * b0.y), p1 = pack_bf16(t0.z * b0.z, t0.w * b0.w);
+      const uint32_t p2 = pack_bf16(t1.x * b1.x, t1.y * b1.y), p3 = pack_bf16(t1.z * b1.z, t1.w * b1.w);
+      w = h0 ? make_uint4(p2, p3, p0, p1) : make_uint4(p0, p1, p2, p3);
     }
-    if (p.wn_in_walk)  // the wgmma walk's form: Tb to the scratch (8 bytes of one 16-byte chunk), no P4
-      sts_bf16<4>(p.scr.tb + cid * (kC * kC) + scr_tile_off<kC>(i, j), x);
+    if (p.wn_in_walk)  // the wgmma walk's form: Tb to the scratch, no P4
+      stg128(p.scr.tb + cid * (kC * kC) + scr_tile_off<kC>(i, j), w);
     else
-      sts_bf16<4>(sTb + i * LDT + j, x);
+      *reinterpret_cast<uint4*>(sTb + i * LDT + j) = w;
   }
   if (p.wn_in_walk) return;
   __syncthreads();
