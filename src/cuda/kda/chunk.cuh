@@ -15,8 +15,9 @@
 //   references and the shared-memory budget. For the wgmma walk (Params::wn_in_walk) the prep stops at Tb and
 //   stores Kg and Tb instead: that walk forms Wn and U0 itself (the same products, fp32 order aside).
 // Kernel 2, kda_chunk_walk<D, VT, NTHR> (grid: N x H x D / VT, one CTA per (sequence, head, V tile); launched
-//   at VT = 32 with 256 threads, for the segments and for grids that fit one wave; V tiles of 64 run
-//   walk_wgmma.cuh's warpgroup-MMA walk instead since session 6: the VT = 64, 512-thread form below is history):
+//   at VT = 32 with 256 threads, for the segments and for grids that fit one wave when o is not bf16 with aligned
+//   rows; V tiles of 64 run walk_rs.cuh's register-A walk (the default since session 10) or walk_wgmma.cuh's
+//   warpgroup-MMA walk instead: the VT = 64, 512-thread form below is history):
 //   the fp32 state slice S^T[VT][K] lives in registers, in the accumulator layout of its update (each warp owns
 //   a 16 x D / WN7 tile), and its bf16 hi + lo split in shared memory. The inputs of chunk c + 1 (Wn hi + lo, U0
 //   slice, KdT, decay) are prefetched with cp.async into a second buffer while chunk c computes; Qg and A_qk (one
@@ -92,6 +93,8 @@
 // Session 8 (runs 25-28): the prep's rows by tensor-map copies, its row factors in fast math, its diagonal blocks
 // on tensor cores for any gate whose data allow it (prep 1.12 -> 1.03 ms; softplus 2.654 -> 2.198 ms): 1.994 ->
 // 1.907 ms in one call.
+// Session 10 (runs 37-41): walk_rs.cuh, the state in wgmma register operands, the default walk (walk 0.86 -> 0.58
+// ms); three prep steps (1.03 -> 0.94 ms): 1 x 16384 H64 1.88 -> 1.55 ms.
 // Before that (run 10, docs/BENCHMARKS.md): the prep's stores staged 16-byte coalesced (prep 1.77 -> 1.47 ms),
 // the walk's fragments by ldmatrix with U kept row-major (-5%), sequence parallelism for few heads (1 x 65536
 // H8: 4.64 -> 2.38 ms). What would close the gap further: the two passes move ~3.4 KB of scratch per token-head
