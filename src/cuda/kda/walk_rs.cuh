@@ -93,7 +93,6 @@ __global__ void __launch_bounds__(kRsThreads, 1) kda_chunk_walk_rs(const Params 
   constexpr int NJ = D / 8;    // n8 tiles of the state's k columns
   constexpr int KS = D / 16;   // k-steps over k = D
   constexpr int KT = kC / 16;  // k-steps over the 64 chunk rows
-  constexpr int NH = D / 64;   // n64 halves of Wn's columns
   constexpr uint32_t kAtom = uint32_t(kC) * 128;  // bytes of one atom column of a 64-row tile
   extern __shared__ __align__(128) unsigned char smem_raw[];
   unsigned char* const smem = smem_raw + ((1024u - (smem_u32(smem_raw) & 1023u)) & 1023u);
@@ -182,30 +181,7 @@ __global__ void __launch_bounds__(kRsThreads, 1) kda_chunk_walk_rs(const Params 
     for (int64_t c = cbeg; c < cend; ++c) {
       unsigned char* const sb = stage(c);
       mbar_wait(bar_full + slot(c), parity(c));  // Kg(c), Tb(c) (and the rest of the stage)
-      const uint64_t dTb = wgmma::desc_sw128(sb + L::TB), dKg = wgmma::desc_sw128(sb + L::KG);
-      float acc[NH][8][4];
-#pragma unroll
-      for (int nh = 0; nh < NH; ++nh) {
-#pragma unroll
-        for (int j = 0; j < 8; ++j) acc[nh][j][0] = acc[nh][j][1] = acc[nh][j][2] = acc[nh][j][3] = 0.f;
-        wgmma::fence_operands(acc[nh]);
-      }
-      wgmma::fence();
-#pragma unroll
-      for (int nh = 0; nh < NH; ++nh)
-#pragma unroll
-        for (int ks = 0; ks < KT; ++ks)
-          wgmma::mma<64, 0, 1>(acc[nh], wgmma::desc_add(dTb, 32u * ks),
-                               wgmma::desc_add(dKg, uint32_t(nh) * kAtom + 2048u * ks));
-      wgmma::commit();
-      wgmma::wait<0>();
-      bf16* const sWh = reinterpret_cast<bf16*>(sb + L::WH);
-      bf16* const sWl = reinterpret_cast<bf16*>(sb + L::WL);
-#pragma unroll
-      for (int nh = 0; nh < NH; ++nh) {
-        wgmma::fence_operands(acc[nh]);
-        split_store_acc<kC, 8, -1>(sWh, sWl, acc[nh], 64 * nh, tid);
-      }
+      form_wn<D>(sb + L::TB, sb + L::KG, reinterpret_cast<bf16*>(sb + L::WH), reinterpret_cast<bf16*>(sb + L::WL), tid);
       cp_async_wait<0>();  // this thread's V(c) pieces
       fence_proxy_async();
       mbar_arrive(bar_wn + slot(c));

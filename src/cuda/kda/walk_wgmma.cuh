@@ -170,6 +170,38 @@ __device__ __forceinline__ void split_store_acc(bf16* hi, bf16* lo, const float 
   }
 }
 
+// Wn = -Tb Kg of one chunk by the calling warpgroup (m64 t x n D k, k = 64 s: Tb [64 t][64 s] K-major and Kg
+// [D / 64][64 s][64 k] MN-major, 128B-swizzled tiles at sTb, sKg), stored as bf16 hi + lo [D / 64][64 t][64 k] at
+// sWh, sWl (split_store_acc; tid: the thread's index, its warpgroup's warps 4 (tid / 128) ..).
+template <int D>
+__device__ __forceinline__ void form_wn(const unsigned char* sTb, const unsigned char* sKg, bf16* sWh, bf16* sWl,
+                                        int tid) {
+  constexpr int NH = D / 64, KT = kC / 16;        // n64 halves of Wn's columns, k-steps over the 64 chunk rows
+  constexpr uint32_t kAtom = uint32_t(kC) * 128;  // bytes of one atom column of a 64-row tile
+  const uint64_t dTb = wgmma::desc_sw128(sTb), dKg = wgmma::desc_sw128(sKg);
+  float acc[NH][8][4];
+#pragma unroll
+  for (int nh = 0; nh < NH; ++nh) {
+#pragma unroll
+    for (int j = 0; j < 8; ++j) acc[nh][j][0] = acc[nh][j][1] = acc[nh][j][2] = acc[nh][j][3] = 0.f;
+    wgmma::fence_operands(acc[nh]);
+  }
+  wgmma::fence();
+#pragma unroll
+  for (int nh = 0; nh < NH; ++nh)
+#pragma unroll
+    for (int ks = 0; ks < KT; ++ks)
+      wgmma::mma<64, 0, 1>(acc[nh], wgmma::desc_add(dTb, 32u * ks),
+                           wgmma::desc_add(dKg, uint32_t(nh) * kAtom + 2048u * ks));
+  wgmma::commit();
+  wgmma::wait<0>();
+#pragma unroll
+  for (int nh = 0; nh < NH; ++nh) {
+    wgmma::fence_operands(acc[nh]);
+    split_store_acc<kC, 8, -1>(sWh, sWl, acc[nh], 64 * nh, tid);
+  }
+}
+
 // Barrier of the 128 threads of warpgroup w (named barrier 2 + w), and of warpgroups 0 and 1 (named barrier 1;
 // 0 is __syncthreads, which WG 2's early exit rules out after the set-up).
 __device__ __forceinline__ void wg_sync(int w) { asm volatile("bar.sync %0, 128;" ::"r"(2 + w) : "memory"); }
@@ -184,9 +216,6 @@ __device__ __forceinline__ void walk_wg_form_wn(const Params& p, unsigned char* 
                                                 int h, int v0, uint64_t* bar_kg, uint64_t* bar_formed,
                                                 uint64_t* bar_read, int tid) {
   using L = WgSmem<D>;
-  constexpr int NH = D / 64;  // n64 halves of Wn's columns
-  constexpr int KT = kC / 16;
-  constexpr uint32_t kAtom = uint32_t(kC) * 128;
   bf16* const sWh = reinterpret_cast<bf16*>(smem + L::WH);
   bf16* const sWl = reinterpret_cast<bf16*>(smem + L::WL);
   const auto kbuf = [&](int64_t c) { return smem + L::KBUF0 + size_t((c - cbeg) & 1) * L::kKBuf; };
@@ -200,28 +229,7 @@ __device__ __forceinline__ void walk_wg_form_wn(const Params& p, unsigned char* 
         cp_async_commit();  // one group per chunk
     }
     mbar_wait(bar_kg + ((c - cbeg) & 1), uint32_t((c - cbeg) >> 1) & 1u);
-    const uint64_t dTb = wgmma::desc_sw128(kbuf(c) + L::BTB), dKg = wgmma::desc_sw128(kbuf(c) + L::BKG);
-    float acc[NH][8][4];
-#pragma unroll
-    for (int nh = 0; nh < NH; ++nh) {
-#pragma unroll
-      for (int j = 0; j < 8; ++j) acc[nh][j][0] = acc[nh][j][1] = acc[nh][j][2] = acc[nh][j][3] = 0.f;
-      wgmma::fence_operands(acc[nh]);
-    }
-    wgmma::fence();
-#pragma unroll
-    for (int nh = 0; nh < NH; ++nh)
-#pragma unroll
-      for (int ks = 0; ks < KT; ++ks)
-        wgmma::mma<64, 0, 1>(acc[nh], wgmma::desc_add(dTb, 32u * ks),
-                             wgmma::desc_add(dKg, uint32_t(nh) * kAtom + 2048u * ks));
-    wgmma::commit();
-    wgmma::wait<0>();
-#pragma unroll
-    for (int nh = 0; nh < NH; ++nh) {
-      wgmma::fence_operands(acc[nh]);
-      split_store_acc<kC, 8, -1>(sWh, sWl, acc[nh], 64 * nh, tid);
-    }
+    form_wn<D>(kbuf(c) + L::BTB, kbuf(c) + L::BKG, sWh, sWl, tid);
     cp_async_wait<1>();  // this thread's V(c) pieces (the newest group is chunk c + 1's)
     fence_proxy_async();
     mbar_arrive(bar_formed);
