@@ -67,8 +67,11 @@ for dir in ${AB:-}; do  # each overlay built and timed in turn, its lines prefix
   overlay_tree "$src" "$dir" && build "$src" $target && echo "$(el) [$name] built" &&
     bench "$src/build/cuda/bench/$target" "[$name] "
 done
-KIMI_SEQPAR_SMALL=1 timeout 150 compute-sanitizer --tool racecheck --error-exitcode 9 $T --gtest_brief=1 \
-  --gtest_filter="$sanitized" >/tmp/quick-racecheck.log 2>&1
+KIMI_SEQPAR_SMALL=1 timeout 150 compute-sanitizer --tool racecheck --error-exitcode 9 $T \
+  --gtest_filter="$sanitized" >/tmp/quick-racecheck.log 2>&1  # (not brief: each test's name before its hazards)
 rc=$?; echo "$(el) racecheck: exit $rc; $(grep -E 'RACECHECK SUMMARY|ERROR SUMMARY' /tmp/quick-racecheck.log | tail -1)"
-[ $rc -eq 0 ] || head -c 2000000 /tmp/quick-racecheck.log >"$OUT/racecheck.log"  # the hazards, for the next step
+if [ $rc -ne 0 ]; then  # the report for the next step, and which kernels and tests the hazards are in
+  head -c 2000000 /tmp/quick-racecheck.log >"$OUT/racecheck.log"
+  grep -oE "kda_[a-z_]+<[^>]*>|^\[ RUN +\] [A-Za-z_./0-9]+" /tmp/quick-racecheck.log | uniq -c | head -40
+fi
 echo "$(el) done"
