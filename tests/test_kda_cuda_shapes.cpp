@@ -46,8 +46,9 @@ double rel_rms(const std::vector<double>& got, const std::vector<double>& ref) {
   return den > 0 ? std::sqrt(num / den) : std::sqrt(num);
 }
 
-// x rounded to bf16 (nearest even; finite x), as the kernels round their fp32 outputs on a bf16 store
-double bf16_round(double x) {
+// x rounded to bf16 (nearest even; finite x), as the kernels round their fp32 outputs on a bf16 store (used by the
+// CUDA-only cases)
+[[maybe_unused]] double bf16_round(double x) {
   uint32_t u;
   const float f = float(x);
   std::memcpy(&u, &f, 4);
