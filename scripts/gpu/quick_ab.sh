@@ -9,9 +9,11 @@
 #     KdaDecodeStep.*, compute-sanitizer memcheck of the CUDA ones, the benchmark's decode-step lines;
 # then, for each directory of AB="dir ..." (files at their repository paths laid over a copy of the tree, e.g. main's
 # versions of the changed files from `git archive`), the same benchmark of that build, prefixed [<dir's name>]: a
-# change and what it replaced timed in the same call; last, compute-sanitizer racecheck on the op's small CUDA cases.
-#   [OP=decode] [AB="ab/base ab/step1"] [SHAPES="0 3"] [WALKS="wg rs"] bash scripts/gpu/quick_ab.sh
-# Output: $OUT/quick.log (and $OUT/racecheck.log, the report, when racecheck finds hazards).
+# change and what it replaced timed in the same call (AB_TESTS=1: each overlay also built with the tests and
+# checked like the tree, racecheck included: several branches validated in one call); last, compute-sanitizer
+# racecheck on the op's small CUDA cases (RACECHECK=0: not for the tree).
+#   [OP=decode] [AB="ab/base ab/step1"] [AB_TESTS=1] [SHAPES="0 3"] [WALKS="wg rs"] bash scripts/gpu/quick_ab.sh
+# Output: $OUT/quick.log (and $OUT/racecheck[-<name>].log, the report, where racecheck finds hazards).
 set -uo pipefail
 OUT=${OUT:-/tmp/kimi-gpu-out}
 mkdir -p "$OUT"
@@ -25,9 +27,12 @@ OP=${OP:-prefill}
 case $OP in
   prefill)
     target=kimi_bench_kda_prefill
-    cases='*kda_chunk*cuda*:KdaCudaShapes.RowLoadPathsAgree:KdaCudaShapes.WalkKernelsAgree:KdaCudaShapes.ShortAndRaggedT'
-    cases="$cases:KdaCudaShapes.GateSweepExtremes:CudaKdaSeqPar*"
+    cases='*kda_chunk*cuda*:KdaCudaShapes.RowLoadPathsAgree:KdaCudaShapes.WalkKernelsAgree'
+    cases="$cases:KdaCudaShapes.ShortAndRaggedT"
+    cases="$cases:KdaCudaShapes.GateSweepExtremes:CudaKdaSeqPar*:KdaCudaShapes.AutomaticWalkChoice"
+    cases="$cases:KdaCudaShapes.SegmentWalksAgree"  # (branch seg-rs's test; a filter may name tests that do not exist)
     sanitized='*kda_chunk_fwd_bf16_cuda*:KdaCudaShapes.WalkKernelsAgree:KdaCudaShapes.RowLoadPathsAgree'
+    sanitized="$sanitized:CudaKdaSeqPar*:KdaCudaShapes.SegmentWalksAgree"
     bench() {  # binary, prefix
       for sh in ${SHAPES:-0 3 5 6}; do
         if [ -n "${WALKS:-}" ]; then
@@ -52,26 +57,39 @@ build() {  # source dir, targets...
 }
 build . kimi_tests $target || exit 1
 echo "$(el) build ok"
-T=./build/cuda/tests/kimi_tests
-KIMI_SEQPAR_SMALL=1 timeout 120 $T --gtest_brief=1 --gtest_filter="$cases" >/tmp/quick-tests.log 2>&1
-rc=$?; echo "$(el) $OP tests: exit $rc; $(grep -E '^\[  PASSED|^\[  FAILED' /tmp/quick-tests.log | tr '\n' ' ')"
-grep -E "^\[  FAILED|Failure" -A3 /tmp/quick-tests.log | head -20
-if [ "$OP" = decode ]; then
-  timeout 90 compute-sanitizer --tool memcheck --error-exitcode 9 $T --gtest_brief=1 --gtest_filter="$sanitized" \
-    >/tmp/quick-memcheck.log 2>&1
-  rc=$?; echo "$(el) memcheck: exit $rc; $(grep -E 'ERROR SUMMARY' /tmp/quick-memcheck.log | tail -1)"
-fi
+check() {  # test binary, prefix, log tag: the op's cases (and the decode memcheck)
+  local T=$1 pre=$2 tag=$3
+  KIMI_SEQPAR_SMALL=1 timeout 120 $T --gtest_brief=1 --gtest_filter="$cases" >/tmp/quick-tests$tag.log 2>&1
+  rc=$?
+  echo "$(el) $pre$OP tests: exit $rc; $(grep -E '^\[  PASSED|^\[  FAILED' /tmp/quick-tests$tag.log | tr '\n' ' ')"
+  grep -E "^\[  FAILED|Failure" -A3 /tmp/quick-tests$tag.log | head -20
+  if [ "$OP" = decode ]; then
+    timeout 90 compute-sanitizer --tool memcheck --error-exitcode 9 $T --gtest_brief=1 --gtest_filter="$sanitized" \
+      >/tmp/quick-memcheck$tag.log 2>&1
+    rc=$?; echo "$(el) ${pre}memcheck: exit $rc; $(grep -E 'ERROR SUMMARY' /tmp/quick-memcheck$tag.log | tail -1)"
+  fi
+}
+racecheck() {  # test binary, prefix, log tag; on hazards: the report to $OUT/racecheck<tag>.log, and which kernels
+  local T=$1 pre=$2 tag=$3   # and tests they are in (not brief: each test's name comes before its hazards)
+  KIMI_SEQPAR_SMALL=1 timeout 150 compute-sanitizer --tool racecheck --error-exitcode 9 $T \
+    --gtest_filter="$sanitized" >/tmp/quick-racecheck$tag.log 2>&1
+  rc=$?
+  echo "$(el) ${pre}racecheck: exit $rc; $(grep -E 'RACECHECK SUMMARY|ERROR SUMMARY' /tmp/quick-racecheck$tag.log |
+    tail -1)"
+  if [ $rc -ne 0 ]; then
+    head -c 2000000 /tmp/quick-racecheck$tag.log >"$OUT/racecheck$tag.log"
+    grep -oE "kda_[a-z_]+<[^>]*>|^\[ RUN +\] [A-Za-z_./0-9]+" /tmp/quick-racecheck$tag.log | uniq -c | head -40
+  fi
+}
+check ./build/cuda/tests/kimi_tests "" ""
 bench ./build/cuda/bench/$target ""
-for dir in ${AB:-}; do  # each overlay built and timed in turn, its lines prefixed [<dir's name>]
+for dir in ${AB:-}; do  # each overlay built and timed in turn (AB_TESTS=1: also checked), its lines prefixed [<name>]
   name=$(basename "$dir") src=build/ab-$(basename "$dir")
-  overlay_tree "$src" "$dir" && build "$src" $target && echo "$(el) [$name] built" &&
-    bench "$src/build/cuda/bench/$target" "[$name] "
+  targets=$target; [ "${AB_TESTS:-0}" = 1 ] && targets="kimi_tests $target"
+  overlay_tree "$src" "$dir" && build "$src" $targets && echo "$(el) [$name] built" || continue
+  [ "${AB_TESTS:-0}" = 1 ] && check "$src/build/cuda/tests/kimi_tests" "[$name] " "-$name"
+  bench "$src/build/cuda/bench/$target" "[$name] "
+  [ "${AB_TESTS:-0}" = 1 ] && racecheck "$src/build/cuda/tests/kimi_tests" "[$name] " "-$name"
 done
-KIMI_SEQPAR_SMALL=1 timeout 150 compute-sanitizer --tool racecheck --error-exitcode 9 $T \
-  --gtest_filter="$sanitized" >/tmp/quick-racecheck.log 2>&1  # (not brief: each test's name before its hazards)
-rc=$?; echo "$(el) racecheck: exit $rc; $(grep -E 'RACECHECK SUMMARY|ERROR SUMMARY' /tmp/quick-racecheck.log | tail -1)"
-if [ $rc -ne 0 ]; then  # the report for the next step, and which kernels and tests the hazards are in
-  head -c 2000000 /tmp/quick-racecheck.log >"$OUT/racecheck.log"
-  grep -oE "kda_[a-z_]+<[^>]*>|^\[ RUN +\] [A-Za-z_./0-9]+" /tmp/quick-racecheck.log | uniq -c | head -40
-fi
+[ "${RACECHECK:-1}" = 1 ] && racecheck ./build/cuda/tests/kimi_tests "" ""
 echo "$(el) done"
