@@ -57,6 +57,10 @@
 // (commit a4addf3, `kimi check --filter kda_chunk`, bf16 vs the fp64 oracle, worse of o / final state):
 // 2.5-3.1e-3 on the test-size prefill cases, 2.7-3.2e-3 at model shapes (bar 5e-3); racecheck clean.
 //
+// Measured (H200, ncu, 1 x 16384 H64), session 10 (docs/gpu runs 38-40): 1.03 -> 0.94 ms (36.9 K warp instructions
+// per chunk-head, 40.1 K before) by the row norms' transposed butterfly, the cumsum prefix four loads at a time, the
+// folded gate constants, KdT on the warps without an A block and Tb by 16-byte items; the profile after it: phases
+// A + X 26% of the stall samples, row loads and factors 21%, the row-copy wait 10%, the substitutions 17%.
 // Measured (H200, ncu, 1 x 16384 H64), session 5 (docs/gpu/2026-11-30-h200-run11.txt, run13.txt): the bulk row
 // copies 1.47 ms against 1.50 for the vector loads in the same call; 805 M warp instructions (844 M before), LSU
 // wavefronts 71% of peak, top stall the barrier; phases A + X 37% of the instructions and 38% of the shared
@@ -257,7 +261,7 @@ __device__ __forceinline__ void prep_row_factors(const RowCtx<D>& c, int r, cons
 // sums are reduced together by a transposed butterfly: across lane bit 16 each lane keeps 4 of them and sends the other
 // 4, across bit 8 2, across bit 4 1, then plain steps across bits 2 and 1 (9 shuffles instead of 8 x 5); lane l ends
 // with sum 4 b16 + 2 b8 + b4 (its lane bits), added in warp_sum's order (xor 16, 8, 4, 2, 1), so the same bits as one
-// warp_sum per row. Before session 9 each row took two warp_sums and every lane two rsqrt.
+// warp_sum per row. Before session 10 each row took two warp_sums and every lane two rsqrt.
 template <int D>
 __device__ __forceinline__ void prep_row_norms(const RowCtx<D>& c, const float (&sq)[4], const float (&sk)[4]) {
   const Params& p = c.p;
