@@ -45,6 +45,7 @@
 #include <atomic>
 #include <cmath>
 #include <cstdint>
+#include <initializer_list>
 #include <map>
 #include <mutex>
 #include <string>
@@ -88,6 +89,17 @@ PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder() {
     return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(f);
   }();
   return fn;
+}
+
+// Whether every tensor is bf16 [B][T][H][D] with rows of `bytes`-aligned pieces: its base and the strides of its
+// first three dimensions multiples of `bytes` (a dimension of size 1 is never stepped, so its stride is free).
+bool bf16_rows_aligned(std::initializer_list<const TensorView*> tensors, int64_t bytes) {
+  for (const TensorView* t : tensors) {
+    if (t->dtype != DType::bf16 || reinterpret_cast<uintptr_t>(t->data) % size_t(bytes) != 0) return false;
+    for (int d = 0; d < 3; ++d)
+      if (t->shape[d] > 1 && (t->strides[d] * 2) % bytes != 0) return false;
+  }
+  return true;
 }
 
 // The prep's row-tile maps (kda_chunk::Params::rows_map) of q, k, v, g: bf16 [B][T][H][D] at their strides, as
@@ -408,27 +420,15 @@ void kda_chunk_fwd(const KdaArgs& a, int chunk_size, const Context& ctx) {
   p.vk = a.state_layout == StateLayout::vk ? 1 : 0;
   {  // the prep's row loads (prep.cuh, phase L): q, k, v, g bf16 with every row piece of 4 elements 8-byte aligned
      // (vector loads), and with 16-byte aligned rows (tensor-map copies of whole row tiles, where the driver
-     // encodes the maps: encode_row_tiles; the row is 2 D bytes, a multiple of 16); a
-     // dimension of size 1 (B of a varlen or one-sequence batch, H = 1) is never stepped, so its stride is free
-    const auto rows_aligned = [&](int64_t bytes) {
-      for (const TensorView* t : {&a.q, &a.k, &a.v, &a.g}) {
-        if (t->dtype != DType::bf16 || reinterpret_cast<uintptr_t>(t->data) % size_t(bytes) != 0) return false;
-        for (int d = 0; d < 3; ++d)
-          if (t->shape[d] > 1 && (t->strides[d] * 2) % bytes != 0) return false;
-      }
-      return true;
-    };
-    p.rows_bf16 = rows_aligned(8) ? 1 : 0;
-    p.rows_bulk = rows_aligned(16) && encode_row_tiles(p.rows_map, {&a.q, &a.k, &a.v, &a.g}) ? 1 : 0;
+     // encodes the maps: encode_row_tiles; the row is 2 D bytes, a multiple of 16)
+    const std::initializer_list<const TensorView*> rows{&a.q, &a.k, &a.v, &a.g};
+    p.rows_bf16 = bf16_rows_aligned(rows, 8) ? 1 : 0;
+    p.rows_bulk = bf16_rows_aligned(rows, 16) && encode_row_tiles(p.rows_map, {&a.q, &a.k, &a.v, &a.g}) ? 1 : 0;
     g_last_row_loads.store(p.rows_bulk   ? KdaRowLoads::bulk
                            : p.rows_bf16 ? KdaRowLoads::vector
                                          : KdaRowLoads::generic);
   }
-  {  // o bf16 with 16-byte aligned rows (a dimension of size 1 is never stepped): walk_rs.cuh's staged O stores
-    bool ok = a.o.dtype == DType::bf16 && reinterpret_cast<uintptr_t>(a.o.data) % 16 == 0;
-    for (int d = 0; d < 3; ++d) ok = ok && (a.o.shape[d] <= 1 || (a.o.strides[d] * 2) % 16 == 0);
-    p.o_rows16 = ok ? 1 : 0;
-  }
+  p.o_rows16 = bf16_rows_aligned({&a.o}, 16) ? 1 : 0;  // walk_rs.cuh's staged O stores
   p.H = int(H);
   p.N = int(N);
 
