@@ -403,6 +403,52 @@ TEST_F(KdaCudaShapes, AutomaticWalkChoice) {
   EXPECT_LE(rel_rms(rb.o, rf.o), 2e-3);
   EXPECT_LE(rel_rms(rb.ht, rf.ht), kSameUpToOrder);
 }
+
+// Sequence parallelism on its two walk kernels (chunk.cu: chunk.cuh's VT = 32 walk, or walk_rs.cuh where that is the
+// plain walk): segments of 2 chunks forced, so that every sequence long enough has a first segment, middle segments
+// (maps of value and identity columns) and a last one, and a short one has a single segment. Each walk within the bar
+// against fp64, the two the same values up to fp32 summation order (the same operands: the maps' products differ in
+// order only), with an fp32 o (walk_rs.cuh's scalar O stores) and a bf16 o (its O stage).
+TEST_F(KdaCudaShapes, SegmentWalksAgree) {
+  struct Config {
+    int64_t B, T, H, D;
+    std::vector<int64_t> lens;
+    GateForm form;
+    StateLayout layout;
+  };
+  const PlainWalks plain_walks;  // restores the automatic choices on exit
+  cuda::kda_chunk_set_segment_chunks(2);
+  for (const Config& cfg : {Config{1, 0, 3, 128, {330, 64, 1, 0, 200}, GateForm::bounded, StateLayout::vk},
+                            Config{2, 300, 2, 128, {}, GateForm::softplus, StateLayout::kv},
+                            Config{1, 0, 2, 64, {64, 400, 129}, GateForm::softplus, StateLayout::vk}}) {
+    const GpuProblem p(cfg.B, cfg.T, cfg.H, cfg.lens, cfg.form, cfg.layout, 800 + uint64_t(cfg.D), -8, 8, cfg.D);
+    const GpuProblem::Result ref = p.oracle();
+    for (const DType o_dtype : {DType::f32, DType::bf16}) {
+      const std::string what = name(p) + (o_dtype == DType::f32 ? ", fp32 o" : ", bf16 o");
+      std::vector<GpuProblem::Result> got;
+      for (const cuda::KdaWalk w : {cuda::KdaWalk::mma_vt32, cuda::KdaWalk::wgmma_rs}) {
+        cuda::kda_chunk_set_walk(w);
+        got.push_back(p.run(true, o_dtype));
+        const cuda::KdaWalk ran = w == cuda::KdaWalk::wgmma_rs ? cuda::KdaWalk::segments_rs : cuda::KdaWalk::segments;
+        EXPECT_EQ(int(cuda::kda_chunk_last_walk()), int(ran)) << what;
+        EXPECT_EQ(cuda::kda_chunk_last_segment_chunks(), 2) << what;
+        const GpuProblem::Result& r = got.back();
+        const double eo = rel_rms(r.o, ref.o), eh = rel_rms(r.ht, ref.ht);
+        std::printf("[ kda_chunk_fwd cuda %s, segments on walk %d vs fp64 ] o %.2e  final state %.2e\n", what.c_str(),
+                    int(ran), eo, eh);
+        EXPECT_TRUE(all_finite(r.o) && all_finite(r.ht)) << what << " walk " << int(ran);
+        EXPECT_LE(eo, kBar) << what << " walk " << int(ran);
+        EXPECT_LE(eh, kBar) << what << " walk " << int(ran);
+      }
+      const double so = rel_rms(got[1].o, got[0].o), sh = rel_rms(got[1].ht, got[0].ht);
+      std::printf("[ kda_chunk_fwd cuda %s, segments: walk_rs.cuh vs the VT = 32 walk ] o %.2e  state %.2e\n",
+                  what.c_str(), so, sh);
+      // a bf16 o: the two fp32 values may round to neighbouring bf16 values (relative RMS up to ~2^-9 / sqrt 3)
+      EXPECT_LE(so, o_dtype == DType::f32 ? kSameUpToOrder : 2e-3) << what;
+      EXPECT_LE(sh, kSameUpToOrder) << what;
+    }
+  }
+}
 #endif
 
 }  // namespace

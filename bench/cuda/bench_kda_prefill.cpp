@@ -8,7 +8,8 @@
 // the memory floor: bytes of q, k, v, raw g, beta, o (bf16) and the state read + written, over 4.25 TB/s.
 // Arguments: [shape index 0-7] [seg=off|auto|<chunks>] (the launcher's sequence parallelism, chunk.h: off gives
 // the plain walk, for before / after in one run; the segment length used is printed) [walk=mma|wg|rs|auto] (the plain
-// walk's kernel, chunk.h kda_chunk_set_walk: chunk.cuh's mma.sync walk, walk_wgmma.cuh, walk_rs.cuh).
+// walk's kernel, chunk.h kda_chunk_set_walk: chunk.cuh's mma.sync walk, walk_wgmma.cuh, walk_rs.cuh; segments run on
+// walk_rs.cuh under rs, and under auto for this bf16 o, else on the mma.sync walk; the walk printed: chunk.h KdaWalk).
 // Run beside bench/peers/fla_kda_prefill.py (same shapes, same options) in one command on the GPU machine.
 #include <cuda_runtime.h>
 

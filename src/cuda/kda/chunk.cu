@@ -173,9 +173,20 @@ std::atomic<KdaWalk> g_last_walk{KdaWalk::automatic};             // kda_chunk_l
 // outputs (measured: 1 x 65536 H8, 1024 chunks in 3.8 ms); kMapUs without them (a segment map: no Qg S +
 // A_qk U product and no Qg / A_qk loads, ~37% of the mma; an estimate); kScanUs per sequential scan step
 // (R_j staged from L2 + 128 x 16 fp32 FMA per thread), kLaunchUs per extra launch.
-// kRsUs: the plain walk's chunk in walk_rs.cuh (one CTA per V tile of 64; ncu 1 x 65536 H32, 64 CTAs: 2.16 ms for
-// 1024 chunks, run 38).
-constexpr double kFullUs = 3.7, kMapUs = 0.6 * kFullUs, kScanUs = 8, kLaunchUs = 5, kRsUs = 2.1;
+// kRsUs: a chunk with outputs in walk_rs.cuh (one CTA per V tile of 64; ncu 1 x 65536 H32, 64 CTAs: 2.16 ms for
+// 1024 chunks, run 38); kRsMapUs without them (a segment map: no O products, 48 of the 76 m64n64k16-equivalents of
+// the chain; an estimate).
+constexpr double kFullUs = 3.7, kMapUs = 0.6 * kFullUs, kScanUs = 8, kLaunchUs = 5, kRsUs = 2.1, kRsMapUs = 0.7 * kRsUs;
+
+// The walk family the model prices, for the plain walk and for the segments alike: chunk.cuh's mma.sync walk at V
+// tiles of 32, or walk_rs.cuh at 64. full / map: us per chunk with / without outputs; nv: V tiles per head.
+struct WalkCosts {
+  double full, map;
+  int nv;
+  static WalkCosts of(bool rs, int64_t D) {
+    return rs ? WalkCosts{kRsUs, kRsMapUs, int(D / 64)} : WalkCosts{kFullUs, kMapUs, int(D / 32)};
+  }
+};
 
 // Runs of CTAs in grid order: count CTAs of equal cost (us); CTAs that return at once are left out.
 struct Runs {
@@ -222,18 +233,17 @@ double makespan(const Runs& runs, int sms) {
   return end;
 }
 
-// Modelled walk time (us) of sequences of len[n] chunks, H heads, nv V tiles of 32: plain (len_seg = 0; the
-// register-A walk's nv / 2 tiles of 64 where rs_plain) or segments of len_seg chunks (phase 1 in grid order, the
-// scan, phase 3). When a lower bound of it (work / SMs or the longest CTA, per phase) is already >= bound, that lower
-// bound is returned instead.
-double walk_model_us(const std::vector<int64_t>& len, int64_t H, int nv, int sms, int64_t len_seg, bool rs_plain,
+// Modelled walk time (us) of sequences of len[n] chunks, H heads, on the walk family w: plain (len_seg = 0) or
+// segments of len_seg chunks (phase 1 in grid order, the scan, phase 3). When a lower bound of it (work / SMs or the
+// longest CTA, per phase) is already >= bound, that lower bound is returned instead.
+double walk_model_us(const std::vector<int64_t>& len, int64_t H, const WalkCosts& w, int sms, int64_t len_seg,
                      double bound = 1e300) {
   Runs p1, p3;
   int64_t max_p = 1;
+  const int nv = w.nv;
   for (const int64_t l : len) {
     if (len_seg <= 0) {
-      if (rs_plain) p1.add(double(l) * kRsUs, H * nv / 2);
-      else p1.add(double(l) * kFullUs, H * nv);
+      p1.add(double(l) * w.full, H * nv);
       continue;
     }
     const int64_t P = std::max<int64_t>(1, (l + len_seg - 1) / len_seg);
@@ -242,9 +252,9 @@ double walk_model_us(const std::vector<int64_t>& len, int64_t H, int nv, int sms
       const double lj = double(std::min(len_seg, l - j * len_seg));
       // phase 1, per head: segment 0 its nv value CTAs (the nv identity CTAs return), a middle segment 2 nv
       // map CTAs, the last segment none; phase 3: segments j >= 1, nv CTAs per head
-      if (j == 0) p1.add(lj * kFullUs, H * nv);
-      else if (j < P - 1) p1.add(lj * kMapUs, H * 2 * nv);
-      if (j > 0) p3.add(lj * kFullUs, H * nv);
+      if (j == 0) p1.add(lj * w.full, H * nv);
+      else if (j < P - 1) p1.add(lj * w.map, H * 2 * nv);
+      if (j > 0) p3.add(lj * w.full, H * nv);
     }
   }
   const double fixed = max_p > 1 ? double(std::max<int64_t>(0, max_p - 2)) * kScanUs + 2 * kLaunchUs : 0.0;
@@ -254,32 +264,32 @@ double walk_model_us(const std::vector<int64_t>& len, int64_t H, int nv, int sms
 }
 
 // Segment length in chunks (0: the plain walk). Forced by kda_chunk_set_segment_chunks (> 0: that length,
-// < 0: never); automatic: only while the segments' VT = 32 grid fits one wave (otherwise every SM already
-// walks), then the length of the best modelled time over 2 .. 64 segments of the longest sequence, kept only
-// when it beats the plain walk's model (walk_rs.cuh where rs_plain, else chunk.cuh's VT = 32) by 20%.
-// The choice is cached per (H, D, SMs, rs_plain, sequence lengths) (the model costs 25-120 us on the host).
-int64_t segment_chunks(const std::vector<int64_t>& len, int64_t H, int64_t D, int sms, bool rs_plain) {
+// < 0: never); automatic: only while the plain walk's grid (walk family rs: walk_rs.cuh, else chunk.cuh's VT = 32)
+// fits one wave (otherwise every SM already walks), then the length of the best modelled time over 2 .. 64 segments
+// of the longest sequence, kept only when it beats the plain walk's model by 20%.
+// The choice is cached per (H, D, SMs, rs, sequence lengths) (the model costs 25-120 us on the host).
+int64_t segment_chunks(const std::vector<int64_t>& len, int64_t H, int64_t D, int sms, bool rs) {
   const int64_t forced = g_segment_chunks.load();
   if (forced != 0) return forced > 0 ? forced : 0;
-  const int nv = int(D / 32);
-  if (int64_t(len.size()) * H * nv > sms) return 0;
+  const WalkCosts w = WalkCosts::of(rs, D);
+  if (int64_t(len.size()) * H * w.nv > sms) return 0;
   const int64_t lmax = len.empty() ? 0 : *std::max_element(len.begin(), len.end());
   if (lmax < 16) return 0;
   static std::mutex mu;
   static std::map<std::vector<int64_t>, int64_t> cache;
-  std::vector<int64_t> key{H, D, sms, rs_plain ? 1 : 0};
+  std::vector<int64_t> key{H, D, sms, rs ? 1 : 0};
   key.insert(key.end(), len.begin(), len.end());
   {
     const std::lock_guard<std::mutex> lock(mu);
     if (const auto it = cache.find(key); it != cache.end()) return it->second;
   }
-  const double plain = walk_model_us(len, H, nv, sms, 0, rs_plain);
+  const double plain = walk_model_us(len, H, w, sms, 0);
   int64_t best = 0;
   double best_us = 0.8 * plain;
   for (int64_t P = 2; P <= 64; ++P) {
     const int64_t L = (lmax + P - 1) / P;
     if (L < 2) break;
-    const double t = walk_model_us(len, H, nv, sms, L, rs_plain, best_us);
+    const double t = walk_model_us(len, H, w, sms, L, best_us);
     if (t < best_us) best = L, best_us = t;
   }
   const std::lock_guard<std::mutex> lock(mu);
@@ -311,13 +321,17 @@ void launch_all(kda_chunk::Params p, bool diag_mma, KdaWalk walk, cudaStream_t s
       cudaFuncSetAttribute(prep, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared));
   launch_kernel(prep, kc::PrepSmem<D>::TOTAL, kc::kPrepThreads, p.nch * H, p, s);
   switch (walk) {
-    case KdaWalk::segments: {  // maps (and segment 0 with outputs), scan, the other segments (VT = 32)
-      const auto seg_walk = kc::kda_chunk_walk<D, 32, 256>;
+    case KdaWalk::segments:  // maps (and segment 0 with outputs), scan, the other segments; VT = 32 or walk_rs.cuh
+    case KdaWalk::segments_rs: {
+      const bool rs = walk == KdaWalk::segments_rs;
+      const auto seg_walk = rs ? kc::kda_chunk_walk_rs<D> : kc::kda_chunk_walk<D, 32, 256>;
+      const size_t smem = rs ? kc::RsSmem<D>::TOTAL : kc::WalkSmem<D, 32>::TOTAL;
+      const int threads = rs ? kc::kRsThreads : 256, nv = rs ? D / 64 : D / 32;
       p.walk_mode = kc::kWalkMaps;
-      launch_kernel(seg_walk, kc::WalkSmem<D, 32>::TOTAL, 256, p.nseg * H * 2 * (D / 32), p, s);
+      launch_kernel(seg_walk, smem, threads, p.nseg * H * 2 * nv, p, s);
       launch_kernel(kc::kda_seg_scan<D>, kc::ScanSmem<D>::TOTAL, kc::kScanThreads, N * H * (D / kc::kScanRows), p, s);
       p.walk_mode = kc::kWalkFinish;
-      launch_kernel(seg_walk, kc::WalkSmem<D, 32>::TOTAL, 256, p.nseg * H * (D / 32), p, s);
+      launch_kernel(seg_walk, smem, threads, p.nseg * H * nv, p, s);
       return;
     }
     case KdaWalk::wgmma_vt64:
@@ -337,7 +351,8 @@ void kda_chunk_set_segment_chunks(int64_t chunks) { g_segment_chunks.store(chunk
 int64_t kda_chunk_last_segment_chunks() { return g_last_segment_chunks.load(); }
 KdaRowLoads kda_chunk_last_row_loads() { return g_last_row_loads.load(); }
 void kda_chunk_set_walk(KdaWalk walk) {
-  if (walk == KdaWalk::segments) throw Error("kda_chunk_set_walk: segments are chosen by kda_chunk_set_segment_chunks");
+  if (walk == KdaWalk::segments || walk == KdaWalk::segments_rs)
+    throw Error("kda_chunk_set_walk: segments are chosen by kda_chunk_set_segment_chunks");
   g_walk.store(walk);
 }
 KdaWalk kda_chunk_last_walk() { return g_last_walk.load(); }
@@ -456,9 +471,12 @@ void kda_chunk_fwd(const KdaArgs& a, int chunk_size, const Context& ctx) {
   std::vector<int64_t> seq_len(static_cast<size_t>(N));
   for (int64_t n = 0; n < N; ++n) seq_len[size_t(n)] = seq0[size_t(n) + 1] - seq0[size_t(n)];
   // the automatic plain walk: walk_rs.cuh where its O stage applies (its scalar O stores otherwise cost more than
-  // it saves: run 33), else VT = 32 while that grid fits one wave, else VT = 64 (walk_wgmma.cuh)
+  // it saves: run 33), else VT = 32 while that grid fits one wave, else VT = 64 (walk_wgmma.cuh). Segments run on
+  // walk_rs.cuh where that is the plain walk (automatic or forced), else on the VT = 32 walk.
+  const KdaWalk forced_walk = g_walk.load();
   const bool rs_plain = p.o_rows16 != 0;
-  const int64_t len_seg = segment_chunks(seq_len, H, K, sms, rs_plain);
+  const bool rs_family = forced_walk == KdaWalk::wgmma_rs || (forced_walk == KdaWalk::automatic && rs_plain);
+  const int64_t len_seg = segment_chunks(seq_len, H, K, sms, rs_family);
   g_last_segment_chunks.store(len_seg);
   const size_t tab_main = tab.size();  // 3 * nch + N + 1
   int64_t nseg = 0;
@@ -483,13 +501,14 @@ void kda_chunk_fwd(const KdaArgs& a, int chunk_size, const Context& ctx) {
 #else
   const bool vt64 = N * H * (K / 32) > int64_t(sms);  // VT = 32 only while its grid fits one wave
 #endif
-  KdaWalk walk = g_walk.load();
+  KdaWalk walk = forced_walk;
   if (nseg > 0)
-    walk = KdaWalk::segments;
+    walk = rs_family ? KdaWalk::segments_rs : KdaWalk::segments;
   else if (walk == KdaWalk::automatic)
     walk = rs_plain ? KdaWalk::wgmma_rs : vt64 ? KdaWalk::wgmma_vt64 : KdaWalk::mma_vt32;
   g_last_walk.store(walk);
-  p.wn_in_walk = walk == KdaWalk::wgmma_vt64 || walk == KdaWalk::wgmma_rs;  // the scratch form (kda_chunk::Scratch)
+  // the scratch form (kda_chunk::Scratch)
+  p.wn_in_walk = walk == KdaWalk::wgmma_vt64 || walk == KdaWalk::wgmma_rs || walk == KdaWalk::segments_rs;
   p.v_in_walk = p.wn_in_walk && p.rows_bulk;    // v bf16 with 16-byte aligned rows: the walk copies its V tiles
 
   // one device allocation: table, then the scratch arrays (all offsets multiples of 256 bytes)

@@ -223,6 +223,65 @@ struct Params {
 enum : int { kWalkPlain = 0, kWalkMaps = 1, kWalkFinish = 2 };
 enum : int { kSegBeg = 0, kSegEnd = 1, kSegSeq = 2, kSegIdx = 3, kSegCount = 4, kSegFields = 5 };
 
+// The walk unit of one walk CTA (the header's "Segments" paragraph): its sequence, head and V tile, its chunks, where
+// its state starts (src: s0 or zero, zero, the scratch, the identity columns) and ends (dst: s1 if given, nowhere,
+// the scratch), whether it writes outputs and whether it walks value columns (U0 / the V term) or identity ones.
+// Grid: units x H x nvx, nvx = NV V tiles of VT (2 NV in phase 1: the value tiles, then the identity tiles).
+enum : int { kSrcUser = 0, kSrcZero = 1, kSrcScratch = 2, kSrcIdentity = 3 };
+enum : int { kDstUser = 0, kDstNone = 1, kDstScratch = 2 };
+struct WalkUnit {
+  int64_t n, cbeg, cend;  // sequence, chunks [cbeg, cend)
+  int h, v0;              // head; first V column (value tile) or first identity row (identity tile)
+  int src, dst;           // kSrc*, kDst*
+  bool outs, ident;       // writes o; identity columns (U0 = 0, no V term)
+  bool idle;              // nothing to do in this phase: the CTA returns
+  const float* src_p;     // kSrcScratch: [D][D] rows v, columns k
+  float* dst_p;           // kDstScratch: [D][D]
+};
+template <int D, int VT>
+__device__ __forceinline__ WalkUnit walk_unit(const Params& p, int bid) {
+  constexpr int NV = D / VT;
+  const int nvx = p.walk_mode == kWalkMaps ? 2 * NV : NV;
+  const int vt = bid % nvx;
+  WalkUnit u{};
+  u.h = (bid / nvx) % p.H;
+  u.v0 = (vt % NV) * VT;
+  u.src = kSrcUser, u.dst = kDstUser;
+  u.outs = true;
+  const int64_t unit = bid / (nvx * p.H);
+  if (p.walk_mode == kWalkPlain) {
+    u.n = unit;
+    KDA_CHUNK_ASSERT(u.n < p.N);
+    u.cbeg = p.seq0[u.n];
+    u.cend = p.seq0[u.n + 1];
+    return u;
+  }
+  const int64_t* e = p.seg + kSegFields * unit;
+  u.cbeg = e[kSegBeg], u.cend = e[kSegEnd], u.n = e[kSegSeq];
+  const int64_t j = e[kSegIdx], P = e[kSegCount];
+  const size_t blk = size_t(D) * D;
+  float* const next_start = p.seg_start + (size_t(unit + 1) * p.H + u.h) * blk;
+  if (p.walk_mode == kWalkMaps) {
+    if (j == P - 1 && P > 1) {  // last segment: phase 3 only
+      u.idle = true;
+    } else if (j == 0) {  // from the initial state, with outputs: an ordinary walk
+      u.idle = vt >= NV;
+      if (P > 1) u.dst = kDstScratch, u.dst_p = next_start;
+    } else {  // a middle segment's map: C_j (values from S = 0) and M_j (identity columns, U0 = 0)
+      u.ident = vt >= NV;
+      u.outs = false;
+      u.src = u.ident ? kSrcIdentity : kSrcZero;
+      u.dst = kDstScratch;
+      u.dst_p = u.ident ? p.seg_map + (size_t(unit) * p.H + u.h) * blk : next_start;
+    }
+  } else {  // kWalkFinish: segments j >= 1 from their start state in scratch (never from s0: s1 may alias it)
+    u.idle = j == 0;
+    u.src = kSrcScratch, u.src_p = p.seg_start + (size_t(unit) * p.H + u.h) * blk;
+    if (j < P - 1) u.dst = kDstNone;
+  }
+  return u;
+}
+
 // Walk kernel shared memory: S^T hi, lo bf16 [VT][LDB] (the fp32 state itself lives in registers); two input
 // buffers {Wn hi, Wn lo [64][LDW], U0 fp32 [64][LDU], KdT [D][LDT], decay [D]}; U hi, lo bf16 [64][LDV]
 // (row-major, as its accumulators hold it; its products read it through ldmatrix.trans); one buffer of the output
@@ -629,7 +688,7 @@ __device__ __forceinline__ void walk_prefetch_out(const Params& p, unsigned char
 template <int D, int VT, int NTHR>
 __global__ void __launch_bounds__(NTHR, 1) kda_chunk_walk(const Params p) {
   using L = WalkSmem<D, VT>;
-  constexpr int NW = NTHR / 32, NV = D / VT;
+  constexpr int NW = NTHR / 32;
   static_assert(VT == 32 && NTHR == 256, "the launched form (V tiles of 64: walk_wgmma.cuh since session 6)");
   constexpr int LDB = L::LDB, LDW = L::LDW, LDT = L::LDT, LDU = L::LDU, LDV = L::LDV;
   extern __shared__ __align__(128) unsigned char smem[];  // the swizzled tiles need 128-byte aligned rows
@@ -644,49 +703,13 @@ __global__ void __launch_bounds__(NTHR, 1) kda_chunk_walk(const Params p) {
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const int gq = lane >> 2, tq = lane & 3;  // mma fragment coordinates
 
-  // Walk unit of this CTA (see the header's "Segments" paragraph): chunk range, where the state starts
-  // (src), where it ends (dst), whether outputs are written, value or identity columns.
-  enum { kSrcUser = 0, kSrcZero = 1, kSrcScratch = 2, kSrcIdentity = 3 };
-  enum { kDstUser = 0, kDstNone = 1, kDstScratch = 2 };
-  const int bid = int(blockIdx.x);
-  const int nvx = p.walk_mode == kWalkMaps ? 2 * NV : NV;  // phase 1: V value tiles, then K identity tiles
-  const int vt = bid % nvx;
-  const int h = (bid / nvx) % p.H;
-  const int64_t unit = bid / (nvx * p.H);
-  const int v0 = (vt % NV) * VT;  // value tile: V columns v0 ..; identity tile: rows e_{v0 ..} of the map
-  int64_t n, cbeg, cend;
-  int src = kSrcUser, dst = kDstUser;
-  bool outs = true, ident = false;
-  const float* src_p = nullptr;  // kSrcScratch: [D][D] rows v, columns k
-  float* dst_p = nullptr;        // kDstScratch: [D][D]
-  if (p.walk_mode == kWalkPlain) {
-    n = unit;
-    KDA_CHUNK_ASSERT(n < p.N);
-    cbeg = p.seq0[n];
-    cend = p.seq0[n + 1];
-  } else {
-    const int64_t* e = p.seg + kSegFields * unit;
-    cbeg = e[kSegBeg], cend = e[kSegEnd], n = e[kSegSeq];
-    const int64_t j = e[kSegIdx], P = e[kSegCount];
-    const size_t blk = size_t(D) * D;
-    if (p.walk_mode == kWalkMaps) {
-      if (j == P - 1 && P > 1) return;  // last segment: phase 3 only
-      if (j == 0) {                     // from the initial state, with outputs: an ordinary walk
-        if (vt >= NV) return;
-        if (P > 1) dst = kDstScratch, dst_p = p.seg_start + (size_t(unit + 1) * p.H + h) * blk;
-      } else {  // a middle segment's map: C_j (values from S = 0) and M_j (identity columns, U0 = 0)
-        ident = vt >= NV;
-        outs = false;
-        src = ident ? kSrcIdentity : kSrcZero;
-        dst = kDstScratch;
-        dst_p = (ident ? p.seg_map + (size_t(unit) * p.H + h) * blk : p.seg_start + (size_t(unit + 1) * p.H + h) * blk);
-      }
-    } else {  // kWalkFinish: segments j >= 1 from their start state in scratch (never from s0: s1 may alias it)
-      if (j == 0) return;
-      src = kSrcScratch, src_p = p.seg_start + (size_t(unit) * p.H + h) * blk;
-      if (j < P - 1) dst = kDstNone;
-    }
-  }
+  const WalkUnit u = walk_unit<D, VT>(p, int(blockIdx.x));
+  if (u.idle) return;
+  const int h = u.h, v0 = u.v0, src = u.src, dst = u.dst;
+  const int64_t n = u.n, cbeg = u.cbeg, cend = u.cend;
+  const bool outs = u.outs, ident = u.ident;
+  const float* const src_p = u.src_p;
+  float* const dst_p = u.dst_p;
 
   // cp.async groups: the inputs of chunk c (buffer c & 1) are committed at the top of iteration c - 1, its
   // output operands (Qg, A_qk, single buffer) at the end of iteration c - 1, after every read of chunk c - 1's;

@@ -31,8 +31,9 @@ KdaRowLoads kda_chunk_last_row_loads();
 // form, the automatic choice for a bf16 o with 16-byte aligned rows), for tests and benchmarks: kda_chunk_set_walk
 // forces the plain walk's kernel (automatic, the default: chunk.cu's heuristic; a forced one still gives way to
 // segments where those are chosen, see kda_chunk_set_segment_chunks); kda_chunk_last_walk says which kernel the last
-// call ran (segments: the sequence-parallel walks). Process-wide, like the segment setting.
-enum class KdaWalk { automatic, mma_vt32, wgmma_vt64, segments, wgmma_rs };
+// call ran (segments: the sequence-parallel walks on chunk.cuh's VT = 32 walk; segments_rs: on walk_rs.cuh, taken
+// where walk_rs.cuh is the plain walk, automatic or forced). Process-wide, like the segment setting.
+enum class KdaWalk { automatic, mma_vt32, wgmma_vt64, segments, wgmma_rs, segments_rs };
 void kda_chunk_set_walk(KdaWalk walk);
 KdaWalk kda_chunk_last_walk();
 

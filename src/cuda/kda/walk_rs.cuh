@@ -62,9 +62,10 @@ struct RsSmem {
   static constexpr size_t OST = 2 * kStage;    // O(c) bf16 [64 t][64 v], 128B-swizzled (Params::o_rows16)
   static constexpr size_t BAR = OST + kTile;   // full[2], wn[2], empty[2], o_ready, o_free
   static constexpr size_t TOTAL = BAR + 8 * 8 + 1024;  // + base alignment slack
-  // bytes of one stage's bulk copies (V too when it comes from the scratch)
-  static constexpr uint32_t load_bytes(bool v_from_scratch) {
-    return uint32_t(3 * kTileD + 2 * kTile + size_t(D) * 4 + (v_from_scratch ? kTile : 0));
+  // bytes of one stage's bulk copies: KdT, Kg, Tb, decay; Qg and A_qk for a unit with outputs; V when it comes
+  // from the scratch
+  static constexpr uint32_t load_bytes(bool outs, bool v_from_scratch) {
+    return uint32_t(2 * kTileD + kTile + size_t(D) * 4 + (outs ? kTileD + kTile : 0) + (v_from_scratch ? kTile : 0));
   }
   static_assert(D == 64 || D == 128, "head sizes");
   static_assert(KDT % 1024 == 0 && KG % 1024 == 0 && WH % 1024 == 0 && WL % 1024 == 0 && AQK % 1024 == 0 &&
@@ -89,7 +90,7 @@ __device__ __forceinline__ void a_frag_split(const float (&t0)[4], const float (
 template <int D>
 __global__ void __launch_bounds__(kRsThreads, 1) kda_chunk_walk_rs(const Params p) {
   using L = RsSmem<D>;
-  constexpr int VT = L::VT, NV = D / VT;
+  constexpr int VT = L::VT;
   constexpr int NJ = D / 8;    // n8 tiles of the state's k columns
   constexpr int KS = D / 16;   // k-steps over k = D
   constexpr int KT = kC / 16;  // k-steps over the 64 chunk rows
@@ -97,15 +98,18 @@ __global__ void __launch_bounds__(kRsThreads, 1) kda_chunk_walk_rs(const Params 
   extern __shared__ __align__(128) unsigned char smem_raw[];
   unsigned char* const smem = smem_raw + ((1024u - (smem_u32(smem_raw) & 1023u)) & 1023u);
 
-  KDA_CHUNK_ASSERT(blockDim.x == kRsThreads && p.walk_mode == kWalkPlain && p.wn_in_walk);
+  KDA_CHUNK_ASSERT(blockDim.x == kRsThreads && p.wn_in_walk);
+  const WalkUnit u = walk_unit<D, VT>(p, int(blockIdx.x));
+  if (u.idle) return;  // the whole CTA: before any barrier
   const int tid = threadIdx.x, lane = tid & 31;
   const int wg = __shfl_sync(0xffffffffu, tid >> 7, 0);  // warp-uniform as ptxas sees it (wgmma.cuh)
   const int gq = lane >> 2, tq = lane & 3;
   const int r0 = 16 * ((tid >> 5) & 3) + gq;  // accumulator rows r0, r0 + 8 of this thread
-  const int bid = int(blockIdx.x);
-  const int h = (bid / NV) % p.H, v0 = (bid % NV) * VT;
-  const int64_t n = bid / (NV * p.H);
-  const int64_t cbeg = p.seq0[n], cend = p.seq0[n + 1];
+  const int h = u.h, v0 = u.v0;
+  const int64_t cbeg = u.cbeg, cend = u.cend;
+  const bool o_staged = u.outs && p.o_rows16;     // O(c) through the O stage (WG 1 stores it)
+  const bool v_tile = !u.ident;                   // the V term (value columns)
+  const bool v_scratch = v_tile && !p.v_in_walk;  // V by bulk copy from the scratch, else from v by cp.async
 
   uint64_t* const bar_full = reinterpret_cast<uint64_t*>(smem + L::BAR);  // [2] the stage's bulk copies
   uint64_t* const bar_wn = bar_full + 2;     // [2] Wn formed, V landed (WG 1's 128 arrivals)
@@ -136,17 +140,19 @@ __global__ void __launch_bounds__(kRsThreads, 1) kda_chunk_walk_rs(const Params 
       const int64_t cid = c * p.H + h;
       if (ptid == 0) {
         uint64_t* const bar = bar_full + slot(c);
-        mbar_expect_tx(bar, L::load_bytes(!p.v_in_walk));
-        bulk_g2s(sb + L::QG, p.scr.qg + cid * (kC * D), uint32_t(L::kTileD), bar);
+        mbar_expect_tx(bar, L::load_bytes(u.outs, v_scratch));
+        if (u.outs) {
+          bulk_g2s(sb + L::QG, p.scr.qg + cid * (kC * D), uint32_t(L::kTileD), bar);
+          bulk_g2s(sb + L::AQK, p.scr.aqk + cid * (kC * kC), uint32_t(L::kTile), bar);
+        }
         bulk_g2s(sb + L::KDT, p.scr.kdt + cid * (D * kC), uint32_t(L::kTileD), bar);
         bulk_g2s(sb + L::KG, p.scr.kg + cid * (kC * D), uint32_t(L::kTileD), bar);
-        bulk_g2s(sb + L::AQK, p.scr.aqk + cid * (kC * kC), uint32_t(L::kTile), bar);
         bulk_g2s(sb + L::TB, p.scr.tb + cid * (kC * kC), uint32_t(L::kTile), bar);
         bulk_g2s(sb + L::DEC, p.scr.decay + cid * D, uint32_t(D) * 4, bar);
-        if (!p.v_in_walk)
+        if (v_scratch)
           bulk_g2s(sb + L::V, p.scr.vb + cid * (kC * D) + scr_tile_off<kC>(0, v0), uint32_t(L::kTile), bar);
       }
-      if (p.v_in_walk) {  // the V tile from v: 16-byte pieces (row t, columns 8 q ..), zeros past the sequence end
+      if (v_tile && p.v_in_walk) {  // the V tile from v: 16-byte pieces (row t, columns 8 q ..), zeros past the sequence end
         const int64_t tok0 = p.tab[3 * c], bb = p.tab[3 * c + 1];
         const int rows = int(p.tab[3 * c + 2]);
         const bf16* const v = static_cast<const bf16*>(p.v) + bb * p.s_v[0] + h * p.s_v[2] + v0;
@@ -163,7 +169,7 @@ __global__ void __launch_bounds__(kRsThreads, 1) kda_chunk_walk_rs(const Params 
     // O(c) from the stage to o (Params::o_rows16), once WG 0 has staged it: 16-byte pieces (row t, columns 8 q ..),
     // rows of the sequence only
     const auto store_o = [&](int64_t c) {
-      if (!p.o_rows16) return;
+      if (!o_staged) return;
       mbar_wait(bar_oready, uint32_t(c - cbeg) & 1u);
       const int64_t tok0 = p.tab[3 * c], bb = p.tab[3 * c + 1];
       const int rows = int(p.tab[3 * c + 2]);
@@ -195,8 +201,9 @@ __global__ void __launch_bounds__(kRsThreads, 1) kda_chunk_walk_rs(const Params 
     return;
   }
 
-  // WG 0: the state S^T[v][k] (v = r0 + 8 (e / 2), k = 8 j + 2 tq + e % 2), fp32, in the state update's accumulators
-  const int64_t sbase = (int64_t(n) * p.H + h) * int64_t(D) * D;
+  // WG 0: the state S^T[v][k] (v = r0 + 8 (e / 2), k = 8 j + 2 tq + e % 2), fp32, in the state update's accumulators,
+  // from where the unit's state starts (WalkUnit::src)
+  const int64_t sbase = (int64_t(u.n) * p.H + h) * int64_t(D) * D;
   const auto state_index = [&](int v, int kk) {
     return p.vk ? sbase + int64_t(v0 + v) * D + kk : sbase + int64_t(kk) * D + v0 + v;
   };
@@ -204,8 +211,14 @@ __global__ void __launch_bounds__(kRsThreads, 1) kda_chunk_walk_rs(const Params 
 #pragma unroll
   for (int j = 0; j < NJ; ++j)
 #pragma unroll
-    for (int e = 0; e < 4; ++e)
-      st[j][e] = p.s0 ? p.s0[state_index(r0 + 8 * (e >> 1), 8 * j + 2 * tq + (e & 1))] : 0.f;
+    for (int e = 0; e < 4; ++e) {
+      const int v = r0 + 8 * (e >> 1), kk = 8 * j + 2 * tq + (e & 1);
+      float x = 0.f;
+      if (u.src == kSrcUser && p.s0) x = p.s0[state_index(v, kk)];
+      else if (u.src == kSrcScratch) x = u.src_p[size_t(v0 + v) * D + kk];
+      else if (u.src == kSrcIdentity) x = v0 + v == kk ? 1.f : 0.f;
+      st[j][e] = x;
+    }
   uint32_t sh[KS][4], sl[KS][4];  // S^T as bf16 hi + lo A fragments, k-step ks = columns 16 ks ..
   const auto split_state = [&]() {
 #pragma unroll
@@ -214,105 +227,125 @@ __global__ void __launch_bounds__(kRsThreads, 1) kda_chunk_walk_rs(const Params 
   split_state();
   const auto kstep = [](int ks) { return uint32_t(ks >> 2) * kAtom + uint32_t(ks & 3) * 32; };  // K-major, k = 16 ks
 
+  // The chain over the unit's chunks; kOuts: O is computed and written (the Qg, A_qk products), kVterm: the V term of U
+  // (value columns; identity columns have U0 = 0)
+  const auto chain = [&]<bool kOuts, bool kVterm>() {
 #pragma unroll 1
-  for (int64_t c = cbeg; c < cend; ++c) {
-    unsigned char* const sb = stage(c);
-    mbar_wait(bar_full + slot(c), parity(c));
-    mbar_wait(bar_wn + slot(c), parity(c));
-    const uint64_t dV = wgmma::desc_sw128(sb + L::V), dTb = wgmma::desc_sw128(sb + L::TB);
-    const uint64_t dWh = wgmma::desc_sw128(sb + L::WH), dWl = wgmma::desc_sw128(sb + L::WL);
-    const uint64_t dQg = wgmma::desc_sw128(sb + L::QG), dAqk = wgmma::desc_sw128(sb + L::AQK);
-    const uint64_t dKdt = wgmma::desc_sw128(sb + L::KDT);
-    {  // the state's decay, before the chunk's first wgmma (see the header)
-      const float* const dec = reinterpret_cast<const float*>(sb + L::DEC);
+    for (int64_t c = cbeg; c < cend; ++c) {
+      unsigned char* const sb = stage(c);
+      mbar_wait(bar_full + slot(c), parity(c));
+      mbar_wait(bar_wn + slot(c), parity(c));
+      const uint64_t dV = wgmma::desc_sw128(sb + L::V), dTb = wgmma::desc_sw128(sb + L::TB);
+      const uint64_t dWh = wgmma::desc_sw128(sb + L::WH), dWl = wgmma::desc_sw128(sb + L::WL);
+      const uint64_t dQg = wgmma::desc_sw128(sb + L::QG), dAqk = wgmma::desc_sw128(sb + L::AQK);
+      const uint64_t dKdt = wgmma::desc_sw128(sb + L::KDT);
+      {  // the state's decay, before the chunk's first wgmma (see the header)
+        const float* const dec = reinterpret_cast<const float*>(sb + L::DEC);
 #pragma unroll
-      for (int j = 0; j < NJ; ++j) {
-        const float2 dk = *reinterpret_cast<const float2*>(dec + 8 * j + 2 * tq);
-        st[j][0] *= dk.x, st[j][1] *= dk.y, st[j][2] *= dk.x, st[j][3] *= dk.y;
+        for (int j = 0; j < NJ; ++j) {
+          const float2 dk = *reinterpret_cast<const float2*>(dec + 8 * j + 2 * tq);
+          st[j][0] *= dk.x, st[j][1] *= dk.y, st[j][2] *= dk.x, st[j][3] *= dk.y;
+        }
       }
-    }
-    float acc_u[VT / 8][4], acc_o[VT / 8][4];  // U^T [v][t], O^T [v][t]
-#pragma unroll
-    for (int j = 0; j < VT / 8; ++j)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) acc_u[j][e] = acc_o[j][e] = 0.f;
-    wgmma::fence_operands(acc_u);
-    wgmma::fence_operands(acc_o);
-    wgmma::fence();
-    // G1, one group, the products of U and of O alternating: two independent accumulator chains, so that
-    // each wgmma need not wait for the previous one's accumulation (a single chain of N = 64 wgmma runs at ~3x the
-    // tensor pipe's issue interval: session 9, docs/gpu run 33).
-    //   U^T = S^T Wn^T + V^T Tb^T;  O^T = S^T Qg^T
-#pragma unroll
-    for (int ks = 0; ks < KS; ++ks) {
-      const uint32_t o = kstep(ks);
-      wgmma::mma_rs<VT>(acc_u, sh[ks], wgmma::desc_add(dWh, o));
-      wgmma::mma_rs<VT>(acc_o, sh[ks], wgmma::desc_add(dQg, o));
-      wgmma::mma_rs<VT>(acc_u, sl[ks], wgmma::desc_add(dWh, o));
-      wgmma::mma_rs<VT>(acc_o, sl[ks], wgmma::desc_add(dQg, o));
-      wgmma::mma_rs<VT>(acc_u, sh[ks], wgmma::desc_add(dWl, o));
-    }
-#pragma unroll
-    for (int ks = 0; ks < KT; ++ks)
-      wgmma::mma<VT, 1, 0>(acc_u, wgmma::desc_add(dV, 2048u * ks), wgmma::desc_add(dTb, 32u * ks));
-    wgmma::commit();
-    wgmma::wait<0>();
-    wgmma::fence_operands(acc_u);
-    wgmma::fence_operands(acc_o);
-    uint32_t uh[KT][4], ul[KT][4];  // U^T as bf16 hi + lo A fragments, k-step ks = chunk rows 16 ks ..
-#pragma unroll
-    for (int ks = 0; ks < KT; ++ks) a_frag_split(acc_u[2 * ks], acc_u[2 * ks + 1], uh[ks], ul[ks]);
-    wgmma::fence_operands(st);
-    wgmma::fence();  // the fragments and the decayed state were written by ordinary instructions
-    // G2, alternating: O^T += U^T A_qk^T; S^T += U^T KdT^T (the state update)
-#pragma unroll
-    for (int ks = 0; ks < KT; ++ks) {
-      wgmma::mma_rs<VT>(acc_o, uh[ks], wgmma::desc_add(dAqk, 32u * ks));
-      wgmma::mma_rs<D>(st, uh[ks], wgmma::desc_add(dKdt, 32u * ks));
-      wgmma::mma_rs<VT>(acc_o, ul[ks], wgmma::desc_add(dAqk, 32u * ks));
-      wgmma::mma_rs<D>(st, ul[ks], wgmma::desc_add(dKdt, 32u * ks));
-    }
-    wgmma::commit();
-    wgmma::wait<0>();
-    wgmma::fence_operands(st);
-    wgmma::fence_operands(acc_o);
-    wgmma::fence_operands(sh);  // read by G1 until its wait: kept unchanged until here
-    wgmma::fence_operands(sl);
-    wgmma::fence_operands(uh);
-    wgmma::fence_operands(ul);
-    mbar_arrive(bar_empty + slot(c));  // every read of the stage is done: WG 1 may load chunk c + 2 into it
-    if (p.o_rows16) {  // O(c) -> the O stage, transposed by stmatrix (WG 1 stores it): four 8 x 8 matrices, (v rows
-                       // + 0 / + 8) x (t columns of n8 tiles j, j + 1), per instruction, stored as rows t
-      if (c > cbeg) mbar_wait(bar_ofree, uint32_t(c - 1 - cbeg) & 1u);  // O(c - 1) has left the stage
-      const int mat = lane >> 3, v = 16 * ((tid >> 5) & 3) + 8 * (mat & 1);
-#pragma unroll
-      for (int j = 0; j < VT / 8; j += 2) {
-        uint32_t r[4];
-#pragma unroll
-        for (int m = 0; m < 4; ++m)
-          r[m] = pack_bf16(acc_o[j + (m >> 1)][2 * (m & 1)], acc_o[j + (m >> 1)][2 * (m & 1) + 1]);
-        stsm_x4_trans(sO + wgmma::sw128_off<kC>(8 * (j + (mat >> 1)) + (lane & 7), v), r);
-      }
-      mbar_arrive(bar_oready);
-    } else {  // O(c) -> o: acc_o[j][e] = O[t = 8 j + 2 tq + e % 2][v = r0 + 8 (e / 2)], rows of the sequence only
-      const int64_t tok0 = p.tab[3 * c], bb = p.tab[3 * c + 1];
-      const int rows = int(p.tab[3 * c + 2]);
-      const int64_t ob = bb * p.s_o[0] + tok0 * p.s_o[1] + h * p.s_o[2] + v0;
+      float acc_u[VT / 8][4], acc_o[VT / 8][4];  // U^T [v][t], O^T [v][t]
 #pragma unroll
       for (int j = 0; j < VT / 8; ++j)
 #pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int t = 8 * j + 2 * tq + (e & 1);
-          if (t < rows) store_1(p.o, p.dt_o, ob + t * p.s_o[1] + r0 + 8 * (e >> 1), acc_o[j][e]);
+        for (int e = 0; e < 4; ++e) acc_u[j][e] = acc_o[j][e] = 0.f;
+      wgmma::fence_operands(acc_u);
+      if constexpr (kOuts) wgmma::fence_operands(acc_o);
+      wgmma::fence();
+      // G1, one group, the products of U and of O alternating: two independent accumulator chains, so that
+      // each wgmma need not wait for the previous one's accumulation (a single chain of N = 64 wgmma runs at ~3x the
+      // tensor pipe's issue interval: session 9, docs/gpu run 33).
+      //   U^T = S^T Wn^T + V^T Tb^T;  O^T = S^T Qg^T
+#pragma unroll
+      for (int ks = 0; ks < KS; ++ks) {
+        const uint32_t o = kstep(ks);
+        wgmma::mma_rs<VT>(acc_u, sh[ks], wgmma::desc_add(dWh, o));
+        if constexpr (kOuts) wgmma::mma_rs<VT>(acc_o, sh[ks], wgmma::desc_add(dQg, o));
+        wgmma::mma_rs<VT>(acc_u, sl[ks], wgmma::desc_add(dWh, o));
+        if constexpr (kOuts) wgmma::mma_rs<VT>(acc_o, sl[ks], wgmma::desc_add(dQg, o));
+        wgmma::mma_rs<VT>(acc_u, sh[ks], wgmma::desc_add(dWl, o));
+      }
+      if constexpr (kVterm) {
+#pragma unroll
+        for (int ks = 0; ks < KT; ++ks)
+          wgmma::mma<VT, 1, 0>(acc_u, wgmma::desc_add(dV, 2048u * ks), wgmma::desc_add(dTb, 32u * ks));
+      }
+      wgmma::commit();
+      wgmma::wait<0>();
+      wgmma::fence_operands(acc_u);
+      if constexpr (kOuts) wgmma::fence_operands(acc_o);
+      uint32_t uh[KT][4], ul[KT][4];  // U^T as bf16 hi + lo A fragments, k-step ks = chunk rows 16 ks ..
+#pragma unroll
+      for (int ks = 0; ks < KT; ++ks) a_frag_split(acc_u[2 * ks], acc_u[2 * ks + 1], uh[ks], ul[ks]);
+      wgmma::fence_operands(st);
+      wgmma::fence();  // the fragments and the decayed state were written by ordinary instructions
+      // G2, alternating: O^T += U^T A_qk^T; S^T += U^T KdT^T (the state update)
+#pragma unroll
+      for (int ks = 0; ks < KT; ++ks) {
+        if constexpr (kOuts) wgmma::mma_rs<VT>(acc_o, uh[ks], wgmma::desc_add(dAqk, 32u * ks));
+        wgmma::mma_rs<D>(st, uh[ks], wgmma::desc_add(dKdt, 32u * ks));
+        if constexpr (kOuts) wgmma::mma_rs<VT>(acc_o, ul[ks], wgmma::desc_add(dAqk, 32u * ks));
+        wgmma::mma_rs<D>(st, ul[ks], wgmma::desc_add(dKdt, 32u * ks));
+      }
+      wgmma::commit();
+      wgmma::wait<0>();
+      wgmma::fence_operands(st);
+      if constexpr (kOuts) wgmma::fence_operands(acc_o);
+      wgmma::fence_operands(sh);  // read by G1 until its wait: kept unchanged until here
+      wgmma::fence_operands(sl);
+      wgmma::fence_operands(uh);
+      wgmma::fence_operands(ul);
+      mbar_arrive(bar_empty + slot(c));  // every read of the stage is done: WG 1 may load chunk c + 2 into it
+      if constexpr (kOuts) {
+        if (p.o_rows16) {  // O(c) -> the O stage, transposed by stmatrix (WG 1 stores it): four 8 x 8 matrices, (v
+                           // rows + 0 / + 8) x (t columns of n8 tiles j, j + 1), per instruction, stored as rows t
+          if (c > cbeg) mbar_wait(bar_ofree, uint32_t(c - 1 - cbeg) & 1u);  // O(c - 1) has left the stage
+          const int mat = lane >> 3, v = 16 * ((tid >> 5) & 3) + 8 * (mat & 1);
+#pragma unroll
+          for (int j = 0; j < VT / 8; j += 2) {
+            uint32_t r[4];
+#pragma unroll
+            for (int m = 0; m < 4; ++m)
+              r[m] = pack_bf16(acc_o[j + (m >> 1)][2 * (m & 1)], acc_o[j + (m >> 1)][2 * (m & 1) + 1]);
+            stsm_x4_trans(sO + wgmma::sw128_off<kC>(8 * (j + (mat >> 1)) + (lane & 7), v), r);
+          }
+          mbar_arrive(bar_oready);
+        } else {  // O(c) -> o: acc_o[j][e] = O[t = 8 j + 2 tq + e % 2][v = r0 + 8 (e / 2)], rows of the sequence only
+          const int64_t tok0 = p.tab[3 * c], bb = p.tab[3 * c + 1];
+          const int rows = int(p.tab[3 * c + 2]);
+          const int64_t ob = bb * p.s_o[0] + tok0 * p.s_o[1] + h * p.s_o[2] + v0;
+#pragma unroll
+          for (int j = 0; j < VT / 8; ++j)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+              const int t = 8 * j + 2 * tq + (e & 1);
+              if (t < rows) store_1(p.o, p.dt_o, ob + t * p.s_o[1] + r0 + 8 * (e >> 1), acc_o[j][e]);
+            }
         }
+      }
+      if (c + 1 < cend) split_state();
     }
-    if (c + 1 < cend) split_state();
-  }
-  if (p.s1) {
+  };
+  if (u.outs) chain.template operator()<true, true>();
+  else if (v_tile) chain.template operator()<false, true>();
+  else chain.template operator()<false, false>();
+
+  // the state where the unit ends (WalkUnit::dst)
+  if (u.dst == kDstUser && p.s1) {
 #pragma unroll
     for (int j = 0; j < NJ; ++j)
 #pragma unroll
       for (int e = 0; e < 4; ++e) p.s1[state_index(r0 + 8 * (e >> 1), 8 * j + 2 * tq + (e & 1))] = st[j][e];
+  } else if (u.dst == kDstScratch) {
+#pragma unroll
+    for (int j = 0; j < NJ; ++j)
+#pragma unroll
+      for (int rr = 0; rr < 2; ++rr)
+        *reinterpret_cast<float2*>(u.dst_p + size_t(v0 + r0 + 8 * rr) * D + 8 * j + 2 * tq) =
+            make_float2(st[j][2 * rr], st[j][2 * rr + 1]);
   }
 }
 
