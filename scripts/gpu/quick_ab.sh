@@ -4,7 +4,8 @@
 #   prefill: builds kimi_tests and the prefill benchmark, runs the KDA chunk cases that cover every kernel path (the
 #     conformance shapes excluded: verify_kda.sh / run_all.sh run those), the benchmark on SHAPES (indices of
 #     bench/cuda/bench_kda_prefill.cpp, default "0 3 5 6"), once per walk of WALKS if set (e.g. "wg rs": the
-#     benchmark's walk= argument, where the tree's benchmark has it; default: the launcher's choice);
+#     benchmark's walk= argument, where the tree's benchmark has it; default: the launcher's choice), or once per
+#     variant of VARIANTS (argument sets of the benchmark, commas for spaces, e.g. "seg=off seg=100 walk=mma,seg=100");
 #   decode: builds kimi_tests and the decode benchmark, runs the kda_decode_step harness cases (CPU and CUDA) and
 #     KdaDecodeStep.*, compute-sanitizer memcheck of the CUDA ones, the benchmark's decode-step lines;
 # then, for each directory of AB="dir ..." (files at their repository paths laid over a copy of the tree, e.g. main's
@@ -12,7 +13,9 @@
 # change and what it replaced timed in the same call (AB_TESTS=1: each overlay also built with the tests and
 # checked like the tree, racecheck included: several branches validated in one call); last, compute-sanitizer
 # racecheck on the op's small CUDA cases (RACECHECK=0: not for the tree).
-#   [OP=decode] [AB="ab/base ab/step1"] [AB_TESTS=1] [SHAPES="0 3"] [WALKS="wg rs"] bash scripts/gpu/quick_ab.sh
+#   [OP=decode] [AB="ab/base ab/step1"] [AB_TESTS=1] [SHAPES="0 3"] [WALKS="wg rs" | VARIANTS="seg=off seg=80"]
+#   [RACECHECK=0] [TESTS=0] bash scripts/gpu/quick_ab.sh
+# (TESTS=0: the tree's tests and racecheck skipped, for a benchmark sweep of a tree already checked.)
 # Output: $OUT/quick.log (and $OUT/racecheck[-<name>].log, the report, where racecheck finds hazards).
 set -uo pipefail
 OUT=${OUT:-/tmp/kimi-gpu-out}
@@ -35,7 +38,9 @@ case $OP in
     sanitized="$sanitized:CudaKdaSeqPar*:KdaCudaShapes.SegmentWalksAgree"
     bench() {  # binary, prefix
       for sh in ${SHAPES:-0 3 5 6}; do
-        if [ -n "${WALKS:-}" ]; then
+        if [ -n "${VARIANTS:-}" ]; then
+          for v in $VARIANTS; do echo "$2shape $sh ${v//,/ }: $(timeout 30 "$1" "$sh" ${v//,/ } | tail -1)"; done
+        elif [ -n "${WALKS:-}" ]; then
           for w in $WALKS; do timeout 30 "$1" "$sh" "walk=$w" | sed "s/^/$2/"; done
         else
           timeout 30 "$1" "$sh" | sed "s/^/$2/"
@@ -55,7 +60,8 @@ build() {  # source dir, targets...
     -DKIMI_PYTHON=OFF >/tmp/quick-configure.log 2>&1 && cmake --build build/cuda -j 16 --target "$@" \
     >/tmp/quick-build.log 2>&1) || { grep -E "error" -A5 /tmp/quick-build.log | head -40; return 1; }
 }
-build . kimi_tests $target || exit 1
+tree_targets="kimi_tests $target"; [ "${TESTS:-1}" = 0 ] && tree_targets=$target
+build . $tree_targets || exit 1
 echo "$(el) build ok"
 check() {  # test binary, prefix, log tag: the op's cases (and the decode memcheck)
   local T=$1 pre=$2 tag=$3
@@ -81,7 +87,7 @@ racecheck() {  # test binary, prefix, log tag; on hazards: the report to $OUT/ra
     grep -oE "kda_[a-z_]+<[^>]*>|^\[ RUN +\] [A-Za-z_./0-9]+" /tmp/quick-racecheck$tag.log | uniq -c | head -40
   fi
 }
-check ./build/cuda/tests/kimi_tests "" ""
+[ "${TESTS:-1}" = 1 ] && check ./build/cuda/tests/kimi_tests "" ""
 bench ./build/cuda/bench/$target ""
 for dir in ${AB:-}; do  # each overlay built and timed in turn (AB_TESTS=1: also checked), its lines prefixed [<name>]
   name=$(basename "$dir") src=build/ab-$(basename "$dir")
@@ -91,5 +97,5 @@ for dir in ${AB:-}; do  # each overlay built and timed in turn (AB_TESTS=1: also
   bench "$src/build/cuda/bench/$target" "[$name] "
   [ "${AB_TESTS:-0}" = 1 ] && racecheck "$src/build/cuda/tests/kimi_tests" "[$name] " "-$name"
 done
-[ "${RACECHECK:-1}" = 1 ] && racecheck ./build/cuda/tests/kimi_tests "" ""
+[ "${RACECHECK:-1}" = 1 ] && [ "${TESTS:-1}" = 1 ] && racecheck ./build/cuda/tests/kimi_tests "" ""
 echo "$(el) done"

@@ -21,21 +21,24 @@
 //  - CUDA-graph capture: fixed-length batches build the chunk table on the device (fixed_chunk_table, and the
 //    segment table: fixed_segment_table); varlen batches (a host-built table to upload) refuse capture with a
 //    clear error.
-//  - Segments (sequence parallelism, chunk.cuh "Segments"): considered only while the plain walk's VT = 32
-//    grid N * H * D / 32 fits one wave (more CTAs than SMs: every SM already walks, and segments triple the
-//    work). segment_chunks() models the walk time (list scheduling of the CTAs on the SMs, one per SM; 3.7 us
-//    per chunk with outputs, measured at 1 x 65536 H8; 0.6 x that for a map chunk, an estimate) for 2 .. 64
-//    segments of the longest sequence and takes the best when it beats the plain walk's model by 20%.
-//    Model: 1 x 65536 H8 (1024 chunks, 32 CTAs): plain 3.79 ms, 5 segments of 205 chunks 1.70 ms; 1 x 8192
-//    H2: 0.47 -> 0.18 ms (8 segments); 1 x 65536 H32 (128 CTAs): no segments. kda_chunk_set_segment_chunks
-//    (chunk.h) forces a length (tests) or turns them off (benchmarks).
-//    Measured on the H200 (branch seqpar, commit 694794f + this model's host speed-up), bench_kda_prefill
-//    1 x 65536 H8 bounded: plain 4.750 ms; segments of 103 / 147 / 256 / 342 chunks 3.240 / 3.011 / 3.010 /
-//    3.460 ms, i.e. walk = total - 0.89 ms prep = 2.35 / 2.12 / 2.12 / 2.57 ms against the model's 2.34 /
-//    2.12 / 2.11 / 2.55 (ncu at 205 chunks: phase 1 914 us, model 910). The automatic choice, 205 chunks:
-//    2.464 ms (run 9, abde4e9), 2.380 ms with the walk's ldmatrix fragments (run 10, docs/BENCHMARKS.md). The
-//    branch's first model (a per-CTA heap) cost ~2.5 ms of host time per call (15 ms at H32); makespan() now
-//    advances whole rounds, prunes by a lower bound and caches the choice.
+//  - Segments (sequence parallelism, chunk.cuh "Segments"), on the walk family of the plain walk: walk_rs.cuh where
+//    that is the plain walk (automatic for a bf16 o with aligned rows, or forced), else chunk.cuh's VT = 32 walk.
+//    Considered only while the plain walk's grid (N * H * D / 64 CTAs of walk_rs.cuh, N * H * D / 32 of VT = 32)
+//    fits one wave (more CTAs than SMs: every SM already walks, and segments add work). segment_chunks() models the
+//    walk time (list scheduling of the CTAs on the SMs, one per SM; WalkCosts: us per chunk with and without
+//    outputs) for 2 .. 64 segments of the longest sequence and takes the best when it comes under WalkCosts::keep
+//    of the plain walk's model (0.9 for walk_rs.cuh, fit to measurements; 0.8 for VT = 32). kda_chunk_set_segment_
+//    chunks (chunk.h) forces a length (tests) or turns them off (benchmarks).
+//    walk_rs.cuh (docs/gpu runs 42-43, bench_kda_prefill, bf16, bounded): 1 x 65536 H8 plain 2.650 ms, segments of
+//    40 / 60 / 80 / 100 / 114 / 128 / 171 / 205 / 256 / 342 chunks 1.433 / 1.339 / 1.338 / 1.517 / 1.196 / 1.253 /
+//    1.446 / 1.410 / 1.599 / 1.934 ms (the waves of 132 SMs: 100 chunks = 11 segments = 304 phase-1 CTAs, 114 = 9
+//    segments = 240); the model's walk times within 3% of (total - 0.50 ms prep) for every length. 1 x 65536 H32:
+//    plain 4.043 ms, 3 segments of 342 chunks 3.751 (model 0.88 x plain: taken), the other lengths 4.1-4.8 ms.
+//    The VT = 32 family (branch seqpar, commit 694794f), 1 x 65536 H8: plain 4.750 ms; segments of 103 / 147 / 256 /
+//    342 chunks 3.240 / 3.011 / 3.010 / 3.460 ms, the walk within 1% of the model; 2.057 ms at 205 chunks with
+//    session 10's prep (run 42), against 1.217 on walk_rs.cuh at 114 in the same run. The first model (a per-CTA
+//    heap) cost ~2.5 ms of host time per call (15 ms at H32); makespan() now advances whole rounds, prunes by a lower
+//    bound and caches the choice.
 #include <cuda.h>
 #include <cudaTypedefs.h>  // PFN_cuTensorMapEncodeTiled
 #include <cuda_runtime.h>
@@ -174,17 +177,21 @@ std::atomic<KdaWalk> g_last_walk{KdaWalk::automatic};             // kda_chunk_l
 // A_qk U product and no Qg / A_qk loads, ~37% of the mma; an estimate); kScanUs per sequential scan step
 // (R_j staged from L2 + 128 x 16 fp32 FMA per thread), kLaunchUs per extra launch.
 // kRsUs: a chunk with outputs in walk_rs.cuh (one CTA per V tile of 64; ncu 1 x 65536 H32, 64 CTAs: 2.16 ms for
-// 1024 chunks, run 38); kRsMapUs without them (a segment map: no O products, 48 of the 76 m64n64k16-equivalents of
-// the chain; an estimate).
-constexpr double kFullUs = 3.7, kMapUs = 0.6 * kFullUs, kScanUs = 8, kLaunchUs = 5, kRsUs = 2.1, kRsMapUs = 0.7 * kRsUs;
+// 1024 chunks, run 38); kRsMapUs without them (a segment map: no O products), fit to the segment sweep of run 43
+// (1 x 65536 H8 and H32, 11 segment lengths each: the model within 3% of every measured walk time, where 0.7 x
+// kRsUs was 4.7% optimistic on average).
+constexpr double kFullUs = 3.7, kMapUs = 0.6 * kFullUs, kScanUs = 8, kLaunchUs = 5, kRsUs = 2.1, kRsMapUs = 0.8 * kRsUs;
 
 // The walk family the model prices, for the plain walk and for the segments alike: chunk.cuh's mma.sync walk at V
-// tiles of 32, or walk_rs.cuh at 64. full / map: us per chunk with / without outputs; nv: V tiles per head.
+// tiles of 32, or walk_rs.cuh at 64. full / map: us per chunk with / without outputs; nv: V tiles per head; keep:
+// the fraction of the plain walk's modelled time the segments must come under to be taken (a margin for the model's
+// error: 20% where the map cost is an estimate, 10% where it was fit to measurements).
 struct WalkCosts {
   double full, map;
   int nv;
+  double keep;
   static WalkCosts of(bool rs, int64_t D) {
-    return rs ? WalkCosts{kRsUs, kRsMapUs, int(D / 64)} : WalkCosts{kFullUs, kMapUs, int(D / 32)};
+    return rs ? WalkCosts{kRsUs, kRsMapUs, int(D / 64), 0.9} : WalkCosts{kFullUs, kMapUs, int(D / 32), 0.8};
   }
 };
 
@@ -266,7 +273,7 @@ double walk_model_us(const std::vector<int64_t>& len, int64_t H, const WalkCosts
 // Segment length in chunks (0: the plain walk). Forced by kda_chunk_set_segment_chunks (> 0: that length,
 // < 0: never); automatic: only while the plain walk's grid (walk family rs: walk_rs.cuh, else chunk.cuh's VT = 32)
 // fits one wave (otherwise every SM already walks), then the length of the best modelled time over 2 .. 64 segments
-// of the longest sequence, kept only when it beats the plain walk's model by 20%.
+// of the longest sequence, kept only when it comes under WalkCosts::keep of the plain walk's model.
 // The choice is cached per (H, D, SMs, rs, sequence lengths) (the model costs 25-120 us on the host).
 int64_t segment_chunks(const std::vector<int64_t>& len, int64_t H, int64_t D, int sms, bool rs) {
   const int64_t forced = g_segment_chunks.load();
@@ -285,7 +292,7 @@ int64_t segment_chunks(const std::vector<int64_t>& len, int64_t H, int64_t D, in
   }
   const double plain = walk_model_us(len, H, w, sms, 0);
   int64_t best = 0;
-  double best_us = 0.8 * plain;
+  double best_us = w.keep * plain;
   for (int64_t P = 2; P <= 64; ++P) {
     const int64_t L = (lmax + P - 1) / P;
     if (L < 2) break;

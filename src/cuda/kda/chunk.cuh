@@ -36,7 +36,8 @@
 //   most SMs idle). Per chunk the state map is affine, S' = A_c S + B_c with A_c = diag(decay) + KdT Wn (K x K),
 //   B_c = KdT U0, the same A_c for every V column. The launcher splits each sequence into P segments of
 //   len_seg whole chunks (a segment table on the device: first chunk, end chunk, sequence, index j, count P;
-//   built on the device for capture) and runs the walk kernel three times over "walk units":
+//   built on the device for capture) and runs the walk kernel three times over "walk units" (WalkUnit, walk_unit:
+//   one CTA each; the kernel is walk_rs.cuh's at VT = 64 where that is the plain walk, else the VT = 32 one below):
 //   phase 1 (kWalkMaps, grid segments x H x 2 D / VT): segment 0 is an ordinary walk from the initial state
 //     with outputs, ending in scratch (seg_start of segment 1; in s1 when P = 1); a middle segment j walks
 //     its V value columns from S = 0 (C_j, to seg_start of segment j + 1) and, in K / VT more CTAs, identity
@@ -47,8 +48,9 @@
 //   Scratch: two [D][D] fp32 blocks per segment-head (rows v, columns k). The work is ~3x the plain walk's
 //   (maps of K + V columns, then the V columns again), so it pays only while SMs would idle: chunk.cu's
 //   heuristic models both (list scheduling of the CTAs on the SMs) and picks len_seg. Measured (H200, bf16,
-//   1 x 65536 H8): 4.75 ms -> 3.01 ms with 4 or 7 segments; harness errors with segments forced: o 2.8-3.6e-3,
-//   final state 0.2-2.5e-3 (chunk.cu has the numbers).
+//   1 x 65536 H8): 4.75 ms -> 3.01 ms with 4 or 7 segments (VT = 32, session 4); 2.650 -> 1.196 ms with 9 on
+//   walk_rs.cuh (session 11); harness errors with segments forced: o 2.8-3.6e-3, final state 0.2-2.5e-3 (chunk.cu
+//   has the numbers).
 // All products: mma.sync.m16n8k16 bf16 x bf16 -> fp32, each operand with the same precision as the former
 // single kernel (measured on the H200 vs an fp64 recurrence, bf16 inputs and output, both gate forms, T up to
 // 65536: relative RMS error 3.0-3.6e-3 on o, 1.9-2.4e-3 on the final state; the bar is 5e-3; single-bf16

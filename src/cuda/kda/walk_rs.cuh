@@ -25,16 +25,21 @@
 // in one dependent sequence: the walk's floor is that sequence, ~2.2 K cycles at the full tensor rate, against
 // ~6.6 K cycles a chunk for walk_wgmma.cuh's three-warpgroup form (its U and S splits to shared memory, two named
 // barriers and the tensor pipe shared between the two state halves' warpgroups).
+// Segments (chunk.cuh "Segments"; grid units x H x D / 64, twice that in phase 1): the CTA's WalkUnit says where its
+// state starts and ends and what it computes; a unit without outputs (a segment map) loads neither Qg nor A_qk and
+// skips the O products and stores, an identity-column unit also the V term (U0 = 0): the chain is instantiated for
+// the three cases (kOuts, kVterm). A map chunk costs ~0.8 of a chunk with outputs (chunk.cu, kRsMapUs).
 // Precision: the operands of walk_wgmma.cuh (bf16 hi + lo of S, U, Wn; fp32 accumulation); only the fp32 summation
 // order differs.
-// Registers (ptxas, CUDA 13.0): 240 at D = 128 (WG 0: the state 64, its fragments 64, U 32 and its fragments 32, O 32),
-// 188 at 64, no spills.
+// Registers (ptxas, CUDA 13.0): 254 at D = 128 (WG 0: the state 64, its fragments 64, U 32 and its fragments 32, O 32;
+// 240 before the segment forms), 189 at 64, no spills.
 //
 // Shared memory (D = 128), two stages of every operand of a chunk, each tile 128B-swizzled atom-major (wgmma.cuh):
 //   Qg [D / 64][64 t][64 k], KdT [1][D k][64 t], Kg [D / 64][64 s][64 k], Wn hi, lo [D / 64][64 t][64 k], A_qk, Tb,
 //   V [1][64][64], decay [D]; the O stage bf16 [64 t][64 v]; eight mbarriers. RsSmem<D>::TOTAL bytes (224320 at
 //   D = 128).
-// STATUS: the automatic walk for a bf16 o with 16-byte aligned rows (chunk.cu) since session 10. History: the first
+// STATUS: the automatic walk for a bf16 o with 16-byte aligned rows (chunk.cu) since session 10, and the segments' walk
+// there since session 11 (1 x 65536 H8: 2.057 ms on chunk.cuh's VT = 32 walk -> 1.217, run 42). History: the first
 // forms (O stored by WG 0, 32 scalar bf16 stores per thread) were correct but slower than walk_wgmma.cuh: 1 x 16384
 // H64 1.955 vs 1.883 ms, 1.979 with U / O alternating, 1.995 with an L2 prefetch two chunks ahead (since removed)
 // (docs/gpu runs 33-35). ncu (run 36, walk 955 us, 6.7 K cycles a chunk): WG 0 never waited for its operands, the
@@ -152,7 +157,8 @@ __global__ void __launch_bounds__(kRsThreads, 1) kda_chunk_walk_rs(const Params 
         if (v_scratch)
           bulk_g2s(sb + L::V, p.scr.vb + cid * (kC * D) + scr_tile_off<kC>(0, v0), uint32_t(L::kTile), bar);
       }
-      if (v_tile && p.v_in_walk) {  // the V tile from v: 16-byte pieces (row t, columns 8 q ..), zeros past the sequence end
+      if (v_tile && p.v_in_walk) {  // the V tile from v: 16-byte pieces (row t, columns 8 q ..), zeros past the
+                                    // sequence end
         const int64_t tok0 = p.tab[3 * c], bb = p.tab[3 * c + 1];
         const int rows = int(p.tab[3 * c + 2]);
         const bf16* const v = static_cast<const bf16*>(p.v) + bb * p.s_v[0] + h * p.s_v[2] + v0;
