@@ -33,7 +33,7 @@ case $OP in
     cases='*kda_chunk*cuda*:KdaCudaShapes.RowLoadPathsAgree:KdaCudaShapes.WalkKernelsAgree'
     cases="$cases:KdaCudaShapes.ShortAndRaggedT"
     cases="$cases:KdaCudaShapes.GateSweepExtremes:CudaKdaSeqPar*:KdaCudaShapes.AutomaticWalkChoice"
-    cases="$cases:KdaCudaShapes.SegmentWalksAgree"  # (branch seg-rs's test; a filter may name tests that do not exist)
+    cases="$cases:KdaCudaShapes.SegmentWalksAgree"
     sanitized='*kda_chunk_fwd_bf16_cuda*:KdaCudaShapes.WalkKernelsAgree:KdaCudaShapes.RowLoadPathsAgree'
     sanitized="$sanitized:CudaKdaSeqPar*:KdaCudaShapes.SegmentWalksAgree"
     bench() {  # binary, prefix

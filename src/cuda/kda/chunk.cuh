@@ -70,7 +70,7 @@
 //            82432 / 66048 B (1288 / 1032 B per token-head) for the wgmma walk with v from the scratch / from v.
 //   D =  64:  57600 B per chunk-head =  900 B per token-head; 49408 / 41216 B.
 //
-// Shared memory (bytes; D = 128 / 64): prep 105744 / 75792 (2 CTAs / SM); walk (D = 128) VT = 32: 172032 (1 CTA /
+// Shared memory (bytes; D = 128 / 64): prep 113936 / 79888 (2 CTAs / SM); walk (D = 128) VT = 32: 172032 (1 CTA /
 // SM; the former VT = 64 form: 214016; walk_wgmma.cuh: 224312). Row pads of 16 bytes (bf16) and 16-32 bytes
 // (fp32), or the walk's swizzled tiles (WalkSmem), keep the fragment loads bank-conflict free.
 // ptxas (sm_90a, CUDA 13.0 here): registers prep 64 (512 threads, capped for 2 CTAs / SM), walk 222 (VT = 32,

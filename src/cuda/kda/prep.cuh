@@ -23,11 +23,16 @@
 //      1), applied when an operand or a product is formed (q, k rounded once); v as bf16 rows; beta (sigmoid);
 //      gate -> g2 = g log2 e in registers, cumsum of the warp's rows in registers, warp totals to shared
 //      memory, then each lane adds the totals of the warps before it: G2 [64][D] fp32. decay -> scratch.
+//      Staged (Params::v_in_walk: v never enters shared memory): phase A's row operands q~ = q exp(G - R_a), k~ =
+//      k exp(G - R_a) of each row of block a, bf16, into the v and A_kk regions, once per row (R_a is the prefix
+//      of the totals when the warp's loop reaches warp 4 a: the bits of G2[16 a - 1]).
 //   A  (warps 0 .. 9, or 0 .. 5) one 16 x 16 block (a, b) of A_qk AND A_kk per warp, reference R_a =
-//      G[16a - 1] (R_0 = 0, G non-increasing since g <= 0): mma.m16n8k16 operands formed in registers from the
-//      raw q, k and G (no operand staging in shared memory):
-//        A rows   q_i exp(G_i - R_a), k_i exp(G_i - R_a)  (exponent <= 0; one exp serves both)
-//        B cols   k_j exp(R_a - G_j)                      (b < a: exponent <= 0)
+//      G[16a - 1] (R_0 = 0, G non-increasing since g <= 0): mma.m16n8k16 operands
+//        A rows   q_i exp(G_i - R_a), k_i exp(G_i - R_a)  (exponent <= 0; one exp serves both): staged, by
+//                 ldmatrix; else formed in registers from the raw q, k and G by each of the a + 1 blocks of the row
+//        B cols   k_j exp(R_a - G_j)                      (b < a: exponent <= 0), formed in registers
+//      Staged, the A warps meet at a named barrier (all threads at a __syncthreads with the per-pair diagonal) before
+//      the first A_kk store overwrites k~.
 //      Diagonal blocks (b = a): where no 16-row block decays by more than 80 (kDiagMma: the bounded gate with
 //      lower bound >= -5, always; other gates: tested per chunk-head on its G, `dmma`), the same factoring, col
 //      exponents in [0, 80] (e^80 finite in fp32 and bf16; the masked upper triangle stays finite); otherwise
@@ -57,6 +62,8 @@
 // (commit a4addf3, `kimi check --filter kda_chunk`, bf16 vs the fp64 oracle, worse of o / final state):
 // 2.5-3.1e-3 on the test-size prefill cases, 2.7-3.2e-3 at model shapes (bar 5e-3); racecheck clean.
 //
+// Session 11: the staged A rows (session 10's branch prep-ashare, rebuilt: run 41 measured 1 x 16384 H64 1.537 ->
+// 1.481 ms with racecheck hazards whose report was lost; run 44 has this form's numbers).
 // Measured (H200, ncu, 1 x 16384 H64), session 10 (docs/gpu runs 38-40): 1.03 -> 0.94 ms (36.9 K warp instructions
 // per chunk-head, 40.1 K before) by the row norms' transposed butterfly, the cumsum prefix four loads at a time, the
 // folded gate constants, KdT on the warps without an A block and Tb by 16-byte items; the profile after it: phases
@@ -85,10 +92,10 @@
 // Shared memory (bytes, D = 128 / 64): G2 fp32 [64][D + 8] (later T fp32 [64][68] + 3 x [16][16] scratch +
 // the A_qk stage bf16 [64][72], then the P4 stages) 34816 / 29696; q raw, then Kg bf16 [64][D + 8] 17408 / 9216;
 // k raw, then Tb bf16 [64][72] 17408 / 9216;
-// v bf16 [64][D + 8] 17408 / 9216; A_kk fp32 [64][68] 17408 (the cumsum warp totals [16][D] before it);
-// beta, mq, mk, GC2 1280 / 1024; the mbarrier of the bulk row copies 16 (raw g lands in the G2 region). Total
-// 105744 / 75792. Row pads keep the fragment loads, ldmatrix and the
-// 16-byte row accesses bank-conflict free.
+// v bf16 [64][D + 8] or the staged q~ 17408 / 9216; A_kk fp32 [64][68] 17408 (the staged k~ before it); the cumsum
+// warp totals [16][D] fp32 8192 / 4096; beta, mq, mk, GC2 1280 / 1024; the mbarrier of the bulk row copies 16 (raw g
+// lands in the G2 region). Total 113936 / 79888 (two CTAs: 2 x (113936 + 1 K reserved) of the SM's 228 K). Row pads
+// keep the fragment loads, ldmatrix and the 16-byte row accesses bank-conflict free.
 #pragma once
 
 #include "cuda/bulk_copy.cuh"
@@ -115,26 +122,27 @@ struct PrepSmem {
   static constexpr size_t Q = G + mx(size_t(kC) * LDG * 4, kA + kSolve + kAqk);  // q raw, then Kg
   static constexpr size_t K = Q + kRowsB;                             // k raw, then Tb
   static constexpr size_t V = K + kRowsB;                             // v
-  static constexpr size_t AKK = V + kRowsB;                           // cumsum totals, then A_kk
-  static constexpr size_t BETA = AKK + kA;
+  static constexpr size_t AKK = V + kRowsB;                           // k~ (staged), then A_kk
+  static constexpr size_t TOT = AKK + kA;                             // cumsum warp totals [16][D] fp32
+  static constexpr size_t BETA = TOT + size_t(kPrepThreads / 32) * D * 4;
   static constexpr size_t MQ = BETA + kC * 4;
   static constexpr size_t MK = MQ + kC * 4;
   static constexpr size_t GC = MK + kC * 4;
   static constexpr size_t BAR = GC + D * 4;  // mbarrier of the row copies (bulk path)
   static constexpr size_t TOTAL = BAR + 16;
   static_assert(D == 64 || D == 128, "head sizes");
-  static_assert(size_t(kPrepThreads / 32) * D * 4 <= kA, "cumsum warp totals fit the A_kk region");
+  static_assert(kRowsB <= kA, "the staged k~ rows fit the A_kk region");
   static_assert(size_t(kC) * LDT * 2 <= kRowsB, "Tb fits the k region");
   static_assert(2 * kRowsB <= Q - G && size_t(kC) * (D + 8) * 4 <= Q - G,
                 "P4 stages (Wn hi + lo bf16 [64][LDB], then U0 fp32 [64][D + 8]) fit the G region");
-  static_assert(AQS % 16 == 0 && Q % 16 == 0 && K % 16 == 0 && V % 16 == 0 && AKK % 16 == 0 && BETA % 16 == 0 && GC % 16 == 0 &&
-                    kA % 16 == 0,
+  static_assert(AQS % 16 == 0 && Q % 16 == 0 && K % 16 == 0 && V % 16 == 0 && AKK % 16 == 0 && TOT % 16 == 0 &&
+                    BETA % 16 == 0 && GC % 16 == 0 && kA % 16 == 0,
                 "16-byte aligned regions");
   static_assert(G % 128 == 0 && Q % 128 == 0 && K % 128 == 0 && V % 128 == 0, "tensor-map copy destinations");
   static_assert(BAR % 8 == 0, "mbarrier aligned (the raw g rows of the bulk path fit the G region: see above)");
   static_assert(2 * (TOTAL + 1024) <= 228 * 1024, "two CTAs per SM (sm_90: 228 KB, 1 KB reserved per CTA)");
 };
-static_assert(PrepSmem<128>::TOTAL == 105744 && PrepSmem<64>::TOTAL == 75792, "documented sizes");
+static_assert(PrepSmem<128>::TOTAL == 113936 && PrepSmem<64>::TOTAL == 79888, "documented sizes");
 
 __device__ __forceinline__ float ex2(float x) {  // 2^x, MUFU (what __expf uses after its multiply)
   float y;
@@ -454,7 +462,9 @@ __global__ void __launch_bounds__(kPrepThreads, 2) kda_chunk_prep(const __grid_c
   bf16* const sK = reinterpret_cast<bf16*>(smem + L::K);               // k raw [64][LDB]     (L - X)
   bf16* const sTb = reinterpret_cast<bf16*>(smem + L::K);              // Tb [64][LDT]        (S - P4)
   bf16* const sV = reinterpret_cast<bf16*>(smem + L::V);               // v [64][LDB]         (L - P4)
-  float* const sTot = reinterpret_cast<float*>(smem + L::AKK);         // [16][D] warp totals (L)
+  bf16* const sQs = reinterpret_cast<bf16*>(smem + L::V);              // q~ [64][LDB]        (L - A, staged)
+  bf16* const sKs = reinterpret_cast<bf16*>(smem + L::AKK);            // k~ [64][LDB]        (L - A, staged)
+  float* const sTot = reinterpret_cast<float*>(smem + L::TOT);         // [16][D] warp totals (L)
   float* const sAkk = reinterpret_cast<float*>(smem + L::AKK);         // A_kk [64][LDA]      (A - S)
   float* const sBeta = reinterpret_cast<float*>(smem + L::BETA);
   float* const sMq = reinterpret_cast<float*>(smem + L::MQ);  // per-row multiplier of the raw q
@@ -478,6 +488,9 @@ __global__ void __launch_bounds__(kPrepThreads, 2) kda_chunk_prep(const __grid_c
 
   // ---- L: rows -> q, k raw (bf16), v (bf16), beta, multipliers; G2 = cumsum(g) log2 e ----------------------
   const int ch = lane * EPL;
+  // Phase A's row operands staged once per row in phase L (q~ in the v region, k~ in the A_kk region) where v does not
+  // occupy shared memory (Params::v_in_walk); else each A block forms them in registers (the same bits).
+  const bool staged = p.v_in_walk;
   {
     float gl[RPW][EPL];  // g2 of the warp's rows, then their inclusive cumsum
     const RowCtx<D> rc{p, h, tok0, bb, rows, warp, lane, sQ, sK, sV, sGraw, sBeta, sMq, sMk};
@@ -515,10 +528,17 @@ __global__ void __launch_bounds__(kPrepThreads, 2) kda_chunk_prep(const __grid_c
     __syncthreads();
     // the totals of the warps before this one, added in warp order: four loads in flight at a time (a loop
     // over `warp` issued one load and waited on it per warp: the cumsum prefix held 8% of the stall samples)
-    float pre[EPL];
+    // R_a = G2[16 a - 1] of the warp's row block a = warp / 4 is the prefix of the 4 a warps before the block: pre
+    // when the loop reaches warp 4 a (the same additions in the same order as row 16 a - 1's own cumsum, so the
+    // same bits as sG[16 a - 1]; R_0 = 0)
+    float pre[EPL], ra[EPL];
 #pragma unroll
-    for (int e = 0; e < EPL; ++e) pre[e] = 0.f;
+    for (int e = 0; e < EPL; ++e) pre[e] = ra[e] = 0.f;
+    const int w_ra = warp & ~3;
     for (int w0 = 0; w0 < warp; w0 += 4) {  // warp-uniform
+      if (w0 == w_ra)
+#pragma unroll
+        for (int e = 0; e < EPL; ++e) ra[e] = pre[e];
       float t[4][EPL];
 #pragma unroll
       for (int u = 0; u < 4; ++u)
@@ -529,11 +549,32 @@ __global__ void __launch_bounds__(kPrepThreads, 2) kda_chunk_prep(const __grid_c
 #pragma unroll
           for (int e = 0; e < EPL; ++e) pre[e] += t[u][e];
     }
+    if (warp == w_ra)
+#pragma unroll
+      for (int e = 0; e < EPL; ++e) ra[e] = pre[e];
 #pragma unroll
     for (int rr = 0; rr < RPW; ++rr) {
 #pragma unroll
       for (int e = 0; e < EPL; ++e) gl[rr][e] += pre[e];
       sts_f32<EPL>(sG + (RPW * warp + rr) * LDG + ch, gl[rr]);
+    }
+    if (staged) {  // phase A's row operands q~ = q exp(G - R_a), k~ = k exp(G - R_a) of the warp's rows (see A)
+      constexpr int NW = EPL / 2;
+#pragma unroll
+      for (int rr = 0; rr < RPW; ++rr) {
+        const int o = (RPW * warp + rr) * LDB + ch;
+        uint32_t wq[NW], wk[NW], oq[NW], ok[NW];
+        ld_words<NW>(wq, sQ + o);
+        ld_words<NW>(wk, sK + o);
+#pragma unroll
+        for (int m = 0; m < NW; ++m) {
+          const float e0 = ex2(gl[rr][2 * m] - ra[2 * m]), e1 = ex2(gl[rr][2 * m + 1] - ra[2 * m + 1]);
+          oq[m] = pack_bf16(bf_lo(wq[m]) * e0, bf_hi(wq[m]) * e1);
+          ok[m] = pack_bf16(bf_lo(wk[m]) * e0, bf_hi(wk[m]) * e1);
+        }
+        st_words<NW>(sQs + o, oq);
+        st_words<NW>(sKs + o, ok);
+      }
     }
     if (warp == kWarps - 1) {  // row 63: GC2, decay = exp(GC) -> scratch
       float dec[EPL];
@@ -566,14 +607,15 @@ __global__ void __launch_bounds__(kPrepThreads, 2) kda_chunk_prep(const __grid_c
     dmma = !__syncthreads_or(!(span <= kDiagSpan2));
   }
 
-  // ---- A: one 16 x 16 block (a, b) of A_qk and A_kk per warp, operands formed in registers ----------------
+  // ---- A: one 16 x 16 block (a, b) of A_qk and A_kk per warp: staged A rows, B operands formed in registers -
   const int units = dmma ? 10 : 6;
   // this warp's A_qk fragments as bf16 pairs [row half rr][n8 tile], staged in phase S (the G2 region is live
   // until then) and stored from there 16-byte coalesced
   uint32_t aq[2][2] = {};
   int aq_i0 = 0, aq_j0 = 0;
+  int a = 0, b = 0;
+  float acc[2][2][4] = {};  // [A_qk, A_kk][n8 tile][fragment]
   if (warp < units) {
-    int a, b;
     if (dmma) {
       a = warp < 1 ? 0 : warp < 3 ? 1 : warp < 6 ? 2 : 3;
       b = warp - a * (a + 1) / 2;
@@ -584,7 +626,8 @@ __global__ void __launch_bounds__(kPrepThreads, 2) kda_chunk_prep(const __grid_c
     const float* const Ra = sG + (a ? 16 * a - 1 : 0) * LDG;  // R_a = G2[16a - 1] (R_0 = 0)
     const int i0 = 16 * a + gq, j0 = 16 * b + gq;
     aq_i0 = i0, aq_j0 = 16 * b;
-    float acc[2][2][4] = {};  // [A_qk, A_kk][n8 tile][fragment]
+    // the staged A rows by ldmatrix: lane l addresses row 16 a + (l & 15), columns k0 + 8 (l >> 4) (fragments 0 .. 3)
+    const int so = (16 * a + (lane & 15)) * LDB + 8 * (lane >> 4);
 #pragma unroll 2
     for (int k0 = 0; k0 < D; k0 += 16) {
       float2 R[2];
@@ -592,14 +635,19 @@ __global__ void __launch_bounds__(kPrepThreads, 2) kda_chunk_prep(const __grid_c
       for (int y = 0; y < 2; ++y)
         R[y] = a ? *reinterpret_cast<const float2*>(Ra + k0 + 2 * tq + 8 * y) : make_float2(0.f, 0.f);
       uint32_t fq[4], fk[4], fb[2][2];
+      if (staged) {
+        ldsm_x4<false>(fq, sQs + so + k0);
+        ldsm_x4<false>(fk, sKs + so + k0);
+      } else {
 #pragma unroll
-      for (int x = 0; x < 4; ++x) {  // A fragment x: row i0 + 8 (x & 1), columns k0 + 2 tq + 8 (x >> 1) + {0, 1}
-        const int i = i0 + 8 * (x & 1), c = k0 + 2 * tq + 8 * (x >> 1);
-        const float2 gg = *reinterpret_cast<const float2*>(sG + i * LDG + c);
-        const float e0 = ex2(gg.x - R[x >> 1].x), e1 = ex2(gg.y - R[x >> 1].y);
-        const uint32_t uq = lds32(sQ + i * LDB + c), uk = lds32(sK + i * LDB + c);
-        fq[x] = pack_bf16(bf_lo(uq) * e0, bf_hi(uq) * e1);
-        fk[x] = pack_bf16(bf_lo(uk) * e0, bf_hi(uk) * e1);
+        for (int x = 0; x < 4; ++x) {  // A fragment x: row i0 + 8 (x & 1), columns k0 + 2 tq + 8 (x >> 1) + {0, 1}
+          const int i = i0 + 8 * (x & 1), c = k0 + 2 * tq + 8 * (x >> 1);
+          const float2 gg = *reinterpret_cast<const float2*>(sG + i * LDG + c);
+          const float e0 = ex2(gg.x - R[x >> 1].x), e1 = ex2(gg.y - R[x >> 1].y);
+          const uint32_t uq = lds32(sQ + i * LDB + c), uk = lds32(sK + i * LDB + c);
+          fq[x] = pack_bf16(bf_lo(uq) * e0, bf_hi(uq) * e1);
+          fk[x] = pack_bf16(bf_lo(uk) * e0, bf_hi(uk) * e1);
+        }
       }
 #pragma unroll
       for (int n = 0; n < 2; ++n)
@@ -617,6 +665,15 @@ __global__ void __launch_bounds__(kPrepThreads, 2) kda_chunk_prep(const __grid_c
         mma_bf16(acc[1][n], fk, fb[n]);
       }
     }
+  }
+  if (staged) {  // every read of k~ (the A_kk region) before the first A_kk store: the A warps (the pair loop's too)
+    if (!dmma)
+      __syncthreads();
+    else if (warp < units)
+      asm volatile("bar.sync 1, %0;" ::"r"(32 * units) : "memory");
+  }
+  if (warp < units) {
+    const int i0 = 16 * a + gq, j0 = 16 * b + gq;
 #pragma unroll
     for (int rr = 0; rr < 2; ++rr) {
       const int i = i0 + 8 * rr;
