@@ -667,10 +667,17 @@ __global__ void __launch_bounds__(kPrepThreads, 2) kda_chunk_prep(const __grid_c
     }
   }
   if (staged) {  // every read of k~ (the A_kk region) before the first A_kk store: the A warps (the pair loop's too)
-    if (!dmma)
+    if (!dmma) {
       __syncthreads();
-    else if (warp < units)
-      asm volatile("bar.sync 1, %0;" ::"r"(32 * units) : "memory");
+    } else {
+      // the A warps at barrier 1; the others, which never touch the region before the next __syncthreads, at a
+      // barrier of their own (2): every thread passes the same number of barriers, without which compute-sanitizer's
+      // racecheck reports the accesses of phase S across its __syncthreads as hazards (docs/gpu run 44)
+      if (warp < units)
+        asm volatile("bar.sync 1, %0;" ::"r"(32 * units) : "memory");
+      else
+        asm volatile("bar.sync 2, %0;" ::"r"(kThreads - 32 * units) : "memory");
+    }
   }
   if (warp < units) {
     const int i0 = 16 * a + gq, j0 = 16 * b + gq;
