@@ -220,8 +220,8 @@ struct RowCtx {  // what phase L of kda_chunk_prep needs
 
 // The per-row work of phase L shared by the three load paths, for row r of the warp (index rr of its RPW rows) and
 // this lane's EPL channels: this lane's part of the sums of squares of q and k -> sq, sk (prep_row_norms reduces
-// them once the warp's rows are done), g2 = gate(g) log2 e -> gl_row (0 beyond the sequence: such rows neither decay
-// nor update). beta: prep_beta_load / prep_beta_store, one lane per row.
+// them once the warp's rows are done), beta (sigmoid) -> shared memory (lane 0), g2 = gate(g) log2 e -> gl_row (0
+// beyond the sequence: such rows neither decay nor update).
 // Fast math throughout (MUFU rsqrt, ex2, lg2, rcp: relative errors ~1e-7, and softplus in its stable form
 // max(x, 0) + log(1 + exp(-|x|)), absolute error ~1e-7): far below the rounding of the bf16 operands these factors
 // scale (the prefill is not an fp32-accurate path: chunk.cuh). The IEEE forms (1 / sqrtf, expf, log1pf) cost ~60
@@ -229,7 +229,7 @@ struct RowCtx {  // what phase L of kda_chunk_prep needs
 // slow-path calls), at 64 rows per chunk-head.
 template <int D, int kGate>
 __device__ __forceinline__ void prep_row_factors(const RowCtx<D>& c, int r, const float (&xq)[D / 32],
-                                                 const float (&xk)[D / 32], const float (&xg)[D / 32],
+                                                 const float (&xk)[D / 32], const float (&xg)[D / 32], float xb,
                                                  const float (&dtb)[D / 32], float gate_a, float (&gl_row)[D / 32],
                                                  float& sq, float& sk) {
   constexpr int EPL = D / 32;
@@ -257,33 +257,8 @@ __device__ __forceinline__ void prep_row_factors(const RowCtx<D>& c, int r, cons
     }
     gl_row[e] = valid ? g2 : 0.f;
   }
-}
-
-// beta of the warp's RPW rows, one lane per row: lane l < RPW loads row RPW warp + l's raw value (0 beyond the
-// sequence end) with prep_beta_load, as early as the path allows, and prep_beta_store converts it, applies the sigmoid
-// and stores it. Before session 11 lane 0 loaded and stored the rows one at a time, each behind its own dtype branch
-// and divergent region (~3 K of the prep's 37 K warp instructions per chunk-head, docs/gpu run 47).
-template <int D>
-__device__ __forceinline__ uint32_t prep_beta_load(const RowCtx<D>& c) {
-  constexpr int RPW = kC / (kPrepThreads / 32);
-  const Params& p = c.p;
-  const int r = RPW * c.warp + c.lane;
-  uint32_t w[1] = {0u};  // 0.0 in every dtype
-  if (c.lane < RPW && r < c.rows)
-    load_raw<1>(p.beta, p.dt_beta, c.bb * p.s_beta[0] + (c.tok0 + r) * p.s_beta[1] + c.h * p.s_beta[2], w);
-  return w[0];
-}
-template <int D>
-__device__ __forceinline__ void prep_beta_store(const RowCtx<D>& c, uint32_t raw) {
-  constexpr int RPW = kC / (kPrepThreads / 32);
-  const Params& p = c.p;
-  const int r = RPW * c.warp + c.lane;
-  if (c.lane < RPW) {
-    const uint32_t w[1] = {raw};
-    float xb[1];
-    raw_to_f32<1>(w, p.dt_beta, xb);
-    const bool valid = r < c.rows;
-    float bv = xb[0];
+  if (c.lane == 0) {
+    float bv = xb;
     if (valid && p.beta_sigmoid) bv = __fdividef(1.f, 1.f + __expf(-bv));  // -> 0 when the exponential overflows
     c.sBeta[r] = valid ? bv : 0.f;
   }
@@ -323,22 +298,14 @@ __device__ __forceinline__ void prep_row_norms(const RowCtx<D>& c, const float (
   }
 }
 
-// The gate parameters of the lane's channels: dt_bias -> dtb (0 without a gate), and A_log[h] returned raw (0 without a
-// gate): the caller takes exp(A_log) once the loads it issues after these are in flight (an expf right behind its
-// load held the row loads back: ~5% of phase L's stall samples, docs/gpu run 47).
+// The gate parameters of the lane's channels: exp(A_log[h]) and dt_bias (0 without a gate).
 template <int D, int kGate>
 __device__ __forceinline__ float prep_gate_params(const RowCtx<D>& c, float (&dtb)[D / 32]) {
   const Params& p = c.p;
   const int gate = kGate == kGateRuntime ? p.gate : kGate, ch = c.lane * (D / 32);
 #pragma unroll
   for (int e = 0; e < D / 32; ++e) dtb[e] = gate != kGateNone ? p.dt_bias[int64_t(c.h) * D + ch + e] : 0.f;
-  return gate != kGateNone ? p.A_log[c.h * p.s_A] : 0.f;
-}
-// exp(A_log) of prep_gate_params' raw value (0 without a gate).
-template <int kGate>
-__device__ __forceinline__ float prep_gate_a(const Params& p, float a_log) {
-  const int gate = kGate == kGateRuntime ? p.gate : kGate;
-  return gate != kGateNone ? expf(a_log) : 0.f;
+  return gate != kGateNone ? expf(p.A_log[c.h * p.s_A]) : 0.f;
 }
 
 // Phase L of kda_chunk_prep for the warp's 4 contiguous rows, from global memory: raw q, k and v (bf16) and
@@ -358,18 +325,17 @@ __device__ __forceinline__ void prep_load_rows(const RowCtx<D>& c, float (&gl)[k
   const int64_t ov = c.bb * p.s_v[0] + c.h * p.s_v[2] + ch, og = c.bb * p.s_g[0] + c.h * p.s_g[2] + ch;
   float dtb[EPL];
   float sq[RPW], sk[RPW];  // this lane's parts of the rows' sums of squares (prep_row_norms)
-  const float a_log = prep_gate_params<D, kGate>(c, dtb);
-  const uint32_t wb = prep_beta_load<D>(c);
-  float gate_a = 0.f;
+  const float gate_a = prep_gate_params<D, kGate>(c, dtb);
 #pragma unroll
   for (int b0 = 0; b0 < RPW; b0 += BATCH) {
-    uint32_t wq[BATCH][NW], wk[BATCH][NW], wg[BATCH][NW], wv[BATCH][NW];
+    uint32_t wq[BATCH][NW], wk[BATCH][NW], wg[BATCH][NW], wv[BATCH][NW], wb[BATCH][1];
 #pragma unroll
     for (int rr = 0; rr < BATCH; ++rr) {  // every load of the batch before the first conversion
       const int r = RPW * c.warp + b0 + rr;
       const int64_t tok = c.tok0 + r;
 #pragma unroll
       for (int e = 0; e < NW; ++e) wq[rr][e] = wk[rr][e] = wg[rr][e] = wv[rr][e] = 0u;  // 0.0 in every dtype
+      wb[rr][0] = 0u;
       if (r < c.rows) {
         if constexpr (kBf16) {
           ld_words<NW>(wq[rr], static_cast<const bf16*>(p.q) + oq + tok * p.s_q[1]);
@@ -382,13 +348,14 @@ __device__ __forceinline__ void prep_load_rows(const RowCtx<D>& c, float (&gl)[k
           load_raw<EPL>(p.g, p.dt_g, og + tok * p.s_g[1], wg[rr]);
           load_raw<EPL>(p.v, p.dt_v, ov + tok * p.s_v[1], wv[rr]);
         }
+        if (c.lane == 0)
+          load_raw<1>(p.beta, p.dt_beta, c.bb * p.s_beta[0] + tok * p.s_beta[1] + c.h * p.s_beta[2], wb[rr]);
       }
     }
-    if (b0 == 0) gate_a = prep_gate_a<kGate>(p, a_log);  // the first batch's loads in flight
 #pragma unroll
     for (int rr = 0; rr < BATCH; ++rr) {
       const int r = RPW * c.warp + b0 + rr;
-      float xq[EPL], xk[EPL], xg[EPL];
+      float xq[EPL], xk[EPL], xg[EPL], xb[1];
       if constexpr (kBf16) {
         unpack_bf16<NW>(wq[rr], xq);
         unpack_bf16<NW>(wk[rr], xk);
@@ -406,10 +373,10 @@ __device__ __forceinline__ void prep_load_rows(const RowCtx<D>& c, float (&gl)[k
         sts_bf16<EPL>(c.sK + r * LDB + ch, xk);
         sts_bf16<EPL>(c.sV + r * LDB + ch, xv);
       }
-      prep_row_factors<D, kGate>(c, r, xq, xk, xg, dtb, gate_a, gl[b0 + rr], sq[b0 + rr], sk[b0 + rr]);
+      raw_to_f32<1>(wb[rr], p.dt_beta, xb);
+      prep_row_factors<D, kGate>(c, r, xq, xk, xg, xb[0], dtb, gate_a, gl[b0 + rr], sq[b0 + rr], sk[b0 + rr]);
     }
   }
-  prep_beta_store<D>(c, wb);
   prep_row_norms<D>(c, sq, sk);
 }
 
@@ -436,13 +403,20 @@ __device__ __forceinline__ void prep_bulk_rows(const RowCtx<D>& c, uint64_t* bar
                                                float (&gl)[kC / (kPrepThreads / 32)][D / 32]) {
   constexpr int EPL = D / 32, RPW = kC / (kPrepThreads / 32), NW = EPL / 2;
   constexpr int LDB = PrepSmem<D>::LDB;
+  const Params& p = c.p;
   const int ch = c.lane * EPL;
   float dtb[EPL];
   float sq[RPW], sk[RPW];  // this lane's parts of the rows' sums of squares (prep_row_norms)
-  const float a_log = prep_gate_params<D, kGate>(c, dtb);  // the gate parameters and beta in flight while the rows land
-  const uint32_t wb = prep_beta_load<D>(c);
+  const float gate_a = prep_gate_params<D, kGate>(c, dtb);
+  uint32_t wb[RPW][1];
+#pragma unroll
+  for (int rr = 0; rr < RPW; ++rr) {  // beta in flight while the rows land
+    const int r = RPW * c.warp + rr;
+    wb[rr][0] = 0u;
+    if (c.lane == 0 && r < c.rows)
+      load_raw<1>(p.beta, p.dt_beta, c.bb * p.s_beta[0] + (c.tok0 + r) * p.s_beta[1] + c.h * p.s_beta[2], wb[rr]);
+  }
   mbar_wait(bar, 0);
-  const float gate_a = prep_gate_a<kGate>(c.p, a_log);
 #pragma unroll
   for (int rr = 0; rr < RPW; ++rr) {
     const int r = RPW * c.warp + rr;
@@ -457,13 +431,13 @@ __device__ __forceinline__ void prep_bulk_rows(const RowCtx<D>& c, uint64_t* bar
       st_words<NW>(c.sK + o, wq);
       st_words<NW>(c.sV + o, wq);
     }
-    float xq[EPL], xk[EPL], xg[EPL];
+    float xq[EPL], xk[EPL], xg[EPL], xb[1];
     unpack_bf16<NW>(wq, xq);
     unpack_bf16<NW>(wk, xk);
     unpack_bf16<NW>(wg, xg);
-    prep_row_factors<D, kGate>(c, r, xq, xk, xg, dtb, gate_a, gl[rr], sq[rr], sk[rr]);
+    raw_to_f32<1>(wb[rr], p.dt_beta, xb);
+    prep_row_factors<D, kGate>(c, r, xq, xk, xg, xb[0], dtb, gate_a, gl[rr], sq[rr], sk[rr]);
   }
-  prep_beta_store<D>(c, wb);
   prep_row_norms<D>(c, sq, sk);
 }
 
