@@ -345,22 +345,24 @@ TEST_F(KdaCudaShapes, RowLoadPathsAgree) {
 }
 
 #ifdef KIMI_WITH_CUDA
+// A problem of the walk comparisons below: B sequences of T tokens (or varlen lens, B = 1), H heads, head size D.
+struct WalkCase {
+  int64_t B, T, H, D;
+  std::vector<int64_t> lens;
+  GateForm form;
+  StateLayout layout;
+};
+
 // The three plain walk kernels (chunk.cuh's mma.sync walk at V tiles of 32, walk_wgmma.cuh's warpgroup walk and
 // walk_rs.cuh's register-A walk at 64) on the same inputs: each within the bar against fp64, and the same values up to
 // fp32 summation order (the same bf16 operands and hi + lo splits; a wrong tile layout or a lost product shows as
 // O(1)); with a bf16 o, the fp32 o rounded once.
 TEST_F(KdaCudaShapes, WalkKernelsAgree) {
-  struct Config {
-    int64_t B, T, H, D;
-    std::vector<int64_t> lens;
-    GateForm form;
-    StateLayout layout;
-  };
   const PlainWalks plain_walks;
-  for (const Config& cfg : {Config{2, 150, 4, 128, {}, GateForm::bounded, StateLayout::vk},
-                            Config{1, 0, 3, 128, {130, 64, 1, 0, 200}, GateForm::softplus, StateLayout::kv},
-                            Config{2, 150, 4, 64, {}, GateForm::softplus, StateLayout::kv},
-                            Config{1, 0, 2, 64, {64, 129, 17}, GateForm::bounded, StateLayout::vk}}) {
+  for (const WalkCase& cfg : {WalkCase{2, 150, 4, 128, {}, GateForm::bounded, StateLayout::vk},
+                              WalkCase{1, 0, 3, 128, {130, 64, 1, 0, 200}, GateForm::softplus, StateLayout::kv},
+                              WalkCase{2, 150, 4, 64, {}, GateForm::softplus, StateLayout::kv},
+                              WalkCase{1, 0, 2, 64, {64, 129, 17}, GateForm::bounded, StateLayout::vk}}) {
     const GpuProblem p(cfg.B, cfg.T, cfg.H, cfg.lens, cfg.form, cfg.layout, 700 + uint64_t(cfg.D), -8, 8, cfg.D);
     const GpuProblem::Result ref = p.oracle();
     std::vector<GpuProblem::Result> got;
@@ -410,17 +412,11 @@ TEST_F(KdaCudaShapes, AutomaticWalkChoice) {
 // against fp64, the two the same values up to fp32 summation order (the same operands: the maps' products differ in
 // order only), with an fp32 o (walk_rs.cuh's scalar O stores) and a bf16 o (its O stage).
 TEST_F(KdaCudaShapes, SegmentWalksAgree) {
-  struct Config {
-    int64_t B, T, H, D;
-    std::vector<int64_t> lens;
-    GateForm form;
-    StateLayout layout;
-  };
   const PlainWalks plain_walks;  // restores the automatic choices on exit
   cuda::kda_chunk_set_segment_chunks(2);
-  for (const Config& cfg : {Config{1, 0, 3, 128, {330, 64, 1, 0, 200}, GateForm::bounded, StateLayout::vk},
-                            Config{2, 300, 2, 128, {}, GateForm::softplus, StateLayout::kv},
-                            Config{1, 0, 2, 64, {64, 400, 129}, GateForm::softplus, StateLayout::vk}}) {
+  for (const WalkCase& cfg : {WalkCase{1, 0, 3, 128, {330, 64, 1, 0, 200}, GateForm::bounded, StateLayout::vk},
+                              WalkCase{2, 300, 2, 128, {}, GateForm::softplus, StateLayout::kv},
+                              WalkCase{1, 0, 2, 64, {64, 400, 129}, GateForm::softplus, StateLayout::vk}}) {
     const GpuProblem p(cfg.B, cfg.T, cfg.H, cfg.lens, cfg.form, cfg.layout, 800 + uint64_t(cfg.D), -8, 8, cfg.D);
     const GpuProblem::Result ref = p.oracle();
     for (const DType o_dtype : {DType::f32, DType::bf16}) {
