@@ -24,21 +24,22 @@
 //  - Segments (sequence parallelism, chunk.cuh "Segments"), on the walk family of the plain walk: walk_rs.cuh where
 //    that is the plain walk (automatic for a bf16 o with aligned rows, or forced), else chunk.cuh's VT = 32 walk.
 //    Considered only while the plain walk's grid (N * H * D / 64 CTAs of walk_rs.cuh, N * H * D / 32 of VT = 32)
-//    fits one wave (more CTAs than SMs: every SM already walks, and segments add work). segment_chunks() models the
-//    walk time (list scheduling of the CTAs on the SMs, one per SM; WalkCosts: us per chunk with and without
-//    outputs) for 2 .. 64 segments of the longest sequence and takes the best when it comes under WalkCosts::keep
-//    of the plain walk's model (0.9 for walk_rs.cuh, fit to measurements; 0.8 for VT = 32). kda_chunk_set_segment_
-//    chunks (chunk.h) forces a length (tests) or turns them off (benchmarks).
+//    fits one wave (more CTAs than SMs: every SM already walks, and segments add work). The cost model
+//    (src/ops/kda_segment_plan.h, host code tested on every machine) prices the walk (list scheduling of the CTAs on
+//    the SMs, one per SM; WalkCosts: us per chunk with and without outputs) for 2 .. 64 segments of the longest
+//    sequence and takes the best when it comes under WalkCosts::keep of the plain walk's model (0.9 for walk_rs.cuh,
+//    fit to measurements; 0.8 for VT = 32). kda_chunk_set_segment_chunks (chunk.h) forces a length (tests) or turns
+//    them off (benchmarks).
 //    walk_rs.cuh (docs/gpu runs 42-43, bench_kda_prefill, bf16, bounded): 1 x 65536 H8 plain 2.650 ms, segments of
 //    40 / 60 / 80 / 100 / 114 / 128 / 171 / 205 / 256 / 342 chunks 1.433 / 1.339 / 1.338 / 1.517 / 1.196 / 1.253 /
 //    1.446 / 1.410 / 1.599 / 1.934 ms (the waves of 132 SMs: 100 chunks = 11 segments = 304 phase-1 CTAs, 114 = 9
-//    segments = 240); the model's walk times within 3% of (total - 0.50 ms prep) for every length. 1 x 65536 H32:
+//    segments = 240); the model's walk times within 4.5% of (total - 0.50 ms prep) for every length. 1 x 65536 H32:
 //    plain 4.043 ms, 3 segments of 342 chunks 3.751 (model 0.88 x plain: taken), the other lengths 4.1-4.8 ms.
 //    The VT = 32 family (branch seqpar, commit 694794f), 1 x 65536 H8: plain 4.750 ms; segments of 103 / 147 / 256 /
 //    342 chunks 3.240 / 3.011 / 3.010 / 3.460 ms, the walk within 1% of the model; 2.057 ms at 205 chunks with
 //    session 10's prep (run 42), against 1.217 on walk_rs.cuh at 114 in the same run. The first model (a per-CTA
-//    heap) cost ~2.5 ms of host time per call (15 ms at H32); makespan() now advances whole rounds, prunes by a lower
-//    bound and caches the choice.
+//    heap) cost ~2.5 ms of host time per call (15 ms at H32); kda_plan::makespan() now advances whole rounds and
+//    prunes by a lower bound, and the launcher caches the choice.
 #include <cuda.h>
 #include <cudaTypedefs.h>  // PFN_cuTensorMapEncodeTiled
 #include <cuda_runtime.h>
@@ -64,6 +65,7 @@
 #include "cuda/runtime.h"
 #include "cuda/scratch.cuh"
 #include "kimi/error.h"
+#include "ops/kda_segment_plan.h"
 
 namespace kimi::cuda {
 
@@ -172,116 +174,12 @@ std::atomic<KdaRowLoads> g_last_row_loads{KdaRowLoads::generic};  // kda_chunk_l
 std::atomic<KdaWalk> g_walk{KdaWalk::automatic};                  // kda_chunk_set_walk
 std::atomic<KdaWalk> g_last_walk{KdaWalk::automatic};             // kda_chunk_last_walk
 
-// Cost model of the walk in microseconds per chunk of one CTA (one walk CTA per SM, VT = 32): kFullUs with
-// outputs (measured: 1 x 65536 H8, 1024 chunks in 3.8 ms); kMapUs without them (a segment map: no Qg S +
-// A_qk U product and no Qg / A_qk loads, ~37% of the mma; an estimate); kScanUs per sequential scan step
-// (R_j staged from L2 + 128 x 16 fp32 FMA per thread), kLaunchUs per extra launch.
-// kRsUs: a chunk with outputs in walk_rs.cuh (one CTA per V tile of 64; ncu 1 x 65536 H32, 64 CTAs: 2.16 ms for
-// 1024 chunks, run 38); kRsMapUs without them (a segment map: no O products), fit to the segment sweep of run 43
-// (1 x 65536 H8 and H32, 11 segment lengths each: the model within 3% of every measured walk time, where 0.7 x
-// kRsUs was 4.7% optimistic on average).
-constexpr double kFullUs = 3.7, kMapUs = 0.6 * kFullUs, kScanUs = 8, kLaunchUs = 5, kRsUs = 2.1, kRsMapUs = 0.8 * kRsUs;
-
-// The walk family the model prices, for the plain walk and for the segments alike: chunk.cuh's mma.sync walk at V
-// tiles of 32, or walk_rs.cuh at 64. full / map: us per chunk with / without outputs; nv: V tiles per head; keep:
-// the fraction of the plain walk's modelled time the segments must come under to be taken (a margin for the model's
-// error: 20% where the map cost is an estimate, 10% where it was fit to measurements).
-struct WalkCosts {
-  double full, map;
-  int nv;
-  double keep;
-  static WalkCosts of(bool rs, int64_t D) {
-    return rs ? WalkCosts{kRsUs, kRsMapUs, int(D / 64), 0.9} : WalkCosts{kFullUs, kMapUs, int(D / 32), 0.8};
-  }
-};
-
-// Runs of CTAs in grid order: count CTAs of equal cost (us); CTAs that return at once are left out.
-struct Runs {
-  std::vector<std::pair<double, int64_t>> r;
-  double work = 0, longest = 0;  // sum and max of the costs
-  void add(double cost, int64_t count) {
-    if (cost <= 0 || count <= 0) return;
-    if (!r.empty() && r.back().first == cost) r.back().second += count;
-    else r.emplace_back(cost, count);
-    work += cost * double(count);
-    longest = std::max(longest, cost);
-  }
-  double lower_bound(int sms) const { return std::max(work / sms, longest); }
-};
-
-// Makespan of the runs on sms SMs, one CTA at a time each, every CTA dispatched in order to the first free SM
-// (greedy list scheduling). The free times are kept as (time, SMs) pairs and advanced by whole rounds: a few
-// microseconds per model on the host (a per-CTA heap cost up to 15 ms per call at H32 on the H200: the
-// benchmark's 1 x 65536 H32 took 22.6 ms instead of 7.2 with the launcher's model in the way).
-double makespan(const Runs& runs, int sms) {
-  std::map<double, int64_t> free_at{{0.0, sms}};
-  double end = 0;
-  for (auto [c, m] : runs.r) {
-    while (m > 0) {
-      // the k SMs free first at t take whole rounds of k CTAs while they stay first (start <= the next time)
-      const auto it = free_at.begin(), next = std::next(it);
-      const double t = it->first;
-      const int64_t k = it->second;
-      int64_t rounds = m / k;
-      if (next != free_at.end()) rounds = std::min(rounds, int64_t((next->first - t) / c) + 1);
-      if (rounds >= 1) {
-        free_at.erase(it);
-        free_at[t + double(rounds) * c] += k;
-        end = std::max(end, t + double(rounds) * c);
-        m -= rounds * k;
-      } else {  // fewer CTAs left than SMs free at t
-        it->second -= m;
-        free_at[t + c] += m;
-        end = std::max(end, t + c);
-        m = 0;
-      }
-    }
-  }
-  return end;
-}
-
-// Modelled walk time (us) of sequences of len[n] chunks, H heads, on the walk family w: plain (len_seg = 0) or
-// segments of len_seg chunks (phase 1 in grid order, the scan, phase 3). When a lower bound of it (work / SMs or the
-// longest CTA, per phase) is already >= bound, that lower bound is returned instead.
-double walk_model_us(const std::vector<int64_t>& len, int64_t H, const WalkCosts& w, int sms, int64_t len_seg,
-                     double bound = 1e300) {
-  Runs p1, p3;
-  int64_t max_p = 1;
-  const int nv = w.nv;
-  for (const int64_t l : len) {
-    if (len_seg <= 0) {
-      p1.add(double(l) * w.full, H * nv);
-      continue;
-    }
-    const int64_t P = std::max<int64_t>(1, (l + len_seg - 1) / len_seg);
-    max_p = std::max(max_p, P);
-    for (int64_t j = 0; j < P; ++j) {
-      const double lj = double(std::min(len_seg, l - j * len_seg));
-      // phase 1, per head: segment 0 its nv value CTAs (the nv identity CTAs return), a middle segment 2 nv
-      // map CTAs, the last segment none; phase 3: segments j >= 1, nv CTAs per head
-      if (j == 0) p1.add(lj * w.full, H * nv);
-      else if (j < P - 1) p1.add(lj * w.map, H * 2 * nv);
-      if (j > 0) p3.add(lj * w.full, H * nv);
-    }
-  }
-  const double fixed = max_p > 1 ? double(std::max<int64_t>(0, max_p - 2)) * kScanUs + 2 * kLaunchUs : 0.0;
-  const double lb = p1.lower_bound(sms) + p3.lower_bound(sms) + fixed;
-  if (lb >= bound) return lb;
-  return makespan(p1, sms) + (max_p > 1 ? makespan(p3, sms) : 0.0) + fixed;
-}
-
 // Segment length in chunks (0: the plain walk). Forced by kda_chunk_set_segment_chunks (> 0: that length,
-// < 0: never); automatic: only while the plain walk's grid (walk family rs: walk_rs.cuh, else chunk.cuh's VT = 32)
-// fits one wave (otherwise every SM already walks), then the length of the best modelled time over 2 .. 64 segments
-// of the longest sequence, kept only when it comes under WalkCosts::keep of the plain walk's model.
-// The choice is cached per (H, D, SMs, rs, sequence lengths) (the model costs 25-120 us on the host).
+// < 0: never); automatic: kda_plan::best_segment_chunks (src/ops/kda_segment_plan.h: the cost model), cached per
+// (H, D, SMs, rs, sequence lengths) (the model costs 25-120 us on the host).
 int64_t segment_chunks(const std::vector<int64_t>& len, int64_t H, int64_t D, int sms, bool rs) {
   const int64_t forced = g_segment_chunks.load();
   if (forced != 0) return forced > 0 ? forced : 0;
-  const WalkCosts w = WalkCosts::of(rs, D);
-  if (int64_t(len.size()) * H * w.nv > sms) return 0;
-  const int64_t lmax = len.empty() ? 0 : *std::max_element(len.begin(), len.end());
-  if (lmax < 16) return 0;
   static std::mutex mu;
   static std::map<std::vector<int64_t>, int64_t> cache;
   std::vector<int64_t> key{H, D, sms, rs ? 1 : 0};
@@ -290,15 +188,7 @@ int64_t segment_chunks(const std::vector<int64_t>& len, int64_t H, int64_t D, in
     const std::lock_guard<std::mutex> lock(mu);
     if (const auto it = cache.find(key); it != cache.end()) return it->second;
   }
-  const double plain = walk_model_us(len, H, w, sms, 0);
-  int64_t best = 0;
-  double best_us = w.keep * plain;
-  for (int64_t P = 2; P <= 64; ++P) {
-    const int64_t L = (lmax + P - 1) / P;
-    if (L < 2) break;
-    const double t = walk_model_us(len, H, w, sms, L, best_us);
-    if (t < best_us) best = L, best_us = t;
-  }
+  const int64_t best = kda_plan::best_segment_chunks(len, H, D, sms, rs);
   const std::lock_guard<std::mutex> lock(mu);
   if (cache.size() >= 256) cache.clear();
   cache.emplace(std::move(key), best);
