@@ -46,8 +46,9 @@
 //   phase 3 (kWalkFinish, grid segments x H x D / VT): segments j >= 1 walk from their start in scratch (never
 //     from s0: s1 may alias it), with outputs; the last one writes s1.
 //   Scratch: two [D][D] fp32 blocks per segment-head (rows v, columns k). The work is ~3x the plain walk's
-//   (maps of K + V columns, then the V columns again), so it pays only while SMs would idle: chunk.cu's
-//   heuristic models both (list scheduling of the CTAs on the SMs) and picks len_seg. Measured (H200, bf16,
+//   (maps of K + V columns, then the V columns again), so it pays only while SMs would idle: the launcher's cost
+//   model (src/ops/kda_segment_plan.h) prices both (list scheduling of the CTAs on the SMs) and picks len_seg.
+//   Measured (H200, bf16,
 //   1 x 65536 H8): 4.75 ms -> 3.01 ms with 4 or 7 segments (VT = 32, session 4); 2.650 -> 1.196 ms with 9 on
 //   walk_rs.cuh (session 11); harness errors with segments forced: o 2.8-3.6e-3, final state 0.2-2.5e-3 (chunk.cu
 //   has the numbers).

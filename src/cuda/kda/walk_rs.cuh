@@ -28,7 +28,7 @@
 // Segments (chunk.cuh "Segments"; grid units x H x D / 64, twice that in phase 1): the CTA's WalkUnit says where its
 // state starts and ends and what it computes; a unit without outputs (a segment map) loads neither Qg nor A_qk and
 // skips the O products and stores, an identity-column unit also the V term (U0 = 0): the chain is instantiated for
-// the three cases (kOuts, kVterm). A map chunk costs ~0.8 of a chunk with outputs (chunk.cu, kRsMapUs).
+// the three cases (kOuts, kVterm). A map chunk costs ~0.8 of a chunk with outputs (src/ops/kda_segment_plan.cpp).
 // Precision: the operands of walk_wgmma.cuh (bf16 hi + lo of S, U, Wn; fp32 accumulation); only the fp32 summation
 // order differs.
 // Registers (ptxas, CUDA 13.0): 254 at D = 128 (WG 0: the state 64, its fragments 64, U 32 and its fragments 32, O 32;
