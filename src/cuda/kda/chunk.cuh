@@ -48,10 +48,9 @@
 //   Scratch: two [D][D] fp32 blocks per segment-head (rows v, columns k). The work is ~3x the plain walk's
 //   (maps of K + V columns, then the V columns again), so it pays only while SMs would idle: the launcher's cost
 //   model (src/ops/kda_segment_plan.h) prices both (list scheduling of the CTAs on the SMs) and picks len_seg.
-//   Measured (H200, bf16,
-//   1 x 65536 H8): 4.75 ms -> 3.01 ms with 4 or 7 segments (VT = 32, session 4); 2.650 -> 1.196 ms with 9 on
-//   walk_rs.cuh (session 11); harness errors with segments forced: o 2.8-3.6e-3, final state 0.2-2.5e-3 (chunk.cu
-//   has the numbers).
+//   Measured (H200, bf16, 1 x 65536 H8): 4.75 ms -> 3.01 ms with 4 or 7 segments (VT = 32, session 4); 2.650 ->
+//   1.196 ms with 9 on walk_rs.cuh (session 11); harness errors with segments forced: o 2.8-3.6e-3, final state
+//   0.2-2.5e-3 (chunk.cu has the numbers).
 // All products: mma.sync.m16n8k16 bf16 x bf16 -> fp32, each operand with the same precision as the former
 // single kernel (measured on the H200 vs an fp64 recurrence, bf16 inputs and output, both gate forms, T up to
 // 65536: relative RMS error 3.0-3.6e-3 on o, 1.9-2.4e-3 on the final state; the bar is 5e-3; single-bf16
