@@ -31,8 +31,8 @@
 //        A rows   q_i exp(G_i - R_a), k_i exp(G_i - R_a)  (exponent <= 0; one exp serves both): staged, by
 //                 ldmatrix; else formed in registers from the raw q, k and G by each of the a + 1 blocks of the row
 //        B cols   k_j exp(R_a - G_j)                      (b < a: exponent <= 0), formed in registers
-//      Staged, the A warps meet at a named barrier (all threads at a __syncthreads with the per-pair diagonal) before
-//      the first A_kk store overwrites k~.
+//      Staged, the A warps meet at named barrier 1 (the others at barrier 2; all threads at a __syncthreads with the
+//      per-pair diagonal) before the first A_kk store overwrites k~.
 //      Diagonal blocks (b = a): where no 16-row block decays by more than 80 (kDiagMma: the bounded gate with
 //      lower bound >= -5, always; other gates: tested per chunk-head on its G, `dmma`), the same factoring, col
 //      exponents in [0, 80] (e^80 finite in fp32 and bf16; the masked upper triangle stays finite); otherwise
@@ -63,7 +63,8 @@
 // 2.5-3.1e-3 on the test-size prefill cases, 2.7-3.2e-3 at model shapes (bar 5e-3); racecheck clean.
 //
 // Session 11: the staged A rows (session 10's branch prep-ashare, rebuilt: run 41 measured 1 x 16384 H64 1.537 ->
-// 1.481 ms with racecheck hazards whose report was lost; run 44 has this form's numbers).
+// 1.481 ms with racecheck hazards whose report was lost; runs 44-46 measure this form: 1 x 16384 H64 1.525 -> 1.477
+// ms, 2-5% on the other shapes, racecheck clean; the prep 885 us under ncu, 35.0 K warp instructions per chunk-head).
 // Measured (H200, ncu, 1 x 16384 H64), session 10 (docs/gpu runs 38-40): 1.03 -> 0.94 ms (36.9 K warp instructions
 // per chunk-head, 40.1 K before) by the row norms' transposed butterfly, the cumsum prefix four loads at a time, the
 // folded gate constants, KdT on the warps without an A block and Tb by 16-byte items; the profile after it: phases
