@@ -288,6 +288,7 @@ __global__ void __launch_bounds__(kRsThreads, 1) kda_chunk_walk_rs(const Params 
       for (int ks = 0; ks < KT; ++ks) a_frag_split(acc_u[2 * ks], acc_u[2 * ks + 1], uh[ks], ul[ks]);
       wgmma::fence_operands(st);
       wgmma::fence();  // the fragments and the decayed state were written by ordinary instructions
+#ifndef KIMI_KDA_RS_SPLIT_G2
       // G2, alternating: O^T += U^T A_qk^T; S^T += U^T KdT^T (the state update)
 #pragma unroll
       for (int ks = 0; ks < KT; ++ks) {
@@ -299,6 +300,34 @@ __global__ void __launch_bounds__(kRsThreads, 1) kda_chunk_walk_rs(const Params 
       wgmma::commit();
       wgmma::wait<0>();
       wgmma::fence_operands(st);
+#else
+      // EXPERIMENT (session 11, compiled, NOT measured; off by default): G2 as two wgmma groups, the state update
+      // first and O's products second, so that the next chunk's state fragments are split (split_state) while O's
+      // products still run; the state update then runs as one dependent chain (N = D) instead of alternating with O.
+      // Next session: verify_kda.sh AB_DEFINES="KIMI_KDA_RS_SPLIT_G2", then make it the form or delete it.
+#pragma unroll
+      for (int ks = 0; ks < KT; ++ks) {
+        wgmma::mma_rs<D>(st, uh[ks], wgmma::desc_add(dKdt, 32u * ks));
+        wgmma::mma_rs<D>(st, ul[ks], wgmma::desc_add(dKdt, 32u * ks));
+      }
+      wgmma::commit();
+      if constexpr (kOuts) {
+#pragma unroll
+        for (int ks = 0; ks < KT; ++ks) {
+          wgmma::mma_rs<VT>(acc_o, uh[ks], wgmma::desc_add(dAqk, 32u * ks));
+          wgmma::mma_rs<VT>(acc_o, ul[ks], wgmma::desc_add(dAqk, 32u * ks));
+        }
+        wgmma::commit();
+        wgmma::wait<1>();  // the state update's group (groups complete in order)
+      } else {
+        wgmma::wait<0>();
+      }
+      wgmma::fence_operands(st);
+      wgmma::fence_operands(sh);  // read by G1 until its wait: kept unchanged until here
+      wgmma::fence_operands(sl);
+      if (c + 1 < cend) split_state();
+      wgmma::wait<0>();
+#endif
       if constexpr (kOuts) wgmma::fence_operands(acc_o);
       wgmma::fence_operands(sh);  // read by G1 until its wait: kept unchanged until here
       wgmma::fence_operands(sl);
@@ -332,7 +361,9 @@ __global__ void __launch_bounds__(kRsThreads, 1) kda_chunk_walk_rs(const Params 
             }
         }
       }
+#ifndef KIMI_KDA_RS_SPLIT_G2
       if (c + 1 < cend) split_state();
+#endif
     }
   };
   if (u.outs) chain.template operator()<true, true>();
