@@ -258,8 +258,18 @@ __global__ void __launch_bounds__(kRsThreads, 1) kda_chunk_walk_rs(const Params 
       for (int j = 0; j < VT / 8; ++j)
 #pragma unroll
         for (int e = 0; e < 4; ++e) acc_u[j][e] = acc_o[j][e] = 0.f;
+#ifdef KIMI_KDA_RS_MAP_TWO_CHAINS
+      // EXPERIMENT (session 11, compiled, NOT measured; off by default): in a map (no outputs) U's lo products
+      // accumulate on the idle O accumulators, a second chain beside the hi products', added into U after the wait
+      // (a map's G1 is otherwise one dependent chain of 3 KS + KT wgmma). Next session: quick_ab.sh AB_TESTS=1 with an
+      // overlay of this file that #defines it, on 1 x 65536 H8 / H32, then make it the form or delete it.
+      constexpr bool kTwoU = !kOuts;
+#else
+      constexpr bool kTwoU = false;
+#endif
+      float (&acc_u2)[VT / 8][4] = kTwoU ? acc_o : acc_u;  // U's lo products
       wgmma::fence_operands(acc_u);
-      if constexpr (kOuts) wgmma::fence_operands(acc_o);
+      if constexpr (kOuts || kTwoU) wgmma::fence_operands(acc_o);
       wgmma::fence();
       // G1, one group, the products of U and of O alternating: two independent accumulator chains, so that
       // each wgmma need not wait for the previous one's accumulation (a single chain of N = 64 wgmma runs at ~3x the
@@ -270,9 +280,9 @@ __global__ void __launch_bounds__(kRsThreads, 1) kda_chunk_walk_rs(const Params 
         const uint32_t o = kstep(ks);
         wgmma::mma_rs<VT>(acc_u, sh[ks], wgmma::desc_add(dWh, o));
         if constexpr (kOuts) wgmma::mma_rs<VT>(acc_o, sh[ks], wgmma::desc_add(dQg, o));
-        wgmma::mma_rs<VT>(acc_u, sl[ks], wgmma::desc_add(dWh, o));
+        wgmma::mma_rs<VT>(acc_u2, sl[ks], wgmma::desc_add(dWh, o));
         if constexpr (kOuts) wgmma::mma_rs<VT>(acc_o, sl[ks], wgmma::desc_add(dQg, o));
-        wgmma::mma_rs<VT>(acc_u, sh[ks], wgmma::desc_add(dWl, o));
+        wgmma::mma_rs<VT>(acc_u2, sh[ks], wgmma::desc_add(dWl, o));
       }
       if constexpr (kVterm) {
 #pragma unroll
@@ -282,7 +292,13 @@ __global__ void __launch_bounds__(kRsThreads, 1) kda_chunk_walk_rs(const Params 
       wgmma::commit();
       wgmma::wait<0>();
       wgmma::fence_operands(acc_u);
-      if constexpr (kOuts) wgmma::fence_operands(acc_o);
+      if constexpr (kOuts || kTwoU) wgmma::fence_operands(acc_o);
+      if constexpr (kTwoU) {
+#pragma unroll
+        for (int j = 0; j < VT / 8; ++j)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) acc_u[j][e] += acc_o[j][e];
+      }
       uint32_t uh[KT][4], ul[KT][4];  // U^T as bf16 hi + lo A fragments, k-step ks = chunk rows 16 ks ..
 #pragma unroll
       for (int ks = 0; ks < KT; ++ks) a_frag_split(acc_u[2 * ks], acc_u[2 * ks + 1], uh[ks], ul[ks]);
@@ -304,7 +320,8 @@ __global__ void __launch_bounds__(kRsThreads, 1) kda_chunk_walk_rs(const Params 
       // EXPERIMENT (session 11, compiled, NOT measured; off by default): G2 as two wgmma groups, the state update
       // first and O's products second, so that the next chunk's state fragments are split (split_state) while O's
       // products still run; the state update then runs as one dependent chain (N = D) instead of alternating with O.
-      // Next session: verify_kda.sh AB_DEFINES="KIMI_KDA_RS_SPLIT_G2", then make it the form or delete it.
+      // Next session: quick_ab.sh AB_TESTS=1 with an overlay of this file that #defines it (tests, racecheck and the
+      // benchmark beside main in one call), then make it the form or delete it.
 #pragma unroll
       for (int ks = 0; ks < KT; ++ks) {
         wgmma::mma_rs<D>(st, uh[ks], wgmma::desc_add(dKdt, 32u * ks));
