@@ -9,7 +9,8 @@
 #   decode: builds kimi_tests and the decode benchmark, runs the kda_decode_step harness cases (CPU and CUDA) and
 #     KdaDecodeStep.*, compute-sanitizer memcheck of the CUDA ones, the benchmark's decode-step lines;
 # then, for each directory of AB="dir ..." (files at their repository paths laid over a copy of the tree, e.g. main's
-# versions of the changed files from `git archive`), the same benchmark of that build, prefixed [<dir's name>]: a
+# versions of the changed files from `git archive`; or def:MACRO[,MACRO...]: the tree built with -DMACRO, a
+# compile-time switch such as walk_rs.cuh's experiments), the same benchmark of that build, prefixed [<name>]: a
 # change and what it replaced timed in the same call (AB_TESTS=1: each overlay also built with the tests and
 # checked like the tree, racecheck included: several branches validated in one call); last, compute-sanitizer
 # racecheck on the op's small CUDA cases (RACECHECK=0: not for the tree).
@@ -54,10 +55,11 @@ case $OP in
     bench() { timeout 90 "$1" | grep kda_decode_step | sed "s/kimi kda_decode_step //; s/K=V=128 //; s/^/$2/"; } ;;
   *) echo "OP=$OP: expected prefill or decode"; exit 2 ;;
 esac
-build() {  # source dir, targets...
+build() {  # source dir, targets... (CUDA_FLAGS: extra nvcc flags, e.g. -DMACRO)
   local src=$1; shift
   (cd "$src" && cmake --preset cuda -DCMAKE_PREFIX_PATH="$prefix/usr" -DKIMI_TESTS=ON -DKIMI_BENCH=ON \
-    -DKIMI_PYTHON=OFF >/tmp/quick-configure.log 2>&1 && cmake --build build/cuda -j 16 --target "$@" \
+    -DKIMI_PYTHON=OFF -DCMAKE_CUDA_FLAGS="${CUDA_FLAGS:-}" >/tmp/quick-configure.log 2>&1 &&
+    cmake --build build/cuda -j 16 --target "$@" \
     >/tmp/quick-build.log 2>&1) || { grep -E "error" -A5 /tmp/quick-build.log | head -40; return 1; }
 }
 tree_targets="kimi_tests $target"; [ "${TESTS:-1}" = 0 ] && tree_targets=$target
@@ -89,10 +91,14 @@ racecheck() {  # test binary, prefix, log tag; on hazards: the report to $OUT/ra
 }
 [ "${TESTS:-1}" = 1 ] && check ./build/cuda/tests/kimi_tests "" ""
 bench ./build/cuda/bench/$target ""
-for dir in ${AB:-}; do  # each overlay built and timed in turn (AB_TESTS=1: also checked), its lines prefixed [<name>]
-  name=$(basename "$dir") src=build/ab-$(basename "$dir")
+for item in ${AB:-}; do  # each overlay built and timed in turn (AB_TESTS=1: also checked), its lines prefixed [<name>]
+  dir=$item name=$(basename "$item") flags=""
+  if [ "${item#def:}" != "$item" ]; then  # def:MACRO[,MACRO...]: the tree itself built with -DMACRO ...
+    name=${item#def:} dir=$(mktemp -d) flags="-D${name//,/ -D}"
+  fi
+  src=build/ab-$name
   targets=$target; [ "${AB_TESTS:-0}" = 1 ] && targets="kimi_tests $target"
-  overlay_tree "$src" "$dir" && build "$src" $targets && echo "$(el) [$name] built" || continue
+  overlay_tree "$src" "$dir" && CUDA_FLAGS="$flags" build "$src" $targets && echo "$(el) [$name] built" || continue
   [ "${AB_TESTS:-0}" = 1 ] && check "$src/build/cuda/tests/kimi_tests" "[$name] " "-$name"
   bench "$src/build/cuda/bench/$target" "[$name] "
   [ "${AB_TESTS:-0}" = 1 ] && racecheck "$src/build/cuda/tests/kimi_tests" "[$name] " "-$name"

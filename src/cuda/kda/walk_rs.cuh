@@ -39,7 +39,9 @@
 //   V [1][64][64], decay [D]; the O stage bf16 [64 t][64 v]; eight mbarriers. RsSmem<D>::TOTAL bytes (224320 at
 //   D = 128).
 // STATUS: the automatic walk for a bf16 o with 16-byte aligned rows (chunk.cu) since session 10, and the segments' walk
-// there since session 11 (1 x 65536 H8: 2.057 ms on chunk.cuh's VT = 32 walk -> 1.217, run 42). History: the first
+// there since session 11 (1 x 65536 H8: 2.057 ms on chunk.cuh's VT = 32 walk -> 1.217, run 42). Two experiments of
+// session 11 wait behind switches, off by default and not yet measured: KIMI_KDA_RS_SPLIT_G2 and
+// KIMI_KDA_RS_MAP_TWO_CHAINS. History: the first
 // forms (O stored by WG 0, 32 scalar bf16 stores per thread) were correct but slower than walk_wgmma.cuh: 1 x 16384
 // H64 1.955 vs 1.883 ms, 1.979 with U / O alternating, 1.995 with an L2 prefetch two chunks ahead (since removed)
 // (docs/gpu runs 33-35). ncu (run 36, walk 955 us, 6.7 K cycles a chunk): WG 0 never waited for its operands, the
@@ -261,8 +263,9 @@ __global__ void __launch_bounds__(kRsThreads, 1) kda_chunk_walk_rs(const Params 
 #ifdef KIMI_KDA_RS_MAP_TWO_CHAINS
       // EXPERIMENT (session 11, compiled, NOT measured; off by default): in a map (no outputs) U's lo products
       // accumulate on the idle O accumulators, a second chain beside the hi products', added into U after the wait
-      // (a map's G1 is otherwise one dependent chain of 3 KS + KT wgmma). Next session: quick_ab.sh AB_TESTS=1 with an
-      // overlay of this file that #defines it, on 1 x 65536 H8 / H32, then make it the form or delete it.
+      // (a map's G1 is otherwise one dependent chain of 3 KS + KT wgmma). Next session:
+      //   AB="def:KIMI_KDA_RS_MAP_TWO_CHAINS" AB_TESTS=1 SHAPES="4 2" bash scripts/gpu/quick_ab.sh
+      // then make it the form or delete it.
       constexpr bool kTwoU = !kOuts;
 #else
       constexpr bool kTwoU = false;
@@ -320,7 +323,7 @@ __global__ void __launch_bounds__(kRsThreads, 1) kda_chunk_walk_rs(const Params 
       // EXPERIMENT (session 11, compiled, NOT measured; off by default): G2 as two wgmma groups, the state update
       // first and O's products second, so that the next chunk's state fragments are split (split_state) while O's
       // products still run; the state update then runs as one dependent chain (N = D) instead of alternating with O.
-      // Next session: quick_ab.sh AB_TESTS=1 with an overlay of this file that #defines it (tests, racecheck and the
+      // Next session: AB="def:KIMI_KDA_RS_SPLIT_G2" AB_TESTS=1 bash scripts/gpu/quick_ab.sh (tests, racecheck and the
       // benchmark beside main in one call), then make it the form or delete it.
 #pragma unroll
       for (int ks = 0; ks < KT; ++ks) {
