@@ -49,9 +49,9 @@
 #include <atomic>
 #include <cmath>
 #include <cstdint>
-#include <initializer_list>
 #include <map>
 #include <mutex>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -98,7 +98,7 @@ PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder() {
 
 // Whether every tensor is bf16 [B][T][H][D] with rows of `bytes`-aligned pieces: its base and the strides of its
 // first three dimensions multiples of `bytes` (a dimension of size 1 is never stepped, so its stride is free).
-bool bf16_rows_aligned(std::initializer_list<const TensorView*> tensors, int64_t bytes) {
+bool bf16_rows_aligned(std::span<const TensorView* const> tensors, int64_t bytes) {
   for (const TensorView* t : tensors) {
     if (t->dtype != DType::bf16 || reinterpret_cast<uintptr_t>(t->data) % size_t(bytes) != 0) return false;
     for (int d = 0; d < 3; ++d)
@@ -333,14 +333,14 @@ void kda_chunk_fwd(const KdaArgs& a, int chunk_size, const Context& ctx) {
   {  // the prep's row loads (prep.cuh, phase L): q, k, v, g bf16 with every row piece of 4 elements 8-byte aligned
      // (vector loads), and with 16-byte aligned rows (tensor-map copies of whole row tiles, where the driver
      // encodes the maps: encode_row_tiles; the row is 2 D bytes, a multiple of 16)
-    const std::initializer_list<const TensorView*> rows{&a.q, &a.k, &a.v, &a.g};
+    const std::array<const TensorView*, 4> rows{&a.q, &a.k, &a.v, &a.g};
     p.rows_bf16 = bf16_rows_aligned(rows, 8) ? 1 : 0;
-    p.rows_bulk = bf16_rows_aligned(rows, 16) && encode_row_tiles(p.rows_map, {&a.q, &a.k, &a.v, &a.g}) ? 1 : 0;
+    p.rows_bulk = bf16_rows_aligned(rows, 16) && encode_row_tiles(p.rows_map, rows) ? 1 : 0;
     g_last_row_loads.store(p.rows_bulk   ? KdaRowLoads::bulk
                            : p.rows_bf16 ? KdaRowLoads::vector
                                          : KdaRowLoads::generic);
   }
-  p.o_rows16 = bf16_rows_aligned({&a.o}, 16) ? 1 : 0;  // walk_rs.cuh's staged O stores
+  p.o_rows16 = bf16_rows_aligned(std::array<const TensorView*, 1>{&a.o}, 16) ? 1 : 0;  // walk_rs.cuh's O stage
   p.H = int(H);
   p.N = int(N);
 
