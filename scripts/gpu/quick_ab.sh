@@ -37,15 +37,14 @@ case $OP in
     cases="$cases:KdaCudaShapes.SegmentWalksAgree"
     sanitized='*kda_chunk_fwd_bf16_cuda*:KdaCudaShapes.WalkKernelsAgree:KdaCudaShapes.RowLoadPathsAgree'
     sanitized="$sanitized:CudaKdaSeqPar*:KdaCudaShapes.SegmentWalksAgree"
+    # WALKS="wg rs" is VARIANTS="walk=wg walk=rs"; neither: one run per shape with the launcher's choices
+    variants=${VARIANTS:-$(for w in ${WALKS:-}; do printf 'walk=%s ' "$w"; done)}
     bench() {  # binary, prefix
       for sh in ${SHAPES:-0 3 5 6}; do
-        if [ -n "${VARIANTS:-}" ]; then
-          for v in $VARIANTS; do echo "$2shape $sh ${v//,/ }: $(timeout 30 "$1" "$sh" ${v//,/ } | tail -1)"; done
-        elif [ -n "${WALKS:-}" ]; then
-          for w in $WALKS; do timeout 30 "$1" "$sh" "walk=$w" | sed "s/^/$2/"; done
-        else
-          timeout 30 "$1" "$sh" | sed "s/^/$2/"
-        fi
+        for v in ${variants:-default}; do
+          local args=${v//,/ }; [ "$v" = default ] && args=""
+          echo "$2shape $sh${args:+ $args}: $(timeout 30 "$1" "$sh" $args | tail -1)"
+        done
       done
     } ;;
   decode)
