@@ -223,7 +223,7 @@ void launch_all(kda_chunk::Params p, bool diag_mma, KdaWalk walk, cudaStream_t s
       const bool rs = walk == KdaWalk::segments_rs;
       const auto seg_walk = rs ? kc::kda_chunk_walk_rs<D> : kc::kda_chunk_walk<D, 32, 256>;
       const size_t smem = rs ? kc::RsSmem<D>::TOTAL : kc::WalkSmem<D, 32>::TOTAL;
-      const int threads = rs ? kc::kRsThreads : 256, nv = rs ? D / 64 : D / 32;
+      const int threads = rs ? kc::kRsThreads : 256, nv = kda_plan::WalkCosts::of(rs, D).nv;  // V tiles per head
       p.walk_mode = kc::kWalkMaps;
       launch_kernel(seg_walk, smem, threads, p.nseg * H * 2 * nv, p, s);
       launch_kernel(kc::kda_seg_scan<D>, kc::ScanSmem<D>::TOTAL, kc::kScanThreads, N * H * (D / kc::kScanRows), p, s);
