@@ -39,14 +39,16 @@
 //   V [1][64][64], decay [D]; the O stage bf16 [64 t][64 v]; eight mbarriers. RsSmem<D>::TOTAL bytes (224320 at
 //   D = 128).
 // STATUS: the automatic walk for a bf16 o with 16-byte aligned rows (chunk.cu) since session 10, and the segments' walk
-// there since session 11 (1 x 65536 H8: 2.057 ms on chunk.cuh's VT = 32 walk -> 1.217, run 42). Two experiments of
-// session 11 wait behind switches, off by default and not yet measured: KIMI_KDA_RS_SPLIT_G2 and
-// KIMI_KDA_RS_MAP_TWO_CHAINS. History: the first
-// forms (O stored by WG 0, 32 scalar bf16 stores per thread) were correct but slower than walk_wgmma.cuh: 1 x 16384
-// H64 1.955 vs 1.883 ms, 1.979 with U / O alternating, 1.995 with an L2 prefetch two chunks ahead (since removed)
-// (docs/gpu runs 33-35). ncu (run 36, walk 955 us, 6.7 K cycles a chunk): WG 0 never waited for its operands, the
-// tensor pipe was active 35%, and WG 0 issued ~1070 instructions per warp per chunk besides its 60 wgmma at ~5
-// cycles each (fragment splits ~200, the decay, and ~350 for the O stores): issue-latency bound on one warpgroup.
+// there since session 11 (1 x 65536 H8: 2.057 ms on chunk.cuh's VT = 32 walk -> 1.217, run 42). Measured and dropped
+// (session 12, run 49, each beside this form in one call): G2 as two wgmma groups, the state update first and the next
+// chunk's state split while O's products run (1 x 16384 H64 1.457 vs 1.479 ms, 8 x 4096 1.501 vs 1.486, H8 and H32
+// within 1%), and a map's U lo products on its idle O accumulators, two chains instead of one (H8 1.149 vs 1.158, H32
+// 3.611 vs 3.607): both within the run's noise. History: the first forms (O stored by WG 0, 32 scalar bf16 stores per
+// thread) were correct but slower than walk_wgmma.cuh: 1 x 16384 H64 1.955 vs 1.883 ms, 1.979 with U / O alternating,
+// 1.995 with an L2 prefetch two chunks ahead (since removed) (docs/gpu runs 33-35). ncu (run 36, walk 955 us, 6.7 K
+// cycles a chunk): WG 0 never waited for its operands, the tensor pipe was active 35%, and WG 0 issued ~1070
+// instructions per warp per chunk besides its 60 wgmma at ~5 cycles each (fragment splits ~200, the decay, and ~350 for
+// the O stores): issue-latency bound on one warpgroup.
 // With O staged by stmatrix.trans and stored by WG 1 (run 37): 1.635 ms against walk_wgmma.cuh's 1.894 (1 x 16384
 // H64), 4.226 / 5.399 (1 x 65536 H32), 1.627 / 1.896 (8 x 4096 H32), 0.886 / 1.011 (10 x 819 H64).
 #pragma once
@@ -260,19 +262,8 @@ __global__ void __launch_bounds__(kRsThreads, 1) kda_chunk_walk_rs(const Params 
       for (int j = 0; j < VT / 8; ++j)
 #pragma unroll
         for (int e = 0; e < 4; ++e) acc_u[j][e] = acc_o[j][e] = 0.f;
-#ifdef KIMI_KDA_RS_MAP_TWO_CHAINS
-      // EXPERIMENT (session 11, compiled, NOT measured; off by default): in a map (no outputs) U's lo products
-      // accumulate on the idle O accumulators, a second chain beside the hi products', added into U after the wait
-      // (a map's G1 is otherwise one dependent chain of 3 KS + KT wgmma). Next session:
-      //   AB="def:KIMI_KDA_RS_MAP_TWO_CHAINS" AB_TESTS=1 SHAPES="4 2" bash scripts/gpu/quick_ab.sh
-      // then make it the form or delete it.
-      constexpr bool kTwoU = !kOuts;
-#else
-      constexpr bool kTwoU = false;
-#endif
-      float (&acc_u2)[VT / 8][4] = kTwoU ? acc_o : acc_u;  // U's lo products
       wgmma::fence_operands(acc_u);
-      if constexpr (kOuts || kTwoU) wgmma::fence_operands(acc_o);
+      if constexpr (kOuts) wgmma::fence_operands(acc_o);
       wgmma::fence();
       // G1, one group, the products of U and of O alternating: two independent accumulator chains, so that
       // each wgmma need not wait for the previous one's accumulation (a single chain of N = 64 wgmma runs at ~3x the
@@ -283,9 +274,9 @@ __global__ void __launch_bounds__(kRsThreads, 1) kda_chunk_walk_rs(const Params 
         const uint32_t o = kstep(ks);
         wgmma::mma_rs<VT>(acc_u, sh[ks], wgmma::desc_add(dWh, o));
         if constexpr (kOuts) wgmma::mma_rs<VT>(acc_o, sh[ks], wgmma::desc_add(dQg, o));
-        wgmma::mma_rs<VT>(acc_u2, sl[ks], wgmma::desc_add(dWh, o));
+        wgmma::mma_rs<VT>(acc_u, sl[ks], wgmma::desc_add(dWh, o));
         if constexpr (kOuts) wgmma::mma_rs<VT>(acc_o, sl[ks], wgmma::desc_add(dQg, o));
-        wgmma::mma_rs<VT>(acc_u2, sh[ks], wgmma::desc_add(dWl, o));
+        wgmma::mma_rs<VT>(acc_u, sh[ks], wgmma::desc_add(dWl, o));
       }
       if constexpr (kVterm) {
 #pragma unroll
@@ -295,19 +286,12 @@ __global__ void __launch_bounds__(kRsThreads, 1) kda_chunk_walk_rs(const Params 
       wgmma::commit();
       wgmma::wait<0>();
       wgmma::fence_operands(acc_u);
-      if constexpr (kOuts || kTwoU) wgmma::fence_operands(acc_o);
-      if constexpr (kTwoU) {
-#pragma unroll
-        for (int j = 0; j < VT / 8; ++j)
-#pragma unroll
-          for (int e = 0; e < 4; ++e) acc_u[j][e] += acc_o[j][e];
-      }
+      if constexpr (kOuts) wgmma::fence_operands(acc_o);
       uint32_t uh[KT][4], ul[KT][4];  // U^T as bf16 hi + lo A fragments, k-step ks = chunk rows 16 ks ..
 #pragma unroll
       for (int ks = 0; ks < KT; ++ks) a_frag_split(acc_u[2 * ks], acc_u[2 * ks + 1], uh[ks], ul[ks]);
       wgmma::fence_operands(st);
       wgmma::fence();  // the fragments and the decayed state were written by ordinary instructions
-#ifndef KIMI_KDA_RS_SPLIT_G2
       // G2, alternating: O^T += U^T A_qk^T; S^T += U^T KdT^T (the state update)
 #pragma unroll
       for (int ks = 0; ks < KT; ++ks) {
@@ -319,35 +303,6 @@ __global__ void __launch_bounds__(kRsThreads, 1) kda_chunk_walk_rs(const Params 
       wgmma::commit();
       wgmma::wait<0>();
       wgmma::fence_operands(st);
-#else
-      // EXPERIMENT (session 11, compiled, NOT measured; off by default): G2 as two wgmma groups, the state update
-      // first and O's products second, so that the next chunk's state fragments are split (split_state) while O's
-      // products still run; the state update then runs as one dependent chain (N = D) instead of alternating with O.
-      // Next session: AB="def:KIMI_KDA_RS_SPLIT_G2" AB_TESTS=1 bash scripts/gpu/quick_ab.sh (tests, racecheck and the
-      // benchmark beside main in one call), then make it the form or delete it.
-#pragma unroll
-      for (int ks = 0; ks < KT; ++ks) {
-        wgmma::mma_rs<D>(st, uh[ks], wgmma::desc_add(dKdt, 32u * ks));
-        wgmma::mma_rs<D>(st, ul[ks], wgmma::desc_add(dKdt, 32u * ks));
-      }
-      wgmma::commit();
-      if constexpr (kOuts) {
-#pragma unroll
-        for (int ks = 0; ks < KT; ++ks) {
-          wgmma::mma_rs<VT>(acc_o, uh[ks], wgmma::desc_add(dAqk, 32u * ks));
-          wgmma::mma_rs<VT>(acc_o, ul[ks], wgmma::desc_add(dAqk, 32u * ks));
-        }
-        wgmma::commit();
-        wgmma::wait<1>();  // the state update's group (groups complete in order)
-      } else {
-        wgmma::wait<0>();
-      }
-      wgmma::fence_operands(st);
-      wgmma::fence_operands(sh);  // read by G1 until its wait: kept unchanged until here
-      wgmma::fence_operands(sl);
-      if (c + 1 < cend) split_state();
-      wgmma::wait<0>();
-#endif
       if constexpr (kOuts) wgmma::fence_operands(acc_o);
       wgmma::fence_operands(sh);  // read by G1 until its wait: kept unchanged until here
       wgmma::fence_operands(sl);
@@ -381,9 +336,7 @@ __global__ void __launch_bounds__(kRsThreads, 1) kda_chunk_walk_rs(const Params 
             }
         }
       }
-#ifndef KIMI_KDA_RS_SPLIT_G2
       if (c + 1 < cend) split_state();
-#endif
     }
   };
   if (u.outs) chain.template operator()<true, true>();
