@@ -284,6 +284,34 @@ __device__ __forceinline__ WalkUnit walk_unit(const Params& p, int bid) {
   return u;
 }
 
+// Offset of element (column j, key channel kk) of the state of (sequence n, head h) in s0 / s1 ([N][H][D][D], rows
+// j (vk) or kk (kv)).
+template <int D>
+__device__ __forceinline__ int64_t user_state_index(const Params& p, int64_t n, int h, int j, int kk) {
+  const int64_t base = (n * p.H + h) * int64_t(D) * D;
+  return p.vk ? base + int64_t(j) * D + kk : base + int64_t(kk) * D + j;
+}
+// Where a walk CTA's state starts (WalkUnit::src), as one strided read or none: element (column j, key channel kk) at
+// m[j sj + kk skk] (s0 in its layout, or the segment start in the scratch, rows j), else the identity columns or zero.
+// Built once per CTA: the start loads are one predicated batch, no per-element branch on the source (walk_rs.cuh
+// ~1000 SASS instructions shorter than with the per-element rule; times in docs/gpu run 52).
+struct StartState {
+  const float* m;  // null: zero or identity
+  int sj, skk;
+  bool ident;
+  template <int D>
+  __device__ __forceinline__ static StartState of(const Params& p, const WalkUnit& u) {
+    if (u.src == kSrcUser && p.s0)
+      return {p.s0 + user_state_index<D>(p, u.n, u.h, 0, 0), p.vk ? D : 1, p.vk ? 1 : D, false};
+    if (u.src == kSrcScratch) return {u.src_p, D, 1, false};
+    return {nullptr, 0, 0, u.src == kSrcIdentity};
+  }
+  __device__ __forceinline__ float at(int j, int kk) const {
+    const float x = m ? __ldcg(m + j * sj + kk * skk) : 0.f;  // read once: L2 only
+    return ident && j == kk ? 1.f : x;
+  }
+};
+
 // Walk kernel shared memory: S^T hi, lo bf16 [VT][LDB] (the fp32 state itself lives in registers); two input
 // buffers {Wn hi, Wn lo [64][LDW], U0 fp32 [64][LDU], KdT [D][LDT], decay [D]}; U hi, lo bf16 [64][LDV]
 // (row-major, as its accumulators hold it; its products read it through ldmatrix.trans); one buffer of the output
@@ -707,10 +735,9 @@ __global__ void __launch_bounds__(NTHR, 1) kda_chunk_walk(const Params p) {
 
   const WalkUnit u = walk_unit<D, VT>(p, int(blockIdx.x));
   if (u.idle) return;
-  const int h = u.h, v0 = u.v0, src = u.src, dst = u.dst;
+  const int h = u.h, v0 = u.v0, dst = u.dst;
   const int64_t n = u.n, cbeg = u.cbeg, cend = u.cend;
   const bool outs = u.outs, ident = u.ident;
-  const float* const src_p = u.src_p;
   float* const dst_p = u.dst_p;
 
   // cp.async groups: the inputs of chunk c (buffer c & 1) are committed at the top of iteration c - 1, its
@@ -733,11 +760,8 @@ __global__ void __launch_bounds__(NTHR, 1) kda_chunk_walk(const Params p) {
   constexpr int WM7 = VT / 16, WN7 = NW / WM7, MT7 = 1, NT7 = D / (8 * WN7);  // WM7 x WN7 warp grid
   static_assert(WM7 * WN7 == NW && NT7 >= 1 && NT7 * 8 * WN7 == D, "state update tiles");
   const int m0 = 16 * (warp / WN7), n07 = (warp % WN7) * (D / WN7);
-  const int64_t sbase = (int64_t(n) * p.H + h) * int64_t(D) * D;
-  const auto state_index = [&](int v, int kk) {
-    return p.vk ? sbase + int64_t(v0 + v) * D + kk : sbase + int64_t(kk) * D + v0 + v;
-  };
   float st[MT7][NT7][4];
+  const StartState start = StartState::of<D>(p, u);
   const auto store_split = [&]() {
 #pragma unroll
     for (int mt = 0; mt < MT7; ++mt)
@@ -758,11 +782,7 @@ __global__ void __launch_bounds__(NTHR, 1) kda_chunk_walk(const Params p) {
 #pragma unroll
         for (int cc = 0; cc < 2; ++cc) {
           const int v = m0 + 16 * mt + gq + 8 * rr, kk = n07 + 8 * nt + 2 * tq + cc;
-          float x = 0.f;
-          if (src == kSrcUser && p.s0) x = p.s0[state_index(v, kk)];
-          else if (src == kSrcScratch) x = src_p[size_t(v0 + v) * D + kk];
-          else if (src == kSrcIdentity) x = v0 + v == kk ? 1.f : 0.f;
-          st[mt][nt][2 * rr + cc] = x;
+          st[mt][nt][2 * rr + cc] = start.at(v0 + v, kk);
         }
   store_split();  // ordered before the first read by the barrier at the top of the first iteration
 
@@ -890,7 +910,8 @@ __global__ void __launch_bounds__(NTHR, 1) kda_chunk_walk(const Params p) {
                 make_float2(st[mt][nt][2 * rr], st[mt][nt][2 * rr + 1]);
           } else {
 #pragma unroll
-            for (int cc = 0; cc < 2; ++cc) p.s1[state_index(v, kk + cc)] = st[mt][nt][2 * rr + cc];
+            for (int cc = 0; cc < 2; ++cc)
+              p.s1[user_state_index<D>(p, n, h, v0 + v, kk + cc)] = st[mt][nt][2 * rr + cc];
           }
         }
   }

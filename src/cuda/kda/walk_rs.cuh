@@ -213,22 +213,12 @@ __global__ void __launch_bounds__(kRsThreads, 1) kda_chunk_walk_rs(const Params 
 
   // WG 0: the state S^T[v][k] (v = r0 + 8 (e / 2), k = 8 j + 2 tq + e % 2), fp32, in the state update's accumulators,
   // from where the unit's state starts (WalkUnit::src)
-  const int64_t sbase = (int64_t(u.n) * p.H + h) * int64_t(D) * D;
-  const auto state_index = [&](int v, int kk) {
-    return p.vk ? sbase + int64_t(v0 + v) * D + kk : sbase + int64_t(kk) * D + v0 + v;
-  };
+  const StartState start = StartState::of<D>(p, u);
   float st[NJ][4];
 #pragma unroll
   for (int j = 0; j < NJ; ++j)
 #pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      const int v = r0 + 8 * (e >> 1), kk = 8 * j + 2 * tq + (e & 1);
-      float x = 0.f;
-      if (u.src == kSrcUser && p.s0) x = p.s0[state_index(v, kk)];
-      else if (u.src == kSrcScratch) x = u.src_p[size_t(v0 + v) * D + kk];
-      else if (u.src == kSrcIdentity) x = v0 + v == kk ? 1.f : 0.f;
-      st[j][e] = x;
-    }
+    for (int e = 0; e < 4; ++e) st[j][e] = start.at(v0 + r0 + 8 * (e >> 1), 8 * j + 2 * tq + (e & 1));
   uint32_t sh[KS][4], sl[KS][4];  // S^T as bf16 hi + lo A fragments, k-step ks = columns 16 ks ..
   const auto split_state = [&]() {
 #pragma unroll
@@ -348,7 +338,8 @@ __global__ void __launch_bounds__(kRsThreads, 1) kda_chunk_walk_rs(const Params 
 #pragma unroll
     for (int j = 0; j < NJ; ++j)
 #pragma unroll
-      for (int e = 0; e < 4; ++e) p.s1[state_index(r0 + 8 * (e >> 1), 8 * j + 2 * tq + (e & 1))] = st[j][e];
+      for (int e = 0; e < 4; ++e)
+        p.s1[user_state_index<D>(p, u.n, h, v0 + r0 + 8 * (e >> 1), 8 * j + 2 * tq + (e & 1))] = st[j][e];
   } else if (u.dst == kDstScratch) {
 #pragma unroll
     for (int j = 0; j < NJ; ++j)

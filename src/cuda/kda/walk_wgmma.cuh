@@ -300,16 +300,14 @@ __global__ void __launch_bounds__(kWgThreads, 1) kda_chunk_walk_wg(const Params 
   };
   // State half of this warpgroup: st[j][e] = S^T[v][k], v = r0 + 8 (e / 2), k = k0 + 8 j + 2 tq + e % 2.
   const int k0 = wg * NS;
-  const int64_t sbase = (int64_t(n) * p.H + h) * int64_t(D) * D;
-  const auto state_index = [&](int v, int kk) {
-    return p.vk ? sbase + int64_t(v0 + v) * D + kk : sbase + int64_t(kk) * D + v0 + v;
-  };
   float st[NS / 8][4];
 #pragma unroll
   for (int j = 0; j < NS / 8; ++j)
 #pragma unroll
-    for (int e = 0; e < 4; ++e)
-      st[j][e] = p.s0 ? p.s0[state_index(r0 + 8 * (e >> 1), k0 + 8 * j + 2 * tq + (e & 1))] : 0.f;
+    for (int e = 0; e < 4; ++e) {
+      const int64_t i = user_state_index<D>(p, n, h, v0 + r0 + 8 * (e >> 1), k0 + 8 * j + 2 * tq + (e & 1));
+      st[j][e] = p.s0 ? p.s0[i] : 0.f;
+    }
   const auto store_split = [&]() {  // S^T hi + lo of this warpgroup's half, for the next products
     split_store_acc<VT, NS / 8, 1>(sSh, sSl, st, k0, tid);
     fence_proxy_async();
@@ -468,7 +466,7 @@ __global__ void __launch_bounds__(kWgThreads, 1) kda_chunk_walk_wg(const Params 
     for (int j = 0; j < NS / 8; ++j)
 #pragma unroll
       for (int e = 0; e < 4; ++e)
-        p.s1[state_index(r0 + 8 * (e >> 1), k0 + 8 * j + 2 * tq + (e & 1))] = st[j][e];
+        p.s1[user_state_index<D>(p, n, h, v0 + r0 + 8 * (e >> 1), k0 + 8 * j + 2 * tq + (e & 1))] = st[j][e];
   }
 }
 
