@@ -3,6 +3,7 @@
 // (fused bounded gate, lower bound -5), raw beta (sigmoid in kernel), L2 norm in kernel, fp32 state updated
 // in place (initial = final). Prints time and state traffic (K*V*4 bytes read + written per sequence-head).
 // Run beside bench/peers/fla_kda.py (same shapes, same options) in one command: scripts/gpu/run_all.sh.
+// `kimi_bench_kda_decode step B H kv|vk`: only that decode-step line (e.g. under ncu: a profile of one shape).
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -129,10 +130,24 @@ void run_step(int B, int H, int K, kimi::StateLayout layout) {
 
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
   if (kimi::cuda_device_count() == 0) {
     std::fprintf(stderr, "no CUDA device\n");
     return 1;
+  }
+  if (argc > 1) {
+    const std::string layout = argc == 5 ? argv[4] : "";
+    if (argc != 5 || std::string(argv[1]) != "step" || (layout != "kv" && layout != "vk")) {
+      std::fprintf(stderr, "usage: %s [step B H kv|vk]\n", argv[0]);
+      return 2;
+    }
+    const int B = std::atoi(argv[2]), H = std::atoi(argv[3]);
+    if (B < 1 || H < 1) {
+      std::fprintf(stderr, "step: B and H must be positive, got %s %s\n", argv[2], argv[3]);
+      return 2;
+    }
+    run_step(B, H, 128, layout == "vk" ? kimi::StateLayout::vk : kimi::StateLayout::kv);
+    return 0;
   }
   for (auto layout : {kimi::StateLayout::kv, kimi::StateLayout::vk}) {
     run(1, 1, 32, 128, 128, layout);

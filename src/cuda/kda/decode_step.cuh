@@ -609,28 +609,32 @@ __global__ void __launch_bounds__(kThreads, MIN_CTAS) kda_decode_step_vk_kernel(
 // static shared 8960 (kv, KMAX 128), 10496 (KMAX 256), 2688-3840 (vk): 3 CTAs per SM with a 64 KB block.
 // Unmeasured (written without a GPU): docs of the first H200 run go with the numbers.
 //
-// kv [K rows][V cols], kda_decode_step_kv_bulk_kernel<CW, KMAX>: thread = (column j = tid % CW, row group
-// rq = tid / CW), CW = the power of 2 in [32, 256] covering V, RGn = 512 / CW row groups of RPT consecutive rows
-// (RPT = ceil(K / RGn) rounded up to 4). A warp reads 32 consecutive floats of one row (no bank conflict).
-// Pass 1: decay (not stored) and the partial k^T Sd, q^T Sd over the thread's rows, per-row-group partials
-// red[RGn][CW] in shared (4 KB in all); barrier; thread j < V sums them (row groups in order), e_j, o_j,
-// beta rk e_j; barrier; pass 2: each element again, x = S a_i (the same product as pass 1),
-// S = fmaf(k_i, beta rk e_j, x), stored in place. The per-element operations are those of the register kernels;
-// only the order of the sums over K differs.
+// kv [K rows][V cols], kda_decode_step_kv_bulk_kernel<CW, KMAX, WM>: CW = the power of 2 in [32, 256] covering V,
+// NCT = CW / 32 column tiles of 32 columns, RGW = 16 / NCT row blocks of RB rows (K / RGW rounded up to 16). Warp
+// w = (column tile ct = w % NCT, row block rb = w / NCT), lane = (row quarter rs = lane / 8, column group lane % 8):
+// the thread's 4 columns c0 = 32 ct + 4 (lane % 8) .. + 3 (float4: the 8 lanes of a row quarter read one 128-byte
+// row segment, no bank conflict) and its RB / 4 consecutive rows from i0 = RB rb + (RB / 4) rs. Pass 1: decay (not stored) and the partial k^T Sd, q^T Sd of the 4 columns over the thread's
+// rows, summed over the row quarters by shuffles (xor 8, then 16); lanes 0 .. 7 store the row block's sums in
+// red[RGW][CW] (4 KB in all); barrier; thread j < V sums them (row blocks in order), e_j, o_j, beta rk e_j; barrier;
+// pass 2: each element again, x = S a_i (the same product as pass 1), S = fmaf(k_i, beta rk e_j, x), stored in place.
+// The per-element operations are those of the register kernels; only the order of the sums over K differs.
+// (Session 12: this mapping replaced one column and 32 rows per thread, scalar shared accesses: ncu at 256 x 32,
+// docs/gpu run 53, 27.1 K warp instructions per CTA against the vk kernel's 20.8 K, the schedulers issuing on 68% of
+// cycles.)
 template <int CW, int KMAX, int WM>
 __global__ void __launch_bounds__(kThreads, 3)
     kda_decode_step_kv_bulk_kernel(const __grid_constant__ DecodeParams p) {
-  constexpr int RGn = kThreads / CW;
-  static_assert(CW >= 32 && CW <= kMaxV && kThreads % CW == 0, "whole warps per row group");
+  constexpr int NCT = CW / 32, RGW = kWarps / NCT;
+  static_assert(CW >= 32 && CW <= kMaxV && kWarps % NCT == 0, "whole column tiles per warp");
   __shared__ Token<KMAX> sm;
-  __shared__ float red_k[RGn][CW], red_q[RGn][CW];
-  __shared__ float be[kMaxV];
+  __shared__ alignas(16) float red_k[RGW][CW];
+  __shared__ alignas(16) float red_q[RGW][CW];
+  __shared__ alignas(16) float be[CW];
   __shared__ uint64_t bulk_bar;
 
   const int64_t n = blockIdx.x / p.H;
   const int h = int(blockIdx.x % p.H);
-  const int tid = threadIdx.x;
-  const int j = tid % CW, rq = tid / CW;
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   const int K = p.K, V = p.V;
   const ChanIn cin = chan_inputs<KMAX, WM>(p, n, h, tid);  // in flight while the slot is read
   const HeadIn hin = head_inputs(p, n, h);
@@ -642,34 +646,42 @@ __global__ void __launch_bounds__(kThreads, 3)
   const TokenScalars ts = decode_prologue<KMAX, WM>(p, sm, cin, hin, n, h, s);
   mbar_wait(&bulk_bar, 0);  // the init is ordered before this by the prologue's barriers
 
-  // The thread's rows i0 .. iend-1 (RPT a multiple of 4: a, k, q read as float4, i0 16-byte aligned; rows from
-  // K to KMAX hold a = 1, k = q = 0 in the token, but have no state row: the row tests are plain comparisons).
-  const int RPT = ((K + RGn - 1) / RGn + 3) & ~3;
-  const int i0 = rq * RPT;
-  const int iend = i0 + RPT < K ? i0 + RPT : K;
-  float pk = 0.f, pq = 0.f;
-  if (j < V) {
+  // The thread's columns c0 .. c0 + 3 (V a multiple of 4: all or none of them exist) and rows i0 .. iend - 1.
+  const int rb = warp / NCT, rs = lane / 8, c0 = 32 * (warp % NCT) + 4 * (lane % 8);
+  const int RB = ((K + RGW - 1) / RGW + 15) & ~15;
+  const int i0 = rb * RB + rs * (RB / 4);
+  const int iend = i0 + RB / 4 < K ? i0 + RB / 4 : K;
+  const bool live = c0 < V;
+  float pk[4] = {0.f, 0.f, 0.f, 0.f}, pq[4] = {0.f, 0.f, 0.f, 0.f};
+  if (live) {
 #pragma unroll 2
-    for (int ib = i0; ib < iend; ib += 4) {
-      float4 a4 = *reinterpret_cast<const float4*>(&sm.a[ib]);
-      float4 k4 = *reinterpret_cast<const float4*>(&sm.k[ib]);
-      float4 q4 = *reinterpret_cast<const float4*>(&sm.q[ib]);
+    for (int i = i0; i < iend; ++i) {
+      const float4 x = *reinterpret_cast<const float4*>(&st[i * V + c0]);
+      const float ai = sm.a[i], ki = sm.k[i], qi = sm.q[i];
 #pragma unroll
-      for (int e = 0; e < 4; ++e)
-        if (ib + e < iend) {
-          const float x = st[(ib + e) * V + j] * comp(a4, e);
-          pk = fmaf(comp(k4, e), x, pk);
-          pq = fmaf(comp(q4, e), x, pq);
-        }
+      for (int c = 0; c < 4; ++c) {
+        const float xd = comp(x, c) * ai;
+        pk[c] = fmaf(ki, xd, pk[c]);
+        pq[c] = fmaf(qi, xd, pq[c]);
+      }
     }
   }
-  red_k[rq][j] = pk;
-  red_q[rq][j] = pq;
+#pragma unroll
+  for (int c = 0; c < 4; ++c)
+#pragma unroll
+    for (int m = 8; m <= 16; m *= 2) {
+      pk[c] += __shfl_xor_sync(0xffffffffu, pk[c], m);
+      pq[c] += __shfl_xor_sync(0xffffffffu, pq[c], m);
+    }
+  if (rs == 0 && live) {
+    *reinterpret_cast<float4*>(&red_k[rb][c0]) = make_float4(pk[0], pk[1], pk[2], pk[3]);
+    *reinterpret_cast<float4*>(&red_q[rb][c0]) = make_float4(pq[0], pq[1], pq[2], pq[3]);
+  }
   __syncthreads();
   if (tid < V) {  // column tid: the sums over K, e, o
     float ks = 0.f, qs = 0.f;
 #pragma unroll
-    for (int g = 0; g < RGn; ++g) {
+    for (int g = 0; g < RGW; ++g) {
       ks += red_k[g][tid];
       qs += red_q[g][tid];
     }
@@ -678,18 +690,16 @@ __global__ void __launch_bounds__(kThreads, 3)
     be[tid] = ts.beta * ts.rk * ev;
   }
   __syncthreads();
-  if (j < V) {
-    const float bej = be[j];
+  if (live) {
+    const float4 b4 = *reinterpret_cast<const float4*>(&be[c0]);
 #pragma unroll 2
-    for (int ib = i0; ib < iend; ib += 4) {
-      float4 a4 = *reinterpret_cast<const float4*>(&sm.a[ib]);
-      float4 k4 = *reinterpret_cast<const float4*>(&sm.k[ib]);
-#pragma unroll
-      for (int e = 0; e < 4; ++e)
-        if (ib + e < iend) {
-          float& x = st[(ib + e) * V + j];
-          x = fmaf(comp(k4, e), bej, x * comp(a4, e));
-        }
+    for (int i = i0; i < iend; ++i) {
+      float4& x = *reinterpret_cast<float4*>(&st[i * V + c0]);
+      const float ai = sm.a[i], ki = sm.k[i];
+      float4 y = x;
+      y.x = fmaf(ki, b4.x, y.x * ai), y.y = fmaf(ki, b4.y, y.y * ai);
+      y.z = fmaf(ki, b4.z, y.z * ai), y.w = fmaf(ki, b4.w, y.w * ai);
+      x = y;
     }
   }
   fence_proxy_async();

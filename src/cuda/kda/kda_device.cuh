@@ -72,6 +72,7 @@ __device__ __forceinline__ void st_state4(float* p, int64_t off, int valid, int 
 }
 __device__ __forceinline__ int clamp4(int x) { return x < 0 ? 0 : (x > 4 ? 4 : x); }
 __device__ __forceinline__ float& comp(float4& x, int e) { return e == 0 ? x.x : e == 1 ? x.y : e == 2 ? x.z : x.w; }
+__device__ __forceinline__ float comp(const float4& x, int e) { return e == 0 ? x.x : e == 1 ? x.y : e == 2 ? x.z : x.w; }
 
 // The vk kernels (recurrent.cuh, decode_step.cuh): a lane holds K slots c = 0 .. KC - 1 of 4 rows each, rows
 // 4 kg + 4 KG c + e, of its state columns; the KG lanes of a column are one aligned group of a warp.
