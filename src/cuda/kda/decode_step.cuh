@@ -605,22 +605,23 @@ __global__ void __launch_bounds__(kThreads, MIN_CTAS) kda_decode_step_vk_kernel(
 // in registers, so that 3 CTAs fit an SM (the 40-register cap of 3 x 512 threads; shared: 64 KB of state plus a
 // small static part per CTA), ~190 KB of state in flight or in use per SM. Same bulk copies as above. WM = 4 when
 // W <= 4 (the models' width), else kConvMaxWidth: fewer conv values held in the 40 registers. ptxas (CUDA 13.0,
-// sm_90a): 40 registers, spills 12 / 20 bytes (kv, WM = 4), 8-12 / 16-20 (vk), 32 / 80 and 28 / 64 at WM = 8;
-// static shared 8960 (kv, KMAX 128), 10496 (KMAX 256), 2688-3840 (vk): 3 CTAs per SM with a 64 KB block.
-// Unmeasured (written without a GPU): docs of the first H200 run go with the numbers.
+// sm_90a): 40 registers, spills 16 / 28-32 bytes (kv, WM = 4), 8-12 / 16-20 (vk), 32-36 / 52-72 (kv) and 28 / 64 (vk)
+// at WM = 8; static shared 8448 (kv, KMAX 128), 9984 (KMAX 256), 2688-3840 (vk): 3 CTAs per SM with a 64 KB block.
+// Measured: docs/BENCHMARKS.md (KDA decode step).
 //
-// kv [K rows][V cols], kda_decode_step_kv_bulk_kernel<CW, KMAX, WM>: CW = the power of 2 in [32, 256] covering V,
-// NCT = CW / 32 column tiles of 32 columns, RGW = 16 / NCT row blocks of RB rows (K / RGW rounded up to 16). Warp
-// w = (column tile ct = w % NCT, row block rb = w / NCT), lane = (row quarter rs = lane / 8, column group lane % 8):
-// the thread's 4 columns c0 = 32 ct + 4 (lane % 8) .. + 3 (float4: the 8 lanes of a row quarter read one 128-byte
-// row segment, no bank conflict) and its RB / 4 consecutive rows from i0 = RB rb + (RB / 4) rs. Pass 1: decay (not stored) and the partial k^T Sd, q^T Sd of the 4 columns over the thread's
-// rows, summed over the row quarters by shuffles (xor 8, then 16); lanes 0 .. 7 store the row block's sums in
-// red[RGW][CW] (4 KB in all); barrier; thread j < V sums them (row blocks in order), e_j, o_j, beta rk e_j; barrier;
-// pass 2: each element again, x = S a_i (the same product as pass 1), S = fmaf(k_i, beta rk e_j, x), stored in place.
+// kv [K rows][V cols], kda_decode_step_kv_bulk_kernel<CW, KMAX, WM>: CW = the power of 2 in [32, 256] covering V, NCT =
+// CW / 32 column tiles of 32 columns, RGW = 16 / NCT row blocks of RB rows (K / RGW rounded up to 16). Warp w = (column
+// tile ct = w % NCT, row block rb = w / NCT), lane = (row quarter rs = lane / 8, column group lane % 8): the thread's 4
+// columns c0 = 32 ct + 4 (lane % 8) .. + 3 (float4: the 8 lanes of a row quarter read one 128-byte row segment, no bank
+// conflict) and its RB / 4 consecutive rows from i0 = RB rb + (RB / 4) rs. Pass 1: decay (not stored) and the partial
+// k^T Sd, q^T Sd of the 4 columns over the thread's rows, summed over the row quarters by shuffles (xor 8, then 16);
+// lanes 0 .. 7 store the row block's sums in red[RGW][CW] (4 KB in all); barrier; thread j < V sums them (row blocks in
+// order), e_j, o_j, beta rk e_j; barrier; pass 2: each element again, x = S a_i (the same product as pass 1), S =
+// fmaf(k_i, beta rk e_j, x), stored in place.
 // The per-element operations are those of the register kernels; only the order of the sums over K differs.
 // (Session 12: this mapping replaced one column and 32 rows per thread, scalar shared accesses: ncu at 256 x 32,
 // docs/gpu run 53, 27.1 K warp instructions per CTA against the vk kernel's 20.8 K, the schedulers issuing on 68% of
-// cycles.)
+// cycles; run 54, beside it: 256 x 32 327.3 -> 320.9 us per step, 32 x 96 130.6 -> 126.5.)
 template <int CW, int KMAX, int WM>
 __global__ void __launch_bounds__(kThreads, 3)
     kda_decode_step_kv_bulk_kernel(const __grid_constant__ DecodeParams p) {
