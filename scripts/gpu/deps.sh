@@ -8,3 +8,13 @@ prefix=/tmp/kimi-deps
 mkdir -p "$prefix"
 for f in "$DEPS"/debs/*.deb; do dpkg -x "$f" "$prefix"; done
 export LD_LIBRARY_PATH="$prefix/usr/lib/x86_64-linux-gnu:$prefix/usr/lib/x86_64-linux-gnu/openblas-pthread:${LD_LIBRARY_PATH:-}"
+
+# cuda_build TARGET...: configures the cuda preset (build/cuda) against $prefix's packages, with the tests and the
+# benchmarks, and builds the targets; logs in $OUT/configure.log and $OUT/build.log; on failure prints the errors and
+# returns 1 (the caller exits).
+cuda_build() {
+  cmake --preset cuda -DCMAKE_PREFIX_PATH="$prefix/usr" -DKIMI_TESTS=ON -DKIMI_BENCH=ON >"$OUT/configure.log" 2>&1 ||
+    { tail -30 "$OUT/configure.log"; return 1; }
+  cmake --build --preset cuda -j 16 --target "$@" >"$OUT/build.log" 2>&1 ||
+    { grep -E "error|FAILED" -A5 "$OUT/build.log" | head -60; return 1; }
+}

@@ -11,9 +11,7 @@ cd "$(dirname "$0")/../.."
 . scripts/gpu/deps.sh  # $prefix: the unpacked build dependencies (LD_LIBRARY_PATH set)
 summary() { echo "$@" | tee -a "$OUT/summary.txt"; }
 t0=$(date +%s)
-cmake --preset cuda -DCMAKE_PREFIX_PATH="$prefix/usr" -DKIMI_TESTS=ON -DKIMI_BENCH=ON >"$OUT/configure.log" 2>&1 || { tail -30 "$OUT/configure.log"; exit 1; }
-cmake --build --preset cuda -j 16 --target kimi_tests kimi_bench_kda_decode >"$OUT/build.log" 2>&1 ||
-  { grep -E "error" -A5 "$OUT/build.log" | head -60; exit 1; }
+cuda_build kimi_tests kimi_bench_kda_decode || exit 1
 summary "build: $(( $(date +%s) - t0 )) s"
 T=./build/cuda/tests/kimi_tests
 cuda_filter='*kda_decode*cuda*:KdaDecodeStep.Cuda*'

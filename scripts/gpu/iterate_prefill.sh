@@ -20,9 +20,7 @@ exec > >(tee "$OUT/iterate.log") 2>&1
 . scripts/gpu/deps.sh  # $prefix: the unpacked build dependencies (LD_LIBRARY_PATH set)
 echo "# iterate_prefill commit ${KIMI_COMMIT:-unknown} $(nvidia-smi --query-gpu=name --format=csv,noheader)"
 t0=$(date +%s)
-cmake --preset cuda -DCMAKE_PREFIX_PATH="$prefix/usr" -DKIMI_TESTS=ON -DKIMI_BENCH=ON >"$OUT/configure.log" 2>&1 || { tail -30 "$OUT/configure.log"; exit 1; }
-cmake --build --preset cuda -j 16 --target kimi_tests kimi_bench_kda_prefill kimi_cli >"$OUT/build.log" 2>&1 ||
-  { grep -E "error|FAILED" -A5 "$OUT/build.log" | head -60; exit 1; }
+cuda_build kimi_tests kimi_bench_kda_prefill kimi_cli || exit 1
 echo "build: $(( $(date +%s) - t0 )) s"
 grep -E "kda_chunk|registers|spill" "$OUT/build.log" | grep -B1 -E "spill" | grep -v "0 bytes spill" | head -20
 timeout 120 ./build/cuda/tests/kimi_tests --gtest_brief=1 --gtest_filter='*kda*:*Kda*:*KDA*' >"$OUT/tests.log" 2>&1

@@ -8,8 +8,7 @@ OUT=${OUT:-/tmp/kimi-gpu-out}
 mkdir -p "$OUT"
 cd "$(dirname "$0")/../.."
 . scripts/gpu/deps.sh  # $prefix: the unpacked build dependencies (LD_LIBRARY_PATH set)
-cmake --preset cuda -DCMAKE_PREFIX_PATH="$prefix/usr" -DKIMI_TESTS=ON -DKIMI_BENCH=ON >"$OUT/configure.log" 2>&1 || exit 1
-cmake --build --preset cuda -j 16 --target kimi_bench_kda_decode >"$OUT/build.log" 2>&1 || { grep -E "error" -A5 "$OUT/build.log" | head; exit 1; }
+cuda_build kimi_bench_kda_decode || exit 1
 b=./build/cuda/bench/kimi_bench_kda_decode
 for layout in kv vk; do
   "$b" step ${KIMI_NCU_STEP:-256 32} "$layout"

@@ -24,9 +24,8 @@ summary "# nvcc $(nvcc --version | tail -1)"
 step() { local limit=$1; shift; timeout "$limit" "$@"; }
 
 t0=$(date +%s)
-cmake --preset cuda -DCMAKE_PREFIX_PATH="$prefix/usr" -DKIMI_TESTS=ON -DKIMI_BENCH=ON >"$OUT/configure.log" 2>&1 || { tail -30 "$OUT/configure.log"; exit 1; }
-cmake --build --preset cuda -j 16 --target kimi_tests kimi_cli kimi_bench_kda_decode kimi_bench_kda_prefill kimi_bench_mla kimi_bench_linear \
-  >"$OUT/build.log" 2>&1 || { grep -E "error|FAILED" -A5 "$OUT/build.log" | head -60; exit 1; }
+cuda_build kimi_tests kimi_cli kimi_bench_kda_decode kimi_bench_kda_prefill kimi_bench_mla kimi_bench_linear \
+  kimi_bench_state_stream || exit 1
 summary "build: $(( $(date +%s) - t0 )) s"
 
 echo "== tests (CPU and CUDA cases; the model on the GPU is the next step)"
@@ -63,6 +62,7 @@ done
 
 echo "== KDA decode and prefill: kimi.cpp, then FLA 0.6 on the same shapes and options"
 step 60 ./build/cuda/bench/kimi_bench_kda_decode 2>&1 | tee -a "$OUT/summary.txt"
+step 30 ./build/cuda/bench/kimi_bench_state_stream 2>&1 | tee -a "$OUT/summary.txt"  # the decode's streaming ceiling
 step 45 ./build/cuda/bench/kimi_bench_kda_prefill 2>&1 | tee -a "$OUT/summary.txt"
 step 60 ./build/cuda/bench/kimi_bench_mla 2>&1 | tee -a "$OUT/summary.txt"
 PYTHONUNBUFFERED=1 step 45 python3 bench/peers/fla_kda.py 2>&1 | grep -v Warning | tee -a "$OUT/summary.txt"
