@@ -449,29 +449,10 @@ __global__ void __launch_bounds__(kThreads, MIN_CTAS) kda_decode_step_kv_kernel(
     const int jc = j0 + 4 * cg;          // first of the thread's 4 columns
     kv_load<NR, RG>(S, rows + jc, V, K, rg, jc, p.state_vec);
 
-    // Decay, and the partial reductions over this thread's rows (rows >= K hold 0, a = 1, k = q = 0).
-    float pk[4] = {0.f, 0.f, 0.f, 0.f}, pq[4] = {0.f, 0.f, 0.f, 0.f};
-#pragma unroll
-    for (int r = 0; r < NR; ++r) {
-      const int i = rg + RG * r;
-      const float a = sm.a[i], ki = sm.k[i], qi = sm.q[i];
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        float& x = comp(S[r], e);
-        x *= a;
-        pk[e] = fmaf(ki, x, pk[e]);
-        pq[e] = fmaf(qi, x, pq[e]);
-      }
-    }
-    // Sum over the row groups of the warp (lanes differing in the bits above the column group).
-#pragma unroll
-    for (int o = CG; o < 32; o *= 2) {
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        pk[e] += __shfl_xor_sync(0xffffffffu, pk[e], o);
-        pq[e] += __shfl_xor_sync(0xffffffffu, pq[e], o);
-      }
-    }
+    // Decay, and the partial reductions over this thread's rows (rows >= K hold 0, a = 1, k = q = 0) and the warp's
+    // row groups.
+    float pk[4], pq[4];
+    kv_decay_dots<NR, RG, CG>(S, sm.a, sm.k, sm.q, rg, pk, pq);
     if (lane < CG) {
       red_k[warp][cg] = make_float4(pk[0], pk[1], pk[2], pk[3]);
       red_q[warp][cg] = make_float4(pq[0], pq[1], pq[2], pq[3]);

@@ -72,7 +72,9 @@ __device__ __forceinline__ void st_state4(float* p, int64_t off, int valid, int 
 }
 __device__ __forceinline__ int clamp4(int x) { return x < 0 ? 0 : (x > 4 ? 4 : x); }
 __device__ __forceinline__ float& comp(float4& x, int e) { return e == 0 ? x.x : e == 1 ? x.y : e == 2 ? x.z : x.w; }
-__device__ __forceinline__ float comp(const float4& x, int e) { return e == 0 ? x.x : e == 1 ? x.y : e == 2 ? x.z : x.w; }
+__device__ __forceinline__ float comp(const float4& x, int e) {
+  return e == 0 ? x.x : e == 1 ? x.y : e == 2 ? x.z : x.w;
+}
 
 // The vk kernels (recurrent.cuh, decode_step.cuh): a lane holds K slots c = 0 .. KC - 1 of 4 rows each, rows
 // 4 kg + 4 KG c + e, of its state columns; the KG lanes of a column are one aligned group of a warp.
@@ -119,6 +121,37 @@ __device__ __forceinline__ void vk_add_k(float4 (&S)[KC], const float (&kk)[KC][
   for (int c = 0; c < KC; ++c)
 #pragma unroll
     for (int e = 0; e < 4; ++e) comp(S[c], e) = fmaf(b, kk[c][e], comp(S[c], e));
+}
+
+// The kv register kernels (recurrent.cuh, decode_step.cuh): a thread holds 4 columns of NR rows i = rg + RG r of the
+// state (S[r]); a, k, q of the token by row (shared memory). Decays its rows in place and returns the partial
+// k^T Sd, q^T Sd of its 4 columns summed over the warp's row groups (lanes differing in the bits above the CG column
+// groups).
+template <int NR, int RG, int CG>
+__device__ __forceinline__ void kv_decay_dots(float4 (&S)[NR], const float* a, const float* k, const float* q, int rg,
+                                              float (&pk)[4], float (&pq)[4]) {
+#pragma unroll
+  for (int e = 0; e < 4; ++e) pk[e] = 0.f, pq[e] = 0.f;
+#pragma unroll
+  for (int r = 0; r < NR; ++r) {
+    const int i = rg + RG * r;
+    const float ai = a[i], ki = k[i], qi = q[i];
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      float& x = comp(S[r], e);
+      x *= ai;
+      pk[e] = fmaf(ki, x, pk[e]);
+      pq[e] = fmaf(qi, x, pq[e]);
+    }
+  }
+#pragma unroll
+  for (int o = CG; o < 32; o *= 2) {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      pk[e] += __shfl_xor_sync(0xffffffffu, pk[e], o);
+      pq[e] += __shfl_xor_sync(0xffffffffu, pq[e], o);
+    }
+  }
 }
 
 }  // namespace kimi::cuda::kda_detail

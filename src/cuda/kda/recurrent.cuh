@@ -211,29 +211,9 @@ __global__ void __launch_bounds__(kThreads) kda_recurrent_kv_kernel(const Params
     stage_token(p, sm, buf, si.b, si.bos + t, si.h, j0, expA);
     const TokenScalars ts = token_scalars(p, sm, buf);
 
-    // Decay, and the partial reductions over this thread's rows.
-    float pk[4] = {0.f, 0.f, 0.f, 0.f}, pq[4] = {0.f, 0.f, 0.f, 0.f};
-#pragma unroll
-    for (int r = 0; r < NR; ++r) {
-      const int i = rg + RG * r;
-      const float a = sm.a[buf][i], ki = sm.k[buf][i], qi = sm.q[buf][i];
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        float& s = comp(S[r], e);
-        s *= a;
-        pk[e] = fmaf(ki, s, pk[e]);
-        pq[e] = fmaf(qi, s, pq[e]);
-      }
-    }
-    // Sum over the row groups of the warp (lanes differing in the bits above the column group).
-#pragma unroll
-    for (int o = CG; o < 32; o *= 2) {
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        pk[e] += __shfl_xor_sync(0xffffffffu, pk[e], o);
-        pq[e] += __shfl_xor_sync(0xffffffffu, pq[e], o);
-      }
-    }
+    // Decay, and the partial reductions over this thread's rows and the warp's row groups.
+    float pk[4], pq[4];
+    kv_decay_dots<NR, RG, CG>(S, sm.a[buf], sm.k[buf], sm.q[buf], rg, pk, pq);
     if (lane < CG) {
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
@@ -407,27 +387,8 @@ __global__ void __launch_bounds__(kThreads, NR <= 4 ? 8 : NR <= 8 ? 6 : 4) kda_d
   stage_token(p, sm, 0, n, 0, h, j0, expA);
   const TokenScalars ts = token_scalars(p, sm, 0);
 
-  float pk[4] = {0.f, 0.f, 0.f, 0.f}, pq[4] = {0.f, 0.f, 0.f, 0.f};
-#pragma unroll
-  for (int r = 0; r < NR; ++r) {
-    const int i = rg + RG * r;
-    const float a = sm.a[0][i], ki = sm.k[0][i], qi = sm.q[0][i];
-#pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      float& s = comp(S[r], e);
-      s *= a;
-      pk[e] = fmaf(ki, s, pk[e]);
-      pq[e] = fmaf(qi, s, pq[e]);
-    }
-  }
-#pragma unroll
-  for (int o = CG; o < 32; o *= 2) {
-#pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      pk[e] += __shfl_xor_sync(0xffffffffu, pk[e], o);
-      pq[e] += __shfl_xor_sync(0xffffffffu, pq[e], o);
-    }
-  }
+  float pk[4], pq[4];
+  kv_decay_dots<NR, RG, CG>(S, sm.a[0], sm.k[0], sm.q[0], rg, pk, pq);
   if (lane < CG) {
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
