@@ -475,15 +475,7 @@ __global__ void __launch_bounds__(kThreads, MIN_CTAS) kda_decode_step_kv_kernel(
       reinterpret_cast<float*>(be4)[tid] = bej;
     }
     __syncthreads();
-    const float4 b4 = be4[cg];
-#pragma unroll
-    for (int r = 0; r < NR; ++r) {
-      const float ki = sm.k[rg + RG * r];
-      S[r].x = fmaf(ki, b4.x, S[r].x);
-      S[r].y = fmaf(ki, b4.y, S[r].y);
-      S[r].z = fmaf(ki, b4.z, S[r].z);
-      S[r].w = fmaf(ki, b4.w, S[r].w);
-    }
+    kv_add_k<NR, RG>(S, sm.k, rg, be4[cg]);
     kv_store<NR, RG>(S, rows + jc, V, K, rg, jc, p.state_vec);
   }
   __syncthreads();

@@ -154,4 +154,17 @@ __device__ __forceinline__ void kv_decay_dots(float4 (&S)[NR], const float* a, c
   }
 }
 
+// The kv register kernels' delta-rule update of the thread's rows: S[r] += k_i b (b = beta rk e of its 4 columns).
+template <int NR, int RG>
+__device__ __forceinline__ void kv_add_k(float4 (&S)[NR], const float* k, int rg, float4 b) {
+#pragma unroll
+  for (int r = 0; r < NR; ++r) {
+    const float ki = k[rg + RG * r];
+    S[r].x = fmaf(ki, b.x, S[r].x);
+    S[r].y = fmaf(ki, b.y, S[r].y);
+    S[r].z = fmaf(ki, b.z, S[r].z);
+    S[r].w = fmaf(ki, b.w, S[r].w);
+  }
+}
+
 }  // namespace kimi::cuda::kda_detail

@@ -176,6 +176,25 @@ __device__ __forceinline__ TokenScalars token_scalars(const Params& p, const Sta
 
 // ---------------------------------------------------------------------------------------------
 // kv layout: S[row i][col j] at i * s_r + j.
+
+// The kv kernels, after the barrier that completes red (per warp and column group: k^T Sd (4), q^T Sd (4)): for the
+// thread's 4 columns, e = v - rk k^T Sd (v4: v of the first) and q^T Sd, the warps' partials summed in warp order.
+template <int CG>
+__device__ __forceinline__ void kv_column_sums(const float (&red)[kWarps][CG][8], int cg, const float* v4, float rk,
+                                               float (&ev)[4], float (&qs)[4]) {
+#pragma unroll
+  for (int e = 0; e < 4; ++e) {
+    float ks = 0.f;
+    qs[e] = 0.f;
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w) {
+      ks += red[w][cg][e];
+      qs[e] += red[w][cg][4 + e];
+    }
+    ev[e] = v4[e] - rk * ks;
+  }
+}
+
 template <int CG, int NR>
 __global__ void __launch_bounds__(kThreads) kda_recurrent_kv_kernel(const Params p) {
   constexpr int RG = kThreads / CG;  // row groups
@@ -224,17 +243,7 @@ __global__ void __launch_bounds__(kThreads) kda_recurrent_kv_kernel(const Params
     __syncthreads();
 
     float ev[4], qs[4];
-#pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      float ks = 0.f;
-      qs[e] = 0.f;
-#pragma unroll
-      for (int w = 0; w < kWarps; ++w) {
-        ks += red[buf][w][cg][e];
-        qs[e] += red[buf][w][cg][4 + e];
-      }
-      ev[e] = sm.v[buf][4 * cg + e] - ts.rk * ks;
-    }
+    kv_column_sums<CG>(red[buf], cg, &sm.v[buf][4 * cg], ts.rk, ev, qs);
     if (rg == 0) {  // o = qS + beta (q.k) e, written by the first row group
       const int64_t oo = si.b * p.o_b + (si.bos + t) * p.o_t + si.h * p.o_h + jc;
 #pragma unroll
@@ -243,12 +252,7 @@ __global__ void __launch_bounds__(kThreads) kda_recurrent_kv_kernel(const Params
     }
 #pragma unroll
     for (int e = 0; e < 4; ++e) ev[e] *= ts.beta * ts.rk;  // now beta * rk * e
-#pragma unroll
-    for (int r = 0; r < NR; ++r) {
-      const float ki = sm.k[buf][rg + RG * r];
-#pragma unroll
-      for (int e = 0; e < 4; ++e) comp(S[r], e) = fmaf(ki, ev[e], comp(S[r], e));
-    }
+    kv_add_k<NR, RG>(S, sm.k[buf], rg, make_float4(ev[0], ev[1], ev[2], ev[3]));
   }
 
   if (p.s_out != nullptr) {
@@ -399,17 +403,7 @@ __global__ void __launch_bounds__(kThreads, NR <= 4 ? 8 : NR <= 8 ? 6 : 4) kda_d
   __syncthreads();
 
   float ev[4], qs[4];
-#pragma unroll
-  for (int e = 0; e < 4; ++e) {
-    float ks = 0.f;
-    qs[e] = 0.f;
-#pragma unroll
-    for (int w = 0; w < kWarps; ++w) {
-      ks += red[w][cg][e];
-      qs[e] += red[w][cg][4 + e];
-    }
-    ev[e] = sm.v[0][4 * cg + e] - ts.rk * ks;
-  }
+  kv_column_sums<CG>(red, cg, &sm.v[0][4 * cg], ts.rk, ev, qs);
   if (rg == 0) {  // o = qS + beta (q.k) e, written by the first row group
     const int64_t oo = n * p.o_b + h * p.o_h + jc;
 #pragma unroll
@@ -418,12 +412,7 @@ __global__ void __launch_bounds__(kThreads, NR <= 4 ? 8 : NR <= 8 ? 6 : 4) kda_d
   }
 #pragma unroll
   for (int e = 0; e < 4; ++e) ev[e] *= ts.beta * ts.rk;  // now beta * rk * e
-#pragma unroll
-  for (int r = 0; r < NR; ++r) {
-    const float ki = sm.k[0][rg + RG * r];
-#pragma unroll
-    for (int e = 0; e < 4; ++e) comp(S[r], e) = fmaf(ki, ev[e], comp(S[r], e));
-  }
+  kv_add_k<NR, RG>(S, sm.k[0], rg, make_float4(ev[0], ev[1], ev[2], ev[3]));
 
   if (p.s_out != nullptr) {
     float* base = p.s_out + state_row(p, n) * p.so_n + h * p.so_h + int64_t(rg) * p.so_r + jc;
