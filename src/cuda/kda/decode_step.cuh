@@ -483,23 +483,7 @@ __global__ void __launch_bounds__(kThreads, MIN_CTAS) kda_decode_step_kv_kernel(
 }
 
 // ---------------------------------------------------------------------------------------------
-// vk: S[i][j] at head + j K + i. `at` points at the thread's first element (column jt, K slot 4 kg).
-template <int KG, int KC, int NV, int VG>
-__device__ __forceinline__ void vk_load(float4 (&S)[NV][KC], const float* at, int K, int V, int jt, int kg, int vec) {
-  const int64_t step = int64_t(VG) * K;
-  if (vec && 4 * kg + 4 * KG * (KC - 1) + 4 <= K && jt + VG * (NV - 1) < V) {
-#pragma unroll
-    for (int m = 0; m < NV; ++m)
-#pragma unroll
-      for (int c = 0; c < KC; ++c) S[m][c] = __ldcs(reinterpret_cast<const float4*>(at + m * step + 4 * KG * c));
-  } else {
-#pragma unroll
-    for (int m = 0; m < NV; ++m)
-#pragma unroll
-      for (int c = 0; c < KC; ++c)
-        S[m][c] = ld_state4(at, m * step + 4 * KG * c, jt + VG * m < V ? clamp4(K - 4 * kg - 4 * KG * c) : 0, vec);
-  }
-}
+// vk: S[i][j] at head + j K + i (vk_load / vk_store: kda_device.cuh, rows K floats apart).
 template <int KG, int KC, int NV, int VG>
 __device__ __forceinline__ void vk_prefetch(const float* at, int K, int V, int jt, int kg) {
 #pragma unroll
@@ -508,23 +492,6 @@ __device__ __forceinline__ void vk_prefetch(const float* at, int K, int V, int j
     for (int c = 0; c < KC; ++c)
       if (jt + VG * m < V && 4 * kg + 4 * KG * c < K) prefetch_l2(at + m * int64_t(VG) * K + 4 * KG * c);
 }
-template <int KG, int KC, int NV, int VG>
-__device__ __forceinline__ void vk_store(const float4 (&S)[NV][KC], float* at, int K, int V, int jt, int kg, int vec) {
-  const int64_t step = int64_t(VG) * K;
-  if (vec && 4 * kg + 4 * KG * (KC - 1) + 4 <= K && jt + VG * (NV - 1) < V) {
-#pragma unroll
-    for (int m = 0; m < NV; ++m)
-#pragma unroll
-      for (int c = 0; c < KC; ++c) __stcs(reinterpret_cast<float4*>(at + m * step + 4 * KG * c), S[m][c]);
-  } else {
-#pragma unroll
-    for (int m = 0; m < NV; ++m)
-#pragma unroll
-      for (int c = 0; c < KC; ++c)
-        st_state4(at, m * step + 4 * KG * c, jt + VG * m < V ? clamp4(K - 4 * kg - 4 * KG * c) : 0, vec, S[m][c]);
-  }
-}
-
 // The bulk path's vk_load / vk_store: `at` in the shared copy of the head, the same tests (K is a multiple of 4
 // there, so the 16-byte accesses are aligned).
 template <int KG, int KC, int NV, int MIN_CTAS>
@@ -556,7 +523,7 @@ __global__ void __launch_bounds__(kThreads, MIN_CTAS) kda_decode_step_vk_kernel(
 
   for (int j0 = 0; j0 < V; j0 += BV) {
     const int jt = j0 + vg;  // the thread's first column; columns jt + VG m
-    vk_load<KG, KC, NV, VG>(S, head + int64_t(jt) * K, K, V, jt, kg, p.state_vec);
+    vk_load<KG, KC, NV, VG>(S, head + int64_t(jt) * K, K, K, V, jt, kg, p.state_vec);
 #pragma unroll
     for (int m = 0; m < NV; ++m) {
       float pk, pq;
@@ -567,7 +534,7 @@ __global__ void __launch_bounds__(kThreads, MIN_CTAS) kda_decode_step_vk_kernel(
       const float bej = ts.beta * ts.rk * ev;
       vk_add_k<KC>(S[m], kk, bej);
     }
-    vk_store<KG, KC, NV, VG>(S, head + int64_t(jt) * K, K, V, jt, kg, p.state_vec);
+    vk_store<KG, KC, NV, VG>(S, head + int64_t(jt) * K, K, K, V, jt, kg, p.state_vec);
   }
   __syncthreads();
   decode_epilogue<KMAX>(p, sm, hin, n, h);

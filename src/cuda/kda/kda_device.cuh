@@ -93,6 +93,43 @@ __device__ __forceinline__ void vk_token_slots(const float* sa, const float* sk,
     qq[c][0] = q4.x, qq[c][1] = q4.y, qq[c][2] = q4.z, qq[c][3] = q4.w;
   }
 }
+// The vk kernels' state tile of a thread in global memory: columns jt + VG m (m < NV), K slots 4 kg + 4 KG c (c < KC);
+// `at` points at its first element (column jt, K slot 4 kg), columns ld floats apart. 16-byte streaming accesses
+// where every element exists and vec allows them, else ld_state4 / st_state4 with the valid counts.
+template <int KG, int KC, int NV, int VG>
+__device__ __forceinline__ void vk_load(float4 (&S)[NV][KC], const float* at, int64_t ld, int K, int V, int jt, int kg,
+                                        int vec) {
+  const int64_t step = VG * ld;
+  if (vec && 4 * kg + 4 * KG * (KC - 1) + 4 <= K && jt + VG * (NV - 1) < V) {
+#pragma unroll
+    for (int m = 0; m < NV; ++m)
+#pragma unroll
+      for (int c = 0; c < KC; ++c) S[m][c] = __ldcs(reinterpret_cast<const float4*>(at + m * step + 4 * KG * c));
+  } else {
+#pragma unroll
+    for (int m = 0; m < NV; ++m)
+#pragma unroll
+      for (int c = 0; c < KC; ++c)
+        S[m][c] = ld_state4(at, m * step + 4 * KG * c, jt + VG * m < V ? clamp4(K - 4 * kg - 4 * KG * c) : 0, vec);
+  }
+}
+template <int KG, int KC, int NV, int VG>
+__device__ __forceinline__ void vk_store(const float4 (&S)[NV][KC], float* at, int64_t ld, int K, int V, int jt, int kg,
+                                         int vec) {
+  const int64_t step = VG * ld;
+  if (vec && 4 * kg + 4 * KG * (KC - 1) + 4 <= K && jt + VG * (NV - 1) < V) {
+#pragma unroll
+    for (int m = 0; m < NV; ++m)
+#pragma unroll
+      for (int c = 0; c < KC; ++c) __stcs(reinterpret_cast<float4*>(at + m * step + 4 * KG * c), S[m][c]);
+  } else {
+#pragma unroll
+    for (int m = 0; m < NV; ++m)
+#pragma unroll
+      for (int c = 0; c < KC; ++c)
+        st_state4(at, m * step + 4 * KG * c, jt + VG * m < V ? clamp4(K - 4 * kg - 4 * KG * c) : 0, vec, S[m][c]);
+  }
+}
 // One column's slots: decay in place (S *= a), and k^T S, q^T S summed over the column's KG lanes (every lane of
 // the group gets the sums).
 template <int KC, int KG>

@@ -451,22 +451,7 @@ __global__ void __launch_bounds__(kThreads, KC * NV <= 4 ? 8 : KC == 1 && NV <= 
   float4 S[NV][KC];
   if (p.s_in != nullptr) {
     const float* base = p.s_in + state_row(p, n) * p.si_n + h * p.si_h + int64_t(jt) * p.si_r + 4 * kg;
-    const int64_t step = int64_t(VG) * p.si_r;
-    if (p.si_vec && 4 * kg + 4 * KG * (KC - 1) + 4 <= K && jt + VG * (NV - 1) < V) {
-#pragma unroll
-      for (int m = 0; m < NV; ++m)
-#pragma unroll
-        for (int c = 0; c < KC; ++c)
-          S[m][c] = __ldcs(reinterpret_cast<const float4*>(base + m * step + 4 * KG * c));
-    } else {
-#pragma unroll
-      for (int m = 0; m < NV; ++m)
-#pragma unroll
-        for (int c = 0; c < KC; ++c) {
-          const int i0 = 4 * kg + 4 * KG * c;
-          S[m][c] = ld_state4(base, m * step + 4 * KG * c, jt + VG * m < V ? clamp4(K - i0) : 0, p.si_vec);
-        }
-    }
+    vk_load<KG, KC, NV, VG>(S, base, p.si_r, K, V, jt, kg, p.si_vec);
   } else {
 #pragma unroll
     for (int m = 0; m < NV; ++m)
@@ -494,21 +479,7 @@ __global__ void __launch_bounds__(kThreads, KC * NV <= 4 ? 8 : KC == 1 && NV <= 
 
   if (p.s_out != nullptr) {
     float* base = p.s_out + state_row(p, n) * p.so_n + h * p.so_h + int64_t(jt) * p.so_r + 4 * kg;
-    const int64_t step = int64_t(VG) * p.so_r;
-    if (p.so_vec && 4 * kg + 4 * KG * (KC - 1) + 4 <= K && jt + VG * (NV - 1) < V) {
-#pragma unroll
-      for (int m = 0; m < NV; ++m)
-#pragma unroll
-        for (int c = 0; c < KC; ++c) __stcs(reinterpret_cast<float4*>(base + m * step + 4 * KG * c), S[m][c]);
-    } else {
-#pragma unroll
-      for (int m = 0; m < NV; ++m)
-#pragma unroll
-        for (int c = 0; c < KC; ++c) {
-          const int i0 = 4 * kg + 4 * KG * c;
-          st_state4(base, m * step + 4 * KG * c, jt + VG * m < V ? clamp4(K - i0) : 0, p.so_vec, S[m][c]);
-        }
-    }
+    vk_store<KG, KC, NV, VG>(S, base, p.so_r, K, V, jt, kg, p.so_vec);
   }
 }
 
