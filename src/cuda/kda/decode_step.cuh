@@ -274,18 +274,9 @@ __device__ __forceinline__ TokenScalars decode_prologue(const DecodeParams& p, T
     skk += ki * ki;
     sqk += qi * ki;
   }
-#pragma unroll
-  for (int o = 16; o > 0; o /= 2) {
-    sqq += __shfl_xor_sync(0xffffffffu, sqq, o);
-    skk += __shfl_xor_sync(0xffffffffu, skk, o);
-    sqk += __shfl_xor_sync(0xffffffffu, sqk, o);
-  }
-  if (tid % 32 == 0) {
-    sm.sums[tid / 32][0] = sqq;
-    sm.sums[tid / 32][1] = skk;
-    sm.sums[tid / 32][2] = sqk;
-  }
+  warp_token_sums(sqq, skk, sqk, tid % 32, sm.sums[tid / 32]);
   __syncthreads();
+  // token_sums' loop, written out: as a call, ptxas schedules 22 of the 32 kernels differently (unmeasured, so kept)
   sqq = skk = sqk = 0.f;
 #pragma unroll
   for (int w = 0; w < kWarps; ++w) {

@@ -35,6 +35,28 @@ __device__ __forceinline__ float beta_sigmoid(float b) { return 1.f / (1.f + exp
 struct TokenScalars {
   float rq, rk, qk, beta;
 };
+// The token's sums q.q, k.k, q.k over a CTA: each thread's parts summed over its warp (xor butterfly), lane 0 storing
+// the warp's three in `slot` (its row of a [warps][3] array); after a barrier, token_sums adds the warps' in warp
+// order.
+__device__ __forceinline__ void warp_token_sums(float sqq, float skk, float sqk, int lane, float (&slot)[3]) {
+#pragma unroll
+  for (int o = 16; o > 0; o /= 2) {
+    sqq += __shfl_xor_sync(0xffffffffu, sqq, o);
+    skk += __shfl_xor_sync(0xffffffffu, skk, o);
+    sqk += __shfl_xor_sync(0xffffffffu, sqk, o);
+  }
+  if (lane == 0) slot[0] = sqq, slot[1] = skk, slot[2] = sqk;
+}
+template <int W>
+__device__ __forceinline__ void token_sums(const float (&sums)[W][3], float& sqq, float& skk, float& sqk) {
+  sqq = skk = sqk = 0.f;
+#pragma unroll
+  for (int w = 0; w < W; ++w) {
+    sqq += sums[w][0];
+    skk += sums[w][1];
+    sqk += sums[w][2];
+  }
+}
 __device__ __forceinline__ TokenScalars token_factors(float sqq, float skk, float sqk, float scale, bool l2norm,
                                                       float beta) {
   TokenScalars s;

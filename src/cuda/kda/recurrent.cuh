@@ -147,30 +147,15 @@ __device__ __forceinline__ void stage_token(const Params& p, Stage<KMAX, BV>& sm
     if (p.beta_sigmoid) bt = beta_sigmoid(bt);
     sm.beta[buf] = bt;
   }
-#pragma unroll
-  for (int o = 16; o > 0; o /= 2) {
-    sqq += __shfl_xor_sync(0xffffffffu, sqq, o);
-    skk += __shfl_xor_sync(0xffffffffu, skk, o);
-    sqk += __shfl_xor_sync(0xffffffffu, sqk, o);
-  }
-  if (tid % 32 == 0) {
-    sm.sums[buf][tid / 32][0] = sqq;
-    sm.sums[buf][tid / 32][1] = skk;
-    sm.sums[buf][tid / 32][2] = sqk;
-  }
+  warp_token_sums(sqq, skk, sqk, tid % 32, sm.sums[buf][tid / 32]);
   __syncthreads();
 }
 
 // The per-token scalars after staging (kda_device.cuh's token_factors of the staged sums).
 template <int KMAX, int BV>
 __device__ __forceinline__ TokenScalars token_scalars(const Params& p, const Stage<KMAX, BV>& sm, int buf) {
-  float sqq = 0.f, skk = 0.f, sqk = 0.f;
-#pragma unroll
-  for (int w = 0; w < kWarps; ++w) {
-    sqq += sm.sums[buf][w][0];
-    skk += sm.sums[buf][w][1];
-    sqk += sm.sums[buf][w][2];
-  }
+  float sqq, skk, sqk;
+  token_sums(sm.sums[buf], sqq, skk, sqk);
   return token_factors(sqq, skk, sqk, p.scale, p.l2norm, sm.beta[buf]);
 }
 
