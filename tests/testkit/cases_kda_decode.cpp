@@ -143,6 +143,9 @@ void add_kda_decode_cases(CaseList& list, Scale scale) {
             {2, 3, 200, 64, 5, true, false, true, 4, false},
             {2, 3, 160, 96, 5, false, true, true, 4, true},
             {3, 2, 128, 128, 5, true, true, true, 4, true},
+            // kv with V above 128 (K V <= 16384): the streaming kernel's widest column tiling (CW = 256, 8 column
+            // tiles of 32, 2 row blocks), columns past V (200 of 256) and a row block partly past K (48 of 64)
+            {2, 3, 48, 200, 5, false, false, true, 4, true},
             // conv widths above 4 (the streaming bulk kernels' WM = 8 instances; W <= 4 takes WM = 4)
             {2, 3, 32, 64, 5, true, false, true, 6},
             {2, 3, 64, 32, 5, false, true, true, 8, true}};
