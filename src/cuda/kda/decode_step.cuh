@@ -483,8 +483,8 @@ __device__ __forceinline__ void vk_prefetch(const float* at, int K, int V, int j
     for (int c = 0; c < KC; ++c)
       if (jt + VG * m < V && 4 * kg + 4 * KG * c < K) prefetch_l2(at + m * int64_t(VG) * K + 4 * KG * c);
 }
-// The bulk path's vk_load / vk_store: `at` in the shared copy of the head, the same tests (K is a multiple of 4
-// there, so the 16-byte accesses are aligned).
+// vk register kernel, kda_decode_step_vk_kernel<KG, KC, NV, MIN_CTAS>: the header's vk mapping, each tile of BV
+// columns by vk_load / vk_store (kda_device.cuh) from and to the pool.
 template <int KG, int KC, int NV, int MIN_CTAS>
 __global__ void __launch_bounds__(kThreads, MIN_CTAS) kda_decode_step_vk_kernel(const __grid_constant__ DecodeParams p) {
   constexpr int VG = kThreads / KG;  // column groups
