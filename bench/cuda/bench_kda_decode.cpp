@@ -4,6 +4,8 @@
 // in place (initial = final). Prints time and state traffic (K*V*4 bytes read + written per sequence-head).
 // Run beside bench/peers/fla_kda.py (same shapes, same options) in one command: scripts/gpu/run_all.sh.
 // `kimi_bench_kda_decode step B H kv|vk`: only that decode-step line (e.g. under ncu: a profile of one shape).
+// The kda_recurrent_fwd lines come three times per shape: the launcher's choice (path=auto), then each one-token
+// kernel family forced (path=stream / staged, kimi::cuda::kda_recurrent_set_path).
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -16,6 +18,7 @@
 #include <vector>
 
 #include "bench_util.h"
+#include "cuda/kda/kda.h"
 #include "kimi/device.h"
 #include "kimi/ops/kda.h"
 #include "kimi/ops/kda_decode.h"
@@ -26,7 +29,9 @@ using kimi::bench::DevBuf;
 using kimi::bench::random_bf16;
 using kimi::bench::random_f32;
 
-void run(int B, int T, int H, int K, int V, kimi::StateLayout layout) {
+// path: kimi::cuda::kda_recurrent_set_path's argument (0 the launcher's choice, 1 the streaming one-token kernels,
+// -1 the staged ones; T = 1 only).
+void run(int B, int T, int H, int K, int V, kimi::StateLayout layout, int path = 0) {
   using kimi::DType;
   std::mt19937 rng(42);
   const size_t nqk = size_t(B) * T * H * K, nv = size_t(B) * T * H * V, nb = size_t(B) * T * H;
@@ -52,10 +57,13 @@ void run(int B, int T, int H, int K, int V, kimi::StateLayout layout) {
   const bool vk = layout == kimi::StateLayout::vk;
   a.initial_state = kimi::TensorView(s.p, DType::f32, {B, H, vk ? V : K, vk ? K : V}, dev);
   a.final_state = a.initial_state;
+  kimi::cuda::kda_recurrent_set_path(path);
   const double med = kimi::bench::median_ms([&] { kimi::kda_recurrent_fwd(a); }, 20, 100);
+  kimi::cuda::kda_recurrent_set_path(0);
   const double state_bytes = double(ns) * 4 * 2;
-  std::printf("kimi kda_recurrent_fwd B=%d T=%d H=%d K=%d V=%d layout=%s  %.4f ms  state %.2f TB/s\n", B, T, H, K, V,
-              vk ? "vk" : "kv", med, state_bytes / (med * 1e-3) / 1e12);
+  std::printf("kimi kda_recurrent_fwd B=%d T=%d H=%d K=%d V=%d layout=%s path=%s  %.4f ms  state %.2f TB/s\n", B, T, H,
+              K, V, vk ? "vk" : "kv", path > 0 ? "stream" : path < 0 ? "staged" : "auto", med,
+              state_bytes / (med * 1e-3) / 1e12);
 }
 
 // kda_decode_step: one whole KDA layer's decode token (3 conv updates, gate, beta, L2 norm, recurrence on
@@ -150,10 +158,16 @@ int main(int argc, char** argv) {
     return 0;
   }
   for (auto layout : {kimi::StateLayout::kv, kimi::StateLayout::vk}) {
-    run(1, 1, 32, 128, 128, layout);
-    run(32, 1, 32, 128, 128, layout);
-    run(256, 1, 32, 128, 128, layout);
-    run(1, 1, 96, 128, 128, layout);  // one K3 layer, B = 1
+    // the launcher's choice, then both one-token families (the data of recurrent.cu's use_stream rule)
+    for (int path : {0, 1, -1}) {
+      run(1, 1, 32, 128, 128, layout, path);
+      run(8, 1, 32, 128, 128, layout, path);
+      run(16, 1, 32, 128, 128, layout, path);
+      run(32, 1, 32, 128, 128, layout, path);
+      run(256, 1, 32, 128, 128, layout, path);  // the >= 3.8 TB/s state-traffic target
+      run(1, 1, 96, 128, 128, layout, path);    // one K3 layer, B = 1
+      run(4, 1, 96, 128, 128, layout, path);
+    }
   }
   {  // the floor: one graph replay of a 4-byte memset
     cudaStream_t s;

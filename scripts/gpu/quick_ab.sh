@@ -6,17 +6,19 @@
 #     bench/cuda/bench_kda_prefill.cpp, default "0 3 5 6"), once per walk of WALKS if set (e.g. "wg rs": the
 #     benchmark's walk= argument, where the tree's benchmark has it; default: the launcher's choice), or once per
 #     variant of VARIANTS (argument sets of the benchmark, commas for spaces, e.g. "seg=off seg=100 walk=mma,seg=100");
-#   decode: builds kimi_tests and the decode benchmark, runs the kda_decode_step harness cases (CPU and CUDA) and
-#     KdaDecodeStep.*, compute-sanitizer memcheck of the CUDA ones, the benchmark's decode-step lines;
+#   decode: builds kimi_tests and the decode benchmark, runs the kda_decode_step and kda_recurrent_fwd harness cases
+#     (CPU and CUDA), KdaDecodeStep.* and KdaOneTokenCuda.*, compute-sanitizer memcheck of the CUDA ones, the
+#     benchmark's decode-step and one-token recurrence lines;
 # then, for each directory of AB="dir ..." (files at their repository paths laid over a copy of the tree, e.g. main's
 # versions of the changed files from `git archive`; or def:MACRO[,MACRO...]: the tree built with -DMACRO, a
 # compile-time switch such as walk_rs.cuh's experiments), the same benchmark of that build, prefixed [<name>]: a
 # change and what it replaced timed in the same call (AB_TESTS=1: each overlay also built with the tests and
 # checked like the tree, racecheck included: several branches validated in one call); last, compute-sanitizer
 # racecheck on the op's small CUDA cases (RACECHECK=0: not for the tree).
-#   [OP=decode] [AB="ab/base ab/step1"] [AB_TESTS=1] [SHAPES="0 3"] [WALKS="wg rs" | VARIANTS="seg=off seg=80"]
+#   [OP=decode [FLA=1]] [AB="ab/base ab/step1"] [AB_TESTS=1] [SHAPES="0 3"] [WALKS="wg rs" | VARIANTS="seg=off seg=80"]
 #   [RACECHECK=0] [TESTS=0] bash scripts/gpu/quick_ab.sh
-# (TESTS=0: the tree's tests and racecheck skipped, for a benchmark sweep of a tree already checked.)
+# (TESTS=0: the tree's tests and racecheck skipped, for a benchmark sweep of a tree already checked. FLA=1, decode:
+# FLA 0.6's fused_recurrent_kda on its benchmark shapes (bench/peers/fla_kda.py) after the tree's lines.)
 # Output: $OUT/quick.log (and $OUT/racecheck[-<name>].log, the report, where racecheck finds hazards).
 set -uo pipefail
 OUT=${OUT:-/tmp/kimi-gpu-out}
@@ -49,9 +51,10 @@ case $OP in
     } ;;
   decode)
     target=kimi_bench_kda_decode
-    cases='*kda_decode*:KdaDecodeStep.*'
-    sanitized='*kda_decode*cuda*:KdaDecodeStep.Cuda*'
-    bench() { timeout 90 "$1" | grep kda_decode_step | sed "s/kimi kda_decode_step //; s/K=V=128 //; s/^/$2/"; } ;;
+    cases='*kda_decode*:KdaDecodeStep.*:*kda_recurrent_fwd*:KdaOneTokenCuda.*'
+    sanitized='*kda_decode*cuda*:KdaDecodeStep.Cuda*:*kda_recurrent_fwd*cuda*:KdaOneTokenCuda.*'
+    bench() { timeout 120 "$1" | grep -E "kda_decode_step|kda_recurrent_fwd" |
+      sed -E "s/kimi (kda_decode_step|kda_recurrent_fwd) /\1 /; s/K=V=128 |K=128 V=128 //; s/^/$2/"; } ;;
   *) echo "OP=$OP: expected prefill or decode"; exit 2 ;;
 esac
 build() {  # source dir, targets... (CUDA_FLAGS: extra nvcc flags, e.g. -DMACRO)
@@ -90,6 +93,10 @@ racecheck() {  # test binary, prefix, log tag; on hazards: the report to $OUT/ra
 }
 [ "${TESTS:-1}" = 1 ] && check ./build/cuda/tests/kimi_tests "" ""
 bench ./build/cuda/bench/$target ""
+if [ "$OP" = decode ] && [ "${FLA:-0}" = 1 ]; then  # FLA 0.6's fused_recurrent_kda on the same shapes, same call
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/kimi-site .deps/*.whl
+  PYTHONPATH=/tmp/kimi-site PYTHONUNBUFFERED=1 timeout 60 python3 bench/peers/fla_kda.py 2>&1 | grep -v Warning
+fi
 for item in ${AB:-}; do  # each overlay built and timed in turn (AB_TESTS=1: also checked), its lines prefixed [<name>]
   dir=$item name=$(basename "$item") flags=""
   if [ "${item#def:}" != "$item" ]; then  # def:MACRO[,MACRO...]: the tree itself built with -DMACRO ...

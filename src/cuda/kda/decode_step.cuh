@@ -47,24 +47,18 @@
 // The bulk path (default where the launcher allows it, decode_step.cu use_bulk: K V <= 16384, the row length a
 // multiple of 4, the pool 16-byte aligned): the head's state block is copied into dynamic shared memory by the bulk
 // copy engine as soon as the slot is known (so HBM serves it during the prologue, without registers), updated there,
-// and copied back while the epilogue runs; see "The bulk path" and "The streaming bulk kernels" below.
+// and copied back while the epilogue runs; see decode_stream.cuh ("The bulk path", the kv and vk state passes, shared
+// with kda_recurrent_fwd's one-token path) and "The streaming bulk kernels" below.
 #pragma once
 
 #include <cstdint>
 
-#include "cuda/bulk_copy.cuh"
 #include "cuda/conv/conv_step.cuh"
-#include "cuda/elementwise.cuh"
-#include "cuda/kda/kda_device.cuh"
+#include "cuda/kda/decode_stream.cuh"
 #include "cuda/norm/gated_rms.cuh"
 
 namespace kimi::cuda::kda_decode_detail {
 
-using namespace kda_detail;
-
-inline constexpr int kThreads = 512;
-inline constexpr int kWarps = kThreads / 32;
-inline constexpr int kMaxV = 256;          // kKdaMaxHeadDim
 inline constexpr int kInlineSlots = 256;   // host slots passed by value up to this N
 
 enum SlotMode : int { slots_identity = 0, slots_inline = 1, slots_device = 2 };
@@ -127,43 +121,6 @@ __device__ __forceinline__ int64_t head_slot(const DecodeParams& p, int64_t n, i
   nan_head(p, n, h);
   return -1;
 }
-
-// One element of type t (ElemType) at base + i, as raw bits (f32: 32 bits; bf16 / f16: 16 bits, zero-extended),
-// 0 when !ok. Predicated loads, no branch and no conversion: nothing waits for the value until it is used, so a
-// thread's loads are all in flight together (as load_f32, whose per-type branch converted right after each
-// load, the conv taps were serialized: one memory round trip per tap).
-__device__ __forceinline__ uint32_t ld_raw(const void* base, int64_t i, int t, bool ok) {
-  const bool wide = t == el_f32;
-  const char* a = static_cast<const char*>(base) + i * (wide ? 4 : 2);
-  uint32_t r;
-  asm volatile(
-      "{\n\t.reg .pred pw, pn;\n\t"
-      "setp.ne.b32 pw, %2, 0;\n\t"
-      "setp.ne.b32 pn, %3, 0;\n\t"
-      "mov.b32 %0, 0;\n\t"
-      "@pw ld.global.b32 %0, [%1];\n\t"
-      "@pn ld.global.u16 %0, [%1];\n\t}"
-      : "=r"(r)
-      : "l"(a), "r"(int(ok && wide)), "r"(int(ok && !wide)));
-  return r;
-}
-// Raw bits of type t -> fp32 (selects, no branch).
-__device__ __forceinline__ float raw_f32(uint32_t r, int t) {
-  const float h = __half2float(__ushort_as_half(static_cast<unsigned short>(r)));
-  return t == el_f32 ? __uint_as_float(r) : (t == el_bf16 ? __uint_as_float(r << 16) : h);
-}
-
-// The token of one (n, h) in shared memory, fp32.
-template <int KMAX>
-struct Token {
-  static_assert(KMAX % 4 == 0, "rows of q, k, a are read as float4");
-  alignas(16) float q[KMAX];
-  alignas(16) float k[KMAX];
-  alignas(16) float a[KMAX];
-  float v[kMaxV];
-  float o[kMaxV];
-  float sums[kWarps][3];
-};
 
 // Conv channel c of the CTA (c < KMAX: q row c and its gate; c < 2 KMAX: k row c - KMAX; c < 2 KMAX + V: v
 // column c - 2 KMAX), and its raw inputs that do not depend on the slot (loaded before the slot is known).
@@ -309,65 +266,6 @@ __device__ __forceinline__ void decode_epilogue(const DecodeParams& p, const Tok
 
 // Asks L2 for the 16 bytes at p (no registers held: the prologue runs while HBM serves the state).
 __device__ __forceinline__ void prefetch_l2(const float* p) { asm volatile("prefetch.global.L2 [%0];" ::"l"(p)); }
-
-// ---------------------------------------------------------------------------------------------
-// The bulk path (the streaming kernels below; the launcher's choice, decode_step.cu): the head's K V fp32 state
-// block (contiguous, 16-byte aligned, at most kBulkMaxBytes) moves through dynamic shared memory by the bulk copy
-// engine. Thread 0 issues the global -> shared copies (chunks of kBulkChunk bytes, one mbarrier, parity 0) as soon
-// as the slot is known, so HBM serves the state while the prologue runs; every thread waits on the mbarrier after
-// the prologue, updates the state in the shared buffer, fences it for the
-// async proxy (fence.proxy.async.shared::cta), and after the barrier before the epilogue thread 0 issues the
-// shared -> global copies, which overlap the epilogue; it waits until they have read the shared source
-// (cp.async.bulk.wait_group.read 0) before it exits, so the CTA's shared memory outlives their reads; their global
-// writes complete with the grid, before any later kernel in the stream (the CUDA Programming Guide's TMA store
-// example ends a kernel the same way, as CUTLASS's sm90 epilogues do; the H200 runs pass memcheck and racecheck).
-inline constexpr int kBulkMaxBytes = 64 * 1024;  // 2 CTAs per SM with the static shared memory (registers allow 2)
-inline constexpr int kBulkChunk = 16 * 1024;     // several copies in flight per CTA
-
-// Thread 0: init the mbarrier (one arrival, the expect_tx below), then copy `bytes` (multiple of 16) from the
-// global head block `src` (16-byte aligned) to `dst` (bulk_copy.cuh's protocol).
-__device__ __forceinline__ void bulk_load(float* dst, const float* src, int bytes, uint64_t* bar) {
-  mbar_init(bar, 1);
-  mbar_init_fence();
-  mbar_expect_tx(bar, uint32_t(bytes));
-  for (int off = 0; off < bytes; off += kBulkChunk) {
-    const int len = bytes - off < kBulkChunk ? bytes - off : kBulkChunk;
-    bulk_g2s(reinterpret_cast<char*>(dst) + off, reinterpret_cast<const char*>(src) + off, uint32_t(len), bar);
-  }
-}
-// Thread 0: copy the updated block back (bulk_load's chunks) and commit them as one group.
-__device__ __forceinline__ void bulk_store(float* dst, const float* src, int bytes) {
-  for (int off = 0; off < bytes; off += kBulkChunk) {
-    const int len = bytes - off < kBulkChunk ? bytes - off : kBulkChunk;
-    bulk_s2g(reinterpret_cast<char*>(dst) + off, reinterpret_cast<const char*>(src) + off, uint32_t(len));
-  }
-  bulk_commit();
-}
-
-// The state's shared copy (bulk path), 16-byte aligned.
-extern __shared__ __align__(128) float4 kda_decode_state_smem[];
-
-// Shared-memory counterparts of ld_state4 / st_state4 for the streaming vk kernel (the bulk path's block is only
-// chosen when the row length is a multiple of 4, so the 16-byte accesses are aligned).
-__device__ __forceinline__ float4 lds_state4(const float* p, int off, int valid) {
-  if (valid == 4) return *reinterpret_cast<const float4*>(p + off);
-  float4 r = make_float4(0.f, 0.f, 0.f, 0.f);
-  if (valid > 0) r.x = p[off];
-  if (valid > 1) r.y = p[off + 1];
-  if (valid > 2) r.z = p[off + 2];
-  if (valid > 3) r.w = p[off + 3];
-  return r;
-}
-__device__ __forceinline__ void sts_state4(float* p, int off, int valid, float4 r) {
-  if (valid == 4) {
-    *reinterpret_cast<float4*>(p + off) = r;
-    return;
-  }
-  if (valid > 0) p[off] = r.x;
-  if (valid > 1) p[off + 1] = r.y;
-  if (valid > 2) p[off + 2] = r.z;
-  if (valid > 3) p[off + 3] = r.w;
-}
 
 // ---------------------------------------------------------------------------------------------
 // kv: S[i][j] at head + i V + j. `at` points at the thread's element (row rg, column jc) of the tile.
@@ -534,39 +432,24 @@ __global__ void __launch_bounds__(kThreads, MIN_CTAS) kda_decode_step_vk_kernel(
 // ---------------------------------------------------------------------------------------------
 // The streaming bulk kernels (the launcher's default bulk path): the state only in shared memory, no state tile
 // in registers, so that 3 CTAs fit an SM (the 40-register cap of 3 x 512 threads; shared: 64 KB of state plus a
-// small static part per CTA), ~190 KB of state in flight or in use per SM. Same bulk copies as above. WM = 4 when
+// small static part per CTA), ~190 KB of state in flight or in use per SM. decode_stream.cuh's bulk copies. WM = 4 when
 // W <= 4 (the models' width), else kConvMaxWidth: fewer conv values held in the 40 registers. ptxas (CUDA 13.0,
 // sm_90a): 40 registers, spills 16 / 28-32 bytes (kv, WM = 4), 8-12 / 16-20 (vk), 32-36 / 52-72 (kv) and 28 / 64 (vk)
 // at WM = 8; static shared 8448 (kv, KMAX 128), 9984 (KMAX 256), 2688-3840 (vk): 3 CTAs per SM with a 64 KB block.
 // Measured: docs/BENCHMARKS.md (KDA decode step).
 //
-// kv [K rows][V cols], kda_decode_step_kv_bulk_kernel<CW, KMAX, WM>: CW = the power of 2 in [32, 256] covering V, NCT =
-// CW / 32 column tiles of 32 columns, RGW = 16 / NCT row blocks of RB rows (K / RGW rounded up to 16). Warp w = (column
-// tile ct = w % NCT, row block rb = w / NCT), lane = (row quarter rs = lane / 8, column group lane % 8): the thread's 4
-// columns c0 = 32 ct + 4 (lane % 8) .. + 3 (float4: the 8 lanes of a row quarter read one 128-byte row segment, no bank
-// conflict) and its RB / 4 consecutive rows from i0 = RB rb + (RB / 4) rs. Pass 1: decay (not stored) and the partial
-// k^T Sd, q^T Sd of the 4 columns over the thread's rows, summed over the row quarters by shuffles (xor 8, then 16);
-// lanes 0 .. 7 store the row block's sums in red[RGW][CW] (4 KB in all); barrier; thread j < V sums them (row blocks in
-// order), e_j, o_j, beta rk e_j; barrier; pass 2: each element again, x = S a_i (the same product as pass 1), S =
-// fmaf(k_i, beta rk e_j, x), stored in place.
-// The per-element operations are those of the register kernels; only the order of the sums over K differs.
-// (Session 12: this mapping replaced one column and 32 rows per thread, scalar shared accesses: ncu at 256 x 32,
-// docs/gpu run 53, 27.1 K warp instructions per CTA against the vk kernel's 20.8 K, the schedulers issuing on 68% of
-// cycles; run 54, beside it: 256 x 32 327.3 -> 320.9 us per step, 32 x 96 130.6 -> 126.5.)
+// kv [K rows][V cols], kda_decode_step_kv_bulk_kernel<CW, KMAX, WM>: decode_stream.cuh kv_stream_update (CW = the power
+// of 2 in [32, 256] covering V; its header has the thread mapping and its measurements).
 template <int CW, int KMAX, int WM>
 __global__ void __launch_bounds__(kThreads, 3)
     kda_decode_step_kv_bulk_kernel(const __grid_constant__ DecodeParams p) {
-  constexpr int NCT = CW / 32, RGW = kWarps / NCT;
-  static_assert(CW >= 32 && CW <= kMaxV && kWarps % NCT == 0, "whole column tiles per warp");
   __shared__ Token<KMAX> sm;
-  __shared__ alignas(16) float red_k[RGW][CW];
-  __shared__ alignas(16) float red_q[RGW][CW];
-  __shared__ alignas(16) float be[CW];
+  __shared__ KvStreamScratch<CW> sc;
   __shared__ uint64_t bulk_bar;
 
   const int64_t n = blockIdx.x / p.H;
   const int h = int(blockIdx.x % p.H);
-  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+  const int tid = threadIdx.x;
   const int K = p.K, V = p.V;
   const ChanIn cin = chan_inputs<KMAX, WM>(p, n, h, tid);  // in flight while the slot is read
   const HeadIn hin = head_inputs(p, n, h);
@@ -577,63 +460,7 @@ __global__ void __launch_bounds__(kThreads, 3)
   if (tid == 0) bulk_load(st, head, K * V * 4, &bulk_bar);
   const TokenScalars ts = decode_prologue<KMAX, WM>(p, sm, cin, hin, n, h, s);
   mbar_wait(&bulk_bar, 0);  // the init is ordered before this by the prologue's barriers
-
-  // The thread's columns c0 .. c0 + 3 (V a multiple of 4: all or none of them exist) and rows i0 .. iend - 1.
-  const int rb = warp / NCT, rs = lane / 8, c0 = 32 * (warp % NCT) + 4 * (lane % 8);
-  const int RB = ((K + RGW - 1) / RGW + 15) & ~15;
-  const int i0 = rb * RB + rs * (RB / 4);
-  const int iend = i0 + RB / 4 < K ? i0 + RB / 4 : K;
-  const bool live = c0 < V;
-  float pk[4] = {0.f, 0.f, 0.f, 0.f}, pq[4] = {0.f, 0.f, 0.f, 0.f};
-  if (live) {
-#pragma unroll 2
-    for (int i = i0; i < iend; ++i) {
-      const float4 x = *reinterpret_cast<const float4*>(&st[i * V + c0]);
-      const float ai = sm.a[i], ki = sm.k[i], qi = sm.q[i];
-#pragma unroll
-      for (int c = 0; c < 4; ++c) {
-        const float xd = comp(x, c) * ai;
-        pk[c] = fmaf(ki, xd, pk[c]);
-        pq[c] = fmaf(qi, xd, pq[c]);
-      }
-    }
-  }
-#pragma unroll
-  for (int c = 0; c < 4; ++c)
-#pragma unroll
-    for (int m = 8; m <= 16; m *= 2) {
-      pk[c] += __shfl_xor_sync(0xffffffffu, pk[c], m);
-      pq[c] += __shfl_xor_sync(0xffffffffu, pq[c], m);
-    }
-  if (rs == 0 && live) {
-    *reinterpret_cast<float4*>(&red_k[rb][c0]) = make_float4(pk[0], pk[1], pk[2], pk[3]);
-    *reinterpret_cast<float4*>(&red_q[rb][c0]) = make_float4(pq[0], pq[1], pq[2], pq[3]);
-  }
-  __syncthreads();
-  if (tid < V) {  // column tid: the sums over K, e, o
-    float ks = 0.f, qs = 0.f;
-#pragma unroll
-    for (int g = 0; g < RGW; ++g) {
-      ks += red_k[g][tid];
-      qs += red_q[g][tid];
-    }
-    const float ev = sm.v[tid] - ts.rk * ks;
-    sm.o[tid] = ts.rq * qs + ts.beta * ts.qk * ev;
-    be[tid] = ts.beta * ts.rk * ev;
-  }
-  __syncthreads();
-  if (live) {
-    const float4 b4 = *reinterpret_cast<const float4*>(&be[c0]);
-#pragma unroll 2
-    for (int i = i0; i < iend; ++i) {
-      float4& x = *reinterpret_cast<float4*>(&st[i * V + c0]);
-      const float ai = sm.a[i], ki = sm.k[i];
-      float4 y = x;
-      y.x = fmaf(ki, b4.x, y.x * ai), y.y = fmaf(ki, b4.y, y.y * ai);
-      y.z = fmaf(ki, b4.z, y.z * ai), y.w = fmaf(ki, b4.w, y.w * ai);
-      x = y;
-    }
-  }
+  kv_stream_update(st, sm, sc, ts, K, V);
   fence_proxy_async();
   __syncthreads();
   if (tid == 0) bulk_store(head, st, K * V * 4);
@@ -641,23 +468,18 @@ __global__ void __launch_bounds__(kThreads, 3)
   if (tid == 0) bulk_wait_read();  // the stores have read the shared block before the CTA exits
 }
 
-// vk [V rows][K cols], kda_decode_step_vk_bulk_kernel<KG, KC, NV, MIN_CTAS>: the register kernel's mapping and
-// math, each column m loaded from shared memory, reduced, updated and stored before the next (4 KC state floats
-// live per thread instead of 4 KC NV).
+// vk [V rows][K cols], kda_decode_step_vk_bulk_kernel<KG, KC, NV, MIN_CTAS>: decode_stream.cuh vk_stream_update (the
+// register kernel's mapping and math, one column at a time from shared memory).
 template <int KG, int KC, int NV, int MIN_CTAS, int WM>
 __global__ void __launch_bounds__(kThreads, MIN_CTAS)
     kda_decode_step_vk_bulk_kernel(const __grid_constant__ DecodeParams p) {
-  constexpr int VG = kThreads / KG;  // column groups
-  constexpr int BV = VG * NV;        // columns per tile
   constexpr int KMAX = 4 * KG * KC;
-  static_assert(KG <= 32 && 32 % KG == 0, "a column's K groups lie in one warp");
   __shared__ Token<KMAX> sm;
   __shared__ uint64_t bulk_bar;
 
   const int64_t n = blockIdx.x / p.H;
   const int h = int(blockIdx.x % p.H);
   const int tid = threadIdx.x;
-  const int kg = tid % KG, vg = tid / KG;
   const int K = p.K, V = p.V;
   const ChanIn cin = chan_inputs<KMAX, WM>(p, n, h, tid);  // in flight while the slot is read
   const HeadIn hin = head_inputs(p, n, h);
@@ -665,46 +487,11 @@ __global__ void __launch_bounds__(kThreads, MIN_CTAS)
   if (s < 0) return;
   float* const block = p.state + (s * p.H + h) * int64_t(K) * V;
   float* const sblock = reinterpret_cast<float*>(kda_decode_state_smem);
-  float* const shead = sblock + 4 * kg;  // + column j * K: the thread's K slot 0
   if (tid == 0) bulk_load(sblock, block, K * V * 4, &bulk_bar);
   const TokenScalars ts = decode_prologue<KMAX, WM>(p, sm, cin, hin, n, h, s);
-
-  // The slots as vk_token_slots loads them, with the valid counts in the same loop: vk_token_slots followed by a
-  // separate loop compiles differently at K > 128, and this is the code the H200 runs verified.
-  float a[KC][4], kk[KC][4], qq[KC][4];
-  int kvalid[KC];  // the thread's valid K of slot c (0 .. 4)
-#pragma unroll
-  for (int c = 0; c < KC; ++c) {
-    const int i0 = 4 * kg + 4 * KG * c;
-    const float4 a4 = *reinterpret_cast<const float4*>(&sm.a[i0]);
-    const float4 k4 = *reinterpret_cast<const float4*>(&sm.k[i0]);
-    const float4 q4 = *reinterpret_cast<const float4*>(&sm.q[i0]);
-    a[c][0] = a4.x, a[c][1] = a4.y, a[c][2] = a4.z, a[c][3] = a4.w;
-    kk[c][0] = k4.x, kk[c][1] = k4.y, kk[c][2] = k4.z, kk[c][3] = k4.w;
-    qq[c][0] = q4.x, qq[c][1] = q4.y, qq[c][2] = q4.z, qq[c][3] = q4.w;
-    kvalid[c] = clamp4(K - i0);
-  }
+  const VkSlots<KC> sl = vk_stream_slots<KG, KC>(sm, K);
   mbar_wait(&bulk_bar, 0);  // the init is ordered before this by the prologue's barriers
-
-  for (int j0 = 0; j0 < V; j0 += BV) {
-#pragma unroll
-    for (int m = 0; m < NV; ++m) {
-      const int j = j0 + vg + VG * m;
-      const bool live = j < V;  // uniform over the column's KG lanes (one warp)
-      float* const col = shead + j * K;
-      float4 S[KC];
-#pragma unroll
-      for (int c = 0; c < KC; ++c) S[c] = lds_state4(col, 4 * KG * c, live ? kvalid[c] : 0);
-      float pk, pq;
-      vk_decay_dots<KC, KG>(S, a, kk, qq, pk, pq);
-      const float ev = (live ? sm.v[j] : 0.f) - ts.rk * pk;
-      if (kg == 0 && live) sm.o[j] = ts.rq * pq + ts.beta * ts.qk * ev;
-      const float bej = ts.beta * ts.rk * ev;
-      vk_add_k<KC>(S, kk, bej);
-#pragma unroll
-      for (int c = 0; c < KC; ++c) sts_state4(col, 4 * KG * c, live ? kvalid[c] : 0, S[c]);
-    }
-  }
+  vk_stream_update<KG, KC, NV>(sblock, sm, sl, ts, K, V);
   fence_proxy_async();
   __syncthreads();
   if (tid == 0) bulk_store(block, sblock, K * V * 4);

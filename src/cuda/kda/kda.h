@@ -12,6 +12,10 @@ namespace kimi::cuda {
 
 // Token-by-token KDA recurrence (decode, and the GPU reference). See src/cuda/kda/recurrent.cuh.
 void kda_recurrent_fwd(const KdaArgs& a, const Context& ctx);
+// Tests and benchmarks: which one-token kernels kda_recurrent_fwd launches for T = 1 without cu_seqlens from now on
+// (process-wide): 0 the launcher's choice (default), 1 the streaming kernels wherever the states allow them (any grid
+// size), -1 the staged kernels (recurrent.cu use_stream).
+void kda_recurrent_set_path(int path);
 
 // The gate and beta activations (src/cuda/kda/gate.cuh).
 void kda_gate(TensorView f, const KdaGate& gate, TensorView g, const Context& ctx);

@@ -1,6 +1,8 @@
 // Launcher of cuda::kda_recurrent_fwd (src/cuda/kda/kda.h): args (validated by the caller) -> Params
 // -> pick the layout's kernel and tile shape -> launch on ctx.cuda_stream. Device code:
-// src/cuda/kda/recurrent.cuh.
+// src/cuda/kda/recurrent.cuh (the token loop and the staged one-token kernels) and recurrent_stream.cuh (the
+// streaming one-token kernels).
+#include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <optional>
@@ -10,6 +12,7 @@
 #include "cuda/check.cuh"
 #include "cuda/kda/kda.h"
 #include "cuda/kda/recurrent.cuh"
+#include "cuda/kda/recurrent_stream.cuh"
 #include "cuda/runtime.h"
 #include "cuda/scratch.cuh"
 
@@ -46,7 +49,69 @@ void launch(Kernel kernel, const Params& p, int64_t ctas, cudaStream_t s) {
   if (ctas > int64_t(0x7fffffff)) throw Error("cuda kda_recurrent_fwd: grid too large");
   kernel<<<dim3(unsigned(ctas)), dim3(kThreads), 0, s>>>(p);
 }
+
+// The streaming one-token path (recurrent_stream.cuh): one CTA of 512 threads per (sequence, head), the head's
+// K V fp32 block through kBulkMaxBytes of dynamic shared memory. It needs every present state tensor to hold each
+// head's block as whole contiguous 16-byte units at a 16-byte aligned address (state_vec, and rows adjacent: the row
+// stride equal to the row length), the row length a multiple of 4 (also without states: the passes' 4-wide
+// accesses), and K V <= 16384 (K = V = 128). The launcher takes it for grids of more heads than SMs: measured on the
+// H200 (docs/gpu/2026-11-30-h200-run56.txt, K = V = 128, eager calls, streaming vs staged, kv / vk): 256 x 32
+// 276 / 282 vs 380 / 371 us, 8 x 32 16.9 / 16.0 vs 17.7 / 19.2 us, 4 x 96 17.0 / 18.6 vs 20.2 / 21.8 us, but
+// 1 x 96 11.9 / 12.5 vs 11.6 / 12.4 us and 1 x 32 12.5 / 11.7 vs 10.3 / 10.6 us: with one CTA per SM or fewer, the
+// staged kernels' 4 - 8 CTAs per head shorten each head's chain. kda_recurrent_set_path (tests) overrides the rule.
+bool whole_blocks(const TensorView& st, int64_t row_len) {
+  return !st.present() || (state_vec(st, row_len) && st.strides[2] == row_len);
+}
+std::atomic<int> g_path{0};
+bool use_stream(const KdaArgs& a, bool kv, int64_t N, int H, int K, int V, int sms) {
+  const int64_t row_len = kv ? V : K;
+  const bool fits = row_len % 4 == 0 && int64_t(K) * V * 4 <= kda_decode_detail::kBulkMaxBytes &&
+                    whole_blocks(a.initial_state, row_len) && whole_blocks(a.final_state, row_len);
+  const int path = g_path.load(std::memory_order_relaxed);
+  if (!fits || path < 0) return false;
+  return path > 0 || N * H > int64_t(sms);
+}
+
+template <auto kKernel>
+void launch_stream(const Params& p, int64_t ctas, int dev, cudaStream_t s) {
+  using kda_decode_detail::kBulkMaxBytes;
+  static std::atomic<uint64_t> ready{0};  // bit d: device d set up (devices >= 64 set up on every call)
+  const uint64_t bit = dev < 64 ? uint64_t(1) << dev : 0;
+  if (!bit || !(ready.load(std::memory_order_acquire) & bit)) {
+    KIMI_CUDA_CHECK(cudaFuncSetAttribute(kKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kBulkMaxBytes));
+    KIMI_CUDA_CHECK(cudaFuncSetAttribute(kKernel, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                         int(cudaSharedmemCarveoutMaxShared)));
+    ready.fetch_or(bit, std::memory_order_acq_rel);
+  }
+  if (ctas > int64_t(0x7fffffff)) throw Error("cuda kda_recurrent_fwd: grid too large");
+  kKernel<<<dim3(unsigned(ctas)), dim3(kda_decode_detail::kThreads), size_t(p.K) * p.V * 4, s>>>(p);
+}
+// The decode step's streaming tilings (decode_step.cu launch_kv_stream / launch_vk_stream).
+void launch_one_token_stream(const Params& p, bool kv, int64_t ctas, int dev, cudaStream_t s) {
+  using namespace kda_decode_detail;
+  const int K = p.K, V = p.V;
+  if (kv && K <= 128) {
+    if (V <= 32) launch_stream<kda_recurrent_kv_stream_kernel<32, 128>>(p, ctas, dev, s);
+    else if (V <= 64) launch_stream<kda_recurrent_kv_stream_kernel<64, 128>>(p, ctas, dev, s);
+    else if (V <= 128) launch_stream<kda_recurrent_kv_stream_kernel<128, 128>>(p, ctas, dev, s);
+    else launch_stream<kda_recurrent_kv_stream_kernel<256, 128>>(p, ctas, dev, s);
+  } else if (kv) {  // K V <= 16384: V <= 128
+    if (V <= 32) launch_stream<kda_recurrent_kv_stream_kernel<32, 256>>(p, ctas, dev, s);
+    else if (V <= 64) launch_stream<kda_recurrent_kv_stream_kernel<64, 256>>(p, ctas, dev, s);
+    else launch_stream<kda_recurrent_kv_stream_kernel<128, 256>>(p, ctas, dev, s);
+  } else if (K <= 32) {
+    launch_stream<kda_recurrent_vk_stream_kernel<8, 1, 4, 3>>(p, ctas, dev, s);
+  } else if (K <= 64) {
+    launch_stream<kda_recurrent_vk_stream_kernel<16, 1, 8, 3>>(p, ctas, dev, s);
+  } else if (K <= 128) {
+    launch_stream<kda_recurrent_vk_stream_kernel<32, 1, 8, 3>>(p, ctas, dev, s);
+  } else {
+    launch_stream<kda_recurrent_vk_stream_kernel<32, 2, 8, 2>>(p, ctas, dev, s);
+  }
+}
 }  // namespace
+
+void kda_recurrent_set_path(int path) { g_path.store(path, std::memory_order_relaxed); }
 
 void kda_recurrent_fwd(const KdaArgs& a, const Context& ctx) {
   const int64_t B = a.q.shape[0], T = a.q.shape[1];
@@ -131,7 +196,9 @@ void kda_recurrent_fwd(const KdaArgs& a, const Context& ctx) {
     if (a.state_slots.present()) p.slots = d_idx->get<int64_t>() + slots_at;
   }
 
-  if (!varlen && T == 1) {  // decode: the one-token kernels (recurrent.cuh), same tiles
+  if (!varlen && T == 1 && use_stream(a, kv, N, H, K, V, sms)) {  // decode: the streaming one-token kernels
+    launch_one_token_stream(p, kv, N * H, dev, s);
+  } else if (!varlen && T == 1) {  // decode: the staged one-token kernels (recurrent.cuh), same tiles
     if (kv) {
       if (!small) {
         if (K <= 64) launch(kda_decode_kv_staged_kernel<8, 4>, p, ctas, s);

@@ -322,7 +322,9 @@ __global__ void __launch_bounds__(kThreads) kda_recurrent_vk_kernel(const Params
 }
 
 // ---------------------------------------------------------------------------------------------
-// Decode specializations: T == 1, no cu_seqlens (sequence n = batch row b, token t = 0). Same tiles,
+// Decode specializations: T == 1, no cu_seqlens (sequence n = batch row b, token t = 0), where the launcher does not
+// take recurrent_stream.cuh's streaming kernels (recurrent.cu use_stream: whole-head state blocks through shared
+// memory, for grids of many heads). Same tiles,
 // thread mappings and math as the kernels above, but the CTA is one latency-bound pass over its
 // 16 KB (K = V = 128) state tile, so every thread issues all of its 16-byte state loads first
 // (unrolled, independent, ld.global.cs; branch-free on full tiles), and all token work overlaps them;

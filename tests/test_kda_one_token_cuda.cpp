@@ -1,0 +1,138 @@
+// kda_recurrent_fwd's one-token path on CUDA (T = 1 without cu_seqlens): the launcher picks the streaming kernels
+// (src/cuda/kda/recurrent_stream.cuh, the head's state block through shared memory) or the staged kernels
+// (recurrent.cuh, state tiles in registers) by the states' layout and the grid size (recurrent.cu use_stream). Both
+// families run every one-token harness case here, whatever the launcher would pick for its grid, and a slotted state
+// pool, against the CPU backend. CI has no GPU: these run on the GPU machine (scripts/gpu/, results under docs/gpu/).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kimi/device.h"
+#include "kimi/dtype.h"
+#include "kimi/ops/kda.h"
+#include "tensor_testutil.h"
+#include "testkit/case.h"
+#ifdef KIMI_WITH_CUDA
+#include "cuda/kda/kda.h"
+#endif
+
+namespace kimi {
+namespace {
+
+#ifdef KIMI_WITH_CUDA
+// Sets the one-token path for the scope of a test (process-wide), back to the launcher's choice after.
+struct OneTokenPath {
+  explicit OneTokenPath(int path) { cuda::kda_recurrent_set_path(path); }
+  ~OneTokenPath() { cuda::kda_recurrent_set_path(0); }
+};
+
+const char* path_name(int path) { return path > 0 ? "streaming" : "staged"; }
+#endif
+
+TEST(KdaOneTokenCuda, BothKernelFamiliesMatchTheOracle) {
+#ifdef KIMI_WITH_CUDA
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
+  for (int path : {1, -1}) {
+    const OneTokenPath force(path);
+    int n = 0;
+    for (const testkit::Case& c : testkit::all_cases(testkit::Scale::test)) {
+      if (c.op != "kda_recurrent_fwd" || c.shape.find(" T=1 ") == std::string::npos) continue;
+      ++n;
+      const testkit::Result r = c.run(Device::cuda(0));
+      SCOPED_TRACE(std::string(path_name(path)) + " " + c.shape + " " + std::string(dtype_name(c.dtype)) + " " +
+                   r.detail);
+      EXPECT_TRUE(r.finite);
+      EXPECT_TRUE(r.guards_ok);
+      EXPECT_LE(r.err, c.tol);
+    }
+    EXPECT_GE(n, 20);
+  }
+#else
+  GTEST_SKIP() << "built without the CUDA backend";
+#endif
+}
+
+// A state pool indexed by state_slots, updated in place, at K = V = 128 (the streaming kernels' full block) and at a
+// ragged K = 40, V = 36 (vk rows of 40, kv rows of 36: both streamable): o and the slotted rows equal the CPU backend's
+// (fp32 state, bf16 inputs; only the fp32 summation order differs), the other pool rows are untouched, both families.
+TEST(KdaOneTokenCuda, SlottedPoolMatchesTheCpu) {
+#ifdef KIMI_WITH_CUDA
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
+  using testutil::copy_to;
+  const Device gpu = Device::cuda(0);
+  struct Dims {
+    int64_t H, K, V;
+  };
+  for (const Dims d : {Dims{3, 128, 128}, Dims{2, 40, 36}}) {
+    for (StateLayout layout : {StateLayout::kv, StateLayout::vk}) {
+      for (int path : {1, -1}) {
+        const OneTokenPath force(path);
+        const int64_t N = 3, S = 5, H = d.H, K = d.K, V = d.V;
+        std::mt19937_64 rng(uint64_t(17 + K + (layout == StateLayout::vk)));
+        std::uniform_real_distribution<float> u(-1.f, 1.f);
+        auto filled = [&](DType dt, std::vector<int64_t> shape, float lo, float hi) {
+          Tensor t(dt, shape);
+          for (int64_t i = 0; i < t.numel(); ++i)
+            store_from_f32(t.data(), dt, i, lo + (hi - lo) * (u(rng) + 1.f) / 2.f);
+          return t;
+        };
+        const Tensor q = filled(DType::bf16, {N, 1, H, K}, -1, 1), k = filled(DType::bf16, {N, 1, H, K}, -1, 1);
+        const Tensor v = filled(DType::bf16, {N, 1, H, V}, -1, 1), f = filled(DType::bf16, {N, 1, H, K}, -8, 8);
+        const Tensor b = filled(DType::bf16, {N, 1, H}, -4, 4), A_log = filled(DType::f32, {H}, -2, 1);
+        const Tensor dt_bias = filled(DType::f32, {H, K}, -8, 8);
+        const std::vector<int64_t> row_shape =
+            layout == StateLayout::kv ? std::vector<int64_t>{S, H, K, V} : std::vector<int64_t>{S, H, V, K};
+        const Tensor pool0 = filled(DType::f32, row_shape, -1, 1);
+        Tensor slots(DType::i32, {N});
+        const int32_t slot[3] = {4, 0, 2};
+        std::memcpy(slots.data(), slot, sizeof slot);
+
+        auto run = [&](Device dev, Tensor& pool, Tensor& o) {
+          const Tensor qd = copy_to(q, dev), kd = copy_to(k, dev), vd = copy_to(v, dev), fd = copy_to(f, dev);
+          const Tensor bd = copy_to(b, dev), Ad = copy_to(A_log, dev), dtd = copy_to(dt_bias, dev);
+          pool = copy_to(pool0, dev);
+          o = Tensor(DType::f32, {N, 1, H, V}, dev);
+          KdaArgs a;
+          a.q = qd, a.k = kd, a.v = vd, a.g = fd, a.beta = bd, a.o = o;
+          a.gate = KdaGate{GateForm::bounded, Ad, dtd, -5.f};
+          a.beta_sigmoid_in_kernel = a.qk_l2norm_in_kernel = true;
+          a.initial_state = a.final_state = pool;
+          a.state_layout = layout, a.state_slots = slots;
+          kda_recurrent_fwd(a);
+          pool = copy_to(pool, Device::cpu()), o = copy_to(o, Device::cpu());
+        };
+        Tensor pool_c, o_c, pool_g, o_g;
+        run(Device::cpu(), pool_c, o_c);
+        run(gpu, pool_g, o_g);
+        const std::string what = std::string(path_name(path)) + (layout == StateLayout::kv ? " kv" : " vk") +
+                                 " K=" + std::to_string(K) + " V=" + std::to_string(V);
+        for (int64_t e = 0; e < o_c.numel(); ++e) {
+          const float want = o_c.data_as<float>()[e], got = o_g.data_as<float>()[e];
+          ASSERT_NEAR(got, want, 1e-4 * (1 + std::fabs(want))) << what << " o element " << e;
+        }
+        const int64_t row = H * K * V;
+        for (int64_t s = 0; s < S; ++s) {
+          const bool slotted = s == 4 || s == 0 || s == 2;
+          for (int64_t e = s * row; e < (s + 1) * row; ++e) {
+            const float want = (slotted ? pool_c : pool0).data_as<float>()[e], got = pool_g.data_as<float>()[e];
+            if (slotted)
+              ASSERT_NEAR(got, want, 1e-4 * (1 + std::fabs(want))) << what << " pool row " << s << " element " << e;
+            else
+              ASSERT_EQ(got, want) << what << " untouched pool row " << s << " element " << e;
+          }
+        }
+      }
+    }
+  }
+#else
+  GTEST_SKIP() << "built without the CUDA backend";
+#endif
+}
+
+}  // namespace
+}  // namespace kimi
