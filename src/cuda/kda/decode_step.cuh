@@ -268,26 +268,7 @@ __device__ __forceinline__ void decode_epilogue(const DecodeParams& p, const Tok
 __device__ __forceinline__ void prefetch_l2(const float* p) { asm volatile("prefetch.global.L2 [%0];" ::"l"(p)); }
 
 // ---------------------------------------------------------------------------------------------
-// kv: S[i][j] at head + i V + j. `at` points at the thread's element (row rg, column jc) of the tile.
-// The thread's columns are jc .. jc + 3: all valid when jc + 4 <= V (the 16-byte path), some when jc < V. The
-// two tests are written as plain comparisons of jc and V, not as a clamped count compared with 4: in the SASS
-// of that form the 16-byte path's branch predicate was the predicate output of the VIMNMX computing the clamp,
-// and on the H200 lanes past V took that path and wrote 16 bytes of the next state row (run 7, fixed in run 8:
-// docs/gpu/2026-11-29-h200-diag1.txt).
-__device__ __forceinline__ int kv_valid_cols(int jc, int V) { return jc >= V ? 0 : (V - jc >= 4 ? 4 : V - jc); }
-
-template <int NR, int RG>
-__device__ __forceinline__ void kv_load(float4 (&S)[NR], const float* at, int V, int K, int rg, int jc, int vec) {
-  const int64_t step = int64_t(RG) * V;
-  const int vcols = kv_valid_cols(jc, V);
-  if (vec && jc + 4 <= V && rg + RG * (NR - 1) < K) {
-#pragma unroll
-    for (int r = 0; r < NR; ++r) S[r] = __ldcs(reinterpret_cast<const float4*>(at + r * step));
-  } else {
-#pragma unroll
-    for (int r = 0; r < NR; ++r) S[r] = ld_state4(at, r * step, rg + RG * r < K ? vcols : 0, vec);
-  }
-}
+// kv: S[i][j] at head + i V + j (kv_load / kv_store: kda_device.cuh, rows V floats apart).
 template <int NR, int RG>
 __device__ __forceinline__ void kv_prefetch(const float* at, int V, int K, int rg, int jc) {
   if (jc >= V) return;
@@ -295,19 +276,6 @@ __device__ __forceinline__ void kv_prefetch(const float* at, int V, int K, int r
   for (int r = 0; r < NR; ++r)
     if (rg + RG * r < K) prefetch_l2(at + r * int64_t(RG) * V);
 }
-template <int NR, int RG>
-__device__ __forceinline__ void kv_store(const float4 (&S)[NR], float* at, int V, int K, int rg, int jc, int vec) {
-  const int64_t step = int64_t(RG) * V;
-  const int vcols = kv_valid_cols(jc, V);
-  if (vec && jc + 4 <= V && rg + RG * (NR - 1) < K) {
-#pragma unroll
-    for (int r = 0; r < NR; ++r) __stcs(reinterpret_cast<float4*>(at + r * step), S[r]);
-  } else {
-#pragma unroll
-    for (int r = 0; r < NR; ++r) st_state4(at, r * step, rg + RG * r < K ? vcols : 0, vec, S[r]);
-  }
-}
-
 template <int CG, int NR, int MIN_CTAS>
 __global__ void __launch_bounds__(kThreads, MIN_CTAS) kda_decode_step_kv_kernel(const __grid_constant__ DecodeParams p) {
   constexpr int RG = kThreads / CG;  // row groups
@@ -336,7 +304,7 @@ __global__ void __launch_bounds__(kThreads, MIN_CTAS) kda_decode_step_kv_kernel(
 
   for (int j0 = 0; j0 < V; j0 += BV) {
     const int jc = j0 + 4 * cg;          // first of the thread's 4 columns
-    kv_load<NR, RG>(S, rows + jc, V, K, rg, jc, p.state_vec);
+    kv_load<NR, RG>(S, rows + jc, V, V, K, rg, jc, p.state_vec);
 
     // Decay, and the partial reductions over this thread's rows (rows >= K hold 0, a = 1, k = q = 0) and the warp's
     // row groups.
@@ -365,7 +333,7 @@ __global__ void __launch_bounds__(kThreads, MIN_CTAS) kda_decode_step_kv_kernel(
     }
     __syncthreads();
     kv_add_k<NR, RG>(S, sm.k, rg, be4[cg]);
-    kv_store<NR, RG>(S, rows + jc, V, K, rg, jc, p.state_vec);
+    kv_store<NR, RG>(S, rows + jc, V, V, K, rg, jc, p.state_vec);
   }
   __syncthreads();
   decode_epilogue<KMAX>(p, sm, hin, n, h);

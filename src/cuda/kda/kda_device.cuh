@@ -152,6 +152,40 @@ __device__ __forceinline__ void vk_store(const float4 (&S)[NV][KC], float* at, i
         st_state4(at, m * step + 4 * KG * c, jt + VG * m < V ? clamp4(K - 4 * kg - 4 * KG * c) : 0, vec, S[m][c]);
   }
 }
+// The kv kernels' state tile of a thread in global memory (recurrent.cuh, decode_step.cuh): rows rg + RG r (r < NR),
+// columns jc .. jc + 3; `at` points at its first element (row rg, column jc), rows ld floats apart. The columns are
+// all valid when jc + 4 <= V (the 16-byte path, where vec allows it and every row exists), some when jc < V. The
+// tests are written as plain comparisons of jc and V, not as a clamped count compared with 4: in the SASS of that
+// form the 16-byte path's branch predicate was the predicate output of the VIMNMX computing the clamp, and on the
+// H200 lanes past V took that path and wrote 16 bytes of the next state row (run 7, fixed in run 8:
+// docs/gpu/2026-11-29-h200-diag1.txt).
+__device__ __forceinline__ int kv_valid_cols(int jc, int V) { return jc >= V ? 0 : (V - jc >= 4 ? 4 : V - jc); }
+template <int NR, int RG>
+__device__ __forceinline__ void kv_load(float4 (&S)[NR], const float* at, int64_t ld, int V, int K, int rg, int jc,
+                                        int vec) {
+  const int64_t step = RG * ld;
+  const int vcols = kv_valid_cols(jc, V);
+  if (vec && jc + 4 <= V && rg + RG * (NR - 1) < K) {
+#pragma unroll
+    for (int r = 0; r < NR; ++r) S[r] = __ldcs(reinterpret_cast<const float4*>(at + r * step));
+  } else {
+#pragma unroll
+    for (int r = 0; r < NR; ++r) S[r] = ld_state4(at, r * step, rg + RG * r < K ? vcols : 0, vec);
+  }
+}
+template <int NR, int RG>
+__device__ __forceinline__ void kv_store(const float4 (&S)[NR], float* at, int64_t ld, int V, int K, int rg, int jc,
+                                         int vec) {
+  const int64_t step = RG * ld;
+  const int vcols = kv_valid_cols(jc, V);
+  if (vec && jc + 4 <= V && rg + RG * (NR - 1) < K) {
+#pragma unroll
+    for (int r = 0; r < NR; ++r) __stcs(reinterpret_cast<float4*>(at + r * step), S[r]);
+  } else {
+#pragma unroll
+    for (int r = 0; r < NR; ++r) st_state4(at, r * step, rg + RG * r < K ? vcols : 0, vec, S[r]);
+  }
+}
 // One column's slots: decay in place (S *= a), and k^T S, q^T S summed over the column's KG lanes (every lane of
 // the group gets the sums).
 template <int KC, int KG>

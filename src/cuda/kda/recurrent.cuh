@@ -194,16 +194,12 @@ __global__ void __launch_bounds__(kThreads) kda_recurrent_kv_kernel(const Params
   const int cg = tid % CG, rg = tid / CG;
   const int j0 = si.tile * BV;          // first column of the CTA
   const int jc = j0 + 4 * cg;           // first of the thread's 4 columns
-  const int vcols = clamp4(p.V - jc);   // valid columns of the thread
+  const int vcols = kv_valid_cols(jc, p.V);  // valid columns of the thread
 
   float4 S[NR];
   if (p.s_in != nullptr) {
-    const float* base = p.s_in + state_row(p, si.n) * p.si_n + si.h * p.si_h;
-#pragma unroll
-    for (int r = 0; r < NR; ++r) {
-      const int i = rg + RG * r;
-      S[r] = ld_state4(base, int64_t(i) * p.si_r + jc, i < p.K ? vcols : 0, p.si_vec);
-    }
+    const float* at = p.s_in + state_row(p, si.n) * p.si_n + si.h * p.si_h + int64_t(rg) * p.si_r + jc;
+    kv_load<NR, RG>(S, at, p.si_r, p.V, p.K, rg, jc, p.si_vec);
   } else {
 #pragma unroll
     for (int r = 0; r < NR; ++r) S[r] = make_float4(0.f, 0.f, 0.f, 0.f);
@@ -241,12 +237,8 @@ __global__ void __launch_bounds__(kThreads) kda_recurrent_kv_kernel(const Params
   }
 
   if (p.s_out != nullptr) {
-    float* base = p.s_out + state_row(p, si.n) * p.so_n + si.h * p.so_h;
-#pragma unroll
-    for (int r = 0; r < NR; ++r) {
-      const int i = rg + RG * r;
-      st_state4(base, int64_t(i) * p.so_r + jc, i < p.K ? vcols : 0, p.so_vec, S[r]);
-    }
+    float* at = p.s_out + state_row(p, si.n) * p.so_n + si.h * p.so_h + int64_t(rg) * p.so_r + jc;
+    kv_store<NR, RG>(S, at, p.so_r, p.V, p.K, rg, jc, p.so_vec);
   }
 }
 
@@ -265,18 +257,11 @@ __global__ void __launch_bounds__(kThreads) kda_recurrent_vk_kernel(const Params
   const int kg = tid % KG, vg = tid / KG;
   const int j0 = si.tile * BV;
 
+  const int jt = j0 + vg;  // the thread's first column; columns jt + VG * m, m < NV
   float4 S[NV][KC];
   if (p.s_in != nullptr) {
-    const float* base = p.s_in + state_row(p, si.n) * p.si_n + si.h * p.si_h;
-#pragma unroll
-    for (int n = 0; n < NV; ++n) {
-      const int j = j0 + vg + VG * n;
-#pragma unroll
-      for (int c = 0; c < KC; ++c) {
-        const int i0 = 4 * kg + 4 * KG * c;
-        S[n][c] = ld_state4(base, int64_t(j) * p.si_r + i0, j < p.V ? clamp4(p.K - i0) : 0, p.si_vec);
-      }
-    }
+    const float* at = p.s_in + state_row(p, si.n) * p.si_n + si.h * p.si_h + int64_t(jt) * p.si_r + 4 * kg;
+    vk_load<KG, KC, NV, VG>(S, at, p.si_r, p.K, p.V, jt, kg, p.si_vec);
   } else {
 #pragma unroll
     for (int n = 0; n < NV; ++n)
@@ -308,16 +293,8 @@ __global__ void __launch_bounds__(kThreads) kda_recurrent_vk_kernel(const Params
   }
 
   if (p.s_out != nullptr) {
-    float* base = p.s_out + state_row(p, si.n) * p.so_n + si.h * p.so_h;
-#pragma unroll
-    for (int n = 0; n < NV; ++n) {
-      const int j = j0 + vg + VG * n;
-#pragma unroll
-      for (int c = 0; c < KC; ++c) {
-        const int i0 = 4 * kg + 4 * KG * c;
-        st_state4(base, int64_t(j) * p.so_r + i0, j < p.V ? clamp4(p.K - i0) : 0, p.so_vec, S[n][c]);
-      }
-    }
+    float* at = p.s_out + state_row(p, si.n) * p.so_n + si.h * p.so_h + int64_t(jt) * p.so_r + 4 * kg;
+    vk_store<KG, KC, NV, VG>(S, at, p.so_r, p.K, p.V, jt, kg, p.so_vec);
   }
 }
 
@@ -354,21 +331,13 @@ __global__ void __launch_bounds__(kThreads, NR <= 4 ? 8 : NR <= 8 ? 6 : 4) kda_d
   const int cg = tid % CG, rg = tid / CG;
   const int j0 = tile * BV;
   const int jc = j0 + 4 * cg;          // first of the thread's 4 columns
-  const int vcols = clamp4(p.V - jc);  // valid columns of the thread
+  const int vcols = kv_valid_cols(jc, p.V);  // valid columns of the thread
   const int K = p.K;
 
   float4 S[NR];
   if (p.s_in != nullptr) {
-    const float* base = p.s_in + state_row(p, n) * p.si_n + h * p.si_h + int64_t(rg) * p.si_r + jc;
-    const int64_t step = int64_t(RG) * p.si_r;
-    if (p.si_vec && vcols == 4 && rg + RG * (NR - 1) < K) {
-#pragma unroll
-      for (int r = 0; r < NR; ++r)
-        S[r] = __ldcs(reinterpret_cast<const float4*>(base + r * step));
-    } else {
-#pragma unroll
-      for (int r = 0; r < NR; ++r) S[r] = ld_state4(base, r * step, rg + RG * r < K ? vcols : 0, p.si_vec);
-    }
+    const float* at = p.s_in + state_row(p, n) * p.si_n + h * p.si_h + int64_t(rg) * p.si_r + jc;
+    kv_load<NR, RG>(S, at, p.si_r, p.V, K, rg, jc, p.si_vec);
   } else {
 #pragma unroll
     for (int r = 0; r < NR; ++r) S[r] = make_float4(0.f, 0.f, 0.f, 0.f);
@@ -402,15 +371,8 @@ __global__ void __launch_bounds__(kThreads, NR <= 4 ? 8 : NR <= 8 ? 6 : 4) kda_d
   kv_add_k<NR, RG>(S, sm.k[0], rg, make_float4(ev[0], ev[1], ev[2], ev[3]));
 
   if (p.s_out != nullptr) {
-    float* base = p.s_out + state_row(p, n) * p.so_n + h * p.so_h + int64_t(rg) * p.so_r + jc;
-    const int64_t step = int64_t(RG) * p.so_r;
-    if (p.so_vec && vcols == 4 && rg + RG * (NR - 1) < K) {
-#pragma unroll
-      for (int r = 0; r < NR; ++r) __stcs(reinterpret_cast<float4*>(base + r * step), S[r]);
-    } else {
-#pragma unroll
-      for (int r = 0; r < NR; ++r) st_state4(base, r * step, rg + RG * r < K ? vcols : 0, p.so_vec, S[r]);
-    }
+    float* at = p.s_out + state_row(p, n) * p.so_n + h * p.so_h + int64_t(rg) * p.so_r + jc;
+    kv_store<NR, RG>(S, at, p.so_r, p.V, K, rg, jc, p.so_vec);
   }
 }
 
