@@ -1,5 +1,5 @@
 // GPU benchmark: KDA recurrent forward (decode, T = 1, and short T) through the public API on CUDA
-// tensors, CUDA events, median of 100 timed launches after 20 warm-ups. Inputs: bf16 q, k, v, raw gate
+// tensors, CUDA events, median of 100 timed launches after 20 warm-ups, and per call in a graph of 20 calls. Inputs: bf16 q, k, v, raw gate
 // (fused bounded gate, lower bound -5), raw beta (sigmoid in kernel), L2 norm in kernel, fp32 state updated
 // in place (initial = final). Prints time and state traffic (K*V*4 bytes read + written per sequence-head).
 // Run beside bench/peers/fla_kda.py (same shapes, same options) in one command: scripts/gpu/run_all.sh.
@@ -28,6 +28,27 @@ namespace {
 using kimi::bench::DevBuf;
 using kimi::bench::random_bf16;
 using kimi::bench::random_f32;
+
+// Median time of one replay of a CUDA graph holding `calls` consecutive calls of fn(ctx) captured on a fresh stream,
+// per call: back-to-back kernels, the host's launch cost and the graph launch amortized (how the operator runs
+// inside a model's decode graph).
+template <class F>
+double graph_ms_per_call(F&& fn, int calls) {
+  cudaStream_t s;
+  CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  const kimi::Context ctx{s};
+  cudaGraph_t g;
+  cudaGraphExec_t ge;
+  CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+  for (int i = 0; i < calls; ++i) fn(ctx);
+  CK(cudaStreamEndCapture(s, &g));
+  CK(cudaGraphInstantiate(&ge, g, 0));
+  const double ms = kimi::bench::median_ms([&] { CK(cudaGraphLaunch(ge, s)); }, 20, calls == 1 ? 200 : 50, s);
+  CK(cudaGraphExecDestroy(ge));
+  CK(cudaGraphDestroy(g));
+  CK(cudaStreamDestroy(s));
+  return ms / calls;
+}
 
 // path: kimi::cuda::kda_recurrent_set_path's argument (0 the launcher's choice, 1 the streaming one-token kernels,
 // -1 the staged ones; T = 1 only).
@@ -59,11 +80,13 @@ void run(int B, int T, int H, int K, int V, kimi::StateLayout layout, int path =
   a.final_state = a.initial_state;
   kimi::cuda::kda_recurrent_set_path(path);
   const double med = kimi::bench::median_ms([&] { kimi::kda_recurrent_fwd(a); }, 20, 100);
+  const double in_graph = graph_ms_per_call([&](const kimi::Context& ctx) { kimi::kda_recurrent_fwd(a, ctx); }, 20);
   kimi::cuda::kda_recurrent_set_path(0);
   const double state_bytes = double(ns) * 4 * 2;
-  std::printf("kimi kda_recurrent_fwd B=%d T=%d H=%d K=%d V=%d layout=%s path=%s  %.4f ms  state %.2f TB/s\n", B, T, H,
-              K, V, vk ? "vk" : "kv", path > 0 ? "stream" : path < 0 ? "staged" : "auto", med,
-              state_bytes / (med * 1e-3) / 1e12);
+  std::printf("kimi kda_recurrent_fwd B=%d T=%d H=%d K=%d V=%d layout=%s path=%s  %.4f ms  state %.2f TB/s"
+              "  20-call graph %.4f ms/call  %.2f TB/s\n",
+              B, T, H, K, V, vk ? "vk" : "kv", path > 0 ? "stream" : path < 0 ? "staged" : "auto", med,
+              state_bytes / (med * 1e-3) / 1e12, in_graph, state_bytes / (in_graph * 1e-3) / 1e12);
 }
 
 // kda_decode_step: one whole KDA layer's decode token (3 conv updates, gate, beta, L2 norm, recurrence on
@@ -108,27 +131,12 @@ void run_step(int B, int H, int K, kimi::StateLayout layout) {
   a.slots = kimi::TensorView(slot.data(), DType::i64, {B});
   const double eager = kimi::bench::median_ms([&] { kimi::kda_decode_step(a); }, 20, 100);
 
-  cudaStream_t s;
-  CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
   a.slots = kimi::TensorView(dslot.p, DType::i64, {B}, dev);  // device slots: capturable
-  const kimi::Context ctx{s};
   // One step per graph (the number compared with the target), and kSteps steps per graph (back-to-back
   // kernels: per-step time without the graph launch).
   constexpr int kSteps = 20;
-  double graph = 0, graph_n = 0;
-  for (int steps : {1, kSteps}) {
-    cudaGraph_t g;
-    cudaGraphExec_t ge;
-    CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
-    for (int i = 0; i < steps; ++i) kimi::kda_decode_step(a, ctx);
-    CK(cudaStreamEndCapture(s, &g));
-    CK(cudaGraphInstantiate(&ge, g, 0));
-    const double ms = kimi::bench::median_ms([&] { CK(cudaGraphLaunch(ge, s)); }, 20, steps == 1 ? 200 : 50, s);
-    (steps == 1 ? graph : graph_n) = steps == 1 ? ms : ms / steps;
-    CK(cudaGraphExecDestroy(ge));
-    CK(cudaGraphDestroy(g));
-  }
-  CK(cudaStreamDestroy(s));
+  const auto step = [&](const kimi::Context& ctx) { kimi::kda_decode_step(a, ctx); };
+  const double graph = graph_ms_per_call(step, 1), graph_n = graph_ms_per_call(step, kSteps);
   const double state_bytes = double(B) * H * K * K * 4 * 2;
   std::printf("kimi kda_decode_step B=%d H=%d K=V=%d %s pool=%lld  eager %.4f ms  graph replay %.4f ms  state %.2f TB/s (graph)"
               "  %d-step graph %.4f ms/step%s\n",
