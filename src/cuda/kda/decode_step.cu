@@ -17,6 +17,7 @@
 #include "cuda/check.cuh"
 #include "cuda/kda/decode_step.cuh"
 #include "cuda/kda/kda.h"
+#include "cuda/kernel_attrs.cuh"
 #include "cuda/runtime.h"
 #include "cuda/scratch.cuh"
 
@@ -41,19 +42,10 @@ ConvPool conv_pool(const TensorView& w, const TensorView& cache) {
 }
 
 // One launch of kKernel; smem > 0: the bulk path's dynamic shared memory (the head's state block), allowed once
-// per device (kKernel's shared-memory limit raised to kBulkMaxBytes, the carveout to the most shared memory).
+// per device (kernel_attrs.cuh).
 template <auto kKernel>
 void launch(const DecodeParams& p, int64_t ctas, int smem, int dev, cudaStream_t s) {
-  if (smem > 0) {
-    static std::atomic<uint64_t> ready{0};  // bit d: device d set up (devices >= 64 set up on every call)
-    const uint64_t bit = dev < 64 ? uint64_t(1) << dev : 0;
-    if (!bit || !(ready.load(std::memory_order_acquire) & bit)) {
-      KIMI_CUDA_CHECK(cudaFuncSetAttribute(kKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kBulkMaxBytes));
-      KIMI_CUDA_CHECK(cudaFuncSetAttribute(kKernel, cudaFuncAttributePreferredSharedMemoryCarveout,
-                                           int(cudaSharedmemCarveoutMaxShared)));
-      ready.fetch_or(bit, std::memory_order_acq_rel);
-    }
-  }
+  if (smem > 0) allow_dynamic_smem<kKernel>(dev, kBulkMaxBytes);
   kKernel<<<dim3(unsigned(ctas)), dim3(kThreads), size_t(smem), s>>>(p);
 }
 

@@ -13,6 +13,7 @@
 #include "cuda/kda/kda.h"
 #include "cuda/kda/recurrent.cuh"
 #include "cuda/kda/recurrent_stream.cuh"
+#include "cuda/kernel_attrs.cuh"
 #include "cuda/runtime.h"
 #include "cuda/scratch.cuh"
 
@@ -74,15 +75,7 @@ bool use_stream(const KdaArgs& a, bool kv, int64_t N, int H, int K, int V, int s
 
 template <auto kKernel>
 void launch_stream(const Params& p, int64_t ctas, int dev, cudaStream_t s) {
-  using kda_decode_detail::kBulkMaxBytes;
-  static std::atomic<uint64_t> ready{0};  // bit d: device d set up (devices >= 64 set up on every call)
-  const uint64_t bit = dev < 64 ? uint64_t(1) << dev : 0;
-  if (!bit || !(ready.load(std::memory_order_acquire) & bit)) {
-    KIMI_CUDA_CHECK(cudaFuncSetAttribute(kKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kBulkMaxBytes));
-    KIMI_CUDA_CHECK(cudaFuncSetAttribute(kKernel, cudaFuncAttributePreferredSharedMemoryCarveout,
-                                         int(cudaSharedmemCarveoutMaxShared)));
-    ready.fetch_or(bit, std::memory_order_acq_rel);
-  }
+  allow_dynamic_smem<kKernel>(dev, kda_decode_detail::kBulkMaxBytes);
   if (ctas > int64_t(0x7fffffff)) throw Error("cuda kda_recurrent_fwd: grid too large");
   kKernel<<<dim3(unsigned(ctas)), dim3(kda_decode_detail::kThreads), size_t(p.K) * p.V * 4, s>>>(p);
 }

@@ -42,15 +42,27 @@ __device__ __forceinline__ OneTokenIn one_token_inputs(const kda_detail::Params&
   return in;
 }
 
-// Steps 1 (after the token loads) and 2: the state block into `st` (bulk copy from the initial state on `bar`, or
-// zeros), the token into sm, its scalars. Returns whether the block comes by the bulk copy (wait on `bar`).
+// Steps 1 and 2 of the CTA of (n, h) = (blockIdx.x / H, blockIdx.x % H): the token loads, the state row, the block
+// into st (bulk copy from the initial state on `bar`, or zeros), the token into sm, its scalars. The caller waits on
+// `bar` when p.s_in is set.
+struct OneTokenCta {
+  int64_t n, row;  // the sequence and its state row
+  int h;
+  float* st;       // the state block in shared memory
+  TokenScalars ts;
+};
 template <int KMAX>
-__device__ __forceinline__ TokenScalars one_token_prologue(const kda_detail::Params& p, Token<KMAX>& sm,
-                                                           const OneTokenIn& in, int64_t row, int h, float* st,
-                                                           uint64_t* bar) {
+__device__ __forceinline__ OneTokenCta one_token_prologue(const kda_detail::Params& p, Token<KMAX>& sm,
+                                                          uint64_t* bar) {
+  OneTokenCta c;
+  c.n = blockIdx.x / p.H;
+  c.h = int(blockIdx.x % p.H);
+  c.st = reinterpret_cast<float*>(kda_decode_state_smem);
+  const OneTokenIn in = one_token_inputs(p, c.n, c.h);  // in flight while the state row is read
+  c.row = kda_detail::state_row(p, c.n);
   const int tid = int(threadIdx.x), K = p.K, V = p.V;
   if (p.s_in != nullptr) {
-    if (tid == 0) bulk_load(st, p.s_in + row * p.si_n + h * p.si_h, K * V * 4, bar);
+    if (tid == 0) bulk_load(c.st, p.s_in + c.row * p.si_n + c.h * p.si_h, K * V * 4, bar);
   } else {
     for (int e = tid; e < K * V / 4; e += kThreads) kda_decode_state_smem[e] = make_float4(0.f, 0.f, 0.f, 0.f);
   }
@@ -69,18 +81,19 @@ __device__ __forceinline__ TokenScalars one_token_prologue(const kda_detail::Par
   token_sums(sm.sums, sqq, skk, sqk);
   float beta = raw_f32(in.beta, p.tbeta);
   if (p.beta_sigmoid) beta = beta_sigmoid(beta);
-  return token_factors(sqq, skk, sqk, p.scale, p.l2norm, beta);
+  c.ts = token_factors(sqq, skk, sqk, p.scale, p.l2norm, beta);
+  return c;
 }
 
 // Step 4, after the pass (o_j in sm.o): the block to the final state, o_j to o.
 template <int KMAX>
-__device__ __forceinline__ void one_token_epilogue(const kda_detail::Params& p, const Token<KMAX>& sm, int64_t n,
-                                                   int64_t row, int h, const float* st) {
+__device__ __forceinline__ void one_token_epilogue(const kda_detail::Params& p, const Token<KMAX>& sm,
+                                                   const OneTokenCta& c) {
   const int tid = int(threadIdx.x);
   fence_proxy_async();  // the pass's shared writes, before the async proxy reads them
   __syncthreads();
-  if (tid == 0 && p.s_out != nullptr) bulk_store(p.s_out + row * p.so_n + h * p.so_h, st, p.K * p.V * 4);
-  if (tid < p.V) store_f32(p.o, n * p.o_b + h * p.o_h + tid, p.to, sm.o[tid]);
+  if (tid == 0 && p.s_out != nullptr) bulk_store(p.s_out + c.row * p.so_n + c.h * p.so_h, c.st, p.K * p.V * 4);
+  if (tid < p.V) store_f32(p.o, c.n * p.o_b + c.h * p.o_h + tid, p.to, sm.o[tid]);
   if (tid == 0 && p.s_out != nullptr) bulk_wait_read();  // the stores have read the shared block
 }
 
@@ -91,15 +104,10 @@ __global__ void __launch_bounds__(kThreads, 3)
   __shared__ Token<KMAX> sm;
   __shared__ KvStreamScratch<CW> sc;
   __shared__ uint64_t bulk_bar;
-  const int64_t n = blockIdx.x / p.H;
-  const int h = int(blockIdx.x % p.H);
-  float* const st = reinterpret_cast<float*>(kda_decode_state_smem);
-  const OneTokenIn in = one_token_inputs(p, n, h);
-  const int64_t row = kda_detail::state_row(p, n);
-  const TokenScalars ts = one_token_prologue(p, sm, in, row, h, st, &bulk_bar);
+  const OneTokenCta c = one_token_prologue(p, sm, &bulk_bar);
   if (p.s_in != nullptr) mbar_wait(&bulk_bar, 0);
-  kv_stream_update(st, sm, sc, ts, p.K, p.V);
-  one_token_epilogue(p, sm, n, row, h, st);
+  kv_stream_update(c.st, sm, sc, c.ts, p.K, p.V);
+  one_token_epilogue(p, sm, c);
 }
 
 // vk: state [V rows][K cols], K a multiple of 4; KMAX = 4 KG KC >= K.
@@ -109,16 +117,11 @@ __global__ void __launch_bounds__(kThreads, MIN_CTAS)
   constexpr int KMAX = 4 * KG * KC;
   __shared__ Token<KMAX> sm;
   __shared__ uint64_t bulk_bar;
-  const int64_t n = blockIdx.x / p.H;
-  const int h = int(blockIdx.x % p.H);
-  float* const st = reinterpret_cast<float*>(kda_decode_state_smem);
-  const OneTokenIn in = one_token_inputs(p, n, h);
-  const int64_t row = kda_detail::state_row(p, n);
-  const TokenScalars ts = one_token_prologue(p, sm, in, row, h, st, &bulk_bar);
+  const OneTokenCta c = one_token_prologue(p, sm, &bulk_bar);
   const VkSlots<KC> sl = vk_stream_slots<KG, KC>(sm, p.K);
   if (p.s_in != nullptr) mbar_wait(&bulk_bar, 0);
-  vk_stream_update<KG, KC, NV>(st, sm, sl, ts, p.K, p.V);
-  one_token_epilogue(p, sm, n, row, h, st);
+  vk_stream_update<KG, KC, NV>(c.st, sm, sl, c.ts, p.K, p.V);
+  one_token_epilogue(p, sm, c);
 }
 
 }  // namespace kimi::cuda::kda_decode_detail
