@@ -86,6 +86,7 @@ ncu_times ./build/cuda/bench/kimi_bench_kda_prefill ""
 small='*kda_decode*cuda*:KdaDecodeStep.Cuda*:CudaKdaSeqPar*:*kda_chunk_fwd_bf16_cuda*:KdaCudaShapes.WalkKernelsAgree'
 small="$small:KdaCudaShapes.RowLoadPathsAgree"  # every row-load path under every walk (racechecked since session 10)
 small="$small:KdaCudaShapes.SegmentWalksAgree"  # the segments on both walk families (session 11)
+small="$small:KdaOneTokenCuda.*"  # kda_recurrent_fwd's one-token kernels, both families (session 13)
 for tool in memcheck racecheck synccheck; do
   KIMI_SEQPAR_SMALL=1 timeout 150 compute-sanitizer --tool $tool --error-exitcode 9 $T --gtest_brief=1 \
     --gtest_filter="$small" >"$LOG/sanitizer-$tool.log" 2>&1
