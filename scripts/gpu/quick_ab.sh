@@ -100,7 +100,8 @@ fi
 for item in ${AB:-}; do  # each overlay built and timed in turn (AB_TESTS=1: also checked), its lines prefixed [<name>]
   dir=$item name=$(basename "$item") flags=""
   if [ "${item#def:}" != "$item" ]; then  # def:MACRO[,MACRO...]: the tree itself built with -DMACRO ...
-    name=${item#def:} dir=$(mktemp -d) flags="-D${name//,/ -D}"
+    name=${item#def:} dir=$(mktemp -d)
+    flags="-D${name//,/ -D}" name=${name//,/+}  # no comma in the build path: nvcc splits -I paths at commas
   fi
   src=build/ab-$name
   targets=$target; [ "${AB_TESTS:-0}" = 1 ] && targets="kimi_tests $target"
