@@ -34,23 +34,42 @@ struct OneTokenPath {
 const char* path_name(int path) { return path > 0 ? "streaming" : "staged"; }
 #endif
 
+// Whether the streaming kernels can take a harness case (shape "B=.. T=1 H=.. K=.. V=.. ... kv|vk", contiguous
+// states): the state's row length (V for kv, K for vk) a multiple of 4 and K V <= 16384 (recurrent.cu use_stream).
+bool streamable(const std::string& shape) {
+  int K = 0, V = 0;
+  const size_t k = shape.find(" K="), v = shape.find(" V=");
+  if (k == std::string::npos || v == std::string::npos) return false;
+  K = std::stoi(shape.substr(k + 3)), V = std::stoi(shape.substr(v + 3));
+  const bool vk = shape.find(" vk") != std::string::npos;
+  return (vk ? K : V) % 4 == 0 && K * V <= 16384;
+}
+
 TEST(KdaOneTokenCuda, BothKernelFamiliesMatchTheOracle) {
 #ifdef KIMI_WITH_CUDA
   if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
   for (int path : {1, -1}) {
     const OneTokenPath force(path);
-    int n = 0;
+    int n = 0, streamed = 0;
     for (const testkit::Case& c : testkit::all_cases(testkit::Scale::test)) {
       if (c.op != "kda_recurrent_fwd" || c.shape.find(" T=1 ") == std::string::npos) continue;
       ++n;
+      const int64_t before = cuda::kda_recurrent_stream_launches();
       const testkit::Result r = c.run(Device::cuda(0));
+      const bool stream = cuda::kda_recurrent_stream_launches() > before;
+      streamed += stream;
       SCOPED_TRACE(std::string(path_name(path)) + " " + c.shape + " " + std::string(dtype_name(c.dtype)) + " " +
                    r.detail);
+      // the family asked for wherever the states allow it (else the staged kernels: rows not whole 16-byte units)
+      EXPECT_EQ(stream, path > 0 && streamable(c.shape));
       EXPECT_TRUE(r.finite);
       EXPECT_TRUE(r.guards_ok);
       EXPECT_LE(r.err, c.tol);
     }
-    EXPECT_GE(n, 20);
+    EXPECT_GE(n, 26);
+    if (path > 0) {
+      EXPECT_GE(streamed, 20);
+    }
   }
 #else
   GTEST_SKIP() << "built without the CUDA backend";
@@ -58,8 +77,9 @@ TEST(KdaOneTokenCuda, BothKernelFamiliesMatchTheOracle) {
 }
 
 // A state pool indexed by state_slots, updated in place, at K = V = 128 (the streaming kernels' full block) and at a
-// ragged K = 40, V = 36 (vk rows of 40, kv rows of 36: both streamable): o and the slotted rows equal the CPU backend's
-// (fp32 state, bf16 inputs; only the fp32 summation order differs), the other pool rows are untouched, both families.
+// ragged K = 40, V = 36 (vk rows of 40, kv rows of 36: both streamable; f16 inputs there, bf16 at 128): o and the
+// slotted rows equal the CPU backend's (fp32 state; only the fp32 summation order differs), the other pool rows are
+// untouched, both families.
 TEST(KdaOneTokenCuda, SlottedPoolMatchesTheCpu) {
 #ifdef KIMI_WITH_CUDA
   if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
@@ -67,8 +87,9 @@ TEST(KdaOneTokenCuda, SlottedPoolMatchesTheCpu) {
   const Device gpu = Device::cuda(0);
   struct Dims {
     int64_t H, K, V;
+    DType in;  // q, k, v, raw gate and beta
   };
-  for (const Dims d : {Dims{3, 128, 128}, Dims{2, 40, 36}}) {
+  for (const Dims d : {Dims{3, 128, 128, DType::bf16}, Dims{2, 40, 36, DType::f16}}) {
     for (StateLayout layout : {StateLayout::kv, StateLayout::vk}) {
       for (int path : {1, -1}) {
         const OneTokenPath force(path);
@@ -81,9 +102,9 @@ TEST(KdaOneTokenCuda, SlottedPoolMatchesTheCpu) {
             store_from_f32(t.data(), dt, i, lo + (hi - lo) * (u(rng) + 1.f) / 2.f);
           return t;
         };
-        const Tensor q = filled(DType::bf16, {N, 1, H, K}, -1, 1), k = filled(DType::bf16, {N, 1, H, K}, -1, 1);
-        const Tensor v = filled(DType::bf16, {N, 1, H, V}, -1, 1), f = filled(DType::bf16, {N, 1, H, K}, -8, 8);
-        const Tensor b = filled(DType::bf16, {N, 1, H}, -4, 4), A_log = filled(DType::f32, {H}, -2, 1);
+        const Tensor q = filled(d.in, {N, 1, H, K}, -1, 1), k = filled(d.in, {N, 1, H, K}, -1, 1);
+        const Tensor v = filled(d.in, {N, 1, H, V}, -1, 1), f = filled(d.in, {N, 1, H, K}, -8, 8);
+        const Tensor b = filled(d.in, {N, 1, H}, -4, 4), A_log = filled(DType::f32, {H}, -2, 1);
         const Tensor dt_bias = filled(DType::f32, {H, K}, -8, 8);
         const std::vector<int64_t> row_shape =
             layout == StateLayout::kv ? std::vector<int64_t>{S, H, K, V} : std::vector<int64_t>{S, H, V, K};
@@ -103,7 +124,11 @@ TEST(KdaOneTokenCuda, SlottedPoolMatchesTheCpu) {
           a.beta_sigmoid_in_kernel = a.qk_l2norm_in_kernel = true;
           a.initial_state = a.final_state = pool;
           a.state_layout = layout, a.state_slots = slots;
+          const int64_t before = cuda::kda_recurrent_stream_launches();
           kda_recurrent_fwd(a);
+          if (dev.type == DeviceType::cuda) {
+            EXPECT_EQ(cuda::kda_recurrent_stream_launches() > before, path > 0);
+          }
           pool = copy_to(pool, Device::cpu()), o = copy_to(o, Device::cpu());
         };
         Tensor pool_c, o_c, pool_g, o_g;
@@ -127,6 +152,62 @@ TEST(KdaOneTokenCuda, SlottedPoolMatchesTheCpu) {
           }
         }
       }
+    }
+  }
+#else
+  GTEST_SKIP() << "built without the CUDA backend";
+#endif
+}
+
+// An initial state without a final state: the streaming kernels read the block and write only o (equal to the CPU
+// backend's), the initial state stays as it was; both layouts, both families.
+TEST(KdaOneTokenCuda, WithoutAFinalStateOnlyOIsWritten) {
+#ifdef KIMI_WITH_CUDA
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
+  using testutil::copy_to;
+  const int64_t N = 3, H = 2, K = 64, V = 64;
+  std::mt19937_64 rng(29);
+  std::uniform_real_distribution<float> u(-1.f, 1.f);
+  auto filled = [&](DType dt, std::vector<int64_t> shape, float scale) {
+    Tensor t(dt, shape);
+    for (int64_t i = 0; i < t.numel(); ++i) store_from_f32(t.data(), dt, i, scale * u(rng));
+    return t;
+  };
+  const Tensor q = filled(DType::bf16, {N, 1, H, K}, 1), k = filled(DType::bf16, {N, 1, H, K}, 1);
+  const Tensor v = filled(DType::bf16, {N, 1, H, V}, 1), b = filled(DType::bf16, {N, 1, H}, 4);
+  const Tensor h0 = filled(DType::f32, {N, H, K, V}, 1);
+  Tensor g = filled(DType::f32, {N, 1, H, K}, 0.2f);  // the log decay (no fused gate): g <= 0
+  for (int64_t i = 0; i < g.numel(); ++i) g.data_as<float>()[i] = -std::fabs(g.data_as<float>()[i]);
+  for (StateLayout layout : {StateLayout::kv, StateLayout::vk}) {
+    for (int path : {1, -1}) {
+      const OneTokenPath force(path);
+      auto run = [&](Device dev, Tensor& state, Tensor& o) {
+        const Tensor qd = copy_to(q, dev), kd = copy_to(k, dev), vd = copy_to(v, dev), gd = copy_to(g, dev);
+        const Tensor bd = copy_to(b, dev);
+        state = copy_to(h0, dev);
+        o = Tensor(DType::f32, {N, 1, H, V}, dev);
+        KdaArgs a;
+        a.q = qd, a.k = kd, a.v = vd, a.g = gd, a.beta = bd, a.o = o;
+        a.beta_sigmoid_in_kernel = a.qk_l2norm_in_kernel = true;
+        a.initial_state = state;  // no final_state
+        a.state_layout = layout;
+        const int64_t before = cuda::kda_recurrent_stream_launches();
+        kda_recurrent_fwd(a);
+        if (dev.type == DeviceType::cuda) {
+          EXPECT_EQ(cuda::kda_recurrent_stream_launches() > before, path > 0);
+        }
+        state = copy_to(state, Device::cpu()), o = copy_to(o, Device::cpu());
+      };
+      Tensor st_c, o_c, st_g, o_g;
+      run(Device::cpu(), st_c, o_c);
+      run(Device::cuda(0), st_g, o_g);
+      const std::string what = std::string(path_name(path)) + (layout == StateLayout::kv ? " kv" : " vk");
+      for (int64_t e = 0; e < o_c.numel(); ++e) {
+        const float want = o_c.data_as<float>()[e], got = o_g.data_as<float>()[e];
+        ASSERT_NEAR(got, want, 1e-4 * (1 + std::fabs(want))) << what << " o element " << e;
+      }
+      for (int64_t e = 0; e < h0.numel(); ++e)
+        ASSERT_EQ(st_g.data_as<float>()[e], h0.data_as<float>()[e]) << what << " initial state element " << e;
     }
   }
 #else

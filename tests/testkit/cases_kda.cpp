@@ -328,6 +328,17 @@ void add_kda_cases(CaseList& list, Scale scale) {
     Cfg d9{2, 1, 2, 32, 32, {}};  // no initial state, no gate, q, k, v slices of one tensor
     d9.qkv_slice = d9.vk = true;
     cfgs.push_back(d9);
+    // kv tilings of the streaming one-token kernels (recurrent_stream.cuh: CW = 32 with KMAX 128 and no initial state
+    // (zero-filled block), CW = 256, KMAX 256 with CW = 64)
+    Cfg d10{3, 1, 2, 32, 32, {}};
+    d10.gate = Gate::bounded, d10.beta_sigmoid = d10.l2 = true;
+    cfgs.push_back(d10);
+    Cfg d11{2, 1, 2, 64, 256, {}};
+    d11.gate = Gate::softplus, d11.beta_sigmoid = d11.l2 = d11.h0 = true;
+    cfgs.push_back(d11);
+    Cfg d12{2, 1, 2, 200, 64, {}};
+    d12.gate = Gate::bounded, d12.beta_sigmoid = d12.l2 = d12.h0 = true;
+    cfgs.push_back(d12);
     // Prefill on the CUDA tensor-core chunk kernels (bf16 inputs at K = V in {64, 128}; f32 inputs run the
     // recurrent kernel there): several chunks with ragged tails, both head sizes, both gate forms (bounded:
     // tensor-core diagonal blocks; softplus and a given g: per-pair diagonal blocks), varlen with empty and

@@ -2,6 +2,7 @@
 // validated by the caller, same checks as the CPU path; tensors on one CUDA device, cu_seqlens on the host).
 #pragma once
 
+#include <cstdint>
 #include <vector>
 
 #include "kimi/context.h"
@@ -16,6 +17,8 @@ void kda_recurrent_fwd(const KdaArgs& a, const Context& ctx);
 // (process-wide): 0 the launcher's choice (default), 1 the streaming kernels wherever the states allow them (any grid
 // size), -1 the staged kernels (recurrent.cu use_stream).
 void kda_recurrent_set_path(int path);
+// Tests: how many calls of kda_recurrent_fwd have launched the streaming one-token kernels in this process.
+int64_t kda_recurrent_stream_launches();
 
 // The gate and beta activations (src/cuda/kda/gate.cuh).
 void kda_gate(TensorView f, const KdaGate& gate, TensorView g, const Context& ctx);

@@ -64,6 +64,7 @@ bool whole_blocks(const TensorView& st, int64_t row_len) {
   return !st.present() || (state_vec(st, row_len) && st.strides[2] == row_len);
 }
 std::atomic<int> g_path{0};
+std::atomic<int64_t> g_stream_launches{0};
 bool use_stream(const KdaArgs& a, bool kv, int64_t N, int H, int K, int V, int sms) {
   const int64_t row_len = kv ? V : K;
   const bool fits = row_len % 4 == 0 && int64_t(K) * V * 4 <= kda_decode_detail::kBulkMaxBytes &&
@@ -105,6 +106,7 @@ void launch_one_token_stream(const Params& p, bool kv, int64_t ctas, int dev, cu
 }  // namespace
 
 void kda_recurrent_set_path(int path) { g_path.store(path, std::memory_order_relaxed); }
+int64_t kda_recurrent_stream_launches() { return g_stream_launches.load(std::memory_order_relaxed); }
 
 void kda_recurrent_fwd(const KdaArgs& a, const Context& ctx) {
   const int64_t B = a.q.shape[0], T = a.q.shape[1];
@@ -191,6 +193,7 @@ void kda_recurrent_fwd(const KdaArgs& a, const Context& ctx) {
 
   if (!varlen && T == 1 && use_stream(a, kv, N, H, K, V, sms)) {  // decode: the streaming one-token kernels
     launch_one_token_stream(p, kv, N * H, dev, s);
+    g_stream_launches.fetch_add(1, std::memory_order_relaxed);
   } else if (!varlen && T == 1) {  // decode: the staged one-token kernels (recurrent.cuh), same tiles
     if (kv) {
       if (!small) {
