@@ -32,7 +32,6 @@ struct OneTokenPath {
 };
 
 const char* path_name(int path) { return path > 0 ? "streaming" : "staged"; }
-#endif
 
 // Whether the streaming kernels can take a harness case (shape "B=.. T=1 H=.. K=.. V=.. ... kv|vk", contiguous
 // states): the state's row length (V for kv, K for vk) a multiple of 4 and K V <= 16384 (recurrent.cu use_stream).
@@ -44,6 +43,7 @@ bool streamable(const std::string& shape) {
   const bool vk = shape.find(" vk") != std::string::npos;
   return (vk ? K : V) % 4 == 0 && K * V <= 16384;
 }
+#endif
 
 TEST(KdaOneTokenCuda, BothKernelFamiliesMatchTheOracle) {
 #ifdef KIMI_WITH_CUDA
