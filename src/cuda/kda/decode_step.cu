@@ -72,29 +72,18 @@ void launch_vk(const DecodeParams& p, int64_t ctas, int smem, int dev, cudaStrea
   else launch<kda_decode_step_vk_kernel<32, 2, 8, 1>>(p, ctas, smem, dev, s);                 // BV = 128
 }
 
-// The streaming bulk kernels (decode_step.cuh): kv by the power of 2 CW in [32, 256] covering V, KMAX 128 or
-// 256; vk by K as the register kernels (3 CTAs per SM up to K = 128).
+// The streaming bulk kernels (decode_step.cuh), tiled as decode_stream.cuh kv_stream_tiling / vk_stream_tiling say.
 template <int WM>
 void launch_kv_stream_w(const DecodeParams& p, int64_t ctas, int smem, int dev, cudaStream_t s) {
-  const int V = p.V;
-  if (p.K <= 128) {
-    if (V <= 32) launch<kda_decode_step_kv_bulk_kernel<32, 128, WM>>(p, ctas, smem, dev, s);
-    else if (V <= 64) launch<kda_decode_step_kv_bulk_kernel<64, 128, WM>>(p, ctas, smem, dev, s);
-    else if (V <= 128) launch<kda_decode_step_kv_bulk_kernel<128, 128, WM>>(p, ctas, smem, dev, s);
-    else launch<kda_decode_step_kv_bulk_kernel<256, 128, WM>>(p, ctas, smem, dev, s);
-  } else {  // K V <= 16384: V <= 128
-    if (V <= 32) launch<kda_decode_step_kv_bulk_kernel<32, 256, WM>>(p, ctas, smem, dev, s);
-    else if (V <= 64) launch<kda_decode_step_kv_bulk_kernel<64, 256, WM>>(p, ctas, smem, dev, s);
-    else launch<kda_decode_step_kv_bulk_kernel<128, 256, WM>>(p, ctas, smem, dev, s);
-  }
+  kv_stream_tiling(p.K, p.V, [&]<int CW, int KMAX>() {
+    launch<kda_decode_step_kv_bulk_kernel<CW, KMAX, WM>>(p, ctas, smem, dev, s);
+  });
 }
 template <int WM>
 void launch_vk_stream_w(const DecodeParams& p, int64_t ctas, int smem, int dev, cudaStream_t s) {
-  const int K = p.K;
-  if (K <= 32) launch<kda_decode_step_vk_bulk_kernel<8, 1, 4, 3, WM>>(p, ctas, smem, dev, s);
-  else if (K <= 64) launch<kda_decode_step_vk_bulk_kernel<16, 1, 8, 3, WM>>(p, ctas, smem, dev, s);
-  else if (K <= 128) launch<kda_decode_step_vk_bulk_kernel<32, 1, 8, 3, WM>>(p, ctas, smem, dev, s);
-  else launch<kda_decode_step_vk_bulk_kernel<32, 2, 8, 2, WM>>(p, ctas, smem, dev, s);
+  vk_stream_tiling(p.K, [&]<int KG, int KC, int NV, int MIN_CTAS>() {
+    launch<kda_decode_step_vk_bulk_kernel<KG, KC, NV, MIN_CTAS, WM>>(p, ctas, smem, dev, s);
+  });
 }
 void launch_kv_stream(const DecodeParams& p, int64_t ctas, int smem, int dev, cudaStream_t s) {
   if (p.W <= 4) launch_kv_stream_w<4>(p, ctas, smem, dev, s);

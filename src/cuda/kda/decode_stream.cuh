@@ -270,4 +270,30 @@ __device__ __forceinline__ void vk_stream_update(float* sblock, Token<KMAX>& sm,
   }
 }
 
+// ---------------------------------------------------------------------------------------------
+// The streaming kernels' tilings by head dims (host side; the block fits kBulkMaxBytes, so K V <= 16384), for the
+// decode step's and kda_recurrent_fwd's launchers: f.template operator()<...>() with
+//   kv: <CW, KMAX>, CW the power of 2 in [32, 256] covering V, KMAX 128 or 256 >= K (K > 128 leaves V <= 128);
+//   vk: <KG, KC, NV, MIN_CTAS>, KMAX = 4 KG KC >= K, 3 CTAs per SM up to K = 128.
+template <class F>
+void kv_stream_tiling(int K, int V, F&& f) {
+  if (K <= 128) {
+    if (V <= 32) f.template operator()<32, 128>();
+    else if (V <= 64) f.template operator()<64, 128>();
+    else if (V <= 128) f.template operator()<128, 128>();
+    else f.template operator()<256, 128>();
+  } else {
+    if (V <= 32) f.template operator()<32, 256>();
+    else if (V <= 64) f.template operator()<64, 256>();
+    else f.template operator()<128, 256>();
+  }
+}
+template <class F>
+void vk_stream_tiling(int K, F&& f) {
+  if (K <= 32) f.template operator()<8, 1, 4, 3>();
+  else if (K <= 64) f.template operator()<16, 1, 8, 3>();
+  else if (K <= 128) f.template operator()<32, 1, 8, 3>();
+  else f.template operator()<32, 2, 8, 2>();
+}
+
 }  // namespace kimi::cuda::kda_decode_detail

@@ -80,27 +80,17 @@ void launch_stream(const Params& p, int64_t ctas, int dev, cudaStream_t s) {
   if (ctas > int64_t(0x7fffffff)) throw Error("cuda kda_recurrent_fwd: grid too large");
   kKernel<<<dim3(unsigned(ctas)), dim3(kda_decode_detail::kThreads), size_t(p.K) * p.V * 4, s>>>(p);
 }
-// The decode step's streaming tilings (decode_step.cu launch_kv_stream / launch_vk_stream).
+// The decode step's streaming tilings (decode_stream.cuh kv_stream_tiling / vk_stream_tiling).
 void launch_one_token_stream(const Params& p, bool kv, int64_t ctas, int dev, cudaStream_t s) {
   using namespace kda_decode_detail;
-  const int K = p.K, V = p.V;
-  if (kv && K <= 128) {
-    if (V <= 32) launch_stream<kda_recurrent_kv_stream_kernel<32, 128>>(p, ctas, dev, s);
-    else if (V <= 64) launch_stream<kda_recurrent_kv_stream_kernel<64, 128>>(p, ctas, dev, s);
-    else if (V <= 128) launch_stream<kda_recurrent_kv_stream_kernel<128, 128>>(p, ctas, dev, s);
-    else launch_stream<kda_recurrent_kv_stream_kernel<256, 128>>(p, ctas, dev, s);
-  } else if (kv) {  // K V <= 16384: V <= 128
-    if (V <= 32) launch_stream<kda_recurrent_kv_stream_kernel<32, 256>>(p, ctas, dev, s);
-    else if (V <= 64) launch_stream<kda_recurrent_kv_stream_kernel<64, 256>>(p, ctas, dev, s);
-    else launch_stream<kda_recurrent_kv_stream_kernel<128, 256>>(p, ctas, dev, s);
-  } else if (K <= 32) {
-    launch_stream<kda_recurrent_vk_stream_kernel<8, 1, 4, 3>>(p, ctas, dev, s);
-  } else if (K <= 64) {
-    launch_stream<kda_recurrent_vk_stream_kernel<16, 1, 8, 3>>(p, ctas, dev, s);
-  } else if (K <= 128) {
-    launch_stream<kda_recurrent_vk_stream_kernel<32, 1, 8, 3>>(p, ctas, dev, s);
+  if (kv) {
+    kv_stream_tiling(p.K, p.V, [&]<int CW, int KMAX>() {
+      launch_stream<kda_recurrent_kv_stream_kernel<CW, KMAX>>(p, ctas, dev, s);
+    });
   } else {
-    launch_stream<kda_recurrent_vk_stream_kernel<32, 2, 8, 2>>(p, ctas, dev, s);
+    vk_stream_tiling(p.K, [&]<int KG, int KC, int NV, int MIN_CTAS>() {
+      launch_stream<kda_recurrent_vk_stream_kernel<KG, KC, NV, MIN_CTAS>>(p, ctas, dev, s);
+    });
   }
 }
 }  // namespace
