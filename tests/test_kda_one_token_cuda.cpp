@@ -43,6 +43,14 @@ bool streamable(const std::string& shape) {
   const bool vk = shape.find(" vk") != std::string::npos;
   return (vk ? K : V) % 4 == 0 && K * V <= 16384;
 }
+
+// A host tensor of dtype dt with values uniform in [lo, hi) (rounded to dt).
+Tensor random_tensor(DType dt, const std::vector<int64_t>& shape, float lo, float hi, std::mt19937_64& rng) {
+  std::uniform_real_distribution<float> u(lo, hi);
+  Tensor t(dt, shape);
+  for (int64_t i = 0; i < t.numel(); ++i) store_from_f32(t.data(), dt, i, u(rng));
+  return t;
+}
 #endif
 
 TEST(KdaOneTokenCuda, BothKernelFamiliesMatchTheOracle) {
@@ -95,12 +103,8 @@ TEST(KdaOneTokenCuda, SlottedPoolMatchesTheCpu) {
         const OneTokenPath force(path);
         const int64_t N = 3, S = 5, H = d.H, K = d.K, V = d.V;
         std::mt19937_64 rng(uint64_t(17 + K + (layout == StateLayout::vk)));
-        std::uniform_real_distribution<float> u(-1.f, 1.f);
-        auto filled = [&](DType dt, std::vector<int64_t> shape, float lo, float hi) {
-          Tensor t(dt, shape);
-          for (int64_t i = 0; i < t.numel(); ++i)
-            store_from_f32(t.data(), dt, i, lo + (hi - lo) * (u(rng) + 1.f) / 2.f);
-          return t;
+        const auto filled = [&](DType dt, const std::vector<int64_t>& shape, float lo, float hi) {
+          return random_tensor(dt, shape, lo, hi, rng);
         };
         const Tensor q = filled(d.in, {N, 1, H, K}, -1, 1), k = filled(d.in, {N, 1, H, K}, -1, 1);
         const Tensor v = filled(d.in, {N, 1, H, V}, -1, 1), f = filled(d.in, {N, 1, H, K}, -8, 8);
@@ -167,11 +171,8 @@ TEST(KdaOneTokenCuda, WithoutAFinalStateOnlyOIsWritten) {
   using testutil::copy_to;
   const int64_t N = 3, H = 2, K = 64, V = 64;
   std::mt19937_64 rng(29);
-  std::uniform_real_distribution<float> u(-1.f, 1.f);
-  auto filled = [&](DType dt, std::vector<int64_t> shape, float scale) {
-    Tensor t(dt, shape);
-    for (int64_t i = 0; i < t.numel(); ++i) store_from_f32(t.data(), dt, i, scale * u(rng));
-    return t;
+  const auto filled = [&](DType dt, const std::vector<int64_t>& shape, float scale) {
+    return random_tensor(dt, shape, -scale, scale, rng);
   };
   const Tensor q = filled(DType::bf16, {N, 1, H, K}, 1), k = filled(DType::bf16, {N, 1, H, K}, 1);
   const Tensor v = filled(DType::bf16, {N, 1, H, V}, 1), b = filled(DType::bf16, {N, 1, H}, 4);
