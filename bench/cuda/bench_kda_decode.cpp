@@ -1,7 +1,8 @@
 // GPU benchmark: KDA recurrent forward (decode, T = 1, and short T) through the public API on CUDA
 // tensors, CUDA events, median of 100 timed launches after 20 warm-ups, and per call in a graph of 20 calls.
-// Inputs: bf16 q, k, v, raw gate (fused bounded gate, lower bound -5), raw beta (sigmoid in kernel), L2 norm in kernel, fp32 state updated
-// in place (initial = final). Prints time and state traffic (K*V*4 bytes read + written per sequence-head).
+// Inputs: bf16 q, k, v, raw gate (fused bounded gate, lower bound -5), raw beta (sigmoid in kernel), L2 norm in
+// kernel, fp32 state updated in place (initial = final). Prints time and state traffic (K*V*4 bytes read + written
+// per sequence-head).
 // Run beside bench/peers/fla_kda.py (same shapes, same options) in one command: scripts/gpu/run_all.sh.
 // `kimi_bench_kda_decode step B H kv|vk`: only that decode-step line (e.g. under ncu: a profile of one shape).
 // The kda_recurrent_fwd lines come three times per shape: the launcher's choice (path=auto), then each one-token
