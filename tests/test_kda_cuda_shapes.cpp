@@ -12,7 +12,8 @@
 //   - The prep's three row-load paths (bulk copies, vector loads, generic loads) agree bit for bit, at both head
 //     sizes and gate forms, and the launcher picks the one the inputs' alignment allows.
 //   - The three walk kernels (mma.sync at V tiles of 32, wgmma and register-A wgmma at 64) agree up to fp32
-//     summation order, each within the bar against fp64, and a bf16 o equals their fp32 o rounded (WalkKernelsAgree).
+//     summation order (the register-A walk up to one bf16 rounding: its fewer hi + lo products), each within the bar
+//     against fp64, and a bf16 o equals their fp32 o rounded (WalkKernelsAgree).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -38,6 +39,10 @@ constexpr double kBar = 5e-3;  // issue 3: bf16 inputs, relative RMS error on o 
 // two CUDA walk kernels on the same inputs (the same bf16 operands and splits): relative RMS; fp32 reordering over
 // these chains is ~1e-6, a wrong tile or a lost product O(1)
 [[maybe_unused]] constexpr double kSameUpToOrder = 1e-4;
+// two results whose difference is one more bf16 rounding of a factor of some terms (a bf16 o against an fp32 o
+// rounded elsewhere; walk_rs.cuh's products with S or Wn as bf16 hi only, where the other walks take hi + lo):
+// relative RMS at most ~2^-9 / sqrt 3 = 1.1e-3 of those terms
+[[maybe_unused]] constexpr double kOneBf16Rounding = 2e-3;
 constexpr int64_t kD = 128;    // K = V (the models' head dim)
 
 using testutil::host_values;
@@ -354,9 +359,10 @@ struct WalkCase {
 };
 
 // The three plain walk kernels (chunk.cuh's mma.sync walk at V tiles of 32, walk_wgmma.cuh's warpgroup walk and
-// walk_rs.cuh's register-A walk at 64) on the same inputs: each within the bar against fp64, and the same values up to
-// fp32 summation order (the same bf16 operands and hi + lo splits; a wrong tile layout or a lost product shows as
-// O(1)); with a bf16 o, the fp32 o rounded once.
+// walk_rs.cuh's register-A walk at 64) on the same inputs: each within the bar against fp64; the first two the same
+// values up to fp32 summation order (the same bf16 operands and hi + lo splits; a wrong tile layout or a lost product
+// shows as O(1)), walk_rs.cuh within one bf16 rounding of them (its O and Wn terms from bf16 hi only: walk_rs.cuh
+// "Precision"); with a bf16 o, the fp32 o rounded once.
 TEST_F(KdaCudaShapes, WalkKernelsAgree) {
   const PlainWalks plain_walks;
   for (const WalkCase& cfg : {WalkCase{2, 150, 4, 128, {}, GateForm::bounded, StateLayout::vk},
@@ -379,8 +385,9 @@ TEST_F(KdaCudaShapes, WalkKernelsAgree) {
       EXPECT_TRUE(all_finite(r.o) && all_finite(r.ht)) << name(p) << " walk " << int(w);
       EXPECT_LE(eo, kBar) << name(p) << " walk " << int(w);
       EXPECT_LE(eh, kBar) << name(p) << " walk " << int(w);
-      EXPECT_LE(so, kSameUpToOrder) << name(p) << " walk " << int(w);
-      EXPECT_LE(sh, kSameUpToOrder) << name(p) << " walk " << int(w);
+      const double same = w == cuda::KdaWalk::wgmma_rs ? kOneBf16Rounding : kSameUpToOrder;
+      EXPECT_LE(so, same) << name(p) << " walk " << int(w);
+      EXPECT_LE(sh, same) << name(p) << " walk " << int(w);
       // a bf16 o is the fp32 o rounded once (walk_rs.cuh stages it through shared memory: Params::o_rows16)
       const GpuProblem::Result rb = p.run(true, DType::bf16);
       size_t wrong = 0;
@@ -400,17 +407,18 @@ TEST_F(KdaCudaShapes, AutomaticWalkChoice) {
   EXPECT_EQ(int(cuda::kda_chunk_last_walk()), int(cuda::KdaWalk::wgmma_rs)) << "bf16 o";
   const GpuProblem::Result rf = p.run(true, DType::f32);
   EXPECT_EQ(int(cuda::kda_chunk_last_walk()), int(cuda::KdaWalk::mma_vt32)) << "fp32 o";
-  // the two walks: the same values up to fp32 summation order, then one bf16 rounding (relative RMS ~2^-9 / sqrt 3)
+  // the two walks: within one bf16 rounding of a factor (walk_rs.cuh "Precision"), then o rounded to bf16 once
   ASSERT_EQ(rb.o.size(), rf.o.size());
-  EXPECT_LE(rel_rms(rb.o, rf.o), 2e-3);
-  EXPECT_LE(rel_rms(rb.ht, rf.ht), kSameUpToOrder);
+  EXPECT_LE(rel_rms(rb.o, rf.o), kOneBf16Rounding);
+  EXPECT_LE(rel_rms(rb.ht, rf.ht), kOneBf16Rounding);
 }
 
 // Sequence parallelism on its two walk kernels (chunk.cu: chunk.cuh's VT = 32 walk, or walk_rs.cuh where that is the
 // plain walk): segments of 2 chunks forced, so that every sequence long enough has a first segment, middle segments
 // (maps of value and identity columns) and a last one, and a short one has a single segment. Each walk within the bar
-// against fp64, the two the same values up to fp32 summation order (the same operands: the maps' products differ in
-// order only), with an fp32 o (walk_rs.cuh's scalar O stores) and a bf16 o (its O stage).
+// against fp64, the two within one bf16 rounding of a factor (walk_rs.cuh's O and Wn terms from bf16 hi only: its
+// "Precision"; the maps' products otherwise differ in order only), with an fp32 o (walk_rs.cuh's scalar O stores) and
+// a bf16 o (its O stage).
 TEST_F(KdaCudaShapes, SegmentWalksAgree) {
   const PlainWalks plain_walks;  // restores the automatic choices on exit
   cuda::kda_chunk_set_segment_chunks(2);
@@ -439,9 +447,9 @@ TEST_F(KdaCudaShapes, SegmentWalksAgree) {
       const double so = rel_rms(got[1].o, got[0].o), sh = rel_rms(got[1].ht, got[0].ht);
       std::printf("[ kda_chunk_fwd cuda %s, segments: walk_rs.cuh vs the VT = 32 walk ] o %.2e  state %.2e\n",
                   what.c_str(), so, sh);
-      // a bf16 o: the two fp32 values may round to neighbouring bf16 values (relative RMS up to ~2^-9 / sqrt 3)
-      EXPECT_LE(so, o_dtype == DType::f32 ? kSameUpToOrder : 2e-3) << what;
-      EXPECT_LE(sh, kSameUpToOrder) << what;
+      // a bf16 o: the two values may also round to neighbouring bf16 values (relative RMS up to ~2^-9 / sqrt 3)
+      EXPECT_LE(so, kOneBf16Rounding) << what;
+      EXPECT_LE(sh, kOneBf16Rounding) << what;
     }
   }
 }

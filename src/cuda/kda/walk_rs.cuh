@@ -8,46 +8,47 @@
 // scratch form as walk_wgmma.cuh: Qg, A_qk, KdT, decay, Kg, Tb, and V from v or the scratch). Per chunk c (t, s =
 // chunk rows, v = the tile's 64 value columns, k = key channels), everything transposed (rows v):
 //   WG 1 (loads, Wn)  chunk c's operands -> stage c & 1 by bulk copies (V from v by cp.async); Wn(c) = -Tb Kg
-//                     (m64 t x n D k, k = 64 s; shared A and B) -> Wn hi + lo in the stage; then chunk c + 1's loads
+//                     (m64 t x n D k, k = 64 s; shared A and B) -> Wn hi (bf16) in the stage; then chunk c + 1's loads
 //                     into the other stage once WG 0 has released it (chunk c - 1 done).
 //   WG 0 (the chain)      S^T <- S^T diag(exp(GC))  (its fragments Sh, Sl were taken at the end of chunk c - 1;
 //                          decayed while G1 ran, ptxas injected a wait for it)
-//                     G1  U^T = S^T Wn^T + V^T Tb^T              (m64 v x n64 t; S^T from registers: Sh Wh + Sl Wh +
-//                          Sh Wl, k = D; V^T from shared memory (MN-major), k = 64 s)
-//                         O^T = S^T Qg^T                          (m64 v x n64 t; Sh + Sl, k = D), its wgmma
+//                     G1  U^T = S^T Wn^T + V^T Tb^T              (m64 v x n64 t; S^T from registers: Sh Wh + Sl Wh,
+//                          k = D; V^T from shared memory (MN-major), k = 64 s)
+//                         O^T = S^T Qg^T                          (m64 v x n64 t; Sh only, k = D), its wgmma
 //                          alternating with U's (two accumulator chains in flight)
 //                     wait; U^T -> hi + lo A fragments (registers)
 //                     G2  O^T += U^T A_qk^T                       (k = 64 s), alternating with
 //                         S^T += U^T KdT^T                        (m64 v x n D k, k = 64 t: the state update)
 //                     wait; release the stage; O(c) -> the O stage (bf16 o with 16-byte aligned rows: stmatrix.trans,
 //                     WG 1 stores it while WG 0 runs chunk c + 1) or -> o; S^T -> hi + lo A fragments for chunk c + 1.
-// The tensor work per chunk (D = 128) is 28 + 16 + 8 + 16 m64n64k16-equivalents on WG 0 and 8 on WG 1, all of WG 0's
-// in one dependent sequence: the walk's floor is that sequence, ~2.2 K cycles at the full tensor rate, against
+// The tensor work per chunk (D = 128) is 20 + 8 + 8 + 16 m64n64k16-equivalents on WG 0 and 8 on WG 1, all of WG 0's
+// in one dependent sequence: the walk's floor is that sequence, ~1.7 K cycles at the full tensor rate, against
 // ~6.6 K cycles a chunk for walk_wgmma.cuh's three-warpgroup form (its U and S splits to shared memory, two named
 // barriers and the tensor pipe shared between the two state halves' warpgroups).
 // Segments (chunk.cuh "Segments"; grid units x H x D / 64, twice that in phase 1): the CTA's WalkUnit says where its
 // state starts and ends and what it computes; a unit without outputs (a segment map) loads neither Qg nor A_qk and
 // skips the O products and stores, an identity-column unit also the V term (U0 = 0): the chain is instantiated for
 // the three cases (kOuts, kVterm). A map chunk costs ~0.8 of a chunk with outputs (src/ops/kda_segment_plan.cpp).
-// Precision: the operands of walk_wgmma.cuh (bf16 hi + lo of S, U, Wn; fp32 accumulation); only the fp32 summation
-// order differs.
+// Precision (fp32 accumulation throughout): the state update and O's intra-chunk term take U as bf16 hi + lo, as
+// walk_wgmma.cuh does; U's state term takes S as hi + lo but Wn as bf16 (hi) only, and O's state term S as bf16 (hi)
+// only: 52 tensor units a chunk instead of the 68 of walk_wgmma.cuh's operands. Both dropped products are one bf16
+// rounding of a factor (relative RMS ~2^-9 / sqrt 3 of the term they correct); measured (H200, docs/gpu run 62, the
+// cases of KdaCudaShapes.WalkKernelsAgree, vs fp64): o 3.21 / 2.23 / 2.81 / 3.32e-3 against 3.18 / 2.10 / 2.76 /
+// 3.27e-3 with all 68, the final state unchanged (2.16e-3, 5.57e-4 vs 5.53e-4, ...); o differs from the other walks
+// by 5-7e-4, the state by at most 6e-5. 1 x 16384 H64 1.426 / 1.429 ms against 1.479, 8 x 4096 1.452 vs 1.501,
+// 1 x 65536 H8 1.128 vs 1.164 (-3.1 to -3.5%, run 62).
 // Registers (ptxas, CUDA 13.0): 254 at D = 128 (WG 0: the state 64, its fragments 64, U 32 and its fragments 32, O 32;
 // 240 before the segment forms), 189 at 64, no spills.
 //
 // Shared memory (D = 128), two stages of every operand of a chunk, each tile 128B-swizzled atom-major (wgmma.cuh):
-//   Qg [D / 64][64 t][64 k], KdT [1][D k][64 t], Kg [D / 64][64 s][64 k], Wn hi, lo [D / 64][64 t][64 k], A_qk, Tb,
-//   V [1][64][64], decay [D]; the O stage bf16 [64 t][64 v]; eight mbarriers. RsSmem<D>::TOTAL bytes (224320 at
+//   Qg [D / 64][64 t][64 k], KdT [1][D k][64 t], Kg [D / 64][64 s][64 k], Wn hi [D / 64][64 t][64 k], A_qk, Tb,
+//   V [1][64][64], decay [D]; the O stage bf16 [64 t][64 v]; eight mbarriers. RsSmem<D>::TOTAL bytes (191552 at
 //   D = 128).
 // STATUS: the automatic walk for a bf16 o with 16-byte aligned rows (chunk.cu) since session 10, and the segments' walk
 // there since session 11 (1 x 65536 H8: 2.057 ms on chunk.cuh's VT = 32 walk -> 1.217, run 42).
-// Experiment, off by default, measured but not decided (session 13, docs/gpu run 62): -DKIMI_KDA_RS_FEWER_LO drops
-// two of the hi + lo products, S lo x Qg (O) and S hi x Wn lo (U): 52 tensor units a chunk instead of 68 (ncu, run
-// 61: the chain warpgroup spends 60% of its time in wgmma). 1 x 16384 H64 1.426 / 1.429 vs 1.479 ms, 8 x 4096 1.452
-// vs 1.501, 1 x 65536 H8 1.128 vs 1.164 (-3.1 to -3.5%); error vs fp64 on WalkKernelsAgree's cases o 3.21 / 2.23 /
-// 2.81 / 3.32e-3 vs 3.18 / 2.10 / 2.76 / 3.27e-3, final state unchanged (2.16e-3, 5.57e-4 vs 5.53e-4, ...); O then
-// differs from the other walks by 5-7e-4 (WalkKernelsAgree and SegmentWalksAgree assert 1e-4: the same operands up
-// to fp32 order). Before it could be the default: the conformance shapes (T = 65536) and FLA's script
-// (tests/python/test_fla.py: kimi's error at or below FLA's) with it, and those two tests' bound for this walk. Measured and dropped
+// Session 14: the 52-unit products above (session 13's switch KIMI_KDA_RS_FEWER_LO, run 62; ncu run 61: the chain
+// warpgroup spent 60% of its time in wgmma with 68), the default after the conformance shapes and FLA's script
+// (docs/gpu runs 64-65); the Wn lo split and its 16 KB a stage went with them. Measured and dropped
 // (session 12, run 49, each beside this form in one call): G2 as two wgmma groups, the state update first and the next
 // chunk's state split while O's products run (1 x 16384 H64 1.457 vs 1.479 ms, 8 x 4096 1.501 vs 1.486, H8 and H32
 // within 1%), and a map's U lo products on its idle O accumulators, two chains instead of one (H8 1.149 vs 1.158, H32
@@ -73,8 +74,8 @@ struct RsSmem {
   static constexpr size_t kTileD = size_t(kC) * D * 2;  // bf16 [64][D] or [D][64]
   static constexpr size_t kTile = size_t(kC) * VT * 2;  // bf16 [64][64]
   // one stage: every operand of one chunk
-  static constexpr size_t QG = 0, KDT = QG + kTileD, KG = KDT + kTileD, WH = KG + kTileD, WL = WH + kTileD;
-  static constexpr size_t AQK = WL + kTileD, TB = AQK + kTile, V = TB + kTile, DEC = V + kTile;
+  static constexpr size_t QG = 0, KDT = QG + kTileD, KG = KDT + kTileD, WH = KG + kTileD;
+  static constexpr size_t AQK = WH + kTileD, TB = AQK + kTile, V = TB + kTile, DEC = V + kTile;
   static constexpr size_t kStage = (DEC + size_t(D) * 4 + 1023) / 1024 * 1024;
   static constexpr size_t OST = 2 * kStage;    // O(c) bf16 [64 t][64 v], 128B-swizzled (Params::o_rows16)
   static constexpr size_t BAR = OST + kTile;   // full[2], wn[2], empty[2], o_ready, o_free
@@ -85,12 +86,12 @@ struct RsSmem {
     return uint32_t(2 * kTileD + kTile + size_t(D) * 4 + (outs ? kTileD + kTile : 0) + (v_from_scratch ? kTile : 0));
   }
   static_assert(D == 64 || D == 128, "head sizes");
-  static_assert(KDT % 1024 == 0 && KG % 1024 == 0 && WH % 1024 == 0 && WL % 1024 == 0 && AQK % 1024 == 0 &&
+  static_assert(KDT % 1024 == 0 && KG % 1024 == 0 && WH % 1024 == 0 && AQK % 1024 == 0 &&
                     TB % 1024 == 0 && V % 1024 == 0 && DEC % 16 == 0 && kStage % 1024 == 0,
                 "swizzle atoms 1024-byte aligned");
   static_assert(TOTAL <= 227 * 1024, "fits the sm_90 shared memory of one CTA");
 };
-static_assert(RsSmem<128>::TOTAL == 224320, "documented size");
+static_assert(RsSmem<128>::TOTAL == 191552, "documented size");
 
 // Accumulator n8 tiles t0, t1 (columns 16 k .. 16 k + 15 of a product) -> the bf16 hi + lo A fragments of k-step k
 // of the next product (wgmma::mma_rs), the split of sts_split (hi = bf16(x), lo = split_lo).
@@ -205,7 +206,7 @@ __global__ void __launch_bounds__(kRsThreads, 1) kda_chunk_walk_rs(const Params 
     for (int64_t c = cbeg; c < cend; ++c) {
       unsigned char* const sb = stage(c);
       mbar_wait(bar_full + slot(c), parity(c));  // Kg(c), Tb(c) (and the rest of the stage)
-      form_wn<D>(sb + L::TB, sb + L::KG, reinterpret_cast<bf16*>(sb + L::WH), reinterpret_cast<bf16*>(sb + L::WL), tid);
+      form_wn<D, false>(sb + L::TB, sb + L::KG, reinterpret_cast<bf16*>(sb + L::WH), nullptr, tid);  // Wn hi only
       cp_async_wait<0>();  // this thread's V(c) pieces
       fence_proxy_async();
       mbar_arrive(bar_wn + slot(c));
@@ -244,7 +245,7 @@ __global__ void __launch_bounds__(kRsThreads, 1) kda_chunk_walk_rs(const Params 
       mbar_wait(bar_full + slot(c), parity(c));
       mbar_wait(bar_wn + slot(c), parity(c));
       const uint64_t dV = wgmma::desc_sw128(sb + L::V), dTb = wgmma::desc_sw128(sb + L::TB);
-      const uint64_t dWh = wgmma::desc_sw128(sb + L::WH), dWl = wgmma::desc_sw128(sb + L::WL);
+      const uint64_t dWh = wgmma::desc_sw128(sb + L::WH);
       const uint64_t dQg = wgmma::desc_sw128(sb + L::QG), dAqk = wgmma::desc_sw128(sb + L::AQK);
       const uint64_t dKdt = wgmma::desc_sw128(sb + L::KDT);
       {  // the state's decay, before the chunk's first wgmma (see the header)
@@ -273,10 +274,6 @@ __global__ void __launch_bounds__(kRsThreads, 1) kda_chunk_walk_rs(const Params 
         wgmma::mma_rs<VT>(acc_u, sh[ks], wgmma::desc_add(dWh, o));
         if constexpr (kOuts) wgmma::mma_rs<VT>(acc_o, sh[ks], wgmma::desc_add(dQg, o));
         wgmma::mma_rs<VT>(acc_u, sl[ks], wgmma::desc_add(dWh, o));
-#ifndef KIMI_KDA_RS_FEWER_LO  // the experiment in the header's STATUS: O from S hi only, U's Wn term from Wn hi only
-        if constexpr (kOuts) wgmma::mma_rs<VT>(acc_o, sl[ks], wgmma::desc_add(dQg, o));
-        wgmma::mma_rs<VT>(acc_u, sh[ks], wgmma::desc_add(dWl, o));
-#endif
       }
       if constexpr (kVterm) {
 #pragma unroll

@@ -150,8 +150,8 @@ __device__ __forceinline__ void walk_wg_load_out(const Params& p, unsigned char*
 // The bf16 hi + lo split of a warpgroup accumulator tile acc[NJ][4] (times kSign: rows 16 w + gq + 8 (e / 2) of warp
 // w, columns c0 + 8 j + 2 tq + e % 2) into two 128B-swizzled tiles of R rows, by stmatrix: four 8 x 8 matrices,
 // (rows + 0 / + 8) x (n8 tiles j, j + 1), per instruction instead of one 4-byte store per pair (the values of
-// sts_split: hi = bf16(x), lo = split_lo).
-template <int R, int NJ, int kSign>
+// sts_split: hi = bf16(x), lo = split_lo); kLo = false: hi only (lo unused).
+template <int R, int NJ, int kSign, bool kLo = true>
 __device__ __forceinline__ void split_store_acc(bf16* hi, bf16* lo, const float (&acc)[NJ][4], int c0, int tid) {
   static_assert(NJ % 2 == 0 && (kSign == 1 || kSign == -1), "pairs of n8 tiles");
   const int lane = tid & 31, row = 16 * ((tid >> 5) & 3) + 8 * ((lane >> 3) & 1) + (lane & 7);
@@ -162,18 +162,19 @@ __device__ __forceinline__ void split_store_acc(bf16* hi, bf16* lo, const float 
     for (int m = 0; m < 4; ++m) {  // matrix m: rows + 8 (m & 1), n8 tile j + (m >> 1)
       const float x0 = kSign * acc[j + (m >> 1)][2 * (m & 1)], x1 = kSign * acc[j + (m >> 1)][2 * (m & 1) + 1];
       h[m] = pack_bf16(x0, x1);
-      l[m] = split_lo(x0, x1, h[m]);
+      if constexpr (kLo) l[m] = split_lo(x0, x1, h[m]);
     }
     const int o = wgmma::sw128_off<R>(row, c0 + 8 * (j + (lane >> 4)));
     stsm_x4(hi + o, h);
-    stsm_x4(lo + o, l);
+    if constexpr (kLo) stsm_x4(lo + o, l);
   }
 }
 
 // Wn = -Tb Kg of one chunk by the calling warpgroup (m64 t x n D k, k = 64 s: Tb [64 t][64 s] K-major and Kg
 // [D / 64][64 s][64 k] MN-major, 128B-swizzled tiles at sTb, sKg), stored as bf16 hi + lo [D / 64][64 t][64 k] at
-// sWh, sWl (split_store_acc; tid: the thread's index, its warpgroup's warps 4 (tid / 128) ..).
-template <int D>
+// sWh, sWl (split_store_acc; tid: the thread's index, its warpgroup's warps 4 (tid / 128) ..); kLo = false: the hi
+// part only (sWl unused: walk_rs.cuh).
+template <int D, bool kLo = true>
 __device__ __forceinline__ void form_wn(const unsigned char* sTb, const unsigned char* sKg, bf16* sWh, bf16* sWl,
                                         int tid) {
   constexpr int NH = D / 64, KT = kC / 16;        // n64 halves of Wn's columns, k-steps over the 64 chunk rows
@@ -198,7 +199,7 @@ __device__ __forceinline__ void form_wn(const unsigned char* sTb, const unsigned
 #pragma unroll
   for (int nh = 0; nh < NH; ++nh) {
     wgmma::fence_operands(acc[nh]);
-    split_store_acc<kC, 8, -1>(sWh, sWl, acc[nh], 64 * nh, tid);
+    split_store_acc<kC, 8, -1, kLo>(sWh, sWl, acc[nh], 64 * nh, tid);
   }
 }
 
