@@ -35,10 +35,10 @@
 // rounding of a factor (relative RMS ~2^-9 / sqrt 3 of the term they correct); measured (H200, docs/gpu run 62, the
 // cases of KdaCudaShapes.WalkKernelsAgree, vs fp64): o 3.21 / 2.23 / 2.81 / 3.32e-3 against 3.18 / 2.10 / 2.76 /
 // 3.27e-3 with all 68, the final state unchanged (2.16e-3, 5.57e-4 vs 5.53e-4, ...); o differs from the other walks
-// by 5-7e-4, the state by at most 6e-5. 1 x 16384 H64 1.426 / 1.429 ms against 1.479, 8 x 4096 1.452 vs 1.501,
-// 1 x 65536 H8 1.128 vs 1.164 (-3.1 to -3.5%, run 62).
-// Registers (ptxas, CUDA 13.0): 254 at D = 128 (WG 0: the state 64, its fragments 64, U 32 and its fragments 32, O 32;
-// 240 before the segment forms), 189 at 64, no spills.
+// by 5-7e-4, the state by at most 6e-5; FLA's script (tests/python/test_fla.py, docs/gpu python5) still puts kimi's o
+// below FLA's (2.95 / 3.29 / 3.32e-3 vs 3.73 / 3.79 / 3.84e-3).
+// Registers (ptxas, CUDA 13.0): 255 at D = 128 (WG 0: the state 64, its fragments 64, U 32 and its fragments 32, O 32;
+// 240 before the segment forms), 183 at 64, no spills.
 //
 // Shared memory (D = 128), two stages of every operand of a chunk, each tile 128B-swizzled atom-major (wgmma.cuh):
 //   Qg [D / 64][64 t][64 k], KdT [1][D k][64 t], Kg [D / 64][64 s][64 k], Wn hi [D / 64][64 t][64 k], A_qk, Tb,
@@ -46,9 +46,19 @@
 //   D = 128).
 // STATUS: the automatic walk for a bf16 o with 16-byte aligned rows (chunk.cu) since session 10, and the segments' walk
 // there since session 11 (1 x 65536 H8: 2.057 ms on chunk.cuh's VT = 32 walk -> 1.217, run 42).
-// Session 14: the 52-unit products above (session 13's switch KIMI_KDA_RS_FEWER_LO, run 62; ncu run 61: the chain
-// warpgroup spent 60% of its time in wgmma with 68), the default after the conformance shapes and FLA's script
-// (docs/gpu runs 64-65); the Wn lo split and its 16 KB a stage went with them. Measured and dropped
+// Session 14: the 52-unit products above (session 13's switch KIMI_KDA_RS_FEWER_LO; ncu run 61: the chain warpgroup
+// spent 60% of its time in wgmma with 68), and WG 1 forming Wn hi only (its lo split and stmatrix stores, 16 KB a
+// stage, gone). docs/gpu run 64, beside the former walk in the same call: walk 484 vs 579 us (ncu, 1 x 16384 H64);
+// 1 x 16384 H64 1.387 vs 1.476 ms, 8 x 4096 1.413 vs 1.509, 1 x 65536 H8 1.060 vs 1.156, H32 3.378 vs 3.635 (-6 to
+// -8%). Run 62 had the 52 products with WG 1 still forming Wn lo: -3.1 to -3.5%, so WG 1's split and stores slowed
+// the chain warpgroup by about as much as the 16 dropped units (issue slots and shared-memory traffic on the same SM
+// sub-partitions). Conformance shapes, sanitizers, every KDA test pass (run 64).
+// Measured and dropped (session 14, runs 65-66, each beside this form in one call, tests and racecheck passing): WG
+// 1's V tile and O tile of whole chunks by tensor-map copies (v and o as 4-d maps, box {64, 1, 64, 1}, 128B swizzle;
+// thread 0 issuing, and waiting for the O store's read before releasing the stage): 1 x 16384 H64 1.459 vs 1.382 ms,
+// 8 x 4096 1.469 vs 1.411, H8 1.120 vs 1.061; the V copy alone, O by the threads again: 1.514 / 1.535 vs 1.385,
+// 8 x 4096 1.496 vs 1.420 (the V copy, 64 rows 16 KB apart by one thread's 4-d box, slower than 128 threads'
+// cp.async pieces; why was not profiled). Measured and dropped
 // (session 12, run 49, each beside this form in one call): G2 as two wgmma groups, the state update first and the next
 // chunk's state split while O's products run (1 x 16384 H64 1.457 vs 1.479 ms, 8 x 4096 1.501 vs 1.486, H8 and H32
 // within 1%), and a map's U lo products on its idle O accumulators, two chains instead of one (H8 1.149 vs 1.158, H32
