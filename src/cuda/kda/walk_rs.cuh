@@ -58,7 +58,9 @@
 // thread 0 issuing, and waiting for the O store's read before releasing the stage): 1 x 16384 H64 1.459 vs 1.382 ms,
 // 8 x 4096 1.469 vs 1.411, H8 1.120 vs 1.061; the V copy alone, O by the threads again: 1.514 / 1.535 vs 1.385,
 // 8 x 4096 1.496 vs 1.420 (the V copy, 64 rows 16 KB apart by one thread's 4-d box, slower than 128 threads'
-// cp.async pieces; why was not profiled). Measured and dropped
+// cp.async pieces; why was not profiled). Also dropped (run 67): O's A_qk U term from U hi only (48 units): o's error
+// vs fp64 +11-17% (3.56e-3 vs 3.21e-3, 2.62e-3 vs 2.23e-3, ...), near FLA's, for a gain its lost log did not keep.
+// Measured and dropped
 // (session 12, run 49, each beside this form in one call): G2 as two wgmma groups, the state update first and the next
 // chunk's state split while O's products run (1 x 16384 H64 1.457 vs 1.479 ms, 8 x 4096 1.501 vs 1.486, H8 and H32
 // within 1%), and a map's U lo products on its idle O accumulators, two chains instead of one (H8 1.149 vs 1.158, H32
