@@ -60,6 +60,8 @@
 // 8 x 4096 1.496 vs 1.420 (the V copy, 64 rows 16 KB apart by one thread's 4-d box, slower than 128 threads'
 // cp.async pieces; why was not profiled). Also dropped (run 67): O's A_qk U term from U hi only (48 units): o's error
 // vs fp64 +11-17% (3.56e-3 vs 3.21e-3, 2.62e-3 vs 2.23e-3, ...), near FLA's, for a gain its lost log did not keep.
+// And (run 68): WG 1 forming Wn(c) only once WG 0 has released chunk c - 1 (its state split, the tensor pipe idle):
+// 1.382 / 1.412 / 1.067 ms vs 1.390 / 1.408 / 1.060 (1 x 16384 H64, 8 x 4096, H8), within noise.
 // Measured and dropped
 // (session 12, run 49, each beside this form in one call): G2 as two wgmma groups, the state update first and the next
 // chunk's state split while O's products run (1 x 16384 H64 1.457 vs 1.479 ms, 8 x 4096 1.501 vs 1.486, H8 and H32
