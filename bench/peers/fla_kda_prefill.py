@@ -3,7 +3,13 @@
 L2 norm in kernel, V-first fp32 state, initial and final state, cu_seqlens int32 on the GPU for varlen;
 A_log [H] and dt_bias [H*K] fp32), timed with CUDA events, median of 50 after 10 warm-ups. Prints the same
 memory floor as the C++ benchmark (bytes of q, k, v, raw g, beta, o in bf16 and the state read + written, over
-4.25 TB/s)."""
+4.25 TB/s). Arguments: shape indices (default: all six).
+
+FLA autotunes its Triton kernels on the first calls of each shape family (minutes on a fresh machine); with
+TRITON_CACHE_DIR kept between calls (scripts/gpu/quick_ab.sh FLA=1 puts it in build/) a second call finds
+the tuned configs."""
+import sys
+
 import torch
 from fla.ops.kda import chunk_kda
 
@@ -54,5 +60,7 @@ def run(nseq, T, H, varlen, K=128, V=128):
 
 
 if __name__ == "__main__":
-    for shp in SHAPES:
-        run(*shp)
+    # optional shape indices (those of bench_kda_prefill.cpp: 0 .. 5 are these six, in the same order)
+    picks = [int(a) for a in sys.argv[1:]] or range(len(SHAPES))
+    for i in picks:
+        run(*SHAPES[i])

@@ -15,10 +15,13 @@
 # change and what it replaced timed in the same call (AB_TESTS=1: each overlay also built with the tests and
 # checked like the tree, racecheck included: several branches validated in one call); last, compute-sanitizer
 # racecheck on the op's small CUDA cases (RACECHECK=0: not for the tree).
-#   [OP=decode [FLA=1]] [AB="ab/base ab/step1"] [AB_TESTS=1] [SHAPES="0 3"] [WALKS="wg rs" | VARIANTS="seg=off seg=80"]
+#   [OP=decode] [FLA=1 [FLA_SECONDS=300]] [AB="ab/base ab/step1"] [AB_TESTS=1] [SHAPES="0 3"] [WALKS="wg rs" | VARIANTS="seg=off seg=80"]
 #   [RACECHECK=0] [TESTS=0] bash scripts/gpu/quick_ab.sh
 # (TESTS=0: the tree's tests and racecheck skipped, for a benchmark sweep of a tree already checked. FLA=1, decode:
-# FLA 0.6's fused_recurrent_kda on its benchmark shapes (bench/peers/fla_kda.py) after the tree's lines.)
+# FLA 0.6's fused_recurrent_kda on its benchmark shapes (bench/peers/fla_kda.py) after the tree's lines; prefill:
+# FLA 0.6's chunk_kda on the bounded-gate shapes of SHAPES (bench/peers/fla_kda_prefill.py) within FLA_SECONDS
+# (default 300; its first calls autotune for minutes, whose results build/triton-cache keeps for the next call
+# while the machine is warm).)
 # Output: $OUT/quick.log (and $OUT/racecheck[-<name>].log, the report, where racecheck finds hazards).
 set -uo pipefail
 OUT=${OUT:-/tmp/kimi-gpu-out}
@@ -93,9 +96,16 @@ racecheck() {  # test binary, prefix, log tag; on hazards: the report to $OUT/ra
 }
 [ "${TESTS:-1}" = 1 ] && check ./build/cuda/tests/kimi_tests "" ""
 bench ./build/cuda/bench/$target ""
-if [ "$OP" = decode ] && [ "${FLA:-0}" = 1 ]; then  # FLA 0.6's fused_recurrent_kda on the same shapes, same call
+if [ "${FLA:-0}" = 1 ]; then  # FLA 0.6 on the same shapes, same call
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/kimi-site .deps/*.whl
-  PYTHONPATH=/tmp/kimi-site PYTHONUNBUFFERED=1 timeout 60 python3 bench/peers/fla_kda.py 2>&1 | grep -v Warning
+  if [ "$OP" = decode ]; then  # fused_recurrent_kda
+    PYTHONPATH=/tmp/kimi-site PYTHONUNBUFFERED=1 timeout 60 python3 bench/peers/fla_kda.py 2>&1 | grep -v Warning
+  else  # chunk_kda on the bounded-gate shapes of SHAPES (0 .. 5); Triton's autotuning results in build/triton-cache
+    fla_shapes=$(for sh in ${SHAPES:-0 3 5 6}; do [ "$sh" -le 5 ] && printf '%s ' "$sh"; done)
+    TRITON_CACHE_DIR=$PWD/build/triton-cache PYTHONPATH=/tmp/kimi-site PYTHONUNBUFFERED=1 \
+      timeout "${FLA_SECONDS:-300}" python3 bench/peers/fla_kda_prefill.py $fla_shapes 2>&1 | grep -v Warning
+    echo "$(el) FLA done (exit ${PIPESTATUS[0]}; 124: FLA_SECONDS=${FLA_SECONDS:-300} ran out, its autotuning kept)"
+  fi
 fi
 for item in ${AB:-}; do  # each overlay built and timed in turn (AB_TESTS=1: also checked), its lines prefixed [<name>]
   dir=$item name=$(basename "$item") flags=""
