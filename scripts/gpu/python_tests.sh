@@ -4,7 +4,8 @@
 # Builds kimi_cpp._C with the CUDA backend (CMake, not pip: the GPU machine has no package registry; nanobind
 # and pytest come from .deps/*.whl like FLA), then runs tests/python: every CPU and CUDA case, the CUDA stream /
 # graph / torch.compile tests (test_gpu.py) and the same FLA-style script through FLA and kimi_cpp (test_fla.py).
-# PYTEST_ARGS (default tests/python) picks a subset, e.g. PYTEST_ARGS=tests/python/test_gpu.py.
+# PYTEST_ARGS (default tests/python, shell words) picks a subset, e.g. PYTEST_ARGS=tests/python/test_gpu.py or
+# PYTEST_ARGS="tests/python/test_fla.py -k 'not chunk'".
 # Output: $OUT/python-summary.txt (pytest's summary and the FLA vs kimi error table, for docs/gpu/), full logs.
 set -uo pipefail
 OUT=${OUT:-/tmp/kimi-gpu-out}
@@ -31,8 +32,9 @@ cmake --build build/cuda-python -j 16 --target _C kimi_cpp_py >"$OUT/python-buil
   || { grep -E "error|FAILED" -A5 "$OUT/python-build.log" | head -60; exit 1; }
 echo "build: $(( $(date +%s) - t0 )) s" | tee "$OUT/python-summary.txt"
 
+eval "args=(${PYTEST_ARGS:-tests/python})"  # shell words: PYTEST_ARGS="tests/python/test_fla.py -k 'not chunk'"
 PYTHONPATH="build/cuda-python/python:/tmp/kimi-site" timeout 480 "$py" -m pytest -v -s -rs -p no:cacheprovider \
-  ${PYTEST_ARGS:-tests/python} >"$OUT/python-tests.log" 2>&1
+  "${args[@]}" >"$OUT/python-tests.log" 2>&1
 rc=$?
 {
   echo "# kimi_cpp Python tests on $(nvidia-smi --query-gpu=name --format=csv,noheader | head -1): exit $rc"
