@@ -15,8 +15,8 @@
 # change and what it replaced timed in the same call (AB_TESTS=1: each overlay also built with the tests and
 # checked like the tree, racecheck included: several branches validated in one call); last, compute-sanitizer
 # racecheck on the op's small CUDA cases (RACECHECK=0: not for the tree).
-#   [OP=decode] [FLA=1 [FLA_SECONDS=300]] [AB="ab/base ab/step1"] [AB_TESTS=1] [SHAPES="0 3"] [WALKS="wg rs" | VARIANTS="seg=off seg=80"]
-#   [RACECHECK=0] [TESTS=0] bash scripts/gpu/quick_ab.sh
+#   [OP=decode] [FLA=1 [FLA_SECONDS=300]] [AB="ab/base ab/step1"] [AB_TESTS=1] [SHAPES="0 3"]
+#   [WALKS="wg rs" | VARIANTS="seg=off seg=80"] [RACECHECK=0] [TESTS=0] bash scripts/gpu/quick_ab.sh
 # (TESTS=0: the tree's tests and racecheck skipped, for a benchmark sweep of a tree already checked. FLA=1, decode:
 # FLA 0.6's fused_recurrent_kda on its benchmark shapes (bench/peers/fla_kda.py) after the tree's lines; prefill:
 # FLA 0.6's chunk_kda on the bounded-gate shapes of SHAPES (bench/peers/fla_kda_prefill.py) within FLA_SECONDS
@@ -103,10 +103,12 @@ if [ "${FLA:-0}" = 1 ]; then  # FLA 0.6 on the same shapes, same call
     PYTHONPATH=/tmp/kimi-site PYTHONUNBUFFERED=1 timeout 60 python3 bench/peers/fla_kda.py 2>&1 | grep -v Warning
   else  # chunk_kda on the bounded-gate shapes of SHAPES (0 .. 5); Triton's autotuning results in build/triton-cache
     fla_shapes=$(for sh in ${SHAPES:-0 3 5 6}; do [ "$sh" -le 5 ] && printf '%s ' "$sh"; done)
-    TRITON_CACHE_DIR=$PWD/build/triton-cache PYTHONPATH=/tmp/kimi-site PYTHONUNBUFFERED=1 \
-      timeout "${FLA_SECONDS:-300}" python3 bench/peers/fla_kda_prefill.py $fla_shapes 2>&1 | grep -v Warning
-    rc=${PIPESTATUS[0]}
-    echo "$(el) FLA done: exit $rc$([ "$rc" = 124 ] && echo " (FLA_SECONDS ran out; its autotuning is kept)")"
+    if [ -n "$fla_shapes" ]; then
+      TRITON_CACHE_DIR=$PWD/build/triton-cache PYTHONPATH=/tmp/kimi-site PYTHONUNBUFFERED=1 \
+        timeout "${FLA_SECONDS:-300}" python3 bench/peers/fla_kda_prefill.py $fla_shapes 2>&1 | grep -v Warning
+      rc=${PIPESTATUS[0]}
+      echo "$(el) FLA done: exit $rc$([ "$rc" = 124 ] && echo " (FLA_SECONDS ran out; its autotuning is kept)")"
+    fi
   fi
 fi
 for item in ${AB:-}; do  # each overlay built and timed in turn (AB_TESTS=1: also checked), its lines prefixed [<name>]
