@@ -62,6 +62,9 @@
 // vs fp64 +11-17% (3.56e-3 vs 3.21e-3, 2.62e-3 vs 2.23e-3, ...), near FLA's, for a gain its lost log did not keep.
 // And (run 68): WG 1 forming Wn(c) only once WG 0 has released chunk c - 1 (its state split, the tensor pipe idle):
 // 1.382 / 1.412 / 1.067 ms vs 1.390 / 1.408 / 1.060 (1 x 16384 H64, 8 x 4096, H8), within noise.
+// And (session 15, run 71): Wn hi formed by the prep (its P4 product, into the Kg scratch tile, whose layout is the
+// Wn hi tile's) and none in WG 1: 1.469 / 1.492 / 3.478 ms vs 1.386 / 1.414 / 3.401 (1 x 16384 H64, 8 x 4096, H32),
+// H8 unchanged: the issue-bound prep pays more for the product than WG 1 does beside the chain.
 // Measured and dropped
 // (session 12, run 49, each beside this form in one call): G2 as two wgmma groups, the state update first and the next
 // chunk's state split while O's products run (1 x 16384 H64 1.457 vs 1.479 ms, 8 x 4096 1.501 vs 1.486, H8 and H32
