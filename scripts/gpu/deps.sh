@@ -9,6 +9,15 @@ mkdir -p "$prefix"
 for f in "$DEPS"/debs/*.deb; do dpkg -x "$f" "$prefix"; done
 export LD_LIBRARY_PATH="$prefix/usr/lib/x86_64-linux-gnu:$prefix/usr/lib/x86_64-linux-gnu/openblas-pthread:${LD_LIBRARY_PATH:-}"
 
+# peer_python: the carried Python wheels ($DEPS/*.whl: FLA 0.6 and einops, nanobind, pytest) into /tmp/kimi-site on
+# PYTHONPATH, and Triton's cache (its compiled kernels and autotuning results) in build/triton-cache, which a warm
+# machine keeps between calls: FLA's chunk_kda autotunes for minutes on its first calls (docs/gpu runs 69-70).
+peer_python() {
+  python3 -m pip install -q --upgrade --no-index --no-deps --no-compile --no-cache-dir --target /tmp/kimi-site \
+    "$DEPS"/*.whl
+  export PYTHONPATH=/tmp/kimi-site TRITON_CACHE_DIR=$PWD/build/triton-cache
+}
+
 # cuda_build TARGET...: configures the cuda preset (build/cuda) against $prefix's packages, with the tests and the
 # benchmarks, and builds the targets; logs in $OUT/configure.log and $OUT/build.log; on failure prints the errors and
 # returns 1 (the caller exits).

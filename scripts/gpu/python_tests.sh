@@ -13,8 +13,7 @@ mkdir -p "$OUT"
 cd "$(dirname "$0")/../.."
 
 . scripts/gpu/deps.sh  # $prefix: the unpacked build dependencies (LD_LIBRARY_PATH set)
-python3 -m pip install -q --upgrade --no-index --no-deps --no-compile --no-cache-dir --target /tmp/kimi-site .deps/*.whl
-export PYTHONPATH=/tmp/kimi-site
+peer_python             # FLA, nanobind, pytest on PYTHONPATH
 py=$(command -v python3)
 
 # Python headers: the interpreter's own, else the carried Debian python3.11-dev (CPATH finds its multiarch pyconfig.h).
@@ -33,7 +32,7 @@ cmake --build build/cuda-python -j 16 --target _C kimi_cpp_py >"$OUT/python-buil
 echo "build: $(( $(date +%s) - t0 )) s" | tee "$OUT/python-summary.txt"
 
 eval "args=(${PYTEST_ARGS:-tests/python})"  # shell words: PYTEST_ARGS="tests/python/test_fla.py -k 'not chunk'"
-PYTHONPATH="build/cuda-python/python:/tmp/kimi-site" timeout 480 "$py" -m pytest -v -s -rs -p no:cacheprovider \
+PYTHONPATH="build/cuda-python/python:$PYTHONPATH" timeout 480 "$py" -m pytest -v -s -rs -p no:cacheprovider \
   "${args[@]}" >"$OUT/python-tests.log" 2>&1
 rc=$?
 {

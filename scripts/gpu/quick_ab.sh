@@ -97,15 +97,14 @@ racecheck() {  # test binary, prefix, log tag; on hazards: the report to $OUT/ra
 [ "${TESTS:-1}" = 1 ] && check ./build/cuda/tests/kimi_tests "" ""
 bench ./build/cuda/bench/$target ""
 if [ "${FLA:-0}" = 1 ]; then  # FLA 0.6 on the same shapes, same call
-  python3 -m pip install -q --upgrade --no-index --no-deps --no-compile --no-cache-dir --target /tmp/kimi-site \
-    .deps/*.whl
+  peer_python  # Triton's autotuning results kept in build/triton-cache
   if [ "$OP" = decode ]; then  # fused_recurrent_kda
-    PYTHONPATH=/tmp/kimi-site PYTHONUNBUFFERED=1 timeout 60 python3 bench/peers/fla_kda.py 2>&1 | grep -v Warning
-  else  # chunk_kda on the bounded-gate shapes of SHAPES (0 .. 5); Triton's autotuning results in build/triton-cache
+    PYTHONUNBUFFERED=1 timeout 60 python3 bench/peers/fla_kda.py 2>&1 | grep -v Warning
+  else  # chunk_kda on the bounded-gate shapes of SHAPES (0 .. 5)
     fla_shapes=$(for sh in ${SHAPES:-0 3 5 6}; do [ "$sh" -le 5 ] && printf '%s ' "$sh"; done)
     if [ -n "$fla_shapes" ]; then
-      TRITON_CACHE_DIR=$PWD/build/triton-cache PYTHONPATH=/tmp/kimi-site PYTHONUNBUFFERED=1 \
-        timeout "${FLA_SECONDS:-300}" python3 bench/peers/fla_kda_prefill.py $fla_shapes 2>&1 | grep -v Warning
+      PYTHONUNBUFFERED=1 timeout "${FLA_SECONDS:-300}" python3 bench/peers/fla_kda_prefill.py $fla_shapes 2>&1 |
+        grep -v Warning
       rc=${PIPESTATUS[0]}
       echo "$(el) FLA done: exit $rc$([ "$rc" = 124 ] && echo " (FLA_SECONDS ran out; its autotuning is kept)")"
     fi

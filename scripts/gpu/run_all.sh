@@ -12,8 +12,7 @@ cd "$(dirname "$0")/../.."
 exec > >(tee "$OUT/full.log") 2>&1
 
 . scripts/gpu/deps.sh  # $prefix: the unpacked build dependencies (LD_LIBRARY_PATH set)
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/kimi-site .deps/*.whl
-export PYTHONPATH=/tmp/kimi-site
+peer_python             # FLA 0.6 on PYTHONPATH, Triton's cache in build/triton-cache
 
 summary() { echo "$@" | tee -a "$OUT/summary.txt"; }
 summary "# kimi.cpp GPU run: $(date -u +%Y-%m-%d) commit ${KIMI_COMMIT:-unknown}"
@@ -85,8 +84,9 @@ step 60 ./build/cuda/kimi check --filter kda_decode >"$OUT/check.txt" 2>&1
 summary "kimi check --filter kda_decode: exit $? $(tail -1 "$OUT/check.txt")"
 grep -E " cuda" "$OUT/check.txt" | tee -a "$OUT/summary.txt"
 
-# FLA's chunk_kda autotunes its Triton kernels on first calls (minutes on a fresh machine): opt in with
-# FLA_PREFILL_SECONDS=<limit>; whatever finishes in time is printed.
+# FLA's chunk_kda autotunes its Triton kernels on first calls (minutes on a fresh machine; a second call on the warm
+# machine finds them in build/triton-cache): opt in with FLA_PREFILL_SECONDS=<limit>; whatever finishes in time is
+# printed.
 if [ "${FLA_PREFILL_SECONDS:-0}" -gt 0 ]; then
   echo "== FLA 0.6 chunk_kda prefill"
   PYTHONUNBUFFERED=1 step "$FLA_PREFILL_SECONDS" python3 bench/peers/fla_kda_prefill.py 2>&1 | grep -v Warning | tee -a "$OUT/summary.txt"
