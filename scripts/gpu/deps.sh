@@ -11,7 +11,7 @@ export LD_LIBRARY_PATH="$prefix/usr/lib/x86_64-linux-gnu:$prefix/usr/lib/x86_64-
 
 # peer_python: the carried Python wheels ($DEPS/*.whl: FLA 0.6 and einops, nanobind, pytest) into /tmp/kimi-site on
 # PYTHONPATH, and Triton's cache (its compiled kernels and autotuning results) in build/triton-cache, which a warm
-# machine keeps between calls: FLA's chunk_kda autotunes for minutes on its first calls (docs/gpu runs 69-70).
+# machine keeps between calls: FLA's chunk_kda autotunes for minutes on its first calls (docs/BENCHMARKS.md, Method).
 peer_python() {
   python3 -m pip install -q --upgrade --no-index --no-deps --no-compile --no-cache-dir --target /tmp/kimi-site \
     "$DEPS"/*.whl
