@@ -284,6 +284,8 @@ TEST(Safetensors, PaddedFilesAreViewsWithoutCopies) {
 TEST(Safetensors, RejectsMaliciousIndexes) {
   EXPECT_KIMI_ERROR(parse_safetensors_index(R"({"weight_map":{"a":"../etc/passwd"}})", "idx"), "'a'", "plain file name");
   EXPECT_KIMI_ERROR(parse_safetensors_index(R"({"weight_map":{"a":"/abs.safetensors"}})", "idx"), "plain file name");
+  EXPECT_KIMI_ERROR(parse_safetensors_index(R"({"weight_map":{"a":"x\u001b[2J.safetensors"}})", "idx"),
+                    "safetensors index: idx: weight_map entry 'a': shard 'x\\x1b[2J.safetensors' is not a plain file name");
   EXPECT_KIMI_ERROR(parse_safetensors_index(R"({"weight_map":{"a":3}})", "idx"),
                     "safetensors index: idx: weight_map entry 'a': expected a shard file name string, got 3");
   EXPECT_KIMI_ERROR(parse_safetensors_index(R"({"nothing":{}})", "idx"), "weight_map");

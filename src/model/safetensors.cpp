@@ -177,8 +177,9 @@ std::map<std::string, std::string> parse_safetensors_index(std::string_view text
       throw Error(where + ": weight_map entry " + quote(it.key()) + ": expected a shard file name string, got " +
                   json_excerpt(it.value()));
     const std::string f = it.value().get<std::string>();
+    const bool control = std::any_of(f.begin(), f.end(), [](char c) { return static_cast<unsigned char>(c) < 0x20 || c == 0x7f; });
     if (f.empty() || f.find('/') != std::string::npos || f.find('\\') != std::string::npos || f == "." || f == ".." ||
-        f.find('\0') != std::string::npos)
+        control)
       throw Error(where + ": weight_map entry " + quote(it.key()) + ": shard " + quote(f) +
                   " is not a plain file name in the checkpoint directory");
     out[it.key()] = f;

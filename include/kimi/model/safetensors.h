@@ -20,7 +20,8 @@
 // Stricter than the library: a key that appears twice in any JSON object is an error (the library rejects a
 // repeated field of a tensor entry but keeps the last of two equal tensor keys or metadata keys); dtypes are
 // F32, BF16, F16, U8, I32, I64 only; at most 6 dimensions. In a sharded checkpoint shard names are plain file
-// names (no '/' or '..'), every indexed tensor is in its shard, and no tensor is in two shards.
+// names (no '/', '..' or control characters), every indexed tensor is in its shard, and no tensor is in two
+// shards.
 // Every violation throws kimi::Error naming the file and the tensor or key (escaped: file bytes never reach a
 // message raw, see model/loader_io.h).
 #pragma once
