@@ -107,23 +107,27 @@ TEST(Config, ChecksBothModelTypesOfTheK3Wrapper) {
             "Kimi-Linear configs have no text_config), got \"llama\"");
   nlohmann::json inner = k3;
   inner["text_config"]["model_type"] = "kimi_k3";
-  EXPECT_EQ(error(inner),
-            "/m/config.json: field 'text_config.model_type': expected \"kimi_linear\" (the text model inside a K3 "
-            "config), got \"kimi_k3\"");
+  EXPECT_EQ(
+      error(inner),
+      "/m/config.json: field 'text_config.model_type': expected \"kimi_linear\" (the text model inside a K3 "
+      "config), got \"kimi_k3\"");
   // The text model's fields at the top level under K3's model_type: the wrapper is missing.
   nlohmann::json unwrapped = k3["text_config"];
   unwrapped["model_type"] = "kimi_k3";
-  EXPECT_EQ(error(unwrapped),
-            "/m/config.json: field 'text_config': expected an object holding the text model (a \"kimi_k3\" config "
-            "wraps its \"kimi_linear\" text model in 'text_config'), got nothing (missing)");
+  EXPECT_EQ(
+      error(unwrapped),
+      "/m/config.json: field 'text_config': expected an object holding the text model (a \"kimi_k3\" config "
+      "wraps its \"kimi_linear\" text model in 'text_config'), got nothing (missing)");
   nlohmann::json other = k3["text_config"];
   other["model_type"] = "deepseek_v3";
-  EXPECT_EQ(error(other),
-            "/m/config.json: field 'model_type': expected \"kimi_linear\" (Kimi-Linear), or \"kimi_k3\" with a "
-            "'text_config' (K3), got \"deepseek_v3\"");
+  EXPECT_EQ(
+      error(other),
+      "/m/config.json: field 'model_type': expected \"kimi_linear\" (Kimi-Linear), or \"kimi_k3\" with a "
+      "'text_config' (K3), got \"deepseek_v3\"");
   nlohmann::json scalar = k3;
   scalar["text_config"] = 3;
-  EXPECT_EQ(error(scalar), "/m/config.json: field 'text_config': expected an object (the K3 text model), got 3");
+  EXPECT_EQ(error(scalar),
+            "/m/config.json: field 'text_config': expected an object (the K3 text model), got 3");
   // Absent model_type fields are taken as the layout implies.
   nlohmann::json bare = k3;
   bare.erase("model_type");
@@ -146,7 +150,8 @@ TEST(Config, RepeatedKeysAndUnprintableValuesAreReportedSafely) {
   // A control character (decoded from \u001b) and non-ASCII text come back escaped, never raw.
   std::string act = good;
   act.replace(act.find("\"hidden_act\": \"silu\""), 20, "\"hidden_act\": \"\\u001b[2Jsil\u00fc\"");
-  EXPECT_KIMI_ERROR(parse_config(act), "field 'hidden_act': expected \"silu\" or \"situ\", got \"\\u001b[2Jsil\\u00fc\"");
+  EXPECT_KIMI_ERROR(parse_config(act),
+                    "field 'hidden_act': expected \"silu\" or \"situ\", got \"\\u001b[2Jsil\\u00fc\"");
 }
 
 }  // namespace

@@ -23,7 +23,8 @@ namespace fs = std::filesystem;
 class TempDir {
  public:
   TempDir() {
-    path_ = fs::temp_directory_path() / ("kimi-le-" + std::to_string(::getpid()) + "-" + std::to_string(counter_++));
+    path_ = fs::temp_directory_path() /
+            ("kimi-le-" + std::to_string(::getpid()) + "-" + std::to_string(counter_++));
     fs::remove_all(path_);
     fs::create_directories(path_);
   }
@@ -67,9 +68,12 @@ TEST(LoaderIo, OpenReasonsNameTheCause) {
   TempDir d;
   std::ofstream(d.file("afile")) << "x";
   EXPECT_EQ(open_error_reason(d.file("missing.json"), ENOENT), "no such file");
-  EXPECT_EQ(open_error_reason(d.file("nodir/sub/config.json"), ENOENT), "directory '" + d.file("nodir") + "' does not exist");
-  EXPECT_EQ(open_error_reason(d.file("afile/config.json"), ENOTDIR), "'" + d.file("afile") + "' is a file, not a directory");
-  EXPECT_EQ(open_error_reason(d.file("afile"), EACCES), "permission denied");  // root here: errno given directly
+  EXPECT_EQ(open_error_reason(d.file("nodir/sub/config.json"), ENOENT),
+            "directory '" + d.file("nodir") + "' does not exist");
+  EXPECT_EQ(open_error_reason(d.file("afile/config.json"), ENOTDIR),
+            "'" + d.file("afile") + "' is a file, not a directory");
+  EXPECT_EQ(open_error_reason(d.file("afile"), EACCES),
+            "permission denied");  // root here: errno given directly
   fs::create_symlink(d.file("gone"), d.file("link"));
   EXPECT_EQ(open_error_reason(d.file("link"), ENOENT), "a symbolic link to a missing target");
 }
@@ -79,7 +83,8 @@ TEST(LoaderErrors, ConfigJsonThatIsADirectory) {
   fs::create_directories(d.file("config.json"));
   EXPECT_EQ(error_of([&] { load_config(d.file("config.json")); }),
             d.file("config.json") + ": cannot open: is a directory, not a file");
-  EXPECT_EQ(error_of([&] { open_model(d.str()); }), d.file("config.json") + ": cannot open: is a directory, not a file");
+  EXPECT_EQ(error_of([&] { open_model(d.str()); }),
+            d.file("config.json") + ": cannot open: is a directory, not a file");
 }
 
 TEST(LoaderErrors, AFileGivenAsTheModelDirectory) {
@@ -87,18 +92,21 @@ TEST(LoaderErrors, AFileGivenAsTheModelDirectory) {
   const std::string f = d.file("model.safetensors");
   std::ofstream(f) << "x";
   EXPECT_EQ(error_of([&] { open_model(f); }),
-            "model directory " + f + ": is a file, not a directory (expected a model directory holding config.json "
-            "and model.safetensors, or model.safetensors.index.json and its shards)");
+            "model directory " + f +
+                ": is a file, not a directory (expected a model directory holding config.json "
+                "and model.safetensors, or model.safetensors.index.json and its shards)");
   EXPECT_EQ(error_of([&] { load_config(f + "/config.json"); }),
             f + "/config.json: cannot open: '" + f + "' is a file, not a directory");
   EXPECT_EQ(error_of([&] { Checkpoint ck(f); }),
-            "checkpoint " + f + ": is a file, not a directory (expected a checkpoint directory holding "
-            "model.safetensors, or model.safetensors.index.json and its shards)");
+            "checkpoint " + f +
+                ": is a file, not a directory (expected a checkpoint directory holding "
+                "model.safetensors, or model.safetensors.index.json and its shards)");
 }
 
 TEST(LoaderErrors, MissingFilesAndDirectories) {
   TempDir d;
-  EXPECT_EQ(error_of([&] { open_model(d.file("nope")); }), "model directory " + d.file("nope") + ": no such directory");
+  EXPECT_EQ(error_of([&] { open_model(d.file("nope")); }),
+            "model directory " + d.file("nope") + ": no such directory");
   EXPECT_EQ(error_of([&] { open_model(d.file("a/b")); }),
             "model directory " + d.file("a/b") + ": directory '" + d.file("a") + "' does not exist");
   EXPECT_EQ(error_of([&] { open_model(d.str()); }), d.file("config.json") + ": cannot open: no such file");
@@ -117,15 +125,17 @@ TEST(LoaderErrors, FifoAndOversizedConfig) {
   TempDir big;
   { std::ofstream(big.file("config.json")) << "{}"; }
   fs::resize_file(big.file("config.json"), 17u << 20);  // sparse: nothing is written
-  EXPECT_EQ(error_of([&] { load_config(big.file("config.json")); }),
-            big.file("config.json") + ": file of 17825792 bytes exceeds the limit of 16777216 bytes for this file");
+  EXPECT_EQ(
+      error_of([&] { load_config(big.file("config.json")); }),
+      big.file("config.json") + ": file of 17825792 bytes exceeds the limit of 16777216 bytes for this file");
 }
 
 TEST(LoaderErrors, IndexAndShardsThatCannotBeOpened) {
   TempDir d;
   fs::create_directories(d.file("model.safetensors.index.json"));
   EXPECT_EQ(error_of([&] { Checkpoint ck(d.str()); }),
-            "safetensors index: " + d.file("model.safetensors.index.json") + ": cannot open: is a directory, not a file");
+            "safetensors index: " + d.file("model.safetensors.index.json") +
+                ": cannot open: is a directory, not a file");
   fs::remove(d.file("model.safetensors.index.json"));
   std::ofstream(d.file("model.safetensors.index.json")) << R"({"weight_map":{"x.a":"s1.safetensors"}})";
   EXPECT_EQ(error_of([&] { Checkpoint ck(d.str()); }),
@@ -140,23 +150,28 @@ TEST(LoaderErrors, JsonErrorsGiveTheByteOffsetAndNoRawBytes) {
   const std::string junk("{\"vocab_size\": \x00\xff\x80\x1b[2J", 22);
   const std::string msg = error_of([&] { parse_config(junk, "/m/config.json"); });
   EXPECT_TRUE(all_printable(msg)) << msg;
-  EXPECT_EQ(msg,
-            "/m/config.json: not valid JSON at byte 15 (line 1, column 16): a NUL byte, which JSON text never "
-            "contains; the bytes up to there: '{\"vocab_size\": \\x00'");
-  EXPECT_EQ(error_of([&] { parse_config("{\"vocab_size\": \xff\x80", "/m/config.json"); }),
-            "/m/config.json: not valid JSON at byte 15 (line 1, column 16): syntax error while parsing value - "
-            "invalid literal; the bytes up to there: '{\"vocab_size\": \\xff'");
+  EXPECT_EQ(
+      msg,
+      "/m/config.json: not valid JSON at byte 15 (line 1, column 16): a NUL byte, which JSON text never "
+      "contains; the bytes up to there: '{\"vocab_size\": \\x00'");
+  EXPECT_EQ(
+      error_of([&] { parse_config("{\"vocab_size\": \xff\x80", "/m/config.json"); }),
+      "/m/config.json: not valid JSON at byte 15 (line 1, column 16): syntax error while parsing value - "
+      "invalid literal; the bytes up to there: '{\"vocab_size\": \\xff'");
   // NUL ends nlohmann's input: a complete value followed by a NUL and more must still be an error.
-  EXPECT_EQ(error_of([&] { parse_config(std::string("{}\0{}", 5), "c.json"); }),
-            "c.json: not valid JSON at byte 2 (line 1, column 3): a NUL byte, which JSON text never contains; the "
-            "bytes up to there: '{}\\x00'");
+  EXPECT_EQ(
+      error_of([&] { parse_config(std::string("{}\0{}", 5), "c.json"); }),
+      "c.json: not valid JSON at byte 2 (line 1, column 3): a NUL byte, which JSON text never contains; the "
+      "bytes up to there: '{}\\x00'");
   // Across lines, and at the end of the text.
-  EXPECT_EQ(error_of([&] { parse_config("{\n  \"a\": 1,\n  oops\n}", "c.json"); }),
-            "c.json: not valid JSON at byte 14 (line 3, column 3): syntax error while parsing object key - invalid "
-            "literal; expected string literal; the bytes up to there: '{\\n  \"a\": 1,\\n  o'");
-  EXPECT_EQ(error_of([&] { parse_config("{\"a\": [1, 2", "c.json"); }),
-            "c.json: not valid JSON at byte 11 (line 1, column 12): syntax error while parsing array - unexpected "
-            "end of input; expected ']' (the text ends there)");
+  EXPECT_EQ(
+      error_of([&] { parse_config("{\n  \"a\": 1,\n  oops\n}", "c.json"); }),
+      "c.json: not valid JSON at byte 14 (line 3, column 3): syntax error while parsing object key - invalid "
+      "literal; expected string literal; the bytes up to there: '{\\n  \"a\": 1,\\n  o'");
+  EXPECT_EQ(
+      error_of([&] { parse_config("{\"a\": [1, 2", "c.json"); }),
+      "c.json: not valid JSON at byte 11 (line 1, column 12): syntax error while parsing array - unexpected "
+      "end of input; expected ']' (the text ends there)");
   // A safetensors header of binary junk: the offset is the file's (header starts at byte 8).
   TempDir d;
   const std::string header("{\"t\": \xfe\xff}", 9);
@@ -167,9 +182,11 @@ TEST(LoaderErrors, JsonErrorsGiveTheByteOffsetAndNoRawBytes) {
   }
   const std::string st = error_of([&] { SafetensorsFile f(d.file("j.safetensors")); });
   EXPECT_TRUE(all_printable(st)) << st;
-  EXPECT_EQ(st, "safetensors: " + d.file("j.safetensors") +
-                    ": header: not valid JSON at byte 14 of the file (line 1, column 7): syntax error while parsing "
-                    "value - invalid literal; the bytes up to there: '{\"t\": \\xfe'");
+  EXPECT_EQ(
+      st,
+      "safetensors: " + d.file("j.safetensors") +
+          ": header: not valid JSON at byte 14 of the file (line 1, column 7): syntax error while parsing "
+          "value - invalid literal; the bytes up to there: '{\"t\": \\xfe'");
 }
 
 TEST(LoaderErrors, RepeatedKeysAreErrors) {
@@ -178,7 +195,8 @@ TEST(LoaderErrors, RepeatedKeysAreErrors) {
   EXPECT_EQ(error_of([&] { parse_json_strict(R"({"a": 1, "a": 1})", "f.json"); }),
             "f.json: key 'a' appears twice in the top-level object (a JSON key must be unique)");
   // The same key in sibling objects is fine.
-  EXPECT_NO_THROW(parse_json_strict(R"({"x": {"k": 1}, "y": {"k": 2}, "z": [{"k": 1}, {"k": 2}]})", "f.json"));
+  EXPECT_NO_THROW(
+      parse_json_strict(R"({"x": {"k": 1}, "y": {"k": 2}, "z": [{"k": 1}, {"k": 2}]})", "f.json"));
   EXPECT_KIMI_ERROR(parse_safetensors_index(R"({"weight_map": {"a": "s1", "a": "s2"}})", "idx.json"),
                     "safetensors index: idx.json: key 'a' appears twice in object 'weight_map'");
 }

@@ -103,7 +103,7 @@ TEST(Safetensors, RejectsMalformedHeaders) {
   };
   expect_bad("", 0, {"header length"}, 1000);                         // claims more than the file has
   expect_bad("{}", 0, {"header length 1099511627776", "safetensors limit of 100000000 bytes"}, 1ull << 40);
-  expect_bad("{}", 0, {"header length 100000001"}, 100000001);        // the library's limit, exactly
+  expect_bad("{}", 0, {"header length 100000001"}, 100000001);  // the library's limit, exactly
   expect_bad("{not json", 0, {"header: not valid JSON at byte 10 of the file (line 1, column 3)"});
   expect_bad("[1,2]", 0, {"expected a JSON object, got [1,2]"});
   expect_bad(R"({"t":{"dtype":"F64","shape":[1],"data_offsets":[0,8]}})", 8, {"'t'", "unsupported dtype 'F64'"});
@@ -114,10 +114,12 @@ TEST(Safetensors, RejectsMalformedHeaders) {
   expect_bad(R"({"t":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})", 4, {"'t'", "beyond the data section"});
   expect_bad(R"({"t":{"dtype":"F32","shape":[2],"data_offsets":[8,0]}})", 8, {"'t'", "begin 8 > end 0"});
   expect_bad(R"({"t":{"dtype":"U8","shape":[4294967296,4294967296],"data_offsets":[0,0]}})", 0, {"'t'", "overflow"});
-  expect_bad(R"({"a":{"dtype":"F32","shape":[4],"data_offsets":[0,16]},"z":{"dtype":"F32","shape":[0],"data_offsets":[4,4]},"b":{"dtype":"F32","shape":[1],"data_offsets":[8,12]}})",
-             16, {"tensors 'a' (data_offsets [0, 16]) and 'z' (data_offsets [4, 4]) overlap"});
+  expect_bad(
+      R"({"a":{"dtype":"F32","shape":[4],"data_offsets":[0,16]},"z":{"dtype":"F32","shape":[0],"data_offsets":[4,4]},"b":{"dtype":"F32","shape":[1],"data_offsets":[8,12]}})",
+      16, {"tensors 'a' (data_offsets [0, 16]) and 'z' (data_offsets [4, 4]) overlap"});
   expect_bad(R"({"t":{"dtype":"F32","shape":[1]}})", 4,
-             {"tensor 't': 'data_offsets': expected [begin, end], two non-negative integers, got nothing (missing)"});
+             {"tensor 't': 'data_offsets': expected [begin, end], two non-negative integers, got nothing "
+              "(missing)"});
   expect_bad(R"({"t":{"dtype":"U8","shape":[0,4611686018427387904,4611686018427387904],"data_offsets":[0,0]}})", 0,
              {"'t'", "overflow"});  // empty, but its extents would overflow index math
   expect_bad(R"({"__metadata__":{"k":1}})", 0, {"__metadata__ entry 'k': expected a string, got 1"});
@@ -141,30 +143,39 @@ TEST(Safetensors, RejectsWhatTheSafetensorsLibraryRejects) {
     return std::string();
   };
   const std::string a8 = R"("a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]})";
-  EXPECT_EQ(error(R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},"b":{"dtype":"F32","shape":[1],"data_offsets":[8,12]}})", 12),
-            "bytes [4, 8) of the data section belong to no tensor (between 'a' and 'b'); safetensors requires the "
-            "tensors to cover the data section without gaps");
+  EXPECT_EQ(
+      error(
+          R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},"b":{"dtype":"F32","shape":[1],"data_offsets":[8,12]}})",
+          12),
+      "bytes [4, 8) of the data section belong to no tensor (between 'a' and 'b'); safetensors requires the "
+      "tensors to cover the data section without gaps");
   EXPECT_EQ(error(R"({"b":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})", 8),
-            "bytes [0, 4) of the data section belong to no tensor (between the header and 'b'); safetensors requires "
+            "bytes [0, 4) of the data section belong to no tensor (between the header and 'b'); safetensors "
+            "requires "
             "the tensors to cover the data section without gaps");
-  EXPECT_EQ(error("{" + a8 + "}", 12),
-            "the tensors end at byte 8 of the data section, which holds 12 bytes: the last 4 bytes belong to no "
-            "tensor (safetensors requires the tensors to cover the data section exactly)");
-  EXPECT_EQ(error("{}", 1),
-            "the tensors end at byte 0 of the data section, which holds 1 bytes: the last 1 bytes belong to no "
-            "tensor (safetensors requires the tensors to cover the data section exactly)");
+  EXPECT_EQ(
+      error("{" + a8 + "}", 12),
+      "the tensors end at byte 8 of the data section, which holds 12 bytes: the last 4 bytes belong to no "
+      "tensor (safetensors requires the tensors to cover the data section exactly)");
+  EXPECT_EQ(
+      error("{}", 1),
+      "the tensors end at byte 0 of the data section, which holds 1 bytes: the last 1 bytes belong to no "
+      "tensor (safetensors requires the tensors to cover the data section exactly)");
   EXPECT_EQ(error("{" + a8 + R"(,"b":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})", 8),
             "tensors 'a' (data_offsets [0, 8]) and 'b' (data_offsets [4, 8]) overlap");
   EXPECT_EQ(error("{" + a8 + R"(,"z":{"dtype":"F32","shape":[0],"data_offsets":[9,9]}})", 8),
             "tensor 'z': data_offsets end 9 beyond the data section of 8 bytes (file truncated?)");
-  EXPECT_EQ(error("\xEF\xBB\xBF{}", 0),
-            "header starts with a UTF-8 byte order mark (bytes 8..10: EF BB BF), which safetensors does not allow");
-  EXPECT_EQ(error(std::string("{}\0\0", 4), 0),
-            "header: not valid JSON at byte 10 of the file (line 1, column 3): a NUL byte, which JSON text never "
-            "contains; the bytes up to there: '{}\\x00'");
-  EXPECT_EQ(error("", 0),
-            "header: not valid JSON at byte 8 of the file (line 1, column 1): syntax error while parsing value - "
-            "unexpected end of input; expected '[', '{', or a literal (the text ends there)");
+  EXPECT_EQ(
+      error("\xEF\xBB\xBF{}", 0),
+      "header starts with a UTF-8 byte order mark (bytes 8..10: EF BB BF), which safetensors does not allow");
+  EXPECT_EQ(
+      error(std::string("{}\0\0", 4), 0),
+      "header: not valid JSON at byte 10 of the file (line 1, column 3): a NUL byte, which JSON text never "
+      "contains; the bytes up to there: '{}\\x00'");
+  EXPECT_EQ(
+      error("", 0),
+      "header: not valid JSON at byte 8 of the file (line 1, column 1): syntax error while parsing value - "
+      "unexpected end of input; expected '[', '{', or a literal (the text ends there)");
   EXPECT_EQ(error(R"({"t":{"dtype":"F64","dtype":"F32","shape":[2],"data_offsets":[0,8]}})", 8),
             "header: key 'dtype' appears twice in object 't' (a JSON key must be unique)");
   EXPECT_EQ(error(R"({"__metadata__":{},"__metadata__":{}})", 0),
@@ -180,19 +191,26 @@ TEST(Safetensors, RejectsWhatTheSafetensorsLibraryRejects) {
   EXPECT_EQ(error(R"({"t":null})", 0),
             "tensor 't': expected an object {\"dtype\", \"shape\", \"data_offsets\"}, got null");
   EXPECT_EQ(error(R"({"__metadata__":[]})", 0), "__metadata__: expected an object of strings, got []");
-  EXPECT_EQ(error(R"({"__metadata__":{"a":{"b":"c"}}})", 0), "__metadata__ entry 'a': expected a string, got {\"b\":\"c\"}");
-  EXPECT_EQ(error("{\"t\xff\":1}", 0),
-            "header: not valid JSON at byte 11 of the file (line 1, column 4): syntax error while parsing object key - "
-            "invalid string: ill-formed UTF-8 byte; expected string literal; the bytes up to there: '{\"t\\xff'");
+  EXPECT_EQ(error(R"({"__metadata__":{"a":{"b":"c"}}})", 0),
+            "__metadata__ entry 'a': expected a string, got {\"b\":\"c\"}");
+  EXPECT_EQ(
+      error("{\"t\xff\":1}", 0),
+      "header: not valid JSON at byte 11 of the file (line 1, column 4): syntax error while parsing object "
+      "key - "
+      "invalid string: ill-formed UTF-8 byte; expected string literal; the bytes up to there: '{\"t\\xff'");
 }
 
 // Stricter than the library, on purpose: a tensor named twice is ambiguous (the library keeps the last).
 TEST(Safetensors, RejectsATensorNamedTwice) {
   TempDir d;
   const std::string p = d.file("dup.safetensors");
-  write_raw(p, R"({"t":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"t":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})", 8);
+  write_raw(
+      p,
+      R"({"t":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"t":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})",
+      8);
   EXPECT_EQ(error_of_file(p),
-            "safetensors: " + p + ": header: key 't' appears twice in the top-level object (a JSON key must be unique)");
+            "safetensors: " + p +
+                ": header: key 't' appears twice in the top-level object (a JSON key must be unique)");
 }
 
 // Files the library accepts that the old reader refused or mishandled: unpadded headers (data right after
@@ -223,7 +241,9 @@ TEST(Safetensors, AcceptsUnpaddedHeadersAndMisalignedData) {
   SafetensorsFile st(p);
   EXPECT_TRUE(st.header().metadata.empty());
   EXPECT_EQ(st.copied_bytes(), 16u + 16u + 8u);  // a, b, c (each rounded up to 8); d is bytes, e empty
-  auto aligned = [](const TensorView& v) { return reinterpret_cast<uintptr_t>(v.data) % v.element_size() == 0; };
+  auto aligned = [](const TensorView& v) {
+    return reinterpret_cast<uintptr_t>(v.data) % v.element_size() == 0;
+  };
   const TensorView a = st.view(*st.find("a")), b = st.view(*st.find("b")), c = st.view(*st.find("c")),
                    dv = st.view(*st.find("d")), e = st.view(*st.find("e"));
   EXPECT_TRUE(aligned(a) && aligned(b) && aligned(c));
@@ -284,8 +304,9 @@ TEST(Safetensors, PaddedFilesAreViewsWithoutCopies) {
 TEST(Safetensors, RejectsMaliciousIndexes) {
   EXPECT_KIMI_ERROR(parse_safetensors_index(R"({"weight_map":{"a":"../etc/passwd"}})", "idx"), "'a'", "plain file name");
   EXPECT_KIMI_ERROR(parse_safetensors_index(R"({"weight_map":{"a":"/abs.safetensors"}})", "idx"), "plain file name");
-  EXPECT_KIMI_ERROR(parse_safetensors_index(R"({"weight_map":{"a":"x\u001b[2J.safetensors"}})", "idx"),
-                    "safetensors index: idx: weight_map entry 'a': shard 'x\\x1b[2J.safetensors' is not a plain file name");
+  EXPECT_KIMI_ERROR(
+      parse_safetensors_index(R"({"weight_map":{"a":"x\u001b[2J.safetensors"}})", "idx"),
+      "safetensors index: idx: weight_map entry 'a': shard 'x\\x1b[2J.safetensors' is not a plain file name");
   EXPECT_KIMI_ERROR(parse_safetensors_index(R"({"weight_map":{"a":3}})", "idx"),
                     "safetensors index: idx: weight_map entry 'a': expected a shard file name string, got 3");
   EXPECT_KIMI_ERROR(parse_safetensors_index(R"({"nothing":{}})", "idx"), "weight_map");
@@ -294,23 +315,27 @@ TEST(Safetensors, RejectsMaliciousIndexes) {
   const TensorToWrite s1[] = {{"x.a", a}};
   write_safetensors(d.file("s1.safetensors"), s1);
   std::ofstream(d.file("model.safetensors.index.json")) << R"({"weight_map":{"x.a":"s1.safetensors","x.b":"s1.safetensors"}})";
-  EXPECT_KIMI_ERROR(Checkpoint ck(d.str()),
-                    "model.safetensors.index.json maps tensor 'x.b' to shard 's1.safetensors', which does not contain it");
+  EXPECT_KIMI_ERROR(
+      Checkpoint ck(d.str()),
+      "model.safetensors.index.json maps tensor 'x.b' to shard 's1.safetensors', which does not contain it");
   TempDir empty;
   EXPECT_KIMI_ERROR(Checkpoint ck(empty.str()), "neither model.safetensors");
 }
 
-// A tensor stored in two shards is ambiguous (which copy is read depends on the reader): an error naming both.
+// A tensor stored in two shards is ambiguous (which copy is read depends on the reader): an error
+// naming both shards.
 TEST(Safetensors, RejectsATensorInTwoShards) {
   TempDir d;
   Tensor a(DType::f32, {1}), b(DType::f32, {2});
   const TensorToWrite s1[] = {{"x.a", a}}, s2[] = {{"x.a", a}, {"x.b", b}};
   write_safetensors(d.file("s1.safetensors"), s1);
   write_safetensors(d.file("s2.safetensors"), s2);
-  std::ofstream(d.file("model.safetensors.index.json")) << R"({"weight_map":{"x.a":"s1.safetensors","x.b":"s2.safetensors"}})";
-  const std::string want = "checkpoint " + d.str() +
-                           ": tensor 'x.a' is in two shards, 's1.safetensors' and 's2.safetensors' "
-                           "(model.safetensors.index.json maps it to 's1.safetensors'); each tensor must be stored once";
+  std::ofstream(d.file("model.safetensors.index.json"))
+      << R"({"weight_map":{"x.a":"s1.safetensors","x.b":"s2.safetensors"}})";
+  const std::string want =
+      "checkpoint " + d.str() +
+      ": tensor 'x.a' is in two shards, 's1.safetensors' and 's2.safetensors' "
+      "(model.safetensors.index.json maps it to 's1.safetensors'); each tensor must be stored once";
   EXPECT_KIMI_ERROR(Checkpoint ck(d.str()), want.c_str());
 }
 

@@ -15,7 +15,9 @@ using json = nlohmann::json;
 // config.json is a few KiB; anything past this limit is not a config (checked before reading it).
 constexpr uint64_t kMaxConfigBytes = 16ull << 20;
 
-std::string quote_value(const std::string& s) { return json_excerpt(json(s)); }
+std::string quote_value(const std::string& s) {
+  return json_excerpt(json(s));
+}
 
 class Reader {
  public:
@@ -91,7 +93,8 @@ Config parse_config(std::string_view text, const std::string& source) {
   const std::string outer_type = outer.string("model_type", wrapped ? "kimi_k3" : "kimi_linear");
   if (wrapped) {
     if (outer_type != "kimi_k3")
-      outer.fail("model_type", "\"kimi_k3\" (the K3 wrapper around 'text_config'; Kimi-Linear configs have no text_config)",
+      outer.fail("model_type",
+                 "\"kimi_k3\" (the K3 wrapper around 'text_config'; Kimi-Linear configs have no text_config)",
                  quote_value(outer_type));
     if (!root["text_config"].is_object())
       outer.fail("text_config", "an object (the K3 text model)", json_excerpt(root["text_config"]));
@@ -99,10 +102,13 @@ Config parse_config(std::string_view text, const std::string& source) {
     prefix = "text_config.";
     c.k3_wrapper = true;
   } else if (outer_type == "kimi_k3") {
-    outer.fail("text_config", "an object holding the text model (a \"kimi_k3\" config wraps its \"kimi_linear\" text model in 'text_config')",
+    outer.fail("text_config",
+               "an object holding the text model (a \"kimi_k3\" config wraps its \"kimi_linear\" text model "
+               "in 'text_config')",
                "nothing (missing)");
   } else if (outer_type != "kimi_linear") {
-    outer.fail("model_type", "\"kimi_linear\" (Kimi-Linear), or \"kimi_k3\" with a 'text_config' (K3)", quote_value(outer_type));
+    outer.fail("model_type", "\"kimi_linear\" (Kimi-Linear), or \"kimi_k3\" with a 'text_config' (K3)",
+               quote_value(outer_type));
   }
   const Reader r(*top, source, prefix);
   if (c.k3_wrapper) {
@@ -119,7 +125,8 @@ Config parse_config(std::string_view text, const std::string& source) {
 
   if (!top->contains("linear_attn_config") || !(*top)["linear_attn_config"].is_object())
     r.fail("linear_attn_config", "an object",
-           top->contains("linear_attn_config") ? json_excerpt((*top)["linear_attn_config"]) : "nothing (missing)");
+           top->contains("linear_attn_config") ? json_excerpt((*top)["linear_attn_config"])
+                                               : "nothing (missing)");
   const Reader la((*top)["linear_attn_config"], source, prefix + "linear_attn_config.");
   c.kda_num_heads = la.integer("num_heads", std::nullopt, 1);
   c.kda_head_dim = la.integer("head_dim", std::nullopt, 1);

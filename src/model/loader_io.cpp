@@ -59,7 +59,8 @@ std::string open_reason(const std::string& path, int err, const char* noun) {
   switch (err) {
     case ENOENT: {
       struct stat st {};
-      if (::lstat(path.c_str(), &st) == 0 && S_ISLNK(st.st_mode)) return "a symbolic link to a missing target";
+      if (::lstat(path.c_str(), &st) == 0 && S_ISLNK(st.st_mode))
+        return "a symbolic link to a missing target";
       const std::string missing = first_prefix(path, [](const struct stat&, bool ok) { return !ok; });
       if (!missing.empty()) return "directory '" + printable(missing, 4096) + "' does not exist";
       return std::string("no such ") + noun;
@@ -70,10 +71,14 @@ std::string open_reason(const std::string& path, int err, const char* noun) {
       if (!file.empty()) return "'" + printable(file, 4096) + "' is a file, not a directory";
       return std::strerror(err);
     }
-    case EACCES: return "permission denied";
-    case EISDIR: return "is a directory, not a file";
-    case ELOOP: return "too many levels of symbolic links";
-    default: return std::strerror(err);
+    case EACCES:
+      return "permission denied";
+    case EISDIR:
+      return "is a directory, not a file";
+    case ELOOP:
+      return "too many levels of symbolic links";
+    default:
+      return std::strerror(err);
   }
 }
 }  // namespace
@@ -105,7 +110,9 @@ std::string printable(std::string_view bytes, size_t max_bytes) {
   return out;
 }
 
-std::string quote(std::string_view s, size_t max_bytes) { return "'" + printable(s, max_bytes) + "'"; }
+std::string quote(std::string_view s, size_t max_bytes) {
+  return "'" + printable(s, max_bytes) + "'";
+}
 
 std::string json_excerpt(const json& v, size_t max_bytes) {
   // ensure_ascii: control characters and non-ASCII come out as \uXXXX, so the text is printable already.
@@ -114,7 +121,9 @@ std::string json_excerpt(const json& v, size_t max_bytes) {
   return s;
 }
 
-std::string open_error_reason(const std::string& path, int err) { return open_reason(path, err, "file"); }
+std::string open_error_reason(const std::string& path, int err) {
+  return open_reason(path, err, "file");
+}
 
 void require_directory(const std::string& dir, const std::string& prefix, const std::string& expected) {
   struct stat st {};
@@ -122,7 +131,8 @@ void require_directory(const std::string& dir, const std::string& prefix, const 
   if (!S_ISDIR(st.st_mode))
     throw Error(prefix + dir + ": " + (S_ISREG(st.st_mode) ? "is a file" : file_kind(st.st_mode)) +
                 ", not a directory (expected " + expected + ")");
-  if (::access(dir.c_str(), R_OK | X_OK) != 0) throw Error(prefix + dir + ": " + open_reason(dir, errno, "directory"));
+  if (::access(dir.c_str(), R_OK | X_OK) != 0)
+    throw Error(prefix + dir + ": " + open_reason(dir, errno, "directory"));
 }
 
 std::string read_text_file(const std::string& path, const std::string& prefix, uint64_t max_bytes) {
@@ -167,10 +177,16 @@ json parse_json_strict(std::string_view text, const std::string& where, uint64_t
   };
   const json::parser_callback_t cb = [&](int /*depth*/, json::parse_event_t ev, json& parsed) {
     switch (ev) {
-      case json::parse_event_t::object_start: stack.push_back({true, child_path(), "", {}}); break;
-      case json::parse_event_t::array_start: stack.push_back({false, child_path(), "", {}}); break;
+      case json::parse_event_t::object_start:
+        stack.push_back({true, child_path(), "", {}});
+        break;
+      case json::parse_event_t::array_start:
+        stack.push_back({false, child_path(), "", {}});
+        break;
       case json::parse_event_t::object_end:
-      case json::parse_event_t::array_end: stack.pop_back(); break;
+      case json::parse_event_t::array_end:
+        stack.pop_back();
+        break;
       case json::parse_event_t::key: {
         Frame& f = stack.back();
         f.last_key = parsed.get<std::string>();
@@ -180,7 +196,8 @@ json parse_json_strict(std::string_view text, const std::string& where, uint64_t
                       " (a JSON key must be unique)");
         break;
       }
-      case json::parse_event_t::value: break;
+      case json::parse_event_t::value:
+        break;
     }
     return true;
   };
@@ -194,7 +211,8 @@ json parse_json_strict(std::string_view text, const std::string& where, uint64_t
     std::string msg = where + ": not valid JSON at byte " + std::to_string(base_offset + at) +
                       (base_offset ? " of the file" : "") + " (line " + std::to_string(line) + ", column " +
                       std::to_string(column) + "): " + printable(why, 160);
-    msg += at >= text.size() ? " (the text ends there)" : "; the bytes up to there: '" + printable(near) + "'";
+    msg +=
+        at >= text.size() ? " (the text ends there)" : "; the bytes up to there: '" + printable(near) + "'";
     return Error(msg);
   };
   // NOTE: nlohmann's lexer takes a NUL byte for the end of the input, so "{}\0junk" would parse: the text is
@@ -208,8 +226,9 @@ json parse_json_strict(std::string_view text, const std::string& where, uint64_t
     // e.byte: 1-based count of the bytes read when the error was found (the offending byte is the last).
     const size_t at = std::min<size_t>(e.byte > 0 ? e.byte - 1 : 0, nul);
     if (at == nul && nul < text.size()) throw syntax_error(nul, nul_why);
-    // nlohmann's text: "[json.exception.parse_error.101] parse error at line L, column C: <why>; last read:
-    // '<raw bytes>'[; expected ...]": keep <why> and the expectation; the raw bytes are quoted escaped instead.
+    // nlohmann's text: "[json.exception.parse_error.101] parse error at line L, column C: <why>;
+    // last read: '<raw bytes>'[; expected ...]": keep <why> and the expectation; the raw bytes are
+    // quoted (escaped) by syntax_error instead.
     std::string why = e.what();
     if (const size_t p = why.find(": ", why.find("column")); p != std::string::npos) why = why.substr(p + 2);
     if (const size_t p = why.find("; last read: '"); p != std::string::npos) {

@@ -57,14 +57,18 @@ uint64_t read_u64_le(const uint8_t* p) {
   return v;
 }
 
-std::string offsets_str(uint64_t b, uint64_t e) { return "[" + std::to_string(b) + ", " + std::to_string(e) + "]"; }
+std::string offsets_str(uint64_t b, uint64_t e) {
+  return "[" + std::to_string(b) + ", " + std::to_string(e) + "]";
+}
 
 // The field `key` of a tensor entry, or nullptr (absent or null).
 const json* field(const json& entry, const char* key) {
   auto it = entry.find(key);
   return it == entry.end() || it->is_null() ? nullptr : &*it;
 }
-std::string got(const json* v) { return v ? json_excerpt(*v) : "nothing (missing)"; }
+std::string got(const json* v) {
+  return v ? json_excerpt(*v) : "nothing (missing)";
+}
 }  // namespace
 
 SafetensorsHeader parse_safetensors_header(std::span<const uint8_t> file, uint64_t file_size, const std::string& path) {
@@ -72,7 +76,8 @@ SafetensorsHeader parse_safetensors_header(std::span<const uint8_t> file, uint64
     fail(path, "file of " + std::to_string(file_size) + " bytes is shorter than the 8-byte header length");
   const uint64_t n = read_u64_le(file.data());
   if (n > kMaxHeader)
-    fail(path, "header length " + std::to_string(n) + " (the first 8 bytes, little-endian) exceeds the safetensors limit of " +
+    fail(path, "header length " + std::to_string(n) +
+                   " (the first 8 bytes, little-endian) exceeds the safetensors limit of " +
                    std::to_string(kMaxHeader) + " bytes (not a safetensors file?)");
   if (n > file_size - 8)
     fail(path, "header length " + std::to_string(n) + " exceeds the " + std::to_string(file_size - 8) +
@@ -80,7 +85,10 @@ SafetensorsHeader parse_safetensors_header(std::span<const uint8_t> file, uint64
   if (n > file.size() - 8) fail(path, "header length " + std::to_string(n) + " exceeds the bytes given");
   const std::string_view text(reinterpret_cast<const char*>(file.data()) + 8, size_t(n));
   // nlohmann skips a byte order mark; the safetensors library does not (JSON text has none).
-  if (text.starts_with("\xEF\xBB\xBF")) fail(path, "header starts with a UTF-8 byte order mark (bytes 8..10: EF BB BF), which safetensors does not allow");
+  if (text.starts_with("\xEF\xBB\xBF"))
+    fail(path,
+         "header starts with a UTF-8 byte order mark (bytes 8..10: EF BB BF), which safetensors does not "
+         "allow");
   const json h = parse_json_strict(text, "safetensors: " + path + ": header", 8);
   if (!h.is_object()) fail(path, "header: expected a JSON object, got " + json_excerpt(h));
   const uint64_t data_start = 8 + n, data_size = file_size - data_start;
@@ -93,29 +101,37 @@ SafetensorsHeader parse_safetensors_header(std::span<const uint8_t> file, uint64
       if (!v.is_object()) fail(path, "__metadata__: expected an object of strings, got " + json_excerpt(v));
       for (auto m = v.begin(); m != v.end(); ++m) {
         if (!m.value().is_string())
-          fail(path, "__metadata__ entry " + quote(m.key()) + ": expected a string, got " + json_excerpt(m.value()));
+          fail(path, "__metadata__ entry " + quote(m.key()) + ": expected a string, got " +
+                         json_excerpt(m.value()));
         out.metadata[m.key()] = m.value().get<std::string>();
       }
       continue;
     }
     const std::string where = "tensor " + quote(name);
     if (!v.is_object())
-      fail(path, where + ": expected an object {\"dtype\", \"shape\", \"data_offsets\"}, got " + json_excerpt(v));
+      fail(path,
+           where + ": expected an object {\"dtype\", \"shape\", \"data_offsets\"}, got " + json_excerpt(v));
     const json *dtype = field(v, "dtype"), *shape = field(v, "shape"), *off = field(v, "data_offsets");
-    if (!dtype || !dtype->is_string()) fail(path, where + ": 'dtype': expected a string such as \"BF16\", got " + got(dtype));
-    if (!shape || !shape->is_array()) fail(path, where + ": 'shape': expected an array of non-negative integers, got " + got(shape));
-    if (!off || !off->is_array() || off->size() != 2 || !(*off)[0].is_number_unsigned() || !(*off)[1].is_number_unsigned())
-      fail(path, where + ": 'data_offsets': expected [begin, end], two non-negative integers, got " + got(off));
+    if (!dtype || !dtype->is_string())
+      fail(path, where + ": 'dtype': expected a string such as \"BF16\", got " + got(dtype));
+    if (!shape || !shape->is_array())
+      fail(path, where + ": 'shape': expected an array of non-negative integers, got " + got(shape));
+    if (!off || !off->is_array() || off->size() != 2 || !(*off)[0].is_number_unsigned() ||
+        !(*off)[1].is_number_unsigned())
+      fail(path,
+           where + ": 'data_offsets': expected [begin, end], two non-negative integers, got " + got(off));
     TensorInfo t;
     t.name = name;
     t.dtype = parse_dtype(dtype->get<std::string>(), path, where);
     uint64_t count = 1, nonzero = 1;  // nonzero: product of the non-zero extents (bounds index math)
     for (const json& d : *shape) {
       if (!d.is_number_unsigned())
-        fail(path, where + ": 'shape': expected an array of non-negative integers, got " + json_excerpt(*shape));
+        fail(path,
+             where + ": 'shape': expected an array of non-negative integers, got " + json_excerpt(*shape));
       const uint64_t s = d.get<uint64_t>();
       constexpr uint64_t kMax = uint64_t(std::numeric_limits<int64_t>::max());
-      if (s > kMax || (s && nonzero > kMax / s)) fail(path, where + ": shape " + json_excerpt(*shape) + " overflows");
+      if (s > kMax || (s && nonzero > kMax / s))
+        fail(path, where + ": shape " + json_excerpt(*shape) + " overflows");
       count *= s;
       if (s) nonzero *= s;
       t.shape.push_back(int64_t(s));
@@ -126,13 +142,16 @@ SafetensorsHeader parse_safetensors_header(std::span<const uint8_t> file, uint64
     const uint64_t b = (*off)[0].get<uint64_t>(), e = (*off)[1].get<uint64_t>();
     const uint64_t es = uint64_t(dtype_size(t.dtype));
     if (count > std::numeric_limits<uint64_t>::max() / es) fail(path, where + ": byte size overflows");
-    if (b > e) fail(path, where + ": data_offsets " + offsets_str(b, e) + ": begin " + std::to_string(b) + " > end " + std::to_string(e));
+    if (b > e)
+      fail(path, where + ": data_offsets " + offsets_str(b, e) + ": begin " + std::to_string(b) + " > end " +
+                     std::to_string(e));
     if (e > data_size)
       fail(path, where + ": data_offsets end " + std::to_string(e) + " beyond the data section of " +
                      std::to_string(data_size) + " bytes (file truncated?)");
     if (e - b != count * es)
-      fail(path, where + ": expected " + std::to_string(count * es) + " bytes for shape " + json_excerpt(*shape) + " and dtype " +
-                     dtype_tag(t.dtype) + ", data_offsets " + offsets_str(b, e) + " span " + std::to_string(e - b));
+      fail(path, where + ": expected " + std::to_string(count * es) + " bytes for shape " +
+                     json_excerpt(*shape) + " and dtype " + dtype_tag(t.dtype) + ", data_offsets " +
+                     offsets_str(b, e) + " span " + std::to_string(e - b));
     t.begin = data_start + b;
     t.nbytes = e - b;
     out.tensors.push_back(std::move(t));
@@ -145,23 +164,27 @@ SafetensorsHeader parse_safetensors_header(std::span<const uint8_t> file, uint64
   });
   uint64_t at = 0;
   const TensorInfo* prev = nullptr;
-  auto offsets_of = [&](const TensorInfo& t) { return offsets_str(t.begin - data_start, t.begin - data_start + t.nbytes); };
+  auto offsets_of = [&](const TensorInfo& t) {
+    return offsets_str(t.begin - data_start, t.begin - data_start + t.nbytes);
+  };
   for (const TensorInfo& c : out.tensors) {
     const uint64_t b = c.begin - data_start;
     if (b < at)
-      fail(path, "tensors " + quote(prev->name) + " (data_offsets " + offsets_of(*prev) + ") and " + quote(c.name) +
-                     " (data_offsets " + offsets_of(c) + ") overlap");
+      fail(path, "tensors " + quote(prev->name) + " (data_offsets " + offsets_of(*prev) + ") and " +
+                     quote(c.name) + " (data_offsets " + offsets_of(c) + ") overlap");
     if (b > at)
-      fail(path, "bytes [" + std::to_string(at) + ", " + std::to_string(b) + ") of the data section belong to no tensor (between " +
+      fail(path, "bytes [" + std::to_string(at) + ", " + std::to_string(b) +
+                     ") of the data section belong to no tensor (between " +
                      (prev ? quote(prev->name) : std::string("the header")) + " and " + quote(c.name) +
                      "); safetensors requires the tensors to cover the data section without gaps");
     at = b + c.nbytes;
     prev = &c;
   }
   if (at != data_size)
-    fail(path, "the tensors end at byte " + std::to_string(at) + " of the data section, which holds " + std::to_string(data_size) +
-                   " bytes: the last " + std::to_string(data_size - at) +
-                   " bytes belong to no tensor (safetensors requires the tensors to cover the data section exactly)");
+    fail(path, "the tensors end at byte " + std::to_string(at) + " of the data section, which holds " +
+                   std::to_string(data_size) + " bytes: the last " + std::to_string(data_size - at) +
+                   " bytes belong to no tensor (safetensors requires the tensors to cover the data section "
+                   "exactly)");
   std::sort(out.tensors.begin(), out.tensors.end(), [](const TensorInfo& a, const TensorInfo& b) { return a.name < b.name; });
   return out;
 }
@@ -170,16 +193,18 @@ std::map<std::string, std::string> parse_safetensors_index(std::string_view text
   const std::string where = "safetensors index: " + path;
   const json j = parse_json_strict(text, where);
   if (!j.is_object() || !j.contains("weight_map") || !j["weight_map"].is_object())
-    throw Error(where + ": expected an object with a 'weight_map' object (tensor name -> shard file), got " + json_excerpt(j));
+    throw Error(where + ": expected an object with a 'weight_map' object (tensor name -> shard file), got " +
+                json_excerpt(j));
   std::map<std::string, std::string> out;
   for (auto it = j["weight_map"].begin(); it != j["weight_map"].end(); ++it) {
     if (!it.value().is_string())
-      throw Error(where + ": weight_map entry " + quote(it.key()) + ": expected a shard file name string, got " +
-                  json_excerpt(it.value()));
+      throw Error(where + ": weight_map entry " + quote(it.key()) +
+                  ": expected a shard file name string, got " + json_excerpt(it.value()));
     const std::string f = it.value().get<std::string>();
-    const bool control = std::any_of(f.begin(), f.end(), [](char c) { return static_cast<unsigned char>(c) < 0x20 || c == 0x7f; });
-    if (f.empty() || f.find('/') != std::string::npos || f.find('\\') != std::string::npos || f == "." || f == ".." ||
-        control)
+    const bool control = std::any_of(
+        f.begin(), f.end(), [](char c) { return static_cast<unsigned char>(c) < 0x20 || c == 0x7f; });
+    if (f.empty() || f.find('/') != std::string::npos || f.find('\\') != std::string::npos || f == "." ||
+        f == ".." || control)
       throw Error(where + ": weight_map entry " + quote(it.key()) + ": shard " + quote(f) +
                   " is not a plain file name in the checkpoint directory");
     out[it.key()] = f;
@@ -221,7 +246,9 @@ void SafetensorsFile::place_data() {
   // The format does not align data: after a header whose length is not a multiple of 8, or with tensors of
   // mixed element sizes in any order, an element can start at an address its type may not be read from.
   // Such tensors are copied once into an 8-byte-aligned buffer; aligned ones stay views into the mapping.
-  auto misaligned = [](const TensorInfo& t) { return t.nbytes != 0 && t.begin % uint64_t(dtype_size(t.dtype)) != 0; };
+  auto misaligned = [](const TensorInfo& t) {
+    return t.nbytes != 0 && t.begin % uint64_t(dtype_size(t.dtype)) != 0;
+  };
   uint64_t need = 0;
   for (const TensorInfo& t : header_.tensors)
     if (misaligned(t)) need += (t.nbytes + 7) / 8 * 8;
@@ -229,13 +256,18 @@ void SafetensorsFile::place_data() {
     const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGE_SIZE);
     const uint64_t memory = pages > 0 && page > 0 ? uint64_t(pages) * uint64_t(page) : 0;
     if (memory != 0 && need > memory)
-      fail(path_, std::to_string(need) + " bytes of tensor data are not aligned to their elements and must be copied, "
-                  "more than the " + std::to_string(memory) + " bytes of memory of this machine (rewrite the file with "
-                  "the safetensors library, which pads the header to 8 bytes and orders tensors by element size)");
+      fail(path_, std::to_string(need) +
+                      " bytes of tensor data are not aligned to their elements and must be copied, "
+                      "more than the " +
+                      std::to_string(memory) +
+                      " bytes of memory of this machine (rewrite the file with "
+                      "the safetensors library, which pads the header to 8 bytes and orders tensors by "
+                      "element size)");
     try {
       copies_ = std::make_unique_for_overwrite<uint64_t[]>(size_t(need / 8));
     } catch (const std::bad_alloc&) {
-      fail(path_, "cannot allocate " + std::to_string(need) + " bytes for the copy of its misaligned tensors");
+      fail(path_,
+           "cannot allocate " + std::to_string(need) + " bytes for the copy of its misaligned tensors");
     }
   }
   data_.resize(header_.tensors.size());
@@ -274,15 +306,16 @@ TensorView SafetensorsFile::view(const TensorInfo& t) const {
 
 Checkpoint::Checkpoint(const std::string& dir) : dir_(dir) {
   namespace fs = std::filesystem;
-  require_directory(dir, "checkpoint ",
-                    "a checkpoint directory holding model.safetensors, or model.safetensors.index.json and its shards");
+  require_directory(
+      dir, "checkpoint ",
+      "a checkpoint directory holding model.safetensors, or model.safetensors.index.json and its shards");
   const fs::path d(dir);
   const fs::path index = d / "model.safetensors.index.json", single = d / "model.safetensors";
   // symlink_status: a dangling link or a directory in the way is reported by the open below, with its reason.
   std::error_code ec;
   if (fs::exists(fs::symlink_status(index, ec))) {
-    const auto map = parse_safetensors_index(read_text_file(index.string(), "safetensors index: ", kMaxIndexBytes),
-                                             index.string());
+    const auto map = parse_safetensors_index(
+        read_text_file(index.string(), "safetensors index: ", kMaxIndexBytes), index.string());
     std::map<std::string, const SafetensorsFile*> opened;  // shard file name -> file
     for (const auto& [name, shard] : map) {
       if (!opened.count(shard)) {
@@ -292,8 +325,8 @@ Checkpoint::Checkpoint(const std::string& dir) : dir_(dir) {
       const SafetensorsFile* f = opened[shard];
       const TensorInfo* t = f->find(name);
       if (!t)
-        throw Error("checkpoint " + dir + ": model.safetensors.index.json maps tensor " + quote(name) + " to shard " +
-                    quote(shard) + ", which does not contain it");
+        throw Error("checkpoint " + dir + ": model.safetensors.index.json maps tensor " + quote(name) +
+                    " to shard " + quote(shard) + ", which does not contain it");
       index_[name] = {f, t};
     }
     // A tensor held by two shards is ambiguous: which copy is meant depends on who reads the files.
@@ -303,9 +336,11 @@ Checkpoint::Checkpoint(const std::string& dir) : dir_(dir) {
         const auto [it, fresh] = holder.emplace(t.name, shard);
         if (fresh) continue;
         const auto m = map.find(t.name);
-        throw Error("checkpoint " + dir + ": tensor " + quote(t.name) + " is in two shards, " + quote(it->second) +
-                    " and " + quote(shard) + " (model.safetensors.index.json maps it to " +
-                    (m == map.end() ? std::string("neither") : quote(m->second)) + "); each tensor must be stored once");
+        throw Error("checkpoint " + dir + ": tensor " + quote(t.name) + " is in two shards, " +
+                    quote(it->second) + " and " + quote(shard) +
+                    " (model.safetensors.index.json maps it to " +
+                    (m == map.end() ? std::string("neither") : quote(m->second)) +
+                    "); each tensor must be stored once");
       }
     }
   } else if (fs::exists(fs::symlink_status(single, ec))) {

@@ -89,12 +89,14 @@ def cases():
     a8 = {"a": entry("F32", [2], 0, 8)}
     zeros8 = bytes(8)
     rejects = [
-        ("hole between tensors", raw(json.dumps({"a": entry("F32", [1], 0, 4), "b": entry("F32", [1], 8, 12)}), bytes(12)),
+        ("hole between tensors",
+         raw(json.dumps({"a": entry("F32", [1], 0, 4), "b": entry("F32", [1], 8, 12)}), bytes(12)),
          "bytes [4, 8) of the data section belong to no tensor"),
         ("hole at the start", raw(json.dumps({"b": entry("F32", [1], 4, 8)}), zeros8), "bytes [0, 4)"),
         ("trailing bytes", raw(json.dumps(a8), bytes(12)), "the last 4 bytes belong to no tensor"),
         ("data without tensors", raw("{}", b"\0"), "the last 1 bytes belong to no tensor"),
-        ("overlap", raw(json.dumps({**a8, "b": entry("F32", [1], 4, 8)}), zeros8), "and 'b' (data_offsets [4, 8]) overlap"),
+        ("overlap", raw(json.dumps({**a8, "b": entry("F32", [1], 4, 8)}), zeros8),
+         "and 'b' (data_offsets [4, 8]) overlap"),
         ("empty tensor inside another", raw(json.dumps({**a8, "z": entry("F32", [0], 4, 4)}), zeros8), "overlap"),
         ("empty tensor past the end", raw(json.dumps({**a8, "z": entry("F32", [0], 9, 9)}), zeros8),
          "data_offsets end 9 beyond the data section of 8 bytes"),
@@ -105,12 +107,15 @@ def cases():
         ("file under 8 bytes", b"\x02\0\0", "shorter than the 8-byte header length"),
         ("empty header", raw(""), "not valid JSON at byte 8 of the file"),
         ("whitespace-only header", raw("   "), "not valid JSON at byte 11 of the file"),
-        ("invalid UTF-8", raw(b'{"t\xff":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}}', zeros8), "ill-formed UTF-8"),
+        ("invalid UTF-8", raw(b'{"t\xff":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}}', zeros8),
+         "ill-formed UTF-8"),
         ("top-level array", raw("[]"), "expected a JSON object, got []"),
         ("repeated field", raw('{"t":{"dtype":"F64","dtype":"F32","shape":[2],"data_offsets":[0,8]}}', zeros8),
          "key 'dtype' appears twice in object 't'"),
-        ("repeated __metadata__", raw('{"__metadata__":{"a":"1"},"__metadata__":{"b":"2"}}'), "key '__metadata__' appears twice"),
-        ("metadata value not a string", raw('{"__metadata__":{"a":1}}'), "__metadata__ entry 'a': expected a string, got 1"),
+        ("repeated __metadata__", raw('{"__metadata__":{"a":"1"},"__metadata__":{"b":"2"}}'),
+         "key '__metadata__' appears twice"),
+        ("metadata value not a string", raw('{"__metadata__":{"a":1}}'),
+         "__metadata__ entry 'a': expected a string, got 1"),
         ("metadata an array", raw('{"__metadata__":[]}'), "__metadata__: expected an object of strings, got []"),
         ("float offsets", raw('{"t":{"dtype":"F32","shape":[2],"data_offsets":[0.0,8]}}', zeros8), "got [0.0,8]"),
         ("three offsets", raw('{"t":{"dtype":"F32","shape":[2],"data_offsets":[0,8,8]}}', zeros8), "got [0,8,8]"),
@@ -118,8 +123,10 @@ def cases():
         ("float shape", raw('{"t":{"dtype":"F32","shape":[2.0],"data_offsets":[0,8]}}', zeros8), "got [2.0]"),
         ("missing shape", raw('{"t":{"dtype":"F32","data_offsets":[0,8]}}', zeros8), "'shape': expected an array"),
         ("tensor null", raw('{"t":null}'), "tensor 't': expected an object"),
-        ("lower-case dtype", raw('{"t":{"dtype":"f32","shape":[2],"data_offsets":[0,8]}}', zeros8), "unsupported dtype 'f32'"),
-        ("begin after end", raw('{"t":{"dtype":"F32","shape":[0],"data_offsets":[8,0]}}', zeros8), "begin 8 > end 0"),
+        ("lower-case dtype", raw('{"t":{"dtype":"f32","shape":[2],"data_offsets":[0,8]}}', zeros8),
+         "unsupported dtype 'f32'"),
+        ("begin after end", raw('{"t":{"dtype":"F32","shape":[0],"data_offsets":[8,0]}}', zeros8),
+         "begin 8 > end 0"),
         ("size not shape x dtype", raw('{"t":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}}', zeros8),
          "expected 12 bytes for shape [3] and dtype F32"),
     ]
@@ -127,8 +134,10 @@ def cases():
 
     stricter = [
         ("tensor key repeated (library keeps the last)",
-         raw(json.dumps(a8)[:-1] + "," + json.dumps(a8)[1:], zeros8), "key 'a' appears twice in the top-level object"),
-        ("F64 (not a kimi dtype)", raw(json.dumps({"t": entry("F64", [1], 0, 8)}), zeros8), "unsupported dtype 'F64'"),
+         raw(json.dumps(a8)[:-1] + "," + json.dumps(a8)[1:], zeros8),
+         "key 'a' appears twice in the top-level object"),
+        ("F64 (not a kimi dtype)", raw(json.dumps({"t": entry("F64", [1], 0, 8)}), zeros8),
+         "unsupported dtype 'F64'"),
         ("7 dimensions (kimi: at most 6)", raw(json.dumps({"t": entry("U8", [1] * 7, 0, 1)}), b"\0"), "at most 6"),
     ]
     out += [(n, "stricter", b, frag) for n, b, frag in stricter]

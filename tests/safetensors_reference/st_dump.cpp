@@ -16,12 +16,18 @@
 namespace {
 const char* tag(kimi::DType t) {
   switch (t) {
-    case kimi::DType::f32: return "F32";
-    case kimi::DType::bf16: return "BF16";
-    case kimi::DType::f16: return "F16";
-    case kimi::DType::u8: return "U8";
-    case kimi::DType::i32: return "I32";
-    case kimi::DType::i64: return "I64";
+    case kimi::DType::f32:
+      return "F32";
+    case kimi::DType::bf16:
+      return "BF16";
+    case kimi::DType::f16:
+      return "F16";
+    case kimi::DType::u8:
+      return "U8";
+    case kimi::DType::i32:
+      return "I32";
+    case kimi::DType::i64:
+      return "I64";
   }
   return "?";
 }
@@ -47,8 +53,10 @@ int main(int argc, char** argv) {
         hex += digits[p[i] >> 4];
         hex += digits[p[i] & 15];
       }
-      const bool aligned = t.nbytes == 0 || reinterpret_cast<uintptr_t>(v.data) % uintptr_t(v.element_size()) == 0;
-      out["tensors"][t.name] = {{"dtype", tag(t.dtype)}, {"shape", t.shape}, {"hex", hex}, {"aligned", aligned}};
+      const bool aligned =
+          t.nbytes == 0 || reinterpret_cast<uintptr_t>(v.data) % uintptr_t(v.element_size()) == 0;
+      out["tensors"][t.name] = {
+          {"dtype", tag(t.dtype)}, {"shape", t.shape}, {"hex", hex}, {"aligned", aligned}};
     }
   } catch (const kimi::Error& e) {
     out = {{"error", e.what()}};

@@ -1,9 +1,11 @@
 // kimi/model/safetensors.h: memory-mapped Hugging Face safetensors checkpoints (SPEC 11).
 //
 // File format: an 8-byte little-endian header length N, N bytes of JSON
-//   {"__metadata__": {"k": "v", ...}, "<name>": {"dtype": "BF16", "shape": [..], "data_offsets": [b, e]}, ...}
+//   {"__metadata__": {"k": "v", ...},
+//    "<name>": {"dtype": "BF16", "shape": [..], "data_offsets": [b, e]}, ...}
 // then the data; offsets are relative to the end of the header. A checkpoint directory holds either
-// `model.safetensors` or `model.safetensors.index.json` ({"weight_map": {"<name>": "<shard file>"}}) and shards.
+// `model.safetensors`, or `model.safetensors.index.json` ({"weight_map": {"<name>": "<shard file>"}})
+// and the shards.
 //
 // Accepted files are exactly those the reference `safetensors` library (0.8) accepts, except where noted:
 // - N <= 100,000,000 (the library's limit) and 8 + N <= file size; the header is UTF-8 JSON, whitespace
@@ -12,8 +14,8 @@
 // - "__metadata__": an object of strings, or null. Every other key is a tensor: an object with "dtype",
 //   "shape" (non-negative integers) and "data_offsets" [begin, end], other fields ignored; end - begin is
 //   exactly the shape's element count times the dtype's size.
-// - Sorted by (begin, end), each tensor starts where the previous one ends and the last ends at the end of the
-//   file: no holes, no overlaps, no trailing bytes; a zero-size tensor sits on a boundary.
+// - Sorted by (begin, end), each tensor starts where the previous one ends and the last ends at the end
+//   of the file: no holes, no overlaps, no trailing bytes; a zero-size tensor sits on a boundary.
 // - The data need not be aligned: a tensor whose first element is not at a multiple of its element size
 //   (unpadded header, or any order of element sizes) is copied once into an aligned buffer when the file is
 //   opened; aligned tensors are views into the read-only mapping (no copy).
@@ -81,8 +83,8 @@ class SafetensorsFile {
   const uint8_t* map_ = nullptr;
   size_t size_ = 0;
   SafetensorsHeader header_;
-  std::vector<const uint8_t*> data_;       // per header_.tensors entry: where its elements are
-  std::unique_ptr<uint64_t[]> copies_;     // misaligned tensors, each at a multiple of 8 bytes
+  std::vector<const uint8_t*> data_;    // per header_.tensors entry: where its elements are
+  std::unique_ptr<uint64_t[]> copies_;  // misaligned tensors, each at a multiple of 8 bytes
   uint64_t copied_bytes_ = 0;
 };
 
