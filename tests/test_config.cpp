@@ -1,6 +1,8 @@
 // kimi/model/config.h: the SPEC 13 configurations, 1-based layer lists, the K3 wrapper, bad configs.
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
+
 #include "expect_error.h"
 #include "kimi/model/config.h"
 
@@ -81,6 +83,75 @@ TEST(Config, RejectsInconsistentConfigs) {
   out_of_range.replace(out_of_range.find("\"full_attn_layers\": ["), 21, "\"full_attn_layers\": [10,");
   EXPECT_KIMI_ERROR(parse_config(out_of_range), "full_attn_layers", "[1, 9]", "10");
   EXPECT_KIMI_ERROR(named_config("k4"), "unknown configuration 'k4'");
+}
+
+// K3's layout: {"model_type": "kimi_k3", "text_config": {"model_type": "kimi_linear", ...}}. Both model_type
+// fields are checked, and a K3 config without its wrapper is reported as such.
+TEST(Config, ChecksBothModelTypesOfTheK3Wrapper) {
+  const nlohmann::json k3 = nlohmann::json::parse(config_to_json(named_config("k3-tiny")));
+  ASSERT_EQ(k3["model_type"], "kimi_k3");
+  ASSERT_EQ(k3["text_config"]["model_type"], "kimi_linear");
+  auto error = [](const nlohmann::json& j) {
+    try {
+      parse_config(j.dump(), "/m/config.json");
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    ADD_FAILURE() << "accepted: " << j.dump();
+    return std::string();
+  };
+  nlohmann::json llama = k3;
+  llama["model_type"] = "llama";
+  EXPECT_EQ(error(llama),
+            "/m/config.json: field 'model_type': expected \"kimi_k3\" (the K3 wrapper around 'text_config'; "
+            "Kimi-Linear configs have no text_config), got \"llama\"");
+  nlohmann::json inner = k3;
+  inner["text_config"]["model_type"] = "kimi_k3";
+  EXPECT_EQ(
+      error(inner),
+      "/m/config.json: field 'text_config.model_type': expected \"kimi_linear\" (the text model inside a K3 "
+      "config), got \"kimi_k3\"");
+  // The text model's fields at the top level under K3's model_type: the wrapper is missing.
+  nlohmann::json unwrapped = k3["text_config"];
+  unwrapped["model_type"] = "kimi_k3";
+  EXPECT_EQ(
+      error(unwrapped),
+      "/m/config.json: field 'text_config': expected an object holding the text model (a \"kimi_k3\" config "
+      "wraps its \"kimi_linear\" text model in 'text_config'), got nothing (missing)");
+  nlohmann::json other = k3["text_config"];
+  other["model_type"] = "deepseek_v3";
+  EXPECT_EQ(
+      error(other),
+      "/m/config.json: field 'model_type': expected \"kimi_linear\" (Kimi-Linear), or \"kimi_k3\" with a "
+      "'text_config' (K3), got \"deepseek_v3\"");
+  nlohmann::json scalar = k3;
+  scalar["text_config"] = 3;
+  EXPECT_EQ(error(scalar),
+            "/m/config.json: field 'text_config': expected an object (the K3 text model), got 3");
+  // Absent model_type fields are taken as the layout implies.
+  nlohmann::json bare = k3;
+  bare.erase("model_type");
+  bare["text_config"].erase("model_type");
+  EXPECT_TRUE(parse_config(bare.dump()).k3_wrapper);
+  nlohmann::json kl = nlohmann::json::parse(config_to_json(named_config("kimi-linear-tiny")));
+  kl.erase("model_type");
+  EXPECT_FALSE(parse_config(kl.dump()).k3_wrapper);
+}
+
+TEST(Config, RepeatedKeysAndUnprintableValuesAreReportedSafely) {
+  const std::string good = config_to_json(named_config("kimi-linear-tiny"));
+  std::string dup = good;
+  dup.replace(dup.find("\"hidden_size\": 256"), 19, "\"hidden_size\": 256, \"hidden_size\": 512");
+  EXPECT_KIMI_ERROR(parse_config(dup, "/m/config.json"),
+                    "/m/config.json: key 'hidden_size' appears twice in the top-level object");
+  std::string nested = good;
+  nested.replace(nested.find("\"num_heads\": 4"), 14, "\"num_heads\": 4, \"num_heads\": 8");
+  EXPECT_KIMI_ERROR(parse_config(nested), "key 'num_heads' appears twice in object 'linear_attn_config'");
+  // A control character (decoded from \u001b) and non-ASCII text come back escaped, never raw.
+  std::string act = good;
+  act.replace(act.find("\"hidden_act\": \"silu\""), 20, "\"hidden_act\": \"\\u001b[2Jsil\u00fc\"");
+  EXPECT_KIMI_ERROR(parse_config(act),
+                    "field 'hidden_act': expected \"silu\" or \"situ\", got \"\\u001b[2Jsil\\u00fc\"");
 }
 
 }  // namespace

@@ -12,6 +12,7 @@
 #include <set>
 
 #include "kimi/error.h"
+#include "model/loader_io.h"
 
 namespace kimi::model {
 
@@ -38,6 +39,10 @@ void check_tensor(const std::string& dir, const TensorSpec& spec, const TensorIn
 
 ModelFiles open_model(const std::string& dir) {
   namespace fs = std::filesystem;
+  require_directory(
+      dir, "model directory ",
+      "a model directory holding config.json and model.safetensors, or model.safetensors.index.json "
+      "and its shards");
   Config cfg = load_config((fs::path(dir) / "config.json").string());
   Checkpoint ck(dir);
   SchemaOptions opt;

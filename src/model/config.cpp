@@ -1,16 +1,23 @@
 // Implementation of kimi/model/config.h.
 #include "kimi/model/config.h"
 
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <set>
 
 #include "kimi/error.h"
+#include "model/loader_io.h"
 
 namespace kimi::model {
 
 namespace {
 using json = nlohmann::json;
+
+// config.json is a few KiB; anything past this limit is not a config (checked before reading it).
+constexpr uint64_t kMaxConfigBytes = 16ull << 20;
+
+std::string quote_value(const std::string& s) {
+  return json_excerpt(json(s));
+}
 
 class Reader {
  public:
@@ -28,7 +35,7 @@ class Reader {
       return *def;
     }
     const json& v = j_[k];
-    if (!v.is_number_integer()) fail(k, "an integer", v.dump());
+    if (!v.is_number_integer()) fail(k, "an integer", json_excerpt(v));
     const int64_t x = v.get<int64_t>();
     if (x < min) fail(k, "an integer >= " + std::to_string(min), std::to_string(x));
     return x;
@@ -39,7 +46,7 @@ class Reader {
   }
   double number(const std::string& k, double def) const {
     if (!has(k)) return def;
-    if (!j_[k].is_number()) fail(k, "a number", j_[k].dump());
+    if (!j_[k].is_number()) fail(k, "a number", json_excerpt(j_[k]));
     return j_[k].get<double>();
   }
   std::optional<double> opt_number(const std::string& k) const {
@@ -48,20 +55,20 @@ class Reader {
   }
   bool boolean(const std::string& k, bool def) const {
     if (!has(k)) return def;
-    if (!j_[k].is_boolean()) fail(k, "true or false", j_[k].dump());
+    if (!j_[k].is_boolean()) fail(k, "true or false", json_excerpt(j_[k]));
     return j_[k].get<bool>();
   }
   std::string string(const std::string& k, const std::string& def) const {
     if (!has(k)) return def;
-    if (!j_[k].is_string()) fail(k, "a string", j_[k].dump());
+    if (!j_[k].is_string()) fail(k, "a string", json_excerpt(j_[k]));
     return j_[k].get<std::string>();
   }
   std::vector<int64_t> int_list(const std::string& k) const {
     if (!has(k)) return {};
-    if (!j_[k].is_array()) fail(k, "a list of integers", j_[k].dump());
+    if (!j_[k].is_array()) fail(k, "a list of integers", json_excerpt(j_[k]));
     std::vector<int64_t> v;
     for (const json& e : j_[k]) {
-      if (!e.is_number_integer()) fail(k, "a list of integers", j_[k].dump());
+      if (!e.is_number_integer()) fail(k, "a list of integers", json_excerpt(j_[k]));
       v.push_back(e.get<int64_t>());
     }
     return v;
@@ -74,25 +81,41 @@ class Reader {
 }  // namespace
 
 Config parse_config(std::string_view text, const std::string& source) {
-  json root;
-  try {
-    root = json::parse(text);
-  } catch (const json::exception& e) {
-    throw Error(source + ": not valid JSON: " + e.what());
-  }
-  if (!root.is_object()) throw Error(source + ": expected a JSON object");
+  const json root = parse_json_strict(text, source);
+  if (!root.is_object()) throw Error(source + ": expected a JSON object, got " + json_excerpt(root));
   Config c;
   const json* top = &root;
   std::string prefix;
-  if (root.contains("text_config")) {
-    if (!root["text_config"].is_object()) throw Error(source + ": field 'text_config': expected an object");
+  // K3 wraps the text model: {"model_type": "kimi_k3", "text_config": {"model_type": "kimi_linear", ...}}.
+  // Kimi-Linear is the text model itself. An absent model_type is taken as the one its layout implies.
+  const Reader outer(root, source, "");
+  const bool wrapped = outer.has("text_config");
+  const std::string outer_type = outer.string("model_type", wrapped ? "kimi_k3" : "kimi_linear");
+  if (wrapped) {
+    if (outer_type != "kimi_k3")
+      outer.fail("model_type",
+                 "\"kimi_k3\" (the K3 wrapper around 'text_config'; Kimi-Linear configs have no text_config)",
+                 quote_value(outer_type));
+    if (!root["text_config"].is_object())
+      outer.fail("text_config", "an object (the K3 text model)", json_excerpt(root["text_config"]));
     top = &root["text_config"];
     prefix = "text_config.";
     c.k3_wrapper = true;
+  } else if (outer_type == "kimi_k3") {
+    outer.fail("text_config",
+               "an object holding the text model (a \"kimi_k3\" config wraps its \"kimi_linear\" text model "
+               "in 'text_config')",
+               "nothing (missing)");
+  } else if (outer_type != "kimi_linear") {
+    outer.fail("model_type", "\"kimi_linear\" (Kimi-Linear), or \"kimi_k3\" with a 'text_config' (K3)",
+               quote_value(outer_type));
   }
   const Reader r(*top, source, prefix);
-  const std::string model_type = r.string("model_type", "kimi_linear");
-  if (model_type != "kimi_linear") r.fail("model_type", "\"kimi_linear\"", "\"" + model_type + "\"");
+  if (c.k3_wrapper) {
+    const std::string model_type = r.string("model_type", "kimi_linear");
+    if (model_type != "kimi_linear")
+      r.fail("model_type", "\"kimi_linear\" (the text model inside a K3 config)", quote_value(model_type));
+  }
 
   c.vocab_size = r.integer("vocab_size", std::nullopt, 1);
   c.hidden_size = r.integer("hidden_size", std::nullopt, 1);
@@ -101,7 +124,9 @@ Config parse_config(std::string_view text, const std::string& source) {
   c.tie_word_embeddings = r.boolean("tie_word_embeddings", false);
 
   if (!top->contains("linear_attn_config") || !(*top)["linear_attn_config"].is_object())
-    r.fail("linear_attn_config", "an object", top->contains("linear_attn_config") ? (*top)["linear_attn_config"].dump() : "nothing (missing)");
+    r.fail("linear_attn_config", "an object",
+           top->contains("linear_attn_config") ? json_excerpt((*top)["linear_attn_config"])
+                                               : "nothing (missing)");
   const Reader la((*top)["linear_attn_config"], source, prefix + "linear_attn_config.");
   c.kda_num_heads = la.integer("num_heads", std::nullopt, 1);
   c.kda_head_dim = la.integer("head_dim", std::nullopt, 1);
@@ -148,7 +173,7 @@ Config parse_config(std::string_view text, const std::string& source) {
   } else if (act == "situ") {
     c.hidden_act = Activation::situ;
   } else {
-    r.fail("hidden_act", "\"silu\" or \"situ\"", "\"" + act + "\"");
+    r.fail("hidden_act", "\"silu\" or \"situ\"", quote_value(act));
   }
   c.situ_beta = float(r.number("activation_situ_beta", 4.0));
   c.situ_linear_beta = float(r.number("activation_situ_linear_beta", 0.0));  // absent: identity on up (SPEC 7)
@@ -172,7 +197,7 @@ Config parse_config(std::string_view text, const std::string& source) {
     c.moe_renormalize = r.boolean("moe_renormalize", true);
     c.routed_scaling_factor = float(r.number("routed_scaling_factor", 1.0));
     const std::string f = r.string("moe_router_activation_func", "sigmoid");
-    if (f != "sigmoid") r.fail("moe_router_activation_func", "\"sigmoid\"", "\"" + f + "\"");
+    if (f != "sigmoid") r.fail("moe_router_activation_func", "\"sigmoid\"", quote_value(f));
     for (const char* k : {"num_expert_group", "topk_group"})
       if (r.integer(k, 1, 1) != 1) r.fail(k, "1 (grouped routing is not used by Kimi models)", std::to_string(r.integer(k, 1, 1)));
   }
@@ -181,10 +206,7 @@ Config parse_config(std::string_view text, const std::string& source) {
 }
 
 Config load_config(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error(path + ": cannot open");
-  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  return parse_config(text, path);
+  return parse_config(read_text_file(path, "", kMaxConfigBytes), path);
 }
 
 std::string config_to_json(const Config& c) {

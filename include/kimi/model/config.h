@@ -1,9 +1,12 @@
 // kimi/model/config.h: the model configuration of Kimi K3 and Kimi-Linear (SPEC 1, 13).
 //
 // Both models are `model_type: kimi_linear`; K3 is Kimi-Linear plus six switches (SPEC 1) and wraps the
-// text model's fields in `text_config`. Layer lists in the JSON are 1-based; here they are converted
-// once to 0-based `layer_kinds`. parse_config validates every field and its consistency and throws
-// kimi::Error naming the field, the expected and the actual value.
+// text model's fields in `text_config`: {"model_type": "kimi_k3", "text_config": {"model_type":
+// "kimi_linear", ...}}. Both model_type fields are checked (an absent one is taken as its layout implies);
+// "kimi_k3" without `text_config` is reported as the missing wrapper. Layer lists in the JSON are 1-based;
+// here they are converted once to 0-based `layer_kinds`. parse_config validates every field and its
+// consistency and throws kimi::Error naming the field, the expected and the actual value; JSON syntax errors
+// give the byte offset, a key repeated in one object is an error, and file bytes are quoted escaped.
 #pragma once
 
 #include <cstdint>
@@ -52,6 +55,7 @@ struct Config {
 
 // Parses config.json text (Kimi-Linear, or K3 with `text_config`). `source` names the file in errors.
 Config parse_config(std::string_view json_text, const std::string& source = "config.json");
+// Reads and parses the file; "<path>: cannot open: <why>" when it cannot (missing, a directory, ...).
 Config load_config(const std::string& path);
 // The same fields as JSON (Kimi-Linear layout, or wrapped in text_config when k3_wrapper).
 std::string config_to_json(const Config& c);

@@ -1,15 +1,31 @@
 // kimi/model/safetensors.h: memory-mapped Hugging Face safetensors checkpoints (SPEC 11).
 //
 // File format: an 8-byte little-endian header length N, N bytes of JSON
-//   {"__metadata__": {"k": "v", ...}, "<name>": {"dtype": "BF16", "shape": [..], "data_offsets": [b, e]}, ...}
+//   {"__metadata__": {"k": "v", ...},
+//    "<name>": {"dtype": "BF16", "shape": [..], "data_offsets": [b, e]}, ...}
 // then the data; offsets are relative to the end of the header. A checkpoint directory holds either
-// `model.safetensors` or `model.safetensors.index.json` ({"weight_map": {"<name>": "<shard file>"}}) and shards.
+// `model.safetensors`, or `model.safetensors.index.json` ({"weight_map": {"<name>": "<shard file>"}})
+// and the shards.
 //
-// Everything read from a file is validated before use: header length within the file and <= 256 MiB,
-// JSON well formed, known dtypes (F32, BF16, F16, U8, I32, I64), non-negative shapes whose byte size matches
-// the offsets (no overflow), offsets inside the data section, no two tensors overlapping, shard names plain
-// file names (no '/' or '..'), every indexed tensor present in its shard. Violations throw kimi::Error
-// naming the file and the tensor. Tensors are views into the read-only mapping: loading copies nothing.
+// Accepted files are exactly those the reference `safetensors` library (0.8) accepts, except where noted:
+// - N <= 100,000,000 (the library's limit) and 8 + N <= file size; the header is UTF-8 JSON, whitespace
+//   (space, tab, CR, LF) allowed around the object (writers pad with spaces to a multiple of 8; unpadded
+//   headers are valid too), no byte order mark, nothing else after the object.
+// - "__metadata__": an object of strings, or null. Every other key is a tensor: an object with "dtype",
+//   "shape" (non-negative integers) and "data_offsets" [begin, end], other fields ignored; end - begin is
+//   exactly the shape's element count times the dtype's size.
+// - Sorted by (begin, end), each tensor starts where the previous one ends and the last ends at the end
+//   of the file: no holes, no overlaps, no trailing bytes; a zero-size tensor sits on a boundary.
+// - The data need not be aligned: a tensor whose first element is not at a multiple of its element size
+//   (unpadded header, or any order of element sizes) is copied once into an aligned buffer when the file is
+//   opened; aligned tensors are views into the read-only mapping (no copy).
+// Stricter than the library: a key that appears twice in any JSON object is an error (the library rejects a
+// repeated field of a tensor entry but keeps the last of two equal tensor keys or metadata keys); dtypes are
+// F32, BF16, F16, U8, I32, I64 only; at most 6 dimensions. In a sharded checkpoint shard names are plain file
+// names (no '/', '..' or control characters), every indexed tensor is in its shard, and no tensor is in two
+// shards.
+// Every violation throws kimi::Error naming the file and the tensor or key (escaped: file bytes never reach a
+// message raw, see model/loader_io.h).
 #pragma once
 
 #include <cstdint>
@@ -55,13 +71,21 @@ class SafetensorsFile {
   const std::string& path() const { return path_; }
   const SafetensorsHeader& header() const { return header_; }
   const TensorInfo* find(std::string_view name) const;  // nullptr when absent
-  TensorView view(const TensorInfo& t) const;           // CPU view into the mapping (read-only memory)
+  // CPU view of the tensor's data, aligned to its elements: into the mapping (read-only memory), or into the
+  // copy of a misaligned tensor.
+  TensorView view(const TensorInfo& t) const;
+  uint64_t copied_bytes() const { return copied_bytes_; }  // bytes held in the aligned copy (0: all views)
 
  private:
+  void place_data();  // fills data_, copying misaligned tensors
+
   std::string path_;
   const uint8_t* map_ = nullptr;
   size_t size_ = 0;
   SafetensorsHeader header_;
+  std::vector<const uint8_t*> data_;    // per header_.tensors entry: where its elements are
+  std::unique_ptr<uint64_t[]> copies_;  // misaligned tensors, each at a multiple of 8 bytes
+  uint64_t copied_bytes_ = 0;
 };
 
 // A checkpoint directory (single file or sharded).
@@ -82,8 +106,9 @@ class Checkpoint {
   std::map<std::string, std::pair<const SafetensorsFile*, const TensorInfo*>, std::less<>> index_;
 };
 
-// Writes a safetensors file (for `kimi random-model`, tests and tools). Tensors are written in the
-// given order, contiguous, 8-byte aligned header as the format recommends.
+// Writes a safetensors file (for `kimi random-model`, tests and tools): header padded with spaces to a
+// multiple of 8 bytes, tensors contiguous, largest element size first, so every tensor is aligned (the
+// layout the safetensors library writes).
 struct TensorToWrite {
   std::string name;
   TensorView data;  // contiguous CPU tensor
