@@ -146,6 +146,8 @@ class Cli(unittest.TestCase):
         f = os.path.join(self.tmp.name, "a-file")
         open(f, "w").close()
         self.fails(["random-model", "k3-tiny", "--out", f], f"random-model: --out '{f}': exists and is not a directory")
+        self.fails(["random-model", "k3-tiny", "--out", ""],
+                   "random-model: --out '': expected a directory path, got an empty one")
         under = os.path.join(f, "sub", "dir")
         self.fails(["random-model", "k3-tiny", "--out", under],
                    f"random-model: --out '{under}': cannot be created: '{f}' is not a directory")

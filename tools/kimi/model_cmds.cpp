@@ -26,6 +26,7 @@ namespace {
 // replaces those files, and --out pointing at a real checkpoint must not lose it by a slip.
 std::string out_dir_problem(const std::string& out, bool force) {
   namespace fs = std::filesystem;
+  if (out.empty()) return "expected a directory path, got an empty one";
   std::error_code ec;
   const fs::path p(out);
   const fs::file_status st = fs::status(p, ec);
