@@ -76,7 +76,8 @@ void check_host_memory(const std::string& what, size_t total, size_t new_host) {
   if (new_host == 0) return;
   const size_t avail = host_available_bytes();
   if (new_host > avail)
-    throw Error(what + " needs " + bytes_str(total) + ", " + bytes_str(new_host) + " of it new host memory; " +
+    throw Error(what + " needs " + bytes_str(total) +
+                (total == new_host ? " of host memory; " : ", " + bytes_str(new_host) + " of it new host memory; ") +
                 bytes_str(avail) + " available");
 }
 
