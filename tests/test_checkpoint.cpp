@@ -82,5 +82,27 @@ TEST(Checkpoint, ReportsMissingTensorsAndShapeMismatches) {
   fs::remove_all(dir);
 }
 
+TEST(Checkpoint, RandomModelRefusesBadShardsAndPathsBeforeWriting) {
+  const std::string dir = temp_dir("args");
+  const Config c = named_config("kimi-linear-tiny");
+  const size_t tensors = checkpoint_schema(c).size();
+  const std::string range = "[1, " + std::to_string(tensors) + "]";
+  for (int shards : {0, int(tensors) + 1, 100000}) {
+    const std::string got = "got " + std::to_string(shards);
+    EXPECT_KIMI_ERROR(write_random_model(dir, c, {}, 1, shards), "write_random_model: shards", range.c_str(), got.c_str());
+  }
+  EXPECT_FALSE(fs::exists(dir));
+  // One shard per tensor is the most: every shard holds one tensor and the checkpoint opens.
+  write_random_model(dir, c, {}, 1, int(tensors));
+  EXPECT_EQ(open_model(dir).schema.size(), tensors);
+  // A file where the directory should be, and a path below a file.
+  const std::string file = (fs::path(dir) / "config.json").string();
+  EXPECT_KIMI_ERROR(write_random_model(file, c, {}, 1), "write_random_model", file.c_str());
+  const std::string sub = file + "/sub";
+  EXPECT_KIMI_ERROR(write_random_model(sub, c, {}, 1), "write_random_model: cannot create the directory", sub.c_str(),
+                    "Not a directory");
+  fs::remove_all(dir);
+}
+
 }  // namespace
 }  // namespace kimi::model

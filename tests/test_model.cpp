@@ -173,6 +173,54 @@ TEST_P(ModelTest, GenerateIsDeterministicAndHonoursStops) {
   EXPECT_NE(generate(m, prompts, g).tokens, s1.tokens);
 }
 
+TEST_P(ModelTest, CacheReserveKeepsEverySlotsRows) {
+  const Model& m = *tiny(GetParam());
+  const int64_t V = m.config().vocab_size, layers = m.config().num_hidden_layers;
+  const std::vector<int32_t> a = random_tokens(7, 11, V), b = random_tokens(3, 12, V);
+  std::vector<int32_t> packed = a;
+  packed.insert(packed.end(), b.begin(), b.end());
+  const int64_t cu[3] = {0, 7, 10}, slots[2] = {2, 0};
+  // The same prefill into a cache of 8 tokens per slot that then grows, and into one of 24 from the start.
+  Cache grown(m.config(), 3, 8), big(m.config(), 3, 24);
+  forward(m, grown, {packed, cu, slots});
+  forward(m, big, {packed, cu, slots});
+  grown.reserve(4);  // smaller: nothing changes
+  EXPECT_EQ(grown.max_len(), 8);
+  grown.reserve(24);
+  EXPECT_EQ(grown.max_len(), 24);
+  EXPECT_EQ(grown.bytes(), big.bytes());
+  EXPECT_EQ(grown.length(2), 7);
+  EXPECT_EQ(grown.length(0), 3);
+  for (int64_t s : {0, 2}) EXPECT_EQ(slot_bytes(grown, layers, s), slot_bytes(big, layers, s)) << "slot " << s;
+  // Decoding on past the old max_len gives the logits of the cache that had room from the start.
+  for (int step = 0; step < 12; ++step) {
+    const int32_t next[2] = {int32_t(step + 1), int32_t(step + 2)};
+    const int64_t cu1[3] = {0, 1, 2};
+    const Tensor lg = forward(m, grown, {next, cu1, slots}), lb = forward(m, big, {next, cu1, slots});
+    ASSERT_EQ(0, std::memcmp(lg.data(), lb.data(), lg.nbytes())) << GetParam() << " step " << step;
+  }
+  EXPECT_EQ(grown.length(2), 19);
+}
+
+TEST_P(ModelTest, GenerateGrowsTheCacheAndMatchesOnePrefill) {
+  const Model& m = *tiny(GetParam());
+  // 3 + 260 tokens: the cache starts with room for 3 + 256 and grows once, at the last decode step.
+  const std::vector<std::vector<int32_t>> prompts = {{1, 2, 3}};
+  GenerateOptions g;
+  g.max_new_tokens = 260;
+  const GenerateResult r = generate(m, prompts, g);
+  ASSERT_EQ(r.tokens[0].size(), 260u);
+  EXPECT_EQ(r.cache_bytes, Cache::bytes_for(m.config(), 1, 263));  // grown to prompt + max_new_tokens, not doubled
+  std::vector<int32_t> full = prompts[0];
+  full.insert(full.end(), r.tokens[0].begin(), r.tokens[0].end() - 1);
+  const std::vector<float> l = logits_in_pieces(m, full, {int64_t(full.size())});
+  const int64_t V = m.config().vocab_size;
+  for (size_t i = 0; i < r.tokens[0].size(); ++i) {
+    const float* row = l.data() + (int64_t(prompts[0].size()) - 1 + int64_t(i)) * V;
+    ASSERT_EQ(r.tokens[0][i], int32_t(std::max_element(row, row + V) - row)) << GetParam() << " token " << i;
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Tiny, ModelTest, ::testing::Values("k3-tiny", "kimi-linear-tiny"),
                          [](const auto& info) { return info.param == "k3-tiny" ? "K3" : "KimiLinear"; });
 
@@ -322,6 +370,40 @@ TEST(Model, RejectsBadBatches) {
   EXPECT_KIMI_ERROR(cache.layer(9), "layer", "[0, 9)", "9");
   EXPECT_KIMI_ERROR(Cache(m.config(), 0, 8), "max_seqs", ">= 1", "0");
   EXPECT_KIMI_ERROR(generate(m, std::vector<std::vector<int32_t>>{{}}, {}), "prompts[0]", ">= 1 token");
+}
+
+TEST(Model, CacheLargerThanMemoryIsRefusedBeforeAllocating) {
+  const Model& m = *tiny("kimi-linear-tiny");
+  const int64_t huge = int64_t(1) << 40;  // 2^40 tokens x 3 MLA layers x 80 floats: 1.05e15 bytes
+  const std::string need = std::to_string(Cache::bytes_for(m.config(), 1, huge)) + " bytes";
+  EXPECT_KIMI_ERROR(Cache(m.config(), 1, huge), "Cache: 1 sequence x 1099511627776 tokens needs", need.c_str(),
+                    "of host memory;", "available");
+  Cache cache(m.config(), 2, 8);
+  const size_t before = cache.bytes();
+  EXPECT_KIMI_ERROR(cache.reserve(huge), "Cache: growing to 2 sequences x 1099511627776 tokens needs",
+                    "of it new host memory;", "available");
+  EXPECT_EQ(cache.max_len(), 8);
+  EXPECT_EQ(cache.bytes(), before);
+}
+
+TEST(Model, GenerateRejectsBadOptionsByField) {
+  const Model& m = *tiny("kimi-linear-tiny");
+  const std::vector<std::vector<int32_t>> prompts = {{1, 2}, {3, 4, 5}};
+  const int64_t limit = context_limit(m.config());
+  EXPECT_EQ(limit, 1048576);
+  GenerateOptions g;
+  for (int64_t bad : {int64_t(0), limit - 2, int64_t(100000000), int64_t(1) << 31}) {
+    const std::string got = "got " + std::to_string(bad);
+    EXPECT_KIMI_ERROR(generate(m, prompts, {bad, {}, {}}), "generate: max_new_tokens: expected a value in [1, 1048573]",
+                      "context limit of 1048576 tokens less the longest prompt, 3", got.c_str());
+  }
+  EXPECT_KIMI_ERROR(generate(m, prompts, {4, {7, 512}, {}}), "generate: stop_tokens[1]",
+                    "expected a token id in [0, vocab_size = 512)", "got 512");
+  EXPECT_KIMI_ERROR(generate(m, prompts, {4, {-1}, {}}), "generate: stop_tokens[0]", "got -1");
+  EXPECT_KIMI_ERROR(generate(m, std::vector<std::vector<int32_t>>{{1}, {2, 600}}, g), "generate: prompts[1][1]",
+                    "expected a token id in [0, vocab_size = 512)", "got 600");
+  EXPECT_KIMI_ERROR(generate(m, std::vector<std::vector<int32_t>>{std::vector<int32_t>(size_t(limit), 1)}, g),
+                    "generate: prompts", "fewer than the context limit of 1048576", "got 1048576");
 }
 
 }  // namespace

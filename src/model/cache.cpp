@@ -1,8 +1,14 @@
 // Implementation of kimi/model/cache.h.
 #include "kimi/model/cache.h"
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
+#include <fstream>
+#include <limits>
+#include <new>
 #include <string>
 
 #include "kimi/device.h"
@@ -23,6 +29,70 @@ std::vector<int64_t> signature(const Config& c) {
   }
   return s;
 }
+
+size_t mul_sat(size_t a, size_t b) {
+  size_t r = 0;
+  return __builtin_mul_overflow(a, b, &r) ? std::numeric_limits<size_t>::max() : r;
+}
+size_t add_sat(size_t a, size_t b) {
+  size_t r = 0;
+  return __builtin_add_overflow(a, b, &r) ? std::numeric_limits<size_t>::max() : r;
+}
+
+// Bytes of the pools of layer i for S slots of L tokens (saturating: a huge request stays huge).
+size_t layer_bytes(const Config& c, int64_t i, int64_t S, int64_t L) {
+  if (c.is_kda_layer(i)) {
+    const size_t P = size_t(c.kda_num_heads * c.kda_head_dim);
+    return mul_sat(mul_sat(size_t(S), add_sat(mul_sat(P, size_t(c.kda_head_dim)), mul_sat(3 * P, size_t(c.conv_kernel - 1)))), 4);
+  }
+  return mul_sat(mul_sat(mul_sat(size_t(S), size_t(L)), size_t(c.kv_lora_rank + c.qk_rope_head_dim)), 4);
+}
+
+// The kernel's estimate of memory that can be allocated without swapping (MemAvailable of /proc/meminfo);
+// the free pages where that is not readable.
+size_t host_available_bytes() {
+  std::ifstream in("/proc/meminfo");
+  std::string line;
+  while (std::getline(in, line)) {
+    unsigned long long kb = 0;
+    if (std::sscanf(line.c_str(), "MemAvailable: %llu kB", &kb) == 1) return mul_sat(size_t(kb), 1024);
+  }
+  const long pages = sysconf(_SC_AVPHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+  return pages > 0 && page > 0 ? mul_sat(size_t(pages), size_t(page)) : std::numeric_limits<size_t>::max();
+}
+
+std::string bytes_str(size_t b) {
+  char gib[32];
+  std::snprintf(gib, sizeof gib, "%.2f", double(b) / double(size_t(1) << 30));
+  return std::to_string(b) + " bytes (" + gib + " GiB)";
+}
+
+std::string shape_str(int64_t S, int64_t L) {
+  return std::to_string(S) + (S == 1 ? " sequence" : " sequences") + " x " + std::to_string(L) + " tokens";
+}
+
+// Throws unless `new_host` more bytes of host memory are available. `total` is the whole cache.
+void check_host_memory(const std::string& what, size_t total, size_t new_host) {
+  if (new_host == 0) return;
+  const size_t avail = host_available_bytes();
+  if (new_host > avail)
+    throw Error(what + " needs " + bytes_str(total) +
+                (total == new_host ? " of host memory; " : ", " + bytes_str(new_host) + " of it new host memory; ") +
+                bytes_str(avail) + " available");
+}
+
+// Allocates one pool, turning an allocation failure into a kimi::Error that says what was asked.
+Tensor alloc_pool(std::initializer_list<int64_t> shape, Device d, const std::string& what) {
+  try {
+    return Tensor(DType::f32, shape, d);
+  } catch (const std::bad_alloc&) {
+    size_t n = 4;
+    for (int64_t e : shape) n = mul_sat(n, size_t(e));
+    throw Error(what + ": a pool of " + bytes_str(n) + " on " + to_string(d) + " could not be allocated");
+  } catch (const Error& e) {
+    throw Error(what + ": a pool on " + to_string(d) + " could not be allocated: " + e.what());
+  }
+}
 }  // namespace
 
 Cache::Cache(const Config& c, int64_t max_seqs, int64_t max_len)
@@ -41,22 +111,66 @@ Cache::Cache(const Config& c, int64_t max_seqs, int64_t max_len, const std::vect
   if (int64_t(layer_devices.size()) != c.num_hidden_layers)
     throw Error("Cache: layer_devices: expected " + std::to_string(c.num_hidden_layers) + " devices (one per layer), got " +
                 std::to_string(layer_devices.size()));
+  const int64_t S = max_seqs;
+  const std::string what = "Cache: " + shape_str(S, max_len);
+  size_t host = 0;
+  for (int64_t i = 0; i < c.num_hidden_layers; ++i)
+    if (devices_[size_t(i)] == Device::cpu()) host = add_sat(host, layer_bytes(c, i, S, max_len));
+  check_host_memory(what, bytes_for(c, S, max_len), host);
   length_.assign(size_t(max_seqs), 0);
   layers_.resize(size_t(c.num_hidden_layers));
-  const int64_t S = max_seqs;
   for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
     Layer& L = layers_[size_t(i)];
     const Device d = devices_[size_t(i)];
     if (c.is_kda_layer(i)) {
       const int64_t H = c.kda_num_heads, K = c.kda_head_dim, P = H * K, W1 = c.conv_kernel - 1;
-      L.state = Tensor(DType::f32, {S, H, K, K}, d);
-      L.conv_q = Tensor(DType::f32, {S, P, W1}, d);
-      L.conv_k = Tensor(DType::f32, {S, P, W1}, d);
-      L.conv_v = Tensor(DType::f32, {S, P, W1}, d);
+      L.state = alloc_pool({S, H, K, K}, d, what);
+      L.conv_q = alloc_pool({S, P, W1}, d, what);
+      L.conv_k = alloc_pool({S, P, W1}, d, what);
+      L.conv_v = alloc_pool({S, P, W1}, d, what);
     } else {
-      L.latent = Tensor(DType::f32, {S, max_len, c.kv_lora_rank + c.qk_rope_head_dim}, d);
+      L.latent = alloc_pool({S, max_len, c.kv_lora_rank + c.qk_rope_head_dim}, d, what);
     }
   }
+}
+
+size_t Cache::bytes_for(const Config& c, int64_t max_seqs, int64_t max_len) {
+  size_t b = 0;
+  for (int64_t i = 0; i < c.num_hidden_layers; ++i) b = add_sat(b, layer_bytes(c, i, max_seqs, max_len));
+  return b;
+}
+
+void Cache::reserve(int64_t max_len) {
+  if (max_len <= max_len_) return;
+  const int64_t S = max_seqs();
+  const std::string what = "Cache: growing to " + shape_str(S, max_len);
+  // The new latent pools first (an allocation that fails leaves the cache as it was), then every slot's rows.
+  size_t host = 0, total = 0;
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    const Tensor& old = layers_[i].latent;
+    if (!old.data()) continue;
+    const size_t b = mul_sat(mul_sat(mul_sat(size_t(S), size_t(max_len)), size_t(old.view().size(2))), 4);
+    if (devices_[i] == Device::cpu()) host = add_sat(host, b);
+    total = add_sat(total, b - old.nbytes());
+  }
+  check_host_memory(what, add_sat(bytes(), total), host);
+  std::vector<Tensor> grown(layers_.size());
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    const Tensor& old = layers_[i].latent;
+    if (!old.data()) continue;
+    const int64_t D = old.view().size(2);
+    grown[i] = alloc_pool({S, max_len, D}, devices_[i], what);
+    for (int64_t s = 0; s < S; ++s) {
+      const int64_t n = length_[size_t(s)];
+      if (n == 0) continue;
+      float* dst = grown[i].data_as<float>() + s * max_len * D;
+      float* src = old.data_as<float>() + s * max_len_ * D;
+      copy(TensorView(dst, DType::f32, {n, D}, devices_[i]), TensorView(src, DType::f32, {n, D}, devices_[i]));
+    }
+  }
+  for (size_t i = 0; i < layers_.size(); ++i)
+    if (grown[i].data()) layers_[i].latent = std::move(grown[i]);
+  max_len_ = max_len;
 }
 
 void Cache::check_devices(const Placement& p) const {

@@ -2,6 +2,7 @@
 #include "kimi/model/checkpoint.h"
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -72,18 +73,32 @@ ModelFiles open_model(const std::string& dir) {
 
 void write_random_model(const std::string& dir, const Config& c, const SchemaOptions& opt, uint64_t seed, int shards) {
   namespace fs = std::filesystem;
-  if (shards < 1) throw Error("write_random_model: shards must be >= 1, got " + std::to_string(shards));
-  fs::create_directories(dir);
+  const std::vector<TensorSpec> schema = checkpoint_schema(c, opt);
+  if (shards < 1 || size_t(shards) > schema.size())
+    throw Error("write_random_model: shards: expected a value in [1, " + std::to_string(schema.size()) +
+                "] (at least one tensor per shard), got " + std::to_string(shards));
+  // Filesystem failures become kimi::Errors naming the path and the reason.
+  auto fs_fail = [&](const std::string& what, const fs::path& p, const std::error_code& ec) {
+    throw Error("write_random_model: " + what + " '" + p.string() + "': " + ec.message());
+  };
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) fs_fail("cannot create the directory", dir, ec);
+  if (!fs::is_directory(dir, ec)) fs_fail("cannot write into", dir, std::make_error_code(std::errc::not_a_directory));
   // A checkpoint written earlier into the same directory (e.g. with another shard count) would leave an
   // index or shards that shadow or mix with this one: remove the safetensors files of the HF layout first.
-  for (const fs::directory_entry& e : fs::directory_iterator(dir)) {
+  for (const fs::directory_entry& e : fs::directory_iterator(dir, ec)) {
     const std::string n = e.path().filename().string();
     const bool ours = n == "model.safetensors" || n == "model.safetensors.index.json" ||
                       (n.rfind("model-", 0) == 0 && n.size() > 12 && n.compare(n.size() - 12, 12, ".safetensors") == 0);
-    if (ours && e.is_regular_file()) fs::remove(e.path());
+    if (ours && e.is_regular_file() && !fs::remove(e.path(), ec) && ec) fs_fail("cannot remove", e.path(), ec);
   }
-  std::ofstream(fs::path(dir) / "config.json") << config_to_json(c) << "\n";
-  const std::vector<TensorSpec> schema = checkpoint_schema(c, opt);
+  if (ec) fs_fail("cannot list", dir, ec);
+  const fs::path config_path = fs::path(dir) / "config.json";
+  std::ofstream config_out(config_path);
+  config_out << config_to_json(c) << "\n";
+  if (!config_out.flush())
+    fs_fail("cannot write", config_path, std::error_code(errno ? errno : EIO, std::generic_category()));
   std::mt19937_64 rng(seed);
   std::vector<Tensor> data;
   data.reserve(schema.size());
@@ -143,12 +158,10 @@ void write_random_model(const std::string& dir, const Config& c, const SchemaOpt
       }
     }
   }
-  // Round-robin by position into shards, keeping each layer's tensors together.
+  // Contiguous runs of the schema's order (layer by layer) into shards of near-equal tensor counts: every shard
+  // holds at least one tensor (shards <= tensors), a layer spans at most a shard boundary.
   std::vector<std::vector<TensorToWrite>> parts(static_cast<size_t>(shards));
-  for (size_t i = 0; i < schema.size(); ++i) {
-    const int64_t layer = schema[i].layer < 0 ? 0 : schema[i].layer;
-    parts[size_t(layer * shards / std::max<int64_t>(c.num_hidden_layers, 1))].push_back({schema[i].name, data[i]});
-  }
+  for (size_t i = 0; i < schema.size(); ++i) parts[i * size_t(shards) / schema.size()].push_back({schema[i].name, data[i]});
   if (shards == 1) {
     write_safetensors((fs::path(dir) / "model.safetensors").string(), parts[0], {{"format", "pt"}});
     return;

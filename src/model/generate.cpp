@@ -24,7 +24,13 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
+// The cache starts with room for this many new tokens per sequence (then doubles): small enough that a
+// generation a stop token ends early allocates little, large enough that short runs never grow.
+constexpr int64_t kFirstReserve = 256;
+
 }  // namespace
+
+int64_t context_limit(const Config&) { return int64_t(1) << 20; }
 
 int32_t sample_token(std::span<const float> logits, const SamplingParams& p, std::mt19937_64& rng) {
   check_params(p);
@@ -72,23 +78,40 @@ int32_t sample_token(std::span<const float> logits, const SamplingParams& p, std
 GenerateResult generate(const Model& model, std::span<const std::vector<int32_t>> prompts, const GenerateOptions& opt,
                         const Context& ctx) {
   check_params(opt.sampling);
+  const Config& c = model.config();
+  const int64_t V = c.vocab_size, limit = context_limit(c);
   if (prompts.empty()) throw Error("generate: prompts: expected at least one prompt, got none");
-  constexpr int64_t kMaxNewTokens = int64_t(1) << 31;
-  if (opt.max_new_tokens < 1 || opt.max_new_tokens > kMaxNewTokens)
-    throw Error("generate: max_new_tokens: expected a value in [1, 2^31], got " + std::to_string(opt.max_new_tokens));
   const int64_t N = int64_t(prompts.size());
   int64_t longest = 0;
   std::vector<int32_t> tokens;
   std::vector<int64_t> cu{0}, slots;
   for (int64_t n = 0; n < N; ++n) {
     const std::vector<int32_t>& p = prompts[size_t(n)];
-    if (p.empty()) throw Error("generate: prompts[" + std::to_string(n) + "]: expected >= 1 token, got 0");
+    const std::string name = "generate: prompts[" + std::to_string(n) + "]";
+    if (p.empty()) throw Error(name + ": expected >= 1 token, got 0");
+    for (size_t i = 0; i < p.size(); ++i)
+      if (p[i] < 0 || p[i] >= V)
+        throw Error(name + "[" + std::to_string(i) + "]: expected a token id in [0, vocab_size = " + std::to_string(V) +
+                    "), got " + std::to_string(p[i]));
     tokens.insert(tokens.end(), p.begin(), p.end());
     cu.push_back(int64_t(tokens.size()));
     slots.push_back(n);
     longest = std::max(longest, int64_t(p.size()));
   }
-  Cache cache(model, N, longest + opt.max_new_tokens);  // pools where the model's mixers run
+  if (longest >= limit)
+    throw Error("generate: prompts: expected fewer than the context limit of " + std::to_string(limit) +
+                " tokens per prompt (room for one new token), got " + std::to_string(longest));
+  if (opt.max_new_tokens < 1 || opt.max_new_tokens > limit - longest)
+    throw Error("generate: max_new_tokens: expected a value in [1, " + std::to_string(limit - longest) +
+                "] (the context limit of " + std::to_string(limit) + " tokens less the longest prompt, " +
+                std::to_string(longest) + "), got " + std::to_string(opt.max_new_tokens));
+  for (size_t i = 0; i < opt.stop_tokens.size(); ++i)
+    if (opt.stop_tokens[i] < 0 || opt.stop_tokens[i] >= V)
+      throw Error("generate: stop_tokens[" + std::to_string(i) + "]: expected a token id in [0, vocab_size = " +
+                  std::to_string(V) + "), got " + std::to_string(opt.stop_tokens[i]));
+  // A sequence holds its prompt and all but its last new token; the cache grows towards `full` on demand.
+  const int64_t full = longest + opt.max_new_tokens;
+  Cache cache(model, N, std::min(full, longest + kFirstReserve));  // pools where the model's mixers run
   std::vector<std::mt19937_64> rng;
   for (int64_t n = 0; n < N; ++n) {
     std::seed_seq seq{uint32_t(opt.sampling.seed), uint32_t(opt.sampling.seed >> 32), uint32_t(n), uint32_t(uint64_t(n) >> 32)};
@@ -98,8 +121,6 @@ GenerateResult generate(const Model& model, std::span<const std::vector<int32_t>
   GenerateResult r;
   r.tokens.resize(size_t(N));
   r.finish.assign(size_t(N), FinishReason::length);
-  r.cache_bytes = cache.bytes();
-  const int64_t V = model.config().vocab_size;
   std::vector<int64_t> active(slots);  // sequences still generating (their slot = their index)
   auto take = [&](const Tensor& logits, std::span<const int64_t> seqs) {
     std::vector<int64_t> still;
@@ -127,12 +148,18 @@ GenerateResult generate(const Model& model, std::span<const std::vector<int32_t>
   while (!active.empty()) {
     std::vector<int32_t> step;
     std::vector<int64_t> off{0};
-    for (int64_t n : active) step.push_back(r.tokens[size_t(n)].back()), off.push_back(int64_t(step.size()));
+    int64_t room = 0;  // the longest any active slot becomes after this step
+    for (int64_t n : active) {
+      step.push_back(r.tokens[size_t(n)].back()), off.push_back(int64_t(step.size()));
+      room = std::max(room, cache.length(n) + 1);
+    }
+    if (room > cache.max_len()) cache.reserve(std::min(full, std::max(room, 2 * cache.max_len())));
     logits = forward(model, cache, {step, off, active}, {}, ctx);
     r.decode_tokens += int64_t(step.size());
     active = take(logits, active);
   }
   r.decode_seconds = seconds_since(t0);
+  r.cache_bytes = cache.bytes();
   return r;
 }
 

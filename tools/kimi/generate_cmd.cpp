@@ -1,6 +1,9 @@
-// `kimi generate`: loads a checkpoint, generates for a batch of prompts, prints the tokens and the speed.
+// `kimi generate`: checks every flag (against config.json for the vocabulary and the context limit), then
+// loads the checkpoint, generates for a batch of prompts, prints the tokens and the speed.
 #include <fmt/core.h>
 
+#include <cmath>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -41,13 +44,65 @@ std::string join(const std::vector<int32_t>& v) {
   return s;
 }
 
+// Every flag of `kimi generate`, checked before the checkpoint is loaded; the message names the flag.
+struct CheckedFlags {
+  std::vector<std::vector<int32_t>> prompts;
+  Device device;
+  kimi::model::GenerateOptions gen;
+};
+
+CheckedFlags check_flags(const GenerateCmdOptions& opt) {
+  using namespace kimi::model;
+  CheckedFlags f;
+  for (size_t i = 0; i < opt.prompts.size(); ++i) f.prompts.push_back(parse_ids(opt.prompts[i], i));
+  f.device = parse_device(opt.device, "generate: --device");
+  if (!(opt.temperature >= 0.f) || !std::isfinite(opt.temperature))
+    throw Error("generate: --temperature: expected a finite value >= 0 (0 = greedy), got " + fmt::format("{}", opt.temperature));
+  if (opt.top_k < 0) throw Error("generate: --top-k: expected >= 0 (0 = all tokens), got " + std::to_string(opt.top_k));
+  if (!(opt.top_p > 0.f && opt.top_p <= 1.f))
+    throw Error("generate: --top-p: expected a value in (0, 1], got " + fmt::format("{}", opt.top_p));
+  const uint64_t seed = parse_seed(opt.seed, "generate: --seed");
+  if (opt.threads < 0 || opt.threads > max_cpu_threads())
+    throw Error("generate: --threads: expected a value in [0, " + std::to_string(max_cpu_threads()) +
+                "] (0 = OpenMP's default; at most the " + std::to_string(max_cpu_threads()) +
+                " CPUs of this machine), got " + std::to_string(opt.threads));
+  // The vocabulary and the context limit come from config.json (read again, with the weights, by Model).
+  const Config c = load_config((std::filesystem::path(opt.dir) / "config.json").string());
+  const int64_t V = c.vocab_size, limit = context_limit(c);
+  size_t longest = 0;
+  for (size_t n = 0; n < f.prompts.size(); ++n) {
+    const std::vector<int32_t>& p = f.prompts[n];
+    for (size_t i = 0; i < p.size(); ++i)
+      if (p[i] >= V)
+        throw Error("generate: --prompt #" + std::to_string(n + 1) + ": expected token ids in [0, " + std::to_string(V) +
+                    ") (the vocabulary of " + opt.dir + "), got " + std::to_string(p[i]) + " at position " +
+                    std::to_string(i + 1));
+    longest = std::max(longest, p.size());
+  }
+  if (int64_t(longest) >= limit)
+    throw Error("generate: --prompt: expected fewer than " + std::to_string(limit) +
+                " tokens (the context limit, less one new token), got " + std::to_string(longest));
+  if (opt.max_tokens < 1 || opt.max_tokens > limit - int64_t(longest))
+    throw Error("generate: --max-tokens: expected a value in [1, " + std::to_string(limit - int64_t(longest)) +
+                "] (the context limit of " + std::to_string(limit) + " tokens less the longest --prompt, " +
+                std::to_string(longest) + "), got " + std::to_string(opt.max_tokens));
+  for (int32_t t : opt.stop)
+    if (t < 0 || t >= V)
+      throw Error("generate: --stop: expected token ids in [0, " + std::to_string(V) + ") (the vocabulary of " + opt.dir +
+                  "), got " + std::to_string(t));
+  f.gen.max_new_tokens = opt.max_tokens;
+  f.gen.stop_tokens = opt.stop;
+  f.gen.sampling = {opt.temperature, opt.top_k, opt.top_p, seed};
+  return f;
+}
+
 }  // namespace
 
 int run_generate(const GenerateCmdOptions& opt) {
   using namespace kimi::model;
-  std::vector<std::vector<int32_t>> prompts;
-  for (size_t i = 0; i < opt.prompts.size(); ++i) prompts.push_back(parse_ids(opt.prompts[i], i));
-  const Device dev = parse_device(opt.device, "generate: --device");
+  const CheckedFlags f = check_flags(opt);
+  const std::vector<std::vector<int32_t>>& prompts = f.prompts;
+  const Device dev = f.device;
   const Model model(opt.dir, dev);  // notes which blocks fall back to the CPU (stderr, kimi/log.h)
   const Config& c = model.config();
   fmt::print("model      {} ({} layers, hidden {}, vocab {})\n", opt.dir, c.num_hidden_layers, c.hidden_size,
@@ -55,14 +110,22 @@ int run_generate(const GenerateCmdOptions& opt) {
   fmt::print("placement  {}\n", model.placement().summary());
   if (dev.type != DeviceType::cpu)
     fmt::print("device     {:.2f} MiB of weights uploaded to the GPU\n", double(model.device_weight_bytes()) / (1 << 20));
-  GenerateOptions g;
-  g.max_new_tokens = opt.max_tokens;
-  g.stop_tokens = opt.stop;
-  g.sampling = {opt.temperature, opt.top_k, opt.top_p, opt.seed};
+  const GenerateOptions& g = f.gen;
   Context ctx;
   ctx.cpu_threads = opt.threads;
-  if (opt.warmup) generate(model, prompts, g, ctx);
-  const GenerateResult r = generate(model, prompts, g, ctx);
+  GenerateResult r;
+  try {
+    if (opt.warmup) {
+      GenerateOptions w = g;
+      w.max_new_tokens = std::min<int64_t>(g.max_new_tokens, 2);
+      w.stop_tokens.clear();
+      generate(model, prompts, w, ctx);
+    }
+    r = generate(model, prompts, g, ctx);
+  } catch (const Error& e) {  // a cache that outgrew memory: say which flags size it
+    if (std::string(e.what()).rfind("Cache: ", 0) != 0) throw;
+    throw Error(std::string("generate: ") + e.what() + " (fewer --prompt or a smaller --max-tokens need less)");
+  }
   for (size_t n = 0; n < prompts.size(); ++n)
     fmt::print("[{}] prompt {} -> {} ({})\n", n, join(prompts[n]), join(r.tokens[n]),
                r.finish[n] == FinishReason::stop ? "stop token" : "max tokens");
@@ -71,6 +134,8 @@ int run_generate(const GenerateCmdOptions& opt) {
              rate(r.prefill_tokens, r.prefill_seconds));
   fmt::print("decode     {} tokens in {:.3f} s: {:.1f} tokens/s\n", r.decode_tokens, r.decode_seconds,
              rate(r.decode_tokens, r.decode_seconds));
+  fmt::print("timing     {}\n", opt.warmup ? "after an untimed warm-up of the batch (prefill + one decode step)"
+                                            : "cold start included (--no-warmup)");
   fmt::print("cache      {:.2f} MiB\n", double(r.cache_bytes) / (1 << 20));
   return 0;
 }

@@ -1,6 +1,6 @@
 // The `kimi` command line.
 //   kimi check [--filter OP] [--small]   every operator vs the fp64 oracle, one table
-//   kimi random-model CONFIG --out DIR     a random checkpoint in the real HF layout (k3-tiny, ...)
+//   kimi random-model CONFIG --out DIR     a random checkpoint in the real HF layout (k3-tiny, k3-slice, ...)
 //   kimi inspect DIR [--device cuda]        config summary, tensors, bytes, parameter counts, placement
 //   kimi generate DIR --prompt 1,2,3        generate tokens (greedy or sampled), tokens per second
 //                 [--device cuda[:i]]       on a GPU: blocks without CUDA kernels on the CPU (noted)
@@ -12,10 +12,12 @@
 
 #include <cstdio>
 #include <exception>
+#include <string>
 
 int main(int argc, char** argv) {
   CLI::App app{"kimi.cpp: Kimi K3 / Kimi-Linear operators and runtime"};
   app.require_subcommand(1);
+  app.option_defaults()->always_capture_default();  // --help shows every default (subcommands inherit it)
 
   kimi::cli::CheckOptions check_opt;
   auto* check = app.add_subcommand("check", "Run every operator on every backend against the fp64 oracle");
@@ -24,11 +26,16 @@ int main(int argc, char** argv) {
 
   kimi::cli::RandomModelOptions rm;
   auto* random_model = app.add_subcommand("random-model", "Write a random checkpoint in the real HF layout");
-  random_model->add_option("config", rm.config, "k3-tiny, kimi-linear-tiny, or a config.json path")->required();
-  random_model->add_option("--out", rm.out, "Output directory")->required();
-  random_model->add_option("--seed", rm.seed, "Random seed");
-  random_model->add_option("--shards", rm.shards, "Number of safetensors shards (index file when > 1)");
+  random_model->footer(kimi::cli::kNamedConfigsHelp);
+  random_model->add_option("config", rm.config, "A named config (below) or a config.json path")->required();
+  random_model->add_option("--out", rm.out,
+                           "Output directory (created with its parents; one holding a checkpoint needs --force)")
+      ->required();
+  random_model->add_option("--seed", rm.seed, "Random seed, in [0, 2^64 - 1]");
+  random_model->add_option("--shards", rm.shards,
+                           "Number of safetensors shards, in [1, the tensor count] (index file when > 1)");
   random_model->add_option("--experts", rm.experts, "Routed expert storage: auto (MXFP4 for K3), mxfp4, bf16");
+  random_model->add_flag("--force", rm.force, "Replace the checkpoint already in --out (its config.json and safetensors)");
 
   std::string inspect_dir, inspect_device = "cpu";
   auto* inspect = app.add_subcommand("inspect", "Summarize a checkpoint directory");
@@ -37,16 +44,23 @@ int main(int argc, char** argv) {
 
   kimi::cli::GenerateCmdOptions gen;
   auto* generate = app.add_subcommand("generate", "Generate tokens from prompts of token ids");
+  generate->footer("Prompt + new tokens are limited to the context of 2^20 = 1048576 tokens; the cache grows with the\n"
+                   "sequences, so a large --max-tokens that --stop cuts short costs no memory.\n");
   generate->add_option("dir", gen.dir, "Checkpoint directory (config.json + safetensors)")->required();
-  generate->add_option("--prompt", gen.prompts, "Comma-separated token ids; repeat for a batch")->required();
-  generate->add_option("--max-tokens", gen.max_tokens, "New tokens per sequence");
-  generate->add_option("--temperature", gen.temperature, "0 = greedy");
+  generate->add_option("--prompt", gen.prompts, "Comma-separated token ids in [0, vocab); repeat for a batch")
+      ->required();
+  generate->add_option("--max-tokens", gen.max_tokens, "New tokens per sequence, in [1, 2^20 - longest prompt]");
+  generate->add_option("--temperature", gen.temperature, "0 = greedy, else sample softmax(logits / T)");
   generate->add_option("--top-k", gen.top_k, "Sample among the k most likely tokens (0 = all)");
   generate->add_option("--top-p", gen.top_p, "Nucleus sampling mass in (0, 1]");
-  generate->add_option("--seed", gen.seed, "Sampling seed");
-  generate->add_option("--stop", gen.stop, "Stop token ids");
-  generate->add_option("--threads", gen.threads, "CPU threads (0 = OpenMP default)");
-  generate->add_flag("--warmup", gen.warmup, "Run once untimed first (pages the weights in)");
+  generate->add_option("--seed", gen.seed, "Sampling seed, in [0, 2^64 - 1]");
+  generate->add_option("--stop", gen.stop, "Stop token ids in [0, vocab) (the stop token is printed)");
+  generate->add_option("--threads", gen.threads,
+                       "CPU threads, in [0, " + std::to_string(kimi::cli::max_cpu_threads()) +
+                           "] (0 = OpenMP default; at most this machine's CPUs)");
+  generate->add_flag("--warmup,!--no-warmup", gen.warmup,
+                     "On by default: time after an untimed warm-up (the batch's prefill + one decode step); "
+                     "--no-warmup times the cold start");
   generate->add_option("--device", gen.device,
                        "cpu, cuda or cuda:i (blocks without CUDA kernels run on the CPU, with a note)");
 
@@ -59,7 +73,7 @@ int main(int argc, char** argv) {
   } catch (const kimi::Error& e) {
     std::fprintf(stderr, "kimi: %s\n", e.what());
     return 2;
-  } catch (const std::exception& e) {  // e.g. std::bad_alloc for a cache larger than memory
+  } catch (const std::exception& e) {  // not expected: every bad input is a kimi::Error
     std::fprintf(stderr, "kimi: %s\n", e.what());
     return 3;
   }

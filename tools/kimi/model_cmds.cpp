@@ -2,8 +2,15 @@
 
 #include <fmt/core.h>
 
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <charconv>
+#include <cstring>
 #include <filesystem>
 #include <map>
+#include <thread>
 
 #include "kimi/device.h"
 #include "kimi/error.h"
@@ -12,9 +19,53 @@
 
 namespace kimi::cli {
 
+namespace {
+
+// Why `out` cannot take a new checkpoint, or "" when it can. Creates nothing. An existing directory that already
+// holds a checkpoint (config.json or safetensors of the HF layout) is refused unless `force`: write_random_model
+// replaces those files, and --out pointing at a real checkpoint must not lose it by a slip.
+std::string out_dir_problem(const std::string& out, bool force) {
+  namespace fs = std::filesystem;
+  if (out.empty()) return "expected a directory path, got an empty one";
+  std::error_code ec;
+  const fs::path p(out);
+  const fs::file_status st = fs::status(p, ec);
+  if (fs::exists(st)) {
+    if (!fs::is_directory(st)) return "exists and is not a directory";
+    if (::access(out.c_str(), W_OK | X_OK) != 0) return "cannot write into it: " + std::string(std::strerror(errno));
+    if (force) return "";
+    for (const fs::directory_entry& e : fs::directory_iterator(p, ec)) {
+      const std::string n = e.path().filename().string();
+      const bool shard = n.rfind("model-", 0) == 0 && n.size() > 12 && n.compare(n.size() - 12, 12, ".safetensors") == 0;
+      if (n == "config.json" || n == "model.safetensors" || n == "model.safetensors.index.json" || shard)
+        return "already holds a checkpoint (" + n + "); pass --force to replace it";
+    }
+    return "";
+  }
+  // Missing: it is created with its missing parents, in the nearest existing ancestor.
+  fs::path a = fs::absolute(p, ec).parent_path();
+  while (!a.empty() && !fs::exists(fs::status(a, ec)) && a != a.root_path()) a = a.parent_path();
+  if (a.empty()) a = fs::current_path(ec);
+  if (!fs::is_directory(fs::status(a, ec))) return "cannot be created: '" + a.string() + "' is not a directory";
+  if (::access(a.c_str(), W_OK | X_OK) != 0)
+    return "cannot be created in '" + a.string() + "': " + std::string(std::strerror(errno));
+  return "";
+}
+
+bool is_named_config(const std::string& name) {
+  return name == "k3-tiny" || name == "kimi-linear-tiny" || name == "k3-slice";
+}
+
+}  // namespace
+
 int run_random_model(const RandomModelOptions& opt) {
   using namespace kimi::model;
-  const Config c = std::filesystem::exists(opt.config) ? load_config(opt.config) : named_config(opt.config);
+  // Every flag is checked before anything is written.
+  if (!is_named_config(opt.config) && !std::filesystem::exists(opt.config))
+    throw Error("random-model: config: expected k3-tiny, kimi-linear-tiny, k3-slice or a config.json path, got '" +
+                opt.config + "' (no such file)");
+  const Config c = is_named_config(opt.config) ? named_config(opt.config) : load_config(opt.config);
+  const uint64_t seed = parse_seed(opt.seed, "random-model: --seed");
   SchemaOptions so;
   if (opt.experts == "mxfp4") {
     so.mxfp4_experts = true;
@@ -24,12 +75,29 @@ int run_random_model(const RandomModelOptions& opt) {
     throw Error("random-model: --experts: expected auto, mxfp4 or bf16, got '" + opt.experts + "'");
   }
   if (so.mxfp4_experts && c.routed_expert_hidden_size.value_or(c.hidden_size) % 32 != 0)
-    throw Error("random-model: MXFP4 experts need the expert input width divisible by 32");
-  write_random_model(opt.out, c, so, opt.seed, opt.shards);
+    throw Error("random-model: --experts: MXFP4 experts need the expert input width divisible by 32, got " +
+                std::to_string(c.routed_expert_hidden_size.value_or(c.hidden_size)));
+  const int64_t tensors = int64_t(checkpoint_schema(c, so).size());
+  if (opt.shards < 1 || opt.shards > tensors)
+    throw Error("random-model: --shards: expected a value in [1, " + std::to_string(tensors) + "] (" + opt.config + " has " +
+                std::to_string(tensors) + " tensors; every shard holds at least one), got " + std::to_string(opt.shards));
+  if (const std::string why = out_dir_problem(opt.out, opt.force); !why.empty())
+    throw Error("random-model: --out '" + opt.out + "': " + why);
+  write_random_model(opt.out, c, so, seed, opt.shards);
   fmt::print("wrote {} ({} config, {} experts, seed {}, {} shard(s))\n", opt.out, opt.config,
-             so.mxfp4_experts ? "MXFP4" : "bf16", opt.seed, opt.shards);
+             so.mxfp4_experts ? "MXFP4" : "bf16", seed, opt.shards);
   return 0;
 }
+
+uint64_t parse_seed(const std::string& s, const std::string& option) {
+  uint64_t v = 0;
+  const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (s.empty() || ec != std::errc() || end != s.data() + s.size())
+    throw Error(option + ": expected an integer in [0, 2^64 - 1 = " + std::to_string(UINT64_MAX) + "], got '" + s + "'");
+  return v;
+}
+
+int max_cpu_threads() { return int(std::max(1u, std::thread::hardware_concurrency())); }
 
 Device parse_device(const std::string& s, const std::string& option) {
   if (s == "cpu") return Device::cpu();

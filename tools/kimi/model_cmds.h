@@ -1,4 +1,8 @@
 // tools/kimi/model_cmds.h: `kimi random-model`, `kimi inspect` and `kimi generate`.
+//
+// Each command validates every flag before it reads a checkpoint or writes anything, and names the flag as
+// the user typed it in its kimi::Error (`generate: --max-tokens: expected ...`). Numbers CLI11 cannot hold
+// in the option's type are CLI11's own parse errors; the ranges are checked here.
 #pragma once
 
 #include <cstdint>
@@ -9,12 +13,24 @@
 
 namespace kimi::cli {
 
+// The named configurations of kimi::model::named_config, as `random-model --help` and README list them.
+inline constexpr const char* kNamedConfigsHelp =
+    "Named configs:\n"
+    "  k3-tiny           Kimi K3's layout with every K3 switch on at tiny widths (SPEC 13): 9 layers (6 KDA,\n"
+    "                    3 MLA), hidden 256, 16 experts top-4 with MXFP4 storage, vocabulary 512; ~1.2 MB\n"
+    "  kimi-linear-tiny  the Kimi-Linear (48B) layout at the same widths, every K3 switch off; ~1.1 MB\n"
+    "  k3-slice          K3's real per-layer widths (hidden 7168, 96 KDA heads of 128, latent MoE 3584,\n"
+    "                    expert width 3072) on 4 layers (3 KDA + 1 MLA), 32 experts top-8 instead of 896\n"
+    "                    top-16, vocabulary 32768; ~7 GB, for speed measurements at real sizes\n"
+    "Or a config.json path (Kimi-Linear, or K3 with text_config).\n";
+
 struct RandomModelOptions {
-  std::string config = "k3-tiny";  // named config (SPEC 13) or a path to a config.json
+  std::string config;  // named config (kNamedConfigsHelp) or a path to a config.json
   std::string out;
-  uint64_t seed = 0;
-  int shards = 1;
+  std::string seed = "0";  // parsed by parse_seed (CLI11 wraps -1 and saturates >= 2^64 for uint64_t)
+  int shards = 1;          // in [1, the checkpoint's tensor count]
   std::string experts = "auto";  // auto (MXFP4 for K3 configs), mxfp4, bf16
+  bool force = false;      // replace a checkpoint already in --out
 };
 int run_random_model(const RandomModelOptions& opt);
 // device: "cpu" or "cuda[:i]": also prints the placement plan of the model's blocks on that device.
@@ -23,19 +39,26 @@ int run_inspect(const std::string& dir, const std::string& device = "cpu");
 struct GenerateCmdOptions {
   std::string dir;
   std::vector<std::string> prompts;  // comma-separated token ids, one string per sequence
-  int64_t max_tokens = 16;
+  int64_t max_tokens = 16;           // in [1, context limit - longest prompt] (kimi/model/generate.h)
   float temperature = 0.f;
   int top_k = 0;
   float top_p = 1.f;
-  uint64_t seed = 0;
-  std::vector<int32_t> stop;
-  int threads = 0;
-  bool warmup = false;  // run the generation once untimed first (weights paged in, caches warm)
+  std::string seed = "0";            // parsed by parse_seed
+  std::vector<int32_t> stop;         // token ids in [0, vocab_size)
+  int threads = 0;                   // in [0, max_cpu_threads()]
+  // Before the timed run, an untimed one of the same batch cut to two new tokens (the prefill and one decode
+  // step): weights paged in, every code path's first-call costs paid. --no-warmup times the cold start.
+  bool warmup = true;
   std::string device = "cpu";  // cpu, cuda or cuda:i
 };
 int run_generate(const GenerateCmdOptions& opt);  // tools/kimi/generate_cmd.cpp
 
 // "cpu", "cuda" (= cuda:0) or "cuda:i"; throws kimi::Error naming `option` otherwise.
 Device parse_device(const std::string& s, const std::string& option);
+// A decimal integer in [0, 2^64 - 1]; throws kimi::Error naming `option` otherwise.
+uint64_t parse_seed(const std::string& s, const std::string& option);
+// The most --threads accepted: the CPUs this machine has (std::thread::hardware_concurrency). More threads
+// than cores only time-slice OpenMP's spinning workers (a 0.15 s run took 29 s with 1000), so it is refused.
+int max_cpu_threads();
 
 }  // namespace kimi::cli

@@ -9,6 +9,10 @@
 // S = max_seqs. length(s) counts the tokens slot s has consumed; forward() appends at that position.
 // Everything is fp32. A layer's pools live on the device its mixer runs on: Cache(model, ...) follows the
 // model's placement (kimi/model/placement.h); Cache(config, ...) puts every pool on the host (a CPU model).
+// Only the MLA latent pools grow with max_len; reserve() grows them in place of a cache sized for the worst
+// case up front (generate() starts small and doubles). Host pools are checked against the host's available
+// memory (MemAvailable) before they are allocated: the pools are zero-filled, so an allocation the kernel
+// over-commits would be touched at once, and a cache larger than memory must be an error, not an OOM kill.
 #pragma once
 
 #include <cstdint>
@@ -32,7 +36,8 @@ class Cache {
     Tensor latent;                         // MLA layers
   };
 
-  // Throws kimi::Error when max_seqs < 1 or max_len < 1. Every pool on the host.
+  // Throws kimi::Error when max_seqs < 1 or max_len < 1, or when the pools do not fit in memory (the message
+  // gives the bytes needed and available). Every pool on the host.
   Cache(const Config& c, int64_t max_seqs, int64_t max_len);
   // Pools of layer i on layer_devices[i] (num_hidden_layers entries).
   Cache(const Config& c, int64_t max_seqs, int64_t max_len, const std::vector<Device>& layer_devices);
@@ -45,6 +50,13 @@ class Cache {
   void reset(int64_t slot);            // empty the slot: length 0, zero state and conv caches
   size_t bytes() const;                // memory held (all devices)
   Device device(int64_t layer) const;  // where layer's pools live
+
+  // Bytes the pools of a cache of this shape hold (all devices): what the constructor allocates.
+  static size_t bytes_for(const Config& c, int64_t max_seqs, int64_t max_len);
+  // Grows every MLA latent pool to max_len tokens per slot, keeping each slot's rows; nothing when
+  // max_len <= max_len(). Throws kimi::Error, the cache unchanged, when the new pools do not fit (old and
+  // new pools coexist while the rows are copied: the message gives the bytes needed and available).
+  void reserve(int64_t max_len);
 
   // Throws kimi::Error unless this cache was built for a config with the same layer kinds and sizes.
   void check_matches(const Config& c) const;

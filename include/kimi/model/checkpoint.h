@@ -25,8 +25,10 @@ ModelFiles open_model(const std::string& dir);
 
 // Writes a checkpoint in the real HF layout with random weights in realistic ranges (bf16 weights, fp32
 // parameters, MXFP4 routed experts when opt.mxfp4_experts), and its config.json. shards > 1 writes
-// model-0000k-of-0000n.safetensors files and model.safetensors.index.json. Safetensors files of an earlier
-// checkpoint in dir (model.safetensors, the index, model-*.safetensors) are removed first; nothing else is.
+// model-0000k-of-0000n.safetensors files (contiguous runs of the schema's order, at least one tensor each:
+// shards in [1, tensor count]) and model.safetensors.index.json. dir is created with its parents. Safetensors
+// files of an earlier checkpoint in dir (model.safetensors, the index, model-*.safetensors) are removed first;
+// nothing else is. Throws kimi::Error naming the path and the reason when dir cannot be created or written.
 void write_random_model(const std::string& dir, const Config& c, const SchemaOptions& opt, uint64_t seed,
                         int shards = 1);
 

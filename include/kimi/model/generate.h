@@ -19,9 +19,15 @@ struct SamplingParams {
   uint64_t seed = 0;        // sequence n samples from its own generator seeded with (seed, n)
 };
 
+// The longest sequence (prompt + new tokens) generate() accepts for a model: 2^20 = 1,048,576 tokens, the
+// `model_max_length` Kimi-Linear publishes. Config carries no context field (config.json's length fields are
+// not parsed, and the MLA layers use no positional encoding, so nothing in the weights bounds it).
+int64_t context_limit(const Config& c);
+
 struct GenerateOptions {
-  int64_t max_new_tokens = 16;        // per sequence, >= 1
-  std::vector<int32_t> stop_tokens;   // a generated stop token ends its sequence (and is included)
+  int64_t max_new_tokens = 16;        // per sequence, in [1, context_limit - longest prompt]
+  std::vector<int32_t> stop_tokens;   // token ids in [0, vocab_size); a generated stop token ends its
+                                      // sequence (and is included)
   SamplingParams sampling;
 };
 
@@ -32,10 +38,13 @@ struct GenerateResult {
   std::vector<FinishReason> finish;
   int64_t prefill_tokens = 0, decode_tokens = 0;  // tokens through the model in each phase
   double prefill_seconds = 0, decode_seconds = 0;
-  size_t cache_bytes = 0;
+  size_t cache_bytes = 0;  // the cache's size at the end (after any growth)
 };
 
-// Generates for every prompt (token ids, each >= 1 token) in one batch.
+// Generates for every prompt (token ids in [0, vocab_size), each >= 1 token) in one batch. Validates every
+// option and prompt first (kimi::Error naming the field). The cache starts at the longest prompt + up to 256
+// new tokens per sequence and doubles as sequences grow (Cache::reserve), so a large max_new_tokens that a
+// stop token cuts short costs no memory; a cache that outgrows memory is a kimi::Error with the bytes.
 GenerateResult generate(const Model& model, std::span<const std::vector<int32_t>> prompts,
                         const GenerateOptions& opt, const Context& ctx = {});
 

@@ -1,0 +1,202 @@
+#!/usr/bin/env python3
+"""The `kimi` command line on bad input: exit code 2 and one `kimi: ...` line naming the command, the flag as
+typed, the expected range and the value; on good input, what the flags promise. Runs the built binary:
+
+    python3 tests/cli/cli_errors.py build/release/kimi      (ctest: kimi_cli_errors)
+
+Each check writes into its own temporary directory; one k3-tiny checkpoint (~1.2 MB) is shared.
+"""
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import unittest
+
+KIMI = None  # the binary, from argv[1]
+
+
+def run(*args, cwd=None):
+    p = subprocess.run([KIMI, *map(str, args)], capture_output=True, text=True, timeout=300, cwd=cwd)
+    return p.returncode, p.stdout, p.stderr
+
+
+class Cli(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.TemporaryDirectory(prefix="kimi-cli-")
+        cls.model = os.path.join(cls.tmp.name, "k3-tiny")
+        rc, out, err = run("random-model", "k3-tiny", "--out", cls.model, "--seed", 1)
+        assert rc == 0, err
+        # A directory with config.json alone: flags must be refused before the (missing) weights are read.
+        cls.config_only = os.path.join(cls.tmp.name, "config-only")
+        os.makedirs(cls.config_only)
+        with open(os.path.join(cls.model, "config.json")) as src, open(os.path.join(cls.config_only, "config.json"), "w") as dst:
+            dst.write(src.read())
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.tmp.cleanup()
+
+    def fails(self, args, *fragments):
+        rc, out, err = run(*args)
+        self.assertEqual(rc, 2, f"kimi {' '.join(map(str, args))}\nstdout: {out}\nstderr: {err}")
+        self.assertTrue(err.startswith("kimi: "), err)
+        self.assertEqual(err.count("\n"), 1, f"one line expected: {err}")
+        for f in fragments:
+            self.assertIn(f, err)
+        return err
+
+    def gen(self, *flags, model=None):
+        return ["generate", model or self.model, "--prompt", "1,2,3", "--threads", "1", *flags]
+
+    # --- generate: item 1, lengths and the cache ---------------------------------------------------------
+    def test_max_tokens_range_is_the_context(self):
+        for v in ["100000000", "2147483647", "2147483648", "0", "-5", "1048574"]:
+            self.fails(self.gen("--max-tokens", v),
+                       "generate: --max-tokens: expected a value in [1, 1048573] (the context limit of 1048576 "
+                       "tokens less the longest --prompt, 3), got " + v)
+        # The longest prompt sets the range.
+        self.fails(["generate", self.model, "--prompt", "1", "--prompt", "1,2,3,4,5", "--max-tokens", "1048572"],
+                   "--max-tokens: expected a value in [1, 1048571]", "longest --prompt, 5), got 1048572")
+
+    def test_large_max_tokens_cut_by_stop_allocates_little(self):
+        rc, out, err = run(*self.gen("--max-tokens", 1))
+        self.assertEqual(rc, 0, err)
+        first = re.search(r"\[0\] prompt 1 2 3 -> (\d+) \(max tokens\)", out).group(1)
+        rc, out, err = run(*self.gen("--max-tokens", 1048573, "--stop", first))
+        self.assertEqual(rc, 0, err)
+        self.assertIn(f"[0] prompt 1 2 3 -> {first} (stop token)", out)
+        mib = float(re.search(r"cache\s+([\d.]+) MiB", out).group(1))
+        self.assertLess(mib, 1.0)  # 3 + 256 tokens of room, not 1048576 (~960 MiB for k3-tiny)
+
+    # --- generate: item 4, values accepted silently before ------------------------------------------------
+    def test_seed_range(self):
+        for v in ["-1", "18446744073709551616", "99999999999999999999999", "1.5", "0x10", ""]:
+            self.fails(self.gen("--seed", v),
+                       f"generate: --seed: expected an integer in [0, 2^64 - 1 = 18446744073709551615], got '{v}'")
+        rc, _, err = run(*self.gen("--seed", "18446744073709551615", "--temperature", "1", "--max-tokens", 2))
+        self.assertEqual(rc, 0, err)
+
+    def test_stop_and_prompt_ids_in_the_vocabulary(self):
+        for v in ["-1", "512", "100000"]:
+            self.fails(self.gen("--stop", v),
+                       f"generate: --stop: expected token ids in [0, 512) (the vocabulary of {self.model}), got {v}")
+        self.fails(["generate", self.model, "--prompt", "1,2", "--prompt", "3,512,4"],
+                   f"generate: --prompt #2: expected token ids in [0, 512) (the vocabulary of {self.model}), "
+                   "got 512 at position 2")
+        self.fails(["generate", self.model, "--prompt", "1,-1"],
+                   "generate: --prompt #1: expected comma-separated non-negative token ids, got '1,-1'")
+
+    def test_threads_range(self):
+        # The bound is this machine's CPU count (std::thread::hardware_concurrency), as --help says.
+        n = int(re.search(r"CPU threads, in \[0, (\d+)\]", run("generate", "--help")[1]).group(1))
+        self.assertGreaterEqual(n, 1)
+        for v in ["-1", "1000", str(n + 1)]:
+            self.fails(["generate", self.model, "--prompt", "1", "--threads", v],
+                       f"generate: --threads: expected a value in [0, {n}] (0 = OpenMP's default; at most the {n} "
+                       f"CPUs of this machine), got {v}")
+        rc, _, err = run("generate", self.model, "--prompt", "1", "--threads", n, "--max-tokens", 1)
+        self.assertEqual(rc, 0, err)
+
+    # --- generate: item 6, every flag before loading, named as typed -------------------------------------
+    def test_flags_checked_before_loading(self):
+        m = self.config_only  # no safetensors: loading would fail with a checkpoint error
+        self.fails(self.gen("--top-p", "2", model=m), "generate: --top-p: expected a value in (0, 1], got 2")
+        self.fails(self.gen("--top-p", "0", model=m), "generate: --top-p: expected a value in (0, 1], got 0")
+        self.fails(self.gen("--temperature", "-1", model=m),
+                   "generate: --temperature: expected a finite value >= 0 (0 = greedy), got -1")
+        self.fails(self.gen("--temperature", "inf", model=m), "generate: --temperature", "got inf")
+        self.fails(self.gen("--top-k", "-1", model=m), "generate: --top-k: expected >= 0 (0 = all tokens), got -1")
+        self.fails(self.gen("--max-tokens", "0", model=m), "generate: --max-tokens: expected a value in [1, 1048573]")
+        self.fails(self.gen("--stop", "512", model=m), "generate: --stop")
+        self.fails(self.gen("--device", "gpu", model=m),
+                   "generate: --device: expected cpu, cuda or cuda:<index>, got 'gpu'")
+        _, _, err = run(*self.gen("--top-p", "2", "--top-k", "-1", model=m))
+        for field in ["top_p", "top_k", "sampling"]:  # the library's field names never reach the user
+            self.assertNotIn(field, err)
+
+    # --- generate: item 9, warm-up ----------------------------------------------------------------------
+    def test_warmup_by_default_and_said(self):
+        rc, out, err = run(*self.gen("--max-tokens", 2))
+        self.assertEqual(rc, 0, err)
+        self.assertIn("timing     after an untimed warm-up of the batch (prefill + one decode step)\n", out)
+        rc, out2, err = run(*self.gen("--max-tokens", 2, "--no-warmup"))
+        self.assertEqual(rc, 0, err)
+        self.assertIn("timing     cold start included (--no-warmup)\n", out2)
+        tokens = lambda o: re.search(r"\[0\] prompt .*", o).group(0)
+        self.assertEqual(tokens(out), tokens(out2))  # the warm-up changes nothing but the timing
+
+    # --- random-model: items 4 and 5 --------------------------------------------------------------------
+    def test_random_model_shards_cap(self):
+        out = os.path.join(self.tmp.name, "shards")
+        for v in ["100000", "1003", "0"]:
+            self.fails(["random-model", "k3-tiny", "--out", out, "--shards", v],
+                       "random-model: --shards: expected a value in [1, 1002] (k3-tiny has 1002 tensors; every "
+                       f"shard holds at least one), got {v}")
+        self.assertFalse(os.path.exists(out))  # refused before anything is written
+
+    def test_random_model_seed_range(self):
+        out = os.path.join(self.tmp.name, "seed")
+        self.fails(["random-model", "k3-tiny", "--out", out, "--seed", "-1"],
+                   "random-model: --seed: expected an integer in [0, 2^64 - 1 = 18446744073709551615], got '-1'")
+        self.assertFalse(os.path.exists(out))
+
+    def test_random_model_out_errors(self):
+        f = os.path.join(self.tmp.name, "a-file")
+        open(f, "w").close()
+        self.fails(["random-model", "k3-tiny", "--out", f], f"random-model: --out '{f}': exists and is not a directory")
+        self.fails(["random-model", "k3-tiny", "--out", ""],
+                   "random-model: --out '': expected a directory path, got an empty one")
+        under = os.path.join(f, "sub", "dir")
+        self.fails(["random-model", "k3-tiny", "--out", under],
+                   f"random-model: --out '{under}': cannot be created: '{f}' is not a directory")
+        if os.geteuid() != 0:  # root writes anywhere: the permission check is only observable as a user
+            ro = os.path.join(self.tmp.name, "read-only")
+            os.makedirs(ro)
+            os.chmod(ro, 0o500)
+            self.fails(["random-model", "k3-tiny", "--out", ro],
+                       f"random-model: --out '{ro}': cannot write into it: Permission denied")
+            self.fails(["random-model", "k3-tiny", "--out", os.path.join(ro, "x")],
+                       f"cannot be created in '{ro}': Permission denied")
+
+    def test_random_model_existing_checkpoint_needs_force(self):
+        out = os.path.join(self.tmp.name, "again")
+        self.assertEqual(run("random-model", "kimi-linear-tiny", "--out", out)[0], 0)
+        before = os.path.getmtime(os.path.join(out, "model.safetensors"))
+        self.fails(["random-model", "kimi-linear-tiny", "--out", out],
+                   f"random-model: --out '{out}': already holds a checkpoint (", "); pass --force to replace it")
+        self.assertEqual(os.path.getmtime(os.path.join(out, "model.safetensors")), before)
+        rc, _, err = run("random-model", "kimi-linear-tiny", "--out", out, "--force", "--shards", 3)
+        self.assertEqual(rc, 0, err)
+        self.assertEqual(sorted(os.listdir(out)), ["config.json", "model-00001-of-00003.safetensors",
+                                                   "model-00002-of-00003.safetensors",
+                                                   "model-00003-of-00003.safetensors", "model.safetensors.index.json"])
+        # An existing directory without a checkpoint is fine.
+        empty = os.path.join(self.tmp.name, "empty")
+        os.makedirs(empty)
+        self.assertEqual(run("random-model", "kimi-linear-tiny", "--out", empty)[0], 0)
+
+    def test_random_model_config_names(self):
+        self.fails(["random-model", "k3-huge", "--out", os.path.join(self.tmp.name, "x")],
+                   "random-model: config: expected k3-tiny, kimi-linear-tiny, k3-slice or a config.json path, "
+                   "got 'k3-huge' (no such file)")
+
+    # --- --help: item 9 ---------------------------------------------------------------------------------
+    def test_help_shows_defaults_and_named_configs(self):
+        rc, out, _ = run("generate", "--help")
+        self.assertEqual(rc, 0)
+        for default in ["--max-tokens INT=16", "--temperature FLOAT=0", "--top-k INT=0", "--top-p FLOAT=1",
+                        "--seed TEXT=0", "--threads INT=0", "--device TEXT=cpu", "--no-warmup"]:
+            self.assertIn(default, out)
+        rc, out, _ = run("random-model", "--help")
+        self.assertEqual(rc, 0)
+        for text in ["--seed TEXT=0", "--shards INT=1", "--experts TEXT=auto", "--force"]:
+            self.assertIn(text, out)
+        for name in ["k3-tiny", "kimi-linear-tiny", "k3-slice"]:
+            self.assertRegex(out, rf"\n  {name} +\S")  # a line of the named-config list describes it
+
+
+if __name__ == "__main__":
+    KIMI = os.path.abspath(sys.argv.pop(1))
+    unittest.main(verbosity=2)
