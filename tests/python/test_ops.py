@@ -1,7 +1,8 @@
 """The other operators of kimi_cpp.ops against fp64 references from SPEC.md (refs.py): norms, short conv, linear and
 MXFP4, router, Quantile Balancing, GLU (SiLU / SiTU), MLP, latent MoE, AttnRes, MLA. NumPy inputs throughout (the
 binding is framework-neutral; test_binding.py shows torch inputs give the same bits), bf16 through torch, and the
-bad-input errors. CPU backend (rms_norm also on CUDA)."""
+bad-input errors. CPU backend (rms_norm also on CUDA). Tests marked needs_torch run only where PyTorch imports
+(conftest.py)."""
 import numpy as np
 import pytest
 from conftest import DEVICES, needs_torch, to_np, torch
@@ -19,11 +20,17 @@ def randn(rng, *shape, scale=1.0):
 
 # --- norms ---------------------------------------------------------------------------------------------
 
+def test_rms_norm_numpy(rng):
+    x, w = randn(rng, 5, 7, 96, scale=3), randn(rng, 96)
+    y = ops.rms_norm(x, w, eps=1e-6)
+    assert isinstance(y, np.ndarray) and y.dtype == np.float32 and y.shape == x.shape
+    assert refs.rel_err(y, refs.rms_norm(x, w, 1e-6)) <= F32
+
+
+@needs_torch
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
 def test_rms_norm(device, dtype, rng):
-    if torch is None:
-        pytest.skip("PyTorch is not installed")
     dt = getattr(torch, dtype)
     x = torch.from_numpy(randn(rng, 5, 7, 96, scale=3)).to(dt).to(device)
     w = torch.from_numpy(randn(rng, 96)).to(device)
