@@ -55,10 +55,15 @@ string(FIND "${CMAKE_MATCH_1}" "\n```" end)
 string(SUBSTRING "${CMAKE_MATCH_1}" 0 ${end} snippet)
 file(WRITE "${WORK_DIR}/readme_snippet.cpp" "${snippet}\n")
 
-# 4. a project of its own that knows only the prefix
+# 4. a project of its own that knows only the prefix (and where the build found its own dependencies)
+string(REPLACE "|" ";" search "${prefix}|${DEP_PREFIXES}")
+set(cuda_root "")
+if(CUDA_ROOT)
+  set(cuda_root "-DCUDAToolkit_ROOT=${CUDA_ROOT}")
+endif()
 run_step("configure the consumer"
          "${CMAKE_COMMAND}" -S "${CMAKE_CURRENT_LIST_DIR}/consumer" -B "${WORK_DIR}/build" -G "${GENERATOR}"
-         "-DCMAKE_PREFIX_PATH=${prefix}" "-DKIMI_EXPECTED_PREFIX=${prefix}"
+         "-DCMAKE_PREFIX_PATH=${search}" "-DKIMI_EXPECTED_PREFIX=${prefix}" ${cuda_root}
          "-DCMAKE_CXX_COMPILER=${CXX_COMPILER}" "-DCMAKE_BUILD_TYPE=${BUILD_TYPE}"
          "-DCMAKE_CXX_FLAGS=${CXX_FLAGS}" "-DCMAKE_EXE_LINKER_FLAGS=${LINKER_FLAGS}"
          "-DKIMI_README_SNIPPET=${WORK_DIR}/readme_snippet.cpp")
