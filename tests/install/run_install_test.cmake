@@ -55,15 +55,17 @@ string(FIND "${CMAKE_MATCH_1}" "\n```" end)
 string(SUBSTRING "${CMAKE_MATCH_1}" 0 ${end} snippet)
 file(WRITE "${WORK_DIR}/readme_snippet.cpp" "${snippet}\n")
 
-# 4. a project of its own that knows only the prefix (and where the build found its own dependencies)
-string(REPLACE "|" ";" search "${prefix}|${DEP_PREFIXES}")
+# 4. a project of its own that knows only the prefix (and where the build found its own dependencies). The search
+# path goes through the environment (':'-separated): a ';' list would be split on its way through run_step.
+string(REPLACE "|" ":" search "${prefix}|${DEP_PREFIXES}")
+set(ENV{CMAKE_PREFIX_PATH} "${search}")
 set(cuda_root "")
 if(CUDA_ROOT)
   set(cuda_root "-DCUDAToolkit_ROOT=${CUDA_ROOT}")
 endif()
 run_step("configure the consumer"
          "${CMAKE_COMMAND}" -S "${CMAKE_CURRENT_LIST_DIR}/consumer" -B "${WORK_DIR}/build" -G "${GENERATOR}"
-         "-DCMAKE_PREFIX_PATH=${search}" "-DKIMI_EXPECTED_PREFIX=${prefix}" ${cuda_root}
+         "-DKIMI_EXPECTED_PREFIX=${prefix}" ${cuda_root}
          "-DCMAKE_CXX_COMPILER=${CXX_COMPILER}" "-DCMAKE_BUILD_TYPE=${BUILD_TYPE}"
          "-DCMAKE_CXX_FLAGS=${CXX_FLAGS}" "-DCMAKE_EXE_LINKER_FLAGS=${LINKER_FLAGS}"
          "-DKIMI_README_SNIPPET=${WORK_DIR}/readme_snippet.cpp")
