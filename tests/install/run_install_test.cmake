@@ -3,7 +3,8 @@
 #   1. cmake --install KIMI_BUILD_DIR --prefix WORK_DIR/prefix (the work dir is removed first)
 #   2. the installed headers are exactly include/kimi/**.h of the source tree (no src/ header leaks out)
 #   3. the README's C++ snippet (the ```cpp block of "## Using the operators") is written out as it stands
-#   4. consumer/ is configured with CMAKE_PREFIX_PATH = the prefix only, built, and its programs run
+#   4. consumer/ is configured with the prefix first on CMAKE_PREFIX_PATH (then only where the build found its
+#      own dependencies), built, and its programs run; it checks that kimi was found in the prefix
 #   5. with KIMI_CLI: the installed bin/kimi writes a random k3-tiny checkpoint and inspects it
 foreach(v KIMI_BUILD_DIR KIMI_SOURCE_DIR WORK_DIR GENERATOR CXX_COMPILER)
   if(NOT DEFINED ${v} OR "${${v}}" STREQUAL "")
