@@ -3,8 +3,8 @@
 What runs where: every test that needs only NumPy runs everywhere. Tests that need PyTorch (marked needs_torch)
 and the 'cuda' cases (marked needs_cuda: PyTorch sees a GPU and kimi_cpp was built with the CUDA backend) are
 deselected where that is missing, not skipped: pytest's summary counts them as 'deselected' and a line before it
-says why, so a CPU-only run (CI has no PyTorch: .ci/run) shows no skip that could hide a defect. test_gpu.py
-imports torch at module level and is not collected without it. Tolerances are SPEC 14's: fp32 relative error 1e-5,
+says why, so a run without a GPU (CI: .ci/run, PyPI's torch on the CPU) shows no skip that could hide a defect.
+test_gpu.py imports torch at module level and is not collected without it. Tolerances are SPEC 14's: fp32 relative error 1e-5,
 bf16 5e-3."""
 import numpy as np
 import pytest
