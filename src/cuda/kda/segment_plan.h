@@ -1,4 +1,4 @@
-// src/ops/kda_segment_plan.h: the cost model behind the CUDA chunkwise KDA walk's sequence parallelism
+// src/cuda/kda/segment_plan.h: the cost model behind the CUDA chunkwise KDA walk's sequence parallelism
 // (src/cuda/kda/chunk.cuh, "Segments"; the launcher src/cuda/kda/chunk.cu asks it for a segment length). Host code
 // only, with no CUDA dependency, so that it builds and is tested everywhere (tests/test_kda_segment_plan.cpp).
 //

@@ -1,5 +1,5 @@
-// Implementation of src/ops/kda_segment_plan.h.
-#include "ops/kda_segment_plan.h"
+// Implementation of src/cuda/kda/segment_plan.h.
+#include "cuda/kda/segment_plan.h"
 
 #include <algorithm>
 #include <iterator>
