@@ -4,7 +4,7 @@
 
 #include "kimi/device.h"
 #include "kimi/error.h"
-#include "testkit/case.h"
+#include "verify/cases/case.h"
 
 namespace kimi::cli {
 
