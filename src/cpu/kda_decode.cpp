@@ -33,7 +33,7 @@ void kda_decode_step(const KdaDecodeArgs& a, const std::vector<int64_t>& pool_ro
   const std::array<std::array<TensorView, 4>, 3> convs = {{{a.x_q, a.conv_q, a.cache_q, q},
                                                            {a.x_k, a.conv_k, a.cache_k, k},
                                                            {a.x_v, a.conv_v, a.cache_v, v}}};
-  for (const auto& [x, w, cache, y] : convs) short_conv(as3(x), w, cache, cache, seqs, ConvActivation::silu, as3(y), ctx);
+  for (const auto& [x, w, cache, y] : convs) cpu::short_conv(as3(x), w, cache, cache, seqs, ConvActivation::silu, as3(y), ctx);
   // 2. gate, beta, L2 norm, recurrence on the pool rows
   Tensor rows(DType::i64, {N});
   std::copy(pool_rows.begin(), pool_rows.end(), rows.data_as<int64_t>());
@@ -50,10 +50,10 @@ void kda_decode_step(const KdaDecodeArgs& a, const std::vector<int64_t>& pool_ro
   r.o = heads4(o, H);
   KdaDims d{N, 1, H, K, V, a.scale ? *a.scale : float(1.0 / std::sqrt(double(K))), {}, pool_rows};
   for (int64_t n = 0; n < N; ++n) d.seqs.push_back({n, 0, 1});
-  kda_recurrent_fwd(r, d, ctx);
+  cpu::kda_recurrent_fwd(r, d, ctx);
   // 3. per-head gated RMSNorm
   const TensorView zh = a.z.present() ? heads3(a.z, H) : TensorView{};
-  gated_rms_norm(heads3(o, H), zh, a.o_norm, a.norm_eps, heads3(a.y, H), ctx);
+  cpu::gated_rms_norm(heads3(o, H), zh, a.o_norm, a.norm_eps, heads3(a.y, H), ctx);
 }
 
 }  // namespace kimi::cpu

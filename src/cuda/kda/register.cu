@@ -21,11 +21,13 @@ bool tensor_cores(const KdaArgs& a, const KdaDims& d) {
          (d.K == 64 || d.K == 128);
 }
 
+// The launchers are called as cuda::...: KdaArgs lives in kimi, so argument-dependent lookup would also find the
+// public operators of the same name.
 void chunk_fwd(const KdaArgs& a, const KdaDims& d, int chunk_size, const Context& ctx) {
   if (tensor_cores(a, d))
-    kda_chunk_fwd(a, chunk_size, ctx);
+    cuda::kda_chunk_fwd(a, chunk_size, ctx);
   else
-    kda_recurrent_fwd(a, ctx);
+    cuda::kda_recurrent_fwd(a, ctx);
 }
 
 std::optional<Refusal> chunk_supports(const KdaArgs& a, const KdaDims& d, int, const Context&) {
@@ -34,7 +36,7 @@ std::optional<Refusal> chunk_supports(const KdaArgs& a, const KdaDims& d, int, c
   return std::nullopt;
 }
 
-void recurrent_fwd(const KdaArgs& a, const KdaDims&, const Context& ctx) { kda_recurrent_fwd(a, ctx); }
+void recurrent_fwd(const KdaArgs& a, const KdaDims&, const Context& ctx) { cuda::kda_recurrent_fwd(a, ctx); }
 
 }  // namespace
 
