@@ -1,4 +1,4 @@
-// Bad-input tests for kimi/ops/gather.h (values are covered by the harness, tests/testkit/cases_gather.cpp).
+// Bad-input tests for kimi/ops/gather.h (values are covered by the harness, src/verify/cases/cases_gather.cpp).
 #include <gtest/gtest.h>
 
 #include "expect_error.h"

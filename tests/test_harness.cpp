@@ -1,10 +1,10 @@
-// Runs every harness case (tests/testkit) on every available device against the fp64 oracle.
+// Runs every harness case (src/verify/cases) on every available device against the fp64 oracle.
 #include <gtest/gtest.h>
 
 #include "kimi/device.h"
-#include "testkit/case.h"
+#include "verify/cases/case.h"
 
-namespace kimi::testkit {
+namespace kimi::verify {
 namespace {
 
 struct Param {
@@ -51,9 +51,9 @@ TEST(Registry, EveryOperatorHasAHarnessCase) {
   for (const std::string& op : all_ops()) {
     bool found = false;
     for (const Case& c : cases()) found = found || c.op == op;
-    EXPECT_TRUE(found) << op << " has no case in tests/testkit";
+    EXPECT_TRUE(found) << op << " has no case in src/verify/cases";
   }
 }
 
 }  // namespace
-}  // namespace kimi::testkit
+}  // namespace kimi::verify

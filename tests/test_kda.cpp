@@ -14,7 +14,7 @@
 
 #include "expect_error.h"
 #include "kimi/ops/kda.h"
-#include "oracle/kda.h"
+#include "verify/oracle/kda.h"
 #include "tensor_testutil.h"
 
 namespace kimi {

@@ -4,7 +4,7 @@
 //     lengths [1300, 547, 2048, 963, 271, 3063], H in {8, 32, 64, 96}, both gate forms, both state layouts,
 //     bf16 q / k / v / gate / beta, fp32 initial and final state; relative RMS error <= 5e-3 on o and on the final
 //     state, and no NaN / Inf.
-//   - The reference: the fp64 oracle (tests/oracle) where the host can afford it (B * T * H <= 32768 token-heads, a few seconds);
+//   - The reference: the fp64 oracle (src/verify/oracle) where the host can afford it (B * T * H <= 32768 token-heads, a few seconds);
 //     beyond, the CUDA token-by-token recurrence (kda_recurrent_fwd, fp32 state) on the same inputs, itself
 //     checked against the oracle at 8192 tokens below (ReferenceRecurrenceMatchesOracle).
 //   - Prefill followed by decode steps equals the longer prefill, on the GPU.
@@ -26,7 +26,7 @@
 
 #include "kimi/device.h"
 #include "kimi/ops/kda.h"
-#include "oracle/kda.h"
+#include "verify/oracle/kda.h"
 #include "tensor_testutil.h"
 #ifdef KIMI_WITH_CUDA
 #include "cuda/kda/chunk.h"

@@ -23,7 +23,7 @@
 #include "expect_error.h"
 #include "kimi/device.h"
 #include "tensor_testutil.h"
-#include "testkit/case.h"
+#include "verify/cases/case.h"
 #include "kimi/ops/conv.h"
 #include "kimi/ops/kda.h"
 #include "kimi/ops/kda_decode.h"
@@ -197,7 +197,7 @@ TEST(KdaDecodeStep, CudaGraphReplayMatchesEagerCalls) {
 #ifdef KIMI_WITH_CUDA
   const Device gpu = Device::cuda(0);
   const int32_t slot_sets[3][3] = {{4, 0, 2}, {1, 3, 0}, {2, 4, 1}};  // new rows every replay
-  const double tol = testkit::tol_for(DType::f32);
+  const double tol = verify::tol_for(DType::f32);
   for (StateLayout layout : {StateLayout::kv, StateLayout::vk}) {
     for (bool gated : {true, false}) {
       const GateForm form = gated ? GateForm::bounded : GateForm::softplus;
@@ -227,7 +227,7 @@ TEST(KdaDecodeStep, CudaGraphReplayMatchesEagerCalls) {
         ASSERT_EQ(cudaStreamSynchronize(st), cudaSuccess);
         const Tensor yg = copy_to(graph.y, Device::cpu()), ye = copy_to(eager.y, Device::cpu());
         EXPECT_TRUE(same_bytes(yg, ye)) << what << " replay " << t;
-        EXPECT_LE(testkit::rel_err(values(yg), values(cpu.y)), tol) << what << " replay " << t;
+        EXPECT_LE(verify::rel_err(values(yg), values(cpu.y)), tol) << what << " replay " << t;
       }
       const std::pair<const char*, std::array<const Tensor*, 3>> pools[] = {{"state", {&graph.state, &eager.state, &cpu.state}},
                                                                             {"cache_q", {&graph.cq, &eager.cq, &cpu.cq}},
@@ -236,7 +236,7 @@ TEST(KdaDecodeStep, CudaGraphReplayMatchesEagerCalls) {
       for (const auto& [name, t] : pools) {
         const Tensor pg = copy_to(*t[0], Device::cpu()), pe = copy_to(*t[1], Device::cpu());
         EXPECT_TRUE(same_bytes(pg, pe)) << what << " " << name;
-        EXPECT_LE(testkit::rel_err(values(pg), values(*t[2])), tol) << what << " " << name;
+        EXPECT_LE(verify::rel_err(values(pg), values(*t[2])), tol) << what << " " << name;
       }
       cudaGraphExecDestroy(ge);
       cudaGraphDestroy(g);
@@ -294,10 +294,10 @@ TEST(KdaDecodeStep, CudaBothKernelFamiliesMatchTheOracle) {
   for (int path : {1, -1}) {
     cuda::kda_decode_set_path(path);
     int n = 0;
-    for (const testkit::Case& c : testkit::all_cases(testkit::Scale::test)) {
+    for (const verify::Case& c : verify::all_cases(verify::Scale::test)) {
       if (c.op != "kda_decode_step") continue;
       ++n;
-      const testkit::Result r = c.run(Device::cuda(0));
+      const verify::Result r = c.run(Device::cuda(0));
       SCOPED_TRACE(std::string(path > 0 ? "bulk" : "registers") + " " + c.shape + " " + r.detail);
       EXPECT_TRUE(r.finite);
       EXPECT_TRUE(r.guards_ok);

@@ -16,7 +16,7 @@
 #include "kimi/dtype.h"
 #include "kimi/ops/kda.h"
 #include "tensor_testutil.h"
-#include "testkit/case.h"
+#include "verify/cases/case.h"
 #ifdef KIMI_WITH_CUDA
 #include "cuda/kda/kda.h"
 #endif
@@ -59,11 +59,11 @@ TEST(KdaOneTokenCuda, BothKernelFamiliesMatchTheOracle) {
   for (int path : {1, -1}) {
     const OneTokenPath force(path);
     int n = 0, streamed = 0;
-    for (const testkit::Case& c : testkit::all_cases(testkit::Scale::test)) {
+    for (const verify::Case& c : verify::all_cases(verify::Scale::test)) {
       if (c.op != "kda_recurrent_fwd" || c.shape.find(" T=1 ") == std::string::npos) continue;
       ++n;
       const int64_t before = cuda::kda_recurrent_stream_launches();
-      const testkit::Result r = c.run(Device::cuda(0));
+      const verify::Result r = c.run(Device::cuda(0));
       const bool stream = cuda::kda_recurrent_stream_launches() > before;
       streamed += stream;
       SCOPED_TRACE(std::string(path_name(path)) + " " + c.shape + " " + std::string(dtype_name(c.dtype)) + " " +

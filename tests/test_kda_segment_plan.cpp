@@ -1,4 +1,4 @@
-// The cost model behind the CUDA chunkwise KDA walk's sequence parallelism (src/ops/kda_segment_plan.h): host code,
+// The cost model behind the CUDA chunkwise KDA walk's sequence parallelism (src/cuda/kda/segment_plan.h): host code,
 // tested on every machine. makespan() against the per-CTA list scheduling it stands for; the model against the walk
 // times measured on the H200 (docs/gpu runs 42-43: bench_kda_prefill, 1 x 65536 tokens, bf16, bounded gate, walk =
 // total - the prep's time); the automatic choices the launcher makes on those shapes.
@@ -13,7 +13,7 @@
 #include <random>
 #include <vector>
 
-#include "ops/kda_segment_plan.h"
+#include "cuda/kda/segment_plan.h"
 
 namespace kimi::kda_plan {
 namespace {

@@ -1,5 +1,5 @@
 // Sequence parallelism of the CUDA chunkwise KDA walk (src/cuda/kda/chunk.cuh, "Segments"): runs the harness's
-// segment cases (tests/testkit/cases_kda.cpp, shapes with "seg=") on CUDA, prints the relative errors of o and
+// segment cases (src/verify/cases/cases_kda.cpp, shapes with "seg=") on CUDA, prints the relative errors of o and
 // of the final state against the fp64 oracle, and checks that the automatic choice ("seg=auto", 1 x 8192 H2)
 // takes segments. The harness itself runs the same cases on every device. Also: a fixed-length segmented call
 // recorded into a CUDA graph (the segment table built on the device) replays bit-identically to the eager call.
@@ -15,14 +15,14 @@
 #include "kimi/device.h"
 #include "kimi/error.h"
 #include "kimi/ops/kda.h"
-#include "testkit/case.h"
+#include "verify/cases/case.h"
 
 #ifdef KIMI_WITH_CUDA
 #include <cuda_runtime.h>
 
 #include "cuda/kda/chunk.h"
 
-namespace kimi::testkit {
+namespace kimi::verify {
 namespace {
 
 TEST(CudaKdaSeqPar, SegmentCasesMatchTheOracle) {
@@ -114,5 +114,5 @@ TEST(CudaKdaSeqPar, SegmentedCallReplaysFromACudaGraph) {
 }
 
 }  // namespace
-}  // namespace kimi::testkit
+}  // namespace kimi::verify
 #endif

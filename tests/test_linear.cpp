@@ -9,7 +9,7 @@
 #include "cpu/linear.h"
 #include "kimi/ops/linear.h"
 #include "kimi/ops/mxfp4.h"
-#include "oracle/mxfp4.h"
+#include "verify/oracle/mxfp4.h"
 
 namespace kimi {
 namespace {

@@ -1,4 +1,5 @@
-// Implementation of kimi/device.h (CPU side; the CUDA side lives in src/cuda/runtime.cu).
+// Implementation of kimi/device.h: host memory here, every other backend's memory through its DeviceRuntime
+// (src/core/registry.h, filled by the backend's register_ops: src/cuda/register.cu for CUDA).
 #include "kimi/device.h"
 
 #include <algorithm>
@@ -9,26 +10,21 @@
 #include "core/check.h"
 #include "core/registry.h"
 
-#ifdef KIMI_WITH_CUDA
-#include "cuda/runtime.h"
-#endif
-
 namespace kimi {
 
-bool cuda_built() {
-#ifdef KIMI_WITH_CUDA
-  return true;
-#else
-  return false;
-#endif
+namespace {
+// The runtime of d's backend, or nullptr when this build does not link that backend.
+const DeviceRuntime* runtime_of(Device d) {
+  const Backend b = backend_of(d);
+  return registry().linked(b) ? &registry().runtime(b) : nullptr;
 }
+}  // namespace
+
+bool cuda_built() { return registry().linked(Backend::cuda); }
 
 int cuda_device_count() {
-#ifdef KIMI_WITH_CUDA
-  return cuda::device_count();
-#else
-  return 0;
-#endif
+  const DeviceRuntime* rt = runtime_of(Device::cuda());
+  return rt ? rt->device_count() : 0;
 }
 
 std::vector<Device> available_devices() {
@@ -43,18 +39,14 @@ void* device_alloc(Device d, size_t bytes) {
     if (!p) throw std::bad_alloc();
     return p;
   }
-#ifdef KIMI_WITH_CUDA
-  return cuda::alloc(d, bytes);
-#else
-  throw Error("device_alloc: " + to_string(d) + " requested but this build has no CUDA backend");
-#endif
+  const DeviceRuntime* rt = runtime_of(d);
+  if (!rt) throw Error("device_alloc: " + to_string(d) + " requested but this build has no CUDA backend");
+  return rt->alloc(d, bytes);
 }
 
 void device_free(Device d, void* p) {
   if (d.type == DeviceType::cpu) return std::free(p);
-#ifdef KIMI_WITH_CUDA
-  cuda::free(d, p);
-#endif
+  if (const DeviceRuntime* rt = runtime_of(d)) rt->free(d, p);
 }
 
 void device_zero(Device d, void* p, size_t bytes) {
@@ -62,11 +54,9 @@ void device_zero(Device d, void* p, size_t bytes) {
     std::memset(p, 0, bytes);
     return;
   }
-#ifdef KIMI_WITH_CUDA
-  cuda::zero_bytes(d, p, bytes);
-#else
-  throw Error("device_zero: " + to_string(d) + " requested but this build has no CUDA backend");
-#endif
+  const DeviceRuntime* rt = runtime_of(d);
+  if (!rt) throw Error("device_zero: " + to_string(d) + " requested but this build has no CUDA backend");
+  rt->zero(d, p, bytes);
 }
 
 void copy(TensorView dst, TensorView src, const Context& ctx) {
@@ -82,36 +72,15 @@ void copy(TensorView dst, TensorView src, const Context& ctx) {
     std::memmove(dst.data, src.data, bytes);
     return;
   }
-#ifdef KIMI_WITH_CUDA
-  cuda::copy_bytes(dst.data, dst.device, src.data, src.device, bytes, ctx.cuda_stream);
-#else
-  (void)ctx;
-  c.fail("a CUDA tensor was given but this build has no CUDA backend");
-#endif
+  // the device side's runtime copies (either side may be the host)
+  const DeviceRuntime* rt = runtime_of(dst.device.type == DeviceType::cpu ? src.device : dst.device);
+  if (!rt) c.fail("a CUDA tensor was given but this build has no CUDA backend");
+  rt->copy(dst.data, dst.device, src.data, src.device, bytes, ctx.cuda_stream);
 }
 
 void synchronize(Device d, const Context& ctx) {
-#ifdef KIMI_WITH_CUDA
-  if (d.type == DeviceType::cuda) cuda::synchronize(d, ctx.cuda_stream);
-#else
-  (void)d;
-  (void)ctx;
-#endif
-}
-
-bool op_supported(std::string_view op, Device d) {
-  for (const OpInfo& o : op_table())
-    if (o.name == op) return d.type == DeviceType::cpu ? true : (cuda_built() && o.cuda);
-  return false;
-}
-
-const std::vector<std::string>& all_ops() {
-  static const std::vector<std::string> names = [] {
-    std::vector<std::string> v;
-    for (const OpInfo& o : op_table()) v.emplace_back(o.name);
-    return v;
-  }();
-  return names;
+  if (d.type == DeviceType::cpu) return;
+  if (const DeviceRuntime* rt = runtime_of(d)) rt->synchronize(d, ctx.cuda_stream);
 }
 
 }  // namespace kimi

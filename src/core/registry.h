@@ -1,20 +1,224 @@
-// src/core/registry.h: the table of operators and which backends implement them.
+// src/core/registry.h: the operator registry, operator x backend -> {run, supports}.
 //
-// One row per public operator. The CPU backend implements all of them (it is the reference);
-// `cuda` is true where src/cuda has a kernel. Keep this table in step with include/kimi/ops/.
+// One slot per public operator (and per internal kernel of the runtime), typed by the arguments the operator's
+// validation hands to a backend: the public arguments, plus what src/ops resolved on the host (sizes in
+// core/dims.h, index tensors read into vectors). Each backend fills the slots it implements in its
+// register_ops (src/cpu/register.cpp, src/cuda/register.cu); an empty slot means "no kernel on that backend".
+// Core calls the register functions once, on first use of registry(); which backends a build links is said in
+// one generated file (src/core/backends.cpp.in, configured by CMakeLists.txt) and nowhere else.
+//
+// Readers: dispatch() below (src/ops: validate, then dispatch), op_supported() / all_ops() (kimi/device.h:
+// placement, `kimi check`, `kimi inspect`, the harness tests) and the device memory of kimi/device.h
+// (DeviceRuntime).
 #pragma once
 
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <optional>
 #include <span>
+#include <string>
 #include <string_view>
+#include <type_traits>
+#include <vector>
+
+#include "core/check.h"
+#include "core/dims.h"
+#include "kimi/context.h"
+#include "kimi/ops.h"
+#include "kimi/tensor.h"
 
 namespace kimi {
 
-struct OpInfo {
-  std::string_view name;
-  std::string_view family;  // the header under include/kimi/ops/
-  bool cuda;
+enum class Backend : uint8_t { cpu, cuda };
+inline constexpr int kBackends = 2;
+
+constexpr Backend backend_of(Device d) { return d.type == DeviceType::cuda ? Backend::cuda : Backend::cpu; }
+std::string_view backend_name(Backend b);  // "cpu", "cuda"
+
+// A backend's refusal of one call (its supports() predicate), in Checker::fail's three parts: the argument as
+// the caller names it, what this backend needs, what it got.
+struct Refusal {
+  std::string arg, expected, got;
 };
 
-std::span<const OpInfo> op_table();
+class Registry;
+
+// The part of a slot that does not depend on its signature: lookups by name.
+class SlotBase {
+ public:
+  // Appends the slot to r.slots() (a slot is a member of r).
+  SlotBase(Registry& r, std::string_view name, std::string_view family);
+  SlotBase(const SlotBase&) = delete;
+  SlotBase& operator=(const SlotBase&) = delete;
+
+  std::string_view name() const { return name_; }
+  std::string_view family() const { return family_; }  // the header under include/kimi/ops/ ("" if internal)
+  bool is_public() const { return !family_.empty(); }
+  bool has(Backend b) const { return has_[size_t(b)]; }
+
+ protected:
+  std::array<bool, kBackends> has_{};
+
+ private:
+  std::string_view name_, family_;
+};
+
+template <class Fn>
+class OpSlot;
+
+// One operator: per backend the function that runs it and an optional supports() predicate over the same
+// arguments (nullopt: the backend takes the call; absent predicate: it takes every validated call).
+template <class... A>
+class OpSlot<void(A...)> : public SlotBase {
+ public:
+  using Run = void (*)(A...);
+  using Supports = std::optional<Refusal> (*)(A...);
+  struct Impl {
+    Run run = nullptr;
+    Supports supports = nullptr;
+  };
+
+  using SlotBase::SlotBase;
+  void set(Backend b, Run run, Supports supports = nullptr) {
+    impl_[size_t(b)] = {run, supports};
+    has_[size_t(b)] = run != nullptr;
+  }
+  const Impl& get(Backend b) const { return impl_[size_t(b)]; }
+
+ private:
+  std::array<Impl, kBackends> impl_{};
+};
+
+// Device memory of a backend other than the host's (src/core/device.cpp keeps host memory itself).
+struct DeviceRuntime {
+  int (*device_count)() = nullptr;
+  void* (*alloc)(Device d, size_t bytes) = nullptr;
+  void (*free)(Device d, void* p) = nullptr;
+  void (*zero)(Device d, void* p, size_t bytes) = nullptr;  // synchronous
+  // bytes from (src, src_dev) to (dst, dst_dev), either side on the host; synchronous.
+  void (*copy)(void* dst, Device dst_dev, const void* src, Device src_dev, size_t bytes, void* stream) = nullptr;
+  void (*synchronize)(Device d, void* stream) = nullptr;
+};
+
+class Registry {
+ public:
+  Registry() = default;
+  Registry(const Registry&) = delete;
+  Registry& operator=(const Registry&) = delete;
+
+  // Every slot, in declaration order (the order of all_ops()).
+  std::span<SlotBase* const> slots() const { return slots_; }
+  const SlotBase* find(std::string_view name) const;  // nullptr: no such slot
+
+  // A backend is linked when its register_ops ran (this build has it).
+  bool linked(Backend b) const { return backends_[size_t(b)].linked; }
+  const DeviceRuntime& runtime(Backend b) const { return backends_[size_t(b)].runtime; }
+  void link(Backend b, const DeviceRuntime& rt = {}) { backends_[size_t(b)] = {true, rt}; }
+
+ private:
+  friend class SlotBase;
+  struct Linked {
+    bool linked = false;
+    DeviceRuntime runtime;
+  };
+  std::vector<SlotBase*> slots_;  // first: the slots below append themselves on construction
+  std::array<Linked, kBackends> backends_{};
+
+ public:
+  // kimi/ops/norm.h
+  OpSlot<void(TensorView x, TensorView w, float eps, TensorView y, const Context&)> rms_norm{*this, "rms_norm", "norm"};
+  OpSlot<void(TensorView x, TensorView residual, TensorView w, float eps, TensorView sum, TensorView y, const Context&)>
+      add_rms_norm{*this, "add_rms_norm", "norm"};
+  OpSlot<void(TensorView o, TensorView z, TensorView w, float eps, TensorView y, const Context&)> gated_rms_norm{
+      *this, "gated_rms_norm", "norm"};
+  OpSlot<void(TensorView x, TensorView y, float eps, const Context&)> l2_norm{*this, "l2_norm", "norm"};
+  // kimi/ops/linear.h, kimi/ops/mxfp4.h
+  OpSlot<void(TensorView x, const Weight& w, TensorView y, float beta, const Context&)> linear{*this, "linear",
+                                                                                               "linear"};
+  OpSlot<void(TensorView packed, TensorView scale, TensorView w, const Context&)> mxfp4_dequant{*this, "mxfp4_dequant",
+                                                                                                "mxfp4"};
+  OpSlot<void(TensorView w, TensorView packed, TensorView scale, const Context&)> mxfp4_quant{*this, "mxfp4_quant",
+                                                                                              "mxfp4"};
+  // kimi/ops/conv.h. offsets: sequence n is flat tokens [offsets[n], offsets[n+1]) (packed: of batch row 0;
+  // else row n, offsets[n] = n * T); rows: sequence n's cache row.
+  OpSlot<void(TensorView x, TensorView w, TensorView cache_in, TensorView cache_out,
+              const std::vector<int64_t>& offsets, bool packed, const std::vector<int64_t>& rows, ConvActivation act,
+              TensorView y, const Context&)>
+      short_conv_fwd{*this, "short_conv_fwd", "conv"};
+  OpSlot<void(TensorView x, TensorView w, TensorView cache, const std::vector<int64_t>& rows, ConvActivation act,
+              TensorView y, const Context&)>
+      short_conv_update{*this, "short_conv_update", "conv"};
+  // kimi/ops/kda.h, kimi/ops/kda_decode.h. kda_decode_step's rows: sequence n's pool row when the slots are
+  // absent or on the host; empty when they are a device tensor (read by the kernel).
+  OpSlot<void(TensorView f, const KdaGate& gate, TensorView g, const Context&)> kda_gate{*this, "kda_gate", "kda"};
+  OpSlot<void(TensorView b, TensorView beta, const Context&)> kda_beta{*this, "kda_beta", "kda"};
+  OpSlot<void(const KdaArgs& a, const KdaDims& d, const Context&)> kda_recurrent_fwd{*this, "kda_recurrent_fwd",
+                                                                                     "kda"};
+  OpSlot<void(const KdaArgs& a, const KdaDims& d, int chunk_size, const Context&)> kda_chunk_fwd{
+      *this, "kda_chunk_fwd", "kda"};
+  OpSlot<void(const KdaDecodeArgs& a, const std::vector<int64_t>& rows, const Context&)> kda_decode_step{
+      *this, "kda_decode_step", "kda_decode"};
+  // kimi/ops/mla.h. cu: packed offsets (empty without cu_seqlens); start / lens / slots read on the host.
+  OpSlot<void(TensorView q, TensorView latent, TensorView k_pe, const Weight& w_kvb, TensorView gate,
+              const std::vector<int64_t>& cu, const MlaDims& d, TensorView o, const Context&)>
+      mla_prefill{*this, "mla_prefill", "mla"};
+  OpSlot<void(TensorView latent, TensorView k_pe, TensorView cache, const std::vector<int64_t>& start,
+              const std::vector<int64_t>& slots, const Context&)>
+      mla_cache_write{*this, "mla_cache_write", "mla"};
+  OpSlot<void(TensorView q, TensorView cache, const std::vector<int64_t>& lens, const std::vector<int64_t>& slots,
+              const Weight& w_kvb, TensorView gate, const MlaDims& d, TensorView o, const Context&)>
+      mla_decode{*this, "mla_decode", "mla"};
+  // kimi/ops/moe.h
+  OpSlot<void(TensorView logits, TensorView bias, const RouterParams& p, TensorView ids, TensorView weights,
+              const Context&)>
+      moe_router{*this, "moe_router", "moe"};
+  OpSlot<void(TensorView scores, TensorView bias, int top_k, const Context&)> moe_quantile_balance{
+      *this, "moe_quantile_balance", "moe"};
+  OpSlot<void(TensorView gate, TensorView up, const GluParams& p, TensorView h, const Context&)> glu{*this, "glu",
+                                                                                                    "moe"};
+  OpSlot<void(TensorView x, const MlpWeights& w, const GluParams& p, TensorView y, float beta, const Context&)> mlp{
+      *this, "mlp", "moe"};
+  OpSlot<void(TensorView x, const LatentMoeWeights& w, const RouterParams& router, const GluParams& act,
+              float norm_eps, TensorView out, TensorView ids, TensorView weights, const Context&)>
+      latent_moe{*this, "latent_moe", "moe"};
+  // kimi/ops/attn_res.h, kimi/ops/gather.h
+  OpSlot<void(TensorView partial, std::span<const TensorView> blocks, TensorView proj_w, TensorView norm_w, float eps,
+              TensorView out, const Context&)>
+      attn_res{*this, "attn_res", "attn_res"};
+  OpSlot<void(TensorView src, const std::vector<int64_t>& rows, TensorView out, const Context&)> gather_rows{
+      *this, "gather_rows", "gather"};
+
+  // Internal kernels of the runtime (no family: not operators of the public API). src/model/add_into.h.
+  OpSlot<void(TensorView out, TensorView y, const Context&)> add_into{*this, "add_into", ""};
+};
+
+// The registry with every backend this build links (thread-safe; filled on the first call).
+const Registry& registry();
+
+// Each backend's registration (src/cpu/register.cpp, src/cuda/register.cu), and the generated list of those a
+// build links (src/core/backends.cpp.in), which registry() calls once.
+namespace cpu {
+void register_ops(Registry& r);
+}
+namespace cuda {
+void register_ops(Registry& r);
+}
+void register_backends(Registry& r);
+
+// The failure of a call to device d whose backend has no kernel for the operator: the backend is not built
+// ("... has no CUDA backend (configure with -DKIMI_CUDA=ON)") or lacks this operator ("not implemented on ...").
+[[noreturn]] void fail_unavailable(const check::Checker& c, Device d);
+
+// Runs a validated call on the backend of device d: fails (naming the operator) when that backend has no kernel
+// for it or its supports() refuses the arguments. Never falls back to another backend.
+template <class... A>
+void dispatch(const check::Checker& c, Device d, const OpSlot<void(A...)>& slot, std::type_identity_t<A>... args) {
+  const auto& impl = slot.get(backend_of(d));
+  if (!impl.run) fail_unavailable(c, d);
+  if (impl.supports)
+    if (const std::optional<Refusal> r = impl.supports(args...)) c.fail(r->arg, r->expected, r->got);
+  impl.run(args...);
+}
 
 }  // namespace kimi

@@ -1,32 +1,23 @@
-// src/cpu/kda.h: CPU kernels of kimi/ops/kda.h (arguments already validated by src/ops/kda.cpp).
+// src/cpu/kda.h: CPU kernels of kimi/ops/kda.h and kimi/ops/kda_decode.h (arguments already validated by
+// src/ops/kda.cpp, src/ops/kda_decode.cpp; sizes resolved in core/dims.h).
 #pragma once
 
 #include <cstdint>
 #include <vector>
 
+#include "core/dims.h"
 #include "kimi/context.h"
 #include "kimi/ops/kda.h"
+#include "kimi/ops/kda_decode.h"
 #include "kimi/tensor.h"
 
 namespace kimi::cpu {
-
-// One sequence of a (possibly packed) batch: batch row b, tokens [t0, t0 + len) of that row.
-struct KdaSeq {
-  int64_t b, t0, len;
-};
-
-// Sizes resolved by the validation: N = seqs.size(), scale already defaulted; sequence n's state is
-// row state_rows[n] of initial_state / final_state (n itself without state_slots).
-struct KdaDims {
-  int64_t B, T, H, K, V;
-  float scale;
-  std::vector<KdaSeq> seqs;
-  std::vector<int64_t> state_rows;
-};
 
 void kda_gate(TensorView f, const KdaGate& gate, TensorView g, const Context& ctx);
 void kda_beta(TensorView b, TensorView beta, const Context& ctx);
 void kda_recurrent_fwd(const KdaArgs& args, const KdaDims& d, const Context& ctx);
 void kda_chunk_fwd(const KdaArgs& args, const KdaDims& d, int chunk_size, const Context& ctx);
+// The decode step as its parts (src/cpu/kda_decode.cpp); rows: sequence n's state / cache pool row.
+void kda_decode_step(const KdaDecodeArgs& a, const std::vector<int64_t>& rows, const Context& ctx);
 
 }  // namespace kimi::cpu

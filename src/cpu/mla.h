@@ -4,17 +4,12 @@
 
 #include <vector>
 
+#include "core/dims.h"
 #include "kimi/context.h"
 #include "kimi/ops/linear.h"
 #include "kimi/tensor.h"
 
 namespace kimi::cpu {
-
-// Sizes derived (and cross-checked) by src/ops/mla.cpp.
-struct MlaDims {
-  int64_t heads = 0, kv_lora = 0, qk_rope = 0, qk_nope = 0, v_dim = 0;
-  float scale = 0.f;
-};
 
 // cu: packed offsets [N+1] (B = 1), or empty for B independent rows of T tokens.
 void mla_prefill(TensorView q, TensorView latent, TensorView k_pe, const Weight& w_kvb, TensorView gate,

@@ -9,7 +9,8 @@ namespace {
 
 constexpr int kKinds = 7;
 
-// The operators each block kind calls (src/model/*_block.cpp, forward.cpp): keep in step with the code.
+// The operators each block kind calls (src/model/*_block.cpp, forward.cpp): keep in step with that code. Which of
+// them a device's backend implements is not listed here: the predicate asks the registry (kimi::op_supported).
 constexpr std::string_view kEmbeddingOps[] = {"gather_rows"};
 constexpr std::string_view kAttnResOps[] = {"attn_res"};
 constexpr std::string_view kKdaOps[] = {"rms_norm",      "linear",         "short_conv_fwd",

@@ -4,11 +4,7 @@
 #include <string>
 
 #include "core/check.h"
-#include "core/dispatch.h"
-#include "cpu/attn_res.h"
-#ifdef KIMI_WITH_CUDA
-#include "cuda/attn_res/attn_res.h"
-#endif
+#include "core/registry.h"
 
 namespace kimi {
 
@@ -42,13 +38,7 @@ void attn_res(TensorView partial, std::span<const TensorView> blocks, TensorView
       c.fail("blocks[" + std::to_string(i) + "]", "device " + to_string(dev) + " (like 'partial')",
              to_string(blocks[i].device));
   }
-  dispatch(
-      c, dev, [&] { cpu::attn_res(partial, blocks, proj_w, norm_w, eps, out, ctx); },
-      [&] {
-#ifdef KIMI_WITH_CUDA
-        cuda::attn_res(partial, blocks, proj_w, norm_w, eps, out, ctx);
-#endif
-      });
+  dispatch(c, dev, registry().attn_res, partial, blocks, proj_w, norm_w, eps, out, ctx);
 }
 
 }  // namespace kimi

@@ -5,11 +5,7 @@
 #include <vector>
 
 #include "core/check.h"
-#include "core/dispatch.h"
-#include "cpu/conv.h"
-#ifdef KIMI_WITH_CUDA
-#include "cuda/conv/conv.h"
-#endif
+#include "core/registry.h"
 
 namespace kimi {
 
@@ -88,19 +84,8 @@ void short_conv_fwd(TensorView x, TensorView w, TensorView cache_in, TensorView 
                                     {"cache_in", &cache_in},
                                     {"cache_out", &cache_out},
                                     {"y", &y}});  // cu_seqlens: read on the host
-  dispatch(c, dev, [&] {
-    std::vector<cpu::ConvSeq> seqs(static_cast<size_t>(nseq));
-    for (int64_t n = 0; n < nseq; ++n) {
-      const int64_t b = cu_seqlens.present() ? 0 : n;
-      const int64_t t0 = cu_seqlens.present() ? offsets[size_t(n)] : 0;
-      seqs[size_t(n)] = {b, t0, offsets[size_t(n) + 1] - offsets[size_t(n)], rows[size_t(n)]};
-    }
-    cpu::short_conv(x, w, cache_in, cache_out, seqs, act, y, ctx);
-  }, [&] {
-#ifdef KIMI_WITH_CUDA
-    cuda::short_conv_fwd(x, w, cache_in, cache_out, offsets, cu_seqlens.present(), rows, act, y, ctx);
-#endif
-  });
+  dispatch(c, dev, registry().short_conv_fwd, x, w, cache_in, cache_out, offsets, cu_seqlens.present(), rows, act, y,
+           ctx);
 }
 
 void short_conv_update(TensorView x, TensorView w, TensorView cache, TensorView cache_slots, ConvActivation act,
@@ -120,19 +105,7 @@ void short_conv_update(TensorView x, TensorView w, TensorView cache, TensorView 
   const std::vector<int64_t> rows = c.slots("cache_slots", cache_slots, n, "cache", cache.present() ? cache.size(0) : n, true);
   const Device dev =
       c.same_device({{"x", &x}, {"w", &w}, {"cache", &cache}, {"y", &y}});  // slots: read on the host
-  dispatch(c, dev, [&] {
-    // One token per sequence: x [N, C] as [N, 1, C]; the cache is read and written in place.
-    const int64_t shape3[3] = {n, 1, channels};
-    const int64_t xs[3] = {x.stride(0), channels, 1}, ys[3] = {y.stride(0), channels, 1};
-    const TensorView x3(x.data, x.dtype, shape3, xs, x.device), y3(y.data, y.dtype, shape3, ys, y.device);
-    std::vector<cpu::ConvSeq> seqs(static_cast<size_t>(n));
-    for (int64_t i = 0; i < n; ++i) seqs[size_t(i)] = {i, 0, 1, rows[size_t(i)]};
-    cpu::short_conv(x3, w, cache, cache, seqs, act, y3, ctx);
-  }, [&] {
-#ifdef KIMI_WITH_CUDA
-    cuda::short_conv_update(x, w, cache, rows, act, y, ctx);
-#endif
-  });
+  dispatch(c, dev, registry().short_conv_update, x, w, cache, rows, act, y, ctx);
 }
 
 }  // namespace kimi

@@ -2,11 +2,7 @@
 #include "kimi/ops/gather.h"
 
 #include "core/check.h"
-#include "core/dispatch.h"
-#include "cpu/gather.h"
-#ifdef KIMI_WITH_CUDA
-#include "cuda/gather/gather.h"
-#endif
+#include "core/registry.h"
 
 namespace kimi {
 
@@ -27,13 +23,7 @@ void gather_rows(TensorView src, TensorView rows, TensorView out, const Context&
            "row stride " + std::to_string(out.stride(0)));
   c.disjoint("out", out, "src", src);
   const Device dev = c.same_device({{"src", &src}, {"out", &out}});  // rows: read on the host
-  dispatch(
-      c, dev, [&] { cpu::gather_rows(src, idx, out, ctx); },
-      [&] {
-#ifdef KIMI_WITH_CUDA
-        cuda::gather_rows(src, idx, out, ctx);
-#endif
-      });
+  dispatch(c, dev, registry().gather_rows, src, idx, out, ctx);
 }
 
 }  // namespace kimi

@@ -5,12 +5,7 @@
 #include <string>
 
 #include "core/check.h"
-#include "core/dispatch.h"
-#include "cpu/kda.h"
-#ifdef KIMI_WITH_CUDA
-#include "cuda/kda/chunk.h"
-#include "cuda/kda/kda.h"
-#endif
+#include "core/registry.h"
 
 namespace kimi {
 
@@ -18,11 +13,7 @@ namespace {
 using check::dims;
 using check::kAny;
 
-std::string str(int64_t v) {
-  return std::to_string(v);
-}
-
-
+std::string str(int64_t v) { return std::to_string(v); }
 }  // namespace
 
 // A_log f32 [H], dt_bias f32 [H*K] or [H, K] (contiguous).
@@ -45,7 +36,7 @@ void check::kda_gate(const check::Checker& c, const KdaGate& gate, int64_t H, in
 namespace {
 
 // Validates every argument of kda_recurrent_fwd / kda_chunk_fwd and resolves the sizes.
-cpu::KdaDims check_args(const check::Checker& c, const KdaArgs& a) {
+KdaDims check_args(const check::Checker& c, const KdaArgs& a) {
   c.rank("q", a.q, 4);
   c.float_dtype("q", a.q);
   c.inner_contiguous("q", a.q);
@@ -83,7 +74,7 @@ cpu::KdaDims check_args(const check::Checker& c, const KdaArgs& a) {
                                     {"final_state", &a.final_state}});
   (void)dev;
 
-  cpu::KdaDims d{B, T, H, K, V, a.scale ? *a.scale : float(1.0 / std::sqrt(double(K))), {}, {}};
+  KdaDims d{B, T, H, K, V, a.scale ? *a.scale : float(1.0 / std::sqrt(double(K))), {}, {}};
   if (a.cu_seqlens.present()) {
     if (B != 1) c.fail("cu_seqlens", "batch size 1 (q.shape[0]) with cu_seqlens", "q.shape[0] = " + str(B));
     const std::vector<int64_t> off = c.cu_seqlens("cu_seqlens", a.cu_seqlens, T);
@@ -121,11 +112,6 @@ cpu::KdaDims check_args(const check::Checker& c, const KdaArgs& a) {
   return d;
 }
 
-// The CUDA chunk kernels index states by sequence (the recurrent ones take slots).
-[[maybe_unused]] void no_state_slots_on_cuda(const check::Checker& c, const KdaArgs& a) {
-  if (a.state_slots.present())
-    c.fail("state_slots", "absent for the cuda chunk kernels (kda_recurrent_fwd takes them)", "present");
-}
 }  // namespace
 
 void kda_gate(TensorView f, const KdaGate& gate, TensorView g, const Context& ctx) {
@@ -140,13 +126,7 @@ void kda_gate(TensorView f, const KdaGate& gate, TensorView g, const Context& ct
   check::kda_gate(c, gate, H, K);
   const Device dev =
       c.same_device({{"f", &f}, {"gate.A_log", &gate.A_log}, {"gate.dt_bias", &gate.dt_bias}, {"g", &g}});
-  dispatch(
-      c, dev, [&] { cpu::kda_gate(f, gate, g, ctx); },
-      [&] {
-#ifdef KIMI_WITH_CUDA
-        cuda::kda_gate(f, gate, g, ctx);
-#endif
-      });
+  dispatch(c, dev, registry().kda_gate, f, gate, g, ctx);
 }
 
 void kda_beta(TensorView b, TensorView beta, const Context& ctx) {
@@ -157,48 +137,20 @@ void kda_beta(TensorView b, TensorView beta, const Context& ctx) {
   c.inner_contiguous("b", b);
   c.activation("beta", beta, dims(b));
   const Device dev = c.same_device({{"b", &b}, {"beta", &beta}});
-  dispatch(
-      c, dev, [&] { cpu::kda_beta(b, beta, ctx); },
-      [&] {
-#ifdef KIMI_WITH_CUDA
-        cuda::kda_beta(b, beta, ctx);
-#endif
-      });
+  dispatch(c, dev, registry().kda_beta, b, beta, ctx);
 }
 
 void kda_recurrent_fwd(const KdaArgs& args, const Context& ctx) {
   check::Checker c("kda_recurrent_fwd");
-  const cpu::KdaDims d = check_args(c, args);
-  dispatch(
-      c, args.q.device, [&] { cpu::kda_recurrent_fwd(args, d, ctx); },
-      [&] {
-#ifdef KIMI_WITH_CUDA
-        cuda::kda_recurrent_fwd(args, ctx);
-#endif
-      });
+  const KdaDims d = check_args(c, args);
+  dispatch(c, args.q.device, registry().kda_recurrent_fwd, args, d, ctx);
 }
 
 void kda_chunk_fwd(const KdaArgs& args, int chunk_size, const Context& ctx) {
   check::Checker c("kda_chunk_fwd");
   c.range("chunk_size", chunk_size, 1, 256);
-  const cpu::KdaDims d = check_args(c, args);
-  dispatch(
-      c, args.q.device, [&] { cpu::kda_chunk_fwd(args, d, chunk_size, ctx); },
-      [&] {
-#ifdef KIMI_WITH_CUDA
-        // NOTE: the tensor-core chunk kernel takes bf16/f16 inputs at K = V in {64, 128} (its bf16 operands
-        // give ~3e-3 relative error, inside SPEC 14's bf16 bar but not its fp32 one). f32 inputs and other
-        // head sizes run the fp32 recurrent kernel: the same operator result, exact in fp32 (docs/ops/kda.md).
-        const bool tensor_cores = args.q.dtype != DType::f32 && args.k.dtype != DType::f32 &&
-                                  args.v.dtype != DType::f32 && d.K == d.V && (d.K == 64 || d.K == 128);
-        if (tensor_cores) {
-          no_state_slots_on_cuda(c, args);
-          cuda::kda_chunk_fwd(args, chunk_size, ctx);
-        } else {
-          cuda::kda_recurrent_fwd(args, ctx);
-        }
-#endif
-      });
+  const KdaDims d = check_args(c, args);
+  dispatch(c, args.q.device, registry().kda_chunk_fwd, args, d, chunk_size, ctx);
 }
 
 }  // namespace kimi

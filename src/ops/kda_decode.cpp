@@ -1,23 +1,15 @@
-// kimi/ops/kda_decode.h: validation, then on the CPU the kernels of its parts (conv, recurrence, gated norm),
-// on CUDA the one fused kernel (src/cuda/kda/decode_step.cuh). Everything is checked before any cache or
-// state row is written; slots on the CUDA device are checked for dtype, shape and device only (their values
-// are read by the kernel, see the header's contract).
+// kimi/ops/kda_decode.h: validation and dispatch (the CPU backend runs the step as its parts, src/cpu/kda_decode.cpp;
+// CUDA as one fused kernel, src/cuda/kda/decode_step.cuh). Everything is checked before any cache or state row is
+// written; slots on the CUDA device are checked for dtype, shape and device only (their values are read by the
+// kernel, see the header's contract).
 #include "kimi/ops/kda_decode.h"
 
-#include <array>
 #include <cmath>
 #include <string>
 #include <vector>
 
 #include "core/check.h"
-#include "core/dispatch.h"
-#include "core/views.h"
-#include "cpu/conv.h"
-#include "cpu/kda.h"
-#include "cpu/norm.h"
-#ifdef KIMI_WITH_CUDA
-#include "cuda/kda/kda.h"
-#endif
+#include "core/registry.h"
 
 namespace kimi {
 namespace {
@@ -26,16 +18,6 @@ using check::dims;
 using check::kAny;
 
 std::string str(int64_t v) { return std::to_string(v); }
-
-// [N, C] row views as [N, 1, C] / [N, 1, H, C/H] / [N, H, C/H].
-TensorView as3(const TensorView& t) { return view::insert_dim(t, 1); }
-TensorView heads4(const TensorView& t, int64_t H) { return view::insert_dim(view::split_last(t, H), 1); }
-TensorView heads3(const TensorView& t, int64_t H) { return view::split_last(t, H); }
-
-struct Sizes {
-  int64_t N, H, K, V, S;
-  std::vector<int64_t> rows;  // pool row of sequence n; empty when the slots are on the CUDA device
-};
 
 // Slots on the CUDA device (the capturable form): i32/i64 [N] on the tensors' device. Their values cannot be
 // read here; the kernel skips a sequence whose slot is outside [0, S) and makes its y rows NaN.
@@ -58,7 +40,8 @@ bool device_slots(const check::Checker& c, const KdaDecodeArgs& a, int64_t N) {
   return true;
 }
 
-Sizes check_args(const check::Checker& c, const KdaDecodeArgs& a) {
+// Returns the pool row of each sequence; empty when the slots are on the CUDA device.
+std::vector<int64_t> check_args(const check::Checker& c, const KdaDecodeArgs& a) {
   c.rank("x_q", a.x_q, 2);
   c.activation("x_q", a.x_q, dims(a.x_q));
   const int64_t N = a.x_q.size(0), P = a.x_q.size(1);
@@ -133,59 +116,16 @@ Sizes check_args(const check::Checker& c, const KdaDecodeArgs& a) {
                  {"conv_v", &a.conv_v}, {"cache_q", &a.cache_q}, {"cache_k", &a.cache_k}, {"cache_v", &a.cache_v},
                  {"f", &a.f}, {"gate.A_log", &a.gate.A_log}, {"gate.dt_bias", &a.gate.dt_bias}, {"b", &a.b},
                  {"z", &a.z}, {"o_norm", &a.o_norm}, {"state", &a.state}, {"y", &a.y}});
-  if (device_slots(c, a, N)) return {N, H, K, V, S, {}};
-  return {N, H, K, V, S, c.slots("slots", a.slots, N, "state", S, true)};
-}
-
-// The CPU step as its parts: three conv updates into f32 q, k, v [N, P|Pv], the recurrence (T = 1, state rows
-// by slot) into f32 o [N, Pv], the gated norm into y.
-void run_parts(const KdaDecodeArgs& a, const Sizes& z, const Context& ctx) {
-  const int64_t N = z.N, H = z.H, K = z.K, V = z.V, P = H * K, Pv = H * V;
-  std::vector<float> tmp(static_cast<size_t>(N * (2 * P + 2 * Pv)));
-  float* const t = tmp.data();
-  const TensorView q(t, DType::f32, {N, P}), k(t + N * P, DType::f32, {N, P}), v(t + 2 * N * P, DType::f32, {N, Pv}),
-      o(t + 2 * N * P + N * Pv, DType::f32, {N, Pv});
-  // 1. convs + SiLU, one token per sequence, caches shifted in place
-  std::vector<cpu::ConvSeq> seqs(static_cast<size_t>(N));
-  for (int64_t n = 0; n < N; ++n) seqs[size_t(n)] = {n, 0, 1, z.rows[size_t(n)]};
-  const std::array<std::array<TensorView, 4>, 3> convs = {{{a.x_q, a.conv_q, a.cache_q, q},
-                                                           {a.x_k, a.conv_k, a.cache_k, k},
-                                                           {a.x_v, a.conv_v, a.cache_v, v}}};
-  for (const auto& [x, w, cache, y] : convs) cpu::short_conv(as3(x), w, cache, cache, seqs, ConvActivation::silu, as3(y), ctx);
-  // 2. gate, beta, L2 norm, recurrence on the pool rows
-  Tensor rows(DType::i64, {N});
-  std::copy(z.rows.begin(), z.rows.end(), rows.data_as<int64_t>());
-  KdaArgs r;
-  r.q = heads4(q, H), r.k = heads4(k, H), r.v = heads4(v, H), r.g = heads4(a.f, H);
-  const int64_t bshape[3] = {N, 1, H}, bstrides[3] = {a.b.stride(0), H, 1};
-  r.beta = TensorView(a.b.data, a.b.dtype, bshape, bstrides, a.b.device);
-  r.gate = a.gate;
-  r.beta_sigmoid_in_kernel = r.qk_l2norm_in_kernel = true;
-  r.scale = a.scale;
-  r.initial_state = r.final_state = a.state;
-  r.state_layout = a.state_layout;
-  r.state_slots = rows;
-  r.o = heads4(o, H);
-  cpu::KdaDims d{N, 1, H, K, V, a.scale ? *a.scale : float(1.0 / std::sqrt(double(K))), {}, z.rows};
-  for (int64_t n = 0; n < N; ++n) d.seqs.push_back({n, 0, 1});
-  cpu::kda_recurrent_fwd(r, d, ctx);
-  // 3. per-head gated RMSNorm
-  const TensorView zh = a.z.present() ? heads3(a.z, H) : TensorView{};
-  cpu::gated_rms_norm(heads3(o, H), zh, a.o_norm, a.norm_eps, heads3(a.y, H), ctx);
+  if (device_slots(c, a, N)) return {};
+  return c.slots("slots", a.slots, N, "state", S, true);
 }
 
 }  // namespace
 
 void kda_decode_step(const KdaDecodeArgs& a, const Context& ctx) {
   check::Checker c("kda_decode_step");
-  const Sizes z = check_args(c, a);
-  dispatch(
-      c, a.x_q.device, [&] { run_parts(a, z, ctx); },
-      [&] {
-#ifdef KIMI_WITH_CUDA
-        cuda::kda_decode_step(a, z.rows, ctx);  // one launch
-#endif
-      });
+  const std::vector<int64_t> rows = check_args(c, a);
+  dispatch(c, a.x_q.device, registry().kda_decode_step, a, rows, ctx);
 }
 
 }  // namespace kimi

@@ -2,11 +2,7 @@
 #include "kimi/ops/linear.h"
 
 #include "core/check.h"
-#include "core/dispatch.h"
-#include "cpu/linear.h"
-#ifdef KIMI_WITH_CUDA
-#include "cuda/linear/linear.h"
-#endif
+#include "core/registry.h"
 
 namespace kimi {
 
@@ -48,13 +44,7 @@ void linear(TensorView x, const Weight& w, TensorView y, float beta, const Conte
   c.disjoint("y", y, "x", x);  // the fused path reads x rows after writing y rows
   if (beta != 0.f && beta != 1.f) c.fail("beta", "0 or 1", std::to_string(beta));
   const Device dev = c.same_device({{"x", &x}, {"w.w", &w.w}, {"w.scale", &w.scale}, {"y", &y}});
-  dispatch(
-      c, dev, [&] { cpu::linear(x, w, y, beta, ctx); },
-      [&] {
-#ifdef KIMI_WITH_CUDA
-        cuda::linear(x, w, y, beta, ctx);
-#endif
-      });
+  dispatch(c, dev, registry().linear, x, w, y, beta, ctx);
 }
 
 }  // namespace kimi

@@ -6,11 +6,7 @@
 #include <unordered_map>
 
 #include "core/check.h"
-#include "core/dispatch.h"
-#include "cpu/mla.h"
-#ifdef KIMI_WITH_CUDA
-#include "cuda/mla/mla.h"
-#endif
+#include "core/registry.h"
 
 namespace kimi {
 
@@ -25,7 +21,7 @@ void float_rows(const check::Checker& c, const char* arg, const TensorView& t, i
 }
 
 // w_kvb: dense [H*(Dn+Dv), R]; `where` says where each size came from.
-void check_w_kvb(const check::Checker& c, const Weight& w, const cpu::MlaDims& d, const std::string& where) {
+void check_w_kvb(const check::Checker& c, const Weight& w, const MlaDims& d, const std::string& where) {
   if (w.is_mxfp4()) c.fail("w_kvb", "a dense weight (f32/bf16/f16, no scale)", "MXFP4 (scale present)");
   float_rows(c, "w_kvb.w", w.w, 2);
   const int64_t rows = d.heads * (d.qk_nope + d.v_dim);
@@ -37,13 +33,13 @@ void check_w_kvb(const check::Checker& c, const Weight& w, const cpu::MlaDims& d
            w.w.shape_string());
 }
 
-float resolve_scale(const check::Checker& c, std::optional<float> s, const cpu::MlaDims& d) {
+float resolve_scale(const check::Checker& c, std::optional<float> s, const MlaDims& d) {
   if (!s) return float(1.0 / std::sqrt(double(d.qk_nope + d.qk_rope)));
   if (!std::isfinite(*s)) c.fail("softmax_scale", "a finite value", to_string(*s));
   return *s;
 }
 
-void check_gate(const check::Checker& c, const TensorView& gate, std::vector<int64_t> lead, const cpu::MlaDims& d) {
+void check_gate(const check::Checker& c, const TensorView& gate, std::vector<int64_t> lead, const MlaDims& d) {
   if (!gate.present()) return;
   lead.push_back(d.heads * d.v_dim);
   float_rows(c, "gate", gate, int(lead.size()));
@@ -60,7 +56,7 @@ void mla_prefill(TensorView q, TensorView latent, TensorView k_pe, const Weight&
   c.shape("latent", latent, {B, T, kAny});
   float_rows(c, "k_pe", k_pe, 3);
   c.shape("k_pe", k_pe, {B, T, kAny});
-  cpu::MlaDims d;
+  MlaDims d;
   d.heads = q.size(2);
   d.kv_lora = latent.size(2);
   d.qk_rope = k_pe.size(2);
@@ -82,13 +78,7 @@ void mla_prefill(TensorView q, TensorView latent, TensorView k_pe, const Weight&
   d.scale = resolve_scale(c, softmax_scale, d);
   const Device dev =
       c.same_device({{"q", &q}, {"latent", &latent}, {"k_pe", &k_pe}, {"w_kvb.w", &w_kvb.w}, {"gate", &gate}, {"o", &o}});
-  dispatch(
-      c, dev, [&] { cpu::mla_prefill(q, latent, k_pe, w_kvb, gate, cu, d, o, ctx); },
-      [&] {
-#ifdef KIMI_WITH_CUDA
-        cuda::mla_prefill(q, latent, k_pe, w_kvb, gate, cu, d, o, ctx);
-#endif
-      });
+  dispatch(c, dev, registry().mla_prefill, q, latent, k_pe, w_kvb, gate, cu, d, o, ctx);
 }
 
 void mla_cache_write(TensorView latent, TensorView k_pe, TensorView cache, TensorView start, TensorView slots,
@@ -114,13 +104,7 @@ void mla_cache_write(TensorView latent, TensorView k_pe, TensorView cache, Tenso
   }
   const std::vector<int64_t> sl = c.slots("slots", slots, N, "cache", Nc, true);
   const Device dev = c.same_device({{"latent", &latent}, {"k_pe", &k_pe}, {"cache", &cache}});
-  dispatch(
-      c, dev, [&] { cpu::mla_cache_write(latent, k_pe, cache, st, sl, ctx); },
-      [&] {
-#ifdef KIMI_WITH_CUDA
-        cuda::mla_cache_write(latent, k_pe, cache, st, sl, ctx);
-#endif
-      });
+  dispatch(c, dev, registry().mla_cache_write, latent, k_pe, cache, st, sl, ctx);
 }
 
 void mla_decode(TensorView q, TensorView cache, TensorView lens, TensorView slots, const Weight& w_kvb, TensorView gate,
@@ -132,7 +116,7 @@ void mla_decode(TensorView q, TensorView cache, TensorView lens, TensorView slot
   const int64_t Nc = cache.size(0), L = cache.size(1);
   if (w_kvb.is_mxfp4()) c.fail("w_kvb", "a dense weight (f32/bf16/f16, no scale)", "MXFP4 (scale present)");
   float_rows(c, "w_kvb.w", w_kvb.w, 2);
-  cpu::MlaDims d;
+  MlaDims d;
   d.heads = q.size(1);
   d.kv_lora = w_kvb.w.size(1);
   if (d.kv_lora < 1) c.fail("w_kvb.w", "R >= 1 columns", "0");
@@ -155,13 +139,7 @@ void mla_decode(TensorView q, TensorView cache, TensorView lens, TensorView slot
   const std::vector<int64_t> sl = c.slots("slots", slots, N, "cache", Nc, false);
   d.scale = resolve_scale(c, softmax_scale, d);
   const Device dev = c.same_device({{"q", &q}, {"cache", &cache}, {"w_kvb.w", &w_kvb.w}, {"gate", &gate}, {"o", &o}});
-  dispatch(
-      c, dev, [&] { cpu::mla_decode(q, cache, ln, sl, w_kvb, gate, d, o, ctx); },
-      [&] {
-#ifdef KIMI_WITH_CUDA
-        cuda::mla_decode(q, cache, ln, sl, w_kvb, gate, d, o, ctx);
-#endif
-      });
+  dispatch(c, dev, registry().mla_decode, q, cache, ln, sl, w_kvb, gate, d, o, ctx);
 }
 
 }  // namespace kimi

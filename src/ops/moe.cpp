@@ -6,11 +6,7 @@
 #include <string>
 
 #include "core/check.h"
-#include "core/dispatch.h"
-#include "cpu/moe.h"
-#ifdef KIMI_WITH_CUDA
-#include "cuda/moe/moe.h"
-#endif
+#include "core/registry.h"
 
 namespace kimi {
 
@@ -103,13 +99,7 @@ void moe_router(TensorView logits, TensorView bias, const RouterParams& p, Tenso
   check_routing_out(c, "ids", ids, DType::i32, t_count, p.top_k);
   check_routing_out(c, "weights", weights, DType::f32, t_count, p.top_k);
   const Device dev = c.same_device({{"logits", &logits}, {"bias", &bias}, {"ids", &ids}, {"weights", &weights}});
-  dispatch(
-      c, dev, [&] { cpu::moe_router(logits, bias, p, ids, weights, ctx); },
-      [&] {
-#ifdef KIMI_WITH_CUDA
-        cuda::moe_router(logits, bias, p, ids, weights, ctx);
-#endif
-      });
+  dispatch(c, dev, registry().moe_router, logits, bias, p, ids, weights, ctx);
 }
 
 void moe_quantile_balance(TensorView scores, TensorView bias, int top_k, const Context& ctx) {
@@ -124,11 +114,11 @@ void moe_quantile_balance(TensorView scores, TensorView bias, int top_k, const C
   c.no_negative_strides("bias", bias);
   c.range("top_k", top_k, 1, e_count - 1);
   const Device dev = c.same_device({{"scores", &scores}, {"bias", &bias}});
-  dispatch_cpu_only(c, dev, [&] {
+  if (dev.type == DeviceType::cpu) {  // the values: readable here only for host tensors
     check_finite(c, "scores", scores);
     check_finite(c, "bias", bias);
-    cpu::moe_quantile_balance(scores, bias, top_k, ctx);
-  });
+  }
+  dispatch(c, dev, registry().moe_quantile_balance, scores, bias, top_k, ctx);
 }
 
 void glu(TensorView gate, TensorView up, const GluParams& p, TensorView h, const Context& ctx) {
@@ -145,13 +135,7 @@ void glu(TensorView gate, TensorView up, const GluParams& p, TensorView h, const
   c.inner_contiguous("h", h);
   check_glu_params(c, p);
   const Device dev = c.same_device({{"gate", &gate}, {"up", &up}, {"h", &h}});
-  dispatch(
-      c, dev, [&] { cpu::glu(gate, up, p, h, ctx); },
-      [&] {
-#ifdef KIMI_WITH_CUDA
-        cuda::glu(gate, up, p, h, ctx);
-#endif
-      });
+  dispatch(c, dev, registry().glu, gate, up, p, h, ctx);
 }
 
 void mlp(TensorView x, const MlpWeights& w, const GluParams& p, TensorView y, float beta, const Context& ctx) {
@@ -168,13 +152,7 @@ void mlp(TensorView x, const MlpWeights& w, const GluParams& p, TensorView y, fl
   check_glu_params(c, p);
   const Device dev = c.same_device({{"x", &x}, {"y", &y}});
   check_mlp_device(c, "w", w, dev);
-  dispatch(
-      c, dev, [&] { cpu::mlp(x, w, p, y, beta, ctx); },
-      [&] {
-#ifdef KIMI_WITH_CUDA
-        cuda::mlp(x, w, p, y, beta, ctx);
-#endif
-      });
+  dispatch(c, dev, registry().mlp, x, w, p, y, beta, ctx);
 }
 
 void latent_moe(TensorView x, const LatentMoeWeights& w, const RouterParams& router, const GluParams& act,
@@ -230,13 +208,7 @@ void latent_moe(TensorView x, const LatentMoeWeights& w, const RouterParams& rou
   for (int64_t e = 0; e < e_count; ++e)
     check_mlp_device(c, "w.experts[" + std::to_string(e) + "]", w.experts[size_t(e)], dev);
   if (w.shared) check_mlp_device(c, "w.shared", *w.shared, dev);
-  dispatch(
-      c, dev, [&] { cpu::latent_moe(x, w, router, act, norm_eps, out, ids, weights, ctx); },
-      [&] {
-#ifdef KIMI_WITH_CUDA
-        cuda::latent_moe(x, w, router, act, norm_eps, out, ids, weights, ctx);
-#endif
-      });
+  dispatch(c, dev, registry().latent_moe, x, w, router, act, norm_eps, out, ids, weights, ctx);
 }
 
 }  // namespace kimi

@@ -2,11 +2,7 @@
 #include "kimi/ops/mxfp4.h"
 
 #include "core/check.h"
-#include "core/dispatch.h"
-#include "cpu/mxfp4.h"
-#ifdef KIMI_WITH_CUDA
-#include "cuda/linear/linear.h"
-#endif
+#include "core/registry.h"
 
 namespace kimi {
 
@@ -41,13 +37,7 @@ void mxfp4_dequant(TensorView packed, TensorView scale, TensorView w, const Cont
   check_mxfp4(c, packed, scale, w);
   distinct_rows(c, "w", w);
   const Device dev = c.same_device({{"packed", &packed}, {"scale", &scale}, {"w", &w}});
-  dispatch(
-      c, dev, [&] { cpu::mxfp4_dequant(packed, scale, w, ctx); },
-      [&] {
-#ifdef KIMI_WITH_CUDA
-        cuda::mxfp4_dequant(packed, scale, w, ctx);
-#endif
-      });
+  dispatch(c, dev, registry().mxfp4_dequant, packed, scale, w, ctx);
 }
 
 void mxfp4_quant(TensorView w, TensorView packed, TensorView scale, const Context& ctx) {
@@ -56,13 +46,7 @@ void mxfp4_quant(TensorView w, TensorView packed, TensorView scale, const Contex
   distinct_rows(c, "packed", packed);
   distinct_rows(c, "scale", scale);
   const Device dev = c.same_device({{"w", &w}, {"packed", &packed}, {"scale", &scale}});
-  dispatch(
-      c, dev, [&] { cpu::mxfp4_quant(w, packed, scale, ctx); },
-      [&] {
-#ifdef KIMI_WITH_CUDA
-        cuda::mxfp4_quant(w, packed, scale, ctx);
-#endif
-      });
+  dispatch(c, dev, registry().mxfp4_quant, w, packed, scale, ctx);
 }
 
 }  // namespace kimi

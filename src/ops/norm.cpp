@@ -2,11 +2,7 @@
 #include "kimi/ops/norm.h"
 
 #include "core/check.h"
-#include "core/dispatch.h"
-#include "cpu/norm.h"
-#ifdef KIMI_WITH_CUDA
-#include "cuda/norm/norm.h"
-#endif
+#include "core/registry.h"
 
 namespace kimi {
 
@@ -41,13 +37,7 @@ void rms_norm(TensorView x, TensorView w, float eps, TensorView y, const Context
   check_weight(c, w, x.size(-1));
   check_eps(c, eps);
   const Device dev = c.same_device({{"x", &x}, {"w", &w}, {"y", &y}});
-  dispatch(
-      c, dev, [&] { cpu::rms_norm(x, w, eps, y, ctx); },
-      [&] {
-#ifdef KIMI_WITH_CUDA
-        cuda::rms_norm(x, w, eps, y, ctx);
-#endif
-      });
+  dispatch(c, dev, registry().rms_norm, x, w, eps, y, ctx);
 }
 
 void add_rms_norm(TensorView x, TensorView residual, TensorView w, float eps, TensorView sum, TensorView y,
@@ -63,13 +53,7 @@ void add_rms_norm(TensorView x, TensorView residual, TensorView w, float eps, Te
   check_weight(c, w, x.size(-1));
   check_eps(c, eps);
   const Device dev = c.same_device({{"x", &x}, {"residual", &residual}, {"w", &w}, {"sum", &sum}, {"y", &y}});
-  dispatch(
-      c, dev, [&] { cpu::add_rms_norm(x, residual, w, eps, sum, y, ctx); },
-      [&] {
-#ifdef KIMI_WITH_CUDA
-        cuda::add_rms_norm(x, residual, w, eps, sum, y, ctx);
-#endif
-      });
+  dispatch(c, dev, registry().add_rms_norm, x, residual, w, eps, sum, y, ctx);
 }
 
 void gated_rms_norm(TensorView o, TensorView z, TensorView w, float eps, TensorView y, const Context& ctx) {
@@ -83,13 +67,7 @@ void gated_rms_norm(TensorView o, TensorView z, TensorView w, float eps, TensorV
   check_weight(c, w, o.size(-1));
   check_eps(c, eps);
   const Device dev = c.same_device({{"o", &o}, {"z", &z}, {"w", &w}, {"y", &y}});
-  dispatch(
-      c, dev, [&] { cpu::gated_rms_norm(o, z, w, eps, y, ctx); },
-      [&] {
-#ifdef KIMI_WITH_CUDA
-        cuda::gated_rms_norm(o, z, w, eps, y, ctx);
-#endif
-      });
+  dispatch(c, dev, registry().gated_rms_norm, o, z, w, eps, y, ctx);
 }
 
 void l2_norm(TensorView x, TensorView y, float eps, const Context& ctx) {
@@ -97,13 +75,7 @@ void l2_norm(TensorView x, TensorView y, float eps, const Context& ctx) {
   check_rows(c, "x", x, "y", y);
   check_eps(c, eps);
   const Device dev = c.same_device({{"x", &x}, {"y", &y}});
-  dispatch(
-      c, dev, [&] { cpu::l2_norm(x, y, eps, ctx); },
-      [&] {
-#ifdef KIMI_WITH_CUDA
-        cuda::l2_norm(x, y, eps, ctx);
-#endif
-      });
+  dispatch(c, dev, registry().l2_norm, x, y, eps, ctx);
 }
 
 }  // namespace kimi

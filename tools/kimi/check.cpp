@@ -1,15 +1,33 @@
+// Implementation of tools/kimi/check.h: the cases of src/verify/cases on every available backend, one table.
 #include "kimi/check.h"
 
 #include <fmt/core.h>
 
+#include <string>
+
 #include "kimi/device.h"
 #include "kimi/error.h"
-#include "testkit/case.h"
+#include "verify/cases/case.h"
 
 namespace kimi::cli {
 
+namespace {
+// A filter must name (part of) an operator: one that matches none would run no case and pass.
+void check_filter(const std::string& filter) {
+  if (filter.empty()) return;
+  std::string known;
+  for (const std::string& op : all_ops()) {
+    if (op.find(filter) != std::string::npos) return;
+    known += (known.empty() ? "" : ", ") + op;
+  }
+  throw Error("check: argument '--filter': expected a part of an operator name (one of " + known + "), got '" +
+              filter + "'");
+}
+}  // namespace
+
 int run_check(const CheckOptions& opt) {
-  using namespace kimi::testkit;
+  using namespace kimi::verify;
+  check_filter(opt.filter);
   const CaseList cases = all_cases(opt.small ? Scale::test : Scale::check);
   fmt::print("{:<22} {:<8} {:<5} {:<42} {:>10} {:>9} {:>10}  {}\n", "operator", "backend", "dtype", "shape",
              "rel.err", "tol", "time(ms)", "status");

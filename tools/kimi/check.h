@@ -7,7 +7,7 @@
 namespace kimi::cli {
 
 struct CheckOptions {
-  std::string filter;    // run only operators whose name contains this
+  std::string filter;    // run only operators whose name contains this (kimi::Error if none does)
   bool small = false;    // the ctest sizes instead of model shapes
 };
 

@@ -12,7 +12,7 @@ from typing import Optional
 
 import torch
 
-from . import kda as _kda
+from ._kda_forward import kda_forward
 
 _EMPTY_STATE = (0,)
 
@@ -23,10 +23,10 @@ def _kda_fwd(mode: str, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, g: to
              cu_seqlens: Optional[torch.Tensor], gate: str, lower_bound: float, beta_sigmoid: bool, qk_l2norm: bool,
              scale: float, output_final_state: bool, state_v_first: bool,
              chunk_size: int) -> tuple[torch.Tensor, torch.Tensor]:
-    o, fs = _kda.kda_forward(mode, q, k, v, g, beta, gate=gate, A_log=A_log, dt_bias=dt_bias,
-                             lower_bound=lower_bound, beta_sigmoid=beta_sigmoid, qk_l2norm=qk_l2norm, scale=scale,
-                             initial_state=initial_state, output_final_state=output_final_state,
-                             state_v_first=state_v_first, cu_seqlens=cu_seqlens, chunk_size=chunk_size)
+    o, fs = kda_forward(mode, q, k, v, g, beta, gate=gate, A_log=A_log, dt_bias=dt_bias, lower_bound=lower_bound,
+                        beta_sigmoid=beta_sigmoid, qk_l2norm=qk_l2norm, scale=scale, initial_state=initial_state,
+                        output_final_state=output_final_state, state_v_first=state_v_first, cu_seqlens=cu_seqlens,
+                        chunk_size=chunk_size)
     if fs is None:
         fs = q.new_empty(_EMPTY_STATE, dtype=torch.float32)
     return o, fs

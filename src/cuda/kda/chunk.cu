@@ -65,7 +65,7 @@
 #include "cuda/runtime.h"
 #include "cuda/scratch.cuh"
 #include "kimi/error.h"
-#include "ops/kda_segment_plan.h"
+#include "cuda/kda/segment_plan.h"
 
 namespace kimi::cuda {
 

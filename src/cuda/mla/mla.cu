@@ -38,7 +38,7 @@ void allow_smem(Kern* k, size_t bytes) {
 }  // namespace
 
 void mla_prefill(TensorView q, TensorView latent, TensorView k_pe, const Weight& w_kvb, TensorView gate,
-                 const std::vector<int64_t>& cu, const cpu::MlaDims& d, TensorView o, const Context& ctx) {
+                 const std::vector<int64_t>& cu, const MlaDims& d, TensorView o, const Context& ctx) {
   const int64_t B = q.size(0), T = q.size(1), M = B * T;
   const int64_t H = d.heads, R = d.kv_lora, P = d.qk_rope, Dn = d.qk_nope, Dv = d.v_dim, Dk = Dn + P, Dkv = Dn + Dv;
   if (Dk > mla::kPfMaxDk || Dv > mla::kPfMaxDv)
@@ -119,7 +119,7 @@ void mla_cache_write(TensorView latent, TensorView k_pe, TensorView cache, const
 }
 
 void mla_decode(TensorView q, TensorView cache, const std::vector<int64_t>& lens, const std::vector<int64_t>& slots,
-                const Weight& w_kvb, TensorView gate, const cpu::MlaDims& d, TensorView o, const Context& ctx) {
+                const Weight& w_kvb, TensorView gate, const MlaDims& d, TensorView o, const Context& ctx) {
   const int64_t N = q.size(0);
   const int64_t H = d.heads, R = d.kv_lora, P = d.qk_rope, Dn = d.qk_nope, Dv = d.v_dim, RP = R + P;
   if (R > 2 * mla::kDecThreads)

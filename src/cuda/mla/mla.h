@@ -11,7 +11,7 @@
 
 #include <vector>
 
-#include "cpu/mla.h"  // MlaDims: the sizes src/ops/mla.cpp derived and cross-checked
+#include "core/dims.h"  // MlaDims: the sizes src/ops/mla.cpp derived and cross-checked
 #include "kimi/context.h"
 #include "kimi/ops/linear.h"
 #include "kimi/tensor.h"
@@ -19,10 +19,10 @@
 namespace kimi::cuda {
 
 void mla_prefill(TensorView q, TensorView latent, TensorView k_pe, const Weight& w_kvb, TensorView gate,
-                 const std::vector<int64_t>& cu, const cpu::MlaDims& d, TensorView o, const Context& ctx);
+                 const std::vector<int64_t>& cu, const MlaDims& d, TensorView o, const Context& ctx);
 void mla_cache_write(TensorView latent, TensorView k_pe, TensorView cache, const std::vector<int64_t>& start,
                      const std::vector<int64_t>& slots, const Context& ctx);
 void mla_decode(TensorView q, TensorView cache, const std::vector<int64_t>& lens, const std::vector<int64_t>& slots,
-                const Weight& w_kvb, TensorView gate, const cpu::MlaDims& d, TensorView o, const Context& ctx);
+                const Weight& w_kvb, TensorView gate, const MlaDims& d, TensorView o, const Context& ctx);
 
 }  // namespace kimi::cuda
