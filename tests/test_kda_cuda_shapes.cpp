@@ -11,9 +11,9 @@
 //   - Gate pre-activations and dt_bias swept over +-8 in both forms through the chunk kernel.
 //   - The prep's three row-load paths (bulk copies, vector loads, generic loads) agree bit for bit, at both head
 //     sizes and gate forms, and the launcher picks the one the inputs' alignment allows.
-//   - The three walk kernels (mma.sync at V tiles of 32, wgmma and register-A wgmma at 64) agree up to fp32
-//     summation order (the register-A walk up to one bf16 rounding: its fewer hi + lo products), each within the bar
-//     against fp64, and a bf16 o equals their fp32 o rounded (WalkKernelsAgree).
+//   - The walk's two O epilogues (walk_rs.cuh: the O stage for a bf16 o with 16-byte aligned rows, per-element
+//     stores otherwise): a bf16 o equals the fp32 o rounded once, plain and with segments (OEpiloguesAgree,
+//     SegmentWalks).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -36,13 +36,6 @@ namespace kimi {
 namespace {
 
 constexpr double kBar = 5e-3;  // issue 3: bf16 inputs, relative RMS error on o and the final state
-// two CUDA walk kernels on the same inputs (the same bf16 operands and splits): relative RMS; fp32 reordering over
-// these chains is ~1e-6, a wrong tile or a lost product O(1)
-[[maybe_unused]] constexpr double kSameUpToOrder = 1e-4;
-// two results whose difference is one more bf16 rounding of a factor of some terms (a bf16 o against an fp32 o
-// rounded elsewhere; walk_rs.cuh's products with S or Wn as bf16 hi only, where the other walks take hi + lo):
-// relative RMS at most ~2^-9 / sqrt 3 = 1.1e-3 of those terms
-[[maybe_unused]] constexpr double kOneBf16Rounding = 2e-3;
 constexpr int64_t kD = 128;    // K = V (the models' head dim)
 
 using testutil::host_values;
@@ -129,6 +122,18 @@ struct GpuProblem {
     Tensor o(o_dtype, {B, T, H, D}, gpu), ht(DType::f32, {N, H, D, D}, gpu);
     const KdaArgs a = args(o, ht);
     chunk ? kda_chunk_fwd(a) : kda_recurrent_fwd(a);
+    return result(o, ht);
+  }
+#ifdef KIMI_WITH_CUDA
+  // The CUDA chunk launcher itself with launch options (segments forced or off, the record of what ran).
+  Result run_chunk(const cuda::KdaLaunchOptions& options, DType o_dtype = DType::f32) const {
+    const Device gpu = Device::cuda(0);
+    Tensor o(o_dtype, {B, T, H, D}, gpu), ht(DType::f32, {N, H, D, D}, gpu);
+    cuda::kda_chunk_fwd(args(o, ht), 64, Context{}, &options);
+    return result(o, ht);
+  }
+#endif
+  Result result(const Tensor& o, const Tensor& ht) const {
     Result r{host_values(o), host_values(ht)};
     if (layout == StateLayout::vk) r.ht = transpose_state(r.ht, N * H, D, D);
     return r;
@@ -258,38 +263,19 @@ TEST_F(KdaCudaShapes, GateSweepExtremes) {
   }
 }
 
-#ifdef KIMI_WITH_CUDA
-// For a test's scope: plain walks only (no segments), the walk kernel as the test sets it; on exit (also when an
-// assertion throws) the process-wide launcher settings go back to automatic.
-struct PlainWalks {
-  PlainWalks() { cuda::kda_chunk_set_segment_chunks(-1); }
-  ~PlainWalks() {
-    cuda::kda_chunk_set_walk(cuda::KdaWalk::automatic);
-    cuda::kda_chunk_set_segment_chunks(0);
-  }
-  PlainWalks(const PlainWalks&) = delete;
-  PlainWalks& operator=(const PlainWalks&) = delete;
-};
-#endif
-
 // The prep's three row-load paths give the same bits: q, k, v and the gate input as views into padded buffers
 // at an element offset of 0 (16-byte aligned rows: the bulk copies), 4 (8-byte aligned: the vector loads) and 1
 // (2-byte aligned: the generic loads), with a short tail chunk (T = 150), both head sizes and both gate forms;
-// each also against fp64, and the launcher's choice asserted. With CUDA, under each walk kernel: the wgmma walks
-// read their V tiles from v itself on the bulk path (Params::v_in_walk) and from the prep's scratch on the others,
-// so the bits agreeing there also checks their two V sources.
+// each also against fp64, and the launcher's choice asserted. The walk reads its V tiles from v itself on the bulk
+// path (Params::v_in_walk) and from the prep's scratch on the others, so the bits agreeing also checks its two V
+// sources. The plain walk only (no segments).
 TEST_F(KdaCudaShapes, RowLoadPathsAgree) {
+#ifdef KIMI_WITH_CUDA
   struct Config {
     int64_t D;
     GateForm form;
     StateLayout layout;
   };
-#ifdef KIMI_WITH_CUDA
-  const PlainWalks plain_walks;
-  const std::vector<cuda::KdaWalk> walks{cuda::KdaWalk::mma_vt32, cuda::KdaWalk::wgmma_vt64, cuda::KdaWalk::wgmma_rs};
-#else
-  const std::vector<int> walks{0};
-#endif
   const Device gpu = Device::cuda(0);
   for (const Config& cfg : {Config{128, GateForm::bounded, StateLayout::vk},
                             Config{64, GateForm::softplus, StateLayout::kv},
@@ -307,50 +293,47 @@ TEST_F(KdaCudaShapes, RowLoadPathsAgree) {
       return owner.view().slice(3, off, off + D);
     };
     const GpuProblem::Result ref = p.oracle();
-    for (const auto walk : walks) {
-#ifdef KIMI_WITH_CUDA
-      cuda::kda_chunk_set_walk(walk);
-#endif
-      const std::string what = name(p) + ", walk " + std::to_string(int(walk));
-      std::vector<GpuProblem::Result> got;
-      for (int64_t off : {0, 4, 1}) {
-        Tensor oq, ok, ov, of;
-        Tensor o(DType::f32, {p.B, p.T, p.H, D}, gpu), ht(DType::f32, {p.N, p.H, D, D}, gpu);
-        KdaArgs a = p.args(o, ht);
-        a.q = padded(p.q, off, oq), a.k = padded(p.k, off, ok), a.v = padded(p.v, off, ov);
-        a.g = padded(p.f, off, of);
-        kda_chunk_fwd(a);
-#ifdef KIMI_WITH_CUDA
-        const cuda::KdaRowLoads expected = off == 0   ? cuda::KdaRowLoads::bulk
-                                           : off == 4 ? cuda::KdaRowLoads::vector
-                                                      : cuda::KdaRowLoads::generic;
-        EXPECT_EQ(int(cuda::kda_chunk_last_row_loads()), int(expected)) << what << " offset " << off;
-        EXPECT_EQ(int(cuda::kda_chunk_last_walk()), int(walk)) << what;
-#endif
-        GpuProblem::Result r{host_values(o), host_values(ht)};
-        if (p.layout == StateLayout::vk) r.ht = transpose_state(r.ht, p.N * p.H, D, D);
-        const double eo = rel_rms(r.o, ref.o), eh = rel_rms(r.ht, ref.ht);
-        std::printf("[ kda_chunk_fwd cuda %s, rows at element offset %lld vs fp64 ] o %.2e  final state %.2e\n",
-                    what.c_str(), static_cast<long long>(off), eo, eh);
-        EXPECT_LE(eo, kBar) << what << " offset " << off;
-        EXPECT_LE(eh, kBar) << what << " offset " << off;
-        got.push_back(std::move(r));
-      }
-      const auto differing = [](const std::vector<double>& x, const std::vector<double>& y) {
-        size_t n = 0;
-        for (size_t i = 0; i < x.size(); ++i) n += x[i] != y[i];
-        return n;
-      };
-      for (size_t i = 1; i < got.size(); ++i) {
-        EXPECT_EQ(differing(got[i].o, got[0].o), 0u) << what << ": load path " << i << " vs the bulk copies, o";
-        EXPECT_EQ(differing(got[i].ht, got[0].ht), 0u) << what << ": load path " << i << " vs the bulk copies, state";
-      }
+    const std::string what = name(p);
+    std::vector<GpuProblem::Result> got;
+    for (int64_t off : {0, 4, 1}) {
+      Tensor oq, ok, ov, of;
+      Tensor o(DType::f32, {p.B, p.T, p.H, D}, gpu), ht(DType::f32, {p.N, p.H, D, D}, gpu);
+      KdaArgs a = p.args(o, ht);
+      a.q = padded(p.q, off, oq), a.k = padded(p.k, off, ok), a.v = padded(p.v, off, ov);
+      a.g = padded(p.f, off, of);
+      cuda::KdaLaunchRecord ran;
+      const cuda::KdaLaunchOptions options{.segment_chunks = -1, .record = &ran};
+      cuda::kda_chunk_fwd(a, 64, Context{}, &options);
+      const cuda::KdaRowLoads expected = off == 0   ? cuda::KdaRowLoads::bulk
+                                         : off == 4 ? cuda::KdaRowLoads::vector
+                                                    : cuda::KdaRowLoads::generic;
+      EXPECT_EQ(int(ran.row_loads), int(expected)) << what << " offset " << off;
+      EXPECT_EQ(ran.segment_chunks, 0) << what;
+      const GpuProblem::Result r = p.result(o, ht);
+      const double eo = rel_rms(r.o, ref.o), eh = rel_rms(r.ht, ref.ht);
+      std::printf("[ kda_chunk_fwd cuda %s, rows at element offset %lld vs fp64 ] o %.2e  final state %.2e\n",
+                  what.c_str(), static_cast<long long>(off), eo, eh);
+      EXPECT_LE(eo, kBar) << what << " offset " << off;
+      EXPECT_LE(eh, kBar) << what << " offset " << off;
+      got.push_back(r);
+    }
+    const auto differing = [](const std::vector<double>& x, const std::vector<double>& y) {
+      size_t n = 0;
+      for (size_t i = 0; i < x.size(); ++i) n += x[i] != y[i];
+      return n;
+    };
+    for (size_t i = 1; i < got.size(); ++i) {
+      EXPECT_EQ(differing(got[i].o, got[0].o), 0u) << what << ": load path " << i << " vs the bulk copies, o";
+      EXPECT_EQ(differing(got[i].ht, got[0].ht), 0u) << what << ": load path " << i << " vs the bulk copies, state";
     }
   }
+#else
+  GTEST_SKIP() << "built without the CUDA backend";
+#endif
 }
 
 #ifdef KIMI_WITH_CUDA
-// A problem of the walk comparisons below: B sequences of T tokens (or varlen lens, B = 1), H heads, head size D.
+// A problem of the walk tests below: B sequences of T tokens (or varlen lens, B = 1), H heads, head size D.
 struct WalkCase {
   int64_t B, T, H, D;
   std::vector<int64_t> lens;
@@ -358,99 +341,64 @@ struct WalkCase {
   StateLayout layout;
 };
 
-// The three plain walk kernels (chunk.cuh's mma.sync walk at V tiles of 32, walk_wgmma.cuh's warpgroup walk and
-// walk_rs.cuh's register-A walk at 64) on the same inputs: each within the bar against fp64; the first two the same
-// values up to fp32 summation order (the same bf16 operands and hi + lo splits; a wrong tile layout or a lost product
-// shows as O(1)), walk_rs.cuh within one bf16 rounding of them (its O and Wn terms from bf16 hi only: walk_rs.cuh
-// "Precision"); with a bf16 o, the fp32 o rounded once.
-TEST_F(KdaCudaShapes, WalkKernelsAgree) {
-  const PlainWalks plain_walks;
+// The number of elements of a bf16 o that differ from the fp32 o rounded to bf16 once.
+size_t bf16_mismatches(const std::vector<double>& bf16_o, const std::vector<double>& f32_o) {
+  size_t wrong = 0;
+  for (size_t i = 0; i < f32_o.size(); ++i) wrong += bf16_o[i] != bf16_round(f32_o[i]);
+  return wrong;
+}
+
+// The walk's two O epilogues (walk_rs.cuh): an fp32 o by per-element stores, a bf16 o (16-byte aligned rows) through
+// the O stage. Each within the bar against fp64; the bf16 o is the fp32 o rounded once (the rest of the walk is the
+// same for both); the record says which epilogue ran. The plain walk only (no segments).
+TEST_F(KdaCudaShapes, OEpiloguesAgree) {
   for (const WalkCase& cfg : {WalkCase{2, 150, 4, 128, {}, GateForm::bounded, StateLayout::vk},
                               WalkCase{1, 0, 3, 128, {130, 64, 1, 0, 200}, GateForm::softplus, StateLayout::kv},
                               WalkCase{2, 150, 4, 64, {}, GateForm::softplus, StateLayout::kv},
                               WalkCase{1, 0, 2, 64, {64, 129, 17}, GateForm::bounded, StateLayout::vk}}) {
     const GpuProblem p(cfg.B, cfg.T, cfg.H, cfg.lens, cfg.form, cfg.layout, 700 + uint64_t(cfg.D), -8, 8, cfg.D);
     const GpuProblem::Result ref = p.oracle();
-    std::vector<GpuProblem::Result> got;
-    for (const cuda::KdaWalk w : {cuda::KdaWalk::mma_vt32, cuda::KdaWalk::wgmma_vt64, cuda::KdaWalk::wgmma_rs}) {
-      cuda::kda_chunk_set_walk(w);
-      got.push_back(p.run(true));
-      EXPECT_EQ(int(cuda::kda_chunk_last_walk()), int(w)) << name(p);
-      const GpuProblem::Result& r = got.back();
-      const double eo = rel_rms(r.o, ref.o), eh = rel_rms(r.ht, ref.ht);
-      const double so = rel_rms(r.o, got[0].o), sh = rel_rms(r.ht, got[0].ht);
-      std::printf("[ kda_chunk_fwd cuda %s, walk %d vs fp64 ] o %.2e  final state %.2e; vs walk %d: o %.2e  "
-                  "state %.2e\n",
-                  name(p).c_str(), int(w), eo, eh, int(cuda::KdaWalk::mma_vt32), so, sh);
-      EXPECT_TRUE(all_finite(r.o) && all_finite(r.ht)) << name(p) << " walk " << int(w);
-      EXPECT_LE(eo, kBar) << name(p) << " walk " << int(w);
-      EXPECT_LE(eh, kBar) << name(p) << " walk " << int(w);
-      const double same = w == cuda::KdaWalk::wgmma_rs ? kOneBf16Rounding : kSameUpToOrder;
-      EXPECT_LE(so, same) << name(p) << " walk " << int(w);
-      EXPECT_LE(sh, same) << name(p) << " walk " << int(w);
-      // a bf16 o is the fp32 o rounded once (walk_rs.cuh stages it through shared memory: Params::o_rows16)
-      const GpuProblem::Result rb = p.run(true, DType::bf16);
-      size_t wrong = 0;
-      for (size_t i = 0; i < r.o.size(); ++i) wrong += rb.o[i] != bf16_round(r.o[i]);
-      EXPECT_EQ(wrong, 0u) << name(p) << " walk " << int(w) << ": bf16 o vs the fp32 o rounded";
-    }
+    cuda::KdaLaunchRecord ran;
+    const cuda::KdaLaunchOptions options{.segment_chunks = -1, .record = &ran};
+    const GpuProblem::Result r = p.run_chunk(options, DType::f32);
+    EXPECT_FALSE(ran.o_staged) << name(p) << ": fp32 o";
+    const double eo = rel_rms(r.o, ref.o), eh = rel_rms(r.ht, ref.ht);
+    std::printf("[ kda_chunk_fwd cuda %s vs fp64 ] o %.2e  final state %.2e\n", name(p).c_str(), eo, eh);
+    EXPECT_TRUE(all_finite(r.o) && all_finite(r.ht)) << name(p);
+    EXPECT_LE(eo, kBar) << name(p);
+    EXPECT_LE(eh, kBar) << name(p);
+    const GpuProblem::Result rb = p.run_chunk(options, DType::bf16);
+    EXPECT_TRUE(ran.o_staged) << name(p) << ": bf16 o";
+    EXPECT_EQ(bf16_mismatches(rb.o, r.o), 0u) << name(p) << ": bf16 o vs the fp32 o rounded";
+    EXPECT_TRUE(rb.ht == r.ht) << name(p) << ": the final state depends on o's dtype";
   }
 }
 
-// The launcher's automatic plain walk (chunk.cu): walk_rs.cuh where o is bf16 with 16-byte aligned rows (its O
-// stage), else chunk.cuh's VT = 32 walk while that grid fits one wave (this one: 1 x 4 heads x 4 tiles).
-TEST_F(KdaCudaShapes, AutomaticWalkChoice) {
-  const PlainWalks plain_walks;
-  cuda::kda_chunk_set_walk(cuda::KdaWalk::automatic);
-  const GpuProblem p(1, 150, 4, {}, GateForm::bounded, StateLayout::vk, 900, -8, 8);
-  const GpuProblem::Result rb = p.run(true, DType::bf16);
-  EXPECT_EQ(int(cuda::kda_chunk_last_walk()), int(cuda::KdaWalk::wgmma_rs)) << "bf16 o";
-  const GpuProblem::Result rf = p.run(true, DType::f32);
-  EXPECT_EQ(int(cuda::kda_chunk_last_walk()), int(cuda::KdaWalk::mma_vt32)) << "fp32 o";
-  // the two walks: within one bf16 rounding of a factor (walk_rs.cuh "Precision"), then o rounded to bf16 once
-  ASSERT_EQ(rb.o.size(), rf.o.size());
-  EXPECT_LE(rel_rms(rb.o, rf.o), kOneBf16Rounding);
-  EXPECT_LE(rel_rms(rb.ht, rf.ht), kOneBf16Rounding);
-}
-
-// Sequence parallelism on its two walk kernels (chunk.cu: chunk.cuh's VT = 32 walk, or walk_rs.cuh where that is the
-// plain walk): segments of 2 chunks forced, so that every sequence long enough has a first segment, middle segments
-// (maps of value and identity columns) and a last one, and a short one has a single segment. Each walk within the bar
-// against fp64, the two within one bf16 rounding of a factor (walk_rs.cuh's O and Wn terms from bf16 hi only: its
-// "Precision"; the maps' products otherwise differ in order only), with an fp32 o (walk_rs.cuh's scalar O stores) and
-// a bf16 o (its O stage).
-TEST_F(KdaCudaShapes, SegmentWalksAgree) {
-  const PlainWalks plain_walks;  // restores the automatic choices on exit
-  cuda::kda_chunk_set_segment_chunks(2);
+// Sequence parallelism (chunk.cuh "Segments"): segments of 2 chunks forced, so that every sequence long enough has a
+// first segment, middle segments (maps of value and identity columns) and a last one, and a short one has a single
+// segment. Within the bar against fp64 with an fp32 o (per-element stores) and a bf16 o (the O stage), the bf16 o the
+// fp32 o rounded once.
+TEST_F(KdaCudaShapes, SegmentWalks) {
   for (const WalkCase& cfg : {WalkCase{1, 0, 3, 128, {330, 64, 1, 0, 200}, GateForm::bounded, StateLayout::vk},
                               WalkCase{2, 300, 2, 128, {}, GateForm::softplus, StateLayout::kv},
                               WalkCase{1, 0, 2, 64, {64, 400, 129}, GateForm::softplus, StateLayout::vk}}) {
     const GpuProblem p(cfg.B, cfg.T, cfg.H, cfg.lens, cfg.form, cfg.layout, 800 + uint64_t(cfg.D), -8, 8, cfg.D);
     const GpuProblem::Result ref = p.oracle();
+    std::vector<GpuProblem::Result> got;
     for (const DType o_dtype : {DType::f32, DType::bf16}) {
       const std::string what = name(p) + (o_dtype == DType::f32 ? ", fp32 o" : ", bf16 o");
-      std::vector<GpuProblem::Result> got;
-      for (const cuda::KdaWalk w : {cuda::KdaWalk::mma_vt32, cuda::KdaWalk::wgmma_rs}) {
-        cuda::kda_chunk_set_walk(w);
-        got.push_back(p.run(true, o_dtype));
-        const cuda::KdaWalk ran = w == cuda::KdaWalk::wgmma_rs ? cuda::KdaWalk::segments_rs : cuda::KdaWalk::segments;
-        EXPECT_EQ(int(cuda::kda_chunk_last_walk()), int(ran)) << what;
-        EXPECT_EQ(cuda::kda_chunk_last_segment_chunks(), 2) << what;
-        const GpuProblem::Result& r = got.back();
-        const double eo = rel_rms(r.o, ref.o), eh = rel_rms(r.ht, ref.ht);
-        std::printf("[ kda_chunk_fwd cuda %s, segments on walk %d vs fp64 ] o %.2e  final state %.2e\n", what.c_str(),
-                    int(ran), eo, eh);
-        EXPECT_TRUE(all_finite(r.o) && all_finite(r.ht)) << what << " walk " << int(ran);
-        EXPECT_LE(eo, kBar) << what << " walk " << int(ran);
-        EXPECT_LE(eh, kBar) << what << " walk " << int(ran);
-      }
-      const double so = rel_rms(got[1].o, got[0].o), sh = rel_rms(got[1].ht, got[0].ht);
-      std::printf("[ kda_chunk_fwd cuda %s, segments: walk_rs.cuh vs the VT = 32 walk ] o %.2e  state %.2e\n",
-                  what.c_str(), so, sh);
-      // a bf16 o: the two values may also round to neighbouring bf16 values (relative RMS up to ~2^-9 / sqrt 3)
-      EXPECT_LE(so, kOneBf16Rounding) << what;
-      EXPECT_LE(sh, kOneBf16Rounding) << what;
+      cuda::KdaLaunchRecord ran;
+      got.push_back(p.run_chunk({.segment_chunks = 2, .record = &ran}, o_dtype));
+      EXPECT_EQ(ran.segment_chunks, 2) << what;
+      const GpuProblem::Result& r = got.back();
+      const double eo = rel_rms(r.o, ref.o), eh = rel_rms(r.ht, ref.ht);
+      std::printf("[ kda_chunk_fwd cuda %s, segments of 2 chunks vs fp64 ] o %.2e  final state %.2e\n", what.c_str(),
+                  eo, eh);
+      EXPECT_TRUE(all_finite(r.o) && all_finite(r.ht)) << what;
+      EXPECT_LE(eo, kBar) << what;
+      EXPECT_LE(eh, kBar) << what;
     }
+    EXPECT_EQ(bf16_mismatches(got[1].o, got[0].o), 0u) << name(p) << ": bf16 o vs the fp32 o rounded";
   }
 }
 #endif

@@ -291,21 +291,27 @@ TEST(KdaDecodeStep, CudaDeviceSlotOutOfRangeSkipsItsSequence) {
 TEST(KdaDecodeStep, CudaBothKernelFamiliesMatchTheOracle) {
 #ifdef KIMI_WITH_CUDA
   if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
-  for (int path : {1, -1}) {
-    cuda::kda_decode_set_path(path);
+  for (const cuda::KdaDecodePath path : {cuda::KdaDecodePath::bulk, cuda::KdaDecodePath::registers}) {
+    // the harness cases call kimi::kda_decode_step: the family forced on this thread for this scope
+    cuda::KdaLaunchRecord ran;
+    const cuda::ScopedKdaLaunchOptions force({.decode = path, .record = &ran});
+    const bool bulk = path == cuda::KdaDecodePath::bulk;
     int n = 0;
     for (const verify::Case& c : verify::all_cases(verify::Scale::test)) {
       if (c.op != "kda_decode_step") continue;
       ++n;
       const verify::Result r = c.run(Device::cuda(0));
-      SCOPED_TRACE(std::string(path > 0 ? "bulk" : "registers") + " " + c.shape + " " + r.detail);
+      SCOPED_TRACE(std::string(bulk ? "bulk" : "registers") + " " + c.shape + " " + r.detail);
       EXPECT_TRUE(r.finite);
       EXPECT_TRUE(r.guards_ok);
       EXPECT_LE(r.err, c.tol);
     }
     EXPECT_GE(n, 20);
+    EXPECT_GT(bulk ? ran.decode_bulk : ran.decode_registers, 0) << (bulk ? "bulk" : "registers");
+    if (!bulk) {
+      EXPECT_EQ(ran.decode_bulk, 0);
+    }
   }
-  cuda::kda_decode_set_path(0);
 #else
   GTEST_SKIP() << "built without the CUDA backend";
 #endif

@@ -25,13 +25,17 @@ namespace kimi {
 namespace {
 
 #ifdef KIMI_WITH_CUDA
-// Sets the one-token path for the scope of a test (process-wide), back to the launcher's choice after.
+// The one-token family forced for calls through kimi::kda_recurrent_fwd on this thread (the harness cases and the
+// CPU-vs-GPU comparisons below call the public operator), counting in `ran` which family each call took.
 struct OneTokenPath {
-  explicit OneTokenPath(int path) { cuda::kda_recurrent_set_path(path); }
-  ~OneTokenPath() { cuda::kda_recurrent_set_path(0); }
+  OneTokenPath(cuda::KdaOneTokenPath path, cuda::KdaLaunchRecord& ran) : scope({.one_token = path, .record = &ran}) {}
+  cuda::ScopedKdaLaunchOptions scope;
 };
 
-const char* path_name(int path) { return path > 0 ? "streaming" : "staged"; }
+const char* path_name(cuda::KdaOneTokenPath path) {
+  return path == cuda::KdaOneTokenPath::streaming ? "streaming" : "staged";
+}
+constexpr cuda::KdaOneTokenPath kBothPaths[] = {cuda::KdaOneTokenPath::streaming, cuda::KdaOneTokenPath::staged};
 
 // Whether the streaming kernels can take a harness case (shape "B=.. T=1 H=.. K=.. V=.. ... kv|vk", contiguous
 // states): the state's row length (V for kv, K for vk) a multiple of 4 and K V <= 16384 (recurrent.cu use_stream).
@@ -56,26 +60,28 @@ Tensor random_tensor(DType dt, const std::vector<int64_t>& shape, float lo, floa
 TEST(KdaOneTokenCuda, BothKernelFamiliesMatchTheOracle) {
 #ifdef KIMI_WITH_CUDA
   if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
-  for (int path : {1, -1}) {
-    const OneTokenPath force(path);
+  for (const cuda::KdaOneTokenPath path : kBothPaths) {
+    cuda::KdaLaunchRecord ran;
+    const OneTokenPath force(path, ran);
+    const bool want_stream = path == cuda::KdaOneTokenPath::streaming;
     int n = 0, streamed = 0;
     for (const verify::Case& c : verify::all_cases(verify::Scale::test)) {
       if (c.op != "kda_recurrent_fwd" || c.shape.find(" T=1 ") == std::string::npos) continue;
       ++n;
-      const int64_t before = cuda::kda_recurrent_stream_launches();
+      const int64_t before = ran.one_token_streaming;
       const verify::Result r = c.run(Device::cuda(0));
-      const bool stream = cuda::kda_recurrent_stream_launches() > before;
+      const bool stream = ran.one_token_streaming > before;
       streamed += stream;
       SCOPED_TRACE(std::string(path_name(path)) + " " + c.shape + " " + std::string(dtype_name(c.dtype)) + " " +
                    r.detail);
       // the family asked for wherever the states allow it (else the staged kernels: rows not whole 16-byte units)
-      EXPECT_EQ(stream, path > 0 && streamable(c.shape));
+      EXPECT_EQ(stream, want_stream && streamable(c.shape));
       EXPECT_TRUE(r.finite);
       EXPECT_TRUE(r.guards_ok);
       EXPECT_LE(r.err, c.tol);
     }
     EXPECT_GE(n, 26);
-    if (path > 0) {
+    if (want_stream) {
       EXPECT_GE(streamed, 20);
     }
   }
@@ -99,8 +105,9 @@ TEST(KdaOneTokenCuda, SlottedPoolMatchesTheCpu) {
   };
   for (const Dims d : {Dims{3, 128, 128, DType::bf16}, Dims{2, 40, 36, DType::f16}}) {
     for (StateLayout layout : {StateLayout::kv, StateLayout::vk}) {
-      for (int path : {1, -1}) {
-        const OneTokenPath force(path);
+      for (const cuda::KdaOneTokenPath path : kBothPaths) {
+        cuda::KdaLaunchRecord ran;
+        const OneTokenPath force(path, ran);
         const int64_t N = 3, S = 5, H = d.H, K = d.K, V = d.V;
         std::mt19937_64 rng(uint64_t(17 + K + (layout == StateLayout::vk)));
         const auto filled = [&](DType dt, const std::vector<int64_t>& shape, float lo, float hi) {
@@ -128,10 +135,10 @@ TEST(KdaOneTokenCuda, SlottedPoolMatchesTheCpu) {
           a.beta_sigmoid_in_kernel = a.qk_l2norm_in_kernel = true;
           a.initial_state = a.final_state = pool;
           a.state_layout = layout, a.state_slots = slots;
-          const int64_t before = cuda::kda_recurrent_stream_launches();
+          const int64_t before = ran.one_token_streaming;
           kda_recurrent_fwd(a);
           if (dev.type == DeviceType::cuda) {
-            EXPECT_EQ(cuda::kda_recurrent_stream_launches() > before, path > 0);
+            EXPECT_EQ(ran.one_token_streaming > before, path == cuda::KdaOneTokenPath::streaming);
           }
           pool = copy_to(pool, Device::cpu()), o = copy_to(o, Device::cpu());
         };
@@ -180,8 +187,9 @@ TEST(KdaOneTokenCuda, WithoutAFinalStateOnlyOIsWritten) {
   Tensor g = filled(DType::f32, {N, 1, H, K}, 0.2f);  // the log decay (no fused gate): g <= 0
   for (int64_t i = 0; i < g.numel(); ++i) g.data_as<float>()[i] = -std::fabs(g.data_as<float>()[i]);
   for (StateLayout layout : {StateLayout::kv, StateLayout::vk}) {
-    for (int path : {1, -1}) {
-      const OneTokenPath force(path);
+    for (const cuda::KdaOneTokenPath path : kBothPaths) {
+      cuda::KdaLaunchRecord ran;
+      const OneTokenPath force(path, ran);
       auto run = [&](Device dev, Tensor& state, Tensor& o) {
         const Tensor qd = copy_to(q, dev), kd = copy_to(k, dev), vd = copy_to(v, dev), gd = copy_to(g, dev);
         const Tensor bd = copy_to(b, dev);
@@ -192,10 +200,10 @@ TEST(KdaOneTokenCuda, WithoutAFinalStateOnlyOIsWritten) {
         a.beta_sigmoid_in_kernel = a.qk_l2norm_in_kernel = true;
         a.initial_state = state;  // no final_state
         a.state_layout = layout;
-        const int64_t before = cuda::kda_recurrent_stream_launches();
+        const int64_t before = ran.one_token_streaming;
         kda_recurrent_fwd(a);
         if (dev.type == DeviceType::cuda) {
-          EXPECT_EQ(cuda::kda_recurrent_stream_launches() > before, path > 0);
+          EXPECT_EQ(ran.one_token_streaming > before, path == cuda::KdaOneTokenPath::streaming);
         }
         state = copy_to(state, Device::cpu()), o = copy_to(o, Device::cpu());
       };

@@ -33,8 +33,13 @@ TEST(CudaKdaSeqPar, SegmentCasesMatchTheOracle) {
     // KIMI_SEQPAR_SMALL=1 (compute-sanitizer runs): the forced cases only
     if (std::getenv("KIMI_SEQPAR_SMALL") && c.shape.find("seg=auto") != std::string::npos) continue;
     ++n;
-    const Result r = c.run(Device::cuda(0));
-    const int64_t len = cuda::kda_chunk_last_segment_chunks();
+    cuda::KdaLaunchRecord ran;  // the harness reaches the launcher through kimi::kda_chunk_fwd: scoped options
+    Result r;
+    {
+      const cuda::ScopedKdaLaunchOptions record({.record = &ran});
+      r = c.run(Device::cuda(0));
+    }
+    const int64_t len = ran.segment_chunks;
     std::printf("[seqpar] %-70s segment chunks %3lld  err %.3g %s\n", c.shape.c_str(), static_cast<long long>(len),
                 r.err, r.detail.c_str());
     SCOPED_TRACE(c.shape + " " + r.detail);
@@ -90,19 +95,19 @@ TEST(CudaKdaSeqPar, SegmentedCallReplaysFromACudaGraph) {
   cudaStream_t st = nullptr;
   ASSERT_EQ(cudaStreamCreate(&st), cudaSuccess);
   const Context ctx{st};
-  cuda::kda_chunk_set_segment_chunks(2);
-  kda_chunk_fwd(args(oe, se), 64, ctx);
+  cuda::KdaLaunchRecord ran;
+  const cuda::KdaLaunchOptions segments{.segment_chunks = 2, .record = &ran};
+  cuda::kda_chunk_fwd(args(oe, se), 64, ctx, &segments);
   cudaGraph_t graph = nullptr;
   cudaGraphExec_t exec = nullptr;
   ASSERT_EQ(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal), cudaSuccess);
   try {
-    kda_chunk_fwd(args(og, sg), 64, ctx);
+    cuda::kda_chunk_fwd(args(og, sg), 64, ctx, &segments);
   } catch (const Error& e) {
     ADD_FAILURE() << "kda_chunk_fwd threw inside capture: " << e.what();
   }
   ASSERT_EQ(cudaStreamEndCapture(st, &graph), cudaSuccess);
-  cuda::kda_chunk_set_segment_chunks(0);
-  EXPECT_EQ(cuda::kda_chunk_last_segment_chunks(), 2);
+  EXPECT_EQ(ran.segment_chunks, 2);
   ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
   ASSERT_EQ(cudaGraphLaunch(exec, st), cudaSuccess);
   ASSERT_EQ(cudaStreamSynchronize(st), cudaSuccess);

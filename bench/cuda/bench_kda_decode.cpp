@@ -6,7 +6,7 @@
 // Run beside bench/peers/fla_kda.py (same shapes, same options) in one command: scripts/gpu/run_all.sh.
 // `kimi_bench_kda_decode step B H kv|vk`: only that decode-step line (e.g. under ncu: a profile of one shape).
 // The kda_recurrent_fwd lines come three times per shape: the launcher's choice (path=auto), then each one-token
-// kernel family forced (path=stream / staged, kimi::cuda::kda_recurrent_set_path).
+// kernel family forced (path=stream / staged, kimi::cuda::KdaLaunchOptions::one_token).
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -51,9 +51,10 @@ double graph_ms_per_call(F&& fn, int calls) {
   return ms / calls;
 }
 
-// path: kimi::cuda::kda_recurrent_set_path's argument (0 the launcher's choice, 1 the streaming one-token kernels,
-// -1 the staged ones; T = 1 only).
-void run(int B, int T, int H, int K, int V, kimi::StateLayout layout, int path = 0) {
+// path: the one-token kernel family (T = 1 only; kimi::cuda::KdaLaunchOptions::one_token), forced for the calls
+// through kimi::kda_recurrent_fwd below by a scoped option (the same public-API path as the product's calls).
+void run(int B, int T, int H, int K, int V, kimi::StateLayout layout,
+         kimi::cuda::KdaOneTokenPath path = kimi::cuda::KdaOneTokenPath::automatic) {
   using kimi::DType;
   std::mt19937 rng(42);
   const size_t nqk = size_t(B) * T * H * K, nv = size_t(B) * T * H * V, nb = size_t(B) * T * H;
@@ -79,14 +80,17 @@ void run(int B, int T, int H, int K, int V, kimi::StateLayout layout, int path =
   const bool vk = layout == kimi::StateLayout::vk;
   a.initial_state = kimi::TensorView(s.p, DType::f32, {B, H, vk ? V : K, vk ? K : V}, dev);
   a.final_state = a.initial_state;
-  kimi::cuda::kda_recurrent_set_path(path);
-  const double med = kimi::bench::median_ms([&] { kimi::kda_recurrent_fwd(a); }, 20, 100);
-  const double in_graph = graph_ms_per_call([&](const kimi::Context& ctx) { kimi::kda_recurrent_fwd(a, ctx); }, 20);
-  kimi::cuda::kda_recurrent_set_path(0);
+  double med = 0, in_graph = 0;
+  {
+    const kimi::cuda::ScopedKdaLaunchOptions force({.one_token = path});
+    med = kimi::bench::median_ms([&] { kimi::kda_recurrent_fwd(a); }, 20, 100);
+    in_graph = graph_ms_per_call([&](const kimi::Context& ctx) { kimi::kda_recurrent_fwd(a, ctx); }, 20);
+  }
+  using P = kimi::cuda::KdaOneTokenPath;
   const double state_bytes = double(ns) * 4 * 2;
   std::printf("kimi kda_recurrent_fwd B=%d T=%d H=%d K=%d V=%d layout=%s path=%s  %.4f ms  state %.2f TB/s"
               "  20-call graph %.4f ms/call  %.2f TB/s\n",
-              B, T, H, K, V, vk ? "vk" : "kv", path > 0 ? "stream" : path < 0 ? "staged" : "auto", med,
+              B, T, H, K, V, vk ? "vk" : "kv", path == P::streaming ? "stream" : path == P::staged ? "staged" : "auto", med,
               state_bytes / (med * 1e-3) / 1e12, in_graph, state_bytes / (in_graph * 1e-3) / 1e12);
 }
 
@@ -168,7 +172,8 @@ int main(int argc, char** argv) {
   }
   for (auto layout : {kimi::StateLayout::kv, kimi::StateLayout::vk}) {
     // the launcher's choice, then both one-token families (the data of recurrent.cu's use_stream rule)
-    for (int path : {0, 1, -1}) {
+    for (const auto path : {kimi::cuda::KdaOneTokenPath::automatic, kimi::cuda::KdaOneTokenPath::streaming,
+                            kimi::cuda::KdaOneTokenPath::staged}) {
       run(1, 1, 32, 128, 128, layout, path);
       run(8, 1, 32, 128, 128, layout, path);
       run(16, 1, 32, 128, 128, layout, path);

@@ -1,7 +1,7 @@
 // Standalone GPU check of kimi::cuda::kda_chunk_fwd vs a plain fp64 recurrence (SPEC 5), outside the CMake
 // build and the test harness (written before the op was wired into src/ops). On the GPU machine, from the root:
 //   nvcc -std=c++20 -O3 -gencode=arch=compute_90a,code=sm_90a --expt-relaxed-constexpr -I include -I src \
-//        scripts/gpu/kda_chunk_check.cu src/cuda/kda/chunk.cu -o /tmp/kda_chunk_check
+//        scripts/gpu/kda_chunk_check.cu src/cuda/kda/chunk.cu src/cuda/kda/options.cu -o /tmp/kda_chunk_check
 //   /tmp/kda_chunk_check          # 14 cases: both gate forms + given g, D 64/128, V split or not, kv/vk,
 //                                 # varlen with empty sequences, f32/f16/bf16, strided, T = 0 .. 3063
 //   /tmp/kda_chunk_check big      # + T = 65536 (bounded and softplus)

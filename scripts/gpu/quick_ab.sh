@@ -3,9 +3,8 @@
 # carried), for OP=prefill (default: the KDA chunk kernels) or OP=decode (the fused KDA decode step):
 #   prefill: builds kimi_tests and the prefill benchmark, runs the KDA chunk cases that cover every kernel path (the
 #     conformance shapes excluded: verify_kda.sh / run_all.sh run those), the benchmark on SHAPES (indices of
-#     bench/cuda/bench_kda_prefill.cpp, default "0 3 5 6"), once per walk of WALKS if set (e.g. "wg rs": the
-#     benchmark's walk= argument, where the tree's benchmark has it; default: the launcher's choice), or once per
-#     variant of VARIANTS (argument sets of the benchmark, commas for spaces, e.g. "seg=off seg=100 walk=mma,seg=100");
+#     bench/cuda/bench_kda_prefill.cpp, default "0 3 5 6"), with the launcher's choices or once per variant of
+#     VARIANTS (argument sets of the benchmark, commas for spaces, e.g. "seg=off seg=100 o=f32,seg=off");
 #   decode: builds kimi_tests and the decode benchmark, runs the kda_decode_step and kda_recurrent_fwd harness cases
 #     (CPU and CUDA), KdaDecodeStep.* and KdaOneTokenCuda.*, compute-sanitizer memcheck of the CUDA ones, the
 #     benchmark's decode-step and one-token recurrence lines;
@@ -16,7 +15,7 @@
 # checked like the tree, racecheck included: several branches validated in one call); last, compute-sanitizer
 # racecheck on the op's small CUDA cases (RACECHECK=0: not for the tree).
 #   [OP=decode] [FLA=1 [FLA_SECONDS=300]] [AB="ab/base ab/step1"] [AB_TESTS=1] [SHAPES="0 3"]
-#   [WALKS="wg rs" | VARIANTS="seg=off seg=80"] [RACECHECK=0] [TESTS=0] bash scripts/gpu/quick_ab.sh
+#   [VARIANTS="seg=off seg=80"] [RACECHECK=0] [TESTS=0] bash scripts/gpu/quick_ab.sh
 # (TESTS=0: the tree's tests and racecheck skipped, for a benchmark sweep of a tree already checked. FLA=1, decode:
 # FLA 0.6's fused_recurrent_kda on its benchmark shapes (bench/peers/fla_kda.py) after the tree's lines; prefill:
 # FLA 0.6's chunk_kda on the bounded-gate shapes of SHAPES (bench/peers/fla_kda_prefill.py) within FLA_SECONDS
@@ -36,14 +35,14 @@ OP=${OP:-prefill}
 case $OP in
   prefill)
     target=kimi_bench_kda_prefill
-    cases='*kda_chunk*cuda*:KdaCudaShapes.RowLoadPathsAgree:KdaCudaShapes.WalkKernelsAgree'
+    cases='*kda_chunk*cuda*:KdaCudaShapes.RowLoadPathsAgree:KdaCudaShapes.OEpiloguesAgree'
     cases="$cases:KdaCudaShapes.ShortAndRaggedT"
-    cases="$cases:KdaCudaShapes.GateSweepExtremes:CudaKdaSeqPar*:KdaCudaShapes.AutomaticWalkChoice"
-    cases="$cases:KdaCudaShapes.SegmentWalksAgree"
-    sanitized='*kda_chunk_fwd_bf16_cuda*:KdaCudaShapes.WalkKernelsAgree:KdaCudaShapes.RowLoadPathsAgree'
-    sanitized="$sanitized:CudaKdaSeqPar*:KdaCudaShapes.SegmentWalksAgree"
-    # WALKS="wg rs" is VARIANTS="walk=wg walk=rs"; neither: one run per shape with the launcher's choices
-    variants=${VARIANTS:-$(for w in ${WALKS:-}; do printf 'walk=%s ' "$w"; done)}
+    cases="$cases:KdaCudaShapes.GateSweepExtremes:CudaKdaSeqPar*"
+    cases="$cases:KdaCudaShapes.SegmentWalks"
+    sanitized='*kda_chunk_fwd_bf16_cuda*:KdaCudaShapes.OEpiloguesAgree:KdaCudaShapes.RowLoadPathsAgree'
+    sanitized="$sanitized:CudaKdaSeqPar*:KdaCudaShapes.SegmentWalks"
+    # neither: one run per shape with the launcher's choices
+    variants=${VARIANTS:-}
     bench() {  # binary, prefix
       for sh in ${SHAPES:-0 3 5 6}; do
         for v in ${variants:-default}; do

@@ -83,10 +83,10 @@ timeout 60 ./build/cuda/bench/kimi_bench_kda_prefill
 timeout 60 ./build/cuda/bench/kimi_bench_kda_decode | grep -E "decode_step|floor"
 ncu_times ./build/cuda/bench/kimi_bench_kda_prefill ""
 
-small='*kda_decode*cuda*:KdaDecodeStep.Cuda*:CudaKdaSeqPar*:*kda_chunk_fwd_bf16_cuda*:KdaCudaShapes.WalkKernelsAgree'
-small="$small:KdaCudaShapes.RowLoadPathsAgree"  # every row-load path under every walk (racechecked since session 10)
-small="$small:KdaCudaShapes.SegmentWalksAgree"  # the segments on both walk families (session 11)
-small="$small:KdaOneTokenCuda.*"  # kda_recurrent_fwd's one-token kernels, both families (session 13)
+small='*kda_decode*cuda*:KdaDecodeStep.Cuda*:CudaKdaSeqPar*:*kda_chunk_fwd_bf16_cuda*:KdaCudaShapes.OEpiloguesAgree'
+small="$small:KdaCudaShapes.RowLoadPathsAgree"  # every row-load path of the prep
+small="$small:KdaCudaShapes.SegmentWalks"  # the segments with both O epilogues
+small="$small:KdaOneTokenCuda.*"  # kda_recurrent_fwd's one-token kernels, both families
 for tool in memcheck racecheck synccheck; do
   KIMI_SEQPAR_SMALL=1 timeout 150 compute-sanitizer --tool $tool --error-exitcode 9 $T --gtest_brief=1 \
     --gtest_filter="$small" >"$LOG/sanitizer-$tool.log" 2>&1
@@ -118,7 +118,7 @@ for ov in ${AB_OVERLAY:-}; do
   [ "${OV_CHECK:-1}" = 1 ] || continue
   for tool in racecheck synccheck; do
     KIMI_SEQPAR_SMALL=1 timeout 150 compute-sanitizer --tool $tool --error-exitcode 9 $To --gtest_brief=1 \
-      --gtest_filter='*kda_chunk_fwd_bf16_cuda*:KdaCudaShapes.WalkKernelsAgree' >"$LOG/sanitizer-ov-$name-$tool.log" 2>&1
+      --gtest_filter='*kda_chunk_fwd_bf16_cuda*:KdaCudaShapes.OEpiloguesAgree' >"$LOG/sanitizer-ov-$name-$tool.log" 2>&1
     rc=$?; echo "$(el) [$name] compute-sanitizer $tool: exit $rc; $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$LOG/sanitizer-ov-$name-$tool.log" | tail -1)"
   done
 done

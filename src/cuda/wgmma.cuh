@@ -1,6 +1,6 @@
 // src/cuda/wgmma.cuh: Hopper warpgroup MMA (wgmma.mma_async, sm_90a) with both operands in shared memory, in the one
 // layout this project uses: bf16 tiles with the 128-byte swizzle. Small device functions; the kernels that use them
-// (src/cuda/kda/walk_wgmma.cuh) own the protocol.
+// (src/cuda/kda/walk_rs.cuh) own the protocol.
 //
 // Layout (PTX ISA "Shared Memory Matrix Layout", 128B swizzling; T = 8 bf16 = 16 bytes):
 //   A swizzle atom is 8 rows x 128 bytes (64 bf16), 1024-byte aligned; in row r (0 .. 7) of an atom, the 16-byte

@@ -1,52 +1,36 @@
-// Launcher of src/cuda/kda/chunk.h: resolve sequences, build the chunk table, allocate the scratch, launch the
-// two passes of src/cuda/kda/chunk.cuh (prep, walk with the output product fused) on ctx.cuda_stream.
+// Launcher of src/cuda/kda/chunk.h: resolve the sequences, build the chunk table (and the segment table), allocate
+// the scratch, launch the prep (prep.cuh) and the walk (walk_rs.cuh: plain, or the three segment phases) on
+// ctx.cuda_stream. The math and the two-pass design: chunk.cuh.
 //
-// Heuristics:
-//  - Walk kernel: walk_rs.cuh (the register-A walk, V tiles of 64) whenever o is bf16 with 16-byte aligned rows
-//    (its O stage): 1 x 16384 H64 1.635 ms against 1.894 with walk_wgmma.cuh, 1 x 65536 H32 4.226 against 5.399,
-//    8 x 4096 H32 1.627 / 1.896, 10 x 819 H64 0.886 / 1.011 (docs/gpu run 37). Otherwise (an fp32 o, or rows
-//    the O stage cannot store) the two older walks, by grid size:
-//  - Walk V tile: VT = 32 (chunk.cuh's mma.sync walk, 256 threads, twice the CTAs of VT = 64) when its
-//    N * H * D / 32 CTAs fit in one wave (one CTA per SM), else VT = 64 (walk_wgmma.cuh, the warpgroup-MMA walk,
-//    384 threads): the walk is latency-bound, so more CTAs help only while they all run at once (1 x 16384 H64:
-//    256 CTAs at VT = 32 would be two waves; VT = 64 gives 128, one wave). -DKIMI_KDA_CHUNK_FORCE_VT=32/64
-//    overrides it for benchmarking; kda_chunk_set_walk (chunk.h) for tests.
+// Choices (docs/ops/kda.md "CUDA kernels" has the measurements behind them):
+//  - The walk is walk_rs.cuh for every o. Its O epilogue: a bf16 o with 16-byte aligned rows goes through the O stage
+//    (stmatrix.trans into shared memory, stored 16 bytes a piece by the load warpgroup: Params::o_rows16); any other
+//    o (fp32, f16, unaligned rows) by per-element stores from the chain warpgroup.
 //  - Diagonal 16 x 16 blocks of A_qk / A_kk on tensor cores only for the bounded gate with lower bound >= -5
 //    (exp(-G) <= e^80 inside a 16-row block); the softplus gate and a given g take the per-pair fp32 path.
 //  - chunk_size is ignored: the GPU always uses 64-row chunks (same math, different rounding only).
-//  - Scratch: ScratchBytes<D>::total(wn_in_walk, v_in_walk) per chunk-head (D = 128: 1672 B per token-head for
-//    the mma.sync walk, 1288 for the wgmma walk, 1032 when it reads v itself; chunk.cuh "Scratch") plus the
-//    chunk table, one cudaMallocAsync / cudaFreeAsync pair on the stream (the pool keeps it between calls:
-//    cuda/scratch.cuh).
+//  - The prep's row loads: tensor-map copies of row tiles where q, k, v, g are bf16 with 16-byte aligned rows and
+//    the driver encodes the maps; else vector loads (bf16, 8-byte aligned row pieces); else generic loads. With the
+//    tensor-map copies the walk reads its V tiles from v itself (Params::v_in_walk) and the scratch holds no v.
+//  - Scratch: ScratchBytes<D>::total(true, v_in_walk) per chunk-head (D = 128: 1288 B per token-head, 1032 with
+//    v_in_walk; chunk.cuh "Scratch") plus the chunk table, one cudaMallocAsync / cudaFreeAsync pair on the stream
+//    (the pool keeps it between calls: cuda/scratch.cuh).
 //  - CUDA-graph capture: fixed-length batches build the chunk table on the device (fixed_chunk_table, and the
 //    segment table: fixed_segment_table); varlen batches (a host-built table to upload) refuse capture with a
 //    clear error.
-//  - Segments (sequence parallelism, chunk.cuh "Segments"), on the walk family of the plain walk: walk_rs.cuh where
-//    that is the plain walk (automatic for a bf16 o with aligned rows, or forced), else chunk.cuh's VT = 32 walk.
-//    Considered only while the plain walk's grid (N * H * D / 64 CTAs of walk_rs.cuh, N * H * D / 32 of VT = 32)
-//    fits one wave (more CTAs than SMs: every SM already walks, and segments add work). The cost model
-//    (src/ops/kda_segment_plan.h, host code tested on every machine) prices the walk (list scheduling of the CTAs on
-//    the SMs, one per SM; WalkCosts: us per chunk with and without outputs) for 2 .. 64 segments of the longest
-//    sequence and takes the best when it comes under WalkCosts::keep of the plain walk's model (0.9 for walk_rs.cuh,
-//    fit to measurements; 0.8 for VT = 32). kda_chunk_set_segment_chunks (chunk.h) forces a length (tests) or turns
-//    them off (benchmarks).
-//    walk_rs.cuh (docs/gpu runs 42-43, bench_kda_prefill, bf16, bounded): 1 x 65536 H8 plain 2.650 ms, segments of
-//    40 / 60 / 80 / 100 / 114 / 128 / 171 / 205 / 256 / 342 chunks 1.433 / 1.339 / 1.338 / 1.517 / 1.196 / 1.253 /
-//    1.446 / 1.410 / 1.599 / 1.934 ms (the waves of 132 SMs: 100 chunks = 11 segments = 304 phase-1 CTAs, 114 = 9
-//    segments = 240); the model's walk times within 4.5% of (total - 0.50 ms prep) for every length. 1 x 65536 H32:
-//    plain 4.043 ms, 3 segments of 342 chunks 3.751 (model 0.88 x plain: taken), the other lengths 4.1-4.8 ms.
-//    The VT = 32 family (branch seqpar, commit 694794f), 1 x 65536 H8: plain 4.750 ms; segments of 103 / 147 / 256 /
-//    342 chunks 3.240 / 3.011 / 3.010 / 3.460 ms, the walk within 1% of the model; 2.057 ms at 205 chunks with
-//    session 10's prep (run 42), against 1.217 on walk_rs.cuh at 114 in the same run. The first model (a per-CTA
-//    heap) cost ~2.5 ms of host time per call (15 ms at H32); kda_plan::makespan() now advances whole rounds and
-//    prunes by a lower bound, and the launcher caches the choice.
+//  - Segments (sequence parallelism, chunk.cuh "Segments"): considered only while the plain walk's N H D / 64 CTAs
+//    fit one wave (more CTAs than SMs: every SM already walks, and segments add work). The cost model
+//    (src/cuda/kda/segment_plan.h, host code tested on every machine) prices the walk (list scheduling of the CTAs
+//    on the SMs; us per chunk with and without outputs) for 2 .. 64 segments of the longest sequence and takes the
+//    best when it comes under WalkCosts::keep (0.9) of the plain walk's model; the choice is cached per shape (the
+//    model costs 25-120 us of host time). Measured: 1 x 65536 H8 2.650 ms plain, 1.196 ms with 9 segments
+//    (docs/gpu/2026-11-30-h200-run43.txt).
 #include <cuda.h>
 #include <cudaTypedefs.h>  // PFN_cuTensorMapEncodeTiled
 #include <cuda_runtime.h>
 
 #include <algorithm>
 #include <array>
-#include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <map>
@@ -61,7 +45,6 @@
 #include "cuda/kda/prep.cuh"
 #include "cuda/kda/seqpar.cuh"
 #include "cuda/kda/walk_rs.cuh"
-#include "cuda/kda/walk_wgmma.cuh"
 #include "cuda/runtime.h"
 #include "cuda/scratch.cuh"
 #include "kimi/error.h"
@@ -168,37 +151,28 @@ __global__ void fixed_segment_table(int64_t* seg, int64_t* segbase, int64_t N, i
 
 // ---- sequence parallelism: the segment plan (header: "Segments")
 
-std::atomic<int64_t> g_segment_chunks{0};       // kda_chunk_set_segment_chunks
-std::atomic<int64_t> g_last_segment_chunks{0};  // kda_chunk_last_segment_chunks
-std::atomic<KdaRowLoads> g_last_row_loads{KdaRowLoads::generic};  // kda_chunk_last_row_loads
-std::atomic<KdaWalk> g_walk{KdaWalk::automatic};                  // kda_chunk_set_walk
-std::atomic<KdaWalk> g_last_walk{KdaWalk::automatic};             // kda_chunk_last_walk
-
-// Segment length in chunks (0: the plain walk). Forced by kda_chunk_set_segment_chunks (> 0: that length,
-// < 0: never); automatic: kda_plan::best_segment_chunks (src/ops/kda_segment_plan.h: the cost model), cached per
-// (H, D, SMs, rs, sequence lengths) (the model costs 25-120 us on the host).
-int64_t segment_chunks(const std::vector<int64_t>& len, int64_t H, int64_t D, int sms, bool rs) {
-  const int64_t forced = g_segment_chunks.load();
+// Segment length in chunks (0: the plain walk). forced (KdaLaunchOptions::segment_chunks): > 0 that length, < 0
+// never; 0: kda_plan::best_segment_chunks (src/cuda/kda/segment_plan.h: the cost model of walk_rs.cuh), cached per
+// (H, D, SMs, sequence lengths).
+int64_t segment_chunks(const std::vector<int64_t>& len, int64_t H, int64_t D, int sms, int64_t forced) {
   if (forced != 0) return forced > 0 ? forced : 0;
   static std::mutex mu;
   static std::map<std::vector<int64_t>, int64_t> cache;
-  std::vector<int64_t> key{H, D, sms, rs ? 1 : 0};
+  std::vector<int64_t> key{H, D, sms, 1};
   key.insert(key.end(), len.begin(), len.end());
   {
     const std::lock_guard<std::mutex> lock(mu);
     if (const auto it = cache.find(key); it != cache.end()) return it->second;
   }
-  const int64_t best = kda_plan::best_segment_chunks(len, H, D, sms, rs);
+  const int64_t best = kda_plan::best_segment_chunks(len, H, D, sms, /*rs=*/true);
   const std::lock_guard<std::mutex> lock(mu);
   if (cache.size() >= 256) cache.clear();
   cache.emplace(std::move(key), best);
   return best;
 }
 
-// Threads per CTA. Prep: kda_chunk::kPrepThreads (512, two CTAs per SM, prep.cuh). Walk: 256 at VT = 32 (512
-// threads there measured 10% slower: 4.14 ms against 3.77 for 1 x 65536 H8); the wgmma walk at VT = 64:
-// kda_chunk::kWgThreads (three warpgroups).
-
+// Threads per CTA: the prep kda_chunk::kPrepThreads (512, two CTAs per SM, prep.cuh), the walk kda_chunk::kRsThreads
+// (two warpgroups), the scan kda_chunk::kScanThreads.
 template <typename Kern>
 void launch_kernel(Kern* kernel, size_t smem, int threads, int64_t ctas, const kda_chunk::Params& p, cudaStream_t s) {
   if (ctas <= 0) return;
@@ -208,8 +182,10 @@ void launch_kernel(Kern* kernel, size_t smem, int threads, int64_t ctas, const k
   KIMI_CUDA_CHECK(cudaGetLastError());
 }
 
+// The prep, then the walk: plain (p.nseg == 0: one CTA per (sequence, head, V tile of 64)), or the segments' three
+// phases: the maps (and segment 0 with outputs), the scan, the other segments.
 template <int D>
-void launch_all(kda_chunk::Params p, bool diag_mma, KdaWalk walk, cudaStream_t s) {
+void launch_all(kda_chunk::Params p, bool diag_mma, cudaStream_t s) {
   namespace kc = kda_chunk;
   const int64_t H = p.H, N = p.N;
   // two CTAs per SM need the full shared-memory carveout
@@ -217,44 +193,22 @@ void launch_all(kda_chunk::Params p, bool diag_mma, KdaWalk walk, cudaStream_t s
   KIMI_CUDA_CHECK(
       cudaFuncSetAttribute(prep, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared));
   launch_kernel(prep, kc::PrepSmem<D>::TOTAL, kc::kPrepThreads, p.nch * H, p, s);
-  switch (walk) {
-    case KdaWalk::segments:  // maps (and segment 0 with outputs), scan, the other segments; VT = 32 or walk_rs.cuh
-    case KdaWalk::segments_rs: {
-      const bool rs = walk == KdaWalk::segments_rs;
-      const auto seg_walk = rs ? kc::kda_chunk_walk_rs<D> : kc::kda_chunk_walk<D, 32, 256>;
-      const size_t smem = rs ? kc::RsSmem<D>::TOTAL : kc::WalkSmem<D, 32>::TOTAL;
-      const int threads = rs ? kc::kRsThreads : 256, nv = kda_plan::WalkCosts::of(rs, D).nv;  // V tiles per head
-      p.walk_mode = kc::kWalkMaps;
-      launch_kernel(seg_walk, smem, threads, p.nseg * H * 2 * nv, p, s);
-      launch_kernel(kc::kda_seg_scan<D>, kc::ScanSmem<D>::TOTAL, kc::kScanThreads, N * H * (D / kc::kScanRows), p, s);
-      p.walk_mode = kc::kWalkFinish;
-      launch_kernel(seg_walk, smem, threads, p.nseg * H * nv, p, s);
-      return;
-    }
-    case KdaWalk::wgmma_vt64:
-      launch_kernel(kc::kda_chunk_walk_wg<D>, kc::WgSmem<D>::TOTAL, kc::kWgThreads, N * H * (D / 64), p, s);
-      return;
-    case KdaWalk::wgmma_rs:
-      launch_kernel(kc::kda_chunk_walk_rs<D>, kc::RsSmem<D>::TOTAL, kc::kRsThreads, N * H * (D / 64), p, s);
-      return;
-    default:
-      launch_kernel(kc::kda_chunk_walk<D, 32, 256>, kc::WalkSmem<D, 32>::TOTAL, 256, N * H * (D / 32), p, s);
+  constexpr int nv = D / kc::RsSmem<D>::VT;  // V tiles per head
+  if (p.nseg > 0) {
+    p.walk_mode = kc::kWalkMaps;
+    launch_kernel(kc::kda_chunk_walk_rs<D>, kc::RsSmem<D>::TOTAL, kc::kRsThreads, p.nseg * H * 2 * nv, p, s);
+    launch_kernel(kc::kda_seg_scan<D>, kc::ScanSmem<D>::TOTAL, kc::kScanThreads, N * H * (D / kc::kScanRows), p, s);
+    p.walk_mode = kc::kWalkFinish;
+    launch_kernel(kc::kda_chunk_walk_rs<D>, kc::RsSmem<D>::TOTAL, kc::kRsThreads, p.nseg * H * nv, p, s);
+  } else {
+    launch_kernel(kc::kda_chunk_walk_rs<D>, kc::RsSmem<D>::TOTAL, kc::kRsThreads, N * nv * H, p, s);
   }
 }
 
 }  // namespace
 
-void kda_chunk_set_segment_chunks(int64_t chunks) { g_segment_chunks.store(chunks); }
-int64_t kda_chunk_last_segment_chunks() { return g_last_segment_chunks.load(); }
-KdaRowLoads kda_chunk_last_row_loads() { return g_last_row_loads.load(); }
-void kda_chunk_set_walk(KdaWalk walk) {
-  if (walk == KdaWalk::segments || walk == KdaWalk::segments_rs)
-    throw Error("kda_chunk_set_walk: segments are chosen by kda_chunk_set_segment_chunks");
-  g_walk.store(walk);
-}
-KdaWalk kda_chunk_last_walk() { return g_last_walk.load(); }
-
-void kda_chunk_fwd(const KdaArgs& a, int chunk_size, const Context& ctx) {
+void kda_chunk_fwd(const KdaArgs& a, int chunk_size, const Context& ctx, const KdaLaunchOptions* options) {
+  const KdaLaunchOptions& opt = kda_launch_options(options);
   (void)chunk_size;  // always 64 on the GPU (see chunk.h)
   const int64_t B = a.q.size(0), T = a.q.size(1), H = a.q.size(2), K = a.q.size(3), V = a.v.size(3);
   if (!(K == V && (K == 64 || K == 128)))
@@ -336,11 +290,11 @@ void kda_chunk_fwd(const KdaArgs& a, int chunk_size, const Context& ctx) {
     const std::array<const TensorView*, 4> rows{&a.q, &a.k, &a.v, &a.g};
     p.rows_bf16 = bf16_rows_aligned(rows, 8) ? 1 : 0;
     p.rows_bulk = bf16_rows_aligned(rows, 16) && encode_row_tiles(p.rows_map, rows) ? 1 : 0;
-    g_last_row_loads.store(p.rows_bulk   ? KdaRowLoads::bulk
-                           : p.rows_bf16 ? KdaRowLoads::vector
-                                         : KdaRowLoads::generic);
+    if (opt.record)
+      opt.record->row_loads = p.rows_bulk ? KdaRowLoads::bulk : p.rows_bf16 ? KdaRowLoads::vector : KdaRowLoads::generic;
   }
   p.o_rows16 = bf16_rows_aligned(std::array<const TensorView*, 1>{&a.o}, 16) ? 1 : 0;  // walk_rs.cuh's O stage
+  if (opt.record) opt.record->o_staged = p.o_rows16 != 0;
   p.H = int(H);
   p.N = int(N);
 
@@ -367,14 +321,8 @@ void kda_chunk_fwd(const KdaArgs& a, int chunk_size, const Context& ctx) {
   // segbase [N + 1]. A zero-length sequence keeps one empty segment (it copies s0 to s1 like the plain walk).
   std::vector<int64_t> seq_len(static_cast<size_t>(N));
   for (int64_t n = 0; n < N; ++n) seq_len[size_t(n)] = seq0[size_t(n) + 1] - seq0[size_t(n)];
-  // the automatic plain walk: walk_rs.cuh where its O stage applies (its scalar O stores otherwise cost more than
-  // it saves: run 33), else VT = 32 while that grid fits one wave, else VT = 64 (walk_wgmma.cuh). Segments run on
-  // walk_rs.cuh where that is the plain walk (automatic or forced), else on the VT = 32 walk.
-  const KdaWalk forced_walk = g_walk.load();
-  const bool rs_plain = p.o_rows16 != 0;
-  const bool rs_family = forced_walk == KdaWalk::wgmma_rs || (forced_walk == KdaWalk::automatic && rs_plain);
-  const int64_t len_seg = segment_chunks(seq_len, H, K, sms, rs_family);
-  g_last_segment_chunks.store(len_seg);
+  const int64_t len_seg = segment_chunks(seq_len, H, K, sms, opt.segment_chunks);
+  if (opt.record) opt.record->segment_chunks = len_seg;
   const size_t tab_main = tab.size();  // 3 * nch + N + 1
   int64_t nseg = 0;
   if (len_seg > 0) {
@@ -392,27 +340,16 @@ void kda_chunk_fwd(const KdaArgs& a, int chunk_size, const Context& ctx) {
   }
   p.nseg = nseg;
 
-#ifdef KIMI_KDA_CHUNK_FORCE_VT  // benchmarking knob: 32 or 64
-  const bool vt64 = KIMI_KDA_CHUNK_FORCE_VT == 64;
-  (void)sms;
-#else
-  const bool vt64 = N * H * (K / 32) > int64_t(sms);  // VT = 32 only while its grid fits one wave
-#endif
-  KdaWalk walk = forced_walk;
-  if (nseg > 0)
-    walk = rs_family ? KdaWalk::segments_rs : KdaWalk::segments;
-  else if (walk == KdaWalk::automatic)
-    walk = rs_plain ? KdaWalk::wgmma_rs : vt64 ? KdaWalk::wgmma_vt64 : KdaWalk::mma_vt32;
-  g_last_walk.store(walk);
-  // the scratch form (kda_chunk::Scratch)
-  p.wn_in_walk = walk == KdaWalk::wgmma_vt64 || walk == KdaWalk::wgmma_rs || walk == KdaWalk::segments_rs;
-  p.v_in_walk = p.wn_in_walk && p.rows_bulk;    // v bf16 with 16-byte aligned rows: the walk copies its V tiles
+  // the scratch form of walk_rs.cuh (kda_chunk::Scratch): Kg, Tb and V, V from v itself where the prep copies rows
+  // by tensor maps (bf16, 16-byte aligned rows: the walk copies its V tiles)
+  p.wn_in_walk = 1;
+  p.v_in_walk = p.rows_bulk;
 
   // one device allocation: table, then the scratch arrays (all offsets multiples of 256 bytes)
   const auto round256 = [](size_t x) { return (x + 255) / 256 * 256; };
   const size_t tab_bytes = round256(tab.size() * sizeof(int64_t));
-  const size_t per_ch = K == 128 ? kda_chunk::ScratchBytes<128>::total(p.wn_in_walk, p.v_in_walk)
-                                 : kda_chunk::ScratchBytes<64>::total(p.wn_in_walk, p.v_in_walk);
+  const size_t per_ch = K == 128 ? kda_chunk::ScratchBytes<128>::total(true, p.v_in_walk)
+                                 : kda_chunk::ScratchBytes<64>::total(true, p.v_in_walk);
   const size_t nch_h = size_t(nch) * size_t(H);
   const size_t seg_bytes = size_t(nseg) * size_t(H) * size_t(K) * size_t(K) * 4;  // each of seg_start, seg_map
   const size_t total = tab_bytes + nch_h * per_ch + 2 * seg_bytes;
@@ -451,15 +388,9 @@ void kda_chunk_fwd(const KdaArgs& a, int chunk_size, const Context& ctx) {
       p.scr.aqk = reinterpret_cast<bf16*>(take(SB::aqk));
       p.scr.kdt = reinterpret_cast<bf16*>(take(SB::kdt));
       p.scr.decay = reinterpret_cast<float*>(take(SB::decay));
-      if (p.wn_in_walk) {
-        p.scr.kg = reinterpret_cast<bf16*>(take(SB::kg));
-        p.scr.tb = reinterpret_cast<bf16*>(take(SB::tb));
-        if (!p.v_in_walk) p.scr.vb = reinterpret_cast<bf16*>(take(SB::vb));
-      } else {
-        p.scr.wh = reinterpret_cast<bf16*>(take(SB::wh));
-        p.scr.wl = reinterpret_cast<bf16*>(take(SB::wl));
-        p.scr.u0 = reinterpret_cast<float*>(take(SB::u0));
-      }
+      p.scr.kg = reinterpret_cast<bf16*>(take(SB::kg));
+      p.scr.tb = reinterpret_cast<bf16*>(take(SB::tb));
+      if (!p.v_in_walk) p.scr.vb = reinterpret_cast<bf16*>(take(SB::vb));
     };
     if (K == 128)
       carve(kda_chunk::ScratchBytes<128>{});
@@ -473,9 +404,9 @@ void kda_chunk_fwd(const KdaArgs& a, int chunk_size, const Context& ctx) {
   }
 
   if (K == 128)
-    launch_all<128>(p, diag_mma, walk, s);
+    launch_all<128>(p, diag_mma, s);
   else
-    launch_all<64>(p, diag_mma, walk, s);
+    launch_all<64>(p, diag_mma, s);
 }
 
 }  // namespace kimi::cuda

@@ -6,7 +6,6 @@
 // by value in the parameter struct up to kInlineSlots sequences, or a CUDA tensor read by the kernel; so the
 // call is capturable in a CUDA graph. Only host slots of more than kInlineSlots sequences are uploaded
 // (stream-ordered scratch, refused inside capture).
-#include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -104,25 +103,17 @@ void launch_vk_stream(const DecodeParams& p, int64_t ctas, int smem, int dev, cu
 // bulk against registers kv 131.5 vs 143.8 us (32 x 96), 329.8 vs 374.3 us (256 x 32), but 10.2 vs 8.4 us at
 // 1 x 96; vk 119.8 vs 146.3, 310.2 vs 376.1, 8.5 vs 8.8 us. So kv keeps the register kernel while its grid fits
 // one wave of one CTA per SM (ctas <= sms: each CTA's latency chain is the time, and the streaming kv kernel's
-// two passes over shared memory lengthen it); vk takes the bulk path whenever it can. Built with
-// -DKIMI_DECODE_STEP_REGS, the register path always (the A/B switch of scripts/gpu/verify_kda.sh runs).
-// kda_decode_set_path (tests) overrides the grid-size rule.
-std::atomic<int> g_path{0};
-bool use_bulk(const DecodeParams& p, bool kv, int64_t ctas, int sms) {
-#ifdef KIMI_DECODE_STEP_REGS
-  (void)p, (void)kv, (void)ctas, (void)sms;
-  return false;
-#else
-  const int path = g_path.load(std::memory_order_relaxed);
-  if (path < 0 || (path == 0 && kv && ctas <= sms)) return false;
+// two passes over shared memory lengthen it); vk takes the bulk path whenever it can. KdaLaunchOptions::decode
+// (tests, benchmarks) overrides the grid-size rule.
+bool use_bulk(const DecodeParams& p, bool kv, int64_t ctas, int sms, KdaDecodePath path) {
+  if (path == KdaDecodePath::registers || (path == KdaDecodePath::automatic && kv && ctas <= sms)) return false;
   return p.state_vec && int64_t(p.K) * p.V * 4 <= kBulkMaxBytes;
-#endif
 }
 }  // namespace
 
-void kda_decode_set_path(int path) { g_path.store(path, std::memory_order_relaxed); }
-
-void kda_decode_step(const KdaDecodeArgs& a, const std::vector<int64_t>& host_rows, const Context& ctx) {
+void kda_decode_step(const KdaDecodeArgs& a, const std::vector<int64_t>& host_rows, const Context& ctx,
+                     const KdaLaunchOptions* options) {
+  const KdaLaunchOptions& opt = kda_launch_options(options);
   const int64_t N = a.x_q.shape[0], H = a.b.shape[1];
   const int64_t K = a.x_q.shape[1] / H, V = a.x_v.shape[1] / H, S = a.state.shape[0];
   if (N == 0) return;
@@ -167,7 +158,8 @@ void kda_decode_step(const KdaDecodeArgs& a, const std::vector<int64_t>& host_ro
     p.dslots = uploaded->get<int64_t>(), p.dslots_stride = 1, p.dslots_i64 = 1;
   }
 
-  const bool bulk = use_bulk(p, kv, ctas, sm_count(dev));
+  const bool bulk = use_bulk(p, kv, ctas, sm_count(dev), opt.decode);
+  if (opt.record) ++(bulk ? opt.record->decode_bulk : opt.record->decode_registers);
   const int smem = bulk ? int(K * V * 4) : 0;
   if (kv) bulk ? launch_kv_stream(p, ctas, smem, dev, s) : launch_kv(p, ctas, smem, dev, s);
   else bulk ? launch_vk_stream(p, ctas, smem, dev, s) : launch_vk(p, ctas, smem, dev, s);

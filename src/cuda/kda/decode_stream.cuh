@@ -134,9 +134,9 @@ __device__ __forceinline__ void sts_state4(float* p, int off, int valid, float4 
 // e_j, o_j, beta rk e_j; barrier; pass 2: each element again, x = S a_i (the same product as pass 1), S =
 // fmaf(k_i, beta rk e_j, x), stored in place. The per-element operations are those of the register kernels; only the
 // order of the sums over K differs.
-// (Session 12: this mapping replaced one column and 32 rows per thread, scalar shared accesses: ncu at 256 x 32,
-// docs/gpu run 53, 27.1 K warp instructions per CTA against the vk kernel's 20.8 K, the schedulers issuing on 68% of
-// cycles; run 54, beside it: 256 x 32 327.3 -> 320.9 us per step, 32 x 96 130.6 -> 126.5.)
+// Why this mapping: one column and 32 rows per thread with scalar shared accesses took 27.1 K warp instructions per CTA
+// (the vk kernel 20.8 K); with this one a step takes 320.9 us at 256 x 32 against 327.3, 126.5 at 32 x 96 against
+// 130.6 (docs/gpu/2026-11-30-h200-run54.txt).
 template <int CW>
 struct KvStreamScratch {
   static constexpr int NCT = CW / 32, RGW = kWarps / NCT;

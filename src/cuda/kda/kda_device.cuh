@@ -157,8 +157,7 @@ __device__ __forceinline__ void vk_store(const float4 (&S)[NV][KC], float* at, i
 // all valid when jc + 4 <= V (the 16-byte path, where vec allows it and every row exists), some when jc < V. The
 // tests are written as plain comparisons of jc and V, not as a clamped count compared with 4: in the SASS of that
 // form the 16-byte path's branch predicate was the predicate output of the VIMNMX computing the clamp, and on the
-// H200 lanes past V took that path and wrote 16 bytes of the next state row (run 7, fixed in run 8:
-// docs/gpu/2026-11-29-h200-diag1.txt).
+// H200 lanes past V took that path and wrote 16 bytes of the next state row (docs/gpu/2026-11-29-h200-diag1.txt).
 __device__ __forceinline__ int kv_valid_cols(int jc, int V) { return jc >= V ? 0 : (V - jc >= 4 ? 4 : V - jc); }
 template <int NR, int RG>
 __device__ __forceinline__ void kv_load(float4 (&S)[NR], const float* at, int64_t ld, int V, int K, int rg, int jc,

@@ -2,12 +2,12 @@
 // scratch layout it fills and the walk that reads it): every state-independent product of one chunk-head.
 //
 // kda_chunk_prep<D, kDiagMma> (grid: chunks x H, 512 threads = 16 warps, one chunk-head per CTA, TWO CTAs per
-// SM: 103 KB of shared memory at D = 128, registers capped at 64 by __launch_bounds__(512, 2)). Math (SPEC 5.1,
+// SM: 113936 B of shared memory at D = 128, registers capped at 64 by __launch_bounds__(512, 2)). Math (SPEC 5.1,
 // rows i, j of the chunk, channels c, G = inclusive cumsum of g over the chunk rows, GC = G[63]):
 //   A_qk[i][j] = sum_c q_ic k_jc exp(G_ic - G_jc)            (j <= i; bf16 -> scratch)
 //   A_kk[i][j] = beta_i sum_c k_ic k_jc exp(G_ic - G_jc)     (j <  i; fp32, shared memory only)
 //   T = (I + A_kk)^-1, Tb = T diag(beta) (bf16); Qg = q exp(G), Kg = k exp(G), KdT[c][t] = k_tc exp(GC - G_tc)
-//   Wn = -Tb Kg (bf16 hi + lo), U0 = Tb V (fp32), decay = exp(GC)
+//   decay = exp(GC); the other scratch form also Wn = -Tb Kg (bf16 hi + lo), U0 = Tb V (fp32)
 // All exponentials are ex2 of G kept in log2 units (G2 = G log2 e): one MUFU op each, no multiply.
 // Phases (barriers between them):
 //   L  rows -> shared memory. Warp w owns the 4 contiguous rows 4w .. 4w + 3, lane the channels EPL lane ..
@@ -37,7 +37,7 @@
 //      lower bound >= -5, always; other gates: tested per chunk-head on its G, `dmma`), the same factoring, col
 //      exponents in [0, 80] (e^80 finite in fp32 and bf16; the masked upper triangle stays finite); otherwise
 //      per pair i >= j on CUDA cores in fp32, exponents G_i - G_j <= 0, each pair's D channels split over
-//      D / 32 lanes (shuffle sum). The softplus gate took the per-pair path on every chunk-head until session 8.
+//      D / 32 lanes (shuffle sum).
 //      mq_i mk_j (and beta_i) scale the fp32 accumulators; A_qk stays in registers as bf16 pairs until phase S
 //      (the per-pair diagonal goes straight to the scratch), A_kk to shared memory.
 //   X  (all threads, after their A block) Qg -> scratch and Kg -> registers (one exp per element for both;
@@ -49,46 +49,20 @@
 //      then the A_qk stage -> scratch (one 16-byte segment per thread, zeros above the diagonal blocks) and the
 //      block substitution T_ab = -T_aa sum_{m=b}^{a-1} L_am T_mb by distance a - b (thread = row x 4 columns,
 //      float4 loads, the scalar summation order); Tb = T diag(beta) bf16 (the k region, float4 items).
-//   The wgmma walk's scratch form (Params::wn_in_walk) ends here: Kg (and v, unless Params::v_in_walk, when phase
-//   L does not load v at all) went to the scratch in phase X, Tb from the loop that forms it; that walk forms Wn
-//   and U0 itself (walk_wgmma.cuh). Measured (H200, ncu, 1 x 16384 H64, docs/gpu run 22): prep 1.44 -> 1.15 ms.
-//   P4 (the mma.sync walk's form) Wn = -Tb Kg and U0 = Tb V (64 x D, k = 64; 4 x 4 warps of 16 x D / 4): A
-//      fragments of Tb by 32-bit loads, B fragments of the row-major Kg and V by ldmatrix.trans; the
-//      accumulators are staged in the G2
-//      region (Wn hi + lo bf16 [64][D + 8] each, then U0 fp32 [64][D + 8]) and copied to the scratch by
-//      16-byte coalesced stores (the 4- and 8-byte fragment stores were LG-throttled).
-// Precision: the operands are those of the former 1024-thread kernel (bf16 of the same products, rounded
-// once); only fp32 summation orders and the exp argument rounding differ (1e-7 level). Measured on the H200
-// (commit a4addf3, `kimi check --filter kda_chunk`, bf16 vs the fp64 oracle, worse of o / final state):
-// 2.5-3.1e-3 on the test-size prefill cases, 2.7-3.2e-3 at model shapes (bar 5e-3); racecheck clean.
-//
-// Session 11: the staged A rows (session 10's branch prep-ashare, rebuilt: run 41 measured 1 x 16384 H64 1.537 ->
-// 1.481 ms with racecheck hazards whose report was lost; runs 44-46 measure this form: 1 x 16384 H64 1.525 -> 1.477
-// ms, 2-5% on the other shapes, racecheck clean; the prep 885 us under ncu, 35.0 K warp instructions per chunk-head).
-// Measured (H200, ncu, 1 x 16384 H64), session 10 (docs/gpu runs 38-40): 1.03 -> 0.94 ms (36.9 K warp instructions
-// per chunk-head, 40.1 K before) by the row norms' transposed butterfly, the cumsum prefix four loads at a time, the
-// folded gate constants, KdT on the warps without an A block and Tb by 16-byte items; the profile after it: phases
-// A + X 26% of the stall samples, row loads and factors 21%, the row-copy wait 10%, the substitutions 17%.
-// Measured (H200, ncu, 1 x 16384 H64), session 5 (docs/gpu/2026-11-30-h200-run11.txt, run13.txt): the bulk row
-// copies 1.47 ms against 1.50 for the vector loads in the same call; 805 M warp instructions (844 M before), LSU
-// wavefronts 71% of peak, top stall the barrier; phases A + X 37% of the instructions and 38% of the shared
-// wavefronts, L + cumsum ~30% of the stall samples. An L2 prefetch of the rows of the CTA two waves later made it
-// slower (1.50 vs 1.46 ms, run 12) and was reverted.
-// Earlier (ncu gpu__time_duration, 1 x 16384 H64, docs/gpu/2026-11-29-h200-prep2.txt, commit 80f4c14):
-// 1.47 ms bounded gate (1.77 ms for the ddb5da9 prep in the same run: unstaged fragment stores, scalar block
-// substitution), 3.03 ms softplus (per-pair diagonal). Profile of 80f4c14 (bounded): 51.5 K warp instructions
-// per chunk-head, L1 LSU wavefronts 73% of peak, 1.91 TB/s; stall samples by region between barriers: phase L
-// 38.5% (21 K instructions: 64-bit address arithmetic of the row loads, waits on them), cumsum prefix 10.6%,
-// A + X 17.1% (18 K), diagonal substitution 8.2%, block substitution 9.9%, Tb 3.3%,
-// P4 12.6%.
-// Earlier (docs/gpu/2026-11-29-h200-prep1.txt): 2.52 ms at
-// commit a4addf3 (before the fast row loads), against 3.04 ms for the former 1024-thread kernel (one CTA per
-// SM, 195 KB of shared memory). Profile of a4addf3: 2 CTAs / SM reached (31.2 of 32 warps), 66 K warp
-// instructions per chunk-head, L1 LSU wavefronts 70% of peak, L2 crossbar 64%; phase L held 32 K of the
-// instructions and 64% of the stall samples (per-element dtype / gate branches, predicated double loads,
-// dt_bias re-read per row): the fast path above. Next: stage Wn / U0 / A_qk for 16-byte stores (their 4- and
-// 8-byte fragment stores are LG-throttled), fewer exps in phase A (the row operands are recomputed by each of
-// the a + 1 blocks of row block a).
+//   The walk's scratch form (Params::wn_in_walk, the one chunk.cu launches) ends here: Kg (and v, unless
+//   Params::v_in_walk, when phase L does not load v at all) went to the scratch in phase X, Tb from the loop that
+//   forms it; the walk forms Wn and U0 itself (walk_rs.cuh). Why: the prep is issue-bound, and P4 below cost it more
+//   than forming Wn costs the walk's load warpgroup (docs/ops/kda.md).
+//   P4 (only Params::wn_in_walk = 0, the other scratch form, which no launched walk reads: chunk.cuh "Scratch")
+//      Wn = -Tb Kg and U0 = Tb V (64 x D, k = 64; 4 x 4 warps of 16 x D / 4): A fragments of Tb by 32-bit loads,
+//      B fragments of the row-major Kg and V by ldmatrix.trans; the accumulators are staged in the G2 region (Wn
+//      hi + lo bf16 [64][D + 8] each, then U0 fp32 [64][D + 8]) and copied to the scratch by 16-byte coalesced
+//      stores.
+// Precision: bf16 operands of the products, each rounded once; fp32 accumulation and substitution. Measured on the
+// H200 against the fp64 oracle (bf16 inputs, worse of o / final state): 2.5-3.1e-3 on the test-size prefill cases,
+// 2.7-3.2e-3 at model shapes (bar 5e-3); racecheck clean.
+// Cost (H200, ncu, 1 x 16384 H64): ~0.9 ms, ~35 K warp instructions per chunk-head, issue-bound (the phases' shares
+// of the stall samples and the steps that got it there: docs/ops/kda.md).
 //
 // Shared memory (bytes, D = 128 / 64): G2 fp32 [64][D + 8] (later T fp32 [64][68] + 3 x [16][16] scratch +
 // the A_qk stage bf16 [64][72], then the P4 stages) 34816 / 29696; q raw, then Kg bf16 [64][D + 8] 17408 / 9216;
@@ -270,7 +244,7 @@ __device__ __forceinline__ void prep_row_factors(const RowCtx<D>& c, int r, cons
 // sums are reduced together by a transposed butterfly: across lane bit 16 each lane keeps 4 of them and sends the other
 // 4, across bit 8 2, across bit 4 1, then plain steps across bits 2 and 1 (9 shuffles instead of 8 x 5); lane l ends
 // with sum 4 b16 + 2 b8 + b4 (its lane bits), added in warp_sum's order (xor 16, 8, 4, 2, 1), so the same bits as one
-// warp_sum per row. Before session 10 each row took two warp_sums and every lane two rsqrt.
+// warp_sum per row.
 template <int D>
 __device__ __forceinline__ void prep_row_norms(const RowCtx<D>& c, const float (&sq)[4], const float (&sk)[4]) {
   const Params& p = c.p;
@@ -385,8 +359,8 @@ __device__ __forceinline__ void prep_load_rows(const RowCtx<D>& c, float (&gl)[k
 // thread that posted the mbarrier's expected bytes: one tensor-map copy per tensor (Params::rows_map) of the chunk's
 // 64 rows into its padded shared rows (stride LDB; g raw into the G2 region; v not at all with Params::v_in_walk).
 // Rows past the sequence end land too (the next sequence's, or zeros past T); phase L zeroes them. The per-row
-// bulk copies this replaced cost 192 copies per chunk-head, issued one lane at a time (~7% of the prep's stall
-// samples, docs/gpu run 23-prep).
+// bulk copies (192 per chunk-head, issued one lane at a time) took ~7% of the prep's stall samples
+// (docs/gpu/2026-11-30-h200-run23-prep-ncu.txt).
 template <int D>
 __device__ __forceinline__ void prep_issue_row_tiles(const RowCtx<D>& c, uint64_t* bar) {
   const Params& p = c.p;
@@ -474,17 +448,16 @@ __global__ void __launch_bounds__(kPrepThreads, 2) kda_chunk_prep(const __grid_c
   const bf16* const sGraw = reinterpret_cast<const bf16*>(smem + L::G);  // raw g [64][LDB] (L, bulk path)
   uint64_t* const sBar = reinterpret_cast<uint64_t*>(smem + L::BAR);     // the bulk path's row copies
 
-  KDA_CHUNK_ASSERT(blockDim.x == kThreads && (smem_u32(smem) & 127u) == 0u);
+  // launched with blockDim.x == kThreads and the dynamic shared memory 128-byte aligned
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const int gq = lane >> 2, tq = lane & 3;  // mma fragment coordinates
 
   const int64_t cid = int64_t(blockIdx.x);  // chunk * H + head
   const int h = int(cid % p.H);
   const int64_t chunk = cid / p.H;
-  KDA_CHUNK_ASSERT(chunk < p.nch);
   const int64_t tok0 = p.tab[3 * chunk], bb = p.tab[3 * chunk + 1];
   const int rows = int(p.tab[3 * chunk + 2]);
-  KDA_CHUNK_ASSERT(rows >= 1 && rows <= kC);
+  // chunk < p.nch, 1 <= rows <= kC (the launcher's chunk table)
   bf16* const gaqk = p.scr.aqk + cid * (kC * kC);  // A_qk [64][64] (scr_tile_off)
 
   // ---- L: rows -> q, k raw (bf16), v (bf16), beta, multipliers; G2 = cumsum(g) log2 e ----------------------
@@ -591,12 +564,12 @@ __global__ void __launch_bounds__(kPrepThreads, 2) kda_chunk_prep(const __grid_c
   // (bounded gate, lower bound >= -5: at most 80 of decay in 16 rows), else where this chunk-head's data allow it:
   // every 16-row block's decay R_a - G[16 a + 15] (thread = block a x channel c) within the same 80 (80 log2 e in
   // G2's log2 units; NaN fails the test). A block beyond it multiplies the state by less than e^-80 within 16 rows: the
-  // per-pair loop on CUDA cores remains for such extreme gates. Cost and precision (H200, session 8): softplus
-  // 1 x 16384 H64 2.499 -> 2.163 ms; its bf16-operand products give the softplus gate the bounded gate's errors
+  // per-pair loop on CUDA cores remains for such extreme gates. Cost and precision (H200): softplus
+  // 1 x 16384 H64 2.499 -> 2.163 ms against the per-pair loop everywhere; its bf16-operand products give the softplus gate the bounded gate's errors
   // (small harness cases vs fp64: o 2.0-2.2e-3 -> 2.1-2.8e-3, final state unchanged; bar 5e-3, FLA 3.7e-3).
   // kDiagMma skips the test where the launcher knows it passes: the test alone (one more barrier, __syncthreads_or)
-  // cost the bounded gate's prep 1.03 -> 1.05-1.06 ms (ncu, 1 x 16384 H64, docs/gpu run 32), more than the second
-  // instantiation costs in compile time (chunk.cu 21 s -> 15 s without it, nvcc, one core).
+  // cost the bounded gate's prep 1.03 -> 1.05-1.06 ms (ncu, 1 x 16384 H64, docs/gpu/2026-11-30-h200-run32.txt), more
+  // than the second instantiation costs in compile time (chunk.cu 21 s -> 15 s without it, nvcc, one core).
   bool dmma = kDiagMma;
   if constexpr (!kDiagMma) {
     constexpr float kDiagSpan2 = 80.f * 1.4426950408889634f;
@@ -673,7 +646,8 @@ __global__ void __launch_bounds__(kPrepThreads, 2) kda_chunk_prep(const __grid_c
     } else {
       // the A warps at barrier 1; the others, which never touch the region before the next __syncthreads, at a
       // barrier of their own (2): every thread passes the same number of barriers, without which compute-sanitizer's
-      // racecheck reports the accesses of phase S across its __syncthreads as hazards (docs/gpu run 44)
+      // racecheck reports the accesses of phase S across its __syncthreads as hazards
+      // (docs/gpu/2026-11-30-h200-run44.txt)
       if (warp < units)
         asm volatile("bar.sync 1, %0;" ::"r"(32 * units) : "memory");
       else
@@ -760,7 +734,7 @@ __global__ void __launch_bounds__(kPrepThreads, 2) kda_chunk_prep(const __grid_c
     }
     stg128(p.scr.qg + cid * (kC * D) + scr_tile_off<kC>(r, c), make_uint4(oq[0], oq[1], oq[2], oq[3]));
     kg[it] = make_uint4(ok[0], ok[1], ok[2], ok[3]);
-    if (p.wn_in_walk) {  // the wgmma walk's form: Kg and (unless it reads v itself) v, bf16, to the scratch
+    if (p.wn_in_walk) {  // the walk's form: Kg and (unless it reads v itself) v, bf16, to the scratch
       stg128(p.scr.kg + cid * (kC * D) + scr_tile_off<kC>(r, c), kg[it]);
       if (!p.v_in_walk)
         stg128(p.scr.vb + cid * (kC * D) + scr_tile_off<kC>(r, c), *reinterpret_cast<const uint4*>(sV + r * LDB + c));
@@ -770,7 +744,8 @@ __global__ void __launch_bounds__(kPrepThreads, 2) kda_chunk_prep(const __grid_c
   // lanes l and l + 16 fill one 32-byte sector of row c. The upper half-warp takes its row pairs in the order
   // m ^ 1 (rows 8 +- 2 apart from the lower half's): G2 and k loads bank-conflict free.
   // With the diagonal blocks on tensor cores only the warps without an A block take KdT units (they reach phase X
-  // one block earlier; barrier stalls were the prep's first stall reason, docs/gpu run 30); else every warp.
+  // one block earlier; barrier stalls were the prep's first stall reason, docs/gpu/2026-11-30-h200-run30.txt); else
+  // every warp.
   constexpr int kUnitsX2 = (D / 16) * (kC / 16);
   const int x2_first = dmma ? units : 0;
   for (int u = warp - x2_first; u >= 0 && u < kUnitsX2; u += kWarps - x2_first) {  // warp-uniform
@@ -897,7 +872,7 @@ __global__ void __launch_bounds__(kPrepThreads, 2) kda_chunk_prep(const __grid_c
       const uint32_t p2 = pack_bf16(t1.x * b1.x, t1.y * b1.y), p3 = pack_bf16(t1.z * b1.z, t1.w * b1.w);
       w = h0 ? make_uint4(p2, p3, p0, p1) : make_uint4(p0, p1, p2, p3);
     }
-    if (p.wn_in_walk)  // the wgmma walk's form: Tb to the scratch, no P4
+    if (p.wn_in_walk)  // the walk's form: Tb to the scratch, no P4
       stg128(p.scr.tb + cid * (kC * kC) + scr_tile_off<kC>(i, j), w);
     else
       *reinterpret_cast<uint4*>(sTb + i * LDT + j) = w;

@@ -2,7 +2,6 @@
 // -> pick the layout's kernel and tile shape -> launch on ctx.cuda_stream. Device code:
 // src/cuda/kda/recurrent.cuh (the token loop and the staged one-token kernels) and recurrent_stream.cuh (the
 // streaming one-token kernels).
-#include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <optional>
@@ -59,19 +58,17 @@ void launch(Kernel kernel, const Params& p, int64_t ctas, cudaStream_t s) {
 // H200 (docs/gpu/2026-11-30-h200-run56.txt, K = V = 128, eager calls, streaming vs staged, kv / vk): 256 x 32
 // 276 / 282 vs 380 / 371 us, 8 x 32 16.9 / 16.0 vs 17.7 / 19.2 us, 4 x 96 17.0 / 18.6 vs 20.2 / 21.8 us, but
 // 1 x 96 11.9 / 12.5 vs 11.6 / 12.4 us and 1 x 32 12.5 / 11.7 vs 10.3 / 10.6 us: with one CTA per SM or fewer, the
-// staged kernels' 4 - 8 CTAs per head shorten each head's chain. kda_recurrent_set_path (tests) overrides the rule.
+// staged kernels' 4 - 8 CTAs per head shorten each head's chain. KdaLaunchOptions::one_token (tests, benchmarks)
+// overrides the grid-size rule.
 bool whole_blocks(const TensorView& st, int64_t row_len) {
   return !st.present() || (state_vec(st, row_len) && st.strides[2] == row_len);
 }
-std::atomic<int> g_path{0};
-std::atomic<int64_t> g_stream_launches{0};
-bool use_stream(const KdaArgs& a, bool kv, int64_t N, int H, int K, int V, int sms) {
+bool use_stream(const KdaArgs& a, bool kv, int64_t N, int H, int K, int V, int sms, KdaOneTokenPath path) {
   const int64_t row_len = kv ? V : K;
   const bool fits = row_len % 4 == 0 && int64_t(K) * V * 4 <= kda_decode_detail::kBulkMaxBytes &&
                     whole_blocks(a.initial_state, row_len) && whole_blocks(a.final_state, row_len);
-  const int path = g_path.load(std::memory_order_relaxed);
-  if (!fits || path < 0) return false;
-  return path > 0 || N * H > int64_t(sms);
+  if (!fits || path == KdaOneTokenPath::staged) return false;
+  return path == KdaOneTokenPath::streaming || N * H > int64_t(sms);
 }
 
 template <auto kKernel>
@@ -95,10 +92,8 @@ void launch_one_token_stream(const Params& p, bool kv, int64_t ctas, int dev, cu
 }
 }  // namespace
 
-void kda_recurrent_set_path(int path) { g_path.store(path, std::memory_order_relaxed); }
-int64_t kda_recurrent_stream_launches() { return g_stream_launches.load(std::memory_order_relaxed); }
-
-void kda_recurrent_fwd(const KdaArgs& a, const Context& ctx) {
+void kda_recurrent_fwd(const KdaArgs& a, const Context& ctx, const KdaLaunchOptions* options) {
+  const KdaLaunchOptions& opt = kda_launch_options(options);
   const int64_t B = a.q.shape[0], T = a.q.shape[1];
   const int H = int(a.q.shape[2]), K = int(a.q.shape[3]), V = int(a.v.shape[3]);
   const bool varlen = a.cu_seqlens.present();
@@ -181,10 +176,11 @@ void kda_recurrent_fwd(const KdaArgs& a, const Context& ctx) {
     if (a.state_slots.present()) p.slots = d_idx->get<int64_t>() + slots_at;
   }
 
-  if (!varlen && T == 1 && use_stream(a, kv, N, H, K, V, sms)) {  // decode: the streaming one-token kernels
+  if (!varlen && T == 1 && use_stream(a, kv, N, H, K, V, sms, opt.one_token)) {  // the streaming one-token kernels
     launch_one_token_stream(p, kv, N * H, dev, s);
-    g_stream_launches.fetch_add(1, std::memory_order_relaxed);
-  } else if (!varlen && T == 1) {  // decode: the staged one-token kernels (recurrent.cuh), same tiles
+    if (opt.record) ++opt.record->one_token_streaming;
+  } else if (!varlen && T == 1) {  // the staged one-token kernels (recurrent.cuh), same tiles
+    if (opt.record) ++opt.record->one_token_staged;
     if (kv) {
       if (!small) {
         if (K <= 64) launch(kda_decode_kv_staged_kernel<8, 4>, p, ctas, s);

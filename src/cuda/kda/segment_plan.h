@@ -19,7 +19,7 @@ namespace kimi::kda_plan {
 // tiles of 32 (rs = false), or walk_rs.cuh at 64 (rs = true). full / map: us per chunk of one CTA with / without
 // outputs; nv: V tiles per head; keep: the fraction of the plain walk's modelled time the segments must come under to
 // be taken (a margin for the model's error: 20% where the map cost is an estimate, 10% where it was fit to
-// measurements). The constants and their measurements: kda_segment_plan.cpp.
+// measurements). The constants and their measurements: segment_plan.cpp.
 struct WalkCosts {
   double full, map;
   int nv;

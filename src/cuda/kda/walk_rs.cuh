@@ -1,12 +1,12 @@
-// src/cuda/kda/walk_rs.cuh: the chunkwise KDA prefill's walk (kernel 2; chunk.cuh has the two-pass design, the math and
-// the scratch) with the state products in register-A form: one warpgroup keeps the whole fp32 state tile of its
-// (sequence, head, V tile) in the accumulators of the state update AND feeds it, as bf16 hi + lo A fragments in
-// registers, to the next chunk's products, so that neither the state nor U goes through shared memory and no barrier
-// separates two warpgroups on the per-chunk chain.
+// src/cuda/kda/walk_rs.cuh: kernel 2 of the chunkwise KDA prefill, the walk (chunk.cuh has the two-pass design, the
+// math, the scratch and the segments): the state products in register-A form. One warpgroup keeps the whole fp32
+// state tile of its (sequence, head, V tile) in the accumulators of the state update AND feeds it, as bf16 hi + lo A
+// fragments in registers, to the next chunk's products, so that neither the state nor U goes through shared memory
+// and no barrier separates two warpgroups on the per-chunk chain.
 //
-// kda_chunk_walk_rs<D> (grid N x H x D / 64, 256 threads, one CTA per (sequence, head, V tile of 64); the same
-// scratch form as walk_wgmma.cuh: Qg, A_qk, KdT, decay, Kg, Tb, and V from v or the scratch). Per chunk c (t, s =
-// chunk rows, v = the tile's 64 value columns, k = key channels), everything transposed (rows v):
+// kda_chunk_walk_rs<D> (grid N x H x D / 64, 256 threads, one CTA per (sequence, head, V tile of 64); reads Qg, A_qk,
+// KdT, decay, Kg, Tb from the scratch, V from v (Params::v_in_walk) or the scratch). Per chunk c (t, s = chunk rows,
+// v = the tile's 64 value columns, k = key channels), everything transposed (rows v):
 //   WG 1 (loads, Wn)  chunk c's operands -> stage c & 1 by bulk copies (V from v by cp.async); Wn(c) = -Tb Kg
 //                     (m64 t x n D k, k = 64 s; shared A and B) -> Wn hi (bf16) in the stage; then chunk c + 1's loads
 //                     into the other stage once WG 0 has released it (chunk c - 1 done).
@@ -19,67 +19,35 @@
 //                     wait; U^T -> hi + lo A fragments (registers)
 //                     G2  O^T += U^T A_qk^T                       (k = 64 s), alternating with
 //                         S^T += U^T KdT^T                        (m64 v x n D k, k = 64 t: the state update)
-//                     wait; release the stage; O(c) -> the O stage (bf16 o with 16-byte aligned rows: stmatrix.trans,
-//                     WG 1 stores it while WG 0 runs chunk c + 1) or -> o; S^T -> hi + lo A fragments for chunk c + 1.
+//                     wait; release the stage; O(c) -> o by the O epilogue; S^T -> hi + lo A fragments for chunk c + 1.
+// O epilogue (Params::o_rows16, chunk.cu): a bf16 o with 16-byte aligned rows goes through the O stage (stmatrix.trans,
+// WG 1 stores it 16 bytes a piece while WG 0 runs chunk c + 1); any other o (fp32 as the model writes it, f16,
+// unaligned rows) by per-element stores from WG 0 (store_1), on the chain.
 // The tensor work per chunk (D = 128) is 20 + 8 + 8 + 16 m64n64k16-equivalents on WG 0 and 8 on WG 1, all of WG 0's
-// in one dependent sequence: the walk's floor is that sequence, ~1.7 K cycles at the full tensor rate, against
-// ~6.6 K cycles a chunk for walk_wgmma.cuh's three-warpgroup form (its U and S splits to shared memory, two named
-// barriers and the tensor pipe shared between the two state halves' warpgroups).
+// in one dependent sequence: the walk's floor is that sequence, ~1.7 K cycles at the full tensor rate. Measured why
+// this form (H200, 1 x 16384 H64): walk 484 us under ncu (docs/gpu/2026-11-30-h200-run64.txt); the three-warpgroup
+// form with U and S split through shared memory took ~6.6 K cycles a chunk (docs/ops/kda.md).
 // Segments (chunk.cuh "Segments"; grid units x H x D / 64, twice that in phase 1): the CTA's WalkUnit says where its
 // state starts and ends and what it computes; a unit without outputs (a segment map) loads neither Qg nor A_qk and
 // skips the O products and stores, an identity-column unit also the V term (U0 = 0): the chain is instantiated for
-// the three cases (kOuts, kVterm). A map chunk costs ~0.8 of a chunk with outputs (src/ops/kda_segment_plan.cpp).
-// Precision (fp32 accumulation throughout): the state update and O's intra-chunk term take U as bf16 hi + lo, as
-// walk_wgmma.cuh does; U's state term takes S as hi + lo but Wn as bf16 (hi) only, and O's state term S as bf16 (hi)
-// only: 52 tensor units a chunk instead of the 68 of walk_wgmma.cuh's operands. Both dropped products are one bf16
-// rounding of a factor (relative RMS ~2^-9 / sqrt 3 of the term they correct); measured (H200, docs/gpu run 62, the
-// cases of KdaCudaShapes.WalkKernelsAgree, vs fp64): o 3.21 / 2.23 / 2.81 / 3.32e-3 against 3.18 / 2.10 / 2.76 /
-// 3.27e-3 with all 68, the final state unchanged (2.16e-3, 5.57e-4 vs 5.53e-4, ...); o differs from the other walks
-// by 5-7e-4, the state by at most 6e-5; FLA's script (tests/python/test_fla.py, docs/gpu python5) still puts kimi's o
-// below FLA's (2.95 / 3.29 / 3.32e-3 vs 3.73 / 3.79 / 3.84e-3).
-// Registers (ptxas, CUDA 13.0): 255 at D = 128 (WG 0: the state 64, its fragments 64, U 32 and its fragments 32, O 32;
-// 240 before the segment forms), 183 at 64, no spills.
+// the three cases (kOuts, kVterm). A map chunk costs ~0.8 of a chunk with outputs (src/cuda/kda/segment_plan.cpp).
+// Precision (fp32 accumulation throughout): the state update and O's intra-chunk term take U as bf16 hi + lo; U's
+// state term takes S as hi + lo but Wn as bf16 (hi) only, and O's state term S as bf16 (hi) only: 52 tensor units a
+// chunk instead of 68 with every lo product. Both dropped products are one bf16 rounding of a factor (relative RMS
+// ~2^-9 / sqrt 3 of the term they correct); measured against fp64 on the cases of KdaCudaShapes: o 3.21 / 2.23 /
+// 2.81 / 3.32e-3 against 3.18 / 2.10 / 2.76 / 3.27e-3 with all 68, the final state unchanged
+// (docs/gpu/2026-11-30-h200-run62.txt); the walk 6-8% faster (docs/gpu/2026-11-30-h200-run64.txt).
+// Registers (ptxas, CUDA 13.0): 255 at D = 128 (WG 0: the state 64, its fragments 64, U 32 and its fragments 32, O 32),
+// 183 at 64, no spills.
 //
 // Shared memory (D = 128), two stages of every operand of a chunk, each tile 128B-swizzled atom-major (wgmma.cuh):
 //   Qg [D / 64][64 t][64 k], KdT [1][D k][64 t], Kg [D / 64][64 s][64 k], Wn hi [D / 64][64 t][64 k], A_qk, Tb,
 //   V [1][64][64], decay [D]; the O stage bf16 [64 t][64 v]; eight mbarriers. RsSmem<D>::TOTAL bytes (191552 at
 //   D = 128).
-// STATUS: the automatic walk for a bf16 o with 16-byte aligned rows (chunk.cu) since session 10, and the segments' walk
-// there since session 11 (1 x 65536 H8: 2.057 ms on chunk.cuh's VT = 32 walk -> 1.217, run 42).
-// Session 14: the 52-unit products above (session 13's switch KIMI_KDA_RS_FEWER_LO; ncu run 61: the chain warpgroup
-// spent 60% of its time in wgmma with 68), and WG 1 forming Wn hi only (its lo split and stmatrix stores, 16 KB a
-// stage, gone). docs/gpu run 64, beside the former walk in the same call: walk 484 vs 579 us (ncu, 1 x 16384 H64);
-// 1 x 16384 H64 1.387 vs 1.476 ms, 8 x 4096 1.413 vs 1.509, 1 x 65536 H8 1.060 vs 1.156, H32 3.378 vs 3.635 (-6 to
-// -8%). Run 62 had the 52 products with WG 1 still forming Wn lo: -3.1 to -3.5%, so WG 1's split and stores slowed
-// the chain warpgroup by about as much as the 16 dropped units (issue slots and shared-memory traffic on the same SM
-// sub-partitions). Conformance shapes, sanitizers, every KDA test pass (run 64).
-// Measured and dropped (session 14, runs 65-66, each beside this form in one call, tests and racecheck passing): WG
-// 1's V tile and O tile of whole chunks by tensor-map copies (v and o as 4-d maps, box {64, 1, 64, 1}, 128B swizzle;
-// thread 0 issuing, and waiting for the O store's read before releasing the stage): 1 x 16384 H64 1.459 vs 1.382 ms,
-// 8 x 4096 1.469 vs 1.411, H8 1.120 vs 1.061; the V copy alone, O by the threads again: 1.514 / 1.535 vs 1.385,
-// 8 x 4096 1.496 vs 1.420 (the V copy, 64 rows 16 KB apart by one thread's 4-d box, slower than 128 threads'
-// cp.async pieces; why was not profiled). Also dropped (run 67): O's A_qk U term from U hi only (48 units): o's error
-// vs fp64 +11-17% (3.56e-3 vs 3.21e-3, 2.62e-3 vs 2.23e-3, ...), near FLA's, for a gain its lost log did not keep.
-// And (run 68): WG 1 forming Wn(c) only once WG 0 has released chunk c - 1 (its state split, the tensor pipe idle):
-// 1.382 / 1.412 / 1.067 ms vs 1.390 / 1.408 / 1.060 (1 x 16384 H64, 8 x 4096, H8), within noise.
-// And (session 15, run 71): Wn hi formed by the prep (its P4 product, into the Kg scratch tile, whose layout is the
-// Wn hi tile's) and none in WG 1: 1.469 / 1.492 / 3.478 ms vs 1.386 / 1.414 / 3.401 (1 x 16384 H64, 8 x 4096, H32),
-// H8 unchanged: the issue-bound prep pays more for the product than WG 1 does beside the chain.
-// Measured and dropped
-// (session 12, run 49, each beside this form in one call): G2 as two wgmma groups, the state update first and the next
-// chunk's state split while O's products run (1 x 16384 H64 1.457 vs 1.479 ms, 8 x 4096 1.501 vs 1.486, H8 and H32
-// within 1%), and a map's U lo products on its idle O accumulators, two chains instead of one (H8 1.149 vs 1.158, H32
-// 3.611 vs 3.607): both within the run's noise. History: the first forms (O stored by WG 0, 32 scalar bf16 stores per
-// thread) were correct but slower than walk_wgmma.cuh: 1 x 16384 H64 1.955 vs 1.883 ms, 1.979 with U / O alternating,
-// 1.995 with an L2 prefetch two chunks ahead (since removed) (docs/gpu runs 33-35). ncu (run 36, walk 955 us, 6.7 K
-// cycles a chunk): WG 0 never waited for its operands, the tensor pipe was active 35%, and WG 0 issued ~1070
-// instructions per warp per chunk besides its 60 wgmma at ~5 cycles each (fragment splits ~200, the decay, and ~350 for
-// the O stores): issue-latency bound on one warpgroup.
-// With O staged by stmatrix.trans and stored by WG 1 (run 37): 1.635 ms against walk_wgmma.cuh's 1.894 (1 x 16384
-// H64), 4.226 / 5.399 (1 x 65536 H32), 1.627 / 1.896 (8 x 4096 H32), 0.886 / 1.011 (10 x 819 H64).
 #pragma once
 
-#include "cuda/kda/walk_wgmma.cuh"
+#include "cuda/kda/chunk.cuh"
+#include "cuda/wgmma.cuh"
 
 namespace kimi::cuda::kda_chunk {
 
@@ -122,6 +90,62 @@ __device__ __forceinline__ void a_frag_split(const float (&t0)[4], const float (
   }
 }
 
+// The bf16 hi + lo split of a warpgroup accumulator tile acc[NJ][4] (times kSign: rows 16 w + gq + 8 (e / 2) of warp
+// w, columns c0 + 8 j + 2 tq + e % 2) into two 128B-swizzled tiles of R rows, by stmatrix: four 8 x 8 matrices,
+// (rows + 0 / + 8) x (n8 tiles j, j + 1), per instruction instead of one 4-byte store per pair (the values of
+// sts_split: hi = bf16(x), lo = split_lo); kLo = false: hi only (lo unused).
+template <int R, int NJ, int kSign, bool kLo = true>
+__device__ __forceinline__ void split_store_acc(bf16* hi, bf16* lo, const float (&acc)[NJ][4], int c0, int tid) {
+  static_assert(NJ % 2 == 0 && (kSign == 1 || kSign == -1), "pairs of n8 tiles");
+  const int lane = tid & 31, row = 16 * ((tid >> 5) & 3) + 8 * ((lane >> 3) & 1) + (lane & 7);
+#pragma unroll
+  for (int j = 0; j < NJ; j += 2) {
+    uint32_t h[4], l[4];
+#pragma unroll
+    for (int m = 0; m < 4; ++m) {  // matrix m: rows + 8 (m & 1), n8 tile j + (m >> 1)
+      const float x0 = kSign * acc[j + (m >> 1)][2 * (m & 1)], x1 = kSign * acc[j + (m >> 1)][2 * (m & 1) + 1];
+      h[m] = pack_bf16(x0, x1);
+      if constexpr (kLo) l[m] = split_lo(x0, x1, h[m]);
+    }
+    const int o = wgmma::sw128_off<R>(row, c0 + 8 * (j + (lane >> 4)));
+    stsm_x4(hi + o, h);
+    if constexpr (kLo) stsm_x4(lo + o, l);
+  }
+}
+
+// Wn = -Tb Kg of one chunk by the calling warpgroup (m64 t x n D k, k = 64 s: Tb [64 t][64 s] K-major and Kg
+// [D / 64][64 s][64 k] MN-major, 128B-swizzled tiles at sTb, sKg), stored as bf16 hi + lo [D / 64][64 t][64 k] at
+// sWh, sWl (split_store_acc; tid: the thread's index, its warpgroup's warps 4 (tid / 128) ..); kLo = false: the hi
+// part only (sWl unused: the walk's form).
+template <int D, bool kLo = true>
+__device__ __forceinline__ void form_wn(const unsigned char* sTb, const unsigned char* sKg, bf16* sWh, bf16* sWl,
+                                        int tid) {
+  constexpr int NH = D / 64, KT = kC / 16;        // n64 halves of Wn's columns, k-steps over the 64 chunk rows
+  constexpr uint32_t kAtom = uint32_t(kC) * 128;  // bytes of one atom column of a 64-row tile
+  const uint64_t dTb = wgmma::desc_sw128(sTb), dKg = wgmma::desc_sw128(sKg);
+  float acc[NH][8][4];
+#pragma unroll
+  for (int nh = 0; nh < NH; ++nh) {
+#pragma unroll
+    for (int j = 0; j < 8; ++j) acc[nh][j][0] = acc[nh][j][1] = acc[nh][j][2] = acc[nh][j][3] = 0.f;
+    wgmma::fence_operands(acc[nh]);
+  }
+  wgmma::fence();
+#pragma unroll
+  for (int nh = 0; nh < NH; ++nh)
+#pragma unroll
+    for (int ks = 0; ks < KT; ++ks)
+      wgmma::mma<64, 0, 1>(acc[nh], wgmma::desc_add(dTb, 32u * ks),
+                           wgmma::desc_add(dKg, uint32_t(nh) * kAtom + 2048u * ks));
+  wgmma::commit();
+  wgmma::wait<0>();
+#pragma unroll
+  for (int nh = 0; nh < NH; ++nh) {
+    wgmma::fence_operands(acc[nh]);
+    split_store_acc<kC, 8, -1, kLo>(sWh, sWl, acc[nh], 64 * nh, tid);
+  }
+}
+
 template <int D>
 __global__ void __launch_bounds__(kRsThreads, 1) kda_chunk_walk_rs(const Params p) {
   using L = RsSmem<D>;
@@ -133,7 +157,7 @@ __global__ void __launch_bounds__(kRsThreads, 1) kda_chunk_walk_rs(const Params 
   extern __shared__ __align__(128) unsigned char smem_raw[];
   unsigned char* const smem = smem_raw + ((1024u - (smem_u32(smem_raw) & 1023u)) & 1023u);
 
-  KDA_CHUNK_ASSERT(blockDim.x == kRsThreads && p.wn_in_walk);
+  // launched with blockDim.x == kRsThreads on the scratch form p.wn_in_walk (chunk.cu)
   const WalkUnit u = walk_unit<D, VT>(p, int(blockIdx.x));
   if (u.idle) return;  // the whole CTA: before any barrier
   const int tid = threadIdx.x, lane = tid & 31;
@@ -283,7 +307,7 @@ __global__ void __launch_bounds__(kRsThreads, 1) kda_chunk_walk_rs(const Params 
       wgmma::fence();
       // G1, one group, the products of U and of O alternating: two independent accumulator chains, so that
       // each wgmma need not wait for the previous one's accumulation (a single chain of N = 64 wgmma runs at ~3x the
-      // tensor pipe's issue interval: session 9, docs/gpu run 33).
+      // tensor pipe's issue interval: docs/gpu/2026-11-30-h200-run33.txt).
       //   U^T = S^T Wn^T + V^T Tb^T;  O^T = S^T Qg^T
 #pragma unroll
       for (int ks = 0; ks < KS; ++ks) {

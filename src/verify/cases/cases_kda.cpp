@@ -14,9 +14,7 @@
 #include "verify/cases/buf.h"
 #include "verify/cases/case.h"
 
-#ifdef KIMI_WITH_CUDA
-#include "cuda/kda/chunk.h"
-#endif
+#include "cuda/kda/options.h"
 
 namespace kimi::verify {
 
@@ -183,17 +181,10 @@ Result run_kda(const Cfg& c, bool chunk, DType dt, Scale scale, Device dev, uint
   a.state_layout = c.vk ? StateLayout::vk : StateLayout::kv;
   if (!c.lens.empty()) a.cu_seqlens = cu;
 
-#ifdef KIMI_WITH_CUDA
-  struct SegForce {  // the CUDA chunk launcher's segment length for this call only
-    bool on;
-    SegForce(bool on_, int64_t n) : on(on_) {
-      if (on) cuda::kda_chunk_set_segment_chunks(n);
-    }
-    ~SegForce() {
-      if (on) cuda::kda_chunk_set_segment_chunks(0);
-    }
-  } seg_force(chunk && c.seg && *c.seg > 0 && dev.type == DeviceType::cuda, c.seg.value_or(0));
-#endif
+  // The CUDA chunk launcher's segment length for this call only (no effect on other backends).
+  std::optional<cuda::ScopedKdaLaunchOptions> seg_force;
+  if (chunk && c.seg && *c.seg > 0 && dev.type == DeviceType::cuda)
+    seg_force.emplace(cuda::KdaLaunchOptions{.segment_chunks = *c.seg});
   const double ms = time_call(scale, dev, [&] {
     if (chunk)
       kda_chunk_fwd(a, c.chunk);
