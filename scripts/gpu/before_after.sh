@@ -72,6 +72,10 @@ has bench && for r in $(seq "${BENCH_ROUNDS:-2}"); do
     timeout 90 "$(bin $side)/bench/kimi_bench_kda_decode" 2>&1 | sed "s/^/[$side] /"
   done
 done
+# the tree's fp32-o prefill (its per-element O stores; the base tree's benchmark has no such argument)
+if has bench && [[ " ${SIDES:-base tree} " == *" tree "* ]]; then
+  timeout 90 build/cuda/bench/kimi_bench_kda_prefill o=f32 2>&1 | sed "s/^/[tree o=f32] /"
+fi
 
 if has sanitize; then
   T=./build/cuda/tests/kimi_tests
