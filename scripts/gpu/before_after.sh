@@ -2,7 +2,7 @@
 # A refactor's "behaviour unchanged" check on the GPU machine, in one call (the device tool's `run`, `.deps` and the
 # former tree carried):
 #   BASE=<dir> [BASE_COMMIT=<sha>] [KIMI_COMMIT=<sha>] [STEPS="tests bench sanitize"] [SIDES="base tree"]
-#     [BENCH_ROUNDS=2] bash scripts/gpu/before_after.sh
+#     [BENCH_ROUNDS=2] [BENCH_F32=1] bash scripts/gpu/before_after.sh
 # BASE is a folder inside the checkout holding the former tree (`git archive <sha> | tar -x -C base`, the folder
 # git-ignored). Both trees are built (the cuda preset with tests and the KDA benchmarks), then each runs:
 #   - the whole test binary (every CPU and CUDA harness case against the fp64 oracle, the conformance shapes, the
@@ -72,10 +72,10 @@ has bench && for r in $(seq "${BENCH_ROUNDS:-2}"); do
     timeout 90 "$(bin $side)/bench/kimi_bench_kda_decode" 2>&1 | sed "s/^/[$side] /"
   done
 done
-# the tree's fp32-o prefill (its per-element O stores; the base tree's benchmark has no such argument)
-if has bench && [[ " ${SIDES:-base tree} " == *" tree "* ]]; then
-  timeout 90 build/cuda/bench/kimi_bench_kda_prefill o=f32 2>&1 | sed "s/^/[tree o=f32] /"
-fi
+# an fp32 o (BENCH_F32=1, where both trees' benchmark takes o=f32)
+[ "${BENCH_F32:-0}" = 1 ] && has bench && for side in ${SIDES:-base tree}; do
+  timeout 90 "$(bin $side)/bench/kimi_bench_kda_prefill" o=f32 2>&1 | sed "s/^/[$side o=f32] /"
+done
 
 if has sanitize; then
   T=./build/cuda/tests/kimi_tests
