@@ -4,6 +4,7 @@
 // call runs the fp32 recurrent kernel (recurrent.cu), the same operator result. The chunk kernel indexes states
 // by sequence, so it refuses state_slots (supports()); the recurrent kernel takes them.
 #include <optional>
+#include <vector>
 
 #include "cuda/kda/chunk.h"
 #include "cuda/kda/kda.h"
@@ -38,6 +39,11 @@ std::optional<Refusal> chunk_supports(const KdaArgs& a, const KdaDims& d, int, c
 
 void recurrent_fwd(const KdaArgs& a, const KdaDims&, const Context& ctx) { cuda::kda_recurrent_fwd(a, ctx); }
 
+// The launcher's options (options.h) stay at their defaults here: tests set them for their thread.
+void decode_step(const KdaDecodeArgs& a, const std::vector<int64_t>& slots, const Context& ctx) {
+  cuda::kda_decode_step(a, slots, ctx);
+}
+
 }  // namespace
 
 void register_kda_ops(Registry& r) {
@@ -46,7 +52,7 @@ void register_kda_ops(Registry& r) {
   r.kda_beta.set(b, kda_beta);
   r.kda_recurrent_fwd.set(b, recurrent_fwd);
   r.kda_chunk_fwd.set(b, chunk_fwd, chunk_supports);
-  r.kda_decode_step.set(b, kda_decode_step);
+  r.kda_decode_step.set(b, decode_step);
 }
 
 }  // namespace kimi::cuda
