@@ -181,10 +181,14 @@ Result run_kda(const Cfg& c, bool chunk, DType dt, Scale scale, Device dev, uint
   a.state_layout = c.vk ? StateLayout::vk : StateLayout::kv;
   if (!c.lens.empty()) a.cu_seqlens = cu;
 
-  // The CUDA chunk launcher's segment length for this call only (no effect on other backends).
+  // The CUDA chunk launcher's segment length for this call only (no effect on other backends); the caller's
+  // options of this thread (e.g. a test's KdaLaunchRecord) stay in force.
   std::optional<cuda::ScopedKdaLaunchOptions> seg_force;
-  if (chunk && c.seg && *c.seg > 0 && dev.type == DeviceType::cuda)
-    seg_force.emplace(cuda::KdaLaunchOptions{.segment_chunks = *c.seg});
+  if (chunk && c.seg && *c.seg > 0 && dev.type == DeviceType::cuda) {
+    cuda::KdaLaunchOptions o = cuda::kda_launch_options(nullptr);
+    o.segment_chunks = *c.seg;
+    seg_force.emplace(o);
+  }
   const double ms = time_call(scale, dev, [&] {
     if (chunk)
       kda_chunk_fwd(a, c.chunk);
