@@ -1,7 +1,7 @@
 // The cost model behind the CUDA chunkwise KDA walk's sequence parallelism (src/cuda/kda/segment_plan.h): host code,
 // tested on every machine. makespan() against the per-CTA list scheduling it stands for; the model against the walk
-// times measured on the H200 (docs/gpu runs 42-43: bench_kda_prefill, 1 x 65536 tokens, bf16, bounded gate, walk =
-// total - the prep's time); the automatic choices the launcher makes on those shapes.
+// times measured on the H200 (runs 42-43 in the git history of docs/gpu: bench_kda_prefill, 1 x 65536 tokens, bf16,
+// bounded gate, walk = total - the prep's time); the automatic choices the launcher makes on those shapes.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -53,10 +53,10 @@ struct Measured {
 };
 
 // Relative error of the model's walk time against the measurements of one shape, whose prep time is the plain walk's
-// total minus the model's plain walk (the model's per-chunk cost was measured on the plain walk: run 38).
+// total minus the model's plain walk (the model's per-chunk cost was measured on the plain walk).
 double worst_error(int64_t H, const std::vector<Measured>& runs) {
   const std::vector<int64_t> len{1024};  // 65536 tokens
-  const WalkCosts w = WalkCosts::of(true, 128);
+  const WalkCosts w = WalkCosts::of(128);
   const double prep_ms = runs.front().total_ms - walk_model_us(len, H, w, kH200Sms, 0) / 1000;
   double worst = 0;
   for (const Measured& m : runs) {
@@ -68,7 +68,7 @@ double worst_error(int64_t H, const std::vector<Measured>& runs) {
   return worst;
 }
 
-// Run 43's sweep on walk_rs.cuh: the model within 5% of every measured walk time (4.5% at worst, 1.5% on average,
+// The H200 sweep of segment lengths on walk_rs.cuh (bench_kda_prefill, git history of docs/gpu: run 43): the model within 5% of every measured walk time (4.5% at worst, 1.5% on average,
 // with the map cost 0.8 x kRsUs; 0.7 x kRsUs, the estimate before the sweep, was 4.7% optimistic on average).
 TEST(KdaSegmentPlan, ModelMatchesTheH200Sweep) {
   const std::vector<Measured> h8{{0, 2.650},   {40, 1.433},  {60, 1.339},  {80, 1.338},  {100, 1.517}, {114, 1.196},
@@ -79,22 +79,20 @@ TEST(KdaSegmentPlan, ModelMatchesTheH200Sweep) {
   EXPECT_LE(worst_error(32, h32), 0.05);
 }
 
-// The launcher's automatic choices on the benchmark shapes (H200, D = 128): the measured best of run 43 where the
-// sweep has one.
+// The launcher's automatic choices on the benchmark shapes (H200, D = 128): the sweep's measured best where it
+// has one.
 TEST(KdaSegmentPlan, AutomaticChoices) {
   const std::vector<int64_t> one_long{1024};
-  EXPECT_EQ(best_segment_chunks(one_long, 8, 128, kH200Sms, true), 114);  // measured best of 11 lengths
-  EXPECT_EQ(best_segment_chunks(one_long, 32, 128, kH200Sms, true), 342);  // 3.751 ms against 4.043 plain
+  EXPECT_EQ(best_segment_chunks(one_long, 8, 128, kH200Sms), 114);  // measured best of 11 lengths
+  EXPECT_EQ(best_segment_chunks(one_long, 32, 128, kH200Sms), 342);  // 3.751 ms against 4.043 plain
   // 1 x 16384 H64: 128 CTAs already busy on 132 SMs; 8 x 4096 H32: 512 CTAs, more than one wave
-  EXPECT_EQ(best_segment_chunks({256}, 64, 128, kH200Sms, true), 0);
-  EXPECT_EQ(best_segment_chunks(std::vector<int64_t>(8, 64), 32, 128, kH200Sms, true), 0);
+  EXPECT_EQ(best_segment_chunks({256}, 64, 128, kH200Sms), 0);
+  EXPECT_EQ(best_segment_chunks(std::vector<int64_t>(8, 64), 32, 128, kH200Sms), 0);
   // sequences shorter than 16 chunks never split
-  EXPECT_EQ(best_segment_chunks({15}, 1, 128, kH200Sms, true), 0);
-  // chunk.cuh's VT = 32 walk (an fp32 o): its own costs; 1 x 65536 H8 took 205 chunks since session 4 (run 9)
-  EXPECT_EQ(best_segment_chunks(one_long, 8, 128, kH200Sms, false), 205);
+  EXPECT_EQ(best_segment_chunks({15}, 1, 128, kH200Sms), 0);
   // a split pays more where fewer SMs are busy: fewer heads, shorter segments
-  EXPECT_GT(best_segment_chunks(one_long, 32, 128, kH200Sms, true),
-            best_segment_chunks(one_long, 8, 128, kH200Sms, true));
+  EXPECT_GT(best_segment_chunks(one_long, 32, 128, kH200Sms),
+            best_segment_chunks(one_long, 8, 128, kH200Sms));
 }
 
 }  // namespace

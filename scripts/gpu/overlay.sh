@@ -5,7 +5,7 @@
 overlay_tree() {
   local src=$1 dir=$2
   # (tracked and untracked-unignored files that exist: the GPU machine's copy of the index may be an older one,
-  # listing a file renamed since or missing a new one; run 37 lost walk_rs.cuh that way)
+  # listing a file renamed since or missing a new one, which would drop that file from the copy)
   rm -rf "$src" && mkdir -p "$src" &&
     git ls-files -z --cached --others --exclude-standard |
     while IFS= read -r -d '' f; do [ -e "$f" ] && printf '%s\0' "$f"; done |

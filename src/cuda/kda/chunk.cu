@@ -164,7 +164,7 @@ int64_t segment_chunks(const std::vector<int64_t>& len, int64_t H, int64_t D, in
     const std::lock_guard<std::mutex> lock(mu);
     if (const auto it = cache.find(key); it != cache.end()) return it->second;
   }
-  const int64_t best = kda_plan::best_segment_chunks(len, H, D, sms, /*rs=*/true);
+  const int64_t best = kda_plan::best_segment_chunks(len, H, D, sms);
   const std::lock_guard<std::mutex> lock(mu);
   if (cache.size() >= 256) cache.clear();
   cache.emplace(std::move(key), best);

@@ -9,23 +9,17 @@ namespace kimi::kda_plan {
 
 namespace {
 
-// Cost model of the walk in microseconds per chunk of one CTA (one walk CTA per SM).
-// kFullUs: a chunk with outputs on chunk.cuh's VT = 32 walk (measured: 1 x 65536 H8, 1024 chunks in 3.8 ms); kMapUs
-// without them (a segment map: no Qg S + A_qk U product and no Qg / A_qk loads, ~37% of the mma; an estimate).
-// kRsUs: a chunk with outputs in walk_rs.cuh (one CTA per V tile of 64; ncu 1 x 65536 H32, 64 CTAs: 2.16 ms for
-// 1024 chunks, docs/gpu run 38); kRsMapUs without them (a segment map: no O products), fit to the segment sweep of
-// run 43 (1 x 65536 H8 and H32, 11 segment lengths each: the model within 4.5% of every measured walk time, 1.5% on
-// average, where 0.7 x kRsUs was 4.7% optimistic on average; tests/test_kda_segment_plan.cpp holds those
-// measurements).
+// Cost model of walk_rs.cuh in microseconds per chunk of one CTA (one walk CTA per SM, one CTA per V tile of 64).
+// kRsUs: a chunk with outputs (ncu, 1 x 65536 H32, 64 CTAs: 2.16 ms for 1024 chunks); kRsMapUs without them (a
+// segment map: no O products), fit to a sweep of 11 segment lengths at 1 x 65536 H8 and H32 on the H200: the model
+// within 4.5% of every measured walk time, 1.5% on average (tests/test_kda_segment_plan.cpp holds the measurements).
 // kScanUs per sequential scan step (R_j staged from L2 + 128 x 16 fp32 FMA per thread), kLaunchUs per extra launch.
-constexpr double kFullUs = 3.7, kMapUs = 0.6 * kFullUs, kRsUs = 2.1, kRsMapUs = 0.8 * kRsUs;
+constexpr double kRsUs = 2.1, kRsMapUs = 0.8 * kRsUs;
 constexpr double kScanUs = 8, kLaunchUs = 5;
 
 }  // namespace
 
-WalkCosts WalkCosts::of(bool rs, int64_t D) {
-  return rs ? WalkCosts{kRsUs, kRsMapUs, int(D / 64), 0.9} : WalkCosts{kFullUs, kMapUs, int(D / 32), 0.8};
-}
+WalkCosts WalkCosts::of(int64_t D) { return WalkCosts{kRsUs, kRsMapUs, int(D / 64), 0.9}; }
 
 void Runs::add(double cost, int64_t count) {
   if (cost <= 0 || count <= 0) return;
@@ -94,8 +88,8 @@ double walk_model_us(const std::vector<int64_t>& len, int64_t H, const WalkCosts
   return makespan(p1, sms) + (max_p > 1 ? makespan(p3, sms) : 0.0) + fixed;
 }
 
-int64_t best_segment_chunks(const std::vector<int64_t>& len, int64_t H, int64_t D, int sms, bool rs) {
-  const WalkCosts w = WalkCosts::of(rs, D);
+int64_t best_segment_chunks(const std::vector<int64_t>& len, int64_t H, int64_t D, int sms) {
+  const WalkCosts w = WalkCosts::of(D);
   if (int64_t(len.size()) * H * w.nv > sms) return 0;
   const int64_t lmax = len.empty() ? 0 : *std::max_element(len.begin(), len.end());
   if (lmax < 16) return 0;

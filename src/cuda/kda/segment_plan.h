@@ -15,16 +15,15 @@
 
 namespace kimi::kda_plan {
 
-// The walk family the model prices, for the plain walk and for the segments alike: chunk.cuh's mma.sync walk at V
-// tiles of 32 (rs = false), or walk_rs.cuh at 64 (rs = true). full / map: us per chunk of one CTA with / without
-// outputs; nv: V tiles per head; keep: the fraction of the plain walk's modelled time the segments must come under to
-// be taken (a margin for the model's error: 20% where the map cost is an estimate, 10% where it was fit to
-// measurements). The constants and their measurements: segment_plan.cpp.
+// The walk the model prices (walk_rs.cuh), for the plain walk and for the segments alike. full / map: us per chunk of
+// one CTA with / without outputs; nv: V tiles of 64 per head; keep: the fraction of the plain walk's modelled time the
+// segments must come under to be taken (a 10% margin for the model's error). The constants and their measurements:
+// segment_plan.cpp.
 struct WalkCosts {
   double full, map;
   int nv;
   double keep;
-  static WalkCosts of(bool rs, int64_t D);
+  static WalkCosts of(int64_t D);
 };
 
 // Runs of CTAs in grid order: count CTAs of equal cost (us); CTAs that return at once are left out.
@@ -46,10 +45,10 @@ double walk_model_us(const std::vector<int64_t>& len, int64_t H, const WalkCosts
                      double bound = 1e300);
 
 // The automatic segment length in chunks (0: the plain walk) of sequences of len[n] chunks, H heads of size D, on
-// sms SMs and the walk family rs: none unless the plain walk's grid fits one wave (otherwise every SM already walks)
+// sms SMs: none unless the plain walk's grid fits one wave (otherwise every SM already walks)
 // and the longest sequence has 16 chunks or more; else the length of the best modelled time over 2 .. 64 segments of
 // the longest sequence, kept only when it comes under WalkCosts::keep of the plain walk's model. 25-120 us of host
 // time (the launcher caches it).
-int64_t best_segment_chunks(const std::vector<int64_t>& len, int64_t H, int64_t D, int sms, bool rs);
+int64_t best_segment_chunks(const std::vector<int64_t>& len, int64_t H, int64_t D, int sms);
 
 }  // namespace kimi::kda_plan

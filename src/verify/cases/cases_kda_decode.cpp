@@ -130,8 +130,8 @@ void add_kda_decode_cases(CaseList& list, Scale scale) {
             {2, 2, 200, 256, 3, true, false, true, 4, true},                        // kv: 2 V tiles, K > 128
             {2, 2, 256, 200, 3, false, true, true, 4, false, true},                 // vk: K = 256, V tail, no slots
             {260, 1, 8, 12, 600, true, false, true, 4, false, false, 1},            // > 256 host slots
-            // kv, a partial last V tile on the 16-byte path (lanes past V must not touch the next row: the
-            // defect of H200 run 7); the second with device slots scattered over a larger pool
+            // kv, a partial last V tile on the 16-byte path (lanes past V must not touch the next row: a
+            // defect seen once on the H200); the second with device slots scattered over a larger pool
             {3, 4, 64, 32, 6, true, false, true},
             {3, 4, 64, 32, 9, true, false, true, 4, true},
             // the CUDA bulk path (state through shared memory, K V <= 16384 with the row length a multiple of 4):
