@@ -12,7 +12,7 @@
 //  - The prep's row loads: tensor-map copies of row tiles where q, k, v, g are bf16 with 16-byte aligned rows and
 //    the driver encodes the maps; else vector loads (bf16, 8-byte aligned row pieces); else generic loads. With the
 //    tensor-map copies the walk reads its V tiles from v itself (Params::v_in_walk) and the scratch holds no v.
-//  - Scratch: ScratchBytes<D>::total(true, v_in_walk) per chunk-head (D = 128: 1288 B per token-head, 1032 with
+//  - Scratch: ScratchBytes<D>::total(v_in_walk) per chunk-head (D = 128: 1288 B per token-head, 1032 with
 //    v_in_walk; chunk.cuh "Scratch") plus the chunk table, one cudaMallocAsync / cudaFreeAsync pair on the stream
 //    (the pool keeps it between calls: cuda/scratch.cuh).
 //  - CUDA-graph capture: fixed-length batches build the chunk table on the device (fixed_chunk_table, and the
@@ -342,14 +342,13 @@ void kda_chunk_fwd(const KdaArgs& a, int chunk_size, const Context& ctx, const K
 
   // the scratch form of walk_rs.cuh (kda_chunk::Scratch): Kg, Tb and V, V from v itself where the prep copies rows
   // by tensor maps (bf16, 16-byte aligned rows: the walk copies its V tiles)
-  p.wn_in_walk = 1;
   p.v_in_walk = p.rows_bulk;
 
   // one device allocation: table, then the scratch arrays (all offsets multiples of 256 bytes)
   const auto round256 = [](size_t x) { return (x + 255) / 256 * 256; };
   const size_t tab_bytes = round256(tab.size() * sizeof(int64_t));
-  const size_t per_ch = K == 128 ? kda_chunk::ScratchBytes<128>::total(true, p.v_in_walk)
-                                 : kda_chunk::ScratchBytes<64>::total(true, p.v_in_walk);
+  const size_t per_ch = K == 128 ? kda_chunk::ScratchBytes<128>::total(p.v_in_walk)
+                                 : kda_chunk::ScratchBytes<64>::total(p.v_in_walk);
   const size_t nch_h = size_t(nch) * size_t(H);
   const size_t seg_bytes = size_t(nseg) * size_t(H) * size_t(K) * size_t(K) * 4;  // each of seg_start, seg_map
   const size_t total = tab_bytes + nch_h * per_ch + 2 * seg_bytes;

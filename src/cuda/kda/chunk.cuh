@@ -18,7 +18,7 @@
 //
 // Kernel 1, kda_chunk_prep<D, kDiagMma> (prep.cuh; grid chunks x H, 512 threads, two CTAs per SM, one chunk-head per
 //   CTA): A_qk, Qg, KdT, decay, and T by blocked forward substitution (fp32), Tb = T diag(beta); stores Kg and Tb
-//   (Params::wn_in_walk: the walk forms Wn and U0 itself) and v as bf16 unless the walk reads v (Params::v_in_walk).
+//   (the walk forms Wn and U0 itself) and v as bf16 unless the walk reads v (Params::v_in_walk).
 // Kernel 2, kda_chunk_walk_rs<D> (walk_rs.cuh; grid N x H x D / 64, 256 threads): the fp32 state tile S^T [64 v][D]
 //   in the accumulators of its update, fed to the next chunk's products as bf16 hi + lo register fragments; one
 //   warpgroup runs the per-chunk chain, the other loads the operands, forms Wn = -Tb Kg and stores O.
@@ -50,9 +50,6 @@
 // tiles are laid out exactly as the walk holds them in shared memory (128B-swizzled, atom-major: wgmma.cuh,
 // scr_tile_off), so that one bulk copy moves each. D = 128: 82432 / 66048 B per chunk-head (1288 / 1032 B per
 // token-head) with v in the scratch / read from v; D = 64: 49408 / 41216 B.
-// The prep also has a second scratch form (Params::wn_in_walk = 0: Wn hi + lo and U0 = Tb V, for a walk that reads
-// them; layouts scr_tile_off, scr_u0_off) that no launched walk reads: chunk.cu always sets wn_in_walk; the form stays
-// until its removal from the prep can be checked on a GPU (it changes the prep's SASS; docs/ops/kda.md).
 //
 // Shared memory: prep 113936 / 79888 B at D = 128 / 64 (two CTAs per SM); walk RsSmem<D>::TOTAL (191552 B at
 // D = 128). Measured split (H200, 1 x 16384 H64, ncu): prep ~0.9 ms, walk ~0.5 ms of ~1.4 ms
@@ -79,50 +76,35 @@ constexpr int kC = 64;  // chunk rows
 enum : int { kDtF32 = 0, kDtBf16 = 1, kDtF16 = 2 };
 enum : int { kGateNone = 0, kGateBounded = 1, kGateSoftplus = 2 };
 
-// Scratch arrays, each indexed by chunk-head cid = chunk * H + head (see the header comment). The walk's form
-// (Params::wn_in_walk = 1, the one chunk.cu launches): kg, tb, vb (wh, wl, u0 null); the prep's other form
-// (wn_in_walk = 0, read by no launched walk): wh, wl, u0 (kg, tb, vb null).
+// Scratch arrays, each indexed by chunk-head cid = chunk * H + head (see the header comment).
 struct Scratch {
   bf16* qg;      // [cid][64][D]
   bf16* aqk;     // [cid][64][64] (upper triangle zero)
   bf16* kdt;     // [cid][D][64]
   float* decay;  // [cid][D]
-  bf16* wh;      // [cid][64][D]  Wn = -Tb Kg, hi
-  bf16* wl;      // [cid][64][D]  lo
-  float* u0;     // [cid][64][D]  U0 = Tb V
   bf16* kg;      // [cid][64][D]  Kg = k exp(G)
   bf16* tb;      // [cid][64][64] Tb = T diag(beta) (blocks above the diagonal zero)
   bf16* vb;      // [cid][64][D]  v as bf16 (rows beyond the sequence end zero); null with Params::v_in_walk
 };
 
-// Bytes of each scratch array per chunk-head, in the order of Scratch (all multiples of 256); total(wn_in_walk,
-// v_in_walk): the arrays of one form.
+// Bytes of each scratch array per chunk-head, in the order of Scratch (all multiples of 256); total(v_in_walk): all
+// of them (without vb when the walk reads v).
 template <int D>
 struct ScratchBytes {
   static constexpr size_t qg = size_t(kC) * D * 2, aqk = size_t(kC) * kC * 2, kdt = size_t(D) * kC * 2,
-                          decay = size_t(D) * 4, wh = size_t(kC) * D * 2, wl = wh, u0 = size_t(kC) * D * 4,
-                          kg = size_t(kC) * D * 2, tb = size_t(kC) * kC * 2, vb = size_t(kC) * D * 2;
-  static constexpr size_t total(bool wn_in_walk, bool v_in_walk) {
-    return qg + aqk + kdt + decay + (wn_in_walk ? kg + tb + (v_in_walk ? 0 : vb) : wh + wl + u0);
-  }
+                          decay = size_t(D) * 4, kg = size_t(kC) * D * 2, tb = size_t(kC) * kC * 2, vb = size_t(kC) * D * 2;
+  static constexpr size_t total(bool v_in_walk) { return qg + aqk + kdt + decay + kg + tb + (v_in_walk ? 0 : vb); }
 };
-static_assert(ScratchBytes<128>::total(false, false) == 107008 && ScratchBytes<64>::total(false, false) == 57600 &&
-                  ScratchBytes<128>::total(true, false) == 82432 && ScratchBytes<64>::total(true, false) == 49408 &&
-                  ScratchBytes<128>::total(true, true) == 66048 && ScratchBytes<64>::total(true, true) == 41216,
+static_assert(ScratchBytes<128>::total(false) == 82432 && ScratchBytes<64>::total(false) == 49408 &&
+                  ScratchBytes<128>::total(true) == 66048 && ScratchBytes<64>::total(true) == 41216,
               "documented sizes");
 
-// Element offset of (row r, column c) in a scratch bf16 tile of R rows (Qg, Kg, Wn hi / lo, A_qk, Tb, v: R = 64; KdT:
+// Element offset of (row r, column c) in a scratch bf16 tile of R rows (Qg, Kg, A_qk, Tb, v: R = 64; KdT:
 // R = D): the walk's shared-memory layout (header: "Scratch").
 template <int R>
 __device__ __forceinline__ int scr_tile_off(int r, int c) {
   return wgmma::sw128_off<R>(r, c);
 }
-// Element offset of U0 (row t, column v) in its [64][D] fp32 scratch tile (the prep's other form): [D / 64] column
-// blocks of [64 t][64 v], the 16-byte chunks of row t XOR-permuted by t & 7.
-__device__ __forceinline__ int scr_u0_off(int t, int v) {
-  return (v >> 6) * (kC * 64) + t * 64 + ((((v & 63) >> 2) ^ (t & 7)) << 2) + (v & 3);
-}
-
 struct Params {
   const void* q;
   const void* k;
@@ -148,8 +130,7 @@ struct Params {
   // strides, box {D + 8, 1, 64, 1}: one chunk-head's 64 rows land in the prep's padded [64][D + 8] rows in one copy
   // (the 8 pad columns lie beyond the D channels: zero-filled), rows past T as zeros (chunk.cu encode_row_tiles)
   CUtensorMap rows_map[4];
-  int wn_in_walk;   // the scratch form (Scratch): Kg, Tb, V (the walk's; always 1 from chunk.cu), else Wn hi + lo, U0
-  int v_in_walk;    // (wn_in_walk and rows_bulk) the walk reads its V tiles from v: no vb scratch, and the
+  int v_in_walk;    // (rows_bulk) the walk reads its V tiles from v: no vb scratch, and the
                     // prep does not load v
   int o_rows16;     // o bf16 with 16-byte aligned rows: walk_rs.cuh stages O in shared memory, stored 16 bytes a piece
   const int64_t* tab;   // device chunk table [3 * nch]: first token, batch row, rows

@@ -40,24 +40,19 @@
 //      D / 32 lanes (shuffle sum).
 //      mq_i mk_j (and beta_i) scale the fp32 accumulators; A_qk stays in registers as bf16 pairs until phase S
 //      (the per-pair diagonal goes straight to the scratch), A_kk to shared memory.
-//   X  (all threads, after their A block) Qg -> scratch and Kg -> registers (one exp per element for both;
+//   X  (all threads, after their A block) Qg and Kg -> scratch (one exp per element for both;
 //      thread = row x 8 channels, 16-byte stores), KdT -> scratch (warp = 16 channels x 16 rows, lanes l and
 //      l + 16 fill one 32-byte sector of a KdT row; the upper half-warp takes its row pairs in the order m ^ 1,
 //      so the G2 and k loads stay bank-conflict free).
-//   S  Kg -> shared memory (the q region, dead now), the A_qk fragments -> a stage in the G2 region;
+//   S  the A_qk fragments -> a stage in the G2 region;
 //      T = (I + A_kk)^-1 in fp32: forward substitution in the four diagonal 16 x 16 blocks (one warp each);
 //      then the A_qk stage -> scratch (one 16-byte segment per thread, zeros above the diagonal blocks) and the
 //      block substitution T_ab = -T_aa sum_{m=b}^{a-1} L_am T_mb by distance a - b (thread = row x 4 columns,
-//      float4 loads, the scalar summation order); Tb = T diag(beta) bf16 (the k region, float4 items).
-//   The walk's scratch form (Params::wn_in_walk, the one chunk.cu launches) ends here: Kg (and v, unless
-//   Params::v_in_walk, when phase L does not load v at all) went to the scratch in phase X, Tb from the loop that
-//   forms it; the walk forms Wn and U0 itself (walk_rs.cuh). Why: the prep is issue-bound, and P4 below cost it more
-//   than forming Wn costs the walk's load warpgroup (docs/ops/kda.md).
-//   P4 (only Params::wn_in_walk = 0, the other scratch form, which no launched walk reads: chunk.cuh "Scratch")
-//      Wn = -Tb Kg and U0 = Tb V (64 x D, k = 64; 4 x 4 warps of 16 x D / 4): A fragments of Tb by 32-bit loads,
-//      B fragments of the row-major Kg and V by ldmatrix.trans; the accumulators are staged in the G2 region (Wn
-//      hi + lo bf16 [64][D + 8] each, then U0 fp32 [64][D + 8]) and copied to the scratch by 16-byte coalesced
-//      stores.
+//      float4 loads, the scalar summation order); Tb = T diag(beta) bf16 -> scratch (float4 items).
+//   The prep ends there: Kg (and v, unless Params::v_in_walk, when phase L does not load v at all) went to the
+//   scratch in phase X, Tb from the loop that forms it; the walk forms Wn = -Tb Kg and U0 = Tb V itself
+//   (walk_rs.cuh). Why: the prep is issue-bound, and those products cost it more than forming Wn costs the walk's
+//   load warpgroup (docs/ops/kda.md).
 // Precision: bf16 operands of the products, each rounded once; fp32 accumulation and substitution. Measured on the
 // H200 against the fp64 oracle (bf16 inputs, worse of o / final state): 2.5-3.1e-3 on the test-size prefill cases,
 // 2.7-3.2e-3 at model shapes (bar 5e-3); racecheck clean.
@@ -65,8 +60,7 @@
 // of the stall samples and the steps that got it there: docs/ops/kda.md).
 //
 // Shared memory (bytes, D = 128 / 64): G2 fp32 [64][D + 8] (later T fp32 [64][68] + 3 x [16][16] scratch +
-// the A_qk stage bf16 [64][72], then the P4 stages) 34816 / 29696; q raw, then Kg bf16 [64][D + 8] 17408 / 9216;
-// k raw, then Tb bf16 [64][72] 17408 / 9216;
+// the A_qk stage bf16 [64][72]) 34816 / 29696; q raw bf16 [64][D + 8] 17408 / 9216; k raw 17408 / 9216;
 // v bf16 [64][D + 8] or the staged q~ 17408 / 9216; A_kk fp32 [64][68] 17408 (the staged k~ before it); the cumsum
 // warp totals [16][D] fp32 8192 / 4096; beta, mq, mk, GC2 1280 / 1024; the mbarrier of the bulk row copies 16 (raw g
 // lands in the G2 region). Total 113936 / 79888 (two CTAs: 2 x (113936 + 1 K reserved) of the SM's 228 K). Row pads
@@ -84,7 +78,6 @@ template <int D>
 struct PrepSmem {
   static constexpr int LDB = D + 8;   // bf16 [64][D] rows
   static constexpr int LDG = D + 8;   // fp32 [64][D] rows (G2)
-  static constexpr int LDT = kC + 8;  // bf16 [64][64] rows (Tb)
   static constexpr int LDA = kC + 4;  // fp32 [64][64] rows (A_kk, T)
   static constexpr size_t mx(size_t a, size_t b) { return a > b ? a : b; }
   static constexpr size_t kRowsB = size_t(kC) * LDB * 2;
@@ -92,10 +85,10 @@ struct PrepSmem {
   static constexpr int LDQ = kC + 8;  // bf16 [64][64] rows (A_qk stage)
   static constexpr size_t kSolve = 3 * 256 * 4;                      // 3 x [16][16] fp32
   static constexpr size_t kAqk = size_t(kC) * LDQ * 2;               // A_qk stage bf16 [64][LDQ]
-  static constexpr size_t G = 0;  // G2; then T + solve scratch + A_qk stage; then the P4 stages
+  static constexpr size_t G = 0;  // G2; then T + solve scratch + A_qk stage
   static constexpr size_t AQS = G + kA + kSolve;                      // A_qk stage (S)
-  static constexpr size_t Q = G + mx(size_t(kC) * LDG * 4, kA + kSolve + kAqk);  // q raw, then Kg
-  static constexpr size_t K = Q + kRowsB;                             // k raw, then Tb
+  static constexpr size_t Q = G + mx(size_t(kC) * LDG * 4, kA + kSolve + kAqk);  // q raw
+  static constexpr size_t K = Q + kRowsB;                             // k raw
   static constexpr size_t V = K + kRowsB;                             // v
   static constexpr size_t AKK = V + kRowsB;                           // k~ (staged), then A_kk
   static constexpr size_t TOT = AKK + kA;                             // cumsum warp totals [16][D] fp32
@@ -107,9 +100,6 @@ struct PrepSmem {
   static constexpr size_t TOTAL = BAR + 16;
   static_assert(D == 64 || D == 128, "head sizes");
   static_assert(kRowsB <= kA, "the staged k~ rows fit the A_kk region");
-  static_assert(size_t(kC) * LDT * 2 <= kRowsB, "Tb fits the k region");
-  static_assert(2 * kRowsB <= Q - G && size_t(kC) * (D + 8) * 4 <= Q - G,
-                "P4 stages (Wn hi + lo bf16 [64][LDB], then U0 fp32 [64][D + 8]) fit the G region");
   static_assert(AQS % 16 == 0 && Q % 16 == 0 && K % 16 == 0 && V % 16 == 0 && AKK % 16 == 0 && TOT % 16 == 0 &&
                     BETA % 16 == 0 && GC % 16 == 0 && kA % 16 == 0,
                 "16-byte aligned regions");
@@ -420,7 +410,7 @@ template <int D, bool kDiagMma>
 __global__ void __launch_bounds__(kPrepThreads, 2) kda_chunk_prep(const __grid_constant__ Params p) {
   using L = PrepSmem<D>;
   constexpr int kThreads = kPrepThreads, kWarps = kThreads / 32;
-  constexpr int LDB = L::LDB, LDG = L::LDG, LDT = L::LDT, LDA = L::LDA, LDQ = L::LDQ;
+  constexpr int LDB = L::LDB, LDG = L::LDG, LDA = L::LDA, LDQ = L::LDQ;
   constexpr int EPL = D / 32;           // channels per lane in row loads
   constexpr int RPW = kC / kWarps;      // contiguous rows per warp
   static_assert(RPW == 4, "row ownership");
@@ -429,14 +419,9 @@ __global__ void __launch_bounds__(kPrepThreads, 2) kda_chunk_prep(const __grid_c
   float* const sT = reinterpret_cast<float*>(smem + L::G);             // T [64][LDA]         (S)
   float* const sP = reinterpret_cast<float*>(smem + L::G + L::kA);     // 3 x [16][16]        (S)
   bf16* const sAqs = reinterpret_cast<bf16*>(smem + L::AQS);            // A_qk stage [64][LDQ] (S)
-  bf16* const sWh = reinterpret_cast<bf16*>(smem + L::G);              // Wn hi [64][LDB]     (P4)
-  bf16* const sWl = reinterpret_cast<bf16*>(smem + L::G + L::kRowsB);  // Wn lo [64][LDB]     (P4)
-  float* const sU0 = reinterpret_cast<float*>(smem + L::G);            // U0 [64][D + 8]      (P4)
   bf16* const sQ = reinterpret_cast<bf16*>(smem + L::Q);               // q raw [64][LDB]     (L - X)
-  bf16* const sKg = reinterpret_cast<bf16*>(smem + L::Q);              // Kg [64][LDB]        (S - P4)
   bf16* const sK = reinterpret_cast<bf16*>(smem + L::K);               // k raw [64][LDB]     (L - X)
-  bf16* const sTb = reinterpret_cast<bf16*>(smem + L::K);              // Tb [64][LDT]        (S - P4)
-  bf16* const sV = reinterpret_cast<bf16*>(smem + L::V);               // v [64][LDB]         (L - P4)
+  bf16* const sV = reinterpret_cast<bf16*>(smem + L::V);               // v [64][LDB]         (L - X)
   bf16* const sQs = reinterpret_cast<bf16*>(smem + L::V);              // q~ [64][LDB]        (L - A, staged)
   bf16* const sKs = reinterpret_cast<bf16*>(smem + L::AKK);            // k~ [64][LDB]        (L - A, staged)
   float* const sTot = reinterpret_cast<float*>(smem + L::TOT);         // [16][D] warp totals (L)
@@ -710,10 +695,9 @@ __global__ void __launch_bounds__(kPrepThreads, 2) kda_chunk_prep(const __grid_c
     }
   }
 
-  // ---- X: Qg -> scratch, Kg -> registers; KdT -> scratch; zeros of A_qk above the diagonal ----------------
+  // ---- X: Qg, Kg (and v) -> scratch; KdT -> scratch; zeros of A_qk above the diagonal ---------------------
   constexpr int kX1 = kC * (D / 8) / kThreads;  // items (row, 8 channels) per thread
   static_assert(kX1 >= 1 && kX1 * kThreads == kC * (D / 8), "whole items");
-  uint4 kg[kX1];
 #pragma unroll
   for (int it = 0; it < kX1; ++it) {
     const int e = tid + it * kThreads;
@@ -733,12 +717,10 @@ __global__ void __launch_bounds__(kPrepThreads, 2) kda_chunk_prep(const __grid_c
       ok[m] = pack_bf16(bf_lo(wk[m]) * mk * e0, bf_hi(wk[m]) * mk * e1);
     }
     stg128(p.scr.qg + cid * (kC * D) + scr_tile_off<kC>(r, c), make_uint4(oq[0], oq[1], oq[2], oq[3]));
-    kg[it] = make_uint4(ok[0], ok[1], ok[2], ok[3]);
-    if (p.wn_in_walk) {  // the walk's form: Kg and (unless it reads v itself) v, bf16, to the scratch
-      stg128(p.scr.kg + cid * (kC * D) + scr_tile_off<kC>(r, c), kg[it]);
-      if (!p.v_in_walk)
-        stg128(p.scr.vb + cid * (kC * D) + scr_tile_off<kC>(r, c), *reinterpret_cast<const uint4*>(sV + r * LDB + c));
-    }
+    stg128(p.scr.kg + cid * (kC * D) + scr_tile_off<kC>(r, c), make_uint4(ok[0], ok[1], ok[2], ok[3]));
+    // v (unless the walk reads it itself), bf16
+    if (!p.v_in_walk)
+      stg128(p.scr.vb + cid * (kC * D) + scr_tile_off<kC>(r, c), *reinterpret_cast<const uint4*>(sV + r * LDB + c));
   }
   // KdT: warp unit = 16 channels x 16 rows; lane = channel c0 + (lane & 15), rows r0 = 8 (lane >> 4) .. + 8:
   // lanes l and l + 16 fill one 32-byte sector of row c. The upper half-warp takes its row pairs in the order
@@ -772,15 +754,7 @@ __global__ void __launch_bounds__(kPrepThreads, 2) kda_chunk_prep(const __grid_c
   }
   __syncthreads();  // every read of q, k raw and G2 is done; A_kk complete
 
-  // ---- S: Kg -> shared memory (for P4); T = (I + A_kk)^-1; Tb = T diag(beta) ------------------------------
-  if (!p.wn_in_walk) {
-#pragma unroll
-    for (int it = 0; it < kX1; ++it) {
-      const int e = tid + it * kThreads;
-      const int r = e / (D / 8), c = 8 * (e % (D / 8));
-      *reinterpret_cast<uint4*>(sKg + r * LDB + c) = kg[it];
-    }
-  }
+  // ---- S: T = (I + A_kk)^-1; Tb = T diag(beta) -> scratch ------------------------------------------------
   if (warp < units) {  // A_qk fragments -> stage (the G2 region beyond T and the solve scratch)
 #pragma unroll
     for (int rr = 0; rr < 2; ++rr)
@@ -872,79 +846,7 @@ __global__ void __launch_bounds__(kPrepThreads, 2) kda_chunk_prep(const __grid_c
       const uint32_t p2 = pack_bf16(t1.x * b1.x, t1.y * b1.y), p3 = pack_bf16(t1.z * b1.z, t1.w * b1.w);
       w = h0 ? make_uint4(p2, p3, p0, p1) : make_uint4(p0, p1, p2, p3);
     }
-    if (p.wn_in_walk)  // the walk's form: Tb to the scratch, no P4
-      stg128(p.scr.tb + cid * (kC * kC) + scr_tile_off<kC>(i, j), w);
-    else
-      *reinterpret_cast<uint4*>(sTb + i * LDT + j) = w;
-  }
-  if (p.wn_in_walk) return;
-  __syncthreads();
-
-  // ---- P4: Wn = -Tb Kg, U0 = Tb V -> stages in the G region -> scratch, 16-byte coalesced ----------------
-  {
-    constexpr int NT = D / 32;  // n8 tiles per warp (D / 4 columns)
-    static_assert(NT % 2 == 0, "ldmatrix.x4 covers two n8 tiles");
-    constexpr int LDU = D + 8;  // U0 stage row (fp32): float2 fragment stores bank-conflict free
-    const int t0 = 16 * (warp >> 2), n0 = (warp & 3) * (D / 4);
-    const int64_t base = cid * (kC * D);
-    const auto product = [&](const bf16* Bm, float (&acc)[NT][4]) {  // Bm row-major [64][LDB]: k = row
-#pragma unroll
-      for (int nt = 0; nt < NT; ++nt) acc[nt][0] = acc[nt][1] = acc[nt][2] = acc[nt][3] = 0.f;
-#pragma unroll
-      for (int k0 = 0; k0 < kC; k0 += 16) {
-        uint32_t af[4];
-        const int o = (t0 + gq) * LDT + k0 + 2 * tq;
-        af[0] = lds32(sTb + o);
-        af[1] = lds32(sTb + o + 8 * LDT);
-        af[2] = lds32(sTb + o + 8);
-        af[3] = lds32(sTb + o + 8 * LDT + 8);
-        const int lo = (k0 + (lane & 15)) * LDB + n0 + 8 * (lane >> 4);  // ldmatrix row address of this lane
-#pragma unroll
-        for (int np = 0; np < NT / 2; ++np) {
-          uint32_t bm[4];
-          ldsm_x4<true>(bm, Bm + lo + 16 * np);
-          const uint32_t b0[2] = {bm[0], bm[1]}, b1[2] = {bm[2], bm[3]};
-          mma_bf16(acc[2 * np], af, b0);
-          mma_bf16(acc[2 * np + 1], af, b1);
-        }
-      }
-    };
-    float acc[NT][4];
-    product(sKg, acc);
-#pragma unroll
-    for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-      for (int rr = 0; rr < 2; ++rr) {
-        const int o = (t0 + gq + 8 * rr) * LDB + n0 + 8 * nt + 2 * tq;
-        sts_split(sWh, sWl, o, -acc[nt][2 * rr], -acc[nt][2 * rr + 1]);
-      }
-    __syncthreads();  // Wn hi + lo staged
-    constexpr int kW = kC * D / 8 / kThreads;  // 16-byte segments per thread and array
-    static_assert(kW >= 1 && kW * kThreads * 8 == kC * D, "whole items");
-#pragma unroll
-    for (int it = 0; it < kW; ++it) {
-      const int e = tid + it * kThreads;
-      const int r = e / (D / 8), c = 8 * (e % (D / 8));
-      stg128(p.scr.wh + base + scr_tile_off<kC>(r, c), *reinterpret_cast<const uint4*>(sWh + r * LDB + c));
-      stg128(p.scr.wl + base + scr_tile_off<kC>(r, c), *reinterpret_cast<const uint4*>(sWl + r * LDB + c));
-    }
-    product(sV, acc);
-    __syncthreads();  // every read of the Wn stages is done
-#pragma unroll
-    for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-      for (int rr = 0; rr < 2; ++rr)
-        *reinterpret_cast<float2*>(sU0 + (t0 + gq + 8 * rr) * LDU + n0 + 8 * nt + 2 * tq) =
-            make_float2(acc[nt][2 * rr], acc[nt][2 * rr + 1]);
-    __syncthreads();  // U0 staged
-    constexpr int kU = kC * D / 4 / kThreads;
-    static_assert(kU >= 1 && kU * kThreads * 4 == kC * D, "whole items");
-#pragma unroll
-    for (int it = 0; it < kU; ++it) {
-      const int e = tid + it * kThreads;
-      const int r = e / (D / 4), c = 4 * (e % (D / 4));
-      stg128(p.scr.u0 + base + scr_u0_off(r, c), *reinterpret_cast<const uint4*>(sU0 + r * LDU + c));
-    }
+    stg128(p.scr.tb + cid * (kC * kC) + scr_tile_off<kC>(i, j), w);
   }
 }
 

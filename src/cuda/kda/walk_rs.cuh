@@ -157,7 +157,7 @@ __global__ void __launch_bounds__(kRsThreads, 1) kda_chunk_walk_rs(const Params 
   extern __shared__ __align__(128) unsigned char smem_raw[];
   unsigned char* const smem = smem_raw + ((1024u - (smem_u32(smem_raw) & 1023u)) & 1023u);
 
-  // launched with blockDim.x == kRsThreads on the scratch form p.wn_in_walk (chunk.cu)
+  // launched with blockDim.x == kRsThreads (chunk.cu)
   const WalkUnit u = walk_unit<D, VT>(p, int(blockIdx.x));
   if (u.idle) return;  // the whole CTA: before any barrier
   const int tid = threadIdx.x, lane = tid & 31;
