@@ -12,6 +12,7 @@
 #include "expect_error.h"
 #include "kimi/model/checkpoint.h"
 #include "kimi/model/config.h"
+#include "kimi/model/model.h"
 #include "kimi/model/safetensors.h"
 #include "model/loader_io.h"
 
@@ -97,6 +98,12 @@ TEST(LoaderErrors, AFileGivenAsTheModelDirectory) {
                 "and model.safetensors, or model.safetensors.index.json and its shards)");
   EXPECT_EQ(error_of([&] { load_config(f + "/config.json"); }),
             f + "/config.json: cannot open: '" + f + "' is a file, not a directory");
+  // what `kimi generate` and Model(dir) read first: the directory is checked before its config.json
+  EXPECT_EQ(error_of([&] { load_model_config(f); }),
+            "model directory " + f +
+                ": is a file, not a directory (expected a model directory holding config.json "
+                "and model.safetensors, or model.safetensors.index.json and its shards)");
+  EXPECT_EQ(error_of([&] { Model m(f, Device::cpu()); }), error_of([&] { open_model(f); }));
   EXPECT_EQ(error_of([&] { Checkpoint ck(f); }),
             "checkpoint " + f +
                 ": is a file, not a directory (expected a checkpoint directory holding "

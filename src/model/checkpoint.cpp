@@ -39,12 +39,7 @@ void check_tensor(const std::string& dir, const TensorSpec& spec, const TensorIn
 }  // namespace
 
 ModelFiles open_model(const std::string& dir) {
-  namespace fs = std::filesystem;
-  require_directory(
-      dir, "model directory ",
-      "a model directory holding config.json and model.safetensors, or model.safetensors.index.json "
-      "and its shards");
-  Config cfg = load_config((fs::path(dir) / "config.json").string());
+  Config cfg = load_model_config(dir);
   Checkpoint ck(dir);
   SchemaOptions opt;
   for (const std::string& n : ck.names())

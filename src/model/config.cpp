@@ -1,6 +1,7 @@
 // Implementation of kimi/model/config.h.
 #include "kimi/model/config.h"
 
+#include <filesystem>
 #include <nlohmann/json.hpp>
 #include <set>
 
@@ -207,6 +208,13 @@ Config parse_config(std::string_view text, const std::string& source) {
 
 Config load_config(const std::string& path) {
   return parse_config(read_text_file(path, "", kMaxConfigBytes), path);
+}
+
+Config load_model_config(const std::string& dir) {
+  require_directory(dir, "model directory ",
+                    "a model directory holding config.json and model.safetensors, or model.safetensors.index.json "
+                    "and its shards");
+  return load_config((std::filesystem::path(dir) / "config.json").string());
 }
 
 std::string config_to_json(const Config& c) {

@@ -22,7 +22,7 @@ namespace kimi::model {
 
 Model::Model(const std::string& dir, Device device, const OpSupported& supported)
     : Model(dir, [&] {
-        const Config c = load_config((std::filesystem::path(dir) / "config.json").string());  // the weights are opened once, below
+        const Config c = load_model_config(dir);  // the weights are opened once, below
         return plan_placement(c, device, supported ? supported : OpSupported(op_supported));
       }()) {}
 

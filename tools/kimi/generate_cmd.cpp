@@ -67,7 +67,7 @@ CheckedFlags check_flags(const GenerateCmdOptions& opt) {
                 "] (0 = OpenMP's default; at most the " + std::to_string(max_cpu_threads()) +
                 " CPUs of this machine), got " + std::to_string(opt.threads));
   // The vocabulary and the context limit come from config.json (read again, with the weights, by Model).
-  const Config c = load_config((std::filesystem::path(opt.dir) / "config.json").string());
+  const Config c = load_model_config(opt.dir);
   const int64_t V = c.vocab_size, limit = context_limit(c);
   size_t longest = 0;
   for (size_t n = 0; n < f.prompts.size(); ++n) {

@@ -57,6 +57,9 @@ struct Config {
 Config parse_config(std::string_view json_text, const std::string& source = "config.json");
 // Reads and parses the file; "<path>: cannot open: <why>" when it cannot (missing, a directory, ...).
 Config load_config(const std::string& path);
+// A model directory's config.json: "model directory <dir>: <why>" when dir is not a directory (missing, a file, ...),
+// then load_config(dir/config.json).
+Config load_model_config(const std::string& dir);
 // The same fields as JSON (Kimi-Linear layout, or wrapped in text_config when k3_wrapper).
 std::string config_to_json(const Config& c);
 
