@@ -1,5 +1,6 @@
-// The CUDA KDA kernels at issue 3's conformance shapes (SPEC 13), on a CUDA device (skipped without one; CI
-// has none, so these run on the GPU machine: scripts/gpu/run_all.sh, results under docs/gpu/).
+// The CUDA KDA kernels at issue 3's conformance shapes (SPEC 13), on a CUDA device (registered in a build with the
+// CUDA backend only, tests/cuda_tests.h, and skipped there without a device; CI has none, so these run on the GPU
+// machine: scripts/gpu/run_all.sh, results under docs/gpu/).
 //   - kda_chunk_fwd (the tensor-core prefill) for T in {1, 15, 16, 17, 63, 64, 65, 1300, 8192, 65536}, the varlen
 //     lengths [1300, 547, 2048, 963, 271, 3063], H in {8, 32, 64, 96}, both gate forms, both state layouts,
 //     bf16 q / k / v / gate / beta, fp32 initial and final state; relative RMS error <= 5e-3 on o and on the final
@@ -35,6 +36,7 @@
 namespace kimi {
 namespace {
 
+#ifdef KIMI_WITH_CUDA
 constexpr double kBar = 5e-3;  // issue 3: bf16 inputs, relative RMS error on o and the final state
 constexpr int64_t kD = 128;    // K = V (the models' head dim)
 
@@ -47,9 +49,8 @@ double rel_rms(const std::vector<double>& got, const std::vector<double>& ref) {
   return den > 0 ? std::sqrt(num / den) : std::sqrt(num);
 }
 
-// x rounded to bf16 (nearest even; finite x), as the kernels round their fp32 outputs on a bf16 store (used by the
-// CUDA-only cases)
-[[maybe_unused]] double bf16_round(double x) {
+// x rounded to bf16 (nearest even; finite x), as the kernels round their fp32 outputs on a bf16 store
+double bf16_round(double x) {
   uint32_t u;
   const float f = float(x);
   std::memcpy(&u, &f, 4);
@@ -124,7 +125,6 @@ struct GpuProblem {
     chunk ? kda_chunk_fwd(a) : kda_recurrent_fwd(a);
     return result(o, ht);
   }
-#ifdef KIMI_WITH_CUDA
   // The CUDA chunk launcher itself with launch options (segments forced or off, the record of what ran).
   Result run_chunk(const cuda::KdaLaunchOptions& options, DType o_dtype = DType::f32) const {
     const Device gpu = Device::cuda(0);
@@ -132,7 +132,6 @@ struct GpuProblem {
     cuda::kda_chunk_fwd(args(o, ht), 64, Context{}, &options);
     return result(o, ht);
   }
-#endif
   Result result(const Tensor& o, const Tensor& ht) const {
     Result r{host_values(o), host_values(ht)};
     if (layout == StateLayout::vk) r.ht = transpose_state(r.ht, N * H, D, D);
@@ -270,7 +269,6 @@ TEST_F(KdaCudaShapes, GateSweepExtremes) {
 // path (Params::v_in_walk) and from the prep's scratch on the others, so the bits agreeing also checks its two V
 // sources. The plain walk only (no segments).
 TEST_F(KdaCudaShapes, RowLoadPathsAgree) {
-#ifdef KIMI_WITH_CUDA
   struct Config {
     int64_t D;
     GateForm form;
@@ -327,12 +325,8 @@ TEST_F(KdaCudaShapes, RowLoadPathsAgree) {
       EXPECT_EQ(differing(got[i].ht, got[0].ht), 0u) << what << ": load path " << i << " vs the bulk copies, state";
     }
   }
-#else
-  GTEST_SKIP() << "built without the CUDA backend";
-#endif
 }
 
-#ifdef KIMI_WITH_CUDA
 // A problem of the walk tests below: B sequences of T tokens (or varlen lens, B = 1), H heads, head size D.
 struct WalkCase {
   int64_t B, T, H, D;
@@ -401,7 +395,7 @@ TEST_F(KdaCudaShapes, SegmentWalks) {
     EXPECT_EQ(bf16_mismatches(got[1].o, got[0].o), 0u) << name(p) << ": bf16 o vs the fp32 o rounded";
   }
 }
-#endif
+#endif  // KIMI_WITH_CUDA
 
 }  // namespace
 }  // namespace kimi

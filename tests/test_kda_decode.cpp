@@ -2,9 +2,10 @@
 // cache slots, kda_recurrent_fwd with state slots, gated_rms_norm) bit for bit, in both state layouts,
 // with and without the output gate, bf16 inputs; pool rows outside the slots are untouched; bad input is
 // rejected before any cache or state row changes. (The fp64 oracle comparison is a harness case.)
-// With a CUDA device: the step captured in a CUDA graph with slots on the device, replayed 3 times with new
-// inputs and slot values, equals 3 eager CUDA calls bit for bit and 3 eager CPU calls within the f32
-// tolerance; a device slot outside the pool skips its sequence (NaN y rows, pool rows untouched).
+// With a CUDA device (tests registered in a build with the CUDA backend only: tests/cuda_tests.h): the step
+// captured in a CUDA graph with slots on the device, replayed 3 times with new inputs and slot values, equals 3
+// eager CUDA calls bit for bit and 3 eager CPU calls within the f32 tolerance; a device slot outside the pool skips
+// its sequence (NaN y rows, pool rows untouched).
 #include <gtest/gtest.h>
 
 #ifdef KIMI_WITH_CUDA
@@ -172,6 +173,7 @@ TEST(KdaDecodeStep, RejectsBadDeviceSlots) {
   EXPECT_KIMI_ERROR(kda_decode_step(a), "'slots'", "device cpu", "cuda:0");
 }
 
+#ifdef KIMI_WITH_CUDA
 using testutil::copy_to;
 const auto values = testutil::host_values;
 
@@ -194,7 +196,6 @@ void set_inputs(Step& dst, const Step& src, const int32_t* slots) {
 
 TEST(KdaDecodeStep, CudaGraphReplayMatchesEagerCalls) {
   if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device (CUDA-graph capture of kda_decode_step needs one)";
-#ifdef KIMI_WITH_CUDA
   const Device gpu = Device::cuda(0);
   const int32_t slot_sets[3][3] = {{4, 0, 2}, {1, 3, 0}, {2, 4, 1}};  // new rows every replay
   const double tol = verify::tol_for(DType::f32);
@@ -243,7 +244,6 @@ TEST(KdaDecodeStep, CudaGraphReplayMatchesEagerCalls) {
       cudaStreamDestroy(st);
     }
   }
-#endif
 }
 
 TEST(KdaDecodeStep, CudaDeviceSlotOutOfRangeSkipsItsSequence) {
@@ -289,7 +289,6 @@ TEST(KdaDecodeStep, CudaDeviceSlotOutOfRangeSkipsItsSequence) {
 // and, for the kv layout, the grid size (decode_step.cu). Every kda_decode_step harness case runs through each
 // family here, so both stay covered whatever the cases' grid sizes are (the harness runs the launcher's choice).
 TEST(KdaDecodeStep, CudaBothKernelFamiliesMatchTheOracle) {
-#ifdef KIMI_WITH_CUDA
   if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
   for (const cuda::KdaDecodePath path : {cuda::KdaDecodePath::bulk, cuda::KdaDecodePath::registers}) {
     // the harness cases call kimi::kda_decode_step: the family forced on this thread for this scope
@@ -312,10 +311,8 @@ TEST(KdaDecodeStep, CudaBothKernelFamiliesMatchTheOracle) {
       EXPECT_EQ(ran.decode_bulk, 0);
     }
   }
-#else
-  GTEST_SKIP() << "built without the CUDA backend";
-#endif
 }
+#endif  // KIMI_WITH_CUDA
 
 }  // namespace
 }  // namespace kimi

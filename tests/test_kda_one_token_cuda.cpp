@@ -2,7 +2,8 @@
 // (src/cuda/kda/recurrent_stream.cuh, the head's state block through shared memory) or the staged kernels
 // (recurrent.cuh, state tiles in registers) by the states' layout and the grid size (recurrent.cu use_stream). Both
 // families run every one-token harness case here, whatever the launcher would pick for its grid, and a slotted state
-// pool, against the CPU backend. CI has no GPU: these run on the GPU machine (scripts/gpu/, results under docs/gpu/).
+// pool, against the CPU backend. CI has no GPU: these run on the GPU machine (scripts/gpu/, results under docs/gpu/);
+// a build without the CUDA backend registers none of them (tests/cuda_tests.h).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -55,10 +56,8 @@ Tensor random_tensor(DType dt, const std::vector<int64_t>& shape, float lo, floa
   for (int64_t i = 0; i < t.numel(); ++i) store_from_f32(t.data(), dt, i, u(rng));
   return t;
 }
-#endif
 
 TEST(KdaOneTokenCuda, BothKernelFamiliesMatchTheOracle) {
-#ifdef KIMI_WITH_CUDA
   if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
   for (const cuda::KdaOneTokenPath path : kBothPaths) {
     cuda::KdaLaunchRecord ran;
@@ -85,9 +84,6 @@ TEST(KdaOneTokenCuda, BothKernelFamiliesMatchTheOracle) {
       EXPECT_GE(streamed, 20);
     }
   }
-#else
-  GTEST_SKIP() << "built without the CUDA backend";
-#endif
 }
 
 // A state pool indexed by state_slots, updated in place, at K = V = 128 (the streaming kernels' full block) and at a
@@ -95,7 +91,6 @@ TEST(KdaOneTokenCuda, BothKernelFamiliesMatchTheOracle) {
 // slotted rows equal the CPU backend's (fp32 state; only the fp32 summation order differs), the other pool rows are
 // untouched, both families.
 TEST(KdaOneTokenCuda, SlottedPoolMatchesTheCpu) {
-#ifdef KIMI_WITH_CUDA
   if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
   using testutil::copy_to;
   const Device gpu = Device::cuda(0);
@@ -165,15 +160,11 @@ TEST(KdaOneTokenCuda, SlottedPoolMatchesTheCpu) {
       }
     }
   }
-#else
-  GTEST_SKIP() << "built without the CUDA backend";
-#endif
 }
 
 // An initial state without a final state: the streaming kernels read the block and write only o (equal to the CPU
 // backend's), the initial state stays as it was; both layouts, both families.
 TEST(KdaOneTokenCuda, WithoutAFinalStateOnlyOIsWritten) {
-#ifdef KIMI_WITH_CUDA
   if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
   using testutil::copy_to;
   const int64_t N = 3, H = 2, K = 64, V = 64;
@@ -219,10 +210,8 @@ TEST(KdaOneTokenCuda, WithoutAFinalStateOnlyOIsWritten) {
         ASSERT_EQ(st_g.data_as<float>()[e], h0.data_as<float>()[e]) << what << " initial state element " << e;
     }
   }
-#else
-  GTEST_SKIP() << "built without the CUDA backend";
-#endif
 }
+#endif  // KIMI_WITH_CUDA
 
 }  // namespace
 }  // namespace kimi

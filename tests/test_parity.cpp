@@ -7,14 +7,16 @@
 // states (one prefill), the greedy tokens and the logits of each decode step (teacher-forced on the
 // reference tokens so one step's rounding cannot change the next step's input), each within 1e-4
 // relative (SPEC 14), and the greedy tokens identical. Finally all prompts in one varlen batch.
-// Each fixture runs on the CPU model and on the CUDA model (Model(dir, Device::cuda(0)): whatever its
-// placement, the same bounds), the latter skipped when no CUDA device is visible.
+// Each fixture runs on the CPU model and, in a build with the CUDA backend, on the CUDA model (Model(dir,
+// Device::cuda(0)): whatever its placement, the same bounds; tests/cuda_tests.h), skipped there when no CUDA device
+// is visible.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
+#include "cuda_tests.h"
 #include "kimi/device.h"
 #include "kimi/error.h"
 #include "kimi/model/model.h"
@@ -82,7 +84,7 @@ class Parity : public ::testing::TestWithParam<Param> {};
 TEST_P(Parity, MatchesReference) {
   const Device dev = GetParam().device;
   if (dev.type == DeviceType::cuda && cuda_device_count() == 0)
-    GTEST_SKIP() << (cuda_built() ? "no CUDA device visible" : "this build has no CUDA backend (KIMI_CUDA=OFF)");
+    GTEST_SKIP() << "no CUDA device visible";
   const Fixture fx(GetParam().config);
   const std::string config = fx.meta.at("config");
   ASSERT_EQ(config, GetParam().config);
@@ -170,9 +172,15 @@ TEST_P(Parity, MatchesReference) {
   fs::remove_all(dir);
 }
 
-INSTANTIATE_TEST_SUITE_P(Fixtures, Parity,
-                         ::testing::Values(Param{"kimi-linear-tiny", Device::cpu()}, Param{"k3-tiny", Device::cpu()},
-                                           Param{"kimi-linear-tiny", Device::cuda(0)}, Param{"k3-tiny", Device::cuda(0)}),
+// Each fixture on each of the build's devices (cpu, then cuda:0 in a CUDA build).
+std::vector<Param> params() {
+  std::vector<Param> p;
+  for (const Device d : testutil::test_devices())
+    for (const char* config : {"kimi-linear-tiny", "k3-tiny"}) p.push_back({config, d});
+  return p;
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, Parity, ::testing::ValuesIn(params()),
                          [](const auto& info) {
                            return std::string(info.param.config == "k3-tiny" ? "K3" : "KimiLinear") +
                                   (info.param.device.type == DeviceType::cuda ? "_Cuda" : "");
