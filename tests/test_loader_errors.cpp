@@ -10,6 +10,7 @@
 #include <fstream>
 
 #include "expect_error.h"
+#include "temp_dir.h"
 #include "kimi/model/checkpoint.h"
 #include "kimi/model/config.h"
 #include "kimi/model/model.h"
@@ -20,35 +21,8 @@ namespace kimi::model {
 namespace {
 
 namespace fs = std::filesystem;
-
-class TempDir {
- public:
-  TempDir() {
-    path_ = fs::temp_directory_path() /
-            ("kimi-le-" + std::to_string(::getpid()) + "-" + std::to_string(counter_++));
-    fs::remove_all(path_);
-    fs::create_directories(path_);
-  }
-  ~TempDir() { fs::remove_all(path_); }
-  std::string file(const std::string& name) const { return (path_ / name).string(); }
-  std::string str() const { return path_.string(); }
-
- private:
-  static inline int counter_ = 0;
-  fs::path path_;
-};
-
-// The message of the kimi::Error thrown by f ("" and a test failure when none is thrown).
-template <class F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "no kimi::Error thrown";
-  return "";
-}
+using testutil::TempDir;
+using testutil::error_message_of;
 
 bool all_printable(const std::string& s) {
   for (const char c : s)
@@ -82,9 +56,9 @@ TEST(LoaderIo, OpenReasonsNameTheCause) {
 TEST(LoaderErrors, ConfigJsonThatIsADirectory) {
   TempDir d;
   fs::create_directories(d.file("config.json"));
-  EXPECT_EQ(error_of([&] { load_config(d.file("config.json")); }),
+  EXPECT_EQ(error_message_of([&] { load_config(d.file("config.json")); }),
             d.file("config.json") + ": cannot open: is a directory, not a file");
-  EXPECT_EQ(error_of([&] { open_model(d.str()); }),
+  EXPECT_EQ(error_message_of([&] { open_model(d.str()); }),
             d.file("config.json") + ": cannot open: is a directory, not a file");
 }
 
@@ -92,19 +66,19 @@ TEST(LoaderErrors, AFileGivenAsTheModelDirectory) {
   TempDir d;
   const std::string f = d.file("model.safetensors");
   std::ofstream(f) << "x";
-  EXPECT_EQ(error_of([&] { open_model(f); }),
+  EXPECT_EQ(error_message_of([&] { open_model(f); }),
             "model directory " + f +
                 ": is a file, not a directory (expected a model directory holding config.json "
                 "and model.safetensors, or model.safetensors.index.json and its shards)");
-  EXPECT_EQ(error_of([&] { load_config(f + "/config.json"); }),
+  EXPECT_EQ(error_message_of([&] { load_config(f + "/config.json"); }),
             f + "/config.json: cannot open: '" + f + "' is a file, not a directory");
   // what `kimi generate` and Model(dir) read first: the directory is checked before its config.json
-  EXPECT_EQ(error_of([&] { load_model_config(f); }),
+  EXPECT_EQ(error_message_of([&] { load_model_config(f); }),
             "model directory " + f +
                 ": is a file, not a directory (expected a model directory holding config.json "
                 "and model.safetensors, or model.safetensors.index.json and its shards)");
-  EXPECT_EQ(error_of([&] { Model m(f, Device::cpu()); }), error_of([&] { open_model(f); }));
-  EXPECT_EQ(error_of([&] { Checkpoint ck(f); }),
+  EXPECT_EQ(error_message_of([&] { Model m(f, Device::cpu()); }), error_message_of([&] { open_model(f); }));
+  EXPECT_EQ(error_message_of([&] { Checkpoint ck(f); }),
             "checkpoint " + f +
                 ": is a file, not a directory (expected a checkpoint directory holding "
                 "model.safetensors, or model.safetensors.index.json and its shards)");
@@ -112,71 +86,71 @@ TEST(LoaderErrors, AFileGivenAsTheModelDirectory) {
 
 TEST(LoaderErrors, MissingFilesAndDirectories) {
   TempDir d;
-  EXPECT_EQ(error_of([&] { open_model(d.file("nope")); }),
+  EXPECT_EQ(error_message_of([&] { open_model(d.file("nope")); }),
             "model directory " + d.file("nope") + ": no such directory");
-  EXPECT_EQ(error_of([&] { open_model(d.file("a/b")); }),
+  EXPECT_EQ(error_message_of([&] { open_model(d.file("a/b")); }),
             "model directory " + d.file("a/b") + ": directory '" + d.file("a") + "' does not exist");
-  EXPECT_EQ(error_of([&] { open_model(d.str()); }), d.file("config.json") + ": cannot open: no such file");
-  EXPECT_EQ(error_of([&] { SafetensorsFile f(d.file("x.safetensors")); }),
+  EXPECT_EQ(error_message_of([&] { open_model(d.str()); }), d.file("config.json") + ": cannot open: no such file");
+  EXPECT_EQ(error_message_of([&] { SafetensorsFile f(d.file("x.safetensors")); }),
             "safetensors: " + d.file("x.safetensors") + ": cannot open: no such file");
   fs::create_directories(d.file("dir.safetensors"));
-  EXPECT_EQ(error_of([&] { SafetensorsFile f(d.file("dir.safetensors")); }),
+  EXPECT_EQ(error_message_of([&] { SafetensorsFile f(d.file("dir.safetensors")); }),
             "safetensors: " + d.file("dir.safetensors") + ": cannot open: is a directory, not a file");
 }
 
 TEST(LoaderErrors, FifoAndOversizedConfig) {
   TempDir d;
   ASSERT_EQ(::mkfifo(d.file("config.json").c_str(), 0600), 0);
-  EXPECT_EQ(error_of([&] { load_config(d.file("config.json")); }),
+  EXPECT_EQ(error_message_of([&] { load_config(d.file("config.json")); }),
             d.file("config.json") + ": cannot open: not a regular file (a FIFO)");
   TempDir big;
   { std::ofstream(big.file("config.json")) << "{}"; }
   fs::resize_file(big.file("config.json"), 17u << 20);  // sparse: nothing is written
   EXPECT_EQ(
-      error_of([&] { load_config(big.file("config.json")); }),
+      error_message_of([&] { load_config(big.file("config.json")); }),
       big.file("config.json") + ": file of 17825792 bytes exceeds the limit of 16777216 bytes for this file");
 }
 
 TEST(LoaderErrors, IndexAndShardsThatCannotBeOpened) {
   TempDir d;
   fs::create_directories(d.file("model.safetensors.index.json"));
-  EXPECT_EQ(error_of([&] { Checkpoint ck(d.str()); }),
+  EXPECT_EQ(error_message_of([&] { Checkpoint ck(d.str()); }),
             "safetensors index: " + d.file("model.safetensors.index.json") +
                 ": cannot open: is a directory, not a file");
   fs::remove(d.file("model.safetensors.index.json"));
   std::ofstream(d.file("model.safetensors.index.json")) << R"({"weight_map":{"x.a":"s1.safetensors"}})";
-  EXPECT_EQ(error_of([&] { Checkpoint ck(d.str()); }),
+  EXPECT_EQ(error_message_of([&] { Checkpoint ck(d.str()); }),
             "safetensors: " + d.file("s1.safetensors") + ": cannot open: no such file");
   fs::create_directories(d.file("s1.safetensors"));
-  EXPECT_EQ(error_of([&] { Checkpoint ck(d.str()); }),
+  EXPECT_EQ(error_message_of([&] { Checkpoint ck(d.str()); }),
             "safetensors: " + d.file("s1.safetensors") + ": cannot open: is a directory, not a file");
 }
 
 TEST(LoaderErrors, JsonErrorsGiveTheByteOffsetAndNoRawBytes) {
   // Random bytes as config.json: the offending byte is escaped and its offset given.
   const std::string junk("{\"vocab_size\": \x00\xff\x80\x1b[2J", 22);
-  const std::string msg = error_of([&] { parse_config(junk, "/m/config.json"); });
+  const std::string msg = error_message_of([&] { parse_config(junk, "/m/config.json"); });
   EXPECT_TRUE(all_printable(msg)) << msg;
   EXPECT_EQ(
       msg,
       "/m/config.json: not valid JSON at byte 15 (line 1, column 16): a NUL byte, which JSON text never "
       "contains; the bytes up to there: '{\"vocab_size\": \\x00'");
   EXPECT_EQ(
-      error_of([&] { parse_config("{\"vocab_size\": \xff\x80", "/m/config.json"); }),
+      error_message_of([&] { parse_config("{\"vocab_size\": \xff\x80", "/m/config.json"); }),
       "/m/config.json: not valid JSON at byte 15 (line 1, column 16): syntax error while parsing value - "
       "invalid literal; the bytes up to there: '{\"vocab_size\": \\xff'");
   // NUL ends nlohmann's input: a complete value followed by a NUL and more must still be an error.
   EXPECT_EQ(
-      error_of([&] { parse_config(std::string("{}\0{}", 5), "c.json"); }),
+      error_message_of([&] { parse_config(std::string("{}\0{}", 5), "c.json"); }),
       "c.json: not valid JSON at byte 2 (line 1, column 3): a NUL byte, which JSON text never contains; the "
       "bytes up to there: '{}\\x00'");
   // Across lines, and at the end of the text.
   EXPECT_EQ(
-      error_of([&] { parse_config("{\n  \"a\": 1,\n  oops\n}", "c.json"); }),
+      error_message_of([&] { parse_config("{\n  \"a\": 1,\n  oops\n}", "c.json"); }),
       "c.json: not valid JSON at byte 14 (line 3, column 3): syntax error while parsing object key - invalid "
       "literal; expected string literal; the bytes up to there: '{\\n  \"a\": 1,\\n  o'");
   EXPECT_EQ(
-      error_of([&] { parse_config("{\"a\": [1, 2", "c.json"); }),
+      error_message_of([&] { parse_config("{\"a\": [1, 2", "c.json"); }),
       "c.json: not valid JSON at byte 11 (line 1, column 12): syntax error while parsing array - unexpected "
       "end of input; expected ']' (the text ends there)");
   // A safetensors header of binary junk: the offset is the file's (header starts at byte 8).
@@ -187,7 +161,7 @@ TEST(LoaderErrors, JsonErrorsGiveTheByteOffsetAndNoRawBytes) {
     for (int i = 0; i < 8; ++i) out.put(char(i == 0 ? header.size() : 0));
     out << header;
   }
-  const std::string st = error_of([&] { SafetensorsFile f(d.file("j.safetensors")); });
+  const std::string st = error_message_of([&] { SafetensorsFile f(d.file("j.safetensors")); });
   EXPECT_TRUE(all_printable(st)) << st;
   EXPECT_EQ(
       st,
@@ -197,9 +171,9 @@ TEST(LoaderErrors, JsonErrorsGiveTheByteOffsetAndNoRawBytes) {
 }
 
 TEST(LoaderErrors, RepeatedKeysAreErrors) {
-  EXPECT_EQ(error_of([&] { parse_json_strict(R"({"a": 1, "b": {"c": [{"d": 1, "d": 2}]}})", "f.json"); }),
+  EXPECT_EQ(error_message_of([&] { parse_json_strict(R"({"a": 1, "b": {"c": [{"d": 1, "d": 2}]}})", "f.json"); }),
             "f.json: key 'd' appears twice in object 'b.c[]' (a JSON key must be unique)");
-  EXPECT_EQ(error_of([&] { parse_json_strict(R"({"a": 1, "a": 1})", "f.json"); }),
+  EXPECT_EQ(error_message_of([&] { parse_json_strict(R"({"a": 1, "a": 1})", "f.json"); }),
             "f.json: key 'a' appears twice in the top-level object (a JSON key must be unique)");
   // The same key in sibling objects is fine.
   EXPECT_NO_THROW(

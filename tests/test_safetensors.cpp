@@ -6,6 +6,7 @@
 #include <fstream>
 
 #include "expect_error.h"
+#include "temp_dir.h"
 #include "kimi/model/safetensors.h"
 
 namespace kimi::model {
@@ -13,20 +14,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-class TempDir {
- public:
-  TempDir() {
-    path_ = fs::temp_directory_path() / ("kimi-st-" + std::to_string(::getpid()) + "-" + std::to_string(counter_++));
-    fs::create_directories(path_);
-  }
-  ~TempDir() { fs::remove_all(path_); }
-  std::string file(const std::string& name) const { return (path_ / name).string(); }
-  std::string str() const { return path_.string(); }
-
- private:
-  static inline int counter_ = 0;
-  fs::path path_;
-};
+using testutil::TempDir;
 
 // A raw safetensors file from a header string and n data bytes.
 // The header is padded with spaces to a multiple of 8 bytes (as writers do) unless pad is false.
@@ -41,13 +29,7 @@ void write_raw(const std::string& path, std::string header, size_t data_bytes, u
 
 // The message of the kimi::Error that opening `path` throws.
 std::string error_of_file(const std::string& path) {
-  try {
-    SafetensorsFile f(path);
-  } catch (const Error& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "accepted: " << path;
-  return "";
+  return testutil::error_message_of([&] { SafetensorsFile f(path); });
 }
 
 TEST(Safetensors, RoundTripsValuesDtypesAndShapes) {
@@ -132,15 +114,10 @@ TEST(Safetensors, RejectsWhatTheSafetensorsLibraryRejects) {
   const std::string p = d.file("bad.safetensors");
   auto error = [&](const std::string& header, size_t data_bytes) {
     write_raw(p, header, data_bytes, ~0ull, /*pad=*/false);
-    try {
-      SafetensorsFile f(p);
-    } catch (const Error& e) {
-      const std::string m = e.what(), prefix = "safetensors: " + p + ": ";
-      EXPECT_EQ(m.rfind(prefix, 0), 0u) << m;
-      return m.substr(prefix.size());
-    }
-    ADD_FAILURE() << "accepted: " << header;
-    return std::string();
+    const std::string m = error_of_file(p), prefix = "safetensors: " + p + ": ";
+    const bool prefixed = m.rfind(prefix, 0) == 0;
+    EXPECT_TRUE(prefixed) << header << ": " << m;
+    return prefixed ? m.substr(prefix.size()) : m;
   };
   const std::string a8 = R"("a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]})";
   EXPECT_EQ(
