@@ -272,6 +272,10 @@ std::string config_to_json(const Config& c) {
   return t.dump(2);
 }
 
+namespace {
+constexpr std::string_view kNamedConfigs[] = {"k3-tiny", "kimi-linear-tiny", "k3-slice"};
+}  // namespace
+
 Config named_config(std::string_view name) {
   // SPEC 13.
   static const char* k3_tiny = R"({"model_type":"kimi_linear","vocab_size":512,"hidden_size":256,"num_hidden_layers":9,
@@ -313,8 +317,8 @@ Config named_config(std::string_view name) {
     const char* json;
     bool k3_wrapper;  // written in K3's layout (text_config, language_model. prefix)
   };
-  static const Named kNamed[] = {{"k3-tiny", k3_tiny, true}, {"kimi-linear-tiny", kl_tiny, false},
-                                 {"k3-slice", k3_slice, true}};
+  static const Named kNamed[] = {{kNamedConfigs[0], k3_tiny, true}, {kNamedConfigs[1], kl_tiny, false},
+                                 {kNamedConfigs[2], k3_slice, true}};
   for (const Named& n : kNamed) {
     if (n.name != name) continue;
     Config c = parse_config(n.json, std::string(n.name));
@@ -323,5 +327,7 @@ Config named_config(std::string_view name) {
   }
   throw Error("named_config: unknown configuration '" + std::string(name) + "' (expected k3-tiny, kimi-linear-tiny or k3-slice)");
 }
+
+std::span<const std::string_view> named_config_names() { return kNamedConfigs; }
 
 }  // namespace kimi::model

@@ -53,7 +53,8 @@ std::string out_dir_problem(const std::string& out, bool force) {
 }
 
 bool is_named_config(const std::string& name) {
-  return name == "k3-tiny" || name == "kimi-linear-tiny" || name == "k3-slice";
+  const auto names = kimi::model::named_config_names();
+  return std::find(names.begin(), names.end(), name) != names.end();
 }
 
 }  // namespace

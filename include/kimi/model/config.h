@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -66,5 +67,7 @@ std::string config_to_json(const Config& c);
 // Named configurations: "k3-tiny", "kimi-linear-tiny" (SPEC 13); "k3-slice": K3's real per-layer widths on
 // 4 layers with 32 experts and a 32768-token vocabulary (~7 GB, for speed measurements at real sizes).
 Config named_config(std::string_view name);
+// The names named_config() knows, in that order.
+std::span<const std::string_view> named_config_names();
 
 }  // namespace kimi::model
