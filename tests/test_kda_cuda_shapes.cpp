@@ -395,6 +395,60 @@ TEST_F(KdaCudaShapes, SegmentWalks) {
     EXPECT_EQ(bf16_mismatches(got[1].o, got[0].o), 0u) << name(p) << ": bf16 o vs the fp32 o rounded";
   }
 }
+// state_slots: sequence n starts from and ends in pool row slots[n], in place (initial_state = final_state = the
+// pool), the other rows untouched. Bit for bit the unslotted call on the gathered states (same kernels, only the
+// state rows' addresses differ), plain and with segments, both layouts, a zero-length sequence among them.
+TEST_F(KdaCudaShapes, StateSlotsIndexThePool) {
+  for (const int64_t seg : {int64_t(-1), int64_t(2)}) {
+    for (const StateLayout layout : {StateLayout::kv, StateLayout::vk}) {
+      const GpuProblem p(1, 0, 3, {330, 64, 0, 1, 200}, GateForm::bounded, layout, 900 + uint64_t(seg + 1));
+      const int64_t N = p.N, H = p.H, D = p.D, S = N + 3, row = H * D * D;
+      const std::vector<int64_t> slot{6, 0, 3, 7, 2};  // distinct rows of an 8-row pool
+      const std::string what = name(p) + (seg > 0 ? ", segments of 2 chunks" : ", plain walk");
+      // the pool: random rows, sequence n's initial state in row slot[n]
+      std::vector<float> pool0(size_t(S * row));
+      std::mt19937_64 rng(77);
+      std::uniform_real_distribution<float> u(-0.5f, 0.5f);
+      for (float& x : pool0) x = u(rng);
+      const std::vector<double> h0 = host_values(p.h0);
+      for (int64_t n = 0; n < N; ++n)
+        for (int64_t e = 0; e < row; ++e) pool0[size_t(slot[size_t(n)] * row + e)] = float(h0[size_t(n * row + e)]);
+      Tensor pool_h(DType::f32, {S, H, D, D});
+      std::memcpy(pool_h.data(), pool0.data(), pool0.size() * 4);
+      const Tensor pool = on(pool_h, Device::cuda(0));
+      Tensor slots(DType::i64, {N});
+      std::memcpy(slots.data(), slot.data(), size_t(N) * 8);
+
+      const Device gpu = Device::cuda(0);
+      Tensor o(DType::bf16, {p.B, p.T, H, D}, gpu), ht(DType::f32, {N, H, D, D}, gpu);
+      const cuda::KdaLaunchOptions plain{.segment_chunks = seg};
+      cuda::kda_chunk_fwd(p.args(o, ht), 64, Context{}, &plain);
+      Tensor os(DType::bf16, {p.B, p.T, H, D}, gpu);
+      KdaArgs a = p.args(os, pool);
+      a.initial_state = pool, a.state_slots = slots;
+      cuda::KdaLaunchRecord ran;
+      const cuda::KdaLaunchOptions opt{.segment_chunks = seg, .record = &ran};
+      cuda::kda_chunk_fwd(a, 64, Context{}, &opt);
+      EXPECT_EQ(ran.segment_chunks, seg > 0 ? seg : 0) << what;
+
+      const std::vector<double> o_ref = host_values(o), o_got = host_values(os), ht_ref = host_values(ht),
+                                pool_got = host_values(pool);
+      ASSERT_EQ(o_got.size(), o_ref.size());
+      size_t o_diff = 0, row_diff = 0, untouched_diff = 0;
+      for (size_t i = 0; i < o_ref.size(); ++i) o_diff += o_got[i] != o_ref[i];
+      for (int64_t n = 0; n < N; ++n)
+        for (int64_t e = 0; e < row; ++e)
+          row_diff += pool_got[size_t(slot[size_t(n)] * row + e)] != ht_ref[size_t(n * row + e)];
+      for (int64_t r = 0; r < S; ++r) {
+        if (std::find(slot.begin(), slot.end(), r) != slot.end()) continue;
+        for (int64_t e = 0; e < row; ++e) untouched_diff += pool_got[size_t(r * row + e)] != pool0[size_t(r * row + e)];
+      }
+      EXPECT_EQ(o_diff, 0u) << what << ": o with state_slots vs without";
+      EXPECT_EQ(row_diff, 0u) << what << ": slotted pool rows vs the unslotted final states";
+      EXPECT_EQ(untouched_diff, 0u) << what << ": pool rows no sequence names";
+    }
+  }
+}
 #endif  // KIMI_WITH_CUDA
 
 }  // namespace

@@ -58,6 +58,25 @@ static_assert(kda_chunk::kDtF32 == int(DType::f32) && kda_chunk::kDtBf16 == int(
                   kda_chunk::kDtF16 == int(DType::f16),
               "dtype codes");
 
+// The values of a 1-d i32 / i64 index tensor (cu_seqlens, state_slots) on the host: a host tensor is read in place,
+// a device one copied back (a synchronous copy: the model passes host tensors).
+std::vector<int64_t> index_values(const TensorView& t) {
+  const int64_t n = t.shape[0], stride = t.strides[0];
+  const size_t esz = t.element_size();
+  std::vector<unsigned char> raw(size_t(n > 0 ? (n - 1) * stride + 1 : 0) * esz);
+  if (t.device.type == DeviceType::cuda) {
+    const DeviceGuard device_guard(t.device.index);
+    KIMI_CUDA_CHECK(cudaMemcpy(raw.data(), t.data, raw.size(), cudaMemcpyDeviceToHost));
+  } else if (!raw.empty()) {
+    std::copy_n(static_cast<const unsigned char*>(t.data), raw.size(), raw.data());
+  }
+  std::vector<int64_t> v(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i)
+    v[size_t(i)] = t.dtype == DType::i32 ? int64_t(reinterpret_cast<const int32_t*>(raw.data())[i * stride])
+                                         : reinterpret_cast<const int64_t*>(raw.data())[i * stride];
+  return v;
+}
+
 void strides3(const TensorView& t, int64_t (&s)[3]) {
   for (int d = 0; d < 3; ++d) s[d] = t.strides[d];
 }
@@ -215,27 +234,13 @@ void kda_chunk_fwd(const KdaArgs& a, int chunk_size, const Context& ctx, const K
     throw Error("kda_chunk_fwd: CUDA backend supports K = V in {64, 128}; got K = " + std::to_string(K) +
                 ", V = " + std::to_string(V));
 
-  // sequences
+  // sequences, and the state row of each (state_slots: a pool row per sequence; else row n)
   const bool varlen = a.cu_seqlens.present();
-  std::vector<int64_t> cu;
-  if (varlen) {
-    const int64_t n1 = a.cu_seqlens.shape[0];
-    const int64_t cs = a.cu_seqlens.strides[0];
-    const size_t esz = a.cu_seqlens.element_size();
-    std::vector<unsigned char> raw(size_t(n1 > 0 ? (n1 - 1) * cs + 1 : 0) * esz);
-    if (a.cu_seqlens.device.type == DeviceType::cuda) {
-      const DeviceGuard device_guard(a.cu_seqlens.device.index);
-      KIMI_CUDA_CHECK(cudaMemcpy(raw.data(), a.cu_seqlens.data, raw.size(), cudaMemcpyDeviceToHost));
-    } else if (!raw.empty()) {
-      std::copy_n(static_cast<const unsigned char*>(a.cu_seqlens.data), raw.size(), raw.data());
-    }
-    cu.resize(size_t(n1));
-    for (int64_t i = 0; i < n1; ++i)
-      cu[size_t(i)] = a.cu_seqlens.dtype == DType::i32 ? int64_t(reinterpret_cast<const int32_t*>(raw.data())[i * cs])
-                                                       : reinterpret_cast<const int64_t*>(raw.data())[i * cs];
-  }
+  const std::vector<int64_t> cu = varlen ? index_values(a.cu_seqlens) : std::vector<int64_t>{};
   const int64_t N = varlen ? int64_t(cu.size()) - 1 : B;
   if (N <= 0 || H <= 0) return;
+  const bool slotted = a.state_slots.present() && (a.initial_state.present() || a.final_state.present());
+  const std::vector<int64_t> slots = slotted ? index_values(a.state_slots) : std::vector<int64_t>{};
 
   const cudaStream_t s = static_cast<cudaStream_t>(ctx.cuda_stream);
   // Inside CUDA-graph capture the chunk table of fixed-length batches is built on the device; a varlen table
@@ -244,6 +249,7 @@ void kda_chunk_fwd(const KdaArgs& a, int chunk_size, const Context& ctx, const K
   KIMI_CUDA_CHECK(cudaStreamIsCapturing(s, &capture));
   const bool capturing = capture != cudaStreamCaptureStatusNone;
   if (capturing && varlen) refuse_capture(s, "kda_chunk_fwd with cu_seqlens");
+  if (capturing && slotted) refuse_capture(s, "kda_chunk_fwd with state_slots");
   const int dev = a.q.device.index;
   const DeviceGuard device_guard(dev);
   const int sms = sm_count(dev);
@@ -339,6 +345,8 @@ void kda_chunk_fwd(const KdaArgs& a, int chunk_size, const Context& ctx, const K
     tab.insert(tab.end(), segbase.begin(), segbase.end());
   }
   p.nseg = nseg;
+  const size_t slots_at = tab.size();  // then the state rows [N] (state_slots)
+  tab.insert(tab.end(), slots.begin(), slots.end());
 
   // the scratch form of walk_rs.cuh (kda_chunk::Scratch): Kg, Tb and V, V from v itself where the prep copies rows
   // by tensor maps (bf16, 16-byte aligned rows: the walk copies its V tiles)
@@ -373,6 +381,7 @@ void kda_chunk_fwd(const KdaArgs& a, int chunk_size, const Context& ctx, const K
   p.seq0 = p.tab + 3 * nch;
   p.seg = nseg > 0 ? p.tab + tab_main : nullptr;
   p.segbase = nseg > 0 ? p.seg + kda_chunk::kSegFields * nseg : nullptr;
+  p.state_rows = slotted ? p.tab + slots_at : nullptr;
   {
     size_t off = tab_bytes;
     const auto take = [&](size_t bytes_per_ch) {

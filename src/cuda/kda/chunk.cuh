@@ -123,6 +123,7 @@ struct Params {
   float scale;
   const float* s0;  // initial state or null
   float* s1;        // final state or null (may equal s0)
+  const int64_t* state_rows;  // device [N]: the state row (pool slot) of sequence n in s0 / s1, or null: row n
   int vk;           // state layout [N, H, V, K]
   int rows_bf16;    // q, k, v, g all bf16 with 8-byte aligned row pieces: the prep's fast row loads (launcher)
   int rows_bulk;    // ... and 16-byte aligned rows: the prep's rows by tensor-map copies (launcher)
@@ -209,12 +210,16 @@ __device__ __forceinline__ WalkUnit walk_unit(const Params& p, int bid) {
   return u;
 }
 
-// Offset of element (column j, key channel kk) of the state of (sequence n, head h) in s0 / s1 ([N][H][D][D], rows
-// j (vk) or kk (kv)).
+// The state of (sequence n, head h) in s0 / s1 ([rows][H][D][D]): row state_rows[n] of the pools, or row n, at
+// user_state_base; element (column j, key channel kk) at user_state_base + user_state_offset (rows j (vk) or kk (kv)).
 template <int D>
-__device__ __forceinline__ int64_t user_state_index(const Params& p, int64_t n, int h, int j, int kk) {
-  const int64_t base = (n * p.H + h) * int64_t(D) * D;
-  return p.vk ? base + int64_t(j) * D + kk : base + int64_t(kk) * D + j;
+__device__ __forceinline__ int64_t user_state_base(const Params& p, int64_t n, int h) {
+  const int64_t row = p.state_rows ? p.state_rows[n] : n;
+  return (row * p.H + h) * int64_t(D) * D;
+}
+template <int D>
+__device__ __forceinline__ int user_state_offset(const Params& p, int j, int kk) {
+  return p.vk ? j * D + kk : kk * D + j;
 }
 // Where a walk CTA's state starts (WalkUnit::src), as one strided read or none: element (column j, key channel kk) at
 // m[j sj + kk skk] (s0 in its layout, or the segment start in the scratch, rows j), else the identity columns or zero.
@@ -227,7 +232,7 @@ struct StartState {
   template <int D>
   __device__ __forceinline__ static StartState of(const Params& p, const WalkUnit& u) {
     if (u.src == kSrcUser && p.s0)
-      return {p.s0 + user_state_index<D>(p, u.n, u.h, 0, 0), p.vk ? D : 1, p.vk ? 1 : D, false};
+      return {p.s0 + user_state_base<D>(p, u.n, u.h), p.vk ? D : 1, p.vk ? 1 : D, false};
     if (u.src == kSrcScratch) return {u.src_p, D, 1, false};
     return {nullptr, 0, 0, u.src == kSrcIdentity};
   }

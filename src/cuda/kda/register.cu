@@ -1,9 +1,8 @@
 // cuda::register_kda_ops (src/cuda/register.h): the CUDA backend's KDA operators, and which kernel runs a call.
 //
 // kda_chunk_fwd: the tensor-core chunk kernel (chunk.cu) for bf16/f16 q, k, v at K = V in {64, 128}; every other
-// call runs the fp32 recurrent kernel (recurrent.cu), the same operator result. The chunk kernel indexes states
-// by sequence, so it refuses state_slots (supports()); the recurrent kernel takes them.
-#include <optional>
+// call runs the fp32 recurrent kernel (recurrent.cu), the same operator result. Both take state_slots (state pools
+// read and written in place).
 #include <vector>
 
 #include "cuda/kda/chunk.h"
@@ -31,12 +30,6 @@ void chunk_fwd(const KdaArgs& a, const KdaDims& d, int chunk_size, const Context
     cuda::kda_recurrent_fwd(a, ctx);
 }
 
-std::optional<Refusal> chunk_supports(const KdaArgs& a, const KdaDims& d, int, const Context&) {
-  if (tensor_cores(a, d) && a.state_slots.present())
-    return Refusal{"state_slots", "absent for the cuda chunk kernels (kda_recurrent_fwd takes them)", "present"};
-  return std::nullopt;
-}
-
 void recurrent_fwd(const KdaArgs& a, const KdaDims&, const Context& ctx) { cuda::kda_recurrent_fwd(a, ctx); }
 
 // The launcher's options (options.h) stay at their defaults here: tests set them for their thread.
@@ -51,7 +44,7 @@ void register_kda_ops(Registry& r) {
   r.kda_gate.set(b, kda_gate);
   r.kda_beta.set(b, kda_beta);
   r.kda_recurrent_fwd.set(b, recurrent_fwd);
-  r.kda_chunk_fwd.set(b, chunk_fwd, chunk_supports);
+  r.kda_chunk_fwd.set(b, chunk_fwd);
   r.kda_decode_step.set(b, decode_step);
 }
 

@@ -383,11 +383,12 @@ __global__ void __launch_bounds__(kRsThreads, 1) kda_chunk_walk_rs(const Params 
 
   // the state where the unit ends (WalkUnit::dst)
   if (u.dst == kDstUser && p.s1) {
+    float* const s1 = p.s1 + user_state_base<D>(p, u.n, h);
 #pragma unroll
     for (int j = 0; j < NJ; ++j)
 #pragma unroll
       for (int e = 0; e < 4; ++e)
-        p.s1[user_state_index<D>(p, u.n, h, v0 + r0 + 8 * (e >> 1), 8 * j + 2 * tq + (e & 1))] = st[j][e];
+        s1[user_state_offset<D>(p, v0 + r0 + 8 * (e >> 1), 8 * j + 2 * tq + (e & 1))] = st[j][e];
   } else if (u.dst == kDstScratch) {
 #pragma unroll
     for (int j = 0; j < NJ; ++j)
