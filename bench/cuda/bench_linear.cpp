@@ -4,7 +4,10 @@
 //   bf16 W [2048, 7168] and [7168, 2048] (K3 hidden 7168 <-> 2048-wide projections), x bf16 and f32;
 //   MXFP4 W [3072, 3584] (a K3 latent routed expert's w1), x f32.
 // M = 1, 8 (decode: GEMV kernel) prints TB/s = (weight + x + y bytes) / time against the H200's copy
-// bandwidth (bench_util.h kCopyBytesPerS); M = 512, 4096 (cuBLAS) prints TFLOP/s = 2 M N K / time.
+// bandwidth (bench_util.h kCopyBytesPerS), for one call timed alone and per call in a stream of 20 calls queued back
+// to back (as in a model's step: the host's launch overhead hidden); M = 512, 4096 (cuBLAS) prints TFLOP/s =
+// 2 M N K / time. Kimi-Linear shapes (hidden 2304: the lm_head [163840, 2304], a KDA projection [4096, 2304], an
+// expert's w1 [1024, 2304]) at M = 1.
 // Baseline, same run: cublasGemmEx bf16 x bf16 -> f32 (x already bf16: the plain GEMM a bf16 engine runs).
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
@@ -35,7 +38,7 @@ std::vector<uint8_t> random_bytes(size_t n, std::mt19937& rng, int lo, int hi) {
 
 // The baseline over the same rotating weight copies.
 double cublas_bf16_ms(int64_t m, int64_t n, int64_t k, const void* x, const std::vector<std::unique_ptr<DevBuf>>& w,
-                      void* y) {
+                      void* y, int calls) {
   static cublasHandle_t h = [] {
     cublasHandle_t hh;
     cublasCreate(&hh);
@@ -43,14 +46,13 @@ double cublas_bf16_ms(int64_t m, int64_t n, int64_t k, const void* x, const std:
   }();
   const float alpha = 1.f, beta = 0.f;
   size_t c = 0;
-  return kimi::bench::median_ms(
-      [&] {
+  const auto call = [&] {
         const void* wc = w[c]->p;
         c = (c + 1) % w.size();
         cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, int(n), int(m), int(k), &alpha, wc, CUDA_R_16BF, int(k), x,
                      CUDA_R_16BF, int(k), &beta, y, CUDA_R_32F, int(n), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
-      },
-      5, 30);
+      };
+  return calls > 1 ? kimi::bench::streamed_ms(call, 5, 5, calls) : kimi::bench::median_ms(call, 5, 30);
 }
 
 void run(const char* name, int64_t m, int64_t n, int64_t k, bool mxfp4, DType xt) {
@@ -73,8 +75,7 @@ void run(const char* name, int64_t m, int64_t n, int64_t k, bool mxfp4, DType xt
   DevBuf y(size_t(m * n) * xs, {});
   const kimi::TensorView xv(x.p, xt, {m, k}, dev), yv(y.p, xt, {m, n}, dev);
   int c = 0;
-  const double ms = kimi::bench::median_ms(
-      [&] {
+  const auto call = [&] {
         kimi::Weight wt;
         if (mxfp4) {
           wt.w = kimi::TensorView(w[size_t(c)]->p, DType::u8, {n, k / 2}, dev);
@@ -84,22 +85,31 @@ void run(const char* name, int64_t m, int64_t n, int64_t k, bool mxfp4, DType xt
         }
         c = (c + 1) % copies;
         kimi::linear(xv, wt, yv);
-      },
-      5, 30);
+      };
+  const bool decode = m <= 16;
+  const double ms = kimi::bench::median_ms(call, 5, 30);
+  const double ms_streamed = decode ? kimi::bench::streamed_ms(call, 5, 5, 20) : 0;
   const double bytes = double(wbytes) + double(m * k + m * n) * double(xs);
   const double flops = 2.0 * double(m) * double(n) * double(k);
   std::printf("linear %-22s M=%-5lld N=%-5lld K=%-5lld x %-4s  %8.4f ms  ", name, (long long)m, (long long)n,
               (long long)k, xt == DType::f32 ? "f32" : "bf16", ms);
-  if (m <= 16) {
-    std::printf("%6.2f TB/s (%3.0f%% of copy bandwidth)", bytes / (ms * 1e-3) / 1e12,
-                100.0 * bytes / (ms * 1e-3) / kimi::bench::kCopyBytesPerS);
+  if (decode) {
+    std::printf("%6.2f TB/s (%3.0f%% of copy)  streamed %8.4f ms %6.2f TB/s (%3.0f%% of copy)",
+                bytes / (ms * 1e-3) / 1e12, 100.0 * bytes / (ms * 1e-3) / kimi::bench::kCopyBytesPerS, ms_streamed,
+                bytes / (ms_streamed * 1e-3) / 1e12,
+                100.0 * bytes / (ms_streamed * 1e-3) / kimi::bench::kCopyBytesPerS);
   } else {
     std::printf("%7.1f TFLOP/s", flops / (ms * 1e-3) / 1e12);
   }
   if (!mxfp4) {  // baseline: plain cuBLAS bf16 GEMM, bf16 x, f32 y
     DevBuf xb(size_t(m * k) * 2, kimi::bench::random_bf16(size_t(m * k), rng, -1, 1)), yb(size_t(m * n) * 4, {});
-    const double base = cublas_bf16_ms(m, n, k, xb.p, w, yb.p);
+    const double base = cublas_bf16_ms(m, n, k, xb.p, w, yb.p, 1);
     std::printf("  | cuBLAS bf16 %8.4f ms, kimi / cuBLAS %.2f", base, ms / base);
+    if (decode) {
+      const double base_s = cublas_bf16_ms(m, n, k, xb.p, w, yb.p, 20);
+      std::printf("; streamed cuBLAS %8.4f ms (%3.0f%% of copy), kimi / cuBLAS %.2f", base_s,
+                  100.0 * bytes / (base_s * 1e-3) / kimi::bench::kCopyBytesPerS, ms_streamed / base_s);
+    }
   }
   std::printf("\n");
 }
@@ -116,6 +126,12 @@ int main() {
     run("bf16 W 2048->7168", m, 7168, 2048, false, DType::bf16);
     run("bf16 W 7168->2048", m, 2048, 7168, false, DType::f32);
     run("mxfp4 expert w1", m, 3072, 3584, true, DType::f32);
+  }
+  for (int64_t m : {1, 8}) {
+    run("KL lm_head 2304->163840", m, 163840, 2304, false, DType::bf16);
+    run("KL kda proj 2304->4096", m, 4096, 2304, false, DType::bf16);
+    run("KL expert 2304->1024", m, 1024, 2304, false, DType::bf16);
+    run("mxfp4 expert w1", m, 3072, 3584, true, DType::bf16);
   }
   CK(cudaDeviceSynchronize());
   return 0;

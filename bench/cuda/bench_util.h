@@ -82,4 +82,29 @@ double median_ms(F&& fn, int warmup, int reps, cudaStream_t stream = nullptr) {
   return ms[ms.size() / 2];
 }
 
+// Mean ms per call of `calls` calls queued back to back between two events (the host's launch overhead hidden
+// behind the device's work, as in a model's step), median over `reps` such runs after `warmup` calls.
+template <class F>
+double streamed_ms(F&& fn, int warmup, int reps, int calls, cudaStream_t stream = nullptr) {
+  cudaEvent_t e0, e1;
+  CK(cudaEventCreate(&e0));
+  CK(cudaEventCreate(&e1));
+  for (int i = 0; i < warmup; ++i) fn();
+  CK(cudaDeviceSynchronize());
+  std::vector<float> ms;
+  for (int i = 0; i < reps; ++i) {
+    CK(cudaEventRecord(e0, stream));
+    for (int c = 0; c < calls; ++c) fn();
+    CK(cudaEventRecord(e1, stream));
+    CK(cudaEventSynchronize(e1));
+    float t;
+    CK(cudaEventElapsedTime(&t, e0, e1));
+    ms.push_back(t / float(calls));
+  }
+  cudaEventDestroy(e0);
+  cudaEventDestroy(e1);
+  std::sort(ms.begin(), ms.end());
+  return ms[ms.size() / 2];
+}
+
 }  // namespace kimi::bench

@@ -2,14 +2,17 @@
 //
 // Memory-bound: the kernel streams every weight byte from HBM exactly once, converting in registers
 // (bf16/f16 -> f32, MXFP4 codes * E8M0 scale -> f32: the CPU decoder's values), and multiplies each
-// weight by all M rows of x (f32, read through L1/L2: x is small). fp32 accumulation.
+// weight by all M rows of x (f32 or bf16, read through L1: x is small and every warp reads all of it). fp32
+// accumulation.
 //
-// Grid: one CTA of 256 threads per NR consecutive weight rows (rows past n are clamped for loads and never
-// written). The K dimension is split over the CTA's threads in chunks (8 dense weights = 16 or 32 bytes,
-// or 16 MXFP4 codes = 8 bytes + their scale byte); each thread keeps acc[NR][MT] (MT >= m, a power of two);
-// the CTA reduces them (warp shuffles, then shared memory) and NR*MT threads write y.
-// Alignment: the vector path needs 16-byte aligned dense weight rows (8-byte for MXFP4 packed rows) and
-// 16-byte aligned f32 x rows (ldx % 4 == 0); `vec` = 0 runs the same math with scalar loads.
+// Grid: CTAs of kGemvWarps warps; each warp owns NR consecutive weight rows (rows past n are clamped for loads and
+// never written) and walks K by itself: lane l takes chunks l, l + 32, ... (a chunk = 8 dense weights = 16 or 32
+// bytes, or 16 MXFP4 codes = 8 bytes + their scale byte), U chunks per row at a time with all U * NR loads issued
+// before any arithmetic, so a lane keeps U * NR loads in flight (the bandwidth comes from loads in flight, not
+// from threads). Each lane keeps acc[NR][MT] (MT >= m, a power of two); a warp shuffle reduction ends the row: no
+// shared memory, no CTA barrier, and a warp whose rows are done leaves at once.
+// Alignment: the vector path needs 16-byte aligned dense weight rows (8-byte for MXFP4 packed rows) and 16-byte
+// aligned x rows; `vec` = 0 runs the same math with scalar loads.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -23,10 +26,11 @@
 
 namespace kimi::cuda {
 
-constexpr int kGemvThreads = 256;
+constexpr int kGemvWarps = 4;
+constexpr int kGemvThreads = 32 * kGemvWarps;
 
 struct GemvArgs {
-  const float* x;  // [m, k] f32, rows ldx apart
+  const void* x;  // [m, k] f32 or bf16 (the kernel's XT), rows ldx apart
   int64_t ldx;
   int m;
   const void* w;  // dense [n, k] (ldw elements) or MXFP4 packed u8 [n, k/2] (ldw bytes)
@@ -94,9 +98,35 @@ struct Mxfp4W {
   }
 };
 
-template <int MT, int NR, class WF>
+// x rows: 8 consecutive values of row i from column c (c a multiple of 8; 16-byte aligned for the vector path).
+template <class XT>
+__device__ __forceinline__ void load_x8(const GemvArgs& a, int i, int64_t c, float (&v)[8]) {
+  if constexpr (std::is_same_v<XT, float>) {
+    const float4* p = reinterpret_cast<const float4*>(static_cast<const float*>(a.x) + i * a.ldx + c);
+    const float4 x0 = __ldg(p), x1 = __ldg(p + 1);
+    v[0] = x0.x, v[1] = x0.y, v[2] = x0.z, v[3] = x0.w, v[4] = x1.x, v[5] = x1.y, v[6] = x1.z, v[7] = x1.w;
+  } else {
+    const uint4 raw = __ldg(reinterpret_cast<const uint4*>(static_cast<const __nv_bfloat16*>(a.x) + i * a.ldx + c));
+    const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&raw);
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const float2 f = __bfloat1622float2(h[j]);
+      v[2 * j] = f.x, v[2 * j + 1] = f.y;
+    }
+  }
+}
+template <class XT>
+__device__ __forceinline__ float load_x1(const GemvArgs& a, int i, int64_t c) {
+  if constexpr (std::is_same_v<XT, float>) return static_cast<const float*>(a.x)[i * a.ldx + c];
+  else return __bfloat162float(static_cast<const __nv_bfloat16*>(a.x)[i * a.ldx + c]);
+}
+
+// U: chunks per row in flight per lane.
+template <int MT, int NR, int U, class WF, class XT>
 __global__ void __launch_bounds__(kGemvThreads) gemv_kernel(GemvArgs a) {
-  const int64_t n0 = int64_t(blockIdx.x) * NR;
+  const int lane = threadIdx.x % 32;
+  const int64_t n0 = (int64_t(blockIdx.x) * kGemvWarps + threadIdx.x / 32) * NR;
+  if (n0 >= a.n) return;  // the whole warp
   int64_t rows[NR];
 #pragma unroll
   for (int r = 0; r < NR; ++r) rows[r] = min(n0 + r, a.n - 1);  // clamped: loads stay in bounds
@@ -108,63 +138,66 @@ __global__ void __launch_bounds__(kGemvThreads) gemv_kernel(GemvArgs a) {
 
   constexpr int C = WF::kChunk;
   const int64_t kv = a.vec ? (a.k / C) * C : 0;  // columns covered by whole chunks
-  for (int64_t c = int64_t(threadIdx.x) * C; c < kv; c += int64_t(kGemvThreads) * C) {
-    typename WF::Raw raw[NR];
+  for (int64_t c0 = int64_t(lane) * C; c0 < kv; c0 += int64_t(32 * C * U)) {
+    typename WF::Raw raw[U][NR];
 #pragma unroll
-    for (int r = 0; r < NR; ++r) WF::load(a, rows[r], c, raw[r]);  // issue every row's load first
+    for (int u = 0; u < U; ++u) {  // every load of the round first
+      const int64_t c = c0 + int64_t(u) * 32 * C;
+      if (c < kv) {
 #pragma unroll
-    for (int part = 0; part < C / 8; ++part) {
-      float wv[NR][8];
+        for (int r = 0; r < NR; ++r) WF::load(a, rows[r], c, raw[u][r]);
+      }
+    }
 #pragma unroll
-      for (int r = 0; r < NR; ++r) WF::decode(raw[r], part, wv[r]);
+    for (int u = 0; u < U; ++u) {
+      const int64_t c = c0 + int64_t(u) * 32 * C;
+      if (c >= kv) break;
 #pragma unroll
-      for (int i = 0; i < MT; ++i) {
-        if (i >= a.m) break;
-        const float4* xp = reinterpret_cast<const float4*>(a.x + i * a.ldx + c + part * 8);
-        const float4 x0 = xp[0], x1 = xp[1];
-        const float xv[8] = {x0.x, x0.y, x0.z, x0.w, x1.x, x1.y, x1.z, x1.w};
+      for (int part = 0; part < C / 8; ++part) {
+        float wv[NR][8];
 #pragma unroll
-        for (int r = 0; r < NR; ++r)
+        for (int r = 0; r < NR; ++r) WF::decode(raw[u][r], part, wv[r]);
 #pragma unroll
-          for (int j = 0; j < 8; ++j) acc[r][i] = fmaf(wv[r][j], xv[j], acc[r][i]);
+        for (int i = 0; i < MT; ++i) {
+          if (i >= a.m) break;
+          float xv[8];
+          load_x8<XT>(a, i, c + part * 8, xv);
+#pragma unroll
+          for (int r = 0; r < NR; ++r)
+#pragma unroll
+            for (int j = 0; j < 8; ++j) acc[r][i] = fmaf(wv[r][j], xv[j], acc[r][i]);
+        }
       }
     }
   }
-  for (int64_t c = kv + threadIdx.x; c < a.k; c += kGemvThreads) {  // tail / unaligned: scalar
+  for (int64_t c = kv + lane; c < a.k; c += 32) {  // tail / unaligned: scalar
     float wv[NR];
 #pragma unroll
     for (int r = 0; r < NR; ++r) wv[r] = WF::scalar(a, rows[r], c);
 #pragma unroll
     for (int i = 0; i < MT; ++i) {
       if (i >= a.m) break;
-      const float xv = a.x[i * a.ldx + c];
+      const float xv = load_x1<XT>(a, i, c);
 #pragma unroll
       for (int r = 0; r < NR; ++r) acc[r][i] = fmaf(wv[r], xv, acc[r][i]);
     }
   }
 
-  // CTA reduction: warps first, then the 8 warp sums through shared memory.
-  __shared__ float red[kGemvThreads / 32][NR * MT];
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  // Warp reduction: every lane ends with every sum; lane t writes output t (row t / MT, x row t % MT).
 #pragma unroll
   for (int r = 0; r < NR; ++r)
 #pragma unroll
     for (int i = 0; i < MT; ++i) {
+      if (i >= a.m) break;
       float v = acc[r][i];
 #pragma unroll
       for (int o = 16; o > 0; o /= 2) v += __shfl_xor_sync(0xffffffffu, v, o);
-      if (lane == 0) red[warp][r * MT + i] = v;
+      const int t = r * MT + i;
+      if (lane == t % 32 && n0 + r < a.n) {
+        const int64_t off = int64_t(i) * a.ldy + n0 + r;
+        store_f32(a.y, off, a.ty, a.beta != 0.f ? load_f32(a.y, off, a.ty) + v : v);
+      }
     }
-  __syncthreads();
-  for (int t = threadIdx.x; t < NR * MT; t += kGemvThreads) {
-    const int r = t / MT, i = t % MT;
-    if (i >= a.m || n0 + r >= a.n) continue;
-    float s = 0.f;
-#pragma unroll
-    for (int wi = 0; wi < kGemvThreads / 32; ++wi) s += red[wi][t];
-    const int64_t off = int64_t(i) * a.ldy + n0 + r;
-    store_f32(a.y, off, a.ty, a.beta != 0.f ? load_f32(a.y, off, a.ty) + s : s);
-  }
 }
 
 }  // namespace kimi::cuda

@@ -2,7 +2,8 @@
 //
 // linear, per M (docs/ops/linear.md has the reasoning and the measurements):
 //   M <= 16 (decode): gemv_kernel streams the weights once (dense f32/bf16/f16 or MXFP4 decoded in
-//     registers) against f32 x (x is first converted to an aligned f32 scratch copy when it is not one).
+//     registers) against f32 or bf16 x read as they are (other dtypes and unaligned rows are first converted to an
+//     aligned f32 scratch copy).
 //   M > 16: cuBLAS (src/cuda/blas.h) on an operand dtype chosen so that the result is as accurate as fp32:
 //     W f32                -> SGEMM (fp32, no TF32); x converted to f32 when needed;
 //     W bf16 or MXFP4      -> bf16 tensor-core GEMMs (MXFP4 dequantized exactly into bf16 panels of rows);
@@ -17,6 +18,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <type_traits>
 
 #include "cuda/blas.h"
 #include "cuda/check.cuh"
@@ -48,33 +50,46 @@ void convert(const void* src, DType ts, int64_t lds, void* dst, DType td, int64_
   KIMI_CUDA_CHECK(cudaGetLastError());
 }
 
-template <int MT, class WF>
+// Rows per warp NR and chunks in flight per row U: about 128 bytes of weights in flight per lane (16-byte dense
+// chunks, 8-byte MXFP4 ones), fewer as the MT accumulators per row grow.
+template <int MT, class WF, class XT>
 void launch_gemv(const GemvArgs& a, cudaStream_t s) {
-  constexpr int NR = MT <= 2 ? 2 : 4;  // weight rows per CTA: more rows reuse each x load more
-  gemv_kernel<MT, NR, WF><<<grid_1d(a.n, NR, "linear"), kGemvThreads, 0, s>>>(a);
+  constexpr bool mx = std::is_same_v<WF, Mxfp4W>;
+  constexpr int NR = MT <= 4 ? 2 : 1;
+  constexpr int U = (mx ? 8 : 4) / (MT <= 2 ? 1 : 2);
+  gemv_kernel<MT, NR, U, WF, XT><<<grid_1d(a.n, kGemvWarps * NR, "linear"), kGemvThreads, 0, s>>>(a);
   KIMI_CUDA_CHECK(cudaGetLastError());
 }
 
-template <class WF>
+template <class WF, class XT>
 void gemv_for_m(const GemvArgs& a, cudaStream_t s) {
-  if (a.m <= 1) return launch_gemv<1, WF>(a, s);
-  if (a.m <= 2) return launch_gemv<2, WF>(a, s);
-  if (a.m <= 4) return launch_gemv<4, WF>(a, s);
-  if (a.m <= 8) return launch_gemv<8, WF>(a, s);
-  return launch_gemv<16, WF>(a, s);
+  if (a.m <= 1) return launch_gemv<1, WF, XT>(a, s);
+  if (a.m <= 2) return launch_gemv<2, WF, XT>(a, s);
+  if (a.m <= 4) return launch_gemv<4, WF, XT>(a, s);
+  if (a.m <= 8) return launch_gemv<8, WF, XT>(a, s);
+  return launch_gemv<16, WF, XT>(a, s);
+}
+
+template <class WF>
+void gemv_for_x(const GemvArgs& a, bool x_bf16, cudaStream_t s) {
+  if (x_bf16) return gemv_for_m<WF, __nv_bfloat16>(a, s);
+  return gemv_for_m<WF, float>(a, s);
 }
 
 void linear_gemv(TensorView x, const Weight& w, TensorView y, float beta, cudaStream_t s) {
   const int64_t m = x.size(0), n = w.out_features(), k = w.in_features();
-  // x as aligned f32 rows (float4 loads): itself when it already is, else a converted copy.
-  const float* xp = static_cast<const float*>(x.data);
+  // x as 16-byte aligned f32 or bf16 rows (vector loads): itself when it already is, else a converted f32 copy.
+  const void* xp = x.data;
   int64_t ldx = row_stride(x, k);
+  const int64_t per16 = x.dtype == DType::f32 ? 4 : 8;  // elements per 16 bytes
+  bool x_bf16 = x.dtype == DType::bf16;
   std::optional<Scratch> xs;
-  if (x.dtype != DType::f32 || !aligned(x.data, 16) || (m > 1 && ldx % 4 != 0)) {
+  if ((x.dtype != DType::f32 && x.dtype != DType::bf16) || !aligned(x.data, 16) || (m > 1 && ldx % per16 != 0)) {
     ldx = (k + 3) / 4 * 4;
     xs.emplace(size_t(m * ldx) * sizeof(float), s);
     convert(x.data, x.dtype, row_stride(x, k), xs->get(), DType::f32, ldx, m, k, s);
     xp = xs->get<float>();
+    x_bf16 = false;
   }
   GemvArgs a{};
   a.x = xp;
@@ -92,15 +107,15 @@ void linear_gemv(TensorView x, const Weight& w, TensorView y, float beta, cudaSt
     a.scale = static_cast<const uint8_t*>(w.scale.data);
     a.lds = row_stride(w.scale, k / 32);
     a.vec = aligned(w.w.data, 8) && (n == 1 || a.ldw % 8 == 0);
-    return gemv_for_m<Mxfp4W>(a, s);
+    return gemv_for_x<Mxfp4W>(a, x_bf16, s);
   }
   const int64_t es = int64_t(dtype_size(w.w.dtype));
   a.ldw = row_stride(w.w, k);
   a.vec = aligned(w.w.data, 16) && (n == 1 || (a.ldw * es) % 16 == 0);
   switch (w.w.dtype) {
-    case DType::f32: return gemv_for_m<DenseW<float>>(a, s);
-    case DType::bf16: return gemv_for_m<DenseW<__nv_bfloat16>>(a, s);
-    case DType::f16: return gemv_for_m<DenseW<__half>>(a, s);
+    case DType::f32: return gemv_for_x<DenseW<float>>(a, x_bf16, s);
+    case DType::bf16: return gemv_for_x<DenseW<__nv_bfloat16>>(a, x_bf16, s);
+    case DType::f16: return gemv_for_x<DenseW<__half>>(a, x_bf16, s);
     default: throw Error("cuda linear: unsupported weight dtype " + std::string(dtype_name(w.w.dtype)));
   }
 }
