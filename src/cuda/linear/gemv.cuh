@@ -5,12 +5,13 @@
 // weight by all M rows of x (f32 or bf16, read through L1: x is small and every warp reads all of it). fp32
 // accumulation.
 //
-// Grid: CTAs of kGemvWarps warps; each warp owns NR consecutive weight rows (rows past n are clamped for loads and
-// never written) and walks K by itself: lane l takes chunks l, l + 32, ... (a chunk = 8 dense weights = 16 or 32
-// bytes, or 16 MXFP4 codes = 8 bytes + their scale byte), U chunks per row at a time with all U * NR loads issued
-// before any arithmetic, so a lane keeps U * NR loads in flight (the bandwidth comes from loads in flight, not
-// from threads). Each lane keeps acc[NR][MT] (MT >= m, a power of two); a warp shuffle reduction ends the row: no
-// shared memory, no CTA barrier, and a warp whose rows are done leaves at once.
+// Grid: CTAs of kGemvWarps warps; a group of ks warps (ks in {1, 2, 4}: GemvArgs::ks) owns NR consecutive weight
+// rows (rows past n are clamped for loads and never written) and splits K: lane l of warp j takes chunks
+// 32 j + l, + 32 ks, ... (a chunk = 8 dense weights = 16 or 32 bytes, or 16 MXFP4 codes = 8 bytes + their scale
+// byte), U chunks per row at a time with all U * NR loads issued before any arithmetic, so a lane keeps U * NR loads
+// in flight (the bandwidth comes from loads in flight, not from threads). Each lane keeps acc[NR][MT] (MT >= m, a
+// power of two); a warp shuffle reduction, then (ks > 1) the group's warps summed through shared memory. ks > 1
+// gives small-n weights (an expert's 1024 rows) enough warps to keep HBM busy; NR > 1 reuses each x load.
 // Alignment: the vector path needs 16-byte aligned dense weight rows (8-byte for MXFP4 packed rows) and 16-byte
 // aligned x rows; `vec` = 0 runs the same math with scalar loads.
 #pragma once
@@ -43,6 +44,7 @@ struct GemvArgs {
   int64_t ldy;
   float beta;
   int vec;  // 1: vector loads (alignment checked by the launcher)
+  int ks;   // warps per row group splitting K: 1, 2 or 4
 };
 
 // Weight formats: kChunk weights per chunk; load() fetches one chunk's raw bits of one row, decode() turns
@@ -124,9 +126,9 @@ __device__ __forceinline__ float load_x1(const GemvArgs& a, int i, int64_t c) {
 // U: chunks per row in flight per lane.
 template <int MT, int NR, int U, class WF, class XT>
 __global__ void __launch_bounds__(kGemvThreads) gemv_kernel(GemvArgs a) {
-  const int lane = threadIdx.x % 32;
-  const int64_t n0 = (int64_t(blockIdx.x) * kGemvWarps + threadIdx.x / 32) * NR;
-  if (n0 >= a.n) return;  // the whole warp
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, ks = a.ks, part_k = warp % ks;
+  const int64_t n0 = (int64_t(blockIdx.x) * (kGemvWarps / ks) + warp / ks) * NR;
+  const bool live = n0 < a.n;  // a dead group still reaches the barrier below
   int64_t rows[NR];
 #pragma unroll
   for (int r = 0; r < NR; ++r) rows[r] = min(n0 + r, a.n - 1);  // clamped: loads stay in bounds
@@ -137,12 +139,13 @@ __global__ void __launch_bounds__(kGemvThreads) gemv_kernel(GemvArgs a) {
     for (int i = 0; i < MT; ++i) acc[r][i] = 0.f;
 
   constexpr int C = WF::kChunk;
-  const int64_t kv = a.vec ? (a.k / C) * C : 0;  // columns covered by whole chunks
-  for (int64_t c0 = int64_t(lane) * C; c0 < kv; c0 += int64_t(32 * C * U)) {
+  const int64_t kv = live && a.vec ? (a.k / C) * C : 0;  // columns covered by whole chunks
+  const int64_t step = int64_t(32) * ks * C;            // between a lane's consecutive chunks
+  for (int64_t c0 = (int64_t(part_k) * 32 + lane) * C; c0 < kv; c0 += step * U) {
     typename WF::Raw raw[U][NR];
 #pragma unroll
     for (int u = 0; u < U; ++u) {  // every load of the round first
-      const int64_t c = c0 + int64_t(u) * 32 * C;
+      const int64_t c = c0 + u * step;
       if (c < kv) {
 #pragma unroll
         for (int r = 0; r < NR; ++r) WF::load(a, rows[r], c, raw[u][r]);
@@ -150,7 +153,7 @@ __global__ void __launch_bounds__(kGemvThreads) gemv_kernel(GemvArgs a) {
     }
 #pragma unroll
     for (int u = 0; u < U; ++u) {
-      const int64_t c = c0 + int64_t(u) * 32 * C;
+      const int64_t c = c0 + u * step;
       if (c >= kv) break;
 #pragma unroll
       for (int part = 0; part < C / 8; ++part) {
@@ -170,7 +173,8 @@ __global__ void __launch_bounds__(kGemvThreads) gemv_kernel(GemvArgs a) {
       }
     }
   }
-  for (int64_t c = kv + lane; c < a.k; c += 32) {  // tail / unaligned: scalar
+  const int64_t k_end = live ? a.k : 0;
+  for (int64_t c = kv + part_k * 32 + lane; c < k_end; c += 32 * ks) {  // tail / unaligned: scalar
     float wv[NR];
 #pragma unroll
     for (int r = 0; r < NR; ++r) wv[r] = WF::scalar(a, rows[r], c);
@@ -183,20 +187,31 @@ __global__ void __launch_bounds__(kGemvThreads) gemv_kernel(GemvArgs a) {
     }
   }
 
-  // Warp reduction: every lane ends with every sum; lane t writes output t (row t / MT, x row t % MT).
+  // Warp reduction (every lane ends with every sum), then across the group's warps through shared memory; output
+  // t = r MT + i (row n0 + r, x row i) is written by lane t % 32 of the group's first warp.
+  __shared__ float red[kGemvWarps][NR * MT];
 #pragma unroll
   for (int r = 0; r < NR; ++r)
 #pragma unroll
     for (int i = 0; i < MT; ++i) {
-      if (i >= a.m) break;
       float v = acc[r][i];
 #pragma unroll
       for (int o = 16; o > 0; o /= 2) v += __shfl_xor_sync(0xffffffffu, v, o);
+      acc[r][i] = v;
+      if (ks > 1 && lane == 0) red[warp][r * MT + i] = v;
+    }
+  if (ks > 1) __syncthreads();
+  if (!live || part_k != 0) return;
+#pragma unroll
+  for (int r = 0; r < NR; ++r)
+#pragma unroll
+    for (int i = 0; i < MT; ++i) {
       const int t = r * MT + i;
-      if (lane == t % 32 && n0 + r < a.n) {
-        const int64_t off = int64_t(i) * a.ldy + n0 + r;
-        store_f32(a.y, off, a.ty, a.beta != 0.f ? load_f32(a.y, off, a.ty) + v : v);
-      }
+      if (i >= a.m || lane != t % 32 || n0 + r >= a.n) continue;
+      float v = acc[r][i];
+      for (int j = 1; j < ks; ++j) v += red[warp + j][t];
+      const int64_t off = int64_t(i) * a.ldy + n0 + r;
+      store_f32(a.y, off, a.ty, a.beta != 0.f ? load_f32(a.y, off, a.ty) + v : v);
     }
 }
 

@@ -3,8 +3,9 @@
 // linear, per M (docs/ops/linear.md has the reasoning and the measurements):
 //   M <= 16 (decode): gemv_kernel streams the weights once (dense f32/bf16/f16 or MXFP4 decoded in
 //     registers) against f32 or bf16 x read as they are (other dtypes and unaligned rows are first converted to an
-//     aligned f32 scratch copy).
-//   M > 16: cuBLAS (src/cuda/blas.h) on an operand dtype chosen so that the result is as accurate as fp32:
+//     aligned f32 scratch copy); except bf16 x with dense bf16 W at M > 4, which takes the one cuBLAS GEMM below.
+//   M > 16 (and the exception above): cuBLAS (src/cuda/blas.h) on an operand dtype chosen so that the result is as
+//     accurate as fp32:
 //     W f32                -> SGEMM (fp32, no TF32); x converted to f32 when needed;
 //     W bf16 or MXFP4      -> bf16 tensor-core GEMMs (MXFP4 dequantized exactly into bf16 panels of rows);
 //                             x bf16 is used as is; x f32 is split into 3 bf16 parts (x = x0 + x1 + x2
@@ -50,14 +51,21 @@ void convert(const void* src, DType ts, int64_t lds, void* dst, DType td, int64_
   KIMI_CUDA_CHECK(cudaGetLastError());
 }
 
-// Rows per warp NR and chunks in flight per row U: about 128 bytes of weights in flight per lane (16-byte dense
-// chunks, 8-byte MXFP4 ones), fewer as the MT accumulators per row grow.
+// Rows per warp group NR and chunks in flight per row U: about 128 bytes of weights in flight per lane at small M
+// (16-byte dense chunks, 8-byte MXFP4 ones); at M >= 8 four rows share each x load (x traffic through L1 would
+// otherwise bound it) with fewer chunks in flight. Warps per group ks: enough groups for ~16 warps per SM
+// (kGemvTargetWarps on an H200's 132 SMs), else K split over 2 or 4 warps, as long as each warp keeps whole rounds.
+constexpr int64_t kGemvTargetWarps = 2048;
+
 template <int MT, class WF, class XT>
-void launch_gemv(const GemvArgs& a, cudaStream_t s) {
+void launch_gemv(GemvArgs a, cudaStream_t s) {
   constexpr bool mx = std::is_same_v<WF, Mxfp4W>;
-  constexpr int NR = MT <= 4 ? 2 : 1;
-  constexpr int U = (mx ? 8 : 4) / (MT <= 2 ? 1 : 2);
-  gemv_kernel<MT, NR, U, WF, XT><<<grid_1d(a.n, kGemvWarps * NR, "linear"), kGemvThreads, 0, s>>>(a);
+  constexpr int NR = MT <= 4 ? 2 : 4;
+  constexpr int U = MT <= 2 ? (mx ? 8 : 4) : MT <= 4 ? (mx ? 4 : 2) : (mx ? 2 : 1);
+  const int64_t groups = (a.n + NR - 1) / NR, chunks = a.k / WF::kChunk;
+  a.ks = 1;
+  while (a.ks < 4 && groups * a.ks < kGemvTargetWarps && chunks >= int64_t(64) * a.ks * U) a.ks *= 2;
+  gemv_kernel<MT, NR, U, WF, XT><<<grid_1d(groups, kGemvWarps / a.ks, "linear"), kGemvThreads, 0, s>>>(a);
   KIMI_CUDA_CHECK(cudaGetLastError());
 }
 
@@ -217,7 +225,10 @@ void linear(TensorView x, const Weight& w, TensorView y, float beta, const Conte
     }
     return;
   }
-  if (m <= kGemvMaxM) return linear_gemv(x, w, y, beta, s);
+  // bf16 x and dense bf16 W at M > 4: one cuBLAS tensor-core GEMM reads the weights faster than the FFMA GEMV
+  // (M = 8: 1.5-2.4x, docs/gpu/2026-12-02-h200-gemv.txt); everything else at M <= 16 streams through the GEMV.
+  const bool one_bf16_gemm = x.dtype == DType::bf16 && w.w.dtype == DType::bf16 && !w.is_mxfp4();
+  if (m <= kGemvMaxM && (m <= 4 || !one_bf16_gemm)) return linear_gemv(x, w, y, beta, s);
   linear_gemm(x, w, y, beta, s);
 }
 
