@@ -87,7 +87,7 @@ void prefill(const std::vector<int64_t>& seqs) {
   double pairs = 0;
   for (int64_t l : seqs) pairs += double(l) * double(l + 1) / 2;
   const double flop = 2.0 * double(T) * H * (Dn + Dv) * R + 2.0 * pairs * H * (Dq + Dv);
-  std::printf("kimi mla_prefill T=%lld (%zu seq) H=%lld R=%lld P=%lld Dn=Dv=%lld bf16 gate  %.3f ms  %.1f TFLOP/s fp32\n",
+  std::printf("kimi mla_prefill T=%lld (%zu seq) H=%lld R=%lld P=%lld Dn=Dv=%lld bf16 gate  %.3f ms  %.1f TFLOP/s\n",
               (long long)T, seqs.size(), (long long)H, (long long)R, (long long)P, (long long)Dn, ms,
               flop / (ms * 1e-3) / 1e12);
 }
@@ -99,5 +99,7 @@ int main() {
     for (int64_t len : {4096, 32768}) decode(N, len);
   prefill({4096});
   prefill({2048, 2048});
+  prefill({16384});
+  prefill(std::vector<int64_t>(16, 512));
   return 0;
 }

@@ -76,4 +76,27 @@ void gemm_xwt(cudaStream_t s, int64_t m, int64_t n, int64_t k, const void* x, DT
                     what);
 }
 
+void gemm_batched(cudaStream_t s, int64_t batch, int64_t m, int64_t n, int64_t k, const void* x, DType xt, int64_t ldx,
+                  int64_t sx, const void* w, DType wt, int64_t ldw, int64_t sw, bool w_t, void* y, DType yt, int64_t ldy,
+                  int64_t sy, float beta) {
+  const std::string what = "batch=" + std::to_string(batch) + " m=" + std::to_string(m) + " n=" + std::to_string(n) +
+                           " k=" + std::to_string(k) + " x " + std::string(dtype_name(xt)) + " w " +
+                           std::string(dtype_name(wt)) + (w_t ? " (W^T)" : " (W)") + " y " + std::string(dtype_name(yt));
+  if (xt != wt || xt == DType::f32 || (yt != DType::f32 && yt != xt))
+    throw Error("cuda blas gemm_batched: unsupported dtype combination (" + what + ")");
+  if (ldx < k || ldw < (w_t ? k : n) || ldy < n)
+    throw Error("cuda blas gemm_batched: leading dimension too small (" + what + ")");
+  if (batch == 0 || m == 0 || n == 0) return;
+  const float alpha = 1.f;
+  // Column-major y^T[n, m] = op(W) x^T: W^T row-major [n, k] is W stored k x n (OP_T); W row-major [k, n] is
+  // column-major [n, k] (OP_N).
+  KIMI_CUBLAS_CHECK(cublasGemmStridedBatchedEx(handle(s), w_t ? CUBLAS_OP_T : CUBLAS_OP_N, CUBLAS_OP_N,
+                                               as_int(n, "n", what), as_int(m, "m", what), as_int(k, "k", what), &alpha,
+                                               w, cuda_type(wt), as_int(ldw, "ldw", what), sw, x, cuda_type(xt),
+                                               as_int(ldx, "ldx", what), sx, &beta, y, cuda_type(yt),
+                                               as_int(ldy, "ldy", what), sy, as_int(batch, "batch", what),
+                                               CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+                    what);
+}
+
 }  // namespace kimi::cuda::blas

@@ -23,4 +23,12 @@ namespace kimi::cuda::blas {
 void gemm_xwt(cudaStream_t s, int64_t m, int64_t n, int64_t k, const void* x, DType xt, int64_t ldx, const void* w,
               DType wt, int64_t ldw, void* y, DType yt, int64_t ldy, float beta);
 
+// gemm_batched: `batch` independent products, problem b at x + b sx, W + b sw, y + b sy (element offsets; sw = 0
+// shares one W), each
+//   w_t: y = x W^T (W [n, k], rows ldw apart)    !w_t: y = x W (W [k, n], rows ldw apart, ldw >= n)
+// with the dtype and leading-dimension rules of gemm_xwt (x and W bf16 or f16 here: the attention products).
+void gemm_batched(cudaStream_t s, int64_t batch, int64_t m, int64_t n, int64_t k, const void* x, DType xt, int64_t ldx,
+                  int64_t sx, const void* w, DType wt, int64_t ldw, int64_t sw, bool w_t, void* y, DType yt, int64_t ldy,
+                  int64_t sy, float beta);
+
 }  // namespace kimi::cuda::blas

@@ -41,6 +41,7 @@ void mla_prefill(TensorView q, TensorView latent, TensorView k_pe, const Weight&
                  const std::vector<int64_t>& cu, const MlaDims& d, TensorView o, const Context& ctx) {
   const int64_t B = q.size(0), T = q.size(1), M = B * T;
   const int64_t H = d.heads, R = d.kv_lora, P = d.qk_rope, Dn = d.qk_nope, Dv = d.v_dim, Dk = Dn + P, Dkv = Dn + Dv;
+  if (mla_prefill_gemm(q, latent, k_pe, w_kvb, gate, cu, d, o, ctx)) return;  // bf16 operands: tensor cores
   if (Dk > mla::kPfMaxDk || Dv > mla::kPfMaxDv)
     throw Error("mla_prefill: the CUDA backend supports Dn + P <= " + to_string(mla::kPfMaxDk) + " and Dv <= " +
                 to_string(mla::kPfMaxDv) + "; got Dn + P = " + to_string(Dk) + ", Dv = " + to_string(Dv));

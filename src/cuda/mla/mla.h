@@ -1,7 +1,8 @@
 // src/cuda/mla/mla.h: CUDA launchers of kimi/ops/mla.h (arguments validated and index tensors read on the host
 // by src/ops/mla.cpp, exactly as for the CPU backend; float tensors on one CUDA device).
-//   mla_prefill: fp32 GEMM kv = latent W_kvb^T (gemm.cuh), then causal FFMA flash attention (prefill.cuh).
-//     Dn + P <= 256, Dv <= 128.
+//   mla_prefill: bf16 q, latent, k_pe and W_kvb (o bf16 or f32): cuBLAS tensor-core GEMMs and a causal softmax
+//     (prefill_gemm.cu, mla_prefill_gemm); otherwise fp32 GEMM kv = latent W_kvb^T (gemm.cuh), then causal FFMA
+//     flash attention (prefill.cuh), Dn + P <= 256, Dv <= 128.
 //   mla_cache_write: one CTA per written row (cache_write.cuh).
 //   mla_decode: absorb, split-sequence attention over all heads of a head group, combine + W_kvb_v (decode.cuh).
 //     R <= 512.
@@ -20,6 +21,10 @@ namespace kimi::cuda {
 
 void mla_prefill(TensorView q, TensorView latent, TensorView k_pe, const Weight& w_kvb, TensorView gate,
                  const std::vector<int64_t>& cu, const MlaDims& d, TensorView o, const Context& ctx);
+// The bf16 tensor-core form of mla_prefill (prefill_gemm.cu): false (nothing done) where its operands are not bf16
+// with contiguous last dimensions and evenly strided tokens.
+bool mla_prefill_gemm(TensorView q, TensorView latent, TensorView k_pe, const Weight& w_kvb, TensorView gate,
+                      const std::vector<int64_t>& cu, const MlaDims& d, TensorView o, const Context& ctx);
 void mla_cache_write(TensorView latent, TensorView k_pe, TensorView cache, const std::vector<int64_t>& start,
                      const std::vector<int64_t>& slots, const Context& ctx);
 void mla_decode(TensorView q, TensorView cache, const std::vector<int64_t>& lens, const std::vector<int64_t>& slots,
