@@ -222,6 +222,7 @@ class Cli(unittest.TestCase):
         missing = os.path.join(self.tmp.name, "no", "plan.json")
         self.fails(["plan", cfg, "--csv", missing],
                    f"plan: --csv '{missing}': cannot be created: '{os.path.dirname(missing)}' does not exist")
+        self.fails(["plan", cfg, "--json", ""], "plan: --json '': expected a file path or '-' (stdout), got an empty one")
         self.fails(["plan", cfg, "--json", "-", "--csv", "-"],
                    "plan: --csv: expected a file path when --json is '-' (one of them may take stdout), got '-'")
         same = os.path.join(self.tmp.name, "same")

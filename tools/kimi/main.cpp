@@ -97,7 +97,11 @@ int main(int argc, char** argv) {
     if (random_model->parsed()) return kimi::cli::run_random_model(rm);
     if (inspect->parsed()) return kimi::cli::run_inspect(inspect_dir, inspect_device);
     if (generate->parsed()) return kimi::cli::run_generate(gen);
-    if (plan->parsed()) return kimi::cli::run_plan(plan_opt);
+    if (plan->parsed()) {
+      plan_opt.json_given = plan->count("--json") > 0;
+      plan_opt.csv_given = plan->count("--csv") > 0;
+      return kimi::cli::run_plan(plan_opt);
+    }
   } catch (const kimi::Error& e) {
     std::fprintf(stderr, "kimi: %s\n", e.what());
     return 2;

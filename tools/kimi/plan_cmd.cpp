@@ -14,6 +14,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <tuple>
 #include <nlohmann/json.hpp>
 
 #include "kimi/error.h"
@@ -118,17 +119,17 @@ Plan check_flags(const PlanOptions& opt) {
   }
   if (opt.experts != "auto" && opt.experts != "bf16" && opt.experts != "mxfp4")
     throw Error("plan: --experts: expected auto, bf16 or mxfp4, got '" + opt.experts + "'");
-  if (!opt.json.empty() || !opt.csv.empty()) {
-    if (opt.json == "-" && opt.csv == "-")
-      throw Error("plan: --csv: expected a file path when --json is '-' (one of them may take stdout), got '-'");
-    if (!opt.json.empty() && opt.json == opt.csv)
-      throw Error("plan: --csv: expected a path other than --json's, got '" + opt.csv + "'");
-    for (const auto& [flag, path] : {std::pair{"--json", &opt.json}, std::pair{"--csv", &opt.csv}}) {
-      if (path->empty() || *path == "-") continue;
-      if (const std::string why = output_problem(*path); !why.empty())
-        throw Error(std::string("plan: ") + flag + " '" + *path + "': " + why);
-    }
+  for (const auto& [flag, path, given] : {std::tuple{"--json", &opt.json, opt.json_given},
+                                          std::tuple{"--csv", &opt.csv, opt.csv_given}}) {
+    if (!given && path->empty()) continue;
+    if (*path == "-") continue;
+    if (const std::string why = output_problem(*path); !why.empty())
+      throw Error(std::string("plan: ") + flag + " '" + *path + "': " + why);
   }
+  if (opt.json == "-" && opt.csv == "-")
+    throw Error("plan: --csv: expected a file path when --json is '-' (one of them may take stdout), got '-'");
+  if (!opt.json.empty() && opt.json == opt.csv)
+    throw Error("plan: --csv: expected a path other than --json's, got '" + opt.csv + "'");
 
   // The config last: it is the one flag that reads a file.
   const auto names = named_config_names();

@@ -26,6 +26,7 @@ struct PlanOptions {
   std::string dtype = "bf16";      // activations and the MLA latent / conv caches: bf16, f16 or f32
   std::string experts = "auto";    // routed expert storage: auto (MXFP4 for K3 layout configs), bf16, mxfp4
   std::string json, csv;           // output files ("-": stdout, instead of the table)
+  bool json_given = false, csv_given = false;  // the flag was on the command line (an empty path is an error)
   bool per_op = false;             // print every op of both steps
 };
 int run_plan(const PlanOptions& opt);
