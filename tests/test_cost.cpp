@@ -175,6 +175,11 @@ TEST(Cost, KimiLinearSliceActiveWeightsPerDecodeToken) {
   // Issue 23: "1.56 GB of active bf16 weights per step" = 782 M active parameters without the embedding (BENCH.md)
   // in bf16, plus the fp32 parameters' other two bytes and one embedding row.
   EXPECT_NEAR(f.bytes_weights / 1e9, 1.564, 0.001);
+  // Batch 32: the expected distinct experts (163.3 of 256) per MoE layer, 32 embedding rows, the rest once.
+  const ForwardCost b32 = forward_cost(c, {32, 1, 128, DType::bf16});
+  const double U = 256 * (1 - std::pow(1 - 8.0 / 256, 32));
+  EXPECT_DOUBLE_EQ(b32.touched_experts, U);
+  EXPECT_NEAR(b32.bytes_weights, schema_bytes(c, false, U / 256, 32), 1e-12 * b32.bytes_weights);  // summation order
   // The full model: 27 layers.
   const ForwardCost full = forward_cost(from_file("kimi-linear-48b-a3b.json"), {1, 1, 0, DType::bf16});
   EXPECT_DOUBLE_EQ(full.bytes_weights, schema_bytes(from_file("kimi-linear-48b-a3b.json"), false, 8.0 / 256, 1));

@@ -260,6 +260,12 @@ class Cli(unittest.TestCase):
         self.assertEqual(len(rows), len(pre["ops"]) + len(dec["ops"]))
         self.assertEqual(list(rows[0].keys())[-2:], ["h200_seconds", "b200_seconds"])
         self.assertEqual((rows[0]["step"], rows[0]["layer_kind"], rows[0]["op"]), ("prefill", "embed", "embed_tokens"))
+        # --per-op: one row per op of both steps, timed on the first chip.
+        rc, stdout, err = run("plan", self.model, "--per-op", "--chip", "b200", "--chip", "h100")
+        self.assertEqual(rc, 0, err)
+        self.assertIn("\nper op on b200:\n", stdout)
+        self.assertRegex(stdout, r"\ndecode +0 kda +q_proj +[\d.]+ +[\d.]+ +[\d.]+ +[\d.]+ +[\d.]+ +memory\n")
+        self.assertRegex(stdout, r"\nprefill +-1 head +lm_head ")
         # '-' writes the JSON to stdout alone.
         rc, stdout, err = run("plan", self.model, "--json", "-")
         self.assertEqual(rc, 0, err)
