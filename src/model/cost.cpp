@@ -235,7 +235,9 @@ class Builder {
   }
 
   const Config& c_;
-  double N_, T_, ctx_, M_, d_, a_, cb_, w_, e_;
+  double N_, T_, ctx_, M_, d_;
+  double a_, cb_, w_, e_;  // bytes per activation, per MLA latent / conv cache element (the same dtype), per dense
+                           // weight, per routed-expert weight
   ForwardCost out_;
 };
 
