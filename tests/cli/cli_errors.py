@@ -6,6 +6,8 @@ typed, the expected range and the value; on good input, what the flags promise. 
 
 Each check writes into its own temporary directory; one k3-tiny checkpoint (~1.2 MB) is shared.
 """
+import csv
+import json
 import os
 import re
 import subprocess
@@ -182,6 +184,103 @@ class Cli(unittest.TestCase):
                    "random-model: config: expected k3-tiny, kimi-linear-tiny, k3-slice or a config.json path, "
                    "got 'k3-huge' (no such file)")
 
+    # --- plan: the cost model of the forward (kimi/model/cost.h) ---------------------------------------------
+    def test_plan_flags(self):
+        cfg = "kimi-linear-tiny"
+        self.fails(["plan", cfg, "--chip", "a100"],
+                   "plan: --chip: expected h200, h100 or b200 (or --bandwidth and --tflops for another chip), got 'a100'")
+        for v in ["0", "-1", "abc", "1048577", "1.5", ""]:
+            self.fails(["plan", cfg, "--batch", v], f"plan: --batch: expected an integer in [1, 1048576], got '{v}'")
+        self.fails(["plan", cfg, "--prompt", "0"],
+                   "plan: --prompt: expected an integer in [1, 1048576] (the context limit), got '0'")
+        self.fails(["plan", cfg, "--context", "-1"],
+                   "plan: --context: expected an integer in [0, 1048575] (the context limit less the new token), got '-1'")
+        for v in ["0", "-3", "nan", "inf", "fast"]:
+            self.fails(["plan", cfg, "--target-tps", v],
+                       f"plan: --target-tps: expected a finite number > 0 (decode tokens/s per sequence), got '{v}'")
+        self.fails(["plan", cfg, "--bandwidth", "3000"],
+                   "plan: --bandwidth: expected --bandwidth and --tflops together (a chip given on the command line "
+                   "needs both), got --bandwidth 3000 alone")
+        self.fails(["plan", cfg, "--tflops", "900"], "plan: --tflops: expected --bandwidth and --tflops together",
+                   "got --tflops 900 alone")
+        self.fails(["plan", cfg, "--bandwidth", "3000", "--tflops", "-1"],
+                   "plan: --tflops: expected a finite number > 0 (dense bf16 TFLOP/s), got '-1'")
+        self.fails(["plan", cfg, "--bandwidth", "0", "--tflops", "900"],
+                   "plan: --bandwidth: expected a finite number > 0 (GB/s), got '0'")
+        self.fails(["plan", cfg, "--dtype", "fp8"], "plan: --dtype: expected bf16, f16 or f32, got 'fp8'")
+        self.fails(["plan", cfg, "--experts", "fp4"], "plan: --experts: expected auto, bf16 or mxfp4, got 'fp4'")
+        self.fails(["plan", "k3-huge"],
+                   "plan: config: expected k3-tiny, kimi-linear-tiny, k3-slice, a checkpoint directory or a config.json "
+                   "path, got 'k3-huge' (no such file)")
+        self.fails(["plan", self.tmp.name],  # a directory without config.json
+                   f"plan: config: {self.tmp.name}/config.json: cannot open: no such file")
+        bad = os.path.join(self.tmp.name, "bad-config.json")
+        with open(bad, "w") as f:
+            f.write('{"vocab_size": 0}')
+        self.fails(["plan", bad], f"plan: config: {bad}: field 'vocab_size': expected an integer >= 1, got 0")
+        self.fails(["plan", cfg, "--json", self.tmp.name], f"plan: --json '{self.tmp.name}': is a directory")
+        missing = os.path.join(self.tmp.name, "no", "plan.json")
+        self.fails(["plan", cfg, "--csv", missing],
+                   f"plan: --csv '{missing}': cannot be created: '{os.path.dirname(missing)}' does not exist")
+        self.fails(["plan", cfg, "--json", ""], "plan: --json '': expected a file path or '-' (stdout), got an empty one")
+        self.fails(["plan", cfg, "--json", "-", "--csv", "-"],
+                   "plan: --csv: expected a file path when --json is '-' (one of them may take stdout), got '-'")
+        same = os.path.join(self.tmp.name, "same")
+        self.fails(["plan", cfg, "--json", same, "--csv", same], f"plan: --csv: expected a path other than --json's, got '{same}'")
+        self.assertFalse(os.path.exists(same))  # refused before anything is written
+
+    def test_plan_json_and_csv(self):
+        out = os.path.join(self.tmp.name, "plan.json")
+        csv_path = os.path.join(self.tmp.name, "plan.csv")
+        rc, stdout, err = run("plan", self.model, "--batch", 2, "--prompt", 16, "--context", 100, "--chip", "h200",
+                              "--chip", "b200", "--target-tps", 50, "--json", out, "--csv", csv_path)
+        self.assertEqual(rc, 0, err)
+        self.assertIn("\nh200 ", stdout)  # the table is printed beside the files
+        with open(out) as f:
+            j = json.load(f)
+        self.assertEqual([c["name"] for c in j["chips"]], ["h200", "b200"])
+        self.assertTrue(j["config"]["mxfp4_experts"])  # k3-tiny is K3's layout: MXFP4 experts by default
+        pre, dec = j["steps"]["prefill"], j["steps"]["decode"]
+        self.assertEqual(pre["workload"], {"batch": 2, "new_tokens_per_seq": 16, "context": 0, "activations": "bf16"})
+        self.assertEqual(dec["workload"], {"batch": 2, "new_tokens_per_seq": 1, "context": 100, "activations": "bf16"})
+        self.assertEqual(pre["tokens"], 32)
+        for step in (pre, dec):
+            for key in ("bytes_weights", "bytes_activations", "bytes_cache", "flops"):
+                self.assertAlmostEqual(sum(o[key] for o in step["ops"]), step[key], delta=1e-9 * step[key])
+            for p in step["predictions"]:
+                t = sum(o["seconds"][p["chip"]] for o in step["ops"])
+                self.assertAlmostEqual(p["seconds"], t, delta=1e-12 + 1e-9 * t)
+                self.assertAlmostEqual(p["tokens_per_s"], step["tokens"] / p["seconds"], delta=1e-6 * p["tokens_per_s"])
+        # 16 experts top-4, 2 decode tokens: 16 * (1 - (3/4)^2) distinct experts per MoE layer.
+        self.assertAlmostEqual(dec["touched_experts"], 16 * (1 - 0.75 ** 2), places=9)
+        self.assertEqual(j["target"]["bandwidth_bytes_per_s"], dec["bytes"] * 50)
+        self.assertEqual(j["target"]["decode_tokens_per_s_total"], 100)
+        with open(csv_path) as f:
+            rows = list(csv.DictReader(f))
+        self.assertEqual(len(rows), len(pre["ops"]) + len(dec["ops"]))
+        self.assertEqual(list(rows[0].keys())[-2:], ["h200_seconds", "b200_seconds"])
+        self.assertEqual((rows[0]["step"], rows[0]["layer_kind"], rows[0]["op"]), ("prefill", "embed", "embed_tokens"))
+        # --per-op: one row per op of both steps, timed on the first chip.
+        rc, stdout, err = run("plan", self.model, "--per-op", "--chip", "b200", "--chip", "h100")
+        self.assertEqual(rc, 0, err)
+        self.assertIn("\nper op on b200:\n", stdout)
+        self.assertRegex(stdout, r"\ndecode +0 kda +q_proj +[\d.]+ +[\d.]+ +[\d.]+ +[\d.]+ +[\d.]+ +memory\n")
+        self.assertRegex(stdout, r"\nprefill +-1 head +lm_head ")
+        # '-' writes the JSON to stdout alone.
+        rc, stdout, err = run("plan", self.model, "--json", "-")
+        self.assertEqual(rc, 0, err)
+        self.assertEqual(json.loads(stdout)["steps"]["decode"]["workload"]["context"], 2048)  # --context = --prompt
+
+    def test_plan_kimi_linear_slice_decode_weights(self):
+        # Issue 23: ~1.56 GB of active bf16 weights per decode step at batch 1 for the real-width slice.
+        slice_cfg = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "configs",
+                                 "kimi-linear-48b-slice.json")
+        rc, stdout, err = run("plan", slice_cfg, "--json", "-")
+        self.assertEqual(rc, 0, err)
+        dec = json.loads(stdout)["steps"]["decode"]
+        self.assertAlmostEqual(dec["bytes_weights"] / 1e9, 1.564, places=3)
+        self.assertEqual(dec["touched_experts"], 8)
+
     # --- --help: item 9 ---------------------------------------------------------------------------------
     def test_help_shows_defaults_and_named_configs(self):
         rc, out, _ = run("generate", "--help")
@@ -195,6 +294,11 @@ class Cli(unittest.TestCase):
             self.assertIn(text, out)
         for name in ["k3-tiny", "kimi-linear-tiny", "k3-slice"]:
             self.assertRegex(out, rf"\n  {name} +\S")  # a line of the named-config list describes it
+        rc, out, _ = run("plan", "--help")
+        self.assertEqual(rc, 0)
+        for text in ["--batch TEXT=1", "--prompt TEXT=2048", "--dtype TEXT=bf16", "--experts TEXT=auto",
+                     "Decode tokens/s PER SEQUENCE", "configs/k3.json"]:
+            self.assertIn(text, out)
 
 
 if __name__ == "__main__":

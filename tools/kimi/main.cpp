@@ -4,11 +4,14 @@
 //   kimi inspect DIR [--device cuda]        config summary, tensors, bytes, parameter counts, placement
 //   kimi generate DIR --prompt 1,2,3        generate tokens (greedy or sampled), tokens per second
 //                 [--device cuda[:i]]       on a GPU: blocks without CUDA kernels on the CPU (noted)
+//   kimi plan CONFIG [--chip h200] [--batch N --prompt T --context C --target-tps R] [--json F --csv F]
+//                                           bytes, FLOPs and roofline speed of prefill and decode (cost.h)
 #include <CLI/CLI.hpp>
 
 #include "kimi/check.h"
 #include "kimi/error.h"
 #include "kimi/model_cmds.h"
+#include "kimi/plan_cmd.h"
 
 #include <cstdio>
 #include <exception>
@@ -64,12 +67,41 @@ int main(int argc, char** argv) {
   generate->add_option("--device", gen.device,
                        "cpu, cuda or cuda:i (blocks without CUDA kernels run on the CPU, with a note)");
 
+  kimi::cli::PlanOptions plan_opt;
+  auto* plan = app.add_subcommand("plan", "Bytes, FLOPs and roofline speed of a prefill and a decode step on chips");
+  plan->footer(std::string("The prefill step is --batch sequences of --prompt new tokens from an empty cache; the decode\n"
+                           "step is one new token for each of --batch sequences holding --context tokens. Every op is\n"
+                           "timed max(bytes / bandwidth, FLOPs / peak); see docs/model/cost_model.md.\n") +
+               kimi::cli::kNamedConfigsHelp +
+               "Or a checkpoint directory. The real models: configs/kimi-linear-48b-a3b.json,\n"
+               "configs/kimi-linear-48b-slice.json (its 4 first layers) and configs/k3.json.\n");
+  plan->add_option("config", plan_opt.config, "A named config (below), a checkpoint directory or a config.json path")
+      ->required();
+  plan->add_option("--chip", plan_opt.chips, "h200 (measured here), h100 or b200; repeat for several (default h200)");
+  plan->add_option("--bandwidth", plan_opt.bandwidth, "Another chip: its HBM bandwidth in GB/s (with --tflops)");
+  plan->add_option("--tflops", plan_opt.tflops, "Another chip: its dense bf16 TFLOP/s (with --bandwidth)");
+  plan->add_option("--batch", plan_opt.batch, "Sequences per step, in [1, 2^20]");
+  plan->add_option("--prompt", plan_opt.prompt, "Prefill tokens per sequence, in [1, 2^20]");
+  plan->add_option("--context", plan_opt.context, "Tokens in each sequence's cache at the decode step (default: --prompt)");
+  plan->add_option("--target-tps", plan_opt.target_tps,
+                   "Decode tokens/s PER SEQUENCE to reach: prints the HBM bandwidth it needs");
+  plan->add_option("--dtype", plan_opt.dtype, "Activations and MLA latent / conv caches: bf16, f16 or f32");
+  plan->add_option("--experts", plan_opt.experts, "Routed expert weights: auto (MXFP4 for K3 layout configs), bf16, mxfp4");
+  plan->add_option("--json", plan_opt.json, "Also write everything as JSON to this file ('-': stdout, no table)");
+  plan->add_option("--csv", plan_opt.csv, "Also write the per-op rows as CSV to this file ('-': stdout, no table)");
+  plan->add_flag("--per-op", plan_opt.per_op, "Print every op of both steps (timed on the first chip)");
+
   CLI11_PARSE(app, argc, argv);
   try {
     if (check->parsed()) return kimi::cli::run_check(check_opt) == 0 ? 0 : 1;
     if (random_model->parsed()) return kimi::cli::run_random_model(rm);
     if (inspect->parsed()) return kimi::cli::run_inspect(inspect_dir, inspect_device);
     if (generate->parsed()) return kimi::cli::run_generate(gen);
+    if (plan->parsed()) {
+      plan_opt.json_given = plan->count("--json") > 0;
+      plan_opt.csv_given = plan->count("--csv") > 0;
+      return kimi::cli::run_plan(plan_opt);
+    }
   } catch (const kimi::Error& e) {
     std::fprintf(stderr, "kimi: %s\n", e.what());
     return 2;
