@@ -122,7 +122,7 @@ GenerateResult generate(const Model& model, std::span<const std::vector<int32_t>
   r.tokens.resize(size_t(N));
   r.finish.assign(size_t(N), FinishReason::length);
   std::vector<int64_t> active(slots);  // sequences still generating (their slot = their index)
-  auto take = [&](const Tensor& logits, std::span<const int64_t> seqs) {
+  auto take = [&](const Tensor& logits, std::span<const int64_t> seqs) {  // row i: sequence seqs[i]
     std::vector<int64_t> still;
     for (size_t i = 0; i < seqs.size(); ++i) {
       const int64_t n = seqs[i];
@@ -138,8 +138,13 @@ GenerateResult generate(const Model& model, std::span<const std::vector<int32_t>
     return still;
   };
 
+  // One plan for the whole generation: the prefill is its largest step (unless the model's plan already holds
+  // it); every step then runs in the planned arenas and writes its logits into one reused host buffer.
+  const StepPlanInfo planned = model.planned();
+  if (planned.max_tokens < int64_t(tokens.size()) || planned.max_seqs < N) model.plan(int64_t(tokens.size()), N);
+  Tensor logits(DType::f32, {N, V});
   auto t0 = std::chrono::steady_clock::now();
-  Tensor logits = forward(model, cache, {tokens, cu, slots}, {}, ctx);
+  forward_into(model, cache, {tokens, cu, slots}, logits, {}, ctx);
   r.prefill_seconds = seconds_since(t0);
   r.prefill_tokens = int64_t(tokens.size());
   active = take(logits, active);
@@ -154,7 +159,7 @@ GenerateResult generate(const Model& model, std::span<const std::vector<int32_t>
       room = std::max(room, cache.length(n) + 1);
     }
     if (room > cache.max_len()) cache.reserve(std::min(full, std::max(room, 2 * cache.max_len())));
-    logits = forward(model, cache, {step, off, active}, {}, ctx);
+    forward_into(model, cache, {step, off, active}, logits.view().slice(0, 0, int64_t(active.size())), {}, ctx);
     r.decode_tokens += int64_t(step.size());
     active = take(logits, active);
   }

@@ -1,7 +1,10 @@
 // kimi/ops/mla.h: validation and dispatch. Every size is derived from the tensors and cross-checked.
 #include "kimi/ops/mla.h"
 
+#include <algorithm>
 #include <cmath>
+#include <numeric>
+#include <tuple>
 #include <string>
 #include <unordered_map>
 
@@ -102,7 +105,26 @@ void mla_cache_write(TensorView latent, TensorView k_pe, TensorView cache, Tenso
       c.fail("start", "0 <= start[n] and start[n] + T <= L = " + to_string(L) + " (T = " + to_string(T) + ")",
              "start[" + to_string(n) + "] = " + to_string(s));
   }
-  const std::vector<int64_t> sl = c.slots("slots", slots, N, "cache", Nc, true);
+  const std::vector<int64_t> sl = c.slots("slots", slots, N, "cache", Nc, false);
+  // Each cache row is written once: a slot may repeat (a packed batch written a row per token) only with
+  // disjoint row ranges [start, start + T).
+  std::vector<int64_t> order(static_cast<size_t>(N));
+  std::iota(order.begin(), order.end(), int64_t(0));
+  std::sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
+    return std::tuple(sl[size_t(a)], st[size_t(a)], a) < std::tuple(sl[size_t(b)], st[size_t(b)], b);
+  });
+  for (size_t i = 1; i < order.size(); ++i) {
+    const int64_t a = order[i - 1], b = order[i];
+    if (sl[size_t(a)] == sl[size_t(b)] && st[size_t(b)] - st[size_t(a)] < T) {
+      const int64_t lo = std::min(a, b), hi = std::max(a, b);
+      c.fail("slots",
+             "distinct rows of 'cache' (a slot may repeat only with disjoint row ranges [start, start + T), T = " +
+                 to_string(T) + ")",
+             "slots[" + to_string(lo) + "] = slots[" + to_string(hi) + "] = " + to_string(sl[size_t(a)]) + " with start[" +
+                 to_string(lo) + "] = " + to_string(st[size_t(lo)]) + " and start[" + to_string(hi) +
+                 "] = " + to_string(st[size_t(hi)]));
+    }
+  }
   const Device dev = c.same_device({{"latent", &latent}, {"k_pe", &k_pe}, {"cache", &cache}});
   dispatch(c, dev, registry().mla_cache_write, latent, k_pe, cache, st, sl, ctx);
 }

@@ -41,7 +41,9 @@ void mla_prefill(TensorView q, TensorView latent, TensorView k_pe, const Weight&
 
 // Writes T tokens into the latent cache: cache[slots[n], start[n] + t, :] = [latent[n, t] | k_pe[n, t]].
 // latent [N, T, R]; k_pe [N, T, P]; cache [Nc, L, R+P]; start i32 [N]; slots optional i32 [N]
-// (row n goes to cache row slots[n], default n; distinct, in [0, Nc)). 0 <= start[n], start[n] + T <= L.
+// (row n goes to cache row slots[n], default n; in [0, Nc)). 0 <= start[n], start[n] + T <= L.
+// Every cache row is written at most once: a slot may repeat only with disjoint ranges [start, start + T)
+// (a packed varlen batch is written as N = total tokens rows of T = 1, each with its slot and position).
 void mla_cache_write(TensorView latent, TensorView k_pe, TensorView cache, TensorView start,
                      TensorView slots, const Context& ctx = {});
 
