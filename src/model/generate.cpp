@@ -138,10 +138,13 @@ GenerateResult generate(const Model& model, std::span<const std::vector<int32_t>
     return still;
   };
 
-  // One plan for the whole generation: the prefill is its largest step (unless the model's plan already holds
-  // it); every step then runs in the planned arenas and writes its logits into one reused host buffer.
+  // The prefill is the largest step: its forward plans the model for it (unless Model::plan fixed larger limits),
+  // so the decode steps run in the planned arenas, and every step writes its logits into one reused host buffer.
   const StepPlanInfo planned = model.planned();
-  if (planned.max_tokens < int64_t(tokens.size()) || planned.max_seqs < N) model.plan(int64_t(tokens.size()), N);
+  if (planned.explicit_plan && (planned.max_tokens < int64_t(tokens.size()) || planned.max_seqs < N))
+    throw Error("generate: prompts: expected at most " + std::to_string(planned.max_tokens) + " tokens in at most " +
+                std::to_string(planned.max_seqs) + " prompts (the model's Model::plan), got " +
+                std::to_string(tokens.size()) + " tokens in " + std::to_string(N));
   Tensor logits(DType::f32, {N, V});
   auto t0 = std::chrono::steady_clock::now();
   forward_into(model, cache, {tokens, cu, slots}, logits, {}, ctx);
