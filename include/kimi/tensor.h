@@ -5,8 +5,8 @@
 // ndim, dtype, shape, strides in elements, byte_offset 0). A default-constructed view is "absent":
 // operators take absent views for optional arguments (no initial state, no cu_seqlens, ...).
 //
-// Tensor owns a zero-initialised, contiguous buffer on one device (64-byte-aligned host memory by
-// default, or CUDA device memory) and hands out views of it. Memory owned elsewhere (a framework's
+// Tensor owns a zero-initialised (or, from Tensor::uninitialized, unfilled), contiguous buffer on one device
+// (64-byte-aligned host memory by default, or CUDA device memory) and hands out views of it. Memory owned elsewhere (a framework's
 // tensor, a memory-mapped checkpoint) is reached through views with the same constructors.
 #pragma once
 
