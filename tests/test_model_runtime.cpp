@@ -222,7 +222,26 @@ TEST(Plan, ArgumentsAreValidated) {
   EXPECT_KIMI_ERROR(m.set_activation_dtype(DType::f16), "Model::set_activation_dtype", "'activation_dtype'",
                     "f32 or bf16", "got f16");
   EXPECT_KIMI_ERROR(m.set_activation_dtype(DType::i32), "'activation_dtype'", "got i32");
+  Cache cache(m, 1, 4);
+  const int32_t tok[1] = {1};
+  EXPECT_KIMI_ERROR(forward(m, cache, {tok, {}, {}}), "forward", "'batch.cu_seqlens'", "at least 2 offsets", "got 0");
   EXPECT_EQ(m.planned().max_tokens, 0);  // nothing planned by the refused calls
+}
+
+TEST(Plan, AForwardFromInsideAForwardIsRefused) {
+  const Model m(testutil::tiny_dir("kimi-linear-tiny"));
+  Cache cache(m, 2, 8), other(m, 2, 8);
+  const int32_t tok[2] = {3, 4};
+  const int64_t cu[2] = {0, 2}, slot[1] = {0};
+  ForwardOptions opt;
+  opt.on_layer = [&](int64_t layer, TensorView) {
+    if (layer == 0) forward(m, other, {tok, cu, slot});
+  };
+  EXPECT_KIMI_ERROR(forward(m, cache, {tok, cu, slot}, opt), "forward: called from inside a forward on the same Model");
+  EXPECT_EQ(cache.length(0), 0);  // the failed step's slots are emptied
+  EXPECT_EQ(other.length(0), 0);
+  forward(m, cache, {tok, cu, slot});  // the lock was released
+  EXPECT_EQ(cache.length(0), 2);
 }
 
 TEST(Plan, ForwardWithoutAPlanPlansForItsBatchAndKeepsTheLarger) {

@@ -64,6 +64,12 @@ StepRuntime& runtime_of(const Model& m) { return *m.runtime_; }
 
 namespace {
 
+// An i64 [n] host view of the batch's values (never absent, even when empty: the checks then report the count).
+TensorView host_i64(std::span<const int64_t> v) {
+  static int64_t none = 0;
+  return TensorView(v.empty() ? &none : const_cast<int64_t*>(v.data()), DType::i64, {int64_t(v.size())});
+}
+
 // Validates the batch against the model and the cache into s's offsets, slots and starts (nothing else is
 // touched, so a refused batch changes nothing).
 void check_step(const Config& c, const Placement& p, const Cache& cache, const Batch& b, Step& s) {
@@ -72,8 +78,7 @@ void check_step(const Config& c, const Placement& p, const Cache& cache, const B
   cache.check_devices(p);
   const int64_t T = int64_t(b.tokens.size());
   // offsets: the operators' cu_seqlens rules (>= 2 offsets, from 0, non-decreasing, ending at T), then >= 1 token each
-  s.cu = k.cu_seqlens("batch.cu_seqlens",
-                      TensorView(const_cast<int64_t*>(b.cu_seqlens.data()), DType::i64, {int64_t(b.cu_seqlens.size())}), T);
+  s.cu = k.cu_seqlens("batch.cu_seqlens", host_i64(b.cu_seqlens), T);
   s.T = T, s.N = int64_t(s.cu.size()) - 1;
   for (int64_t n = 0; n < s.N; ++n)
     if (s.len(n) < 1)
@@ -85,8 +90,7 @@ void check_step(const Config& c, const Placement& p, const Cache& cache, const B
              "tokens[" + std::to_string(t) + "] = " + std::to_string(b.tokens[size_t(t)]));
   if (int64_t(b.slots.size()) != s.N)
     k.fail("batch.slots", std::to_string(s.N) + " slots (one per sequence)", std::to_string(b.slots.size()));
-  s.slot = k.slots("batch.slots", TensorView(const_cast<int64_t*>(b.slots.data()), DType::i64, {s.N}), s.N, "cache",
-                   cache.max_seqs(), true);
+  s.slot = k.slots("batch.slots", host_i64(b.slots), s.N, "cache", cache.max_seqs(), true);
   s.decode = true;
   s.start.clear();
   for (int64_t n = 0; n < s.N; ++n) {

@@ -16,15 +16,15 @@ Workspace& Workspaces::on(Device d) {
 }
 
 StepLock::StepLock(StepRuntime& rt, const char* op) : rt_(rt) {
-  if (rt.owner == std::this_thread::get_id())
+  if (rt.owner.load() == std::this_thread::get_id())
     throw Error(std::string(op) + ": called from inside a forward on the same Model (an on_layer callback); a Model "
                 "runs one step at a time");
   rt.mu.lock();
-  rt.owner = std::this_thread::get_id();
+  rt.owner.store(std::this_thread::get_id());
 }
 
 StepLock::~StepLock() {
-  rt_.owner = std::thread::id();
+  rt_.owner.store(std::thread::id());
   rt_.mu.unlock();
 }
 

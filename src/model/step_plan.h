@@ -10,6 +10,7 @@
 //   no plan yet / only implicit ones: forward() plans for its batch, keeping the larger of the old and new sizes.
 #pragma once
 
+#include <atomic>
 #include <mutex>
 #include <optional>
 #include <thread>
@@ -41,7 +42,7 @@ struct StepLimits {
 
 struct StepRuntime {
   std::mutex mu;                       // one step (or plan) at a time per Model
-  std::thread::id owner;               // the thread holding mu (a re-entrant call is refused, not deadlocked)
+  std::atomic<std::thread::id> owner;  // the thread holding mu (a re-entrant call is refused, not deadlocked)
   std::optional<DType> dtype;          // the activation dtype; unset: the device's default
   StepLimits limits;                   // 0: not planned
   bool explicit_plan = false;
