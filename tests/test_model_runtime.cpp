@@ -311,6 +311,21 @@ TEST(Plan, InterleavedFreshAndContinuingSequencesMatchEachAlone) {
     EXPECT_LE(rel_err(rows(5, 8), std::vector<float>(la.end() - 3 * V, la.end())), 2e-5) << name << " continuing a";
     EXPECT_LE(rel_err(rows(8, 9), lc), 2e-5) << name << " fresh sequence c";
     EXPECT_EQ(cache.length(1), 9);
+    // fresh sequences first (the rows stay in place): d fresh in slot 3, then a continuing with its last token
+    const std::vector<int32_t> d = random_tokens(4, 14, V);
+    Cache cache2(m, 4, 16);
+    const int64_t cu8[2] = {0, 8};
+    forward(m, cache2, {std::span(a.data(), 8), cu8, slot1});
+    std::vector<int32_t> packed2(d.begin(), d.end());
+    packed2.push_back(a[8]);
+    const int64_t cu2[3] = {0, 4, 5}, slots2[2] = {3, 1};
+    const Tensor got2 = forward(m, cache2, {packed2, cu2, slots2}, all);
+    const std::vector<float> ld = testutil::logits_in_pieces(m, d, {4});
+    EXPECT_LE(rel_err(std::vector<float>(got2.data_as<float>(), got2.data_as<float>() + 4 * V), ld), 2e-5) << name << " fresh d";
+    EXPECT_LE(rel_err(std::vector<float>(got2.data_as<float>() + 4 * V, got2.data_as<float>() + 5 * V),
+                      std::vector<float>(la.end() - V, la.end())),
+              2e-5)
+        << name << " continuing a after fresh d";
   }
 }
 
