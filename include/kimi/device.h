@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -21,6 +22,9 @@ std::vector<Device> available_devices();  // cpu, then each CUDA device
 // Raw device memory (host memory for Device::cpu, 64-byte aligned).
 void* device_alloc(Device d, size_t bytes);
 void device_free(Device d, void* p);
+// How many device_alloc calls this process has made, on every device (every Tensor allocation is one).
+// A diagnostic: tests use it to check that a planned model step allocates nothing.
+uint64_t device_alloc_count();
 // bytes at p <- 0 (synchronous).
 void device_zero(Device d, void* p, size_t bytes);
 

@@ -5,8 +5,8 @@
 // ndim, dtype, shape, strides in elements, byte_offset 0). A default-constructed view is "absent":
 // operators take absent views for optional arguments (no initial state, no cu_seqlens, ...).
 //
-// Tensor owns a zero-initialised, contiguous buffer on one device (64-byte-aligned host memory by
-// default, or CUDA device memory) and hands out views of it. Memory owned elsewhere (a framework's
+// Tensor owns a zero-initialised (or, from Tensor::uninitialized, unfilled), contiguous buffer on one device
+// (64-byte-aligned host memory by default, or CUDA device memory) and hands out views of it. Memory owned elsewhere (a framework's
 // tensor, a memory-mapped checkpoint) is reached through views with the same constructors.
 #pragma once
 
@@ -79,6 +79,13 @@ class Tensor {
   Tensor(DType dtype, std::span<const int64_t> shape, Device device = Device::cpu());
   Tensor(DType dtype, std::initializer_list<int64_t> shape, Device device = Device::cpu())
       : Tensor(dtype, std::span<const int64_t>(shape.begin(), shape.size()), device) {}
+  // The same allocation WITHOUT the zero fill: the contents are undefined until written. For buffers that are
+  // always overwritten before they are read (the model's activation arena), where the fill (on CUDA a
+  // cudaMemset and a stream synchronization) is pure cost. The constructors above still zero-fill.
+  static Tensor uninitialized(DType dtype, std::span<const int64_t> shape, Device device = Device::cpu());
+  static Tensor uninitialized(DType dtype, std::initializer_list<int64_t> shape, Device device = Device::cpu()) {
+    return uninitialized(dtype, std::span<const int64_t>(shape.begin(), shape.size()), device);
+  }
 
   TensorView view() const { return view_; }
   operator TensorView() const { return view_; }
@@ -94,6 +101,7 @@ class Tensor {
     Device device;
     void operator()(void* p) const;
   };
+  Tensor(DType dtype, std::span<const int64_t> shape, Device device, bool zero);
   std::unique_ptr<void, Free> buf_;
   TensorView view_;
 };

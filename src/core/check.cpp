@@ -155,6 +155,19 @@ std::vector<int64_t> Checker::host_index(std::string_view arg, const TensorView&
   return v;
 }
 
+bool Checker::device_index(std::string_view arg, const TensorView& t, int64_t n, Device dev) const {
+  if (!t.present() || t.device.type == DeviceType::cpu) return false;
+  rank(arg, t, 1);
+  dtype(arg, t, {DType::i32, DType::i64});
+  shape(arg, t, {n});
+  no_negative_strides(arg, t);
+  if (t.device != dev)
+    fail(arg, dev.type == DeviceType::cpu ? std::string("an index tensor readable on the host (device cpu, like the tensors)")
+                                          : "device cpu (host values) or " + to_string(dev) + " (the tensors' device)",
+         to_string(t.device));
+  return true;
+}
+
 std::vector<int64_t> Checker::slots(std::string_view arg, const TensorView& t, int64_t n, std::string_view pool_arg,
                                     int64_t pool, bool distinct) const {
   std::vector<int64_t> s;

@@ -62,6 +62,10 @@ class Checker {
   // each in [0, pool), pairwise distinct when `distinct` (rows written). Absent: rows 0..n-1 (n <= pool).
   std::vector<int64_t> slots(std::string_view arg, const TensorView& t, int64_t n, std::string_view pool_arg,
                              int64_t pool, bool distinct) const;
+  // The device form of an index argument (src/core/index.h): true when t is an i32/i64 [n] tensor on a CUDA device,
+  // which must then be `dev` (the operator's device); its values are not read. False for a host tensor or an absent
+  // one (the caller reads those with host_index / slots).
+  bool device_index(std::string_view arg, const TensorView& t, int64_t n, Device dev) const;
   // A positive / in-range integer parameter.
   void range(std::string_view arg, int64_t value, int64_t lo, int64_t hi) const;
 

@@ -3,6 +3,7 @@
 #include "kimi/device.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -13,6 +14,8 @@
 namespace kimi {
 
 namespace {
+std::atomic<uint64_t> g_alloc_count{0};
+
 // The runtime of d's backend, or nullptr when this build does not link that backend.
 const DeviceRuntime* runtime_of(Device d) {
   const Backend b = backend_of(d);
@@ -33,7 +36,10 @@ std::vector<Device> available_devices() {
   return d;
 }
 
+uint64_t device_alloc_count() { return g_alloc_count.load(std::memory_order_relaxed); }
+
 void* device_alloc(Device d, size_t bytes) {
+  g_alloc_count.fetch_add(1, std::memory_order_relaxed);
   if (d.type == DeviceType::cpu) {
     void* p = std::aligned_alloc(64, ((bytes + 63) / 64) * 64 + 64);
     if (!p) throw std::bad_alloc();

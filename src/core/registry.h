@@ -24,6 +24,7 @@
 
 #include "core/check.h"
 #include "core/dims.h"
+#include "core/index.h"
 #include "kimi/context.h"
 #include "kimi/ops.h"
 #include "kimi/tensor.h"
@@ -159,15 +160,16 @@ class Registry {
       *this, "kda_chunk_fwd", "kda"};
   OpSlot<void(const KdaDecodeArgs& a, const std::vector<int64_t>& rows, const Context&)> kda_decode_step{
       *this, "kda_decode_step", "kda_decode"};
-  // kimi/ops/mla.h. cu: packed offsets (empty without cu_seqlens); start / lens / slots read on the host.
+  // kimi/ops/mla.h. cu: packed offsets (empty without cu_seqlens); start / lens / slots: host values or (CUDA
+  // only) the device tensors (src/core/index.h).
   OpSlot<void(TensorView q, TensorView latent, TensorView k_pe, const Weight& w_kvb, TensorView gate,
               const std::vector<int64_t>& cu, const MlaDims& d, TensorView o, const Context&)>
       mla_prefill{*this, "mla_prefill", "mla"};
-  OpSlot<void(TensorView latent, TensorView k_pe, TensorView cache, const std::vector<int64_t>& start,
-              const std::vector<int64_t>& slots, const Context&)>
+  OpSlot<void(TensorView latent, TensorView k_pe, TensorView cache, const Index& start, const Index& slots,
+              const Context&)>
       mla_cache_write{*this, "mla_cache_write", "mla"};
-  OpSlot<void(TensorView q, TensorView cache, const std::vector<int64_t>& lens, const std::vector<int64_t>& slots,
-              const Weight& w_kvb, TensorView gate, const MlaDims& d, TensorView o, const Context&)>
+  OpSlot<void(TensorView q, TensorView cache, const Index& lens, const Index& slots, const Weight& w_kvb,
+              TensorView gate, const MlaDims& d, TensorView o, const Context&)>
       mla_decode{*this, "mla_decode", "mla"};
   // kimi/ops/moe.h
   OpSlot<void(TensorView logits, TensorView bias, const RouterParams& p, TensorView ids, TensorView weights,
@@ -186,7 +188,7 @@ class Registry {
   OpSlot<void(TensorView partial, std::span<const TensorView> blocks, TensorView proj_w, TensorView norm_w, float eps,
               TensorView out, const Context&)>
       attn_res{*this, "attn_res", "attn_res"};
-  OpSlot<void(TensorView src, const std::vector<int64_t>& rows, TensorView out, const Context&)> gather_rows{
+  OpSlot<void(TensorView src, const Index& rows, TensorView out, const Context&)> gather_rows{
       *this, "gather_rows", "gather"};
 
   // Internal kernels of the runtime (no family: not operators of the public API). src/model/add_into.h.

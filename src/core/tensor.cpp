@@ -96,7 +96,13 @@ std::string TensorView::shape_string() const {
 
 void Tensor::Free::operator()(void* p) const { device_free(device, p); }
 
-Tensor::Tensor(DType dtype, std::span<const int64_t> shape, Device device) {
+Tensor::Tensor(DType dtype, std::span<const int64_t> shape, Device device) : Tensor(dtype, shape, device, true) {}
+
+Tensor Tensor::uninitialized(DType dtype, std::span<const int64_t> shape, Device device) {
+  return Tensor(dtype, shape, device, false);
+}
+
+Tensor::Tensor(DType dtype, std::span<const int64_t> shape, Device device, bool zero) {
   view_ = TensorView(nullptr, dtype, shape, device);
   size_t bytes = size_t(dtype_size(dtype));
   for (int64_t s : shape) {
@@ -108,7 +114,7 @@ Tensor::Tensor(DType dtype, std::span<const int64_t> shape, Device device) {
   const size_t alloc = ((bytes + 63) / 64) * 64 + 64;  // never zero; rounded for aligned_alloc
   void* p = device_alloc(device, alloc);
   buf_ = std::unique_ptr<void, Free>(p, Free{device});
-  device_zero(device, p, alloc);
+  if (zero) device_zero(device, p, alloc);
   view_.data = p;
 }
 

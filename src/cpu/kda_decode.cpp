@@ -35,8 +35,7 @@ void kda_decode_step(const KdaDecodeArgs& a, const std::vector<int64_t>& pool_ro
                                                            {a.x_v, a.conv_v, a.cache_v, v}}};
   for (const auto& [x, w, cache, y] : convs) cpu::short_conv(as3(x), w, cache, cache, seqs, ConvActivation::silu, as3(y), ctx);
   // 2. gate, beta, L2 norm, recurrence on the pool rows
-  Tensor rows(DType::i64, {N});
-  std::copy(pool_rows.begin(), pool_rows.end(), rows.data_as<int64_t>());
+  const TensorView rows(const_cast<int64_t*>(pool_rows.data()), DType::i64, {N});  // a view: no allocation per step
   KdaArgs r;
   r.q = heads4(q, H), r.k = heads4(k, H), r.v = heads4(v, H), r.g = heads4(a.f, H);
   const int64_t bshape[3] = {N, 1, H}, bstrides[3] = {a.b.stride(0), H, 1};

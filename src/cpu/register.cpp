@@ -64,15 +64,24 @@ void register_ops(Registry& r) {
   r.kda_chunk_fwd.set(b, kda_chunk_fwd);
   r.kda_decode_step.set(b, kda_decode_step);
   r.mla_prefill.set(b, mla_prefill);
-  r.mla_cache_write.set(b, mla_cache_write);
-  r.mla_decode.set(b, mla_decode);
+  // index arguments: the CPU backend always gets host values (src/core/index.h)
+  r.mla_cache_write.set(b, [](TensorView latent, TensorView k_pe, TensorView cache, const Index& start,
+                              const Index& slots, const Context& ctx) {
+    mla_cache_write(latent, k_pe, cache, start.host, slots.host, ctx);
+  });
+  r.mla_decode.set(b, [](TensorView q, TensorView cache, const Index& lens, const Index& slots, const Weight& w_kvb,
+                         TensorView gate, const MlaDims& d, TensorView o, const Context& ctx) {
+    mla_decode(q, cache, lens.host, slots.host, w_kvb, gate, d, o, ctx);
+  });
   r.moe_router.set(b, moe_router);
   r.moe_quantile_balance.set(b, moe_quantile_balance);
   r.glu.set(b, glu);
   r.mlp.set(b, mlp);
   r.latent_moe.set(b, latent_moe);
   r.attn_res.set(b, attn_res);
-  r.gather_rows.set(b, gather_rows);
+  r.gather_rows.set(b, [](TensorView src, const Index& rows, TensorView out, const Context& ctx) {
+    gather_rows(src, rows.host, out, ctx);
+  });
   r.add_into.set(b, add_into);
 }
 

@@ -2,13 +2,22 @@
 //   out (+)= W_lu RMSNorm(sum_k w_k Expert_k(W_ld x)) + Shared(x)     (Kimi-Linear: no W_ld / norm / W_lu)
 // with SiLU-GLU (Kimi-Linear) or SiTU-GLU (K3) everywhere. Runs on the device of x and out (its weights'
 // device); the MoE's residual add is add_into (a host loop or a small CUDA kernel).
+// x is in the activation dtype; the router, the expert sums and the MoE output y stay f32 (latent_moe rounds
+// only into its output, and y is f32 so that the residual update is not rounded to the activation dtype).
 #include "kimi/ops/moe.h"
 #include "model/add_into.h"
 #include "model/blocks.h"
 
 namespace kimi::model {
 
-void ffn_block(const Config& c, const FfnWeights& w, TensorView x, TensorView out, float beta, const Context& ctx) {
+FfnTemps ffn_temps(Workspace& ws, const Config& c, bool moe, int64_t T, float beta) {
+  FfnTemps t;
+  if (moe && beta != 0.f) t.y = ws.alloc(DType::f32, {T, c.hidden_size});
+  return t;
+}
+
+void ffn_block(const Config& c, const FfnWeights& w, TensorView x, TensorView out, float beta, Workspace& ws,
+               const Context& ctx) {
   const GluParams act{c.hidden_act == Activation::situ ? GluAct::situ : GluAct::silu, c.situ_beta, c.situ_linear_beta};
   if (!w.moe) {
     mlp(x, w.dense, act, out, beta, ctx);
@@ -21,13 +30,14 @@ void ffn_block(const Config& c, const FfnWeights& w, TensorView x, TensorView ou
   m.experts = w.experts;
   m.shared = w.has_shared ? &w.shared : nullptr;
   const RouterParams router{int(c.num_experts_per_token), c.moe_renormalize, c.routed_scaling_factor};
+  const Workspace::Scope scope(ws);
+  const FfnTemps t = ffn_temps(ws, c, true, x.size(0), beta);
   if (beta == 0.f) {
     latent_moe(x, m, router, act, c.rms_norm_eps, out, {}, {}, ctx);
     return;
   }
-  Tensor y(DType::f32, {x.size(0), x.size(1)}, x.device);  // latent_moe has no accumulate form
-  latent_moe(x, m, router, act, c.rms_norm_eps, y, {}, {}, ctx);
-  add_into(out, y, ctx);
+  latent_moe(x, m, router, act, c.rms_norm_eps, t.y, {}, {}, ctx);
+  add_into(out, t.y, ctx);
 }
 
 }  // namespace kimi::model

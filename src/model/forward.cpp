@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -16,6 +17,7 @@
 #include "kimi/ops/norm.h"
 #include "model/blocks.h"
 #include "model/mirrored.h"
+#include "model/step_plan.h"
 #include "model/weights.h"
 
 namespace kimi::model {
@@ -58,19 +60,25 @@ size_t Model::device_weight_bytes() const {
   return b;
 }
 
+StepRuntime& runtime_of(const Model& m) { return *m.runtime_; }
+
 namespace {
 
-// Validates the batch against the model and the cache; resolves the Step.
-Step make_step(const Config& c, const Placement& p, const Cache& cache, const Batch& b) {
+// An i64 [n] host view of the batch's values (never absent, even when empty: the checks then report the count).
+TensorView host_i64(std::span<const int64_t> v) {
+  static int64_t none = 0;
+  return TensorView(v.empty() ? &none : const_cast<int64_t*>(v.data()), DType::i64, {int64_t(v.size())});
+}
+
+// Validates the batch against the model and the cache into s's offsets, slots and starts (nothing else is
+// touched, so a refused batch changes nothing).
+void check_step(const Config& c, const Placement& p, const Cache& cache, const Batch& b, Step& s) {
   const check::Checker k("forward");
   cache.check_matches(c);
   cache.check_devices(p);
   const int64_t T = int64_t(b.tokens.size());
-  Step s;
   // offsets: the operators' cu_seqlens rules (>= 2 offsets, from 0, non-decreasing, ending at T), then >= 1 token each
-  s.cu_t = Tensor(DType::i64, {int64_t(b.cu_seqlens.size())});
-  if (!b.cu_seqlens.empty()) std::memcpy(s.cu_t.data(), b.cu_seqlens.data(), b.cu_seqlens.size() * sizeof(int64_t));
-  s.cu = k.cu_seqlens("batch.cu_seqlens", s.cu_t, T);
+  s.cu = k.cu_seqlens("batch.cu_seqlens", host_i64(b.cu_seqlens), T);
   s.T = T, s.N = int64_t(s.cu.size()) - 1;
   for (int64_t n = 0; n < s.N; ++n)
     if (s.len(n) < 1)
@@ -82,10 +90,9 @@ Step make_step(const Config& c, const Placement& p, const Cache& cache, const Ba
              "tokens[" + std::to_string(t) + "] = " + std::to_string(b.tokens[size_t(t)]));
   if (int64_t(b.slots.size()) != s.N)
     k.fail("batch.slots", std::to_string(s.N) + " slots (one per sequence)", std::to_string(b.slots.size()));
-  s.slot_t = Tensor(DType::i64, {s.N});
-  std::memcpy(s.slot_t.data(), b.slots.data(), b.slots.size() * sizeof(int64_t));
-  s.slot = k.slots("batch.slots", s.slot_t, s.N, "cache", cache.max_seqs(), true);
+  s.slot = k.slots("batch.slots", host_i64(b.slots), s.N, "cache", cache.max_seqs(), true);
   s.decode = true;
+  s.start.clear();
   for (int64_t n = 0; n < s.N; ++n) {
     const int64_t start = cache.length(s.slot[size_t(n)]);
     if (start + s.len(n) > cache.max_len())
@@ -95,52 +102,131 @@ Step make_step(const Config& c, const Placement& p, const Cache& cache, const Ba
     s.start.push_back(start);
     s.decode = s.decode && s.len(n) == 1;
   }
-  return s;
 }
 
-// i64 [n] host tensor of the given values (the operators' index tensors).
-Tensor host_index(const std::vector<int64_t>& v) {
-  Tensor t(DType::i64, {int64_t(v.size())});
-  std::copy(v.begin(), v.end(), t.data_as<int64_t>());
-  return t;
+// An explicit plan must hold a batch of T tokens in N sequences: else a kimi::Error, before anything is written.
+void check_plan(const StepRuntime& rt, int64_t T, int64_t N) {
+  if (!rt.explicit_plan) return;
+  const check::Checker k("forward");
+  if (T > rt.limits.tokens)
+    k.fail("batch.tokens", "at most " + std::to_string(rt.limits.tokens) + " tokens (Model::plan's max_tokens)",
+           std::to_string(T));
+  if (N > rt.limits.seqs)
+    k.fail("batch.cu_seqlens", "at most " + std::to_string(rt.limits.seqs) + " sequences (Model::plan's max_seqs)",
+           std::to_string(N));
 }
 
-}  // namespace
+// Without an explicit plan, the plan grows to hold a batch of T tokens in N sequences and R logits rows.
+void grow_plan(const Model& m, StepRuntime& rt, int64_t T, int64_t N, int64_t R) {
+  if (rt.explicit_plan) return;
+  const StepLimits& l = rt.limits;
+  if (T <= l.tokens && N <= l.seqs && R <= l.head_rows) return;
+  make_plan(m, rt, {std::max(T, l.tokens), std::max(N, l.seqs), std::max(R, l.head_rows)});
+}
 
-Tensor forward(const Model& model, Cache& cache, const Batch& batch, const ForwardOptions& opt, const Context& ctx) {
+// Fills the step's index tables (views into the host workspace, allocated by step_tables): offsets, slots, and
+// the MLA tables (every token's position and slot; MLA order: fresh sequences' tokens first).
+void fill_tables(Step& s) {
+  auto at = [](const TensorView& t) { return static_cast<int64_t*>(t.data); };
+  std::copy(s.cu.begin(), s.cu.end(), at(s.cu_t));
+  std::copy(s.slot.begin(), s.slot.end(), at(s.slot_t));
+  int64_t* pos = at(s.pos_t);
+  int64_t* tok_slot = at(s.tok_slot_t);
+  int64_t* perm = at(s.mla_perm);
+  int64_t* fresh_cu = at(s.fresh_cu_t);
+  int64_t fresh = 0, nf = 0;
+  fresh_cu[0] = 0;
+  for (int64_t n = 0; n < s.N; ++n) {
+    for (int64_t t = s.cu[size_t(n)]; t < s.cu[size_t(n + 1)]; ++t)
+      pos[t] = s.start[size_t(n)] + (t - s.cu[size_t(n)]), tok_slot[t] = s.slot[size_t(n)];
+    if (s.start[size_t(n)] == 0) {
+      for (int64_t t = s.cu[size_t(n)]; t < s.cu[size_t(n + 1)]; ++t) perm[fresh++] = t;
+      fresh_cu[++nf] = fresh;
+    }
+  }
+  s.fresh_cu_t.shape[0] = nf + 1;  // a prefix of the [N+1] table
+  s.mla_fresh = fresh;
+  int64_t r = fresh;
+  for (int64_t n = 0; n < s.N; ++n)
+    if (s.start[size_t(n)] != 0)
+      for (int64_t t = s.cu[size_t(n)]; t < s.cu[size_t(n + 1)]; ++t) perm[r++] = t;
+  s.mla_reorder = false;
+  int64_t* inv = at(s.mla_inv);
+  int64_t* lens = at(s.cont_lens_t);
+  int64_t* cslot = at(s.cont_slot_t);
+  for (int64_t i = 0; i < s.T; ++i) {
+    inv[perm[i]] = i;
+    s.mla_reorder = s.mla_reorder || perm[i] != i;
+    if (i >= fresh) lens[i - fresh] = pos[perm[i]] + 1, cslot[i - fresh] = tok_slot[perm[i]];
+  }
+  s.cont_lens_t.shape[0] = s.cont_slot_t.shape[0] = s.T - fresh;
+}
+
+// One step: validates everything (the batch, the cache, the plan's limits, then the logits view that
+// `logits_for(R)` gives for the R rows of logits), then runs the model writing the logits there. The caller
+// advances the slots (Cache::advance) after it returns.
+void run_step(const Model& model, Cache& cache, const Batch& batch, const ForwardOptions& opt, const Context& ctx,
+              const std::function<TensorView(int64_t R)>& logits_for) {
   const Config& c = model.config();
   const ModelWeights& w = model.weights();
   const Placement& P = model.placement();
-  const Step s = make_step(c, P, cache, batch);
-  const int64_t T = s.T, d = c.hidden_size;
+  StepRuntime& rt = runtime_of(model);  // locked by the caller (StepLock)
+  Step& s = rt.step;
+  check_step(c, P, cache, batch, s);
+  const int64_t T = s.T;
+  const bool all = opt.logits == LogitsFor::all;
+  const int64_t R = all ? T : s.N;
+  check_plan(rt, T, s.N);
+  const TensorView logits = logits_for(R);
+  {
+    const check::Checker k("forward");
+    k.present("logits", logits);
+    k.dtype("logits", logits, {DType::f32});
+    k.shape("logits", logits, {R, c.vocab_size});
+    k.contiguous("logits", logits);
+    k.device("logits", logits, Device::cpu());
+  }
+  grow_plan(model, rt, T, s.N, R);
   const float eps = c.rms_norm_eps;
-  const Device cpu = Device::cpu();
+  const DType dt = activation_dtype(model, rt);
+
+  // The step's memory, in the order measure_step (step_plan.cpp) measured it: the host tables, the streams, then
+  // per block its temporaries (released when it returns), then the head.
+  rt.ws.reset();
+  const TensorView rows = step_tables(rt.ws.on(Device::cpu()), s, T, s.N, R);
+  fill_tables(s);
+  for (int64_t r = 0; r < R; ++r) static_cast<int64_t*>(rows.data)[r] = all ? r : s.cu[size_t(r + 1)] - 1;
 
   // The layers update the slots' caches in place: if anything throws midway (a callback, memory, a backend
   // error), the batch's slots are emptied so that they are never left half-advanced.
-  Tensor logits;
   try {
-    // Every activation is a [T, d] f32 Mirrored (src/model/mirrored.h): a block reads / updates it on its own
-    // device, so it crosses devices only where consecutive blocks sit on different ones.
-    Mirrored h(T, d, ctx), xn(T, d, ctx), mixed(T, d, ctx);
+    // Every stream is a Mirrored [T, d] (src/model/mirrored.h) with a buffer on each block device: a block reads /
+    // updates it on its own device, so it crosses devices only where consecutive blocks sit on different ones.
+    Streams st = step_streams(rt.ws, model, block_devices(P), T, dt, ctx);
+    Mirrored& h = st.res[0];
+    Mirrored& xn = st.xn;
     const TensorView tokens(const_cast<int32_t*>(batch.tokens.data()), DType::i32, {T});  // host ids, validated
     gather_rows(w.embed, tokens, h.overwrite(P.embedding), ctx);
+    Tensor report_scratch;
     auto report = [&](int64_t layer, Mirrored& x) {
-      if (opt.on_layer) opt.on_layer(layer, x.read(cpu));
+      if (opt.on_layer) opt.on_layer(layer, x.host(report_scratch));
     };
     report(-1, h);
 
     auto mixer = [&](int64_t i, TensorView x, TensorView out, float beta) {
       const LayerWeights& L = w.layers[size_t(i)];
+      Workspace& ws = rt.ws.on(x.device);
       if (c.is_kda_layer(i)) {
-        kda_block(c, L.kda, cache.layer(i), s, x, out, beta, ctx);
+        kda_block(c, L.kda, cache.layer(i), s, x, out, beta, ws, ctx);
       } else {
-        mla_block(c, L.mla, cache.layer(i), s, x, out, beta, ctx);
+        mla_block(c, L.mla, cache.layer(i), s, x, out, beta, ws, ctx);
       }
+    };
+    auto ffn = [&](int64_t i, TensorView x, TensorView out) {
+      ffn_block(c, w.layers[size_t(i)].ffn, x, out, 1.f, rt.ws.on(x.device), ctx);
     };
 
     Mirrored* last = &h;  // the stream the head reads
-    std::vector<std::unique_ptr<Mirrored>> blocks;  // Block AttnRes: sealed blocks [T, d], never written again
     if (!c.attn_res_block_size) {
       // Plain pre-norm: h += Mixer(RMSNorm(h)); h += FFN(RMSNorm(h)), each block on its device.
       for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
@@ -151,21 +237,23 @@ Tensor forward(const Model& model, Cache& cache, const Batch& batch, const Forwa
         mixer(i, xn.read(dm), hv, 1.f);
         hv = h.update(df);
         rms_norm(hv, L.post_norm, eps, xn.overwrite(df), ctx);
-        ffn_block(c, L.ffn, xn.read(df), hv, 1.f, ctx);
+        ffn(i, xn.read(df), hv);
         report(i, h);
       }
     } else {
-      // Block Attention Residuals (SPEC 8): `partial` sums the outputs since the last sealed block.
+      // Block Attention Residuals (SPEC 8): `partial` sums the outputs since the last sealed block; the sealed
+      // blocks are st.res[0, sealed), the partial st.res[sealed] (the embedding output before the first seal).
       const int64_t Bk = *c.attn_res_block_size;
-      auto partial = std::make_unique<Mirrored>(std::move(h));
+      size_t sealed = 0;
       std::vector<TensorView> views;
       // The mix on device dm: the running partial itself while no block is sealed, else attn_res into `mixed`.
       auto mix = [&](Device dm, TensorView proj, TensorView norm) -> Mirrored& {
-        if (blocks.empty()) return *partial;
+        Mirrored& partial = st.res[sealed];
+        if (sealed == 0) return partial;
         views.clear();
-        for (auto& b : blocks) views.push_back(b->read(dm));
-        attn_res(partial->read(dm), views, proj, norm, eps, mixed.overwrite(dm), ctx);
-        return mixed;
+        for (size_t b = 0; b < sealed; ++b) views.push_back(st.res[b].read(dm));
+        attn_res(partial.read(dm), views, proj, norm, eps, st.mixed.overwrite(dm), ctx);
+        return st.mixed;
       };
       for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
         const LayerWeights& L = w.layers[size_t(i)];
@@ -175,43 +263,65 @@ Tensor forward(const Model& model, Cache& cache, const Batch& batch, const Forwa
         TensorView out;
         float beta = 1.f;
         if (i % Bk == 0) {  // seal: the running sum becomes a block, the new partial starts at this mixer
-          blocks.push_back(std::move(partial));
-          partial = std::make_unique<Mirrored>(T, d, ctx);
-          out = partial->overwrite(PL.mixer);
+          ++sealed;
+          out = st.res[sealed].overwrite(PL.mixer);
           beta = 0.f;
         } else {
-          out = partial->update(PL.mixer);
+          out = st.res[sealed].update(PL.mixer);
         }
         mixer(i, xn.read(PL.mixer), out, beta);
         Mirrored& fin = mix(PL.ffn_mix, L.mlp_res_proj, L.mlp_res_norm);
         rms_norm(fin.read(PL.ffn), L.post_norm, eps, xn.overwrite(PL.ffn), ctx);
-        ffn_block(c, L.ffn, xn.read(PL.ffn), partial->update(PL.ffn), 1.f, ctx);
-        report(i, *partial);
+        ffn(i, xn.read(PL.ffn), st.res[sealed].update(PL.ffn));
+        report(i, st.res[sealed]);
       }
       last = &mix(P.output_mix, w.out_res_proj, w.out_res_norm);
-      blocks.push_back(std::move(partial));  // keeps `last` alive when it is the partial itself
     }
 
-    // Head: the rows that need logits (one gather_rows), final norm, lm_head; logits come back to the host.
-    const bool all = opt.logits == LogitsFor::all;
-    const int64_t R = all ? T : s.N;
-    std::vector<int64_t> rows(static_cast<size_t>(R));
-    for (int64_t r = 0; r < R; ++r) rows[size_t(r)] = all ? r : s.cu[size_t(r + 1)] - 1;
+    // Head: the rows that need logits (one gather_rows), final norm into the activation dtype, lm_head; logits
+    // are written to the host buffer directly when the head runs on the host, else in pieces of the planned rows.
     const Device dh = P.head;
-    Tensor sel(DType::f32, {R, d}, dh), out(DType::f32, {R, c.vocab_size}, dh);
-    gather_rows(last->read(dh), host_index(rows), sel, ctx);
-    rms_norm(sel, w.final_norm, eps, sel, ctx);
-    linear(sel, w.lm_head, out, 0.f, ctx);
-    if (dh == cpu) {
-      logits = std::move(out);
+    Workspace& hw = rt.ws.on(dh);
+    const Workspace::Scope scope(hw);
+    const bool direct = dh == Device::cpu();
+    const HeadBuffers hb = head_buffers(hw, c, R, rt.limits.head_rows, dt, direct);
+    gather_rows(last->read(dh), rows, hb.sel, ctx);
+    rms_norm(hb.sel, w.final_norm, eps, hb.x, ctx);
+    if (direct) {
+      linear(hb.x, w.lm_head, logits, 0.f, ctx);
     } else {
-      logits = Tensor(DType::f32, {R, c.vocab_size});
-      copy(logits, out, ctx);
+      const int64_t piece = hb.out.size(0);
+      for (int64_t r0 = 0; r0 < R; r0 += piece) {
+        const int64_t r1 = std::min(R, r0 + piece);
+        const TensorView out = hb.out.slice(0, 0, r1 - r0);
+        linear(hb.x.slice(0, r0, r1), w.lm_head, out, 0.f, ctx);
+        copy(logits.slice(0, r0, r1), out, ctx);
+      }
     }
   } catch (...) {
     for (int64_t n = 0; n < s.N; ++n) cache.reset(s.slot[size_t(n)]);
     throw;
   }
+}
+
+}  // namespace
+
+void forward_into(const Model& model, Cache& cache, const Batch& batch, TensorView logits, const ForwardOptions& opt,
+                  const Context& ctx) {
+  const StepLock lock(runtime_of(model), "forward");
+  run_step(model, cache, batch, opt, ctx, [&](int64_t) { return logits; });
+  const Step& s = runtime_of(model).step;
+  for (int64_t n = 0; n < s.N; ++n) cache.advance(s.slot[size_t(n)], s.len(n));
+}
+
+Tensor forward(const Model& model, Cache& cache, const Batch& batch, const ForwardOptions& opt, const Context& ctx) {
+  const StepLock lock(runtime_of(model), "forward");
+  Tensor logits;
+  run_step(model, cache, batch, opt, ctx, [&](int64_t R) {
+    logits = Tensor(DType::f32, {R, model.config().vocab_size});
+    return logits.view();
+  });
+  const Step& s = runtime_of(model).step;
   for (int64_t n = 0; n < s.N; ++n) cache.advance(s.slot[size_t(n)], s.len(n));
   return logits;
 }

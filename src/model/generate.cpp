@@ -122,7 +122,7 @@ GenerateResult generate(const Model& model, std::span<const std::vector<int32_t>
   r.tokens.resize(size_t(N));
   r.finish.assign(size_t(N), FinishReason::length);
   std::vector<int64_t> active(slots);  // sequences still generating (their slot = their index)
-  auto take = [&](const Tensor& logits, std::span<const int64_t> seqs) {
+  auto take = [&](const Tensor& logits, std::span<const int64_t> seqs) {  // row i: sequence seqs[i]
     std::vector<int64_t> still;
     for (size_t i = 0; i < seqs.size(); ++i) {
       const int64_t n = seqs[i];
@@ -138,8 +138,16 @@ GenerateResult generate(const Model& model, std::span<const std::vector<int32_t>
     return still;
   };
 
+  // The prefill is the largest step: its forward plans the model for it (unless Model::plan fixed larger limits),
+  // so the decode steps run in the planned arenas, and every step writes its logits into one reused host buffer.
+  const StepPlanInfo planned = model.planned();
+  if (planned.explicit_plan && (planned.max_tokens < int64_t(tokens.size()) || planned.max_seqs < N))
+    throw Error("generate: prompts: expected at most " + std::to_string(planned.max_tokens) + " tokens in at most " +
+                std::to_string(planned.max_seqs) + " prompts (the model's Model::plan), got " +
+                std::to_string(tokens.size()) + " tokens in " + std::to_string(N));
+  Tensor logits(DType::f32, {N, V});
   auto t0 = std::chrono::steady_clock::now();
-  Tensor logits = forward(model, cache, {tokens, cu, slots}, {}, ctx);
+  forward_into(model, cache, {tokens, cu, slots}, logits, {}, ctx);
   r.prefill_seconds = seconds_since(t0);
   r.prefill_tokens = int64_t(tokens.size());
   active = take(logits, active);
@@ -154,7 +162,7 @@ GenerateResult generate(const Model& model, std::span<const std::vector<int32_t>
       room = std::max(room, cache.length(n) + 1);
     }
     if (room > cache.max_len()) cache.reserve(std::min(full, std::max(room, 2 * cache.max_len())));
-    logits = forward(model, cache, {step, off, active}, {}, ctx);
+    forward_into(model, cache, {step, off, active}, logits.view().slice(0, 0, int64_t(active.size())), {}, ctx);
     r.decode_tokens += int64_t(step.size());
     active = take(logits, active);
   }

@@ -1,11 +1,15 @@
 // kimi/ops/mla.h: validation and dispatch. Every size is derived from the tensors and cross-checked.
 #include "kimi/ops/mla.h"
 
+#include <algorithm>
 #include <cmath>
+#include <numeric>
+#include <tuple>
 #include <string>
 #include <unordered_map>
 
 #include "core/check.h"
+#include "core/index.h"
 #include "core/registry.h"
 
 namespace kimi {
@@ -95,15 +99,47 @@ void mla_cache_write(TensorView latent, TensorView k_pe, TensorView cache, Tenso
                         " (latent.size(-1) + k_pe.size(-1))",
            cache.shape_string());
   const int64_t Nc = cache.size(0), L = cache.size(1);
-  const std::vector<int64_t> st = c.host_index("start", start, N);
+  const Device dev = c.same_device({{"latent", &latent}, {"k_pe", &k_pe}, {"cache", &cache}});
+  Index st, sl;
+  const bool dev_start = c.device_index("start", start, N, dev), dev_slots = c.device_index("slots", slots, N, dev);
+  if (dev_start != dev_slots)
+    c.fail(dev_start ? "slots" : "start", std::string("on ") + (dev_start ? to_string(dev) : "the host") +
+                                              " like '" + (dev_start ? "start" : "slots") + "' (both or neither on the device)",
+           dev_start ? (slots.present() ? to_string(slots.device) : "absent") : to_string(start.device));
+  if (dev_start) {  // the capturable form: values read by the kernel only (src/core/index.h)
+    st.device = start, sl.device = slots;
+    dispatch(c, dev, registry().mla_cache_write, latent, k_pe, cache, st, sl, ctx);
+    return;
+  }
+  st.host = c.host_index("start", start, N);
   for (int64_t n = 0; n < N; ++n) {
-    const int64_t s = st[size_t(n)];
+    const int64_t s = st.host[size_t(n)];
     if (s < 0 || T > L || s > L - T)  // no s + T: it can overflow for i64 starts
       c.fail("start", "0 <= start[n] and start[n] + T <= L = " + to_string(L) + " (T = " + to_string(T) + ")",
              "start[" + to_string(n) + "] = " + to_string(s));
   }
-  const std::vector<int64_t> sl = c.slots("slots", slots, N, "cache", Nc, true);
-  const Device dev = c.same_device({{"latent", &latent}, {"k_pe", &k_pe}, {"cache", &cache}});
+  sl.host = c.slots("slots", slots, N, "cache", Nc, false);
+  // Each cache row is written once: a slot may repeat (a packed batch written a row per token) only with
+  // disjoint row ranges [start, start + T).
+  const std::vector<int64_t>& sv = sl.host;
+  const std::vector<int64_t>& tv = st.host;
+  std::vector<int64_t> order(static_cast<size_t>(N));
+  std::iota(order.begin(), order.end(), int64_t(0));
+  std::sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
+    return std::tuple(sv[size_t(a)], tv[size_t(a)], a) < std::tuple(sv[size_t(b)], tv[size_t(b)], b);
+  });
+  for (size_t i = 1; i < order.size(); ++i) {
+    const int64_t a = order[i - 1], b = order[i];
+    if (sv[size_t(a)] == sv[size_t(b)] && tv[size_t(b)] - tv[size_t(a)] < T) {
+      const int64_t lo = std::min(a, b), hi = std::max(a, b);
+      c.fail("slots",
+             "distinct rows of 'cache' (a slot may repeat only with disjoint row ranges [start, start + T), T = " +
+                 to_string(T) + ")",
+             "slots[" + to_string(lo) + "] = slots[" + to_string(hi) + "] = " + to_string(sv[size_t(a)]) + " with start[" +
+                 to_string(lo) + "] = " + to_string(tv[size_t(lo)]) + " and start[" + to_string(hi) +
+                 "] = " + to_string(tv[size_t(hi)]));
+    }
+  }
   dispatch(c, dev, registry().mla_cache_write, latent, k_pe, cache, st, sl, ctx);
 }
 
@@ -132,13 +168,24 @@ void mla_decode(TensorView q, TensorView cache, TensorView lens, TensorView slot
   if (d.v_dim < 1) c.fail("o", "last dimension Dv >= 1", "0");
   check_w_kvb(c, w_kvb, d, "H = q.size(-2), R = w_kvb columns, P = cache.size(-1) - R, Dn = q.size(-1) - P, Dv = o.size(-1)");
   check_gate(c, gate, {N}, d);
-  const std::vector<int64_t> ln = c.host_index("lens", lens, N);
-  for (int64_t n = 0; n < N; ++n)
-    if (ln[size_t(n)] < 1 || ln[size_t(n)] > L)
-      c.fail("lens", "lens[n] in [1, L] = [1, " + to_string(L) + "]", "lens[" + to_string(n) + "] = " + to_string(ln[size_t(n)]));
-  const std::vector<int64_t> sl = c.slots("slots", slots, N, "cache", Nc, false);
   d.scale = resolve_scale(c, softmax_scale, d);
   const Device dev = c.same_device({{"q", &q}, {"cache", &cache}, {"w_kvb.w", &w_kvb.w}, {"gate", &gate}, {"o", &o}});
+  Index ln, sl;
+  const bool dev_lens = c.device_index("lens", lens, N, dev), dev_slots = c.device_index("slots", slots, N, dev);
+  if (dev_lens != dev_slots)
+    c.fail(dev_lens ? "slots" : "lens", std::string("on ") + (dev_lens ? to_string(dev) : "the host") + " like '" +
+                                            (dev_lens ? "lens" : "slots") + "' (both or neither on the device)",
+           dev_lens ? (slots.present() ? to_string(slots.device) : "absent") : to_string(lens.device));
+  if (dev_lens) {  // the capturable form: values read by the kernels only (src/core/index.h)
+    ln.device = lens, sl.device = slots;
+  } else {
+    ln.host = c.host_index("lens", lens, N);
+    for (int64_t n = 0; n < N; ++n)
+      if (ln.host[size_t(n)] < 1 || ln.host[size_t(n)] > L)
+        c.fail("lens", "lens[n] in [1, L] = [1, " + to_string(L) + "]",
+               "lens[" + to_string(n) + "] = " + to_string(ln.host[size_t(n)]));
+    sl.host = c.slots("slots", slots, N, "cache", Nc, false);
+  }
   dispatch(c, dev, registry().mla_decode, q, cache, ln, sl, w_kvb, gate, d, o, ctx);
 }
 

@@ -101,6 +101,15 @@ class Cli(unittest.TestCase):
         rc, _, err = run("generate", self.model, "--prompt", "1", "--threads", n, "--max-tokens", 1)
         self.assertEqual(rc, 0, err)
 
+    def test_dtype(self):
+        for v in ["fp8", "f16", "BF16", ""]:
+            self.fails(self.gen("--dtype", v, model=self.config_only),  # refused before the weights are read
+                       f"generate: --dtype: expected auto (bf16 on a GPU, f32 on the CPU), f32 or bf16, got '{v}'")
+        for v, shown in [("auto", "f32"), ("f32", "f32"), ("bf16", "bf16")]:
+            rc, out, err = run(*self.gen("--dtype", v, "--max-tokens", 2))
+            self.assertEqual(rc, 0, err)
+            self.assertIn(f"activations {shown} (residual stream", out)
+
     # --- generate: item 6, every flag before loading, named as typed -------------------------------------
     def test_flags_checked_before_loading(self):
         m = self.config_only  # no safetensors: loading would fail with a checkpoint error

@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -48,6 +49,7 @@ std::string join(const std::vector<int32_t>& v) {
 struct CheckedFlags {
   std::vector<std::vector<int32_t>> prompts;
   Device device;
+  std::optional<DType> dtype;  // unset: the model's default for its device
   kimi::model::GenerateOptions gen;
 };
 
@@ -56,6 +58,13 @@ CheckedFlags check_flags(const GenerateCmdOptions& opt) {
   CheckedFlags f;
   for (size_t i = 0; i < opt.prompts.size(); ++i) f.prompts.push_back(parse_ids(opt.prompts[i], i));
   f.device = parse_device(opt.device, "generate: --device");
+  if (opt.dtype == "f32") {
+    f.dtype = DType::f32;
+  } else if (opt.dtype == "bf16") {
+    f.dtype = DType::bf16;
+  } else if (opt.dtype != "auto") {
+    throw Error("generate: --dtype: expected auto (bf16 on a GPU, f32 on the CPU), f32 or bf16, got '" + opt.dtype + "'");
+  }
   if (!(opt.temperature >= 0.f) || !std::isfinite(opt.temperature))
     throw Error("generate: --temperature: expected a finite value >= 0 (0 = greedy), got " + fmt::format("{}", opt.temperature));
   if (opt.top_k < 0) throw Error("generate: --top-k: expected >= 0 (0 = all tokens), got " + std::to_string(opt.top_k));
@@ -103,11 +112,14 @@ int run_generate(const GenerateCmdOptions& opt) {
   const CheckedFlags f = check_flags(opt);
   const std::vector<std::vector<int32_t>>& prompts = f.prompts;
   const Device dev = f.device;
-  const Model model(opt.dir, dev);  // notes which blocks fall back to the CPU (stderr, kimi/log.h)
+  Model model(opt.dir, dev);  // notes which blocks fall back to the CPU (stderr, kimi/log.h)
+  if (f.dtype) model.set_activation_dtype(*f.dtype);
   const Config& c = model.config();
   fmt::print("model      {} ({} layers, hidden {}, vocab {})\n", opt.dir, c.num_hidden_layers, c.hidden_size,
              c.vocab_size);
   fmt::print("placement  {}\n", model.placement().summary());
+  fmt::print("activations {} (residual stream, norms' statistics, router, KDA state, caches and logits f32)\n",
+             dtype_name(model.activation_dtype()));
   if (dev.type != DeviceType::cpu)
     fmt::print("device     {:.2f} MiB of weights uploaded to the GPU\n", double(model.device_weight_bytes()) / (1 << 20));
   const GenerateOptions& g = f.gen;

@@ -66,6 +66,9 @@ int main(int argc, char** argv) {
                      "--no-warmup times the cold start");
   generate->add_option("--device", gen.device,
                        "cpu, cuda or cuda:i (blocks without CUDA kernels run on the CPU, with a note)");
+  generate->add_option("--dtype", gen.dtype,
+                       "Activation dtype between operators: auto (bf16 on a GPU, f32 on the CPU), f32 or bf16; the "
+                       "residual stream, norms, router, KDA state, caches and logits stay f32");
 
   kimi::cli::PlanOptions plan_opt;
   auto* plan = app.add_subcommand("plan", "Bytes, FLOPs and roofline speed of a prefill and a decode step on chips");

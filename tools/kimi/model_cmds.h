@@ -50,6 +50,7 @@ struct GenerateCmdOptions {
   // step): weights paged in, every code path's first-call costs paid. --no-warmup times the cold start.
   bool warmup = true;
   std::string device = "cpu";  // cpu, cuda or cuda:i
+  std::string dtype = "auto";  // the activation dtype: auto (bf16 on a GPU, f32 on the CPU), f32 or bf16
 };
 int run_generate(const GenerateCmdOptions& opt);  // tools/kimi/generate_cmd.cpp
 

@@ -68,6 +68,7 @@ class Cache {
 
  private:
   friend Tensor forward(const Model&, Cache&, const Batch&, const ForwardOptions&, const Context&);
+  friend void forward_into(const Model&, Cache&, const Batch&, TensorView, const ForwardOptions&, const Context&);
   void advance(int64_t slot, int64_t tokens);  // forward() after a step
   void check_slot(int64_t slot) const;
   int64_t max_len_;

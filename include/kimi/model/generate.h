@@ -45,6 +45,9 @@ struct GenerateResult {
 // option and prompt first (kimi::Error naming the field). The cache starts at the longest prompt + up to 256
 // new tokens per sequence and doubles as sequences grow (Cache::reserve), so a large max_new_tokens that a
 // stop token cuts short costs no memory; a cache that outgrows memory is a kimi::Error with the bytes.
+// The steps run in the model's plan: the prefill (all prompts) plans the model for itself unless Model::plan set
+// limits (then prompts beyond them are a kimi::Error before anything runs), so no decode step allocates; the
+// activation dtype is the model's (Model::activation_dtype).
 GenerateResult generate(const Model& model, std::span<const std::vector<int32_t>> prompts,
                         const GenerateOptions& opt, const Context& ctx = {});
 

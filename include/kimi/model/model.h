@@ -9,8 +9,10 @@
 //     blocks and the running `partial` sum by attn_res; a block is sealed every attn_res_block_size layers.
 //   logits = lm_head(RMSNorm(h))          (AttnRes: h = attn_res over the blocks and partial first)
 //
-// Activations are fp32 on every backend; weights stay in the checkpoint's dtype (bf16 / MXFP4) and are
-// converted inside the operators.
+// The residual stream (and AttnRes blocks), router scores, norm statistics, KDA state, caches and logits are fp32;
+// the blocks' normalized inputs and temporaries are in the model's activation dtype (f32, or bf16: the default on a
+// GPU; docs/model/runtime.md has the measured error). Weights stay in the checkpoint's dtype (bf16 / MXFP4) and
+// are converted inside the operators. A step's temporaries come from one planned arena per device (Model::plan).
 // Devices: Model(dir, Device::cuda(i)) places every block whose operators all have CUDA kernels on the GPU
 // and the others on the CPU (kimi/model/placement.h; the fallbacks are noted once through kimi/log.h). A batch is packed: N sequences of any lengths (>= 1 token each), each
 // in its own cache slot, each continuing from the tokens its slot already holds, so prefill, chunked
@@ -22,6 +24,8 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "kimi/context.h"
 #include "kimi/model/cache.h"
@@ -33,6 +37,14 @@
 namespace kimi::model {
 
 struct ModelWeights;  // src/model/weights.h
+struct StepRuntime;   // src/model/step_plan.h
+
+// What Model::plan (or forward, planning for its batches) has sized.
+struct StepPlanInfo {
+  int64_t max_tokens = 0, max_seqs = 0;  // 0: nothing planned yet
+  bool explicit_plan = false;            // set by Model::plan: larger batches are refused
+  std::vector<std::pair<Device, size_t>> arena_bytes;  // the arena of each device (the host's holds index tables)
+};
 
 class Model {
  public:
@@ -60,10 +72,33 @@ class Model {
   Device device() const { return placement_.device; }
   size_t device_weight_bytes() const;  // bytes of weights copied to GPUs (0 on the CPU)
 
+  // The activation dtype: the dtype of every block's normalized input and temporaries (docs/model/runtime.md).
+  // Default: bf16 when the model's device is a GPU, f32 on the CPU (the reference).
+  DType activation_dtype() const;
+  // f32 or bf16 (else kimi::Error naming `activation_dtype`); an existing plan is redone for the same limits.
+  void set_activation_dtype(DType dt);
+
+  // Plans the model's step: sizes one arena per device the step uses (the host's for the index tables, every
+  // block device's for the activations and each block's temporaries, measured for a batch of max_tokens tokens
+  // in max_seqs sequences) and allocates each once. From then on a forward allocates and zero-fills nothing,
+  // and a batch of more than max_tokens tokens or max_seqs sequences is a kimi::Error before anything is
+  // written (until the next plan). Without a plan, forward plans for its own batch (keeping the larger sizes).
+  // Requires 1 <= max_seqs <= max_tokens (kimi::Error naming the argument otherwise). Steps and plans of one
+  // Model run one at a time (other threads wait; a call from inside a forward's on_layer is refused).
+  void plan(int64_t max_tokens, int64_t max_seqs) const;
+  StepPlanInfo planned() const;
+
  private:
+  struct RuntimeDeleter {
+    void operator()(StepRuntime* p) const;
+  };
+  static std::unique_ptr<StepRuntime, RuntimeDeleter> new_runtime();
+  friend StepRuntime& runtime_of(const Model& m);  // forward.cpp
+
   ModelFiles files_;
   Placement placement_;
   std::unique_ptr<ModelWeights> weights_;
+  std::unique_ptr<StepRuntime, RuntimeDeleter> runtime_ = new_runtime();  // the dtype setting and the plan
 };
 
 // A packed batch of N sequences.
@@ -92,7 +127,14 @@ struct ForwardOptions {
 // the cache (built for this model's config, each layer's pools on the device its mixer runs on) before
 // touching the cache; errors name the argument, the expected and the actual value. The batch (tokens,
 // offsets, slots) is host memory; on a GPU, forward returns after the device work it queued has finished.
+// Steps run in the model's plan (Model::plan; without one, forward plans for the batch, keeping the larger sizes);
+// an explicit plan smaller than the batch is a kimi::Error naming batch.tokens or batch.cu_seqlens.
 Tensor forward(const Model& model, Cache& cache, const Batch& batch, const ForwardOptions& opt = {},
                const Context& ctx = {});
+
+// The same, writing the logits into `logits`: a host (cpu) f32 contiguous [N, vocab] (LogitsFor::last) or
+// [T, vocab] (LogitsFor::all) view; with a plan, the step allocates nothing (generate() steps this way).
+void forward_into(const Model& model, Cache& cache, const Batch& batch, TensorView logits,
+                  const ForwardOptions& opt = {}, const Context& ctx = {});
 
 }  // namespace kimi::model

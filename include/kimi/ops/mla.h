@@ -41,7 +41,12 @@ void mla_prefill(TensorView q, TensorView latent, TensorView k_pe, const Weight&
 
 // Writes T tokens into the latent cache: cache[slots[n], start[n] + t, :] = [latent[n, t] | k_pe[n, t]].
 // latent [N, T, R]; k_pe [N, T, P]; cache [Nc, L, R+P]; start i32 [N]; slots optional i32 [N]
-// (row n goes to cache row slots[n], default n; distinct, in [0, Nc)). 0 <= start[n], start[n] + T <= L.
+// (row n goes to cache row slots[n], default n; in [0, Nc)). 0 <= start[n], start[n] + T <= L.
+// Every cache row is written at most once: a slot may repeat only with disjoint ranges [start, start + T)
+// (a packed varlen batch is written as N = total tokens rows of T = 1, each with its slot and position).
+// On CUDA, start and slots may instead both be i32/i64 [N] tensors on the cache's device, read only by the kernel (the
+// form a CUDA graph captures): their values are not checked; a sequence whose slot or start falls outside the cache
+// is not written.
 void mla_cache_write(TensorView latent, TensorView k_pe, TensorView cache, TensorView start,
                      TensorView slots, const Context& ctx = {});
 
@@ -51,6 +56,9 @@ void mla_cache_write(TensorView latent, TensorView k_pe, TensorView cache, Tenso
 //   o_h = W_kvb_v[h] (sum_j a_j c_j)  [Dv]
 // q [N, H, Dn+P]; cache [Nc, L, R+P]; lens i32 [N] (in [1, L]); slots optional i32 [N] (in [0, Nc),
 // default n); w_kvb dense [H*(Dn+Dv), R]; gate optional [N, H*Dv]; o [N, H, Dv].
+// On CUDA, lens and slots may instead both be i32/i64 [N] tensors on q's device, read only by the kernels (capturable
+// in a CUDA graph): their values are not checked; a sequence with a length outside [1, L] or a slot outside [0, Nc)
+// gets NaN outputs.
 void mla_decode(TensorView q, TensorView cache, TensorView lens, TensorView slots, const Weight& w_kvb,
                 TensorView gate, std::optional<float> softmax_scale, TensorView o, const Context& ctx = {});
 

@@ -7,14 +7,16 @@
 // accurate expf / log1pf (the f32 bar is 1e-5 relative against fp64).
 #pragma once
 
+#include "cuda/rows.cuh"
+
 #include "cuda/elementwise.cuh"
 
 namespace kimi::cuda {
 
 enum KdaGateCode : int { kda_gate_softplus = 0, kda_gate_bounded = 1 };
 
-__global__ void kda_gate_kernel(const void* f, int tf, const int64_t* f_off, const float* A_log, int64_t a_stride,
-                                const float* dt_bias, int form, float lb, void* g, int tg, const int64_t* g_off,
+__global__ void kda_gate_kernel(const void* f, int tf, RowMap f_off, const float* A_log, int64_t a_stride,
+                                const float* dt_bias, int form, float lb, void* g, int tg, RowMap g_off,
                                 int64_t rows, int H, int K) {
   const int64_t row = int64_t(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
@@ -28,8 +30,8 @@ __global__ void kda_gate_kernel(const void* f, int tf, const int64_t* f_off, con
   }
 }
 
-__global__ void kda_beta_kernel(const void* b, int tb, const int64_t* b_off, void* beta, int tbeta,
-                                const int64_t* beta_off, int64_t rows, int H) {
+__global__ void kda_beta_kernel(const void* b, int tb, RowMap b_off, void* beta, int tbeta,
+                                RowMap beta_off, int64_t rows, int H) {
   const int64_t row = int64_t(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
   if (row >= rows) return;

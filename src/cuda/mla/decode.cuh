@@ -21,6 +21,7 @@
 #include <cstdint>
 
 #include "cuda/elementwise.cuh"
+#include "cuda/index.cuh"
 
 namespace kimi::cuda::mla {
 
@@ -43,6 +44,17 @@ __global__ void __launch_bounds__(256) mla_absorb_kernel(const void* q, int tq, 
     out[r] = acc;
   }
   for (int e = threadIdx.x; e < P; e += blockDim.x) out[R + e] = qs[Dn + e];
+}
+
+// ---- the device form of lens / slots (src/core/index.h) into the attend's table: lens [N] then slots [N]; a length
+// outside [1, L] or a slot outside [0, Nc) becomes length 0 (no rows: the combine's 0 / 0 makes that sequence's o NaN)
+__global__ void decode_table_kernel(DevIndex lens, DevIndex slots, int64_t N, int64_t Nc, int64_t L, int64_t* tab) {
+  const int64_t n = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (n >= N) return;
+  const int64_t len = lens[n], sl = slots[n];
+  const bool ok = len >= 1 && len <= L && sl >= 0 && sl < Nc;
+  tab[n] = ok ? len : 0;
+  tab[N + n] = ok ? sl : 0;
 }
 
 // ---- 2. attend

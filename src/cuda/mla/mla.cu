@@ -6,11 +6,13 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "cuda/check.cuh"
 #include "cuda/elementwise.cuh"
+#include "cuda/index.cuh"
 #include "cuda/mla/cache_write.cuh"
 #include "cuda/mla/decode.cuh"
 #include "cuda/mla/gemm.cuh"
@@ -100,27 +102,38 @@ void mla_prefill(TensorView q, TensorView latent, TensorView k_pe, const Weight&
   KIMI_CUDA_CHECK(cudaGetLastError());
 }
 
-void mla_cache_write(TensorView latent, TensorView k_pe, TensorView cache, const std::vector<int64_t>& start,
-                     const std::vector<int64_t>& slots, const Context& ctx) {
+void mla_cache_write(TensorView latent, TensorView k_pe, TensorView cache, const Index& start, const Index& slots,
+                     const Context& ctx) {
   const int64_t N = latent.size(0), T = latent.size(1), R = latent.size(2), P = k_pe.size(2);
   const int64_t rows = N * T;
   if (rows == 0) return;
   check_grid("mla_cache_write", "rows N*T", rows, 0x7fffffff);
-  std::vector<int64_t> dst(static_cast<size_t>(N));
-  for (int64_t n = 0; n < N; ++n) dst[size_t(n)] = slots[size_t(n)] * cache.strides[0] + start[size_t(n)] * cache.strides[1];
   const cudaStream_t s = stream_of(ctx);
-  refuse_capture(s, "mla_cache_write");
+  if (!start.on_device())
+    refuse_capture(s, "mla_cache_write with host start / slots (pass them as CUDA tensors to capture it)");
   const DeviceGuard device_guard(cache.device.index);
-  const Scratch dst_d = upload(dst, s);
+  std::optional<Scratch> dst_d;
+  if (start.on_device()) {  // dst on the device: -1 for an out-of-range slot or start (the row is not written)
+    dst_d.emplace(size_t(N) * sizeof(int64_t), s);
+    mla::cache_dst_kernel<<<unsigned((N + 127) / 128), 128, 0, s>>>(dev_index(start.device), dev_index(slots.device), N,
+                                                                    T, cache.size(0), cache.size(1), cache.strides[0],
+                                                                    cache.strides[1], dst_d->get<int64_t>());
+    KIMI_CUDA_CHECK(cudaGetLastError());
+  } else {
+    std::vector<int64_t> dst(static_cast<size_t>(N));
+    for (int64_t n = 0; n < N; ++n)
+      dst[size_t(n)] = slots.host[size_t(n)] * cache.strides[0] + start.host[size_t(n)] * cache.strides[1];
+    dst_d.emplace(upload(dst, s));
+  }
   mla::cache_write_kernel<<<unsigned(rows), 128, 0, s>>>(
       latent.data, elem_type(latent.dtype), latent.strides[0], latent.strides[1], k_pe.data, elem_type(k_pe.dtype),
-      k_pe.strides[0], k_pe.strides[1], cache.data, elem_type(cache.dtype), cache.strides[1], dst_d.get<int64_t>(), T,
+      k_pe.strides[0], k_pe.strides[1], cache.data, elem_type(cache.dtype), cache.strides[1], dst_d->get<int64_t>(), T,
       int(R), int(P));
   KIMI_CUDA_CHECK(cudaGetLastError());
 }
 
-void mla_decode(TensorView q, TensorView cache, const std::vector<int64_t>& lens, const std::vector<int64_t>& slots,
-                const Weight& w_kvb, TensorView gate, const MlaDims& d, TensorView o, const Context& ctx) {
+void mla_decode(TensorView q, TensorView cache, const Index& lens, const Index& slots, const Weight& w_kvb,
+                TensorView gate, const MlaDims& d, TensorView o, const Context& ctx) {
   const int64_t N = q.size(0);
   const int64_t H = d.heads, R = d.kv_lora, P = d.qk_rope, Dn = d.qk_nope, Dv = d.v_dim, RP = R + P;
   if (R > 2 * mla::kDecThreads)
@@ -135,13 +148,14 @@ void mla_decode(TensorView q, TensorView cache, const std::vector<int64_t>& lens
   if ((Dn + P) * 4 > 48 * 1024) throw Error("mla_decode: the CUDA backend supports Dn + P <= 12288");
 
   const cudaStream_t s = stream_of(ctx);
-  refuse_capture(s, "mla_decode");
+  if (!lens.on_device()) refuse_capture(s, "mla_decode with host lens / slots (pass them as CUDA tensors to capture it)");
   const int dev = q.device.index;
   const DeviceGuard device_guard(dev);
   const int sms = sm_count(dev);
 
-  // Splits: one wave of CTAs (see the header), rows_per_split a multiple of the tile.
-  const int64_t max_len = *std::max_element(lens.begin(), lens.end());
+  // Splits: one wave of CTAs (see the header), rows_per_split a multiple of the tile; planned for the longest
+  // sequence (device lens: for the cache's length L, the bound the host knows).
+  const int64_t max_len = lens.on_device() ? cache.size(1) : *std::max_element(lens.host.begin(), lens.host.end());
   const int64_t groups = (H + mla::kDecHG - 1) / mla::kDecHG;
   const int64_t ntiles = (max_len + mla::kDecTJ - 1) / mla::kDecTJ;
   int64_t S = std::clamp<int64_t>((sms + N * groups - 1) / (N * groups), 1, ntiles);
@@ -149,9 +163,18 @@ void mla_decode(TensorView q, TensorView cache, const std::vector<int64_t>& lens
   S = (ntiles + tiles_per_split - 1) / tiles_per_split;
   check_grid("mla_decode", "head groups", groups, 0x7fffffff);
 
-  std::vector<int64_t> tab(lens);
-  tab.insert(tab.end(), slots.begin(), slots.end());
-  const Scratch tab_d = upload(tab, s);  // lens [N], slots [N]
+  std::optional<Scratch> tab_d;  // lens [N], slots [N]
+  if (lens.on_device()) {  // an out-of-range length or slot becomes length 0: that sequence's o is NaN
+    tab_d.emplace(size_t(2 * N) * sizeof(int64_t), s);
+    mla::decode_table_kernel<<<unsigned((N + 127) / 128), 128, 0, s>>>(dev_index(lens.device), dev_index(slots.device), N,
+                                                                       cache.size(0), cache.size(1),
+                                                                       tab_d->get<int64_t>());
+    KIMI_CUDA_CHECK(cudaGetLastError());
+  } else {
+    std::vector<int64_t> tab(lens.host);
+    tab.insert(tab.end(), slots.host.begin(), slots.host.end());
+    tab_d.emplace(upload(tab, s));
+  }
   const size_t nql = size_t(N * H * RP), npart = size_t(N * S * H * R), nml = size_t(N * S * H * 2);
   const Scratch buf((nql + npart + nml) * sizeof(float), s);
   float* QL = buf.get<float>();
@@ -166,7 +189,7 @@ void mla_decode(TensorView q, TensorView cache, const std::vector<int64_t>& lens
   mla::AttendParams p{};
   p.QL = QL;
   p.cache = cache.data, p.tc = elem_type(cache.dtype), p.c_s0 = cache.strides[0], p.c_s1 = cache.strides[1];
-  p.lens = tab_d.get<int64_t>(), p.slots = p.lens + N;
+  p.lens = tab_d->get<int64_t>(), p.slots = p.lens + N;
   p.Opart = Opart, p.ML = ML;
   p.H = int(H), p.R = int(R), p.P = int(P), p.S = int(S);
   p.rows_per_split = tiles_per_split * mla::kDecTJ;

@@ -6,13 +6,15 @@
 //   mla_cache_write: one CTA per written row (cache_write.cuh).
 //   mla_decode: absorb, split-sequence attention over all heads of a head group, combine + W_kvb_v (decode.cuh).
 //     R <= 512.
-// Each launcher uploads a small host-built table (tiles / lens / slots / destinations), so none runs inside CUDA
-// graph capture (refused with a clear error, cuda/scratch.cuh).
+// With host index values each launcher uploads a small table (tiles / lens / slots / destinations) and refuses CUDA
+// graph capture (cuda/scratch.cuh); mla_cache_write and mla_decode also take the device form of their index
+// arguments (src/core/index.h), read on the device: those calls capture.
 #pragma once
 
 #include <vector>
 
-#include "core/dims.h"  // MlaDims: the sizes src/ops/mla.cpp derived and cross-checked
+#include "core/dims.h"
+#include "core/index.h"  // MlaDims: the sizes src/ops/mla.cpp derived and cross-checked
 #include "kimi/context.h"
 #include "kimi/ops/linear.h"
 #include "kimi/tensor.h"
@@ -25,9 +27,9 @@ void mla_prefill(TensorView q, TensorView latent, TensorView k_pe, const Weight&
 // with contiguous last dimensions and evenly strided tokens.
 bool mla_prefill_gemm(TensorView q, TensorView latent, TensorView k_pe, const Weight& w_kvb, TensorView gate,
                       const std::vector<int64_t>& cu, const MlaDims& d, TensorView o, const Context& ctx);
-void mla_cache_write(TensorView latent, TensorView k_pe, TensorView cache, const std::vector<int64_t>& start,
-                     const std::vector<int64_t>& slots, const Context& ctx);
-void mla_decode(TensorView q, TensorView cache, const std::vector<int64_t>& lens, const std::vector<int64_t>& slots,
-                const Weight& w_kvb, TensorView gate, const MlaDims& d, TensorView o, const Context& ctx);
+void mla_cache_write(TensorView latent, TensorView k_pe, TensorView cache, const Index& start, const Index& slots,
+                     const Context& ctx);
+void mla_decode(TensorView q, TensorView cache, const Index& lens, const Index& slots, const Weight& w_kvb,
+                TensorView gate, const MlaDims& d, TensorView o, const Context& ctx);
 
 }  // namespace kimi::cuda

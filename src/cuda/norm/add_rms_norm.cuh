@@ -5,13 +5,15 @@
 //   second pass reads the rounded sum back from `sum` (x may be gone).
 #pragma once
 
+#include "cuda/rows.cuh"
+
 #include "cuda/elementwise.cuh"
 
 namespace kimi::cuda {
 
-__global__ void add_rms_norm_kernel(const void* x, int tx, const int64_t* x_off, const void* r, int tr,
-                                    const int64_t* r_off, const void* w, int tw, void* sum, int ts,
-                                    const int64_t* s_off, void* y, int ty, const int64_t* y_off, int64_t rows, int d,
+__global__ void add_rms_norm_kernel(const void* x, int tx, RowMap x_off, const void* r, int tr,
+                                    RowMap r_off, const void* w, int tw, void* sum, int ts,
+                                    RowMap s_off, void* y, int ty, RowMap y_off, int64_t rows, int d,
                                     float eps) {
   const int64_t row = int64_t(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
   const int lane = threadIdx.x % 32;

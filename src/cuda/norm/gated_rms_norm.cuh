@@ -4,14 +4,16 @@
 // o, z, y: rows at element offsets (any leading strides), D contiguous; dtypes as codes; z optional.
 #pragma once
 
+#include "cuda/rows.cuh"
+
 #include "cuda/elementwise.cuh"
 #include "cuda/norm/gated_rms.cuh"
 
 namespace kimi::cuda {
 
-__global__ void gated_rms_norm_kernel(const void* o, int to, const int64_t* o_off, const void* z, int tz,
-                                      const int64_t* z_off, const void* w, int tw, void* y, int ty,
-                                      const int64_t* y_off, int64_t rows, int d, float eps) {
+__global__ void gated_rms_norm_kernel(const void* o, int to, RowMap o_off, const void* z, int tz,
+                                      RowMap z_off, const void* w, int tw, void* y, int ty,
+                                      RowMap y_off, int64_t rows, int d, float eps) {
   const int64_t row = int64_t(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
   if (row >= rows) return;

@@ -3,11 +3,13 @@
 // x, y: rows at element offsets (any leading strides), D contiguous; dtypes as codes.
 #pragma once
 
+#include "cuda/rows.cuh"
+
 #include "cuda/elementwise.cuh"
 
 namespace kimi::cuda {
 
-__global__ void l2_norm_kernel(const void* x, int tx, const int64_t* x_off, void* y, int ty, const int64_t* y_off,
+__global__ void l2_norm_kernel(const void* x, int tx, RowMap x_off, void* y, int ty, RowMap y_off,
                                int64_t rows, int d, float eps) {
   const int64_t row = int64_t(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
   const int lane = threadIdx.x % 32;

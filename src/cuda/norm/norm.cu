@@ -1,4 +1,4 @@
-// Launchers of src/cuda/norm/norm.h: upload row offsets (cuda/rows.cuh) -> dispatch dtypes -> launch.
+// Launchers of src/cuda/norm/norm.h: row maps (cuda/rows.cuh) -> dispatch dtypes -> launch.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -32,18 +32,17 @@ void with_type(DType t, F&& f) {
 void rms_norm(TensorView x, TensorView w, float eps, TensorView y, const Context& ctx) {
   const cudaStream_t s = static_cast<cudaStream_t>(ctx.cuda_stream);
   const DeviceGuard device_guard(x.device.index);
-  const RowLaunch l = row_launch("rms_norm", {x, y}, s);
+  const RowLaunch l = row_launch("rms_norm", x);
   if (l.rows == 0) return;
-  const int64_t* off = l.offsets->get<int64_t>();
   with_type(x.dtype, [&](auto xt) {
     with_type(w.dtype, [&](auto wt) {
       with_type(y.dtype, [&](auto yt) {
         using TX = decltype(xt);
         using TW = decltype(wt);
         using TY = decltype(yt);
-        rms_norm_kernel<TX, TW, TY><<<l.blocks, kRowWarps * 32, 0, s>>>(static_cast<const TX*>(x.data), off,
+        rms_norm_kernel<TX, TW, TY><<<l.blocks, kRowWarps * 32, 0, s>>>(static_cast<const TX*>(x.data), row_map(x),
                                                                      static_cast<const TW*>(w.data),
-                                                                     static_cast<TY*>(y.data), off + l.rows, l.rows,
+                                                                     static_cast<TY*>(y.data), row_map(y), l.rows,
                                                                      int(x.size(-1)), eps);
       });
     });
@@ -54,13 +53,11 @@ void rms_norm(TensorView x, TensorView w, float eps, TensorView y, const Context
 void gated_rms_norm(TensorView o, TensorView z, TensorView w, float eps, TensorView y, const Context& ctx) {
   const cudaStream_t s = static_cast<cudaStream_t>(ctx.cuda_stream);
   const DeviceGuard device_guard(o.device.index);
-  const RowLaunch l = row_launch("gated_rms_norm", {o, y, z}, s);  // z's offsets only when present
+  const RowLaunch l = row_launch("gated_rms_norm", o);
   if (l.rows == 0) return;
-  const int64_t* off = l.offsets->get<int64_t>();
   gated_rms_norm_kernel<<<l.blocks, kRowWarps * 32, 0, s>>>(
-      o.data, elem_type(o.dtype), off, z.present() ? z.data : nullptr, z.present() ? elem_type(z.dtype) : 0,
-      off + 2 * l.rows, w.data, elem_type(w.dtype), y.data, elem_type(y.dtype), off + l.rows, l.rows, int(o.size(-1)),
-      eps);
+      o.data, elem_type(o.dtype), row_map(o), z.present() ? z.data : nullptr, z.present() ? elem_type(z.dtype) : 0,
+      row_map(z), w.data, elem_type(w.dtype), y.data, elem_type(y.dtype), row_map(y), l.rows, int(o.size(-1)), eps);
   KIMI_CUDA_CHECK(cudaGetLastError());
 }
 
@@ -68,24 +65,22 @@ void add_rms_norm(TensorView x, TensorView residual, TensorView w, float eps, Te
                   const Context& ctx) {
   const cudaStream_t s = static_cast<cudaStream_t>(ctx.cuda_stream);
   const DeviceGuard device_guard(x.device.index);
-  const RowLaunch l = row_launch("add_rms_norm", {x, residual, sum, y}, s);
+  const RowLaunch l = row_launch("add_rms_norm", x);
   if (l.rows == 0) return;
-  const int64_t* off = l.offsets->get<int64_t>();
   add_rms_norm_kernel<<<l.blocks, kRowWarps * 32, 0, s>>>(
-      x.data, elem_type(x.dtype), off, residual.data, elem_type(residual.dtype), off + l.rows, w.data,
-      elem_type(w.dtype), sum.data, elem_type(sum.dtype), off + 2 * l.rows, y.data, elem_type(y.dtype),
-      off + 3 * l.rows, l.rows, int(x.size(-1)), eps);
+      x.data, elem_type(x.dtype), row_map(x), residual.data, elem_type(residual.dtype), row_map(residual), w.data,
+      elem_type(w.dtype), sum.data, elem_type(sum.dtype), row_map(sum), y.data, elem_type(y.dtype), row_map(y), l.rows,
+      int(x.size(-1)), eps);
   KIMI_CUDA_CHECK(cudaGetLastError());
 }
 
 void l2_norm(TensorView x, TensorView y, float eps, const Context& ctx) {
   const cudaStream_t s = static_cast<cudaStream_t>(ctx.cuda_stream);
   const DeviceGuard device_guard(x.device.index);
-  const RowLaunch l = row_launch("l2_norm", {x, y}, s);
+  const RowLaunch l = row_launch("l2_norm", x);
   if (l.rows == 0) return;
-  const int64_t* off = l.offsets->get<int64_t>();
-  l2_norm_kernel<<<l.blocks, kRowWarps * 32, 0, s>>>(x.data, elem_type(x.dtype), off, y.data, elem_type(y.dtype),
-                                                      off + l.rows, l.rows, int(x.size(-1)), eps);
+  l2_norm_kernel<<<l.blocks, kRowWarps * 32, 0, s>>>(x.data, elem_type(x.dtype), row_map(x), y.data,
+                                                      elem_type(y.dtype), row_map(y), l.rows, int(x.size(-1)), eps);
   KIMI_CUDA_CHECK(cudaGetLastError());
 }
 

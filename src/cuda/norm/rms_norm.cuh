@@ -3,6 +3,8 @@
 // x: rows with a byte stride, last dim D contiguous; T_IN/T_W/T_OUT are the storage types.
 #pragma once
 
+#include "cuda/rows.cuh"
+
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -16,9 +18,9 @@ template <> __device__ __forceinline__ __nv_bfloat16 from_f32(float v) { return 
 template <> __device__ __forceinline__ __half from_f32(float v) { return __float2half_rn(v); }
 
 template <class TIn, class TW, class TOut>
-__global__ void rms_norm_kernel(const TIn* __restrict__ x, const int64_t* __restrict__ x_row_off,
+__global__ void rms_norm_kernel(const TIn* __restrict__ x, RowMap x_row_off,
                                 const TW* __restrict__ w, TOut* __restrict__ y,
-                                const int64_t* __restrict__ y_row_off, int64_t rows, int d, float eps) {
+                                RowMap y_row_off, int64_t rows, int d, float eps) {
   const int64_t row = int64_t(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
   if (row >= rows) return;
