@@ -10,6 +10,7 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include <algorithm>
 #include <optional>
 #include <string>
 #include <vector>
@@ -126,9 +127,12 @@ ExpertLayout expert_layout(std::span<const MlpWeights> experts) {
 void experts_grouped(const float* z, int64_t dl, std::span<const MlpWeights> experts, const ExpertLayout& layout,
                      const ExpertRows& rows, const GluParams& act, float* ye, cudaStream_t s) {
   const int64_t e_count = int64_t(experts.size()), inter = experts[0].gate.out_features();
-  // Rows per group: an expert holds at most T rows (a token's K experts are distinct), so small batches
-  // take the narrower (fewer registers) instantiations.
-  const int mt = rows.tokens <= 1 ? 1 : rows.tokens <= 2 ? 2 : rows.tokens <= 4 ? 4 : 8;
+  // Rows per group MT: twice the average rows per expert (rounded up to 1, 2, 4 or 8), and never above T (an
+  // expert holds at most T rows: a token's K experts are distinct). Experts with more rows loop over groups,
+  // re-reading their weight tile from L2; a narrower MT keeps fewer registers (more blocks in flight per SM,
+  // the bandwidth-bound case). The results do not depend on MT (each row's sums are formed the same way).
+  const int64_t want = std::min<int64_t>(rows.tokens, 2 * ((rows.slots + e_count - 1) / e_count));
+  const int mt = want <= 1 ? 1 : want <= 2 ? 2 : want <= 4 ? 4 : 8;
 
   ExpertProj proj[3];
   std::optional<Scratch> table;

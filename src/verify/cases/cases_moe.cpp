@@ -484,6 +484,10 @@ void add_moe_cases(CaseList& list, Scale scale) {
     moes.push_back({"kimi-linear", 1, 2304, 64, 8, 0, 1024, 1024, false, false, 2.446, DType::bf16, 8});
     moes.push_back({"kimi-linear", 32, 2304, 64, 8, 0, 1024, 1024, false, false, 2.446, DType::bf16, 8});
     moes.push_back({"kimi-linear", 512, 2304, 64, 8, 0, 1024, 1024, false, false, 2.446, DType::bf16, 8});
+    // decode batch 32 over all 256 experts (~1.6 rows per touched expert)
+    moes.push_back({"kimi-linear", 32, 2304, 256, 8, 0, 1024, 1024, false, false, 2.446, DType::bf16, 8});
+    // K3's latent MoE widths (d 7168, latent 3584 + norm, I 3072, MXFP4, SiTU, top-16, 2 shared) over 32 experts
+    moes.push_back({"k3", 4, 7168, 32, 16, 3584, 3072, 6144, true, true, 1.0, DType::bf16, 64});
   }
   for (const MoeCase& c : moes)
     list.push_back({"latent_moe", moe_str(c), c.dt, tol_for(c.dt), [=](Device dev) { return run_moe(c, scale, dev); }});
