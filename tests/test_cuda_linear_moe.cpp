@@ -163,7 +163,8 @@ struct GpuMoe {
                       {pool.size(1), pool.size(2)}, pool.device);
   }
   // Copies of every expert's slice in one fresh buffer, expert e at byte offset sum_{e' < e} (bytes + 256 (e' % 3
-  // + 1)): 256-byte aligned, never evenly strided (E >= 3).
+  // + 1)): never evenly strided (E >= 3), and as aligned as the pool's slices when one expert's bytes are a
+  // multiple of 256 (as in every shape here), so both forms take the same (vector-load) kernels.
   std::vector<TensorView> scattered(const TensorView& pool) {
     const int64_t bytes = pool.stride(0) * int64_t(pool.element_size()), gap = 256;
     int64_t total = 0;

@@ -16,7 +16,8 @@
 //
 // Expert weights: ExpertProj gives expert e's pointers either from a base and a byte stride (stacked experts:
 // one allocation per projection, as place_weights builds) or from a device table of ExpertPtr (experts
-// allocated separately; the launcher uploads it per call). Both read the same bytes: the same results.
+// allocated separately; the launcher uploads it per call). Both read the same bytes: the same results (given
+// the same `vec`, below).
 // Alignment: `vec` (checked by the launcher over every expert) selects 16-byte (dense) / 8-byte (MXFP4) weight
 // loads and float4 x loads; `vec` = 0 runs the same math with scalar loads.
 #pragma once
