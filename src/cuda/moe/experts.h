@@ -2,8 +2,9 @@
 // paths the launcher chooses between on the host from T * K / E alone (no counts on the host to choose):
 //   small rows (T * K <= kGroupedMaxRowsPerExpert * E, decode): experts_grouped, two launches for every expert
 //     (grouped.cuh), no host synchronisation, capturable in a CUDA graph when the experts are stacked;
-//   large rows (prefill): experts_gemm, the E + 1 offsets copied to the host (ONE stream sync), then per expert
-//     with rows cuBLAS GEMMs on operands of the activation dtype (bf16 x: one bf16 GEMM per projection).
+//   large rows (prefill): experts_gemm, the E + 1 offsets copied to the host (ONE stream sync), then cuBLAS GEMMs
+//     on operands of the activation dtype (bf16 x: bf16 GEMMs, one grouped call per projection for dense bf16
+//     experts, else one GEMM per expert with rows and projection).
 // Both write ye[r, :] = Expert_e(z[token_of_row[r], :]) (f32) for every grouped row r of every expert e.
 #pragma once
 
@@ -45,8 +46,8 @@ struct ExpertRows {
 void experts_grouped(const float* z, int64_t dl, std::span<const MlpWeights> experts, const ExpertLayout& layout,
                      const ExpertRows& rows, const GluParams& act, float* ye, cudaStream_t s);
 
-// The same result through cuBLAS: zg [T*K, dl] (dtype op: bf16 or f32, grouped order) -> ye. Copies the offsets
-// to the host (a stream sync).
+// The same result through cuBLAS: zg [T*K, dl] (dtype op: bf16 or f32, grouped order) -> ye (the GLU output is
+// rounded to op too). Copies the offsets to the host (a stream sync).
 void experts_gemm(const void* zg, DType op, int64_t dl, std::span<const MlpWeights> experts, const ExpertRows& rows,
                   const GluParams& act, float* ye, const Context& ctx);
 
