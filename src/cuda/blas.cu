@@ -8,10 +8,8 @@
 #include <mutex>
 #include <string>
 #include <utility>
-#include <vector>
 
 #include "cuda/check.cuh"
-#include "cuda/scratch.cuh"
 #include "kimi/error.h"
 
 #define KIMI_CUBLAS_CHECK(expr, what)                                                                   \
@@ -76,44 +74,6 @@ void gemm_xwt(cudaStream_t s, int64_t m, int64_t n, int64_t k, const void* x, DT
                                  cuda_type(xt), as_int(ldx, "ldx", what), &beta, y, cuda_type(yt),
                                  as_int(ldy, "ldy", what), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
                     what);
-}
-
-bool gemm_xwt_grouped(cudaStream_t s, std::span<const XwtProblem> problems, int64_t n, int64_t k, DType xt, DType wt,
-                      DType yt) {
-#if CUBLAS_VERSION >= 120500  // cublasGemmGroupedBatchedEx: cuBLAS 12.5
-  const std::string what = "grouped, " + std::to_string(problems.size()) + " problems n=" + std::to_string(n) +
-                           " k=" + std::to_string(k) + " x " + std::string(dtype_name(xt)) + " w " +
-                           std::string(dtype_name(wt)) + " y " + std::string(dtype_name(yt));
-  if (xt != wt || (yt != DType::f32 && yt != xt))
-    throw Error("cuda blas gemm_xwt_grouped: unsupported dtype combination (" + what + ")");
-  const size_t g = problems.size();
-  if (g == 0) return true;
-  // The same column-major mapping as gemm_xwt, one group of one problem per entry.
-  std::vector<cublasOperation_t> ta(g, CUBLAS_OP_T), tb(g, CUBLAS_OP_N);
-  std::vector<int> ms(g), ns(g), ks(g), lda(g), ldb(g), ldc(g), size(g, 1);
-  std::vector<float> alpha(g, 1.f), beta(g, 0.f);
-  std::vector<const void*> ptrs(3 * g);  // [W..., x..., y...]
-  for (size_t i = 0; i < g; ++i) {
-    const XwtProblem& p = problems[i];
-    if (p.ldx < k || p.ldw < k || p.ldy < n)
-      throw Error("cuda blas gemm_xwt_grouped: leading dimension too small (" + what + ")");
-    ms[i] = as_int(n, "n", what), ns[i] = as_int(p.m, "m", what), ks[i] = as_int(k, "k", what);
-    lda[i] = as_int(p.ldw, "ldw", what), ldb[i] = as_int(p.ldx, "ldx", what), ldc[i] = as_int(p.ldy, "ldy", what);
-    ptrs[i] = p.w, ptrs[g + i] = p.x, ptrs[2 * g + i] = p.y;
-  }
-  const Scratch dev = upload(ptrs, s);
-  const void* const* d = dev.get<const void* const>();
-  const cublasStatus_t st = cublasGemmGroupedBatchedEx(
-      handle(s), ta.data(), tb.data(), ms.data(), ns.data(), ks.data(), alpha.data(), d, cuda_type(wt), lda.data(),
-      d + g, cuda_type(xt), ldb.data(), beta.data(), const_cast<void* const*>(d + 2 * g), cuda_type(yt), ldc.data(),
-      int(g), size.data(), CUBLAS_COMPUTE_32F);
-  if (st == CUBLAS_STATUS_NOT_SUPPORTED) return false;
-  KIMI_CUBLAS_CHECK(st, what);
-  return true;
-#else
-  (void)s, (void)problems, (void)n, (void)k, (void)xt, (void)wt, (void)yt;
-  return false;
-#endif
 }
 
 }  // namespace kimi::cuda::blas

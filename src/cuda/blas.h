@@ -15,7 +15,6 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
-#include <span>
 
 #include "kimi/dtype.h"
 
@@ -23,20 +22,5 @@ namespace kimi::cuda::blas {
 
 void gemm_xwt(cudaStream_t s, int64_t m, int64_t n, int64_t k, const void* x, DType xt, int64_t ldx, const void* w,
               DType wt, int64_t ldw, void* y, DType yt, int64_t ldy, float beta);
-
-// One problem of gemm_xwt_grouped: y [m, n] = x [m, k] W [n, k]^T, rows ldx / ldw / ldy apart (device pointers).
-struct XwtProblem {
-  const void* x;
-  const void* w;
-  void* y;
-  int64_t m, ldx, ldw, ldy;
-};
-
-// Every problem (one n and k, one dtype combination, beta 0) in ONE cuBLAS call (cublasGemmGroupedBatchedEx, one
-// group per problem: the MoE experts' GEMMs of a layer). Uploads the device pointer arrays with a pageable copy
-// (not capturable). Returns false, having launched nothing, when this cuBLAS lacks the call or does not
-// support the dtype combination (the caller then loops over gemm_xwt).
-bool gemm_xwt_grouped(cudaStream_t s, std::span<const XwtProblem> problems, int64_t n, int64_t k, DType xt, DType wt,
-                      DType yt);
 
 }  // namespace kimi::cuda::blas

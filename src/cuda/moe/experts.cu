@@ -2,11 +2,9 @@
 //   grouped: h = glu(z W1_e^T, z W3_e^T) for every grouped row (one launch, grouped.cuh, P = 2), ye = h W2_e^T
 //            (one launch, P = 1); h f32 [T*K, I] scratch. The kernels take each expert's weight pointers from
 //            base + e * stride when the experts are stacked, else from a table uploaded here per call.
-//   gemm:    offsets -> host (the one sync), G = zg_e W1^T, U = zg_e W3^T (f32) for every expert with rows, one
-//            glu over all rows into H (the operand dtype), ye_e = H_e W2^T. Dense bf16 experts on bf16 operands:
-//            one cublasGemmGroupedBatchedEx call per projection (all experts); otherwise (MXFP4 experts, f32
-//            operands, a cuBLAS without the grouped call) one cuda::linear per expert (one bf16 GEMM per
-//            projection on bf16 operands, GEMV for experts with <= 16 rows).
+//   gemm:    offsets -> host (the one sync), per expert with rows: G = zg_e W1^T, U = zg_e W3^T (f32), one glu
+//            over all rows into H (the operand dtype), per expert ye_e = H_e W2^T (cuda::linear: one cuBLAS GEMM
+//            per projection when the operands are bf16, GEMV for experts with <= 16 rows).
 #include "cuda/moe/experts.h"
 
 #include <cuda_bf16.h>
@@ -17,7 +15,6 @@
 #include <string>
 #include <vector>
 
-#include "cuda/blas.h"
 #include "cuda/check.cuh"
 #include "cuda/linear/linear.h"
 #include "cuda/moe/grouped.cuh"
@@ -208,30 +205,13 @@ void experts_gemm(const void* zg, DType op, int64_t dl, std::span<const MlpWeigh
     void* p = const_cast<char*>(static_cast<const char*>(b)) + int64_t(off[e]) * cols * int64_t(dtype_size(t));
     return TensorView(p, t, {count, cols}, dev);
   };
-  // Dense bf16 experts on bf16 operands: each projection of every expert in one grouped cuBLAS call, when this
-  // cuBLAS has it; otherwise (and for MXFP4 experts, dequantized per expert, or f32 operands) one cuda::linear
-  // per expert with rows.
-  const auto grouped_gemm = [&](Proj p, const void* x, int64_t k, void* y, int64_t n) {
-    if (op != DType::bf16 || (experts[0].*p).is_mxfp4() || (experts[0].*p).w.dtype != DType::bf16) return false;
-    std::vector<blas::XwtProblem> probs;
-    for (size_t e = 0; e < size_t(e_count); ++e) {
-      if (off[e + 1] == off[e]) continue;
-      const Weight& w = experts[e].*p;
-      probs.push_back({rows_of(x, op, k, e).data, w.w.data, rows_of(y, DType::f32, n, e).data, off[e + 1] - off[e], k,
-                       row_stride(w.w, k), n});
-    }
-    return blas::gemm_xwt_grouped(s, probs, n, k, op, DType::bf16, DType::f32);
-  };
-  for (const Proj p : {kProjs[0], kProjs[1]}) {
-    void* y = p == kProjs[0] ? g.get() : u.get();
-    if (grouped_gemm(p, zg, dl, y, inter)) continue;
-    for (size_t e = 0; e < size_t(e_count); ++e)
-      if (off[e + 1] != off[e])
-        cuda::linear(rows_of(zg, op, dl, e), experts[e].*p, rows_of(y, DType::f32, inter, e), 0.f, ctx);
+  for (size_t e = 0; e < size_t(e_count); ++e) {
+    if (off[e + 1] == off[e]) continue;
+    cuda::linear(rows_of(zg, op, dl, e), experts[e].gate, rows_of(g.get(), DType::f32, inter, e), 0.f, ctx);
+    cuda::linear(rows_of(zg, op, dl, e), experts[e].up, rows_of(u.get(), DType::f32, inter, e), 0.f, ctx);
   }
   const TensorView gv(g.get(), DType::f32, {slots, inter}, dev), uv(u.get(), DType::f32, {slots, inter}, dev);
   cuda::glu(gv, uv, act, TensorView(h.get(), op, {slots, inter}, dev), ctx);
-  if (grouped_gemm(kProjs[2], h.get(), inter, ye, dl)) return;
   for (size_t e = 0; e < size_t(e_count); ++e)
     if (off[e + 1] != off[e])
       cuda::linear(rows_of(h.get(), op, inter, e), experts[e].down, rows_of(ye, DType::f32, dl, e), 0.f, ctx);
