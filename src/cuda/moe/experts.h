@@ -2,9 +2,8 @@
 // paths the launcher chooses between on the host from T * K / E alone (no counts on the host to choose):
 //   small rows (T * K <= kGroupedMaxRowsPerExpert * E, decode): experts_grouped, two launches for every expert
 //     (grouped.cuh), no host synchronisation, capturable in a CUDA graph when the experts are stacked;
-//   large rows (prefill): experts_gemm, the E + 1 offsets copied to the host (ONE stream sync), then cuBLAS GEMMs
-//     on operands of the activation dtype (bf16 x: bf16 GEMMs, one grouped call per projection for dense bf16
-//     experts, else one GEMM per expert with rows and projection).
+//   large rows (prefill): experts_gemm, the E + 1 offsets copied to the host (ONE stream sync), then per expert
+//     with rows cuBLAS GEMMs on operands of the activation dtype (bf16 x: one bf16 GEMM per projection).
 // Both write ye[r, :] = Expert_e(z[token_of_row[r], :]) (f32) for every grouped row r of every expert e.
 #pragma once
 
