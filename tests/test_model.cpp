@@ -17,6 +17,7 @@
 #include "expect_error.h"
 #include "kimi/model/generate.h"
 #include "kimi/model/model.h"
+#include "model/weights.h"
 #include "model_testutil.h"
 
 namespace kimi::model {
@@ -334,6 +335,47 @@ TEST(Model, BlocksOnASecondHostDeviceGiveBitIdenticalLogits) {
       const std::string want = "layer " + std::to_string(bad) + "'s pools on cpu:1";
       EXPECT_KIMI_ERROR(forward(m, wrong, {tok, cu1, s0}), "forward", "'cache'", want.c_str(), "got cpu");
     }
+  }
+}
+
+// place_weights stacks a MoE layer's routed experts: per projection (and per MXFP4 part) one allocation, expert e
+// at base + e * (bytes of one expert), each slice holding that expert's checkpoint bytes. The CUDA MoE finds
+// experts this way (one launch for all of them, capturable in a CUDA graph); the cpu:1 device runs the same
+// upload code without a GPU.
+TEST(Model, PlacedExpertsAreStackedOnePerProjection) {
+  const Device other{DeviceType::cpu, 1};
+  for (const char* name : {"k3-tiny", "kimi-linear-tiny"}) {
+    const Model& ref = *tiny(name);
+    const Placement p = place_blocks(ref.config(), other, [&](BlockKind, int64_t, size_t) { return other; });
+    const Model m(testutil::tiny_dir(name), p);
+    int64_t moe_layers = 0;
+    for (int64_t i = 0; i < m.config().num_hidden_layers; ++i) {
+      const FfnWeights& f = m.weights().layers[size_t(i)].ffn;
+      const FfnWeights& r = ref.weights().layers[size_t(i)].ffn;
+      if (!f.moe) continue;
+      ++moe_layers;
+      ASSERT_EQ(f.experts.size(), size_t(m.config().num_experts));
+      for (Weight MlpWeights::*proj : {&MlpWeights::gate, &MlpWeights::up, &MlpWeights::down})
+        for (TensorView Weight::*part : {&Weight::w, &Weight::scale}) {
+          const TensorView first = f.experts[0].*proj.*part;
+          if (!first.present()) continue;  // dense experts: no scale
+          const size_t bytes = size_t(first.numel()) * first.element_size();
+          for (size_t e = 0; e < f.experts.size(); ++e) {
+            const TensorView v = f.experts[e].*proj.*part, src = r.experts[e].*proj.*part;
+            EXPECT_EQ(v.device, other);
+            EXPECT_EQ(static_cast<const char*>(v.data), static_cast<const char*>(first.data) + e * bytes)
+                << name << " layer " << i << " expert " << e;
+            ASSERT_EQ(v.numel(), src.numel());
+            EXPECT_EQ(std::memcmp(v.data, src.data, bytes), 0) << name << " layer " << i << " expert " << e;
+          }
+          // one allocation: a device copy holds all E experts
+          bool one = false;
+          for (const Tensor& t : m.weights().device_copies)
+            one = one || (t.data() == first.data && t.nbytes() == bytes * f.experts.size());
+          EXPECT_TRUE(one) << name << " layer " << i;
+        }
+    }
+    EXPECT_GT(moe_layers, 0) << name;
   }
 }
 

@@ -1,7 +1,11 @@
 // src/model/place_weights.cpp: place_weights of src/model/weights.h: the GPU blocks' weights move to their
 // device, each source tensor exactly once; the weights of CPU blocks stay views into the mapping.
+// A MoE layer's routed experts are stacked on upload: one [E, rows, cols] allocation per projection (w1, w3,
+// w2) and per MXFP4 part (packed, scale), expert e's views being slice e of it, so the CUDA MoE kernels find
+// every expert at base + e * stride (one launch for all experts, capturable in a CUDA graph: docs/ops/moe.md).
 #include <map>
 #include <tuple>
+#include <vector>
 
 #include "kimi/device.h"
 #include "kimi/error.h"
@@ -32,6 +36,12 @@ class Uploader {
   }
   void weight(Weight& w, Device d) { view(w.w, d), view(w.scale, d); }
   void mlp(MlpWeights& m, Device d) { weight(m.gate, d), weight(m.up, d), weight(m.down, d); }
+  // Every expert's projection p as slices of one stacked copy on d (both parts of MXFP4 weights).
+  void experts(std::vector<MlpWeights>& ex, Device d) {
+    if (ex.empty()) return;
+    for (Weight MlpWeights::*p : {&MlpWeights::gate, &MlpWeights::up, &MlpWeights::down})
+      for (TensorView Weight::*part : {&Weight::w, &Weight::scale}) stack(ex, p, part, d);
+  }
   // An owned small parameter: replaced by its copy on d.
   void owned(Tensor& t, Device d) {
     if (!t.data() || t.device() == d) return;
@@ -41,6 +51,36 @@ class Uploader {
   }
 
  private:
+  // Views of one shape and dtype (contiguous, off d) go into one [E, ...] tensor; anything else (experts of
+  // different shapes or formats, which no checkpoint of these models has) is uploaded view by view.
+  void stack(std::vector<MlpWeights>& ex, Weight MlpWeights::*p, TensorView Weight::*part, Device d) {
+    const TensorView first = (ex[0].*p).*part;
+    bool same = first.present() && first.device != d && first.is_contiguous();
+    for (const MlpWeights& m : ex) {
+      const TensorView& v = (m.*p).*part;
+      same = same && v.present() && v.device == first.device && v.dtype == first.dtype && v.ndim == first.ndim &&
+             v.shape == first.shape && v.is_contiguous();
+    }
+    if (!same) {
+      for (MlpWeights& m : ex) view((m.*p).*part, d);
+      return;
+    }
+    std::vector<int64_t> shape{int64_t(ex.size())};
+    shape.insert(shape.end(), first.shape.begin(), first.shape.begin() + first.ndim);
+    Tensor t(first.dtype, std::span<const int64_t>(shape), d);
+    const size_t bytes = size_t(first.numel()) * first.element_size();
+    for (size_t e = 0; e < ex.size(); ++e) {
+      TensorView& v = (ex[e].*p).*part;
+      TensorView slice = v;
+      slice.data = static_cast<char*>(t.data()) + e * bytes;
+      slice.device = d;
+      copy(slice, v);
+      done_.emplace(Key{v.data, int(d.type), d.index, v.dtype, v.numel()}, slice.data);
+      v = slice;
+    }
+    store_.push_back(std::move(t));
+  }
+
   using Key = std::tuple<const void*, int, int, DType, int64_t>;  // (data, device type, index, dtype, numel)
   std::vector<Tensor>& store_;
   std::map<Key, void*> done_;
@@ -82,7 +122,7 @@ void place_weights(ModelWeights& w, const Config& c, const Placement& p) {
       } else {
         up.weight(f.router, d), up.owned(f.router_bias, d);
         up.weight(f.latent_down, d), up.weight(f.latent_up, d), up.view(f.latent_norm, d);
-        for (MlpWeights& e : f.experts) up.mlp(e, d);
+        up.experts(f.experts, d);
         if (f.has_shared) up.mlp(f.shared, d);
       }
     }

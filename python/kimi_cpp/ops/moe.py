@@ -78,7 +78,10 @@ def latent_moe(x, router, experts, top_k: int, router_bias=None, latent_down=Non
     x [T, d]; router [E, d]; router_bias f32 [E]; latent_down [Dl, d]; latent_norm [Dl]; latent_up [d, Dl];
     experts: E tuples (gate [I, Dl], up [I, Dl], down [Dl, I]); shared: one (gate, up, down) on x or None.
     Every weight dense or an MXFP4 (packed, scale) pair. Returns out [T, d] like x, or (out, ids int32 [T, K],
-    weights float32 [T, K]) with ``return_routing``. CPU backend."""
+    weights float32 [T, K]) with ``return_routing``. On CUDA, decode shapes (T * top_k <= 16 E) never wait on the
+    host and can be captured in a CUDA graph when each projection's experts are evenly strided in memory (e.g.
+    ``w1[e]`` slices of one [E, I, Dl] tensor); experts in separate tensors take a per-call pointer upload, which
+    refuses graph capture (docs/ops/moe.md)."""
     T = x.shape[0]
     out = _tensors.empty(x, x.shape)
     ids = _tensors.empty(x, (T, top_k), "int32") if return_routing else None

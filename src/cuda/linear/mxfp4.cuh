@@ -4,6 +4,8 @@
 //   scale (E8M0 byte e): 2^(e - 127) for e < 255 (e = 0: the f32 subnormal 2^-127), NaN for e = 255;
 //   w = (sign ? -mag : mag) * scale, one f32 product (so code 8 gives -0, e = 255 gives NaN).
 // packed u8 [O, I/2] (low nibble = even column), scale u8 [O, I/32].
+// NOTE: the kernels here are `static`: this header reaches more than one TU (linear.cu, and moe/experts.cu
+// through gemv.cuh), and a non-template __global__ defined in two TUs is a duplicate symbol at link time.
 #pragma once
 
 #include <cstdint>
@@ -39,7 +41,7 @@ __device__ __forceinline__ uint32_t e2m1_code(float q) {
 }
 
 // Dequantize rows: one thread per packed byte (two outputs). w: dtype code tw, row stride ldw (elements).
-__global__ void mxfp4_dequant_kernel(const uint8_t* __restrict__ packed, int64_t ldp, const uint8_t* __restrict__ scale,
+static __global__ void mxfp4_dequant_kernel(const uint8_t* __restrict__ packed, int64_t ldp, const uint8_t* __restrict__ scale,
                                      int64_t lds, void* __restrict__ w, int tw, int64_t ldw, int64_t rows,
                                      int64_t half_in) {
   const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
@@ -53,7 +55,7 @@ __global__ void mxfp4_dequant_kernel(const uint8_t* __restrict__ packed, int64_t
 
 // Quantize: one thread per block of 32 values (the CPU's mxfp4_quant_block): e = clamp(floor(log2(amax)) - 2 +
 // 127, 0, 254) (0 for an all-zero block, 255 and codes 0 for a block holding NaN or Inf).
-__global__ void mxfp4_quant_kernel(const void* __restrict__ w, int tw, int64_t ldw, uint8_t* __restrict__ packed,
+static __global__ void mxfp4_quant_kernel(const void* __restrict__ w, int tw, int64_t ldw, uint8_t* __restrict__ packed,
                                    int64_t ldp, uint8_t* __restrict__ scale, int64_t lds, int64_t rows,
                                    int64_t blocks_per_row) {
   const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;

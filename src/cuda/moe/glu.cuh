@@ -1,7 +1,8 @@
 // src/cuda/moe/glu.cuh: the GLU activations (SPEC 7), fp32, exactly the CPU's formulas:
 //   SiLU-GLU: h = gate * sigmoid(gate) * up
 //   SiTU-GLU: h = beta * tanh(gate / beta) * sigmoid(gate) * (lbeta > 0 ? lbeta * tanh(up / lbeta) : up)
-// glu_kernel: one thread per element of [..., I] views (leading dims any strides, last dim contiguous).
+// glu_kernel: one thread per element of [..., I] views (leading dims any strides, last dim contiguous);
+// `static` (internal linkage): moe.cu launches it, moe/experts.cu includes this header for glu_value.
 #pragma once
 
 #include <cstdint>
@@ -44,7 +45,7 @@ __device__ __forceinline__ int64_t glu_offset(const GluArgs& a, const GluView& v
   return off;
 }
 
-__global__ void glu_kernel(GluArgs a) {
+static __global__ void glu_kernel(GluArgs a) {
   const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= a.total) return;
   const int64_t row = i / a.inner, col = i % a.inner;

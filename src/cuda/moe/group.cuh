@@ -1,35 +1,86 @@
-// src/cuda/moe/group.cuh: grouping the routed (token, slot) pairs by expert, and combining expert outputs.
-// A slot is i = t * K + j (token t's j-th routed expert ids[i]); rows of the grouped buffers are ordered by
-// expert (expert e owns rows [start_e, start_e + count_e)); within an expert the order is whatever the
-// atomics gave (each row is computed independently, and the combine reads rows by slot, so the result
-// does not depend on it).
-//   count_kernel:   count[ids[i]] += 1
-//   place_kernel:   row = cursor[ids[i]]++ (cursor starts at start); row_of_slot[i] = row
-//   gather_kernel:  zg[row_of_slot[i], :] = z[i / K, :]                               zg f32 [T*K, D]
+// src/cuda/moe/group.cuh: grouping the routed (token, slot) pairs by expert on the device, and combining
+// the expert outputs. A slot is i = t * K + j (token t's j-th routed expert ids[i]); rows of the grouped
+// buffers are ordered by expert (expert e owns rows [offsets[e], offsets[e + 1])); within an expert the
+// order is whatever the atomics gave (each row is computed independently of its position, and the combine
+// reads rows by slot, so the result does not depend on it, bit for bit).
+//   count_kernel:   count[ids[i]] += 1                                  (count zeroed first)
+//   offsets_kernel: offsets[e] = sum_{e' < e} count[e'], offsets[E] = T*K; cursor = offsets[0..E)
+//                   (ONE block: a chunked scan over E, any E)
+//   place_kernel:   row = cursor[ids[i]]++; row_of_slot[i] = row; token_of_row[row] = i / K
+//   gather_kernel:  zg[row_of_slot[i], :] = round_tz(z[i / K, :])        z f32 [T, D], zg [T*K, D] dtype tz
 //   combine_kernel: y[t, c] = sum_j w[t*K + j] * ye[row_of_slot[t*K + j], c]  (j ascending, fp32)
+// Nothing here reads a count on the host: the grouped expert kernels (grouped.cuh) take offsets on the device.
 #pragma once
 
 #include <cstdint>
 
+#include "cuda/elementwise.cuh"
+
 namespace kimi::cuda {
+
+constexpr int kOffsetsThreads = 256;
 
 __global__ void count_kernel(const int32_t* __restrict__ ids, int64_t slots, int32_t* __restrict__ count) {
   const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i < slots) atomicAdd(&count[ids[i]], 1);
 }
 
-__global__ void place_kernel(const int32_t* __restrict__ ids, int64_t slots, int32_t* __restrict__ cursor,
-                             int32_t* __restrict__ row_of_slot) {
+// Exclusive scan of count [E] into offsets [E + 1] and cursor [E]; launch with ONE block of kOffsetsThreads.
+// Each pass scans kOffsetsThreads counts (warp shuffles, then the warp totals) on top of the running carry.
+__global__ void __launch_bounds__(kOffsetsThreads) offsets_kernel(const int32_t* __restrict__ count, int e_count,
+                                                                  int32_t* __restrict__ offsets,
+                                                                  int32_t* __restrict__ cursor) {
+  constexpr int kWarps = kOffsetsThreads / 32;
+  __shared__ int32_t warp_sum[kWarps];
+  __shared__ int32_t carry;
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  if (threadIdx.x == 0) carry = 0;
+  __syncthreads();
+  for (int base = 0; base < e_count; base += kOffsetsThreads) {
+    const int e = base + int(threadIdx.x);
+    const int32_t v = e < e_count ? count[e] : 0;
+    int32_t s = v;  // inclusive scan within the warp
+#pragma unroll
+    for (int o = 1; o < 32; o *= 2) {
+      const int32_t u = __shfl_up_sync(0xffffffffu, s, o);
+      if (lane >= o) s += u;
+    }
+    if (lane == 31) warp_sum[warp] = s;
+    __syncthreads();
+    if (warp == 0) {  // inclusive scan of the warp totals
+      int32_t w = lane < kWarps ? warp_sum[lane] : 0;
+#pragma unroll
+      for (int o = 1; o < 32; o *= 2) {
+        const int32_t u = __shfl_up_sync(0xffffffffu, w, o);
+        if (lane >= o) w += u;
+      }
+      if (lane < kWarps) warp_sum[lane] = w;
+    }
+    __syncthreads();
+    const int32_t excl = carry + (warp ? warp_sum[warp - 1] : 0) + s - v;
+    if (e < e_count) offsets[e] = excl, cursor[e] = excl;
+    __syncthreads();  // every thread has read carry and warp_sum
+    if (threadIdx.x == kOffsetsThreads - 1) carry = excl + v;
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) offsets[e_count] = carry;
+}
+
+__global__ void place_kernel(const int32_t* __restrict__ ids, int64_t slots, int k, int32_t* __restrict__ cursor,
+                             int32_t* __restrict__ row_of_slot, int32_t* __restrict__ token_of_row) {
   const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i < slots) row_of_slot[i] = atomicAdd(&cursor[ids[i]], 1);
+  if (i >= slots) return;
+  const int32_t row = atomicAdd(&cursor[ids[i]], 1);
+  row_of_slot[i] = row;
+  token_of_row[row] = int32_t(i / k);
 }
 
 __global__ void gather_kernel(const float* __restrict__ z, const int32_t* __restrict__ row_of_slot, int k,
-                              int64_t slots, int64_t d, float* __restrict__ zg) {
+                              int64_t slots, int64_t d, void* __restrict__ zg, int tz) {
   const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= slots * d) return;
   const int64_t slot = i / d, c = i % d;
-  zg[int64_t(row_of_slot[slot]) * d + c] = z[(slot / k) * d + c];
+  store_f32(zg, int64_t(row_of_slot[slot]) * d + c, tz, z[(slot / k) * d + c]);
 }
 
 __global__ void combine_kernel(const float* __restrict__ ye, const int32_t* __restrict__ row_of_slot,

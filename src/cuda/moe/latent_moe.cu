@@ -1,15 +1,20 @@
 // Launcher of cuda::latent_moe (kimi/ops/moe.h, SPEC 7): the latent MoE block on the device.
 //   1. logits = x W_r^T (f32 [T, E]); router_kernel -> ids i32 [T, K], w f32 [T, K]
 //   2. z = x W_ld^T (f32 [T, Dl]), or z = f32(x) without the latent projections (Dl = d)
-//   3. group the T*K slots by expert: count_kernel; ONE device -> host copy of the E counts (a stream
-//      sync: the per-expert GEMM shapes are chosen on the host); place_kernel; gather_kernel -> zg [T*K, Dl]
-//   4. per expert with rows: G = zg_e W1^T, U = zg_e W3^T (f32 [T*K, I]); one glu over all rows (G = act(G) * U);
-//      per expert: Ye_e = G_e W2^T (f32 [T*K, Dl])       -- cuda::linear: GEMV for <= 16 rows, else cuBLAS
+//   3. group the T*K slots by expert on the device (group.cuh): count_kernel, offsets_kernel (exclusive scan),
+//      place_kernel (row_of_slot, token_of_row); no count reaches the host here
+//   4. the experts over their rows, ye f32 [T*K, Dl] in grouped order (experts.h), by T*K / E on the host:
+//      <= kGroupedMaxRowsPerExpert (decode): experts_grouped, one gate+up+GLU launch and one down launch for
+//        every expert, straight from z (no gather), no host sync;
+//      above (prefill): gather z into zg [T*K, Dl] of the operand dtype (bf16 when x is bf16, else f32: f32 / f16
+//        x keep exact operands), then experts_gemm (the offsets copied to the host: ONE stream sync)
 //   5. y[t] = sum_j w[t, j] Ye[row of slot (t, j)] (combine_kernel, f32 [T, Dl]); RMSNorm_latent (f32)
 //   6. res = y W_lu^T (f32 [T, d]) (or y), res += Shared(x) (cuda::mlp, beta 1); out = round(res)
-// Everything between x and out is f32; out is written once at the end, so it may alias x.
-// NOTE: the counts copy makes this launcher refuse CUDA graph capture; per-expert launches cost
-// ~5 launches per active expert (a grouped GEMM would remove both; docs/ops/moe.md).
+// z, h, ye, y and res are f32 (the prefill path's operands follow x's dtype, above); out is written once at the
+// end, so it may alias x.
+// CUDA graph capture: the decode path captures when the experts are stacked (one allocation per projection,
+// evenly strided: place_weights builds them so). Separately allocated experts need a per-call pointer-table
+// upload and the prefill path a counts copy: both are refused under capture with an error, before any work.
 #include <optional>
 #include <string>
 #include <vector>
@@ -18,6 +23,7 @@
 #include "cuda/elementwise.cuh"
 #include "cuda/grid.cuh"
 #include "cuda/linear/linear.h"
+#include "cuda/moe/experts.h"
 #include "cuda/moe/group.cuh"
 #include "cuda/moe/moe.h"
 #include "cuda/norm/norm.h"
@@ -41,6 +47,25 @@ void copy_out(const Scratch& src, int64_t rows, int64_t k, const TensorView& dst
       src.get<uint32_t>(), rows, k, static_cast<uint32_t*>(dst.data), rows > 1 ? dst.stride(0) : k);
   KIMI_CUDA_CHECK(cudaGetLastError());
 }
+
+// Refuses graph capture (before any work on the stream: the caller's capture stays valid) when this call
+// would synchronise with the host or upload a host table.
+void refuse_capture_of(cudaStream_t s, bool grouped, bool stacked, int64_t slots, int64_t e_count) {
+  cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
+  KIMI_CUDA_CHECK(cudaStreamIsCapturing(s, &st));
+  if (st == cudaStreamCaptureStatusNone) return;
+  if (!grouped)
+    throw Error("latent_moe: cannot run inside CUDA graph capture with T * top_k = " + std::to_string(slots) +
+                " routed rows over " + std::to_string(e_count) + " experts (more than " +
+                std::to_string(kGroupedMaxRowsPerExpert) +
+                " per expert on average: the prefill path copies the expert counts to the host); capture batches "
+                "with T * top_k <= " + std::to_string(kGroupedMaxRowsPerExpert * e_count));
+  if (!stacked)
+    throw Error("latent_moe: cannot run inside CUDA graph capture with expert weights that are separate "
+                "allocations (argument 'w.experts': each projection's experts must be evenly strided in memory, "
+                "one stacked tensor per projection, to be captured; separate experts need a per-call "
+                "pointer-table upload); call it outside stream capture");
+}
 }  // namespace
 
 void latent_moe(TensorView x, const LatentMoeWeights& w, const RouterParams& router, const GluParams& act,
@@ -49,15 +74,11 @@ void latent_moe(TensorView x, const LatentMoeWeights& w, const RouterParams& rou
   const int64_t k = router.top_k, slots = t_count * k;
   if (t_count == 0) return;
   const cudaStream_t s = static_cast<cudaStream_t>(ctx.cuda_stream);
-  const int64_t inter = w.experts[0].gate.out_features();
-  for (size_t e = 1; e < w.experts.size(); ++e)  // the experts share [T*K, I] scratch buffers
-    if (w.experts[e].gate.out_features() != inter)
-      throw Error("latent_moe: argument 'w.experts[" + std::to_string(e) + "]': expected the intermediate size of " +
-                  "expert 0 on CUDA (" + std::to_string(inter) + "), got " +
-                  std::to_string(w.experts[e].gate.out_features()));
+  const ExpertLayout layout = expert_layout(w.experts);  // one width and format per projection (errors)
   if (slots > int64_t(0x7fffffff))  // grouped rows are counted in int32
     throw Error("latent_moe: argument 'x': expected T * top_k <= 2^31 - 1 on CUDA, got " + std::to_string(slots));
-  refuse_capture(s, "latent_moe");
+  const bool grouped = slots <= kGroupedMaxRowsPerExpert * e_count;  // average rows per expert, no counts needed
+  refuse_capture_of(s, grouped, layout.stacked, slots, e_count);
   const DeviceGuard device_guard(x.device.index);
   const Device dev = x.device;
   const bool latent = w.latent_down.w.present();
@@ -79,41 +100,34 @@ void latent_moe(TensorView x, const LatentMoeWeights& w, const RouterParams& rou
   if (latent) cuda::linear(x, w.latent_down, f32(z, t_count, dl), 0.f, ctx);
   else convert_view(x, z.get(), DType::f32, dl, ctx);
 
-  // 3. Group slots by expert: counts to the host (the one sync), then rows on the device.
-  Scratch count(size_t(e_count) * 4, s), cursor(size_t(e_count) * 4, s), row_of_slot(size_t(slots) * 4, s);
+  // 3. Group slots by expert, all on the device.
+  Scratch count(size_t(e_count) * 4, s), cursor(size_t(e_count) * 4, s), offsets(size_t(e_count + 1) * 4, s);
+  Scratch row_of_slot(size_t(slots) * 4, s), token_of_row(size_t(slots) * 4, s);
   KIMI_CUDA_CHECK(cudaMemsetAsync(count.get(), 0, size_t(e_count) * 4, s));
   count_kernel<<<grid_1d(slots, kThreads, "latent_moe"), kThreads, 0, s>>>(sel.get<int32_t>(), slots,
                                                                           count.get<int32_t>());
   KIMI_CUDA_CHECK(cudaGetLastError());
-  std::vector<int32_t> counts(static_cast<size_t>(e_count));
-  KIMI_CUDA_CHECK(cudaMemcpyAsync(counts.data(), count.get(), size_t(e_count) * 4, cudaMemcpyDeviceToHost, s));
-  KIMI_CUDA_CHECK(cudaStreamSynchronize(s));
-  std::vector<int32_t> start(size_t(e_count) + 1, 0);
-  for (size_t e = 0; e < size_t(e_count); ++e) start[e + 1] = start[e] + counts[e];
-  KIMI_CUDA_CHECK(cudaMemcpyAsync(cursor.get(), start.data(), size_t(e_count) * 4, cudaMemcpyHostToDevice, s));
-  // NOTE: a pageable host -> device copy returns once `start` is staged, so the vector may die after it.
-  place_kernel<<<grid_1d(slots, kThreads, "latent_moe"), kThreads, 0, s>>>(sel.get<int32_t>(), slots,
-                                                                          cursor.get<int32_t>(),
-                                                                          row_of_slot.get<int32_t>());
+  offsets_kernel<<<1, kOffsetsThreads, 0, s>>>(count.get<int32_t>(), int(e_count), offsets.get<int32_t>(),
+                                               cursor.get<int32_t>());
   KIMI_CUDA_CHECK(cudaGetLastError());
-  Scratch zg(size_t(slots * dl) * 4, s);
-  gather_kernel<<<grid_1d(slots * dl, kThreads, "latent_moe"), kThreads, 0, s>>>(
-      z.get<float>(), row_of_slot.get<int32_t>(), int(k), slots, dl, zg.get<float>());
+  place_kernel<<<grid_1d(slots, kThreads, "latent_moe"), kThreads, 0, s>>>(
+      sel.get<int32_t>(), slots, int(k), cursor.get<int32_t>(), row_of_slot.get<int32_t>(),
+      token_of_row.get<int32_t>());
   KIMI_CUDA_CHECK(cudaGetLastError());
+  const ExpertRows rows{offsets.get<int32_t>(), token_of_row.get<int32_t>(), slots, t_count};
 
-  // 4. Experts over their rows: gate/up, one activation over every row, down.
-  Scratch g(size_t(slots * inter) * 4, s), u(size_t(slots * inter) * 4, s), ye(size_t(slots * dl) * 4, s);
-  const auto rows_of = [&](const Scratch& b, int64_t cols, size_t e) {  // expert e's rows of a [T*K, cols] buffer
-    return TensorView(b.get<float>() + int64_t(start[e]) * cols, DType::f32, {int64_t(counts[e]), cols}, dev);
-  };
-  for (size_t e = 0; e < size_t(e_count); ++e) {
-    if (counts[e] == 0) continue;
-    cuda::linear(rows_of(zg, dl, e), w.experts[e].gate, rows_of(g, inter, e), 0.f, ctx);
-    cuda::linear(rows_of(zg, dl, e), w.experts[e].up, rows_of(u, inter, e), 0.f, ctx);
+  // 4. The experts over their rows: ye [T*K, Dl] f32, grouped order.
+  Scratch ye(size_t(slots * dl) * 4, s);
+  if (grouped) {
+    experts_grouped(z.get<float>(), dl, w.experts, layout, rows, act, ye.get<float>(), s);
+  } else {
+    const DType op = x.dtype == DType::bf16 ? DType::bf16 : DType::f32;
+    Scratch zg(size_t(slots * dl) * dtype_size(op), s);
+    gather_kernel<<<grid_1d(slots * dl, kThreads, "latent_moe"), kThreads, 0, s>>>(
+        z.get<float>(), row_of_slot.get<int32_t>(), int(k), slots, dl, zg.get(), elem_type(op));
+    KIMI_CUDA_CHECK(cudaGetLastError());
+    experts_gemm(zg.get(), op, dl, w.experts, rows, act, ye.get<float>(), ctx);
   }
-  cuda::glu(f32(g, slots, inter), f32(u, slots, inter), act, f32(g, slots, inter), ctx);
-  for (size_t e = 0; e < size_t(e_count); ++e)
-    if (counts[e] != 0) cuda::linear(rows_of(g, inter, e), w.experts[e].down, rows_of(ye, dl, e), 0.f, ctx);
 
   // 5. Weighted sum per token, latent RMSNorm (into yn: rms_norm does not promise in-place).
   Scratch y(size_t(t_count * dl) * 4, s);

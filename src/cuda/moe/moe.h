@@ -13,7 +13,8 @@ void moe_router(TensorView logits, TensorView bias, const RouterParams& p, Tenso
                 const Context& ctx);
 void glu(TensorView gate, TensorView up, const GluParams& p, TensorView h, const Context& ctx);
 void mlp(TensorView x, const MlpWeights& w, const GluParams& p, TensorView y, float beta, const Context& ctx);
-// One device -> host copy of the per-expert token counts (a stream sync): refuses CUDA graph capture.
+// Decode shapes (T * top_k <= 16 E) run without a host sync and capture in a CUDA graph when the experts are
+// stacked; prefill shapes copy the expert offsets to the host once (src/cuda/moe/latent_moe.cu, experts.h).
 void latent_moe(TensorView x, const LatentMoeWeights& w, const RouterParams& router, const GluParams& act,
                 float norm_eps, TensorView out, TensorView ids, TensorView weights, const Context& ctx);
 

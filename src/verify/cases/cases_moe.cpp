@@ -285,12 +285,13 @@ struct MoeCase {
   double scaling;
   DType dt;
   int64_t shift = 0;  // expert pool shift (0: disjoint experts)
+  int64_t hot = -1;   // an expert whose router bias is raised by 2: first choice of every token (K = 1: all rows)
 };
 
 std::string moe_str(const MoeCase& c) {
   return c.name + " T=" + std::to_string(c.t) + " d=" + std::to_string(c.d) + " E=" + std::to_string(c.e) +
          " K=" + std::to_string(c.k) + (c.latent ? " Dl=" + std::to_string(c.latent) : "") +
-         " I=" + std::to_string(c.inter);
+         " I=" + std::to_string(c.inter) + (c.hot >= 0 ? " hot=" + std::to_string(c.hot) : "");
 }
 
 Result run_moe(const MoeCase& c, Scale scale, Device dev) {
@@ -299,6 +300,11 @@ Result run_moe(const MoeCase& c, Scale scale, Device dev) {
   const PoolW router = make_weight(dev, rng, c.e, c.d, 1, c.e, false, DType::bf16);
   Buf bias(dev, DType::f32, {c.e});
   bias.uniform(rng, -0.05, 0.05);
+  if (c.hot >= 0) {  // sigmoid scores lie in (0, 1): s_hot + 2 - 0.05 beats every other s + b < 1.05
+    Vec b = bias.to_f64();
+    b[size_t(c.hot)] += 2.0;
+    bias.set(b);
+  }
   std::optional<PoolW> down, up;
   std::optional<Buf> norm;
   if (c.latent) {
@@ -452,10 +458,36 @@ void add_moe_cases(CaseList& list, Scale scale) {
     // 40 tokens x top-4 over 8 experts: experts with more than 16 rows (the CUDA GEMM path per expert)
     moes.push_back({"k3-tiny", 40, 256, 8, 4, 128, 64, 128, true, true, 1.0, DType::f32});
     moes.push_back({"kimi-linear-tiny", 40, 256, 8, 4, 0, 64, 0, false, false, 2.446, DType::bf16});
+    // CUDA's grouped decode path (T * K <= 16 E: no host sync) at decode batch sizes, ragged counts and empty
+    // experts; experts with more than 8 rows (the kernels' row groups loop) at T = 32 and 128.
+    moes.push_back({"k3-tiny", 4, 256, 16, 4, 128, 64, 128, true, true, 1.0, DType::f32});
+    moes.push_back({"kimi-linear-tiny", 4, 256, 16, 4, 0, 64, 128, false, false, 2.446, DType::bf16});
+    moes.push_back({"k3-tiny", 32, 256, 16, 4, 128, 64, 128, true, true, 1.0, DType::bf16});
+    moes.push_back({"kimi-linear-tiny", 32, 256, 16, 4, 0, 64, 128, false, false, 2.446, DType::f32});
+    moes.push_back({"k3-tiny", 128, 256, 32, 4, 128, 64, 0, true, true, 1.0, DType::f32});
+    moes.push_back({"kimi-linear-tiny", 128, 256, 64, 4, 0, 64, 128, false, false, 2.446, DType::bf16});
+    // SiLU on MXFP4 experts and SiTU on bf16 experts
+    moes.push_back({"mxfp4-silu", 9, 128, 16, 4, 0, 64, 0, false, true, 1.0, DType::f32});
+    moes.push_back({"bf16-situ", 9, 128, 16, 4, 64, 96, 0, true, false, 1.0, DType::f32});
+    // all tokens on one expert (K = 1), every other expert empty: grouped (T = 32 and 128: 4 and 16 row groups
+    // of 8 on one expert) and prefill (T = 256 over E = 8) paths
+    moes.push_back({"k3-tiny", 32, 256, 8, 1, 128, 64, 128, true, true, 1.0, DType::f32, 0, 5});
+    moes.push_back({"kimi-linear-tiny", 128, 256, 8, 1, 0, 64, 0, false, false, 2.446, DType::bf16, 0, 2});
+    moes.push_back({"kimi-linear-tiny", 256, 256, 8, 1, 0, 64, 0, false, false, 2.446, DType::f32, 0, 7});
+    // prefill path (T * K > 16 E): one counts copy, cuBLAS on bf16 operands for bf16 x
+    moes.push_back({"k3-tiny", 256, 256, 16, 4, 128, 64, 128, true, true, 1.0, DType::bf16});
+    moes.push_back({"kimi-linear-tiny", 256, 256, 16, 4, 0, 64, 128, false, false, 2.446, DType::bf16});
+    moes.push_back({"k3-tiny", 256, 256, 16, 4, 128, 64, 128, true, true, 1.0, DType::f32});
   } else {
     // Kimi-Linear-48B shapes with 64 of the 256 experts (distinct, overlapping windows of one pool).
     moes.push_back({"kimi-linear", 64, 2304, 64, 8, 0, 1024, 1024, false, false, 2.446, DType::bf16, 8});
     moes.push_back({"kimi-linear", 1, 2304, 64, 8, 0, 1024, 1024, false, false, 2.446, DType::bf16, 8});
+    moes.push_back({"kimi-linear", 32, 2304, 64, 8, 0, 1024, 1024, false, false, 2.446, DType::bf16, 8});
+    moes.push_back({"kimi-linear", 512, 2304, 64, 8, 0, 1024, 1024, false, false, 2.446, DType::bf16, 8});
+    // decode batch 32 over all 256 experts (~1.6 rows per touched expert)
+    moes.push_back({"kimi-linear", 32, 2304, 256, 8, 0, 1024, 1024, false, false, 2.446, DType::bf16, 8});
+    // K3's latent MoE widths (d 7168, latent 3584 + norm, I 3072, MXFP4, SiTU, top-16, 2 shared) over 32 experts
+    moes.push_back({"k3", 4, 7168, 32, 16, 3584, 3072, 6144, true, true, 1.0, DType::bf16, 64});
   }
   for (const MoeCase& c : moes)
     list.push_back({"latent_moe", moe_str(c), c.dt, tol_for(c.dt), [=](Device dev) { return run_moe(c, scale, dev); }});

@@ -1,0 +1,179 @@
+// GPU benchmark: kimi::latent_moe (kimi/ops/moe.h) at real widths, through the public API on CUDA tensors, CUDA
+// events, median of 20 timed calls after 3 warm-ups (bench_util.h median_ms), on a non-default stream.
+//   Kimi-Linear-48B MoE layer: d 2304, 256 experts top-8 (scaling 2.446), I 1024, 1 shared expert, SiLU, bf16
+//     experts, no latent; T = 1, 8, 32, 128 (the grouped decode path) and 2048 (the prefill path).
+//   K3 latent MoE layer: d 7168, latent 3584 + RMSNorm, 896 experts top-16, I 3072, MXFP4 experts, 2 shared
+//     (6144), SiTU; T = 1, 8, 32 (decode) and 1024 (prefill).
+// Experts are stacked (one pool per projection, as place_weights builds them), filled on the device by tiling a
+// random block. Decode shapes are timed eagerly and as a replayed CUDA graph (the capture also checks that the
+// path never waits on the host). Prints time, the experts the routing touched, the weight bytes one call must
+// read (router, latent projections, shared MLP, touched experts: the floor of a bandwidth-bound step) and that
+// rate against the H200's copy bandwidth; prefill prints the experts' TFLOP/s (2 * T*K * 3 * I * Dl per call).
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <memory>
+#include <random>
+#include <set>
+#include <vector>
+
+#include "bench_util.h"
+#include "kimi/device.h"
+#include "kimi/ops/moe.h"
+
+namespace {
+
+using kimi::DType;
+using kimi::TensorView;
+using kimi::bench::DevBuf;
+
+struct LayerShape {
+  const char* name;
+  int64_t d, latent, e, k, inter, shared;  // latent 0: none
+  bool mxfp4, situ;
+  float scaling;
+};
+
+// A device buffer of `bytes` holding a random block (bf16 in [lo, hi), or bytes in [lo, hi]) tiled over it.
+std::unique_ptr<DevBuf> filled(size_t bytes, bool bf16, double lo, double hi, std::mt19937& rng) {
+  auto b = std::make_unique<DevBuf>(bytes, std::vector<uint8_t>{});
+  const size_t blk = std::min<size_t>(bytes, size_t(16) << 20);
+  std::vector<uint8_t> src;
+  if (bf16) {
+    src = kimi::bench::random_bf16(blk / 2, rng, float(lo), float(hi));
+  } else {
+    std::uniform_int_distribution<int> u{int(lo), int(hi)};
+    src.resize(blk);
+    for (auto& v : src) v = uint8_t(u(rng));
+  }
+  DevBuf block(blk, src);
+  for (size_t off = 0; off < bytes; off += blk)
+    CK(cudaMemcpy(static_cast<char*>(b->p) + off, block.p, std::min(blk, bytes - off), cudaMemcpyDeviceToDevice));
+  return b;
+}
+
+struct Layer {
+  std::vector<std::unique_ptr<DevBuf>> keep;
+  std::vector<kimi::MlpWeights> experts;
+  kimi::MlpWeights shared;
+  kimi::LatentMoeWeights w;
+  double fixed_bytes = 0, expert_bytes = 0;  // weight bytes read by every call / per touched expert
+
+  Layer(const LayerShape& s, std::mt19937& rng) : experts(size_t(s.e)) {
+    const kimi::Device dev = kimi::Device::cuda(0);
+    const auto dense = [&](int64_t out, int64_t in) {
+      const double a = 1.7 / std::sqrt(double(in));
+      keep.push_back(filled(size_t(out * in * 2), true, -a, a, rng));
+      fixed_bytes += double(out * in * 2);
+      return kimi::Weight{TensorView(keep.back()->p, DType::bf16, {out, in}, dev), {}};
+    };
+    w.router = dense(s.e, s.d);
+    keep.push_back(std::make_unique<DevBuf>(size_t(s.e) * 4, kimi::bench::random_f32(size_t(s.e), rng, -0.05f, 0.05f)));
+    w.router_bias = TensorView(keep.back()->p, DType::f32, {s.e}, dev);
+    const int64_t dl = s.latent ? s.latent : s.d;
+    if (s.latent) {
+      w.latent_down = dense(dl, s.d);
+      w.latent_up = dense(s.d, dl);
+      keep.push_back(filled(size_t(dl) * 2, true, 0.9, 1.1, rng));
+      w.latent_norm = TensorView(keep.back()->p, DType::bf16, {dl}, dev);
+    }
+    shared = kimi::MlpWeights{dense(s.shared, s.d), dense(s.shared, s.d), dense(s.d, s.shared)};
+    w.shared = &shared;
+    kimi::Weight kimi::MlpWeights::*projs[3] = {&kimi::MlpWeights::gate, &kimi::MlpWeights::up,
+                                                &kimi::MlpWeights::down};
+    for (int p = 0; p < 3; ++p) {
+      const int64_t out = p < 2 ? s.inter : dl, in = p < 2 ? dl : s.inter;
+      if (s.mxfp4) {
+        keep.push_back(filled(size_t(s.e * out * in / 2), false, 0, 255, rng));
+        const char* pw = static_cast<const char*>(keep.back()->p);
+        keep.push_back(filled(size_t(s.e * out * in / 32), false, 118, 122, rng));
+        const char* ps = static_cast<const char*>(keep.back()->p);
+        for (int64_t e = 0; e < s.e; ++e)
+          experts[size_t(e)].*projs[p] = kimi::Weight{
+              TensorView(const_cast<char*>(pw) + e * out * in / 2, DType::u8, {out, in / 2}, dev),
+              TensorView(const_cast<char*>(ps) + e * out * in / 32, DType::u8, {out, in / 32}, dev)};
+        expert_bytes += double(out * in / 2 + out * in / 32);
+      } else {
+        const double a = 1.7 / std::sqrt(double(in));
+        keep.push_back(filled(size_t(s.e * out * in * 2), true, -a, a, rng));
+        const char* pw = static_cast<const char*>(keep.back()->p);
+        for (int64_t e = 0; e < s.e; ++e)
+          experts[size_t(e)].*projs[p] =
+              kimi::Weight{TensorView(const_cast<char*>(pw) + e * out * in * 2, DType::bf16, {out, in}, dev), {}};
+        expert_bytes += double(out * in * 2);
+      }
+    }
+    w.experts = experts;
+  }
+};
+
+void run(const LayerShape& s, const Layer& L, int64_t t, std::mt19937& rng) {
+  const kimi::Device dev = kimi::Device::cuda(0);
+  DevBuf x(size_t(t * s.d) * 2, kimi::bench::random_bf16(size_t(t * s.d), rng, -1, 1));
+  DevBuf out(size_t(t * s.d) * 2, {}), ids(size_t(t * s.k) * 4, {}), wts(size_t(t * s.k) * 4, {});
+  const TensorView xv(x.p, DType::bf16, {t, s.d}, dev), ov(out.p, DType::bf16, {t, s.d}, dev);
+  const TensorView iv(ids.p, DType::i32, {t, s.k}, dev), wv(wts.p, DType::f32, {t, s.k}, dev);
+  cudaStream_t st;
+  CK(cudaStreamCreate(&st));
+  kimi::Context ctx;
+  ctx.cuda_stream = st;
+  kimi::GluParams act;
+  act.act = s.situ ? kimi::GluAct::situ : kimi::GluAct::silu;
+  const kimi::RouterParams router{int(s.k), true, s.scaling};
+  const auto call = [&] { kimi::latent_moe(xv, L.w, router, act, 1e-5f, ov, iv, wv, ctx); };
+  const double eager = kimi::bench::median_ms(call, 3, 20, st);
+
+  std::vector<int32_t> h(size_t(t * s.k));
+  CK(cudaMemcpy(h.data(), ids.p, h.size() * 4, cudaMemcpyDeviceToHost));
+  const size_t touched = std::set<int32_t>(h.begin(), h.end()).size();
+  const double bytes = L.fixed_bytes + double(touched) * L.expert_bytes;
+  const bool decode = t * s.k <= 16 * s.e;  // the grouped path (src/cuda/moe/experts.h)
+
+  std::printf("latent_moe %-11s T=%-5lld E=%lld K=%lld  eager %8.3f ms", s.name, (long long)t, (long long)s.e,
+              (long long)s.k, eager);
+  if (decode) {
+    cudaGraph_t g;
+    cudaGraphExec_t ge;
+    CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
+    call();
+    CK(cudaStreamEndCapture(st, &g));
+    CK(cudaGraphInstantiate(&ge, g, 0));
+    const double graph = kimi::bench::median_ms([&] { CK(cudaGraphLaunch(ge, st)); }, 3, 20, st);
+    const double best = std::min(eager, graph);
+    std::printf("  graph %8.3f ms  | %4zu experts, %6.3f GB weights: %5.2f TB/s (%3.0f%% of copy bandwidth)", graph,
+                touched, bytes / 1e9, bytes / (best * 1e-3) / 1e12,
+                100.0 * bytes / (best * 1e-3) / kimi::bench::kCopyBytesPerS);
+    cudaGraphExecDestroy(ge);
+    cudaGraphDestroy(g);
+  } else {
+    const int64_t dl = s.latent ? s.latent : s.d;
+    const double flops = 2.0 * double(t * s.k) * 3.0 * double(s.inter) * double(dl);
+    std::printf("  (prefill: no graph) | %4zu experts, experts %6.1f TFLOP/s", touched, flops / (eager * 1e-3) / 1e12);
+  }
+  std::printf("\n");
+  CK(cudaStreamDestroy(st));
+}
+
+}  // namespace
+
+int main() {
+  if (kimi::cuda_device_count() == 0) {
+    std::printf("bench_moe: no CUDA device\n");
+    return 0;
+  }
+  std::mt19937 rng(7);
+  {
+    const LayerShape s{"kimi-linear", 2304, 0, 256, 8, 1024, 1024, false, false, 2.446f};
+    const Layer L(s, rng);
+    for (int64_t t : {1, 8, 32, 128, 2048}) run(s, L, t, rng);
+  }
+  {
+    const LayerShape s{"k3", 7168, 3584, 896, 16, 3072, 6144, true, true, 1.f};
+    const Layer L(s, rng);
+    for (int64_t t : {1, 8, 32, 1024}) run(s, L, t, rng);
+  }
+  CK(cudaDeviceSynchronize());
+  return 0;
+}

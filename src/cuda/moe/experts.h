@@ -1,0 +1,53 @@
+// src/cuda/moe/experts.h: the routed experts of latent_moe on grouped rows (src/cuda/moe/group.cuh), the two
+// paths the launcher chooses between on the host from T * K / E alone (no counts on the host to choose):
+//   small rows (T * K <= kGroupedMaxRowsPerExpert * E, decode): experts_grouped, two launches for every expert
+//     (grouped.cuh), no host synchronisation, capturable in a CUDA graph when the experts are stacked;
+//   large rows (prefill): experts_gemm, the E + 1 offsets copied to the host (ONE stream sync), then per expert
+//     with rows cuBLAS GEMMs on operands of the activation dtype (bf16 x: one bf16 GEMM per projection).
+// Both write ye[r, :] = Expert_e(z[token_of_row[r], :]) (f32) for every grouped row r of every expert e.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <span>
+
+#include "kimi/context.h"
+#include "kimi/ops/moe.h"
+
+namespace kimi::cuda {
+
+// Average routed rows per expert (T * K / E) at or below which latent_moe takes the grouped (decode) path.
+// NOTE: the grouped kernels do MT-row FFMA work per streamed weight; at ~16 rows per expert that work reaches
+// the H200's fp32 CUDA-core rate at its HBM rate, which is also linear's GEMV bound (kGemvMaxM): above it
+// tensor-core GEMMs win even with the host round trip. To be tuned from measurements (docs/ops/moe.md).
+inline constexpr int64_t kGroupedMaxRowsPerExpert = 16;
+
+// How the experts' weights reach the grouped kernels, decided on the host before anything is launched.
+struct ExpertLayout {
+  bool stacked = true;  // every projection evenly strided in memory (base + e * stride); else per-call tables
+};
+
+// Checks what the CUDA experts need (one intermediate size, one weight format per projection) and finds
+// whether each projection is stacked. Throws kimi::Error naming the expert and the field.
+ExpertLayout expert_layout(std::span<const MlpWeights> experts);
+
+// The device grouping of the T*K slots (group.cuh).
+struct ExpertRows {
+  const int32_t* offsets;       // [E + 1]
+  const int32_t* token_of_row;  // [T*K]
+  int64_t slots;                // T*K
+  int64_t tokens;               // T (bounds the rows of one expert: a token routes to distinct experts)
+};
+
+// z f32 [T, dl] (rows dl apart) -> ye f32 [T*K, dl] in grouped order. Uploads per-call pointer tables when the
+// layout is not stacked (refused under graph capture by the launcher before any work).
+void experts_grouped(const float* z, int64_t dl, std::span<const MlpWeights> experts, const ExpertLayout& layout,
+                     const ExpertRows& rows, const GluParams& act, float* ye, cudaStream_t s);
+
+// The same result through cuBLAS: zg [T*K, dl] (dtype op: bf16 or f32, grouped order) -> ye (the GLU output is
+// rounded to op too). Copies the offsets to the host (a stream sync).
+void experts_gemm(const void* zg, DType op, int64_t dl, std::span<const MlpWeights> experts, const ExpertRows& rows,
+                  const GluParams& act, float* ye, const Context& ctx);
+
+}  // namespace kimi::cuda
