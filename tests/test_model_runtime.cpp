@@ -131,11 +131,12 @@ INSTANTIATE_TEST_SUITE_P(Tiny, Bf16, ::testing::Values("k3-tiny", "kimi-linear-t
 
 // ---- the planned step ----
 
-const Model& tiny(const std::string& name) {
-  static std::map<std::string, std::unique_ptr<Model>> models;
-  auto& m = models[name];
-  if (!m) m = std::make_unique<Model>(testutil::tiny_dir(name));
-  return *m;
+// name by value (not a reference to a temporary string): the returned Model outlives the call
+const Model& tiny(std::string_view name) {
+  static std::map<std::string, std::unique_ptr<Model>, std::less<>> models;
+  auto it = models.find(name);
+  if (it == models.end()) it = models.emplace(std::string(name), std::make_unique<Model>(testutil::tiny_dir(std::string(name)))).first;
+  return *it->second;
 }
 
 // Steps of every kind through forward_into after Model::plan: a varlen prefill, a decode step, a chunked
