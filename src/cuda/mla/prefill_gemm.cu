@@ -31,7 +31,7 @@ namespace kimi::cuda {
 
 namespace {
 
-constexpr int64_t kScoreBytes = int64_t(384) << 20;  // S (f32) + P (bf16) of one query block
+constexpr int64_t kScoreBytes = int64_t(1) << 30;  // S (f32) + P (bf16) of one query block (stream-ordered scratch)
 
 // One warp per (head, query) row of S [rows][ld] f32: P = exp(scale (s - max)) / sum over keys j <= q0 + i (i the
 // row's query within the block), zero for the later keys up to n_keys. rows = H nq, row r = (h, i) = (r / nq, r % nq).
