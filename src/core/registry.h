@@ -188,6 +188,8 @@ class Registry {
       attn_res{*this, "attn_res", "attn_res"};
   OpSlot<void(TensorView src, const std::vector<int64_t>& rows, TensorView out, const Context&)> gather_rows{
       *this, "gather_rows", "gather"};
+  // kimi/ops/random.h
+  OpSlot<void(TensorView t, const RandomFill& r, const Context&)> fill_random{*this, "fill_random", "random"};
 
   // Internal kernels of the runtime (no family: not operators of the public API). src/model/add_into.h.
   OpSlot<void(TensorView out, TensorView y, const Context&)> add_into{*this, "add_into", ""};

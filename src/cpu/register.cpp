@@ -14,6 +14,7 @@
 #include "cpu/moe.h"
 #include "cpu/mxfp4.h"
 #include "cpu/norm.h"
+#include "cpu/random.h"
 
 namespace kimi::cpu {
 
@@ -73,6 +74,7 @@ void register_ops(Registry& r) {
   r.latent_moe.set(b, latent_moe);
   r.attn_res.set(b, attn_res);
   r.gather_rows.set(b, gather_rows);
+  r.fill_random.set(b, fill_random);
   r.add_into.set(b, add_into);
 }
 

@@ -10,6 +10,7 @@
 #include "cuda/model/add_into.h"
 #include "cuda/moe/moe.h"
 #include "cuda/norm/norm.h"
+#include "cuda/random/random.h"
 #include "cuda/register.h"
 #include "cuda/runtime.h"
 
@@ -45,6 +46,7 @@ void register_ops(Registry& r) {
   r.latent_moe.set(b, latent_moe);
   r.attn_res.set(b, attn_res);
   r.gather_rows.set(b, gather_rows);
+  r.fill_random.set(b, fill_random);
   r.add_into.set(b, add_into);
 }
 
