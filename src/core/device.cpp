@@ -5,7 +5,11 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <map>
+#include <mutex>
 #include <new>
+#include <tuple>
+#include <unordered_map>
 
 #include "core/check.h"
 #include "core/registry.h"
@@ -17,6 +21,49 @@ namespace {
 const DeviceRuntime* runtime_of(Device d) {
   const Backend b = backend_of(d);
   return registry().linked(b) ? &registry().runtime(b) : nullptr;
+}
+
+// The bytes device_alloc handed out, per device and per pointer (device_free is not told the size).
+class AllocationCounter {
+ public:
+  void add(Device d, void* p, size_t bytes) {
+    const std::lock_guard<std::mutex> lock(m_);
+    sizes_[p] = bytes;
+    Count& c = counts_[key(d)];
+    c.now += bytes;
+    c.peak = std::max(c.peak, c.now);
+  }
+  void remove(Device d, void* p) {
+    const std::lock_guard<std::mutex> lock(m_);
+    const auto it = sizes_.find(p);
+    if (it == sizes_.end()) return;
+    counts_[key(d)].now -= it->second;
+    sizes_.erase(it);
+  }
+  std::pair<size_t, size_t> get(Device d) {
+    const std::lock_guard<std::mutex> lock(m_);
+    const Count& c = counts_[key(d)];
+    return {c.now, c.peak};
+  }
+  void reset_peak(Device d) {
+    const std::lock_guard<std::mutex> lock(m_);
+    Count& c = counts_[key(d)];
+    c.peak = c.now;
+  }
+
+ private:
+  struct Count {
+    size_t now = 0, peak = 0;
+  };
+  static int64_t key(Device d) { return int64_t(d.type) << 32 | uint32_t(d.index); }
+  std::mutex m_;
+  std::unordered_map<const void*, size_t> sizes_;  // pointers of every device are distinct while allocated
+  std::map<int64_t, Count> counts_;
+};
+
+AllocationCounter& allocations() {
+  static AllocationCounter c;
+  return c;
 }
 }  // namespace
 
@@ -37,16 +84,35 @@ void* device_alloc(Device d, size_t bytes) {
   if (d.type == DeviceType::cpu) {
     void* p = std::aligned_alloc(64, ((bytes + 63) / 64) * 64 + 64);
     if (!p) throw std::bad_alloc();
+    allocations().add(d, p, bytes);
     return p;
   }
   const DeviceRuntime* rt = runtime_of(d);
   if (!rt) throw Error("device_alloc: " + to_string(d) + " requested but this build has no CUDA backend");
-  return rt->alloc(d, bytes);
+  void* p = rt->alloc(d, bytes);
+  allocations().add(d, p, bytes);
+  return p;
 }
 
 void device_free(Device d, void* p) {
+  if (!p) return;
+  allocations().remove(d, p);
   if (d.type == DeviceType::cpu) return std::free(p);
   if (const DeviceRuntime* rt = runtime_of(d)) rt->free(d, p);
+}
+
+DeviceMemoryStats device_memory_stats(Device d) {
+  DeviceMemoryStats s;
+  std::tie(s.tensor_bytes, s.tensor_peak_bytes) = allocations().get(d);
+  if (d.type != DeviceType::cpu)
+    if (const DeviceRuntime* rt = runtime_of(d); rt && rt->pool_stats) rt->pool_stats(d, &s.pool_bytes, &s.pool_peak_bytes);
+  return s;
+}
+
+void reset_peak_memory(Device d) {
+  allocations().reset_peak(d);
+  if (d.type != DeviceType::cpu)
+    if (const DeviceRuntime* rt = runtime_of(d); rt && rt->reset_pool_peak) rt->reset_pool_peak(d);
 }
 
 void device_zero(Device d, void* p, size_t bytes) {

@@ -99,6 +99,10 @@ struct DeviceRuntime {
   // bytes from (src, src_dev) to (dst, dst_dev), either side on the host; synchronous.
   void (*copy)(void* dst, Device dst_dev, const void* src, Device src_dev, size_t bytes, void* stream) = nullptr;
   void (*synchronize)(Device d, void* stream) = nullptr;
+  // The device's stream-ordered memory pool (kimi/device.h DeviceMemoryStats::pool_*): reserved bytes now
+  // and the high-water mark; and the reset of reset_peak_memory (waits for the device, trims, resets).
+  void (*pool_stats)(Device d, size_t* reserved, size_t* peak) = nullptr;
+  void (*reset_pool_peak)(Device d) = nullptr;
 };
 
 class Registry {

@@ -25,6 +25,8 @@ void register_ops(Registry& r) {
   rt.zero = zero_bytes;
   rt.copy = copy_bytes;
   rt.synchronize = synchronize;
+  rt.pool_stats = pool_stats;
+  rt.reset_pool_peak = reset_pool_peak;
   r.link(b, rt);
 
   r.rms_norm.set(b, rms_norm);
