@@ -98,9 +98,9 @@ TEST_P(Parity, MatchesReference) {
   // The regenerated weights are the fixture's weights.
   const Model m(dir.string(), dev);
   const nlohmann::json sums = nlohmann::json::parse(fx.meta.at("checksums"));
-  ASSERT_EQ(sums.size(), m.files().checkpoint.names().size());
+  ASSERT_EQ(sums.size(), m.files()->checkpoint.names().size());
   for (const auto& [name, want] : sums.items()) {
-    const double got = tensor_sum(m.files().checkpoint.get(name)), w = want.get<double>();
+    const double got = tensor_sum(m.files()->checkpoint.get(name)), w = want.get<double>();
     ASSERT_NEAR(got, w, 1e-9 * std::max(1.0, std::abs(w))) << "checksum of " << name;
   }
 

@@ -1,10 +1,13 @@
 // src/model/place_weights.cpp: place_weights of src/model/weights.h: the GPU blocks' weights move to their
-// device, each source tensor exactly once; the weights of CPU blocks stay views into the mapping.
+// device, each source tensor exactly once; the weights of CPU blocks stay views into the mapping. And
+// home_device, the same placement by tensor name (where a random model makes each tensor).
 #include <map>
+#include <string>
 #include <tuple>
 
 #include "kimi/device.h"
 #include "kimi/error.h"
+#include "kimi/model/schema.h"
 #include "model/weights.h"
 
 namespace kimi::model {
@@ -89,6 +92,21 @@ void place_weights(ModelWeights& w, const Config& c, const Placement& p) {
   }
   if (gpu(p.output_mix) && c.attn_res_block_size) up.view(w.out_res_proj, p.output_mix), up.view(w.out_res_norm, p.output_mix);
   if (gpu(p.head)) up.view(w.final_norm, p.head), up.weight(w.lm_head, p.head);
+}
+
+Device home_device(const TensorSpec& s, const Config& c, const Placement& p) {
+  const std::string& n = s.name;
+  auto has = [&](const char* part) { return n.find(part) != std::string::npos; };
+  if (s.layer < 0) {
+    if (n == tensor_prefix(c) + "embed_tokens.weight") return p.embedding;
+    if (has("output_attn_res_")) return p.output_mix;
+    return p.head;  // the final norm, lm_head
+  }
+  const Placement::Layer& L = p.layers[size_t(s.layer)];
+  if (has(".self_attention_res_")) return L.attn_mix;
+  if (has(".mlp_res_")) return L.ffn_mix;
+  if (has(".input_layernorm.") || has(".self_attn.")) return L.mixer;
+  return L.ffn;  // post_attention_layernorm, mlp., block_sparse_moe.
 }
 
 }  // namespace kimi::model
