@@ -7,9 +7,12 @@
 namespace kimi::cpu {
 
 namespace {
+// Threads only for large fills: a model's thousand small tensors would pay a parallel region each.
+constexpr int64_t kParallelFrom = int64_t(1) << 16;
+
 template <class F>
 void each(int64_t n, const Context& ctx, F&& f) {
-#pragma omp parallel for schedule(static) num_threads(threads(ctx))
+#pragma omp parallel for schedule(static) num_threads(threads(ctx)) if (n >= kParallelFrom)
   for (int64_t i = 0; i < n; ++i) f(i);
 }
 }  // namespace

@@ -4,6 +4,8 @@
 //   kimi inspect DIR [--device cuda]        config summary, tensors, bytes, parameter counts, placement
 //   kimi generate DIR --prompt 1,2,3        generate tokens (greedy or sampled), tokens per second
 //                 [--device cuda[:i]]       on a GPU: blocks without CUDA kernels on the CPU (noted)
+//   kimi bench DIR | --random CONFIG       prefill (ppN) and decode (tgN) speed at batch sizes, llama-bench style
+//                 [-p 512 -n 128 -b 1,8]    table, --json / --csv for plots, peak device memory per row
 #include <CLI/CLI.hpp>
 
 #include "kimi/check.h"
@@ -64,12 +66,35 @@ int main(int argc, char** argv) {
   generate->add_option("--device", gen.device,
                        "cpu, cuda or cuda:i (blocks without CUDA kernels run on the CPU, with a note)");
 
+  kimi::cli::BenchCmdOptions bench_opt;
+  auto* bench = app.add_subcommand("bench", "Time prefill (ppN) and decode (tgN) at batch sizes, llama-bench style");
+  bench->footer(std::string("ppN at batch b: one forward of b sequences of N tokens each (b * N tokens). tgN at batch b:\n"
+                            "N decode steps of b sequences after --context tokens each. Lists are comma-separated.\n") +
+                kimi::cli::kNamedConfigsHelp);
+  bench->add_option("model", bench_opt.model,
+                    "Checkpoint directory; with --random a named config (below) or a config.json path")
+      ->required();
+  bench->add_flag("--random", bench_opt.random, "Random weights made on the device (no checkpoint is read)");
+  bench->add_option("--experts", bench_opt.experts, "With --random: routed experts auto (MXFP4 for K3), mxfp4, bf16");
+  bench->add_option("--device", bench_opt.device, "cpu, cuda or cuda:i");
+  bench->add_option("-p,--prompt", bench_opt.prompt, "Prefill lengths N (rows ppN); 0: none");
+  bench->add_option("-n,--gen", bench_opt.gen, "Decode steps N (rows tgN); 0: none");
+  bench->add_option("-b,--batch", bench_opt.batch, "Sequences per forward");
+  bench->add_option("--context", bench_opt.context, "Tokens per sequence in the cache before a tgN row's steps");
+  bench->add_option("-r,--repetitions", bench_opt.repetitions, "Timed runs per row, in [1, 1000] (median, spread)");
+  bench->add_option("--warmup", bench_opt.warmup, "Untimed runs per row before the timed ones, in [0, 100]");
+  bench->add_option("--seed", bench_opt.seed, "Seed of the random weights and tokens, in [0, 2^64 - 1]");
+  bench->add_option("--threads", bench_opt.threads, "CPU threads (0 = OpenMP default; at most this machine's CPUs)");
+  bench->add_flag("--json{-}", bench_opt.json, "Also write JSON: --json (stdout; the table goes to stderr) or --json=PATH");
+  bench->add_flag("--csv{-}", bench_opt.csv, "Also write CSV: --csv (stdout; the table goes to stderr) or --csv=PATH");
+
   CLI11_PARSE(app, argc, argv);
   try {
     if (check->parsed()) return kimi::cli::run_check(check_opt) == 0 ? 0 : 1;
     if (random_model->parsed()) return kimi::cli::run_random_model(rm);
     if (inspect->parsed()) return kimi::cli::run_inspect(inspect_dir, inspect_device);
     if (generate->parsed()) return kimi::cli::run_generate(gen);
+    if (bench->parsed()) return kimi::cli::run_bench(bench_opt);
   } catch (const kimi::Error& e) {
     std::fprintf(stderr, "kimi: %s\n", e.what());
     return 2;
