@@ -33,5 +33,11 @@ TEST(DeviceMemory, CountsTensorAllocationsAndPeaks) {
   EXPECT_EQ(device_memory_stats(cpu).tensor_bytes, s0.tensor_bytes);
 }
 
+TEST(DeviceMemory, AvailableBytesOfTheHost) {
+  const size_t a = device_available_bytes(Device::cpu());
+  EXPECT_GT(a, size_t(64) << 20);  // a machine that runs the tests has 64 MiB to spare
+  EXPECT_EQ(device_available_bytes(Device{DeviceType::cpu, 1}) > 0, true);  // any host device: the same memory
+}
+
 }  // namespace
 }  // namespace kimi

@@ -129,13 +129,20 @@ TEST_P(RandomModel, TensorsAreMadeOnTheirBlocksDevice) {
 
 INSTANTIATE_TEST_SUITE_P(Tiny, RandomModel, ::testing::Values("k3-tiny", "kimi-linear-tiny"));
 
-TEST(RandomModel, RefusesMxfp4WidthsAndMissingDevices) {
+TEST(RandomModel, RefusesMxfp4WidthsMemoryAndMissingDevices) {
   Config c = named_config("kimi-linear-tiny");
   c.moe_intermediate_size = 48;  // not a multiple of 32
   SchemaOptions so;
   so.mxfp4_experts = true;
   EXPECT_KIMI_ERROR(Model::random(c, Device::cpu(), 1, so), "checkpoint_schema", "divisible by 32",
                     "moe_intermediate_size 48");
+  // weights larger than the memory: refused before anything is allocated
+  Config huge = named_config("k3-tiny");
+  huge.vocab_size = int64_t(1) << 40;  // an embedding of 2^40 x 256 bf16: 512 TiB
+  const size_t held = device_memory_stats(Device::cpu()).tensor_bytes;
+  EXPECT_KIMI_ERROR(Model::random(huge, Device::cpu(), 1, options_for(huge)), "Model::random: argument 'device'",
+                    "expected room for the weights: ", "on cpu, got ", "available");
+  EXPECT_EQ(device_memory_stats(Device::cpu()).tensor_bytes, held);
 #ifndef KIMI_WITH_CUDA
   EXPECT_KIMI_ERROR(Model::random(named_config("k3-tiny"), Device::cuda(0), 1), "Model", "'device'",
                     "this build has no CUDA backend", "got cuda:0");

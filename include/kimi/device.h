@@ -28,6 +28,10 @@ void device_zero(Device d, void* p, size_t bytes);
 void copy(TensorView dst, TensorView src, const Context& ctx = {});
 void synchronize(Device d, const Context& ctx = {});
 
+// Bytes that can still be allocated on d: for a host device the kernel's estimate of what can be allocated
+// without swapping (MemAvailable of /proc/meminfo), for a GPU cudaMemGetInfo's free bytes.
+size_t device_available_bytes(Device d);
+
 // Memory kimi.cpp holds on a device.
 //   tensor_*: what device_alloc handed out and device_free has not taken back (every Tensor: weights, caches,
 //     activations) on that device, counted since the process started (host memory for cpu devices; the

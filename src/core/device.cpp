@@ -2,7 +2,13 @@
 // (src/core/registry.h, filled by the backend's register_ops: src/cuda/register.cu for CUDA).
 #include "kimi/device.h"
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <limits>
+#include <string>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -99,6 +105,22 @@ void device_free(Device d, void* p) {
   allocations().remove(d, p);
   if (d.type == DeviceType::cpu) return std::free(p);
   if (const DeviceRuntime* rt = runtime_of(d)) rt->free(d, p);
+}
+
+size_t device_available_bytes(Device d) {
+  if (d.type == DeviceType::cpu) {
+    std::ifstream in("/proc/meminfo");
+    std::string line;
+    while (std::getline(in, line)) {
+      unsigned long long kb = 0;
+      if (std::sscanf(line.c_str(), "MemAvailable: %llu kB", &kb) == 1) return size_t(kb) * 1024;
+    }
+    const long pages = sysconf(_SC_AVPHYS_PAGES), page = sysconf(_SC_PAGESIZE);  // where /proc is not readable
+    return pages > 0 && page > 0 ? size_t(pages) * size_t(page) : std::numeric_limits<size_t>::max();
+  }
+  const DeviceRuntime* rt = runtime_of(d);
+  if (!rt) throw Error("device_available_bytes: " + to_string(d) + " requested but this build has no CUDA backend");
+  return rt->available ? rt->available(d) : 0;
 }
 
 DeviceMemoryStats device_memory_stats(Device d) {

@@ -103,6 +103,7 @@ struct DeviceRuntime {
   // and the high-water mark; and the reset of reset_peak_memory (waits for the device, trims, resets).
   void (*pool_stats)(Device d, size_t* reserved, size_t* peak) = nullptr;
   void (*reset_pool_peak)(Device d) = nullptr;
+  size_t (*available)(Device d) = nullptr;  // free device memory (cudaMemGetInfo)
 };
 
 class Registry {

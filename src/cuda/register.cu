@@ -27,6 +27,7 @@ void register_ops(Registry& r) {
   rt.synchronize = synchronize;
   rt.pool_stats = pool_stats;
   rt.reset_pool_peak = reset_pool_peak;
+  rt.available = available_bytes;
   r.link(b, rt);
 
   r.rms_norm.set(b, rms_norm);

@@ -89,4 +89,11 @@ void reset_pool_peak(Device d) {
   KIMI_CUDA_CHECK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReservedMemHigh, &zero));
 }
 
+size_t available_bytes(Device d) {
+  const DeviceGuard device_guard(d.index);
+  size_t free = 0, total = 0;
+  KIMI_CUDA_CHECK(cudaMemGetInfo(&free, &total));
+  return free;
+}
+
 }  // namespace kimi::cuda

@@ -20,5 +20,6 @@ void synchronize(Device d, void* stream);
 void pool_stats(Device d, size_t* reserved, size_t* peak);
 // Waits for the device, releases the pool's unused memory and resets its high-water mark.
 void reset_pool_peak(Device d);
+size_t available_bytes(Device d);  // cudaMemGetInfo's free bytes
 
 }  // namespace kimi::cuda

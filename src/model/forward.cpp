@@ -1,5 +1,6 @@
 // src/model/forward.cpp: Model and forward() of kimi/model/model.h: the decoder loop (SPEC 1, 8).
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <map>
 #include <filesystem>
@@ -30,6 +31,13 @@ Model::Model(const std::string& dir, Device device, const OpSupported& supported
       }()) {}
 
 namespace {
+
+// "123456 bytes (0.00 GiB)"
+std::string gib(size_t b) {
+  char g[32];
+  std::snprintf(g, sizeof g, "%.2f", double(b) / double(size_t(1) << 30));
+  return std::to_string(b) + " bytes (" + g + " GiB)";
+}
 
 // The devices a placement uses exist in this build and process, and at most one of them is a GPU.
 void check_devices(const Config& c, const Placement& placement) {
@@ -75,6 +83,21 @@ Model::Model(RandomTag, const Config& c, Placement placement, uint64_t seed, con
     : config_(c), placement_(std::move(placement)) {
   check_devices(config_, placement_);
   const std::vector<TensorSpec> schema = checkpoint_schema(c, opt);
+  // Room on every device for its tensors (as Tensor allocates them: rounded up to 64 bytes, + 64), before any.
+  std::map<std::pair<int, int>, size_t> need;
+  for (const TensorSpec& s : schema) {
+    size_t b = size_t(dtype_size(random_init(s, c).dtype));
+    for (int64_t e : s.shape) b *= size_t(e);
+    const Device d = home_device(s, c, placement_);
+    need[{int(d.type), d.index}] += (b + 63) / 64 * 64 + 64;
+  }
+  for (const auto& [key, bytes] : need) {
+    const Device d{DeviceType(key.first), key.second};
+    const size_t avail = device_available_bytes(d);
+    if (bytes > avail)
+      check::Checker("Model::random").fail("device", "room for the weights: " + gib(bytes) + " on " + to_string(d),
+                                           gib(avail) + " available");
+  }
   std::vector<Tensor> made;
   made.reserve(schema.size());
   std::map<std::string, size_t> index;
