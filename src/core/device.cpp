@@ -67,9 +67,11 @@ class AllocationCounter {
   std::map<int64_t, Count> counts_;
 };
 
+// Never destroyed: Tensors held by static objects are freed during exit, possibly after a function-local
+// static counter would have been destroyed.
 AllocationCounter& allocations() {
-  static AllocationCounter c;
-  return c;
+  static AllocationCounter* const c = new AllocationCounter;
+  return *c;
 }
 }  // namespace
 
