@@ -1,8 +1,6 @@
 // src/model/forward.cpp: Model and forward() of kimi/model/model.h: the decoder loop (SPEC 1, 8).
 #include <algorithm>
-#include <cstdio>
 #include <cstring>
-#include <map>
 #include <filesystem>
 #include <memory>
 #include <string>
@@ -12,12 +10,10 @@
 #include "kimi/device.h"
 #include "kimi/log.h"
 #include "kimi/model/model.h"
-#include "kimi/model/random_weights.h"
 #include "kimi/ops/attn_res.h"
 #include "kimi/ops/gather.h"
 #include "kimi/ops/linear.h"
 #include "kimi/ops/norm.h"
-#include "kimi/ops/random.h"
 #include "model/blocks.h"
 #include "model/mirrored.h"
 #include "model/weights.h"
@@ -30,91 +26,13 @@ Model::Model(const std::string& dir, Device device, const OpSupported& supported
         return plan_placement(c, device, supported ? supported : OpSupported(op_supported));
       }()) {}
 
-namespace {
-
-// "123456 bytes (0.00 GiB)"
-std::string gib(size_t b) {
-  char g[32];
-  std::snprintf(g, sizeof g, "%.2f", double(b) / double(size_t(1) << 30));
-  return std::to_string(b) + " bytes (" + g + " GiB)";
-}
-
-// The devices a placement uses exist in this build and process, and at most one of them is a GPU.
-void check_devices(const Config& c, const Placement& placement) {
-  const check::Checker k("Model");
-  if (int64_t(placement.layers.size()) != c.num_hidden_layers)
-    k.fail("placement", std::to_string(c.num_hidden_layers) + " layers (the config's)", std::to_string(placement.layers.size()));
-  std::vector<Device> devices{placement.device};  // the one asked for (even if every block fell back) and the used
-  for (const Placement::Block& b : placement.blocks) devices.push_back(b.device);
-  for (const Device d : devices) {
-    if (d.type == DeviceType::cpu) continue;
-    if (!cuda_built())
-      k.fail("device", "cpu (this build has no CUDA backend: configure with -DKIMI_CUDA=ON)", to_string(d));
-    const int n = cuda_device_count();
-    if (d.index < 0 || d.index >= n)
-      k.fail("device", "cpu or a visible CUDA device (" + std::to_string(n) + " visible)", to_string(d));
-    // One Context (one stream) drives a forward: blocks spread over several GPUs would launch on the wrong
-    // device's stream. Expert parallelism over several GPUs is its own mechanism (not this placement).
-    for (const Device e : devices)
-      if (e.type == DeviceType::cuda && e != d)
-        k.fail("placement", "blocks on at most one CUDA device", to_string(d) + " and " + to_string(e));
-  }
-}
-
-}  // namespace
-
 Model::Model(const std::string& dir, Placement placement)
     : files_(open_model(dir)), config_(files_->config), placement_(std::move(placement)) {
-  check_devices(config_, placement_);
+  check_placement_devices(config_, placement_);
   weights_ = std::make_unique<ModelWeights>(bind_weights(*files_));
   place_weights(*weights_, config_, placement_);
   for (const std::string& n : placement_.notes) note(n);
 }
-
-Model Model::random(const Config& c, Device device, uint64_t seed, const SchemaOptions& opt, const OpSupported& supported) {
-  return Model(RandomTag{}, c, plan_placement(c, device, supported ? supported : OpSupported(op_supported)), seed, opt);
-}
-
-Model Model::random(const Config& c, Placement placement, uint64_t seed, const SchemaOptions& opt) {
-  return Model(RandomTag{}, c, std::move(placement), seed, opt);
-}
-
-Model::Model(RandomTag, const Config& c, Placement placement, uint64_t seed, const SchemaOptions& opt)
-    : config_(c), placement_(std::move(placement)) {
-  check_devices(config_, placement_);
-  const std::vector<TensorSpec> schema = checkpoint_schema(c, opt);
-  // Room on every device for its tensors (as Tensor allocates them: rounded up to 64 bytes, + 64), before any.
-  std::map<std::pair<int, int>, size_t> need;
-  for (const TensorSpec& s : schema) {
-    size_t b = size_t(dtype_size(random_init(s, c).dtype));
-    for (int64_t e : s.shape) b *= size_t(e);
-    const Device d = home_device(s, c, placement_);
-    need[{int(d.type), d.index}] += (b + 63) / 64 * 64 + 64;
-  }
-  for (const auto& [key, bytes] : need) {
-    const Device d{DeviceType(key.first), key.second};
-    const size_t avail = device_available_bytes(d);
-    if (bytes > avail)
-      check::Checker("Model::random").fail("device", "room for the weights: " + gib(bytes) + " on " + to_string(d),
-                                           gib(avail) + " available");
-  }
-  std::vector<Tensor> made;
-  made.reserve(schema.size());
-  std::map<std::string, size_t> index;
-  for (const TensorSpec& s : schema) {
-    const RandomInit r = random_init(s, c);
-    Tensor t(r.dtype, s.shape, home_device(s, c, placement_));  // zero-filled: the tail past r.count stays 0
-    fill_random(TensorView(t.data(), r.dtype, {r.count}, t.device()), tensor_seed(seed, s.name), r.min(), r.max());
-    index.emplace(s.name, made.size());
-    made.push_back(std::move(t));
-  }
-  weights_ = std::make_unique<ModelWeights>(
-      bind_weights(c, opt, [&](const std::string& name) { return made.at(index.at(name)).view(); }));
-  weights_->created = std::move(made);  // the views stay valid: a Tensor's memory does not move with it
-  place_weights(*weights_, config_, placement_);
-  for (const std::string& n : placement_.notes) note(n);
-}
-
 Model::~Model() = default;
 
 size_t Model::device_weight_bytes() const {

@@ -1,10 +1,12 @@
 // src/model/place_weights.cpp: place_weights of src/model/weights.h: the GPU blocks' weights move to their
 // device, each source tensor exactly once; the weights of CPU blocks stay views into the mapping. And
-// home_device, the same placement by tensor name (where a random model makes each tensor).
+// home_device, the same placement by tensor name (where a random model makes each tensor), and the check of
+// a placement's devices that every Model constructor runs first.
 #include <map>
 #include <string>
 #include <tuple>
 
+#include "core/check.h"
 #include "kimi/device.h"
 #include "kimi/error.h"
 #include "kimi/model/schema.h"
@@ -92,6 +94,27 @@ void place_weights(ModelWeights& w, const Config& c, const Placement& p) {
   }
   if (gpu(p.output_mix) && c.attn_res_block_size) up.view(w.out_res_proj, p.output_mix), up.view(w.out_res_norm, p.output_mix);
   if (gpu(p.head)) up.view(w.final_norm, p.head), up.weight(w.lm_head, p.head);
+}
+
+void check_placement_devices(const Config& c, const Placement& placement) {
+  const check::Checker k("Model");
+  if (int64_t(placement.layers.size()) != c.num_hidden_layers)
+    k.fail("placement", std::to_string(c.num_hidden_layers) + " layers (the config's)", std::to_string(placement.layers.size()));
+  std::vector<Device> devices{placement.device};  // the one asked for (even if every block fell back) and the used
+  for (const Placement::Block& b : placement.blocks) devices.push_back(b.device);
+  for (const Device d : devices) {
+    if (d.type == DeviceType::cpu) continue;
+    if (!cuda_built())
+      k.fail("device", "cpu (this build has no CUDA backend: configure with -DKIMI_CUDA=ON)", to_string(d));
+    const int n = cuda_device_count();
+    if (d.index < 0 || d.index >= n)
+      k.fail("device", "cpu or a visible CUDA device (" + std::to_string(n) + " visible)", to_string(d));
+    // One Context (one stream) drives a forward: blocks spread over several GPUs would launch on the wrong
+    // device's stream. Expert parallelism over several GPUs is its own mechanism (not this placement).
+    for (const Device e : devices)
+      if (e.type == DeviceType::cuda && e != d)
+        k.fail("placement", "blocks on at most one CUDA device", to_string(d) + " and " + to_string(e));
+  }
 }
 
 Device home_device(const TensorSpec& s, const Config& c, const Placement& p) {

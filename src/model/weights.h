@@ -85,6 +85,11 @@ ModelWeights bind_weights(const Config& c, const SchemaOptions& opt, const Tenso
 // Binds the weights of an opened (validated) checkpoint.
 ModelWeights bind_weights(const ModelFiles& files);
 
+// Throws kimi::Error ("Model: argument 'device' / 'placement'") unless placement p fits config c (one entry
+// per layer) and its devices exist in this build and process, at most one of them a GPU (one Context, one
+// stream drives a forward). Every Model constructor checks this before anything is opened or allocated.
+void check_placement_devices(const Config& c, const Placement& p);
+
 // The device tensor s lives on under placement p: the device of the block that reads it (the embedding
 // table: the embedding's; the final norm and lm_head: the head's). A random model makes each tensor there,
 // so that place_weights finds every weight in place (the tied embedding is then copied to the head's device
