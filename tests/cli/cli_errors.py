@@ -245,6 +245,12 @@ class Cli(unittest.TestCase):
                    "got '0'")
         self.fails(self.bench("-p", "0", "-n", "0", model=m),
                    "bench: -p/--prompt, -n/--gen: expected at least one row, got -p 0 and -n 0")
+        self.fails(self.bench("-b", "1,4096", "-p", "8192", model=m),
+                   "bench: -b/--batch x -p/--prompt: expected at most 16777216 tokens per forward (2^24), got "
+                   "4096 x 8192 = 33554432")
+        self.fails(self.bench("-b", "65536", "-p", "0", "-n", "1", "--context", "1000", model=m),
+                   "bench: -b/--batch x --context: expected at most 16777216 tokens per forward (2^24), got "
+                   "65536 x 1000 = 65536000")
         self.fails(self.bench("-r", "0", model=m), "bench: -r/--repetitions: expected a value in [1, 1000], got 0")
         self.fails(self.bench("--warmup", "-1", model=m), "bench: --warmup: expected a value in [0, 100], got -1")
         self.fails(self.bench("-n", "128", "--context", "1048449", model=m),

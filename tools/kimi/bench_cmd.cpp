@@ -25,6 +25,7 @@
 #include <random>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kimi/device.h"
@@ -38,6 +39,8 @@ namespace kimi::cli {
 namespace {
 
 using model::Config;
+
+constexpr int64_t kMaxTokensPerForward = int64_t(1) << 24;
 
 // A comma-separated list of integers in [lo, hi]; "0" alone is the empty list when `zero_is_none`.
 std::vector<int64_t> parse_list(const std::string& s, const std::string& flag, int64_t lo, int64_t hi,
@@ -136,6 +139,15 @@ CheckedFlags check_flags(const BenchCmdOptions& opt) {
     throw Error("bench: --context: expected a value in [0, " + std::to_string(limit - longest) + "] (the context limit of " +
                 std::to_string(limit) + " tokens less the longest -n/--gen, " + std::to_string(longest) + "), got " +
                 std::to_string(opt.context));
+  // One forward packs b * N tokens (pp) or b * --context (tg's prefill); its [tokens, hidden] activations are
+  // allocated per forward, so the product is bounded here rather than by an allocation failure midway.
+  const int64_t B = *std::max_element(f.batch.begin(), f.batch.end());
+  const int64_t P = f.prompt.empty() ? 0 : *std::max_element(f.prompt.begin(), f.prompt.end());
+  for (const auto& [n, flag] : {std::pair<int64_t, const char*>{P, "-p/--prompt"}, {f.gen.empty() ? 0 : opt.context, "--context"}})
+    if (B * n > kMaxTokensPerForward)
+      throw Error("bench: -b/--batch x " + std::string(flag) + ": expected at most " + std::to_string(kMaxTokensPerForward) +
+                  " tokens per forward (2^24), got " + std::to_string(B) + " x " + std::to_string(n) + " = " +
+                  std::to_string(B * n));
   return f;
 }
 
