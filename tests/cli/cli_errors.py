@@ -202,6 +202,7 @@ class Cli(unittest.TestCase):
         self.assertEqual(rc, 0, err)
         j = json.loads(out)  # stdout holds the JSON alone: the table went to stderr
         self.assertEqual((j["model"], j["random"], j["device"], j["repetitions"], j["warmup"]), ("k3-tiny", True, "cpu", 2, 1))
+        self.assertEqual((j["layers"], j["hidden"], j["weight_bytes"], j["device_weight_bytes"]), (9, 256, 10996160, 0))
         rows = j["rows"]
         self.assertEqual([(r["test"], r["kind"], r["n"], r["batch"], r["tokens"]) for r in rows],
                          [("pp16", "pp", 16, 1, 16), ("pp16", "pp", 16, 2, 32), ("tg4", "tg", 4, 1, 4), ("tg4", "tg", 4, 2, 8)])
