@@ -204,11 +204,11 @@ TEST_P(ModelCuda, WeightsAreUploadedOnceAndOnlyForGpuBlocks) {
   REQUIRE_CUDA();
   const Model& m = gpu();
   size_t total = 0;
-  for (const std::string& n : m.files().checkpoint.names()) total += m.files().checkpoint.info(n).nbytes;
+  for (const std::string& n : m.files()->checkpoint.names()) total += m.files()->checkpoint.info(n).nbytes;
   const size_t up = m.device_weight_bytes();
   EXPECT_LE(up, total) << where() << ": a tensor uploaded twice?";
   if (m.placement().embedding.type == DeviceType::cuda) {
-    const TensorView embed = m.files().checkpoint.get(tensor_prefix(m.config()) + "embed_tokens.weight");
+    const TensorView embed = m.files()->checkpoint.get(tensor_prefix(m.config()) + "embed_tokens.weight");
     EXPECT_GE(up, size_t(embed.numel()) * embed.element_size()) << where();
   }
   bool any_gpu = false;

@@ -99,9 +99,9 @@ TEST_P(Parity, MatchesReference) {
   Model m(dir.string(), dev);
   m.set_activation_dtype(DType::f32);  // the fp32 bounds of SPEC 14 (a GPU's default is bf16: test_model_runtime.cpp)
   const nlohmann::json sums = nlohmann::json::parse(fx.meta.at("checksums"));
-  ASSERT_EQ(sums.size(), m.files().checkpoint.names().size());
+  ASSERT_EQ(sums.size(), m.files()->checkpoint.names().size());
   for (const auto& [name, want] : sums.items()) {
-    const double got = tensor_sum(m.files().checkpoint.get(name)), w = want.get<double>();
+    const double got = tensor_sum(m.files()->checkpoint.get(name)), w = want.get<double>();
     ASSERT_NEAR(got, w, 1e-9 * std::max(1.0, std::abs(w))) << "checksum of " << name;
   }
 

@@ -32,6 +32,30 @@ void device_zero(Device d, void* p, size_t bytes);
 void copy(TensorView dst, TensorView src, const Context& ctx = {});
 void synchronize(Device d, const Context& ctx = {});
 
+// Bytes that can still be allocated on d: for a host device the kernel's estimate of what can be allocated
+// without swapping (MemAvailable of /proc/meminfo), for a GPU cudaMemGetInfo's free bytes.
+size_t device_available_bytes(Device d);
+
+// Memory kimi.cpp holds on a device.
+//   tensor_*: what device_alloc handed out and device_free has not taken back (every Tensor: weights, caches,
+//     activations) on that device, counted since the process started (host memory for cpu devices; the
+//     mapped checkpoint files are not allocations and do not count);
+//   pool_*: CUDA only (0 on the host): the device's default memory pool, where the CUDA kernels' stream-ordered
+//     scratch comes from (cudaMallocAsync): bytes reserved now and its high-water mark
+//     (cudaMemPoolAttrReservedMemCurrent / High). The pool keeps what is freed, so it holds its peak.
+// Not counted: cuBLAS workspaces and the CUDA context.
+struct DeviceMemoryStats {
+  size_t tensor_bytes = 0, tensor_peak_bytes = 0;
+  size_t pool_bytes = 0, pool_peak_bytes = 0;
+  // The peak of both: an upper bound of the most held at once (the two peaks may come at different times).
+  size_t peak_bytes() const { return tensor_peak_bytes + pool_peak_bytes; }
+};
+DeviceMemoryStats device_memory_stats(Device d);
+// Starts new peaks on d: tensor_peak_bytes = tensor_bytes; on a GPU it waits for the device, releases what
+// the pool holds unused (cudaMemPoolTrimTo 0) and resets the pool's high-water mark, so that the next
+// peaks are those of the work that follows (whose first pool allocations then map memory afresh).
+void reset_peak_memory(Device d);
+
 // Whether `op` (the function's name, e.g. "kda_chunk_fwd") has an implementation on d's backend.
 bool op_supported(std::string_view op, Device d);
 // Every operator name of the public API.

@@ -18,3 +18,4 @@
 #include "kimi/ops/moe.h"
 #include "kimi/ops/mxfp4.h"
 #include "kimi/ops/norm.h"
+#include "kimi/ops/random.h"

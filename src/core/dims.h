@@ -30,4 +30,13 @@ struct MlaDims {
   float scale = 0.f;
 };
 
+// fill_random (kimi/ops/random.h) as validation resolves it: the generator's start state mix64(seed); float
+// dtypes: lo and width = hi - lo rounded to f32; integer dtypes: lo and the count hi - lo + 1 of values.
+struct RandomFill {
+  uint64_t state = 0;
+  double lo = 0;
+  float width = 0.f;
+  uint64_t count = 0;
+};
+
 }  // namespace kimi

@@ -100,6 +100,11 @@ struct DeviceRuntime {
   // bytes from (src, src_dev) to (dst, dst_dev), either side on the host; synchronous.
   void (*copy)(void* dst, Device dst_dev, const void* src, Device src_dev, size_t bytes, void* stream) = nullptr;
   void (*synchronize)(Device d, void* stream) = nullptr;
+  // The device's stream-ordered memory pool (kimi/device.h DeviceMemoryStats::pool_*): reserved bytes now
+  // and the high-water mark; and the reset of reset_peak_memory (waits for the device, trims, resets).
+  void (*pool_stats)(Device d, size_t* reserved, size_t* peak) = nullptr;
+  void (*reset_pool_peak)(Device d) = nullptr;
+  size_t (*available)(Device d) = nullptr;  // free device memory (cudaMemGetInfo)
 };
 
 class Registry {
@@ -190,6 +195,8 @@ class Registry {
       attn_res{*this, "attn_res", "attn_res"};
   OpSlot<void(TensorView src, const Index& rows, TensorView out, const Context&)> gather_rows{
       *this, "gather_rows", "gather"};
+  // kimi/ops/random.h
+  OpSlot<void(TensorView t, const RandomFill& r, const Context&)> fill_random{*this, "fill_random", "random"};
 
   // Internal kernels of the runtime (no family: not operators of the public API). src/model/add_into.h.
   OpSlot<void(TensorView out, TensorView y, const Context&)> add_into{*this, "add_into", ""};

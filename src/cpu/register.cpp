@@ -14,6 +14,7 @@
 #include "cpu/moe.h"
 #include "cpu/mxfp4.h"
 #include "cpu/norm.h"
+#include "cpu/random.h"
 
 namespace kimi::cpu {
 
@@ -82,6 +83,7 @@ void register_ops(Registry& r) {
   r.gather_rows.set(b, [](TensorView src, const Index& rows, TensorView out, const Context& ctx) {
     gather_rows(src, rows.host, out, ctx);
   });
+  r.fill_random.set(b, fill_random);
   r.add_into.set(b, add_into);
 }
 

@@ -10,6 +10,7 @@
 #include "cuda/model/add_into.h"
 #include "cuda/moe/moe.h"
 #include "cuda/norm/norm.h"
+#include "cuda/random/random.h"
 #include "cuda/register.h"
 #include "cuda/runtime.h"
 
@@ -24,6 +25,9 @@ void register_ops(Registry& r) {
   rt.zero = zero_bytes;
   rt.copy = copy_bytes;
   rt.synchronize = synchronize;
+  rt.pool_stats = pool_stats;
+  rt.reset_pool_peak = reset_pool_peak;
+  rt.available = available_bytes;
   r.link(b, rt);
 
   r.rms_norm.set(b, rms_norm);
@@ -45,6 +49,7 @@ void register_ops(Registry& r) {
   r.latent_moe.set(b, latent_moe);
   r.attn_res.set(b, attn_res);
   r.gather_rows.set(b, gather_rows);
+  r.fill_random.set(b, fill_random);
   r.add_into.set(b, add_into);
 }
 

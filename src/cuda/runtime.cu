@@ -70,4 +70,30 @@ void synchronize(Device d, void* stream) {
   KIMI_CUDA_CHECK(cudaStreamSynchronize(static_cast<cudaStream_t>(stream)));
 }
 
+void pool_stats(Device d, size_t* reserved, size_t* peak) {
+  cudaMemPool_t pool;
+  KIMI_CUDA_CHECK(cudaDeviceGetMemPool(&pool, d.index));
+  uint64_t now = 0, high = 0;
+  KIMI_CUDA_CHECK(cudaMemPoolGetAttribute(pool, cudaMemPoolAttrReservedMemCurrent, &now));
+  KIMI_CUDA_CHECK(cudaMemPoolGetAttribute(pool, cudaMemPoolAttrReservedMemHigh, &high));
+  *reserved = size_t(now), *peak = size_t(high);
+}
+
+void reset_pool_peak(Device d) {
+  const DeviceGuard device_guard(d.index);
+  KIMI_CUDA_CHECK(cudaDeviceSynchronize());  // every stream-ordered free has happened: the pool holds no live scratch
+  cudaMemPool_t pool;
+  KIMI_CUDA_CHECK(cudaDeviceGetMemPool(&pool, d.index));
+  KIMI_CUDA_CHECK(cudaMemPoolTrimTo(pool, 0));
+  uint64_t zero = 0;  // setting the high-water mark to 0 resets it to what is reserved now
+  KIMI_CUDA_CHECK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReservedMemHigh, &zero));
+}
+
+size_t available_bytes(Device d) {
+  const DeviceGuard device_guard(d.index);
+  size_t free = 0, total = 0;
+  KIMI_CUDA_CHECK(cudaMemGetInfo(&free, &total));
+  return free;
+}
+
 }  // namespace kimi::cuda

@@ -16,5 +16,10 @@ void free(Device d, void* p);
 void zero_bytes(Device d, void* p, size_t bytes);  // synchronous
 void copy_bytes(void* dst, Device dst_dev, const void* src, Device src_dev, size_t bytes, void* stream);
 void synchronize(Device d, void* stream);
+// The device's default memory pool (cudaMallocAsync scratch): reserved bytes now and the high-water mark.
+void pool_stats(Device d, size_t* reserved, size_t* peak);
+// Waits for the device, releases the pool's unused memory and resets its high-water mark.
+void reset_pool_peak(Device d);
+size_t available_bytes(Device d);  // cudaMemGetInfo's free bytes
 
 }  // namespace kimi::cuda

@@ -13,6 +13,7 @@
 #include <set>
 
 #include "kimi/error.h"
+#include "kimi/model/random_weights.h"
 #include "model/loader_io.h"
 
 namespace kimi::model {
@@ -94,64 +95,28 @@ void write_random_model(const std::string& dir, const Config& c, const SchemaOpt
   config_out << config_to_json(c) << "\n";
   if (!config_out.flush())
     fs_fail("cannot write", config_path, std::error_code(errno ? errno : EIO, std::generic_category()));
+  // The values of kimi/model/random_weights.h, drawn in the schema's order from one generator.
   std::mt19937_64 rng(seed);
   std::vector<Tensor> data;
   data.reserve(schema.size());
   for (const TensorSpec& s : schema) {
-    const std::string& n = s.name;
-    auto ends = [&](const char* suffix) {
-      const size_t l = std::strlen(suffix);
-      return n.size() >= l && n.compare(n.size() - l, l, suffix) == 0;
-    };
-    const bool is_norm = ends("norm.weight") || ends("layernorm.weight");
-    switch (s.role) {
-      case TensorRole::mxfp4_packed: {
-        Tensor t(DType::u8, s.shape);
-        std::uniform_int_distribution<int> code(0, 255);
-        for (int64_t i = 0; i < t.numel(); ++i) t.data_as<uint8_t>()[i] = uint8_t(code(rng));
-        data.push_back(std::move(t));
-        break;
-      }
-      case TensorRole::mxfp4_scale: {
-        // E2M1 magnitudes average ~2: scale 2^(e-127) ~ 0.5/sqrt(in) keeps outputs O(1).
-        Tensor t(DType::u8, s.shape);
-        const int64_t in = s.shape[1] * 32;
-        const int e0 = 127 + int(std::floor(std::log2(0.5 / std::sqrt(double(in)))));
-        std::uniform_int_distribution<int> e(e0 - 1, e0);
-        for (int64_t i = 0; i < t.numel(); ++i) t.data_as<uint8_t>()[i] = uint8_t(e(rng));
-        data.push_back(std::move(t));
-        break;
-      }
-      case TensorRole::fp32_param: {
-        Tensor t(DType::f32, s.shape);
-        float* p = t.data_as<float>();
-        std::uniform_real_distribution<float> u(-1.f, 1.f);
-        if (ends("A_log")) {
-          const int64_t H = c.kda_num_heads;
-          for (int64_t i = 0; i < std::min<int64_t>(H, t.numel()); ++i) p[i] = 0.5f * u(rng) - 0.5f;  // tail stays 0
-        } else if (ends("dt_bias")) {
-          for (int64_t i = 0; i < t.numel(); ++i) p[i] = u(rng);
-        } else if (ends("conv1d.weight")) {
-          for (int64_t i = 0; i < t.numel(); ++i) p[i] = 0.5f * u(rng);
-        } else if (ends("o_norm.weight")) {
-          for (int64_t i = 0; i < t.numel(); ++i) p[i] = 1.f + 0.1f * u(rng);
-        } else {  // router correction bias
-          for (int64_t i = 0; i < t.numel(); ++i) p[i] = 0.05f * u(rng);
+    const RandomInit r = random_init(s, c);
+    Tensor t(r.dtype, s.shape);  // zero-filled: the tail past r.count stays 0
+    if (r.dtype == DType::u8) {
+      std::uniform_int_distribution<int> u(r.lo, r.hi);
+      for (int64_t i = 0; i < r.count; ++i) t.data_as<uint8_t>()[i] = uint8_t(u(rng));
+    } else {
+      std::uniform_real_distribution<float> u(-r.bound, r.bound);
+      for (int64_t i = 0; i < r.count; ++i) {
+        const float v = r.offset + r.scale * u(rng);
+        if (r.dtype == DType::f32) {
+          t.data_as<float>()[i] = v;
+        } else {
+          t.data_as<uint16_t>()[i] = f32_to_bf16(v);
         }
-        data.push_back(std::move(t));
-        break;
-      }
-      case TensorRole::weight: {
-        Tensor t(DType::bf16, s.shape);
-        uint16_t* p = t.data_as<uint16_t>();
-        const int64_t in = s.shape.back();
-        const float bound = is_norm ? 0.1f : float(std::sqrt(3.0 / double(in)));  // unit-variance outputs
-        std::uniform_real_distribution<float> u(-bound, bound);
-        for (int64_t i = 0; i < t.numel(); ++i) p[i] = f32_to_bf16(is_norm ? 1.f + u(rng) : u(rng));
-        data.push_back(std::move(t));
-        break;
       }
     }
+    data.push_back(std::move(t));
   }
   // Contiguous runs of the schema's order (layer by layer) into shards of near-equal tensor counts: every shard
   // holds at least one tensor (shards <= tensors), a layer spans at most a shard boundary.

@@ -28,28 +28,11 @@ Model::Model(const std::string& dir, Device device, const OpSupported& supported
         return plan_placement(c, device, supported ? supported : OpSupported(op_supported));
       }()) {}
 
-Model::Model(const std::string& dir, Placement placement) : files_(open_model(dir)), placement_(std::move(placement)) {
-  const check::Checker k("Model");
-  const Config& c = files_.config;
-  if (int64_t(placement_.layers.size()) != c.num_hidden_layers)
-    k.fail("placement", std::to_string(c.num_hidden_layers) + " layers (the config's)", std::to_string(placement_.layers.size()));
-  std::vector<Device> devices{placement_.device};  // the one asked for (even if every block fell back) and the used
-  for (const Placement::Block& b : placement_.blocks) devices.push_back(b.device);
-  for (const Device d : devices) {
-    if (d.type == DeviceType::cpu) continue;
-    if (!cuda_built())
-      k.fail("device", "cpu (this build has no CUDA backend: configure with -DKIMI_CUDA=ON)", to_string(d));
-    const int n = cuda_device_count();
-    if (d.index < 0 || d.index >= n)
-      k.fail("device", "cpu or a visible CUDA device (" + std::to_string(n) + " visible)", to_string(d));
-    // One Context (one stream) drives a forward: blocks spread over several GPUs would launch on the wrong
-    // device's stream. Expert parallelism over several GPUs is its own mechanism (not this placement).
-    for (const Device e : devices)
-      if (e.type == DeviceType::cuda && e != d)
-        k.fail("placement", "blocks on at most one CUDA device", to_string(d) + " and " + to_string(e));
-  }
-  weights_ = std::make_unique<ModelWeights>(bind_weights(files_));
-  place_weights(*weights_, c, placement_);
+Model::Model(const std::string& dir, Placement placement)
+    : files_(open_model(dir)), config_(files_->config), placement_(std::move(placement)) {
+  check_placement_devices(config_, placement_);
+  weights_ = std::make_unique<ModelWeights>(bind_weights(*files_));
+  place_weights(*weights_, config_, placement_);
   for (const std::string& n : placement_.notes) note(n);
 }
 Model::~Model() = default;
@@ -57,6 +40,8 @@ Model::~Model() = default;
 size_t Model::device_weight_bytes() const {
   size_t b = 0;
   for (const Tensor& t : weights_->device_copies) b += t.nbytes();
+  for (const Tensor& t : weights_->created)
+    if (t.device() != Device::cpu()) b += t.nbytes();
   return b;
 }
 

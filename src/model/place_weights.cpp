@@ -3,12 +3,17 @@
 // A MoE layer's routed experts are stacked on upload: one [E, rows, cols] allocation per projection (w1, w3,
 // w2) and per MXFP4 part (packed, scale), expert e's views being slice e of it, so the CUDA MoE kernels find
 // every expert at base + e * stride (one launch for all experts, capturable in a CUDA graph: docs/ops/moe.md).
+// And home_device, the same placement by tensor name (where a random model makes each tensor), and the check of
+// a placement's devices that every Model constructor runs first.
 #include <map>
+#include <string>
 #include <tuple>
 #include <vector>
 
+#include "core/check.h"
 #include "kimi/device.h"
 #include "kimi/error.h"
+#include "kimi/model/schema.h"
 #include "model/weights.h"
 
 namespace kimi::model {
@@ -129,6 +134,42 @@ void place_weights(ModelWeights& w, const Config& c, const Placement& p) {
   }
   if (gpu(p.output_mix) && c.attn_res_block_size) up.view(w.out_res_proj, p.output_mix), up.view(w.out_res_norm, p.output_mix);
   if (gpu(p.head)) up.view(w.final_norm, p.head), up.weight(w.lm_head, p.head);
+}
+
+void check_placement_devices(const Config& c, const Placement& placement) {
+  const check::Checker k("Model");
+  if (int64_t(placement.layers.size()) != c.num_hidden_layers)
+    k.fail("placement", std::to_string(c.num_hidden_layers) + " layers (the config's)", std::to_string(placement.layers.size()));
+  std::vector<Device> devices{placement.device};  // the one asked for (even if every block fell back) and the used
+  for (const Placement::Block& b : placement.blocks) devices.push_back(b.device);
+  for (const Device d : devices) {
+    if (d.type == DeviceType::cpu) continue;
+    if (!cuda_built())
+      k.fail("device", "cpu (this build has no CUDA backend: configure with -DKIMI_CUDA=ON)", to_string(d));
+    const int n = cuda_device_count();
+    if (d.index < 0 || d.index >= n)
+      k.fail("device", "cpu or a visible CUDA device (" + std::to_string(n) + " visible)", to_string(d));
+    // One Context (one stream) drives a forward: blocks spread over several GPUs would launch on the wrong
+    // device's stream. Expert parallelism over several GPUs is its own mechanism (not this placement).
+    for (const Device e : devices)
+      if (e.type == DeviceType::cuda && e != d)
+        k.fail("placement", "blocks on at most one CUDA device", to_string(d) + " and " + to_string(e));
+  }
+}
+
+Device home_device(const TensorSpec& s, const Config& c, const Placement& p) {
+  const std::string& n = s.name;
+  auto has = [&](const char* part) { return n.find(part) != std::string::npos; };
+  if (s.layer < 0) {
+    if (n == tensor_prefix(c) + "embed_tokens.weight") return p.embedding;
+    if (has("output_attn_res_")) return p.output_mix;
+    return p.head;  // the final norm, lm_head
+  }
+  const Placement::Layer& L = p.layers[size_t(s.layer)];
+  if (has(".self_attention_res_")) return L.attn_mix;
+  if (has(".mlp_res_")) return L.ffn_mix;
+  if (has(".input_layernorm.") || has(".self_attn.")) return L.mixer;
+  return L.ffn;  // post_attention_layernorm, mlp., block_sparse_moe.
 }
 
 }  // namespace kimi::model

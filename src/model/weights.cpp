@@ -3,15 +3,25 @@
 
 #include <string>
 
+#include "kimi/device.h"
 #include "kimi/error.h"
 #include "kimi/model/schema.h"
 
 namespace kimi::model {
 namespace {
 
-// A contiguous float tensor as an owned f32 [n] of its first n values.
+// A contiguous float tensor as an owned f32 [n] of its first n values, on t's device: copied when t is f32
+// (any device), converted on the host otherwise (checkpoint mappings are host memory).
 Tensor first_as_f32(const TensorView& t, int64_t n, const std::string& name) {
   if (t.numel() < n) throw Error("bind_weights: tensor '" + name + "' has fewer than " + std::to_string(n) + " values");
+  if (t.dtype == DType::f32 && t.is_contiguous()) {
+    Tensor out(DType::f32, {n}, t.device);
+    copy(out, TensorView(t.data, DType::f32, {n}, t.device));
+    return out;
+  }
+  if (t.device != Device::cpu())
+    throw Error("bind_weights: tensor '" + name + "': expected f32 on " + to_string(t.device) + ", got " +
+                std::string(dtype_name(t.dtype)));
   Tensor out(DType::f32, {n});
   for (int64_t i = 0; i < n; ++i) out.data_as<float>()[i] = load_as_f32(t.data, t.dtype, i);
   return out;
@@ -26,13 +36,16 @@ TensorView as_vector(TensorView t) {
 }  // namespace
 
 ModelWeights bind_weights(const ModelFiles& files) {
-  const Config& c = files.config;
   const Checkpoint& ck = files.checkpoint;
+  return bind_weights(files.config, files.schema_options, [&](const std::string& name) { return ck.get(name); });
+}
+
+ModelWeights bind_weights(const Config& c, const SchemaOptions& opt, const TensorLookup& get) {
   const std::string pre = tensor_prefix(c);
-  auto view = [&](const std::string& name) { return ck.get(name); };
-  auto dense = [&](const std::string& name) { return Weight{ck.get(name + ".weight"), {}}; };
+  auto view = [&](const std::string& name) { return get(name); };
+  auto dense = [&](const std::string& name) { return Weight{get(name + ".weight"), {}}; };
   auto weight_or_mxfp4 = [&](const std::string& name) {
-    if (ck.has(name + ".weight_packed")) return Weight{ck.get(name + ".weight_packed"), ck.get(name + ".weight_scale")};
+    if (opt.mxfp4_experts) return Weight{get(name + ".weight_packed"), get(name + ".weight_scale")};
     return dense(name);
   };
 

@@ -1,11 +1,14 @@
-// src/model/weights.h: a model's weights bound by role, per layer (views into the checkpoint mapping).
+// src/model/weights.h: a model's weights bound by role, per layer.
 //
-// Every Weight / TensorView here points into the memory-mapped safetensors files (no copy), or, for a
-// block placed on a GPU (kimi/model/placement.h), into that block's device copy held in device_copies.
-// The only other owned tensors are f32 conversions of small parameters the operators take as f32: KDA
-// A_log (its first H entries, SPEC 5), dt_bias, and the router correction bias.
+// A loaded model: every Weight / TensorView here points into the memory-mapped safetensors files (no copy),
+// or, for a block placed on a GPU (kimi/model/placement.h), into that block's device copy held in
+// device_copies. A random model (Model::random): into `created`, each tensor made on its block's device
+// (home_device). The only other owned tensors are f32 copies of small parameters the operators take as f32:
+// KDA A_log (its first H entries, SPEC 5), dt_bias, and the router correction bias.
 #pragma once
 
+#include <functional>
+#include <string>
 #include <vector>
 
 #include "kimi/model/checkpoint.h"
@@ -69,10 +72,29 @@ struct ModelWeights {
   TensorView out_res_proj, out_res_norm;             // [d] (Block AttnRes), or absent
   Weight lm_head;                                    // [vocab, d] (the embedding when tied)
   std::vector<Tensor> device_copies;                 // the GPU blocks' weights (place_weights): owned here
+  std::vector<Tensor> created;                       // a random model's weights, on their home devices
 };
 
+// A checkpoint tensor by name (every name of the schema resolves).
+using TensorLookup = std::function<TensorView(const std::string& name)>;
+
+// Binds the weights of config c by role: each tensor of checkpoint_schema(c, opt) from `get`. The small f32
+// parameters are copied (converted when stored in another dtype, which needs a host tensor) onto the device
+// their source lives on.
+ModelWeights bind_weights(const Config& c, const SchemaOptions& opt, const TensorLookup& get);
 // Binds the weights of an opened (validated) checkpoint.
 ModelWeights bind_weights(const ModelFiles& files);
+
+// Throws kimi::Error ("Model: argument 'device' / 'placement'") unless placement p fits config c (one entry
+// per layer) and its devices exist in this build and process, at most one of them a GPU (one Context, one
+// stream drives a forward). Every Model constructor checks this before anything is opened or allocated.
+void check_placement_devices(const Config& c, const Placement& p);
+
+// The device tensor s lives on under placement p: the device of the block that reads it (the embedding
+// table: the embedding's; the final norm and lm_head: the head's). A random model makes each tensor there,
+// so that place_weights finds every weight in place (the tied embedding is then copied to the head's device
+// only when the two differ, as for a loaded model).
+Device home_device(const TensorSpec& s, const Config& c, const Placement& p);
 
 // Rebinds the weights of every block that runs on a GPU (p) to copies on that device, each source tensor
 // uploaded once (the tied embedding / lm_head too); CPU blocks keep their views into the mapping. The small

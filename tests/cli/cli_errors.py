@@ -138,6 +138,14 @@ class Cli(unittest.TestCase):
         tokens = lambda o: re.search(r"\[0\] prompt .*", o).group(0)
         self.assertEqual(tokens(out), tokens(out2))  # the warm-up changes nothing but the timing
 
+    def test_generate_prints_peak_memory(self):
+        rc, out, err = run(*self.gen("--max-tokens", 2))
+        self.assertEqual(rc, 0, err)
+        m = re.search(r"\nmemory     peak ([\d.]+) MiB on cpu \(tensors ([\d.]+) MiB, the mapped checkpoint not counted\)\n", out)
+        self.assertIsNotNone(m, out)
+        self.assertGreater(float(m.group(1)), 0)
+        self.assertEqual(m.group(1), m.group(2))  # no CUDA memory pool on the host
+
     # --- random-model: items 4 and 5 --------------------------------------------------------------------
     def test_random_model_shards_cap(self):
         out = os.path.join(self.tmp.name, "shards")
@@ -290,6 +298,98 @@ class Cli(unittest.TestCase):
         self.assertAlmostEqual(dec["bytes_weights"] / 1e9, 1.564, places=3)
         self.assertEqual(dec["touched_experts"], 8)
 
+    # --- bench ------------------------------------------------------------------------------------------
+    def bench(self, *flags, model=None):
+        return ["bench", model or self.model, "--threads", "1", *flags]
+
+    def test_bench_random_json_rows(self):
+        rc, out, err = run("bench", "--random", "k3-tiny", "--device", "cpu", "-p", 16, "-n", 4, "-b", "1,2", "--json",
+                           "--threads", 1, "-r", 2)
+        self.assertEqual(rc, 0, err)
+        j = json.loads(out)  # stdout holds the JSON alone: the table went to stderr
+        self.assertEqual((j["model"], j["random"], j["device"], j["repetitions"], j["warmup"]), ("k3-tiny", True, "cpu", 2, 1))
+        self.assertEqual((j["layers"], j["hidden"], j["weight_bytes"], j["device_weight_bytes"]), (9, 256, 10996160, 0))
+        rows = j["rows"]
+        self.assertEqual([(r["test"], r["kind"], r["n"], r["batch"], r["tokens"]) for r in rows],
+                         [("pp16", "pp", 16, 1, 16), ("pp16", "pp", 16, 2, 32), ("tg4", "tg", 4, 1, 4), ("tg4", "tg", 4, 2, 8)])
+        for r in rows:
+            self.assertEqual(len(r["seconds"]), 2)
+            for key in ["tokens_per_s", "ms_per_step", "ms_per_step_min", "ms_per_step_max", "peak_bytes",
+                        "tensor_peak_bytes"]:
+                self.assertGreater(r[key], 0, f"{r['test']} batch {r['batch']}: {key}")
+            self.assertLessEqual(r["ms_per_step_min"], r["ms_per_step"])
+            self.assertLessEqual(r["ms_per_step"], r["ms_per_step_max"])
+            self.assertGreater(r["peak_bytes"], 10 << 20)  # the made weights (10.5 MiB) are host Tensors
+            steps = r["n"] if r["kind"] == "tg" else 1
+            median = sorted(r["seconds"])[0] / 2 + sorted(r["seconds"])[1] / 2
+            self.assertAlmostEqual(r["tokens_per_s"], r["tokens"] / median, delta=1e-6 * r["tokens_per_s"])
+            self.assertAlmostEqual(r["ms_per_step"], 1e3 * median / steps, delta=1e-6 * r["ms_per_step"])
+        self.assertIn("| k3-tiny (random)", err)
+        self.assertIn("bench: [4/4] tg4 batch 2", err)
+
+    def test_bench_checkpoint_csv_and_context(self):
+        path = os.path.join(self.tmp.name, "bench.csv")
+        rc, out, err = run(*self.bench("-p", "8", "-n", "2", "-b", "1", "--context", "5", "-r", "1", "--warmup", "0",
+                                       f"--csv={path}"))
+        self.assertEqual(rc, 0, err)
+        self.assertRegex(out, r"\|\s+pp8 \|\s+1 \|")  # the table on stdout
+        with open(path) as f:
+            rows = list(csv.DictReader(f))
+        self.assertEqual([(r["test"], r["batch"], r["context"]) for r in rows], [("pp8", "1", "0"), ("tg2@5", "1", "5")])
+        for r in rows:
+            self.assertGreater(float(r["tokens_per_s"]), 0)
+            self.assertEqual(r["predicted_ms"], "")  # the cost model's columns, empty until one fills them
+
+    def test_bench_flags_checked_before_loading(self):
+        m = self.config_only  # no safetensors: loading would fail with a checkpoint error
+        for v in ["16,x", "-1", "1,,2", "1048577", ""]:
+            self.fails(self.bench("-p", v, model=m),
+                       "bench: -p/--prompt: expected comma-separated integers in [1, 1048576] (0 alone: no prefill "
+                       f"rows), got '{v}'")
+        self.fails(self.bench("-n", "0,4", model=m), "bench: -n/--gen: expected comma-separated integers in [1, 1048576] "
+                   "(0 alone: no decode rows), got '0,4'")
+        self.fails(self.bench("-b", "0", model=m), "bench: -b/--batch: expected comma-separated integers in [1, 65536], "
+                   "got '0'")
+        self.fails(self.bench("-p", "0", "-n", "0", model=m),
+                   "bench: -p/--prompt, -n/--gen: expected at least one row, got -p 0 and -n 0")
+        self.fails(self.bench("-b", "1,4096", "-p", "8192", model=m),
+                   "bench: -b/--batch x -p/--prompt: expected at most 16777216 tokens per forward (2^24), got "
+                   "4096 x 8192 = 33554432")
+        self.fails(self.bench("-b", "65536", "-p", "0", "-n", "1", "--context", "1000", model=m),
+                   "bench: -b/--batch x --context: expected at most 16777216 tokens per forward (2^24), got "
+                   "65536 x 1000 = 65536000")
+        self.fails(self.bench("-r", "0", model=m), "bench: -r/--repetitions: expected a value in [1, 1000], got 0")
+        self.fails(self.bench("--warmup", "-1", model=m), "bench: --warmup: expected a value in [0, 100], got -1")
+        self.fails(self.bench("-n", "128", "--context", "1048449", model=m),
+                   "bench: --context: expected a value in [0, 1048448] (the context limit of 1048576 tokens less the "
+                   "longest -n/--gen, 128), got 1048449")
+        self.fails(self.bench("--device", "gpu", model=m), "bench: --device: expected cpu, cuda or cuda:<index>, got 'gpu'")
+        self.fails(self.bench("--seed", "-1", model=m),
+                   "bench: --seed: expected an integer in [0, 2^64 - 1 = 18446744073709551615], got '-1'")
+        self.fails(self.bench("--experts", "mxfp4", model=m),
+                   "bench: --experts: expected only with --random (a checkpoint's experts run as stored), got 'mxfp4'")
+        self.fails(self.bench("--json", "--csv", model=m),
+                   "bench: --csv: expected a file path when --json writes to stdout, got '-'")
+        missing = os.path.join(self.tmp.name, "no", "such", "dir", "out.json")
+        self.fails(self.bench(f"--json={missing}", model=m),
+                   f"bench: --json '{missing}': the directory '{os.path.dirname(missing)}' does not exist")
+        self.fails(self.bench(f"--csv={self.tmp.name}", model=m),
+                   f"bench: --csv '{self.tmp.name}': expected a file path, got a directory")
+        self.assertFalse(os.path.exists(os.path.dirname(missing)))
+
+    def test_bench_random_model_names(self):
+        self.fails(["bench", "--random", "k3-huge"],
+                   "bench: model: expected with --random k3-tiny, kimi-linear-tiny, k3-slice or a config.json path, "
+                   "got 'k3-huge' (no such file)")
+        self.fails(["bench", "--random", "k3-tiny", "--experts", "fp8"],
+                   "bench: --experts: expected auto, mxfp4 or bf16, got 'fp8'")
+        self.fails(["bench", "--random", self.tmp.name], f"got '{self.tmp.name}' (not a file)")
+        # a config.json path works like a name
+        rc, out, err = run("bench", "--random", os.path.join(self.model, "config.json"), "-p", 4, "-n", 0, "-r", 1,
+                           "--threads", 1)
+        self.assertEqual(rc, 0, err)
+        self.assertIn("(random weights, seed 0, MXFP4 experts)", out)
+
     # --- --help: item 9 ---------------------------------------------------------------------------------
     def test_help_shows_defaults_and_named_configs(self):
         rc, out, _ = run("generate", "--help")
@@ -307,6 +407,12 @@ class Cli(unittest.TestCase):
         self.assertEqual(rc, 0)
         for text in ["--batch TEXT=1", "--prompt TEXT=2048", "--dtype TEXT=bf16", "--experts TEXT=auto",
                      "Decode tokens/s PER SEQUENCE", "configs/k3.json"]:
+            self.assertIn(text, out)
+
+        rc, out, _ = run("bench", "--help")
+        self.assertEqual(rc, 0)
+        for text in ["--prompt TEXT=512", "--gen TEXT=128", "--batch TEXT=1", "--repetitions INT=5", "--warmup INT=1",
+                     "--context INT=0", "--device TEXT=cpu", "--random", "--json", "--csv", "k3-slice"]:
             self.assertIn(text, out)
 
 

@@ -149,6 +149,13 @@ int run_generate(const GenerateCmdOptions& opt) {
   fmt::print("timing     {}\n", opt.warmup ? "after an untimed warm-up of the batch (prefill + one decode step)"
                                             : "cold start included (--no-warmup)");
   fmt::print("cache      {:.2f} MiB\n", double(r.cache_bytes) / (1 << 20));
+  // The most this process held on the device (weights uploaded, cache, activations, the CUDA kernels' pool);
+  // on the host the mapped checkpoint is not an allocation and does not count.
+  const DeviceMemoryStats m = device_memory_stats(dev);
+  fmt::print("memory     peak {:.2f} MiB on {} (tensors {:.2f} MiB{})\n", double(m.peak_bytes()) / (1 << 20),
+             to_string(dev), double(m.tensor_peak_bytes) / (1 << 20),
+             dev.type == DeviceType::cpu ? std::string(", the mapped checkpoint not counted")
+                                         : fmt::format(" + CUDA memory pool {:.2f} MiB", double(m.pool_peak_bytes) / (1 << 20)));
   return 0;
 }
 

@@ -6,6 +6,8 @@
 //                 [--device cuda[:i]]       on a GPU: blocks without CUDA kernels on the CPU (noted)
 //   kimi plan CONFIG [--chip h200] [--batch N --prompt T --context C --target-tps R] [--json F --csv F]
 //                                           bytes, FLOPs and roofline speed of prefill and decode (cost.h)
+//   kimi bench DIR | --random CONFIG       prefill (ppN) and decode (tgN) speed at batch sizes, llama-bench style
+//                 [-p 512 -n 128 -b 1,8]    table, --json / --csv for plots, peak device memory per row
 #include <CLI/CLI.hpp>
 
 #include "kimi/check.h"
@@ -94,6 +96,28 @@ int main(int argc, char** argv) {
   plan->add_option("--csv", plan_opt.csv, "Also write the per-op rows as CSV to this file ('-': stdout, no table)");
   plan->add_flag("--per-op", plan_opt.per_op, "Print every op of both steps (timed on the first chip)");
 
+  kimi::cli::BenchCmdOptions bench_opt;
+  auto* bench = app.add_subcommand("bench", "Time prefill (ppN) and decode (tgN) at batch sizes, llama-bench style");
+  bench->footer(std::string("ppN at batch b: one forward of b sequences of N tokens each (b * N tokens). tgN at batch b:\n"
+                            "N decode steps of b sequences after --context tokens each. Lists are comma-separated.\n") +
+                kimi::cli::kNamedConfigsHelp);
+  bench->add_option("model", bench_opt.model,
+                    "Checkpoint directory; with --random a named config (below) or a config.json path")
+      ->required();
+  bench->add_flag("--random", bench_opt.random, "Random weights made on the device (no checkpoint is read)");
+  bench->add_option("--experts", bench_opt.experts, "With --random: routed experts auto (MXFP4 for K3), mxfp4, bf16");
+  bench->add_option("--device", bench_opt.device, "cpu, cuda or cuda:i");
+  bench->add_option("-p,--prompt", bench_opt.prompt, "Prefill lengths N (rows ppN); 0: none");
+  bench->add_option("-n,--gen", bench_opt.gen, "Decode steps N (rows tgN); 0: none");
+  bench->add_option("-b,--batch", bench_opt.batch, "Sequences per forward");
+  bench->add_option("--context", bench_opt.context, "Tokens per sequence in the cache before a tgN row's steps");
+  bench->add_option("-r,--repetitions", bench_opt.repetitions, "Timed runs per row, in [1, 1000] (median, spread)");
+  bench->add_option("--warmup", bench_opt.warmup, "Untimed runs per row before the timed ones, in [0, 100]");
+  bench->add_option("--seed", bench_opt.seed, "Seed of the random weights and tokens, in [0, 2^64 - 1]");
+  bench->add_option("--threads", bench_opt.threads, "CPU threads (0 = OpenMP default; at most this machine's CPUs)");
+  bench->add_flag("--json{-}", bench_opt.json, "Also write JSON: --json (stdout; the table goes to stderr) or --json=PATH");
+  bench->add_flag("--csv{-}", bench_opt.csv, "Also write CSV: --csv (stdout; the table goes to stderr) or --csv=PATH");
+
   CLI11_PARSE(app, argc, argv);
   try {
     if (check->parsed()) return kimi::cli::run_check(check_opt) == 0 ? 0 : 1;
@@ -105,6 +129,7 @@ int main(int argc, char** argv) {
       plan_opt.csv_given = plan->count("--csv") > 0;
       return kimi::cli::run_plan(plan_opt);
     }
+    if (bench->parsed()) return kimi::cli::run_bench(bench_opt);
   } catch (const kimi::Error& e) {
     std::fprintf(stderr, "kimi: %s\n", e.what());
     return 2;

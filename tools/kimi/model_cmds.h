@@ -1,4 +1,4 @@
-// tools/kimi/model_cmds.h: `kimi random-model`, `kimi inspect` and `kimi generate`.
+// tools/kimi/model_cmds.h: `kimi random-model`, `kimi inspect`, `kimi generate` and `kimi bench`.
 //
 // Each command validates every flag before it reads a checkpoint or writes anything, and names the flag as
 // the user typed it in its kimi::Error (`generate: --max-tokens: expected ...`). Numbers CLI11 cannot hold
@@ -53,6 +53,24 @@ struct GenerateCmdOptions {
   std::string dtype = "auto";  // the activation dtype: auto (bf16 on a GPU, f32 on the CPU), f32 or bf16
 };
 int run_generate(const GenerateCmdOptions& opt);  // tools/kimi/generate_cmd.cpp
+
+// `kimi bench` (llama-bench style), tools/kimi/bench_cmd.cpp. Lists are comma-separated integers.
+struct BenchCmdOptions {
+  std::string model;                // checkpoint directory; with --random a named config or a config.json path
+  bool random = false;              // random weights made on the device (Model::random), no checkpoint
+  std::string experts = "auto";     // with --random: auto (MXFP4 for K3), mxfp4, bf16
+  std::string device = "cpu";       // cpu, cuda or cuda:i
+  std::string prompt = "512";       // -p: prefill lengths N (rows ppN); 0 = no prefill rows
+  std::string gen = "128";          // -n: decode steps N (rows tgN); 0 = no decode rows
+  std::string batch = "1";          // -b: sequences per forward
+  int64_t context = 0;              // tokens per sequence already in the cache before a tgN row's steps
+  int repetitions = 5;              // timed runs per row (median and spread)
+  int warmup = 1;                   // untimed runs per row before them
+  std::string seed = "0";           // --random weights' seed and the tokens' seed, parsed by parse_seed
+  int threads = 0;                  // CPU threads, in [0, max_cpu_threads()]
+  std::string json, csv;            // "": none; "-": stdout (the table then goes to stderr); else a file path
+};
+int run_bench(const BenchCmdOptions& opt);
 
 // "cpu", "cuda" (= cuda:0) or "cuda:i"; throws kimi::Error naming `option` otherwise.
 Device parse_device(const std::string& s, const std::string& option);

@@ -13,6 +13,8 @@
 // the blocks' normalized inputs and temporaries are in the model's activation dtype (f32, or bf16: the default on a
 // GPU; docs/model/runtime.md has the measured error). Weights stay in the checkpoint's dtype (bf16 / MXFP4) and
 // are converted inside the operators. A step's temporaries come from one planned arena per device (Model::plan).
+// Model::random(config, device, seed) builds the same model with random weights made on the device, with no
+// checkpoint (benchmarks of full-size models: `kimi bench --random`).
 // Devices: Model(dir, Device::cuda(i)) places every block whose operators all have CUDA kernels on the GPU
 // and the others on the CPU (kimi/model/placement.h; the fallbacks are noted once through kimi/log.h). A batch is packed: N sequences of any lengths (>= 1 token each), each
 // in its own cache slot, each continuing from the tokens its slot already holds, so prefill, chunked
@@ -22,6 +24,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <utility>
@@ -61,16 +64,32 @@ class Model {
   // the cross-device path without a GPU). Its notes are printed once like the planned ones. Throws
   // kimi::Error when it does not fit the config or names a device that does not exist.
   Model(const std::string& dir, Placement placement);
+
+  // A model of config c with random weights and no checkpoint: every tensor of checkpoint_schema(c, opt) is
+  // allocated on the device of the block that reads it (the placement a loaded model of c would get: the
+  // same rule, the same devices) and filled there by fill_random (kimi/ops/random.h) with the values of
+  // kimi/model/random_weights.h, seeded by tensor_seed(seed, name). No disk, no host copy: a model as large
+  // as the GPU's memory fits it. The same (c, opt, seed) gives the same weights on every device (they are not
+  // those `kimi random-model --seed` writes: that draws the same distributions from another generator).
+  // opt.mxfp4_experts stores the routed experts as MXFP4 (K3 checkpoints do). Throws kimi::Error as the
+  // constructors do for devices, and checkpoint_schema's error for MXFP4 widths not divisible by 32.
+  static Model random(const Config& c, Device device, uint64_t seed, const SchemaOptions& opt = {},
+                      const OpSupported& supported = {});
+  static Model random(const Config& c, Placement placement, uint64_t seed, const SchemaOptions& opt = {});
+
   ~Model();
   Model(const Model&) = delete;
   Model& operator=(const Model&) = delete;
 
-  const Config& config() const { return files_.config; }
-  const ModelFiles& files() const { return files_; }
+  const Config& config() const { return config_; }
+  // The opened checkpoint (schema, safetensors mapping, unused tensors); nullptr for a random model.
+  const ModelFiles* files() const { return files_ ? &*files_ : nullptr; }
   const ModelWeights& weights() const { return *weights_; }
   const Placement& placement() const { return placement_; }
   Device device() const { return placement_.device; }
-  size_t device_weight_bytes() const;  // bytes of weights copied to GPUs (0 on the CPU)
+  // Bytes of weights held on devices other than the host's cpu:0: the GPU blocks' copies of a loaded
+  // checkpoint (0 on the CPU), or the random weights made there.
+  size_t device_weight_bytes() const;
 
   // The activation dtype: the dtype of every block's normalized input and temporaries (docs/model/runtime.md).
   // Default: bf16 when the model's device is a GPU, f32 on the CPU (the reference).
@@ -95,7 +114,11 @@ class Model {
   static std::unique_ptr<StepRuntime, RuntimeDeleter> new_runtime();
   friend StepRuntime& runtime_of(const Model& m);  // forward.cpp
 
-  ModelFiles files_;
+  struct RandomTag {};
+  Model(RandomTag, const Config& c, Placement placement, uint64_t seed, const SchemaOptions& opt);
+
+  std::optional<ModelFiles> files_;
+  Config config_;
   Placement placement_;
   std::unique_ptr<ModelWeights> weights_;
   std::unique_ptr<StepRuntime, RuntimeDeleter> runtime_ = new_runtime();  // the dtype setting and the plan

@@ -1,0 +1,392 @@
+// `kimi bench` (llama-bench style): prefill and decode speed of a model at several batch sizes, as a table and
+// optionally JSON / CSV. The model is a checkpoint directory, or with --random a config whose weights are
+// made on the device (Model::random: no checkpoint, so a model as large as the GPU's memory can be timed).
+//   ppN at batch b: one forward of b fresh sequences of N tokens each (b * N tokens, packed), logits of the
+//     last token of each; time per forward.
+//   tgN at batch b: N decode steps of b sequences (one token each per step) after an untimed prefill of
+//     --context tokens per sequence (none by default: the first step starts each sequence); time per step.
+// Each row: --warmup untimed runs, then --repetitions timed ones; tokens/s and ms from their median, the
+// spread as min-max and the standard deviation. Tokens are seeded random ids. Peak memory per row: the
+// device's Tensor peak plus its CUDA memory pool's high-water mark (kimi::device_memory_stats), counted from
+// the row's start (weights made or uploaded to the device included; a mapped checkpoint on the CPU is not).
+// Every flag is checked before the model is loaded or anything is allocated or written.
+#include <fmt/core.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <random>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "kimi/device.h"
+#include "kimi/error.h"
+#include "kimi/model/generate.h"
+#include "kimi/model/model.h"
+#include "kimi/model/random_weights.h"
+#include "kimi/model_cmds.h"
+
+namespace kimi::cli {
+namespace {
+
+using model::Config;
+
+constexpr int64_t kMaxTokensPerForward = int64_t(1) << 24;
+
+// A comma-separated list of integers in [lo, hi]; "0" alone is the empty list when `zero_is_none`.
+std::vector<int64_t> parse_list(const std::string& s, const std::string& flag, int64_t lo, int64_t hi,
+                                const char* zero_means) {
+  const std::string expected = "comma-separated integers in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]" +
+                               (zero_means ? std::string(" (0 alone: ") + zero_means + ")" : "");
+  if (zero_means && s == "0") return {};
+  std::vector<int64_t> v;
+  size_t i = 0;
+  while (i <= s.size()) {
+    const size_t j = std::min(s.find(',', i), s.size());
+    const std::string part = s.substr(i, j - i);
+    const bool digits = !part.empty() && part.size() <= 12 && part.find_first_not_of("0123456789") == std::string::npos;
+    const int64_t x = digits ? std::stoll(part) : -1;
+    if (!digits || x < lo || x > hi) throw Error("bench: " + flag + ": expected " + expected + ", got '" + s + "'");
+    v.push_back(x);
+    i = j + 1;
+  }
+  return v;
+}
+
+// Where --json / --csv write: "" nowhere, "-" stdout, else a file whose directory exists (checked here,
+// before anything runs; the file is written at the end).
+void check_out_path(const std::string& path, const std::string& flag) {
+  namespace fs = std::filesystem;
+  if (path.empty() || path == "-") return;
+  std::error_code ec;
+  if (fs::is_directory(path, ec)) throw Error("bench: " + flag + " '" + path + "': expected a file path, got a directory");
+  const fs::path dir = fs::absolute(path, ec).parent_path();
+  if (!fs::is_directory(dir, ec))
+    throw Error("bench: " + flag + " '" + path + "': the directory '" + dir.string() + "' does not exist");
+}
+
+struct CheckedFlags {
+  Config config;
+  model::SchemaOptions schema;  // --random
+  Device device;
+  uint64_t seed = 0;
+  std::vector<int64_t> prompt, gen, batch;
+};
+
+CheckedFlags check_flags(const BenchCmdOptions& opt) {
+  using namespace kimi::model;
+  CheckedFlags f;
+  f.device = parse_device(opt.device, "bench: --device");
+  f.seed = parse_seed(opt.seed, "bench: --seed");
+  if (opt.repetitions < 1 || opt.repetitions > 1000)
+    throw Error("bench: -r/--repetitions: expected a value in [1, 1000], got " + std::to_string(opt.repetitions));
+  if (opt.warmup < 0 || opt.warmup > 100)
+    throw Error("bench: --warmup: expected a value in [0, 100], got " + std::to_string(opt.warmup));
+  if (opt.threads < 0 || opt.threads > max_cpu_threads())
+    throw Error("bench: --threads: expected a value in [0, " + std::to_string(max_cpu_threads()) +
+                "] (0 = OpenMP's default; at most the " + std::to_string(max_cpu_threads()) +
+                " CPUs of this machine), got " + std::to_string(opt.threads));
+  if (opt.json == "-" && opt.csv == "-")
+    throw Error("bench: --csv: expected a file path when --json writes to stdout, got '-'");
+  check_out_path(opt.json, "--json");
+  check_out_path(opt.csv, "--csv");
+  // The model's config: the vocabulary and the context limit bound the other flags.
+  if (opt.random) {
+    const auto names = named_config_names();
+    const bool named = std::find(names.begin(), names.end(), opt.model) != names.end();
+    if (!named && !std::filesystem::is_regular_file(opt.model)) {
+      std::string list;
+      for (const std::string_view n : names) list += std::string(n) + ", ";
+      list.resize(list.size() - 2);
+      throw Error("bench: model: expected with --random " + list + " or a config.json path, got '" + opt.model + "' (" +
+                  (std::filesystem::exists(opt.model) ? "not a file" : "no such file") + ")");
+    }
+    f.config = named ? named_config(opt.model) : load_config(opt.model);
+    if (opt.experts == "mxfp4") {
+      f.schema.mxfp4_experts = true;
+    } else if (opt.experts == "auto") {
+      f.schema.mxfp4_experts = f.config.k3_wrapper;
+    } else if (opt.experts != "bf16") {
+      throw Error("bench: --experts: expected auto, mxfp4 or bf16, got '" + opt.experts + "'");
+    }
+    const int64_t in = f.config.routed_expert_hidden_size.value_or(f.config.hidden_size);
+    if (f.schema.mxfp4_experts && (in % 32 != 0 || f.config.moe_intermediate_size % 32 != 0))
+      throw Error("bench: --experts: MXFP4 experts need the expert widths divisible by 32, got input " +
+                  std::to_string(in) + " and moe_intermediate_size " + std::to_string(f.config.moe_intermediate_size));
+  } else {
+    if (opt.experts != "auto")
+      throw Error("bench: --experts: expected only with --random (a checkpoint's experts run as stored), got '" +
+                  opt.experts + "'");
+    f.config = load_model_config(opt.model);
+  }
+  const int64_t limit = context_limit(f.config);
+  f.prompt = parse_list(opt.prompt, "-p/--prompt", 1, limit, "no prefill rows");
+  f.gen = parse_list(opt.gen, "-n/--gen", 1, limit, "no decode rows");
+  f.batch = parse_list(opt.batch, "-b/--batch", 1, 65536, nullptr);
+  if (f.prompt.empty() && f.gen.empty())
+    throw Error("bench: -p/--prompt, -n/--gen: expected at least one row, got -p 0 and -n 0");
+  const int64_t longest = f.gen.empty() ? 0 : *std::max_element(f.gen.begin(), f.gen.end());
+  if (opt.context < 0 || opt.context > limit - longest)
+    throw Error("bench: --context: expected a value in [0, " + std::to_string(limit - longest) + "] (the context limit of " +
+                std::to_string(limit) + " tokens less the longest -n/--gen, " + std::to_string(longest) + "), got " +
+                std::to_string(opt.context));
+  // One forward packs b * N tokens (pp) or b * --context (tg's prefill); its [tokens, hidden] activations are
+  // allocated per forward, so the product is bounded here rather than by an allocation failure midway.
+  const int64_t B = *std::max_element(f.batch.begin(), f.batch.end());
+  const int64_t P = f.prompt.empty() ? 0 : *std::max_element(f.prompt.begin(), f.prompt.end());
+  for (const auto& [n, flag] : {std::pair<int64_t, const char*>{P, "-p/--prompt"}, {f.gen.empty() ? 0 : opt.context, "--context"}})
+    if (B * n > kMaxTokensPerForward)
+      throw Error("bench: -b/--batch x " + std::string(flag) + ": expected at most " + std::to_string(kMaxTokensPerForward) +
+                  " tokens per forward (2^24), got " + std::to_string(B) + " x " + std::to_string(n) + " = " +
+                  std::to_string(B * n));
+  return f;
+}
+
+// One row of the table. The predicted columns belong to the cost model of the forward (a roofline floor and
+// a prediction per row, for a given chip): absent until one fills them, printed when present.
+struct BenchRow {
+  std::string kind;  // "pp" or "tg"
+  int64_t n = 0, batch = 0, context = 0;
+  std::vector<double> seconds;  // per timed repetition: the forward (pp) or the n steps (tg)
+  size_t peak_bytes = 0, tensor_peak_bytes = 0, pool_peak_bytes = 0;
+  std::optional<double> predicted_ms, floor_ms;  // per forward / step
+
+  std::string test() const { return kind + std::to_string(n) + (context ? "@" + std::to_string(context) : ""); }
+  int64_t tokens() const { return n * batch; }                  // per repetition
+  double steps() const { return kind == "tg" ? double(n) : 1.0; }  // forwards per repetition
+  double median_s() const {
+    std::vector<double> s = seconds;
+    std::sort(s.begin(), s.end());
+    const size_t m = s.size() / 2;
+    return s.size() % 2 ? s[m] : 0.5 * (s[m - 1] + s[m]);
+  }
+  double min_s() const { return *std::min_element(seconds.begin(), seconds.end()); }
+  double max_s() const { return *std::max_element(seconds.begin(), seconds.end()); }
+  double tokens_per_s() const { return double(tokens()) / median_s(); }
+  // The standard deviation of the per-repetition tokens/s (0 for one repetition).
+  double tokens_per_s_sd() const {
+    if (seconds.size() < 2) return 0;
+    double mean = 0, sq = 0;
+    for (double s : seconds) mean += double(tokens()) / s;
+    mean /= double(seconds.size());
+    for (double s : seconds) sq += (double(tokens()) / s - mean) * (double(tokens()) / s - mean);
+    return std::sqrt(sq / double(seconds.size() - 1));
+  }
+  double ms_per_step() const { return 1e3 * median_s() / steps(); }
+};
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// Times one row on `model`; fills r.seconds and the peaks.
+void run_row(const model::Model& m, BenchRow& r, int warmup, int reps, uint64_t seed, const Context& ctx) {
+  using namespace kimi::model;
+  const Config& c = m.config();
+  const Device dev = m.device();
+  reset_peak_memory(dev);
+  const int64_t B = r.batch;
+  const int64_t len = r.kind == "pp" ? r.n : r.context + r.n;
+  std::optional<Cache> cache;
+  try {
+    cache.emplace(m, B, std::max<int64_t>(len, 1));
+  } catch (const Error& e) {  // a cache that does not fit: say which flags size it
+    if (std::string(e.what()).rfind("Cache: ", 0) != 0) throw;
+    throw Error("bench: " + r.test() + " at batch " + std::to_string(B) + ": " + e.what() +
+                " (a smaller -b/--batch, -p/--prompt, -n/--gen or --context needs less)");
+  }
+  std::mt19937_64 rng(seed ^ uint64_t(r.n * 1000003 + B));
+  auto tokens = [&](int64_t per_seq) {
+    std::vector<int32_t> t(size_t(B * per_seq));
+    for (int32_t& x : t) x = int32_t(rng() % uint64_t(c.vocab_size));
+    return t;
+  };
+  std::vector<int64_t> slots(static_cast<size_t>(B));
+  for (int64_t b = 0; b < B; ++b) slots[size_t(b)] = b;
+  auto offsets = [&](int64_t per_seq) {
+    std::vector<int64_t> cu(size_t(B + 1));
+    for (int64_t b = 0; b <= B; ++b) cu[size_t(b)] = b * per_seq;
+    return cu;
+  };
+  auto one = [&]() -> double {
+    for (int64_t b = 0; b < B; ++b) cache->reset(b);
+    if (r.kind == "pp") {
+      const std::vector<int32_t> t = tokens(r.n);
+      const std::vector<int64_t> cu = offsets(r.n);
+      const auto t0 = std::chrono::steady_clock::now();
+      forward(m, *cache, {t, cu, slots}, {}, ctx);
+      synchronize(dev, ctx);
+      return seconds_since(t0);
+    }
+    if (r.context > 0) {
+      const std::vector<int32_t> t = tokens(r.context);
+      const std::vector<int64_t> cu = offsets(r.context);
+      forward(m, *cache, {t, cu, slots}, {}, ctx);
+    }
+    const std::vector<int32_t> steps = tokens(r.n);  // [n][B]
+    const std::vector<int64_t> cu = offsets(1);
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int64_t i = 0; i < r.n; ++i)
+      forward(m, *cache, {std::span<const int32_t>(steps.data() + i * B, size_t(B)), cu, slots}, {}, ctx);
+    synchronize(dev, ctx);
+    return seconds_since(t0);
+  };
+  for (int i = 0; i < warmup; ++i) one();
+  for (int i = 0; i < reps; ++i) r.seconds.push_back(one());
+  const DeviceMemoryStats s = device_memory_stats(dev);
+  r.peak_bytes = s.peak_bytes(), r.tensor_peak_bytes = s.tensor_peak_bytes, r.pool_peak_bytes = s.pool_peak_bytes;
+}
+
+double mib(size_t b) { return double(b) / double(1 << 20); }
+
+// The bytes of a model's weights: its checkpoint's tensors, or those a random model made.
+size_t weight_bytes(const model::Model& m, const model::SchemaOptions& random_schema) {
+  size_t b = 0;
+  if (const model::ModelFiles* files = m.files()) {
+    for (const model::TensorSpec& s : files->schema) b += files->checkpoint.info(s.name).nbytes;
+    return b;
+  }
+  for (const model::TensorSpec& s : model::checkpoint_schema(m.config(), random_schema)) {
+    size_t n = size_t(dtype_size(model::random_init(s, m.config()).dtype));
+    for (int64_t d : s.shape) n *= size_t(d);
+    b += n;
+  }
+  return b;
+}
+
+std::string table(const std::string& name, Device dev, const std::vector<BenchRow>& rows) {
+  const bool predicted = std::any_of(rows.begin(), rows.end(), [](const BenchRow& r) { return r.predicted_ms.has_value(); });
+  std::string s = fmt::format("| {:<24} | {:<7} | {:>12} | {:>6} | {:>20} | {:>30} | {:>10} |{}\n", "model", "device", "test",
+                              "batch", "tokens/s", "ms/step (min-max)", "peak MiB",
+                              predicted ? " predicted ms | floor ms |" : "");
+  s += fmt::format("|{:-<26}|{:-<9}|{:->14}|{:->8}|{:->22}|{:->32}|{:->12}|{}\n", "", "", "", "", "", "", "",
+                   predicted ? "-------------:|---------:|" : "");
+  for (const BenchRow& r : rows) {
+    const double st = r.steps();
+    s += fmt::format("| {:<24} | {:<7} | {:>12} | {:>6} | {:>20} | {:>30} | {:>10.1f} |", name.substr(0, 24), to_string(dev),
+                     r.test(), r.batch, fmt::format("{:.1f} ± {:.1f}", r.tokens_per_s(), r.tokens_per_s_sd()),
+                     fmt::format("{:.3f} ({:.3f}-{:.3f})", r.ms_per_step(), 1e3 * r.min_s() / st, 1e3 * r.max_s() / st),
+                     mib(r.peak_bytes));
+    if (predicted)
+      s += fmt::format(" {:>12} | {:>8} |", r.predicted_ms ? fmt::format("{:.3f}", *r.predicted_ms) : "",
+                       r.floor_ms ? fmt::format("{:.3f}", *r.floor_ms) : "");
+    s += "\n";
+  }
+  return s;
+}
+
+nlohmann::json row_json(const BenchRow& r) {
+  nlohmann::json j = {{"test", r.test()},
+                      {"kind", r.kind},
+                      {"n", r.n},
+                      {"batch", r.batch},
+                      {"context", r.context},
+                      {"tokens", r.tokens()},
+                      {"seconds", r.seconds},
+                      {"tokens_per_s", r.tokens_per_s()},
+                      {"tokens_per_s_sd", r.tokens_per_s_sd()},
+                      {"ms_per_step", r.ms_per_step()},
+                      {"ms_per_step_min", 1e3 * r.min_s() / r.steps()},
+                      {"ms_per_step_max", 1e3 * r.max_s() / r.steps()},
+                      {"peak_bytes", r.peak_bytes},
+                      {"tensor_peak_bytes", r.tensor_peak_bytes},
+                      {"pool_peak_bytes", r.pool_peak_bytes}};
+  if (r.predicted_ms) j["predicted_ms"] = *r.predicted_ms;
+  if (r.floor_ms) j["floor_ms"] = *r.floor_ms;
+  return j;
+}
+
+std::string csv(const std::string& name, Device dev, const std::vector<BenchRow>& rows) {
+  std::string s =
+      "model,device,test,kind,n,batch,context,tokens_per_s,tokens_per_s_sd,ms_per_step,ms_per_step_min,ms_per_step_max,"
+      "peak_bytes,tensor_peak_bytes,pool_peak_bytes,predicted_ms,floor_ms\n";
+  auto opt = [](const std::optional<double>& v) { return v ? fmt::format("{}", *v) : std::string(); };
+  for (const BenchRow& r : rows)
+    s += fmt::format("\"{}\",{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n", name, to_string(dev), r.test(), r.kind, r.n,
+                     r.batch, r.context, r.tokens_per_s(), r.tokens_per_s_sd(), r.ms_per_step(),
+                     1e3 * r.min_s() / r.steps(), 1e3 * r.max_s() / r.steps(), r.peak_bytes, r.tensor_peak_bytes,
+                     r.pool_peak_bytes, opt(r.predicted_ms), opt(r.floor_ms));
+  return s;
+}
+
+void write_out(const std::string& path, const std::string& text, const std::string& flag) {
+  if (path.empty()) return;
+  if (path == "-") {
+    std::fputs(text.c_str(), stdout);
+    return;
+  }
+  std::ofstream f(path);
+  f << text;
+  if (!f.flush()) throw Error("bench: " + flag + " '" + path + "': cannot write: " + std::strerror(errno));
+}
+
+}  // namespace
+
+int run_bench(const BenchCmdOptions& opt) {
+  using namespace kimi::model;
+  const CheckedFlags f = check_flags(opt);
+  const Device dev = f.device;
+  const auto t0 = std::chrono::steady_clock::now();
+  const Model model = opt.random ? Model::random(f.config, dev, f.seed, f.schema) : Model(opt.model, dev);
+  synchronize(dev);
+  const double load_s = seconds_since(t0);
+  // The table goes to stdout, or to stderr when stdout carries the JSON / CSV.
+  FILE* table_out = opt.json == "-" || opt.csv == "-" ? stderr : stdout;
+  const Config& c = model.config();
+  fmt::print(table_out, "model      {}{} ({} layers, hidden {}, vocab {})\n", opt.model,
+             opt.random ? fmt::format(" (random weights, seed {}, {} experts)", f.seed, f.schema.mxfp4_experts ? "MXFP4" : "bf16")
+                        : "",
+             c.num_hidden_layers, c.hidden_size, c.vocab_size);
+  fmt::print(table_out, "placement  {}\n", model.placement().summary());
+  fmt::print(table_out, "weights    {:.1f} MiB{} ({} in {:.2f} s)\n", mib(weight_bytes(model, f.schema)),
+             dev == Device::cpu() ? "" : fmt::format(", {:.1f} MiB of them on {}", mib(model.device_weight_bytes()), to_string(dev)),
+             opt.random ? "made" : "opened", load_s);
+  fmt::print(table_out, "timing     median of {} run(s) after {} untimed warm-up run(s) per row\n", opt.repetitions,
+             opt.warmup);
+  std::fflush(table_out);
+
+  std::vector<BenchRow> rows;
+  for (int64_t n : f.prompt)
+    for (int64_t b : f.batch) rows.push_back({"pp", n, b, 0, {}, 0, 0, 0, {}, {}});
+  for (int64_t n : f.gen)
+    for (int64_t b : f.batch) rows.push_back({"tg", n, b, opt.context, {}, 0, 0, 0, {}, {}});
+  Context ctx;
+  ctx.cpu_threads = opt.threads;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    std::fprintf(stderr, "bench: [%zu/%zu] %s batch %lld\n", i + 1, rows.size(), rows[i].test().c_str(),
+                 static_cast<long long>(rows[i].batch));
+    run_row(model, rows[i], opt.warmup, opt.repetitions, f.seed, ctx);
+  }
+  const std::string name = opt.random ? opt.model + " (random)" : opt.model;
+  std::fputs(table(name, dev, rows).c_str(), table_out);
+
+  nlohmann::json j = {{"model", opt.model},
+                      {"random", opt.random},
+                      {"device", to_string(dev)},
+                      {"placement", model.placement().summary()},
+                      {"layers", c.num_hidden_layers},
+                      {"hidden", c.hidden_size},
+                      {"weight_bytes", weight_bytes(model, f.schema)},
+                      {"device_weight_bytes", model.device_weight_bytes()},
+                      {"load_seconds", load_s},
+                      {"threads", opt.threads},
+                      {"seed", f.seed},
+                      {"repetitions", opt.repetitions},
+                      {"warmup", opt.warmup},
+                      {"rows", nlohmann::json::array()}};
+  for (const BenchRow& r : rows) j["rows"].push_back(row_json(r));
+  write_out(opt.json, j.dump(2) + "\n", "--json");
+  write_out(opt.csv, csv(name, dev, rows), "--csv");
+  return 0;
+}
+
+}  // namespace kimi::cli
