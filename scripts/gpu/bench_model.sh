@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The engine end to end on the GPU machine beside transformers + FLA, in one device call (issue 23 item 6):
-#   [KIMI_COMMIT=<sha>] [STEPS="build slice full k3"] [CONTEXT=512] [GEN=32] bash scripts/gpu/bench_model.sh
+#   [KIMI_COMMIT=<sha>] [STEPS="build slice full k3"] [CONTEXT=512] [GEN=32] [REPS=3] bash scripts/gpu/bench_model.sh
+# (split over two calls on a warm machine inside the 10-minute limit: STEPS="build slice", then STEPS="full k3")
 # with `.deps` carried (FLA 0.6 wheels; transformers 5.17 and torch are on the machine's image).
 #   slice: the Kimi-Linear-48B-A3B real-width 4-layer slice (configs/kimi-linear-48b-slice.json), one checkpoint
 #          written by `kimi random-model` (bf16 experts), read by both engines: kimi bench and
@@ -22,6 +23,7 @@ peer_python             # FLA 0.6 on PYTHONPATH
 STEPS=${STEPS:-build slice full k3}
 CONTEXT=${CONTEXT:-512}
 GEN=${GEN:-32}
+REPS=${REPS:-3}
 has() { [[ " $STEPS " == *" $1 "* ]]; }
 t0=$(date +%s)
 el() { echo "[$(( $(date +%s) - t0 )) s]"; }
@@ -36,16 +38,16 @@ fi
 # kimi: prefill rows (pp) then decode rows (tg), JSON into $OUT/kimi-<name>.json
 kimi_rows() {  # name, model arguments...
   local name=$1; shift
-  timeout 300 $kimi bench "$@" --device cuda -p 8192 -b 1 -n 0 -r 3 --json "$OUT/kimi-$name-pp8192.json" &&
-    timeout 300 $kimi bench "$@" --device cuda -p 512 -b 16 -n 0 -r 3 --json "$OUT/kimi-$name-pp512.json" &&
-    timeout 300 $kimi bench "$@" --device cuda -p 0 -n "$GEN" -b 1,32,128 --context "$CONTEXT" -r 3 \
-      --json "$OUT/kimi-$name-tg.json"
+  timeout 300 $kimi bench "$@" --device cuda -p 8192 -b 1 -n 0 -r "$REPS" --json="$OUT/kimi-$name-pp8192.json" &&
+    timeout 300 $kimi bench "$@" --device cuda -p 512 -b 16 -n 0 -r "$REPS" --json="$OUT/kimi-$name-pp512.json" &&
+    timeout 300 $kimi bench "$@" --device cuda -p 0 -n "$GEN" -b 1,32,128 --context "$CONTEXT" -r "$REPS" \
+      --json="$OUT/kimi-$name-tg.json"
   echo "$(el) kimi $name: exit $?"
 }
 peer_rows() {  # name, peer arguments...
   local name=$1; shift
   timeout 420 python3 bench/peers/transformers_model.py "$@" --prefill 1x8192,16x512 --decode 1,32,128 \
-    --context "$CONTEXT" --steps "$GEN" --json "$OUT/peer-$name.json"
+    --context "$CONTEXT" --steps "$GEN" --reps "$REPS" --json "$OUT/peer-$name.json"
   echo "$(el) transformers $name: exit $?"
 }
 

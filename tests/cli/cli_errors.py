@@ -327,6 +327,23 @@ class Cli(unittest.TestCase):
         self.assertIn("| k3-tiny (random)", err)
         self.assertIn("bench: [4/4] tg4 batch 2", err)
 
+    def test_bench_predicted_columns_are_kimi_plans(self):
+        # --chip: each row's predicted / floor ms are the cost model's step (kimi plan) for the row's workload
+        rc, out, err = run("bench", "--random", "k3-tiny", "--device", "cpu", "-p", 16, "-n", 4, "-b", 2, "--json",
+                           "--threads", 1, "-r", 1, "--chip", "h200", "--context", 6)
+        self.assertEqual(rc, 0, err)
+        rows = {r["kind"]: r for r in json.loads(out)["rows"]}
+        self.assertIn("predicted ms | floor ms", err)
+        for kind, args in [("pp", ["--prompt", 16]), ("tg", ["--prompt", 1, "--context", 8])]:  # tg: middle context 6 + 2
+            rc, plan_out, err = run("plan", "k3-tiny", "--batch", 2, "--dtype", "f32", "--json", "-", *args)
+            self.assertEqual(rc, 0, err)
+            step = json.loads(plan_out)["steps"]["prefill" if kind == "pp" else "decode"]["predictions"][0]
+            self.assertAlmostEqual(rows[kind]["predicted_ms"], 1e3 * step["seconds"], delta=1e-9)
+            floor = step["compute_seconds"] if kind == "pp" else step["memory_seconds"]
+            self.assertAlmostEqual(rows[kind]["floor_ms"], 1e3 * floor, delta=1e-9)
+        self.fails(["bench", "--random", "k3-tiny", "--chip", "a100"],
+                   "bench: --chip: expected auto, none or a named chip (h200, h100, b200), got 'a100'")
+
     def test_bench_checkpoint_csv_and_context(self):
         path = os.path.join(self.tmp.name, "bench.csv")
         rc, out, err = run(*self.bench("-p", "8", "-n", "2", "-b", "1", "--context", "5", "-r", "1", "--warmup", "0",

@@ -30,10 +30,12 @@
 
 #include "kimi/device.h"
 #include "kimi/error.h"
+#include "kimi/model/cost.h"
 #include "kimi/model/generate.h"
 #include "kimi/model/model.h"
 #include "kimi/model/random_weights.h"
 #include "kimi/model_cmds.h"
+#include "model/weights.h"
 
 namespace kimi::cli {
 namespace {
@@ -80,6 +82,7 @@ struct CheckedFlags {
   Device device;
   uint64_t seed = 0;
   std::vector<int64_t> prompt, gen, batch;
+  std::optional<model::Chip> chip;  // the predicted / floor columns' chip
 };
 
 CheckedFlags check_flags(const BenchCmdOptions& opt) {
@@ -87,6 +90,16 @@ CheckedFlags check_flags(const BenchCmdOptions& opt) {
   CheckedFlags f;
   f.device = parse_device(opt.device, "bench: --device");
   f.seed = parse_seed(opt.seed, "bench: --seed");
+  if (opt.chip == "auto") {
+    if (f.device.type == DeviceType::cuda) f.chip = named_chip("h200");
+  } else if (opt.chip != "none") {
+    std::string names;
+    for (const Chip& c : named_chips()) names += c.name + ", ";
+    bool found = false;
+    for (const Chip& c : named_chips()) found = found || c.name == opt.chip;
+    if (!found) throw Error("bench: --chip: expected auto, none or a named chip (" + names.substr(0, names.size() - 2) + "), got '" + opt.chip + "'");
+    f.chip = named_chip(opt.chip);
+  }
   if (opt.repetitions < 1 || opt.repetitions > 1000)
     throw Error("bench: -r/--repetitions: expected a value in [1, 1000], got " + std::to_string(opt.repetitions));
   if (opt.warmup < 0 || opt.warmup > 100)
@@ -329,6 +342,13 @@ void write_out(const std::string& path, const std::string& text, const std::stri
   if (!f.flush()) throw Error("bench: " + flag + " '" + path + "': cannot write: " + std::strerror(errno));
 }
 
+// Whether the model's routed experts are MXFP4 (a checkpoint's experts run as stored).
+bool has_mxfp4_experts(const model::Model& m) {
+  for (const model::LayerWeights& l : m.weights().layers)
+    if (l.ffn.moe && !l.ffn.experts.empty()) return l.ffn.experts[0].gate.is_mxfp4();
+  return false;
+}
+
 }  // namespace
 
 int run_bench(const BenchCmdOptions& opt) {
@@ -365,6 +385,20 @@ int run_bench(const BenchCmdOptions& opt) {
     std::fprintf(stderr, "bench: [%zu/%zu] %s batch %lld\n", i + 1, rows.size(), rows[i].test().c_str(),
                  static_cast<long long>(rows[i].batch));
     run_row(model, rows[i], opt.warmup, opt.repetitions, f.seed, ctx);
+  }
+  if (f.chip) {  // the cost model's step time for each row (kimi/model/cost.h)
+    model::WeightFormat wf = model::default_weight_format(c);
+    wf.mxfp4_experts = opt.random ? f.schema.mxfp4_experts : has_mxfp4_experts(model);
+    for (BenchRow& r : rows) {
+      model::Workload w;
+      w.batch = r.batch;
+      w.new_tokens_per_seq = r.kind == "pp" ? r.n : 1;
+      w.context = r.kind == "pp" ? 0 : r.context + r.n / 2;  // a tg row's steps, at their middle context
+      w.activations = model.activation_dtype();
+      const model::Prediction p = model::predict(model::forward_cost(c, w, wf), *f.chip);
+      r.predicted_ms = 1e3 * p.seconds;
+      r.floor_ms = 1e3 * (r.kind == "pp" ? p.compute_seconds : p.memory_seconds);
+    }
   }
   const std::string name = opt.random ? opt.model + " (random)" : opt.model;
   std::fputs(table(name, dev, rows).c_str(), table_out);

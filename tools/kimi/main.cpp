@@ -116,6 +116,9 @@ int main(int argc, char** argv) {
   bench->add_option("--seed", bench_opt.seed, "Seed of the random weights and tokens, in [0, 2^64 - 1]");
   bench->add_option("--threads", bench_opt.threads, "CPU threads (0 = OpenMP default; at most this machine's CPUs)");
   bench->add_flag("--json{-}", bench_opt.json, "Also write JSON: --json (stdout; the table goes to stderr) or --json=PATH");
+  bench->add_option("--chip", bench_opt.chip,
+                    "Predicted / floor columns from the cost model on this chip: auto (h200 on a GPU, none on the "
+                    "CPU), none, h200, h100 or b200. Floor: FLOPs at the chip's peak (pp), bytes at its bandwidth (tg)");
   bench->add_flag("--csv{-}", bench_opt.csv, "Also write CSV: --csv (stdout; the table goes to stderr) or --csv=PATH");
 
   CLI11_PARSE(app, argc, argv);
