@@ -42,13 +42,15 @@ kimi_rows() {  # name, model arguments...
     timeout 300 $kimi bench "$@" --device cuda -p 512 -b 16 -n 0 -r "$REPS" --json="$OUT/kimi-$name-pp512.json" &&
     timeout 300 $kimi bench "$@" --device cuda -p 0 -n "$GEN" -b 1,32,128 --context "$CONTEXT" -r "$REPS" \
       --json="$OUT/kimi-$name-tg.json"
-  echo "$(el) kimi $name: exit $?"
+  local rc=$?
+  echo "$(el) kimi $name: exit $rc"
 }
 peer_rows() {  # name, peer arguments...
   local name=$1; shift
   timeout 420 python3 bench/peers/transformers_model.py "$@" --prefill 1x8192,16x512 --decode 1,32,128 \
     --context "$CONTEXT" --steps "$GEN" --reps "$REPS" --json "$OUT/peer-$name.json"
-  echo "$(el) transformers $name: exit $?"
+  local rc=$?
+  echo "$(el) transformers $name: exit $rc"
 }
 
 if has slice; then

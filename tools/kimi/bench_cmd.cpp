@@ -202,6 +202,10 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 }
 
 // Times one row on `model`; fills r.seconds and the peaks.
+// A tg row's context is prefilled in forwards of at most this many tokens (whole sequences): its memory is that of
+// a pp row of this size, not of batch x context tokens at once.
+constexpr int64_t kContextTokens = 8192;
+
 void run_row(const model::Model& m, BenchRow& r, int warmup, int reps, uint64_t seed, const Context& ctx) {
   using namespace kimi::model;
   const Config& c = m.config();
@@ -240,10 +244,18 @@ void run_row(const model::Model& m, BenchRow& r, int warmup, int reps, uint64_t 
       synchronize(dev, ctx);
       return seconds_since(t0);
     }
-    if (r.context > 0) {
+    if (r.context > 0) {  // untimed: groups of sequences of at most kContextTokens tokens per forward
       const std::vector<int32_t> t = tokens(r.context);
-      const std::vector<int64_t> cu = offsets(r.context);
-      forward(m, *cache, {t, cu, slots}, {}, ctx);
+      const int64_t group = std::max<int64_t>(1, kContextTokens / r.context);
+      for (int64_t b0 = 0; b0 < B; b0 += group) {
+        const int64_t nb = std::min(group, B - b0);
+        std::vector<int64_t> cu(size_t(nb + 1));
+        for (int64_t b = 0; b <= nb; ++b) cu[size_t(b)] = b * r.context;
+        forward(m, *cache,
+                {std::span<const int32_t>(t.data() + b0 * r.context, size_t(nb * r.context)), cu,
+                 std::span<const int64_t>(slots.data() + b0, size_t(nb))},
+                {}, ctx);
+      }
     }
     const std::vector<int32_t> steps = tokens(r.n);  // [n][B]
     const std::vector<int64_t> cu = offsets(1);
