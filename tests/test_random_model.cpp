@@ -29,8 +29,8 @@ SchemaOptions options_for(const Config& c) {
   return so;
 }
 
-std::vector<uint8_t> host_bytes(const Tensor& t) {
-  Tensor h(t.view().dtype, std::span<const int64_t>(t.view().shape.data(), size_t(t.view().ndim)));
+std::vector<uint8_t> host_bytes(const TensorView& t) {
+  Tensor h(t.dtype, std::span<const int64_t>(t.shape.data(), size_t(t.ndim)));
   copy(h, t);
   const uint8_t* p = static_cast<const uint8_t*>(h.data());
   return {p, p + h.nbytes()};
@@ -67,7 +67,7 @@ TEST_P(RandomModel, MakesEverySchemaTensorInTheRulesRange) {
   const SchemaOptions so = options_for(c);
   const Model m = Model::random(c, Device::cpu(), 3, so);
   const std::vector<TensorSpec> schema = checkpoint_schema(c, so);
-  const std::vector<Tensor>& made = m.weights().created;
+  const std::vector<TensorView>& made = m.weights().created_views;
   ASSERT_EQ(made.size(), schema.size());
   for (size_t i = 0; i < schema.size(); ++i) {
     const RandomInit r = random_init(schema[i], c);
@@ -93,15 +93,38 @@ TEST_P(RandomModel, SameSeedSameWeightsOtherSeedOthers) {
   const Config c = named_config(GetParam());
   const Model a = Model::random(c, Device::cpu(), 5, options_for(c)), b = Model::random(c, Device::cpu(), 5, options_for(c)),
               other = Model::random(c, Device::cpu(), 6, options_for(c));
-  const std::vector<Tensor>& ta = a.weights().created;
+  const std::vector<TensorView>& ta = a.weights().created_views;
   size_t differ = 0;
   for (size_t i = 0; i < ta.size(); ++i) {
-    EXPECT_EQ(host_bytes(ta[i]), host_bytes(b.weights().created[i])) << i;
-    differ += host_bytes(ta[i]) != host_bytes(other.weights().created[i]);
+    EXPECT_EQ(host_bytes(ta[i]), host_bytes(b.weights().created_views[i])) << i;
+    differ += host_bytes(ta[i]) != host_bytes(other.weights().created_views[i]);
   }
   EXPECT_EQ(differ, ta.size());  // every tensor has its own values per seed (all have > 1 random value)
   EXPECT_EQ(some_logits(a), some_logits(b));
   EXPECT_NE(some_logits(a), some_logits(other));
+}
+
+// A MoE layer's routed experts are slices of one allocation per projection and part, expert e at base + e * stride
+// (the layout place_weights gives a checkpoint's experts on a GPU: the CUDA MoE kernels' stacked form).
+TEST_P(RandomModel, RoutedExpertsAreStacked) {
+  const Config c = named_config(GetParam());
+  const Model m = Model::random(c, Device::cpu(), 4, options_for(c));
+  size_t layers = 0;
+  for (const LayerWeights& L : m.weights().layers) {
+    if (!L.ffn.moe) continue;
+    ++layers;
+    const std::vector<MlpWeights>& ex = L.ffn.experts;
+    ASSERT_EQ(int64_t(ex.size()), c.num_experts);
+    for (Weight MlpWeights::*p : {&MlpWeights::gate, &MlpWeights::up, &MlpWeights::down})
+      for (TensorView Weight::*part : {&Weight::w, &Weight::scale}) {
+        const TensorView& first = (ex[0].*p).*part;
+        if (!first.present()) continue;
+        const size_t bytes = size_t(first.numel()) * first.element_size();
+        for (size_t e = 0; e < ex.size(); ++e)
+          ASSERT_EQ(((ex[e].*p).*part).data, static_cast<const char*>(first.data) + e * bytes) << "expert " << e;
+      }
+  }
+  EXPECT_GT(layers, 0u);
 }
 
 TEST_P(RandomModel, TensorsAreMadeOnTheirBlocksDevice) {
@@ -116,8 +139,8 @@ TEST_P(RandomModel, TensorsAreMadeOnTheirBlocksDevice) {
     const std::vector<TensorSpec> schema = checkpoint_schema(c, options_for(c));
     size_t on_other = 0;
     for (size_t i = 0; i < schema.size(); ++i) {
-      EXPECT_EQ(m.weights().created[i].device(), home_device(schema[i], c, p)) << schema[i].name;
-      on_other += m.weights().created[i].device() == other;
+      EXPECT_EQ(m.weights().created_views[i].device, home_device(schema[i], c, p)) << schema[i].name;
+      on_other += m.weights().created_views[i].device == other;
     }
     EXPECT_GT(on_other, 0u);
     // nothing is copied, except the tied embedding when the head runs elsewhere than the embedding
@@ -160,8 +183,9 @@ TEST(RandomModel, OnTheGpuTheSameWeightsAsOnTheCpu) {
     const Model gpu = Model::random(c, Device::cuda(0), 12, options_for(c));
     EXPECT_GE(device_memory_stats(Device::cuda(0)).tensor_bytes - before, gpu.device_weight_bytes());
     EXPECT_GT(gpu.device_weight_bytes(), 0u);
-    const std::vector<Tensor>& a = cpu.weights().created;
-    for (size_t i = 0; i < a.size(); ++i) EXPECT_EQ(host_bytes(a[i]), host_bytes(gpu.weights().created[i])) << name << " " << i;
+    const std::vector<TensorView>& a = cpu.weights().created_views;
+    for (size_t i = 0; i < a.size(); ++i)
+      EXPECT_EQ(host_bytes(a[i]), host_bytes(gpu.weights().created_views[i])) << name << " " << i;
     const std::vector<float> lc = some_logits(cpu), lg = some_logits(gpu);
     EXPECT_LE(testutil::rel_err(lg, lc), 1e-4) << name;  // SPEC 14: whole-model logits in fp32
     EXPECT_GT(device_memory_stats(Device::cuda(0)).peak_bytes(), gpu.device_weight_bytes());

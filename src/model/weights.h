@@ -3,7 +3,7 @@
 // A loaded model: every Weight / TensorView here points into the memory-mapped safetensors files (no copy),
 // or, for a block placed on a GPU (kimi/model/placement.h), into that block's device copy held in
 // device_copies. A random model (Model::random): into `created`, each tensor made on its block's device
-// (home_device). The only other owned tensors are f32 copies of small parameters the operators take as f32:
+// (home_device); a MoE layer's routed experts as slices of one [E, ...] tensor per projection and part. The only other owned tensors are f32 copies of small parameters the operators take as f32:
 // KDA A_log (its first H entries, SPEC 5), dt_bias, and the router correction bias.
 #pragma once
 
@@ -73,6 +73,7 @@ struct ModelWeights {
   Weight lm_head;                                    // [vocab, d] (the embedding when tied)
   std::vector<Tensor> device_copies;                 // the GPU blocks' weights (place_weights): owned here
   std::vector<Tensor> created;                       // a random model's weights, on their home devices
+  std::vector<TensorView> created_views;             // a random model's tensors in schema order (views of created)
 };
 
 // A checkpoint tensor by name (every name of the schema resolves).
