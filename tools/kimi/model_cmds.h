@@ -17,8 +17,8 @@ namespace kimi::cli {
 inline constexpr const char* kNamedConfigsHelp =
     "Named configs:\n"
     "  k3-tiny           Kimi K3's layout with every K3 switch on at tiny widths (SPEC 13): 9 layers (6 KDA,\n"
-    "                    3 MLA), hidden 256, 16 experts top-4 with MXFP4 storage, vocabulary 512; ~1.2 MB\n"
-    "  kimi-linear-tiny  the Kimi-Linear (48B) layout at the same widths, every K3 switch off; ~1.1 MB\n"
+    "                    3 MLA), hidden 256, 16 experts top-4 with MXFP4 storage, vocabulary 512; ~11 MB\n"
+    "  kimi-linear-tiny  the Kimi-Linear (48B) layout at the same widths, every K3 switch off; ~20 MB\n"
     "  k3-slice          K3's real per-layer widths (hidden 7168, 96 KDA heads of 128, latent MoE 3584,\n"
     "                    expert width 3072) on 4 layers (3 KDA + 1 MLA), 32 experts top-8 instead of 896\n"
     "                    top-16, vocabulary 32768; ~7 GB, for speed measurements at real sizes\n"
