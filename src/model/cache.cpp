@@ -1,12 +1,9 @@
 // Implementation of kimi/model/cache.h.
 #include "kimi/model/cache.h"
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
 #include <limits>
 #include <new>
 #include <string>
@@ -48,19 +45,6 @@ size_t layer_bytes(const Config& c, int64_t i, int64_t S, int64_t L) {
   return mul_sat(mul_sat(mul_sat(size_t(S), size_t(L)), size_t(c.kv_lora_rank + c.qk_rope_head_dim)), 4);
 }
 
-// The kernel's estimate of memory that can be allocated without swapping (MemAvailable of /proc/meminfo);
-// the free pages where that is not readable.
-size_t host_available_bytes() {
-  std::ifstream in("/proc/meminfo");
-  std::string line;
-  while (std::getline(in, line)) {
-    unsigned long long kb = 0;
-    if (std::sscanf(line.c_str(), "MemAvailable: %llu kB", &kb) == 1) return mul_sat(size_t(kb), 1024);
-  }
-  const long pages = sysconf(_SC_AVPHYS_PAGES), page = sysconf(_SC_PAGESIZE);
-  return pages > 0 && page > 0 ? mul_sat(size_t(pages), size_t(page)) : std::numeric_limits<size_t>::max();
-}
-
 std::string bytes_str(size_t b) {
   char gib[32];
   std::snprintf(gib, sizeof gib, "%.2f", double(b) / double(size_t(1) << 30));
@@ -74,7 +58,7 @@ std::string shape_str(int64_t S, int64_t L) {
 // Throws unless `new_host` more bytes of host memory are available. `total` is the whole cache.
 void check_host_memory(const std::string& what, size_t total, size_t new_host) {
   if (new_host == 0) return;
-  const size_t avail = host_available_bytes();
+  const size_t avail = device_available_bytes(Device::cpu());  // MemAvailable (kimi/device.h)
   if (new_host > avail)
     throw Error(what + " needs " + bytes_str(total) +
                 (total == new_host ? " of host memory; " : ", " + bytes_str(new_host) + " of it new host memory; ") +
