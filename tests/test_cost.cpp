@@ -60,7 +60,8 @@ TEST(Cost, OneGemmBytesAndFlops) {
   EXPECT_DOUBLE_EQ(q.bytes_cache, 0);
   EXPECT_DOUBLE_EQ(q.flops, 2 * 3 * 32 * 64);
   // f32 activations double the activation bytes only.
-  const OpCost& q32 = op(forward_cost(tiny(), {3, 1, 0, DType::f32}), 0, "q_proj");
+  const ForwardCost f32 = forward_cost(tiny(), {3, 1, 0, DType::f32});  // named: op() returns a reference into it
+  const OpCost& q32 = op(f32, 0, "q_proj");
   EXPECT_DOUBLE_EQ(q32.bytes_activations, 3 * (64 + 32) * 4);
   EXPECT_DOUBLE_EQ(q32.bytes_weights, q.bytes_weights);
   // The dense FFN of layer 0 and the head: lm_head reads [100, 64] for one row per sequence.
