@@ -12,7 +12,7 @@
 #   k3:    the K3 real-width slice (named config k3-slice, MXFP4 experts), kimi bench --random alone (no peer runs K3).
 # Each kimi row carries `kimi plan`'s roofline prediction for the same shape (its floor fraction); the summary table
 # puts the peer's row beside it with the ratio. Output: $OUT/bench_model.txt (the summary, committed under docs/gpu/),
-# $OUT/*.json (every engine's rows), $OUT/*.log.
+# $OUT/bench_model_json.tgz (every engine's rows as JSON), $OUT/bench_model.log and .csv.
 set -uo pipefail
 OUT=${OUT:-/tmp/kimi-gpu-out}
 mkdir -p "$OUT"
@@ -71,3 +71,5 @@ if has k3; then
 fi
 
 python3 scripts/gpu/bench_model_summary.py "$OUT" | tee "$OUT/bench_model.txt"
+# the device tool returns a handful of files: every engine's rows travel as one archive
+(cd "$OUT" && tar czf bench_model_json.tgz ./*.json && rm -f ./*.json)
