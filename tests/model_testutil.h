@@ -17,9 +17,9 @@
 
 namespace kimi::model::testutil {
 
-// A random checkpoint of a named tiny config (MXFP4 experts for k3-tiny), written once per test binary run.
-// Removed when the test binary exits (ctest runs each test in its own process).
-inline std::string tiny_dir(const std::string& name) {
+// A random checkpoint (seed 11) of config c, written once per test binary run under `key` (MXFP4 experts when
+// mxfp4), removed when the test binary exits (ctest runs each test in its own process).
+inline std::string random_checkpoint_dir(const std::string& key, const Config& c, bool mxfp4) {
   static struct Dirs {
     std::map<std::string, std::string> m;
     ~Dirs() {
@@ -27,17 +27,22 @@ inline std::string tiny_dir(const std::string& name) {
       for (const auto& [name, dir] : m) std::filesystem::remove_all(dir, ec);
     }
   } dirs;
-  std::string& d = dirs.m[name];
+  std::string& d = dirs.m[key];
   if (d.empty()) {
     const std::filesystem::path dir =
-        std::filesystem::temp_directory_path() / ("kimi-model-" + name + "-" + std::to_string(::getpid()));
+        std::filesystem::temp_directory_path() / ("kimi-model-" + key + "-" + std::to_string(::getpid()));
     std::filesystem::remove_all(dir);
     SchemaOptions so;
-    so.mxfp4_experts = name == "k3-tiny";
-    write_random_model(dir.string(), named_config(name), so, 11);
+    so.mxfp4_experts = mxfp4;
+    write_random_model(dir.string(), c, so, 11);
     d = dir.string();
   }
   return d;
+}
+
+// A random checkpoint of a named tiny config (MXFP4 experts for k3-tiny).
+inline std::string tiny_dir(const std::string& name) {
+  return random_checkpoint_dir(name, named_config(name), name == "k3-tiny");
 }
 
 inline std::vector<int32_t> random_tokens(int64_t n, uint64_t seed, int64_t vocab) {

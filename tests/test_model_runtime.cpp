@@ -3,12 +3,10 @@
 // inside a planned forward, batches larger than the plan refused before any write, implicit plans that grow), and
 // the MLA block's per-step tables (fresh and continuing sequences interleaved in one batch).
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <filesystem>
 #include <memory>
 
 #include "expect_error.h"
@@ -28,26 +26,9 @@ using testutil::rel_err;
 // function of its block inputs, so the error of bf16 activations is their rounding, not a routing decision that
 // flips (the random tiny routers have top-k gaps down to 1.4e-4: docs/model/runtime.md).
 std::string all_experts_dir(const std::string& name) {
-  static struct Dirs {
-    std::map<std::string, std::string> m;
-    ~Dirs() {
-      std::error_code ec;
-      for (const auto& [n, d] : m) std::filesystem::remove_all(d, ec);
-    }
-  } dirs;
-  std::string& d = dirs.m[name];
-  if (d.empty()) {
-    const std::filesystem::path dir =
-        std::filesystem::temp_directory_path() / ("kimi-runtime-" + name + "-" + std::to_string(::getpid()));
-    std::filesystem::remove_all(dir);
-    Config c = named_config(name);
-    c.num_experts_per_token = c.num_experts;
-    SchemaOptions so;
-    so.mxfp4_experts = name == "k3-tiny";
-    write_random_model(dir.string(), c, so, 11);
-    d = dir.string();
-  }
-  return d;
+  Config c = named_config(name);
+  c.num_experts_per_token = c.num_experts;
+  return testutil::random_checkpoint_dir("all-experts-" + name, c, name == "k3-tiny");
 }
 
 int32_t argmax(const float* row, int64_t n) { return int32_t(std::max_element(row, row + n) - row); }

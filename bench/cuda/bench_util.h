@@ -57,31 +57,6 @@ inline std::vector<uint8_t> random_f32(size_t n, std::mt19937& rng, float lo, fl
   return b;
 }
 
-// Median time in ms of `reps` calls of fn (CUDA events recorded on `stream` around each call: the legacy stream
-// by default), after `warmup` untimed calls.
-template <class F>
-double median_ms(F&& fn, int warmup, int reps, cudaStream_t stream = nullptr) {
-  cudaEvent_t e0, e1;
-  CK(cudaEventCreate(&e0));
-  CK(cudaEventCreate(&e1));
-  for (int i = 0; i < warmup; ++i) fn();
-  CK(cudaDeviceSynchronize());
-  std::vector<float> ms;
-  for (int i = 0; i < reps; ++i) {
-    CK(cudaEventRecord(e0, stream));
-    fn();
-    CK(cudaEventRecord(e1, stream));
-    CK(cudaEventSynchronize(e1));
-    float t;
-    CK(cudaEventElapsedTime(&t, e0, e1));
-    ms.push_back(t);
-  }
-  cudaEventDestroy(e0);
-  cudaEventDestroy(e1);
-  std::sort(ms.begin(), ms.end());
-  return ms[ms.size() / 2];
-}
-
 // Mean ms per call of `calls` calls queued back to back between two events (the host's launch overhead hidden
 // behind the device's work, as in a model's step), median over `reps` such runs after `warmup` calls.
 template <class F>
@@ -105,6 +80,13 @@ double streamed_ms(F&& fn, int warmup, int reps, int calls, cudaStream_t stream 
   cudaEventDestroy(e1);
   std::sort(ms.begin(), ms.end());
   return ms[ms.size() / 2];
+}
+
+// Median time in ms of `reps` calls of fn (CUDA events recorded on `stream` around each call: the legacy stream
+// by default), after `warmup` untimed calls.
+template <class F>
+double median_ms(F&& fn, int warmup, int reps, cudaStream_t stream = nullptr) {
+  return streamed_ms(fn, warmup, reps, 1, stream);
 }
 
 }  // namespace kimi::bench

@@ -46,25 +46,19 @@ def parse_args():
 def load(a):
     from transformers import AutoConfig, AutoModelForCausalLM
 
-    kw = dict(dtype=torch.bfloat16, attn_implementation="sdpa")
-    try:  # transformers 5: the MoE experts' implementation
-        kw_x = dict(kw, experts_implementation="grouped_mm")
+    def build(**kw):
+        kw.update(dtype=torch.bfloat16, attn_implementation="sdpa")
         if a.checkpoint:
-            model = AutoModelForCausalLM.from_pretrained(a.checkpoint, device_map="cuda", **kw_x)
-        else:
-            cfg = AutoConfig.from_pretrained(a.config)
-            with torch.device("cuda"):
-                model = AutoModelForCausalLM.from_config(cfg, **kw_x)
-        experts = "grouped_mm"
+            return AutoModelForCausalLM.from_pretrained(a.checkpoint, device_map="cuda", **kw)
+        cfg = AutoConfig.from_pretrained(a.config)
+        with torch.device("cuda"):
+            return AutoModelForCausalLM.from_config(cfg, **kw)
+
+    try:  # transformers 5: the MoE experts' implementation
+        model, experts = build(experts_implementation="grouped_mm"), "grouped_mm"
     except (TypeError, ValueError) as e:
         print(f"note: experts_implementation='grouped_mm' refused ({e}); default experts", file=sys.stderr)
-        if a.checkpoint:
-            model = AutoModelForCausalLM.from_pretrained(a.checkpoint, device_map="cuda", **kw)
-        else:
-            cfg = AutoConfig.from_pretrained(a.config)
-            with torch.device("cuda"):
-                model = AutoModelForCausalLM.from_config(cfg, **kw)
-        experts = "default"
+        model, experts = build(), "default"
     model.eval()
     return model, experts
 
