@@ -40,6 +40,7 @@
 #include <vector>
 
 #include "cuda/check.cuh"
+#include "cuda/index.cuh"
 #include "cuda/kda/chunk.cuh"
 #include "cuda/kda/chunk.h"
 #include "cuda/kda/prep.cuh"
@@ -57,25 +58,6 @@ namespace {
 static_assert(kda_chunk::kDtF32 == int(DType::f32) && kda_chunk::kDtBf16 == int(DType::bf16) &&
                   kda_chunk::kDtF16 == int(DType::f16),
               "dtype codes");
-
-// The values of a 1-d i32 / i64 index tensor (cu_seqlens, state_slots) on the host: a host tensor is read in place,
-// a device one copied back (a synchronous copy: the model passes host tensors).
-std::vector<int64_t> index_values(const TensorView& t) {
-  const int64_t n = t.shape[0], stride = t.strides[0];
-  const size_t esz = t.element_size();
-  std::vector<unsigned char> raw(size_t(n > 0 ? (n - 1) * stride + 1 : 0) * esz);
-  if (t.device.type == DeviceType::cuda) {
-    const DeviceGuard device_guard(t.device.index);
-    KIMI_CUDA_CHECK(cudaMemcpy(raw.data(), t.data, raw.size(), cudaMemcpyDeviceToHost));
-  } else if (!raw.empty()) {
-    std::copy_n(static_cast<const unsigned char*>(t.data), raw.size(), raw.data());
-  }
-  std::vector<int64_t> v(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i)
-    v[size_t(i)] = t.dtype == DType::i32 ? int64_t(reinterpret_cast<const int32_t*>(raw.data())[i * stride])
-                                         : reinterpret_cast<const int64_t*>(raw.data())[i * stride];
-  return v;
-}
 
 void strides3(const TensorView& t, int64_t (&s)[3]) {
   for (int d = 0; d < 3; ++d) s[d] = t.strides[d];

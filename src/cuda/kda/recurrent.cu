@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "cuda/check.cuh"
+#include "cuda/index.cuh"
 #include "cuda/kda/kda.h"
 #include "cuda/kda/recurrent.cuh"
 #include "cuda/kda/recurrent_stream.cuh"
@@ -33,15 +34,6 @@ void strides3(const TensorView& t, int64_t& s0, int64_t& s1, int64_t& s2) {
 int state_vec(const TensorView& s, int64_t row_len) {
   const bool aligned = (reinterpret_cast<uintptr_t>(s.data) % 16) == 0;
   return aligned && row_len % 4 == 0 && s.strides[0] % 4 == 0 && s.strides[1] % 4 == 0 && s.strides[2] % 4 == 0;
-}
-
-// A host i32/i64 [n] tensor (any stride) as int64 values.
-std::vector<int64_t> host_int64(const TensorView& t) {
-  std::vector<int64_t> v(size_t(t.shape[0]));
-  for (int64_t i = 0; i < t.shape[0]; ++i)
-    v[size_t(i)] = t.dtype == DType::i32 ? int64_t(static_cast<const int32_t*>(t.data)[i * t.strides[0]])
-                                         : static_cast<const int64_t*>(t.data)[i * t.strides[0]];
-  return v;
 }
 
 template <class Kernel>
@@ -161,10 +153,10 @@ void kda_recurrent_fwd(const KdaArgs& a, const Context& ctx, const KdaLaunchOpti
 
   // cu_seqlens and state_slots are host tensors: upload them as int64 ([N+1] offsets, then [N] rows).
   std::vector<int64_t> idx;
-  if (varlen) idx = host_int64(a.cu_seqlens);
+  if (varlen) idx = index_values(a.cu_seqlens);
   const size_t slots_at = idx.size();
   if (a.state_slots.present()) {
-    const std::vector<int64_t> sl = host_int64(a.state_slots);
+    const std::vector<int64_t> sl = index_values(a.state_slots);
     idx.insert(idx.end(), sl.begin(), sl.end());
   }
   if (ctas > int64_t(0x7fffffff)) throw Error("cuda kda_recurrent_fwd: grid too large");
