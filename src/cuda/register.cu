@@ -28,6 +28,10 @@ void register_ops(Registry& r) {
   rt.pool_stats = pool_stats;
   rt.reset_pool_peak = reset_pool_peak;
   rt.available = available_bytes;
+  rt.event_create = event_create;
+  rt.event_destroy = event_destroy;
+  rt.event_record = event_record;
+  rt.event_elapsed_ms = event_elapsed_ms;
   r.link(b, rt);
 
   r.rms_norm.set(b, rms_norm);

@@ -21,5 +21,10 @@ void pool_stats(Device d, size_t* reserved, size_t* peak);
 // Waits for the device, releases the pool's unused memory and resets its high-water mark.
 void reset_pool_peak(Device d);
 size_t available_bytes(Device d);  // cudaMemGetInfo's free bytes
+// Timing events (DeviceRuntime's event_*; cudaEvent_t as void*).
+void* event_create(Device d);
+void event_destroy(Device d, void* event);  // no throw
+void event_record(Device d, void* event, void* stream);
+float event_elapsed_ms(Device d, void* begin, void* end);  // waits for `end`
 
 }  // namespace kimi::cuda
