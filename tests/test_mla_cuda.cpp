@@ -1,16 +1,16 @@
 // mla_prefill's bf16 attention on CUDA (src/cuda/mla/prefill_gemm.cu, prefill_flash.cu, flash.cuh) through the
 // public operator, on a CUDA device (registered in a build with the CUDA backend only, tests/cuda_tests.h, and
 // skipped there without a device; CI has none, so these run on the GPU machine: scripts/gpu/).
-//   - The fused kernel (forced through src/cuda/mla/options.h, and checked to be what ran) against the CPU backend
-//     in f32 on the same bf16-rounded inputs (itself within 1e-5 of the fp64 oracle: the harness), relative RMS
-//     <= 5e-3 (SPEC 14's bf16 bar), no NaN / Inf: both MLA configs (Kimi-Linear H = 32 and K3 H = 96, R = 512,
-//     P = 64, Dn = Dv = 128), gated and ungated, the varlen batch [1, 63, 64, 65, 300, 1000] (not multiples of the
-//     128-query or 64-key tiles; 8 query tiles in the longest), one sequence of 2048, a batch B = 2 without
-//     cu_seqlens, f32 o and an f32 gate.
+//   - Both fused kernels (flash.cuh on mma.sync, flash_wgmma.cuh on wgmma; each forced through
+//     src/cuda/mla/options.h and checked to be what ran) against the CPU backend in f32 on the same bf16-rounded
+//     inputs (itself within 1e-5 of the fp64 oracle: the harness), relative RMS <= 5e-3 (SPEC 14's bf16 bar), no
+//     NaN / Inf: both MLA configs (Kimi-Linear H = 32 and K3 H = 96, R = 512, P = 64, Dn = Dv = 128), gated and
+//     ungated, the varlen batch [1, 63, 64, 65, 300, 1000] (not multiples of the 128-query or 64-key tiles; 8 query
+//     tiles in the longest), one sequence of 2048, a batch B = 2 without cu_seqlens, f32 o and an f32 gate.
 //   - Against the fp64 oracle directly (src/verify/oracle/mla.h) on a smaller batch.
 //   - Each kernel instance (DK, DV) = (64, 64), (128, 128), (192, 128), (256, 128) at head sizes that select it.
-//   - The launcher's choice: the fused kernel by default; the score blocks where the fused kernel cannot read the
-//     inputs (P not a multiple of 8, a q row stride not a multiple of 8) or where forced, both still correct.
+//   - The launcher's choice: the mma.sync fused kernel by default; the score blocks where the fused kernels cannot
+//     read the inputs (P not a multiple of 8, a q row stride not a multiple of 8) or where forced, both correct.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -112,7 +112,8 @@ struct Problem {
     Tensor q_padded(DType::bf16, {B, T, c.H, Dq + q_pad});  // q's values in the first Dq of each row
     const int64_t rows = B * T * c.H;
     for (int64_t r = 0; r < rows; ++r)
-      std::memcpy(q_padded.data_as<uint16_t>() + r * (Dq + q_pad), q.data_as<const uint16_t>() + r * Dq, size_t(Dq) * 2);
+      std::memcpy(q_padded.data_as<uint16_t>() + r * (Dq + q_pad), q.data_as<const uint16_t>() + r * Dq,
+                  size_t(Dq) * 2);
     const Tensor qd_buf = testutil::copy_to(q_padded, dev);
     const TensorView qd = qd_buf.view().slice(3, 0, Dq);
     const Tensor ld = testutil::copy_to(latent, dev), pd = testutil::copy_to(k_pe, dev);
@@ -169,16 +170,20 @@ std::string describe(const Problem& p) {
   return s + (p.gated ? " gate" : "");
 }
 
-// The fused kernel ran exactly once and is within the bar of `ref`.
+// Each fused kernel (mma.sync, wgmma) ran exactly once and is within the bar of `ref`.
 void expect_fused_matches(const Problem& p, const std::vector<double>& ref, DType o_dtype = DType::bf16) {
-  MlaLaunchRecord rec;
-  const std::vector<double> got = p.gpu(MlaPrefillPath::fused, rec, o_dtype);
-  EXPECT_EQ(rec.prefill_fused, 1) << describe(p);
-  EXPECT_EQ(rec.prefill_blocks, 0) << describe(p);
-  ASSERT_TRUE(all_finite(got)) << describe(p);
-  const double err = rel_rms(got, ref);
-  EXPECT_LE(err, kBar) << describe(p);
-  std::printf("[mla fused] %-60s rel RMS %.2e\n", describe(p).c_str(), err);
+  for (MlaPrefillPath path : {MlaPrefillPath::fused, MlaPrefillPath::fused_wgmma}) {
+    const bool wg = path == MlaPrefillPath::fused_wgmma;
+    const std::string what = describe(p) + (wg ? " [wgmma]" : " [mma.sync]");
+    MlaLaunchRecord rec;
+    const std::vector<double> got = p.gpu(path, rec, o_dtype);
+    EXPECT_EQ(wg ? rec.prefill_fused_wgmma : rec.prefill_fused, 1) << what;
+    EXPECT_EQ(rec.prefill_blocks, 0) << what;
+    ASSERT_TRUE(all_finite(got)) << what;
+    const double err = rel_rms(got, ref);
+    EXPECT_LE(err, kBar) << what;
+    std::printf("[mla fused] %-72s rel RMS %.2e\n", what.c_str(), err);
+  }
 }
 
 class MlaPrefillCuda : public ::testing::Test {
@@ -250,12 +255,15 @@ TEST_F(MlaPrefillCuda, LauncherPicksFusedWhereItCanAndBlocksElsewhere) {
     EXPECT_EQ(rec3.prefill_blocks, 1);
     EXPECT_EQ(rec3.prefill_fused, 0);
   }
-  {  // P = 13: not a whole number of 16-byte chunks, blocks even when fused is asked for
+  {  // P = 13: not a whole number of 16-byte chunks, blocks even when a fused kernel is asked for
     const Problem odd({"p13", 4, 64, 13, 16, 24}, 1, 0, {65, 3}, true, 42);
-    MlaLaunchRecord rec;
-    EXPECT_LE(rel_rms(odd.gpu(MlaPrefillPath::fused, rec), odd.cpu()), kBar);
-    EXPECT_EQ(rec.prefill_blocks, 1);
-    EXPECT_EQ(rec.prefill_fused, 0);
+    const std::vector<double> odd_ref = odd.cpu();
+    for (MlaPrefillPath path : {MlaPrefillPath::fused, MlaPrefillPath::fused_wgmma}) {
+      MlaLaunchRecord rec;
+      EXPECT_LE(rel_rms(odd.gpu(path, rec), odd_ref), kBar);
+      EXPECT_EQ(rec.prefill_blocks, 1);
+      EXPECT_EQ(rec.prefill_fused + rec.prefill_fused_wgmma, 0);
+    }
   }
 }
 #endif  // KIMI_WITH_CUDA

@@ -8,14 +8,15 @@
 
 namespace kimi::cuda {
 
-// mla_prefill with bf16 operands: the fused flash-attention kernel (flash.cuh) or the cuBLAS score blocks
-// (prefill_gemm.cu). A forced `fused` still needs inputs the fused kernel takes (prefill_flash.cu flash_supported);
-// otherwise the blocks run.
-enum class MlaPrefillPath { automatic, fused, blocks };
+// mla_prefill with bf16 operands: the fused flash-attention kernel on mma.sync (flash.cuh, the default), its wgmma
+// form (flash_wgmma.cuh), or the cuBLAS score blocks (prefill_gemm.cu). A forced `fused` or `fused_wgmma` still needs
+// inputs the fused kernels take (mla.h mla_flash_supported); otherwise the blocks run.
+enum class MlaPrefillPath { automatic, fused, fused_wgmma, blocks };
 
 // Calls counted per attention form since the record was reset.
 struct MlaLaunchRecord {
-  int64_t prefill_fused = 0;   // bf16, fused kernel (flash.cuh)
+  int64_t prefill_fused = 0;        // bf16, fused kernel on mma.sync (flash.cuh)
+  int64_t prefill_fused_wgmma = 0;  // bf16, fused kernel on wgmma (flash_wgmma.cuh)
   int64_t prefill_blocks = 0;  // bf16, cuBLAS score blocks (prefill_gemm.cu)
   int64_t prefill_ffma = 0;    // other dtypes, fp32 FFMA (prefill.cuh)
 };

@@ -1,7 +1,8 @@
 // src/cuda/mla/prefill_gemm.cu: mla_prefill for bf16 operands on tensor cores (SPEC 6, explicit form).
 //
 //   kv = latent W_kvb^T                      bf16 [M, H (Dn + Dv)]  one cuBLAS GEMM (fp32 accumulation, rounded once)
-//   then the causal attention, by default fused (flash.cuh through prefill_flash.cu: scores stay on chip) where
+//   then the causal attention, by default fused (flash.cuh through prefill_flash.cu: scores stay on chip; its wgmma
+//   form flash_wgmma.cuh where options.h asks) where
 //   mla_flash_supported holds; otherwise (head sizes or strides not multiples of 8, Dn + P > 256, Dv > 128, or
 //   forced by options.h) the score blocks below:
 //   per sequence, per block of queries [q0, q1) (keys 0 .. q1 - 1 of the same sequence, every head at once):
@@ -97,8 +98,9 @@ bool mla_prefill_gemm(TensorView q, TensorView latent, TensorView k_pe, const We
 
   const MlaLaunchOptions& opt = mla_launch_options();
   if (opt.prefill != MlaPrefillPath::blocks && mla_flash_supported(q, k_pe, d)) {
-    mla_prefill_flash(q, kv.get(), k_pe, gate, cu, d, o, ctx);
-    if (opt.record) ++opt.record->prefill_fused;
+    const bool wg = opt.prefill == MlaPrefillPath::fused_wgmma;
+    mla_prefill_flash(q, kv.get(), k_pe, gate, cu, d, o, wg, ctx);
+    if (opt.record) ++(wg ? opt.record->prefill_fused_wgmma : opt.record->prefill_fused);
     return true;
   }
   if (opt.record) ++opt.record->prefill_blocks;
