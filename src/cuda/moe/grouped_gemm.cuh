@@ -5,12 +5,13 @@
 // for every grouped row r of expert e (offsets[e] <= r < offsets[e + 1]). A is bf16 in grouped order ([rows, k],
 // rows lda apart: the gathered z for gate/up, H for down); weights dense bf16 [n, k] (rows ldw elements apart),
 // found per expert by grouped.cuh's ExpertProj (stacked base + e * stride, or a device table). bf16 x bf16
-// products, fp32 accumulation (wgmma m64n64k16), one rounding of H to bf16 (the rounding a bf16 activation implies).
+// products, fp32 accumulation (wgmma m64n256k16), one rounding of H to bf16 (the rounding a bf16 activation implies).
 //
 // Tiles. A CTA computes BM = 128 rows of ONE expert against a weight tile of BW = 256 rows: for gate/up, 128
 // output columns of W1 and the same 128 of W3 (so the GLU's two inputs land in the same thread, same fragment
-// position); for down, 256 output columns of W2. Two consumer warpgroups own 64 rows each (acc[4][8][4]: four
-// m64n64 sub-tiles, 128 f32 registers per thread); all 256 threads also load. K is walked in BK = 64 steps.
+// position); for down, 256 output columns of W2. Two consumer warpgroups own 64 rows each, each one
+// wgmma.m64n256k16 per k-step of 16 over the whole weight tile (acc[32][4], 128 f32 registers per thread; A is
+// read from shared memory once per 256 columns); all 256 threads also load. K is walked in BK = 64 steps.
 //
 // Scheduling (no host sync, graph-capturable). mtile_offsets_kernel (one block) turns the device offsets into a
 // prefix of M-tiles per expert, tile_off[e] = sum_{e' < e} ceil(count_e' / BM) ([E + 1]). Grid = (an upper bound on the M-tiles fixed on the host from T*K and E alone:
@@ -26,7 +27,7 @@
 // chunks past k; each thread commits one cp.async group per k-step, empty or not):
 //   prologue: k-tiles 0 .. S-3 into stages 0 .. S-3
 //   step kt:  wait for k-tile kt (cp.async.wait_group S-3), fence.proxy.async, __syncthreads;
-//             issue its 4 x 4 wgmma (one group), then load k-tile kt + S - 2 into stage (kt + S - 2) % S = the
+//             issue its 4 wgmma (one group), then load k-tile kt + S - 2 into stage (kt + S - 2) % S = the
 //             stage k-tile kt - 2 used, then wgmma.wait_group 1 (k-tile kt - 1's group is done in this warpgroup).
 //   The stage overwritten at step kt was last read by k-tile kt - 2's wgmma, which both warpgroups completed
 //   before they passed step kt - 1's wait_group 1, hence before step kt's __syncthreads: one barrier per k-step,
@@ -115,6 +116,59 @@ __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
 }
 
+// D[64][256] += A[64][16] B[16][256] (bf16, fp32 accumulate), both operands K-major descriptors (wgmma.cuh's
+// 128B-swizzled layout): one instruction per k-step for the CTA's whole 256-row weight tile, so A is read from
+// shared memory once per 256 columns (m64n64 would read it four times).
+__device__ __forceinline__ void mma_m64n256k16(float (&d)[32][4], uint64_t a, uint64_t b) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 "
+      "{"
+      "%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,"
+      "%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,"
+      "%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,"
+      "%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63,"
+      "%64,%65,%66,%67,%68,%69,%70,%71,%72,%73,%74,%75,%76,%77,%78,%79,"
+      "%80,%81,%82,%83,%84,%85,%86,%87,%88,%89,%90,%91,%92,%93,%94,%95,"
+      "%96,%97,%98,%99,%100,%101,%102,%103,%104,%105,%106,%107,%108,%109,%110,%111,"
+      "%112,%113,%114,%115,%116,%117,%118,%119,%120,%121,%122,%123,%124,%125,%126,%127"
+      "}, %128, %129, p, 1, 1, 0, 0;\n}\n"
+      : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]),
+        "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]),
+        "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]),
+        "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]),
+        "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3]),
+        "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]),
+        "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]),
+        "+f"(d[7][0]), "+f"(d[7][1]), "+f"(d[7][2]), "+f"(d[7][3]),
+        "+f"(d[8][0]), "+f"(d[8][1]), "+f"(d[8][2]), "+f"(d[8][3]),
+        "+f"(d[9][0]), "+f"(d[9][1]), "+f"(d[9][2]), "+f"(d[9][3]),
+        "+f"(d[10][0]), "+f"(d[10][1]), "+f"(d[10][2]), "+f"(d[10][3]),
+        "+f"(d[11][0]), "+f"(d[11][1]), "+f"(d[11][2]), "+f"(d[11][3]),
+        "+f"(d[12][0]), "+f"(d[12][1]), "+f"(d[12][2]), "+f"(d[12][3]),
+        "+f"(d[13][0]), "+f"(d[13][1]), "+f"(d[13][2]), "+f"(d[13][3]),
+        "+f"(d[14][0]), "+f"(d[14][1]), "+f"(d[14][2]), "+f"(d[14][3]),
+        "+f"(d[15][0]), "+f"(d[15][1]), "+f"(d[15][2]), "+f"(d[15][3]),
+        "+f"(d[16][0]), "+f"(d[16][1]), "+f"(d[16][2]), "+f"(d[16][3]),
+        "+f"(d[17][0]), "+f"(d[17][1]), "+f"(d[17][2]), "+f"(d[17][3]),
+        "+f"(d[18][0]), "+f"(d[18][1]), "+f"(d[18][2]), "+f"(d[18][3]),
+        "+f"(d[19][0]), "+f"(d[19][1]), "+f"(d[19][2]), "+f"(d[19][3]),
+        "+f"(d[20][0]), "+f"(d[20][1]), "+f"(d[20][2]), "+f"(d[20][3]),
+        "+f"(d[21][0]), "+f"(d[21][1]), "+f"(d[21][2]), "+f"(d[21][3]),
+        "+f"(d[22][0]), "+f"(d[22][1]), "+f"(d[22][2]), "+f"(d[22][3]),
+        "+f"(d[23][0]), "+f"(d[23][1]), "+f"(d[23][2]), "+f"(d[23][3]),
+        "+f"(d[24][0]), "+f"(d[24][1]), "+f"(d[24][2]), "+f"(d[24][3]),
+        "+f"(d[25][0]), "+f"(d[25][1]), "+f"(d[25][2]), "+f"(d[25][3]),
+        "+f"(d[26][0]), "+f"(d[26][1]), "+f"(d[26][2]), "+f"(d[26][3]),
+        "+f"(d[27][0]), "+f"(d[27][1]), "+f"(d[27][2]), "+f"(d[27][3]),
+        "+f"(d[28][0]), "+f"(d[28][1]), "+f"(d[28][2]), "+f"(d[28][3]),
+        "+f"(d[29][0]), "+f"(d[29][1]), "+f"(d[29][2]), "+f"(d[29][3]),
+        "+f"(d[30][0]), "+f"(d[30][1]), "+f"(d[30][2]), "+f"(d[30][3]),
+        "+f"(d[31][0]), "+f"(d[31][1]), "+f"(d[31][2]), "+f"(d[31][3])
+      : "l"(a), "l"(b), "r"(1)
+      : "memory");
+}
+
 template <int P>
 __global__ void __launch_bounds__(kThreads, 1) grouped_gemm_kernel(const __grid_constant__ Args a) {
   const int mt = int(blockIdx.x);
@@ -162,13 +216,11 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_gemm_kernel(const __grid_
     }
   };
 
-  float acc[4][8][4];
+  float acc[32][4];  // D[64 rows of this warpgroup][the 256 weight rows of the tile]
 #pragma unroll
-  for (int s = 0; s < 4; ++s)
+  for (int j = 0; j < 32; ++j)
 #pragma unroll
-    for (int j = 0; j < 8; ++j)
-#pragma unroll
-      for (int q = 0; q < 4; ++q) acc[s][j][q] = 0.f;
+    for (int q = 0; q < 4; ++q) acc[j][q] = 0.f;
 
   // The warpgroup index as ptxas sees it warp-uniform (a broadcast), so no wgmma is serialized (C7520).
   const int wg = __shfl_sync(0xffffffffu, tid / 128, 0);
@@ -187,10 +239,8 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_gemm_kernel(const __grid_
     const uint64_t dA = wgmma::desc_sw128(sA + wg * 64 * kBK), dB = wgmma::desc_sw128(sA + kBM * kBK);
     wgmma::fence();
 #pragma unroll
-    for (int ks = 0; ks < kBK / 16; ++ks)
-#pragma unroll
-      for (int s = 0; s < 4; ++s)  // sub-tile s: weight rows 64 s .. 64 s + 63 (64 rows x 128 bytes apart)
-        wgmma::mma<64, 0, 0>(acc[s], wgmma::desc_add(dA, 32u * ks), wgmma::desc_add(dB, 8192u * s + 32u * ks));
+    for (int ks = 0; ks < kBK / 16; ++ks)  // a k-step of 16 is 32 bytes into the swizzle atom
+      mma_m64n256k16(acc, wgmma::desc_add(dA, 32u * ks), wgmma::desc_add(dB, 32u * ks));
     wgmma::commit();
     const int64_t nk = kt + kStages - 2;
     if (nk < k_tiles) load(int(nk % kStages), nk);
@@ -198,32 +248,30 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_gemm_kernel(const __grid_
     wgmma::wait<1>();
   }
   wgmma::wait<0>();
-#pragma unroll
-  for (int s = 0; s < 4; ++s) wgmma::fence_operands(acc[s]);
+  wgmma::fence_operands(acc);
   cp_async_wait<0>();  // only empty groups can be pending; nothing may be in flight at exit
 
-  // Fragment (j, q) of sub-tile s: row 16 warp + lane / 4 + 8 (q / 2), column 64 s + 8 j + 2 (lane % 4) + q % 2.
+  // Fragment (j, q): row 16 warp + lane / 4 + 8 (q / 2), weight row 8 j + 2 (lane % 4) + q % 2 of the tile; for
+  // gate/up, j < 16 is W1's column n0 + 8 j + .. and j + 16 is W3's same column.
   const int lane = tid % 32, warp = (tid % 128) / 32;
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     const int32_t row = r0 + wg * 64 + warp * 16 + lane / 4 + 8 * h;
     if (row >= r_end) continue;
 #pragma unroll
-    for (int s = 0; s < (P == 2 ? 2 : 4); ++s)
-#pragma unroll
-      for (int j = 0; j < 8; ++j) {
-        const int64_t col = n0 + 64 * s + 8 * j + 2 * (lane % 4);
-        if (col >= a.n) continue;  // n even: the pair is whole
-        if constexpr (P == 2) {
-          const float v0 = glu_value(acc[s][j][2 * h], acc[s + 2][j][2 * h], a.situ, a.beta, a.lbeta);
-          const float v1 = glu_value(acc[s][j][2 * h + 1], acc[s + 2][j][2 * h + 1], a.situ, a.beta, a.lbeta);
-          *reinterpret_cast<__nv_bfloat162*>(static_cast<__nv_bfloat16*>(a.y) + int64_t(row) * a.ldy + col) =
-              __floats2bfloat162_rn(v0, v1);
-        } else {
-          *reinterpret_cast<float2*>(static_cast<float*>(a.y) + int64_t(row) * a.ldy + col) =
-              make_float2(acc[s][j][2 * h], acc[s][j][2 * h + 1]);
-        }
+    for (int j = 0; j < (P == 2 ? 16 : 32); ++j) {
+      const int64_t col = n0 + 8 * j + 2 * (lane % 4);
+      if (col >= a.n) continue;  // n even: the pair is whole
+      if constexpr (P == 2) {
+        const float v0 = glu_value(acc[j][2 * h], acc[j + 16][2 * h], a.situ, a.beta, a.lbeta);
+        const float v1 = glu_value(acc[j][2 * h + 1], acc[j + 16][2 * h + 1], a.situ, a.beta, a.lbeta);
+        *reinterpret_cast<__nv_bfloat162*>(static_cast<__nv_bfloat16*>(a.y) + int64_t(row) * a.ldy + col) =
+            __floats2bfloat162_rn(v0, v1);
+      } else {
+        *reinterpret_cast<float2*>(static_cast<float*>(a.y) + int64_t(row) * a.ldy + col) =
+            make_float2(acc[j][2 * h], acc[j][2 * h + 1]);
       }
+    }
   }
 }
 
