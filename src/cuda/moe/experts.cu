@@ -137,13 +137,18 @@ bool wgmma_ok(std::span<const MlpWeights> ex, Proj p) {
   return true;
 }
 
+// The tensor-core path's M-tile bound: at most floor(slots / BM) full tiles plus one partial tile per expert with
+// rows (fixed on the host without the counts); CTAs past the real total exit at once. It is grid.y.
+constexpr int64_t kMaxGridY = 65535;
+int64_t wgmma_m_tiles(int64_t slots, int64_t e_count) { return slots / moe_gemm::kBM + std::min(e_count, slots); }
+
 template <int P>
 void launch_wgmma(const moe_gemm::Args& a, int64_t m_tiles, cudaStream_t s) {
   constexpr auto kernel = moe_gemm::grouped_gemm_kernel<P>;
   int dev = 0;
   KIMI_CUDA_CHECK(cudaGetDevice(&dev));
   allow_dynamic_smem<kernel>(dev, moe_gemm::kSmemBytes);
-  const dim3 grid(unsigned(m_tiles), unsigned((a.n + moe_gemm::kBN<P> - 1) / moe_gemm::kBN<P>));
+  const dim3 grid(unsigned((a.n + moe_gemm::kBN<P> - 1) / moe_gemm::kBN<P>), unsigned(m_tiles));
   kernel<<<grid, moe_gemm::kThreads, moe_gemm::kSmemBytes, s>>>(a);
   KIMI_CUDA_CHECK(cudaGetLastError());
 }
@@ -153,7 +158,7 @@ void launch_wgmma(const moe_gemm::Args& a, int64_t m_tiles, cudaStream_t s) {
 ExpertPath expert_path(int64_t slots, DType x_dtype, std::span<const MlpWeights> experts) {
   const int64_t e_count = int64_t(experts.size());
   if (slots <= kGroupedMaxRowsPerExpert * e_count) return ExpertPath::grouped;  // average rows per expert
-  if (x_dtype == DType::bf16 && wgmma_ok(experts, kProjs[0]) && wgmma_ok(experts, kProjs[1]) &&
+  if (x_dtype == DType::bf16 && wgmma_m_tiles(slots, e_count) <= kMaxGridY && wgmma_ok(experts, kProjs[0]) && wgmma_ok(experts, kProjs[1]) &&
       wgmma_ok(experts, kProjs[2]))
     return ExpertPath::wgmma;
   return ExpertPath::gemm;
@@ -240,12 +245,7 @@ void experts_wgmma(const void* zg, int64_t dl, std::span<const MlpWeights> exper
   moe_gemm::mtile_offsets_kernel<<<1, moe_gemm::kScanThreads, 0, s>>>(rows.offsets, int(e_count),
                                                                       tile_off.get<int32_t>());
   KIMI_CUDA_CHECK(cudaGetLastError());
-  // At most floor(slots / BM) full tiles plus one partial tile per expert with rows (fixed on the host without
-  // the counts); CTAs past the real total exit at once.
-  const int64_t m_tiles = rows.slots / moe_gemm::kBM + std::min(e_count, rows.slots);
-  if (m_tiles > int64_t(0x7fffffff))
-    throw Error("latent_moe: argument 'x': too many routed rows for the CUDA grid (" + std::to_string(m_tiles) +
-                " M-tiles)");
+  const int64_t m_tiles = wgmma_m_tiles(rows.slots, e_count);  // <= kMaxGridY (expert_path)
 
   Scratch h(size_t(rows.slots * inter) * 2, s);  // H bf16 [T*K, I] grouped
   moe_gemm::Args gu{};

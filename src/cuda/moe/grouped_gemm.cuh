@@ -14,10 +14,12 @@
 // read from shared memory once per 256 columns); all 256 threads also load. K is walked in BK = 64 steps.
 //
 // Scheduling (no host sync, graph-capturable). mtile_offsets_kernel (one block) turns the device offsets into a
-// prefix of M-tiles per expert, tile_off[e] = sum_{e' < e} ceil(count_e' / BM) ([E + 1]). Grid = (an upper bound on the M-tiles fixed on the host from T*K and E alone:
-// floor(T*K / BM) + min(E, T*K), N / BN_out); CTA x finds its expert as the largest e with tile_off[e] <= x
-// (binary search; experts with no rows own no tile and cost nothing), and exits at once when x >= tile_off[E].
-// Consecutive CTAs walk the M-tiles of one weight tile, so an expert's M-tiles share its weights through L2.
+// prefix of M-tiles per expert, tile_off[e] = sum_{e' < e} ceil(count_e' / BM) ([E + 1]). Grid = (N / BN_out,
+// an upper bound on the M-tiles fixed on the host from T*K and E alone: floor(T*K / BM) + min(E, T*K), at most
+// 65535: expert_path checks it). CTA (x, y) finds its expert as the largest e with tile_off[e] <= y (binary search;
+// experts with no rows own no tile and cost nothing) and exits at once when y >= tile_off[E]. Consecutive CTAs
+// walk the weight tiles of one M-tile: its rows of A are read from memory once, and the few M-tiles of an expert
+// run close together, sharing its weights through L2.
 //
 // Shared memory (dynamic, 1024-byte aligned): S = 4 stages of [A: 128 x 64 | B: 256 x 64] bf16, each in
 // wgmma.cuh's 128B-swizzled atom layout (sw128_off), 48 KB a stage, 192 KB in all (one CTA per SM). Both
@@ -171,7 +173,7 @@ __device__ __forceinline__ void mma_m64n256k16(float (&d)[32][4], uint64_t a, ui
 
 template <int P>
 __global__ void __launch_bounds__(kThreads, 1) grouped_gemm_kernel(const __grid_constant__ Args a) {
-  const int mt = int(blockIdx.x);
+  const int mt = int(blockIdx.y);
   if (mt >= a.tile_off[a.e_count]) return;
   int lo = 0, hi = a.e_count - 1;  // the largest e with tile_off[e] <= mt (empty experts before it share its value)
   while (lo < hi) {
@@ -181,7 +183,7 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_gemm_kernel(const __grid_
   }
   const int e = lo;
   const int32_t r0 = a.offsets[e] + (mt - a.tile_off[e]) * kBM, r_end = a.offsets[e + 1];
-  const int64_t n0 = int64_t(blockIdx.y) * kBN<P>;
+  const int64_t n0 = int64_t(blockIdx.x) * kBN<P>;
   const ExpertPtr w0 = expert_ptr(a.proj[0], e), w1 = P == 2 ? expert_ptr(a.proj[1], e) : w0;
   const auto* wb0 = static_cast<const __nv_bfloat16*>(w0.w);
   const auto* wb1 = static_cast<const __nv_bfloat16*>(w1.w);
