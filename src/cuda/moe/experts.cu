@@ -1,7 +1,11 @@
-// The routed experts of latent_moe (src/cuda/moe/experts.h): the grouped decode path and the GEMM prefill path.
+// The routed experts of latent_moe (src/cuda/moe/experts.h): the grouped decode path and the two prefill paths, and
+// expert_path, the one rule that picks among them.
 //   grouped: h = glu(z W1_e^T, z W3_e^T) for every grouped row (one launch, grouped.cuh, P = 2), ye = h W2_e^T
 //            (one launch, P = 1); h f32 [T*K, I] scratch. The kernels take each expert's weight pointers from
 //            base + e * stride when the experts are stacked, else from a table uploaded here per call.
+//   wgmma:   the same pointers; a one-block M-tile scan of the device offsets, then H = bf16(glu(zg W1_e^T,
+//            zg W3_e^T)) (one tensor-core launch, grouped_gemm.cuh, P = 2) and ye = H W2_e^T (one launch, P = 1);
+//            H bf16 [T*K, I] scratch; no host sync.
 //   gemm:    offsets -> host (the one sync), per expert with rows: G = zg_e W1^T, U = zg_e W3^T (f32), one glu
 //            over all rows into H (the operand dtype), per expert ye_e = H_e W2^T (cuda::linear: one cuBLAS GEMM
 //            per projection when the operands are bf16, GEMV for experts with <= 16 rows).
@@ -158,9 +162,9 @@ void launch_wgmma(const moe_gemm::Args& a, int64_t m_tiles, cudaStream_t s) {
 ExpertPath expert_path(int64_t slots, DType x_dtype, std::span<const MlpWeights> experts) {
   const int64_t e_count = int64_t(experts.size());
   if (slots <= kGroupedMaxRowsPerExpert * e_count) return ExpertPath::grouped;  // average rows per expert
-  if (x_dtype == DType::bf16 && wgmma_m_tiles(slots, e_count) <= kMaxGridY && wgmma_ok(experts, kProjs[0]) && wgmma_ok(experts, kProjs[1]) &&
-      wgmma_ok(experts, kProjs[2]))
-    return ExpertPath::wgmma;
+  const bool dense_bf16 =
+      wgmma_ok(experts, kProjs[0]) && wgmma_ok(experts, kProjs[1]) && wgmma_ok(experts, kProjs[2]);
+  if (x_dtype == DType::bf16 && dense_bf16 && wgmma_m_tiles(slots, e_count) <= kMaxGridY) return ExpertPath::wgmma;
   return ExpertPath::gemm;
 }
 
