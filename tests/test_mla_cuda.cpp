@@ -234,10 +234,11 @@ TEST_F(MlaPrefillCuda, EveryKernelInstance) {
 TEST_F(MlaPrefillCuda, LauncherPicksFusedWhereItCanAndBlocksElsewhere) {
   const Problem p(kKimiLinear, 1, 0, {65, 1, 130}, true, 41);
   const std::vector<double> ref = p.cpu();
-  {  // default: fused
+  {  // default: the fused kernel on wgmma
     MlaLaunchRecord rec;
     const std::vector<double> got = p.gpu(MlaPrefillPath::automatic, rec);
-    EXPECT_EQ(rec.prefill_fused, 1);
+    EXPECT_EQ(rec.prefill_fused_wgmma, 1);
+    EXPECT_EQ(rec.prefill_fused, 0);
     EXPECT_LE(rel_rms(got, ref), kBar);
   }
   {  // forced blocks

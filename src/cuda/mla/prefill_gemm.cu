@@ -98,7 +98,7 @@ bool mla_prefill_gemm(TensorView q, TensorView latent, TensorView k_pe, const We
 
   const MlaLaunchOptions& opt = mla_launch_options();
   if (opt.prefill != MlaPrefillPath::blocks && mla_flash_supported(q, k_pe, d)) {
-    const bool wg = opt.prefill == MlaPrefillPath::fused_wgmma;
+    const bool wg = opt.prefill != MlaPrefillPath::fused;  // the wgmma form unless the mma.sync one is forced
     mla_prefill_flash(q, kv.get(), k_pe, gate, cu, d, o, wg, ctx);
     if (opt.record) ++(wg ? opt.record->prefill_fused_wgmma : opt.record->prefill_fused);
     return true;
