@@ -5,7 +5,7 @@
 // (kTcTJ = 32 rows of RP elements of esz bytes): its tiles, plus a fixed part c0 = 1 (start, pipeline fill)
 // + 0.5 H RP 4 / tile (its queries, read from L2) + 2 H R 4 / tile (its f32 partials, written and read back by the
 // combine). S minimizes waves(S) * (ceil(tiles / S) + c0), waves = ceil(N S / sms), tiles = ceil(max_len / 32);
-// the smallest such S on ties.
+// the smallest such S on ties. N counts CTAs per split (sequences x head groups), H the heads of one CTA.
 #pragma once
 
 #include <cstdint>

@@ -1,6 +1,7 @@
 // src/cuda/mla/decode_tc.cuh: the attend step of mla_decode (absorbed form, SPEC 6, kimi/ops/mla.h) on bf16 tensor
 // cores (mma.sync m16n8k16, f32 accumulate): split-K flash decoding over the latent cache, all heads of a sequence
-// per CTA, so each cache row is read from memory once per call. The absorb before it and the combine after it are
+// (up to 64; more in head groups of <= 64) per CTA, so each cache row is read from memory once per call (per group:
+// the groups of a tile are neighbouring CTAs, the second read mostly hits L2). The absorb before it and the combine after it are
 // decode.cuh's kernels (mla_absorb_kernel, mla_combine_kernel); this kernel writes the same partials.
 //
 // Math. Per sequence n (cache row slots[n], rows [0, len)), head h, absorbed query QL[n, h] = [q_lat | q_pe] (f32,
@@ -12,18 +13,18 @@
 //   Opart[n, s, h] = O_h (unnormalised), ML[n, s, h] = (m, l): the combine's input (decode.cuh). l sums the rounded
 //   p that multiply the rows, so the normalisation matches the weighted sum.
 //
-// Splits. Grid (S, N). Sequence n's rows are cut into S nearly equal runs of whole tiles from its own length (read on
+// Splits. Grid (G, S, N), G head groups of HG = ceil(H / G) heads (G = ceil(H / 64)). Sequence n's rows are cut into S nearly equal runs of whole tiles from its own length (read on
 // the device): tps = ceil(ceil(len / kTcTJ) / S) tiles per split, split s owns rows [s tps kTcTJ, ...) clipped to
 // len; splits past the end write m = -inf, l = 0, O = 0 (the combine skips them). The host picks S (mla.cu).
 //
-// Tiling (kTcThreads = 256 = 8 warps, HP = 16 MB query rows = H padded with zero rows, MB = 2 or 4):
+// Tiling (kTcThreads = 256 = 8 warps, HP = 16 MB query rows = the group's heads padded with zero rows, MB 1..4):
 //   shared: Qs   bf16 [HP][KP + 8]          KP = RP rounded up to 16, columns >= RP zero
 //           Cs   T    [STAGES][kTcTJ][KP + 8] cache tiles as stored (f32 or bf16), cp.async 16-byte chunks
 //                                        (rows 16-byte aligned) or element loads; columns >= RP and rows past row1 zero
 //           Ps   bf16 [HP][kTcTJ + 8]      the tile's p
 //           red  f32  [HP][4], sum f32 [HP][4]  per-warp-column partial row max / row sum of the tile
 //           m    f32  [2][HP] (by tile parity), l f32 [HP]
-//   scores: warp w = (wm = w / 4, wn = w % 4) computes the m16n8 blocks (m-block wm + 2 i, n-block wn) over KP:
+//   scores: warp w = (wm = w / 4, wn = w % 4) computes the m16n8 blocks (m-blocks wm + 2 i < MB, n-block wn) over KP:
 //           A = Qs rows (ldmatrix x4), B = Cs rows wn*8.. (two 32-bit pairs per lane, f32 rounded to bf16 here).
 //   softmax: row max of the warp's 8 columns -> red, barrier, p -> Ps (bf16) and row sums -> sum, barrier.
 //   P x C:  warp w owns the latent columns of n-blocks w + 8 i (i < RN; R <= 64 RN) for all HP rows: A = Ps
@@ -42,7 +43,7 @@
 
 namespace kimi::cuda::mla {
 
-inline constexpr int kTcTJ = 32, kTcThreads = 256, kTcMaxH = 64, kTcMaxR = 512;
+inline constexpr int kTcTJ = 32, kTcThreads = 256, kTcMaxHG = 64, kTcMaxR = 512;
 
 // Cache tiles in flight: 2 f32 tiles or 4 bf16 tiles (the same bytes).
 template <class T>
@@ -56,7 +57,7 @@ struct TcParams {
   const int64_t* slots;  // [N]
   float* Opart;          // [N, S, H, R]
   float* ML;             // [N, S, H, 2]
-  int H, R, RP, S;
+  int H, HG, R, RP, S;  // heads, heads per group (<= 64)
   int vec;  // 1: cache rows are 16-byte aligned (cp.async), 0: element loads
   float scale;
 };
@@ -151,7 +152,7 @@ __device__ __forceinline__ void tc_load_tile(const TcParams& p, const T* seq, in
 
 template <class T, int MB, int RN>
 __global__ void __launch_bounds__(kTcThreads, 1) mla_attend_tc_kernel(const TcParams p) {
-  constexpr int kStages = kTcStages<T>, HP = 16 * MB, TPW = MB / 2;  // TPW: score m-blocks per warp
+  constexpr int kStages = kTcStages<T>, HP = 16 * MB, TPW = (MB + 1) / 2;  // TPW: score m-blocks per warp (at most)
   extern __shared__ __align__(16) unsigned char tc_sm[];
   const int kp = tc_kp(p.RP), ld = tc_ld(p.RP);
   const TcSmem lay(HP, p.RP, kStages, int(sizeof(T)));
@@ -164,8 +165,9 @@ __global__ void __launch_bounds__(kTcThreads, 1) mla_attend_tc_kernel(const TcPa
   float* ls = reinterpret_cast<float*>(tc_sm + lay.l);     // [HP]
 
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32, g = lane / 4, c = lane % 4;
-  const int s = blockIdx.x;
-  const int64_t n = blockIdx.y;
+  const int h0 = blockIdx.x * p.HG, hn = p.H - h0 < p.HG ? p.H - h0 : p.HG;  // the group's heads [h0, h0 + hn)
+  const int s = blockIdx.y;
+  const int64_t n = blockIdx.z;
   const int64_t len = p.lens[n];
   const int64_t ntile_seq = (len + kTcTJ - 1) / kTcTJ;
   const int64_t tps = (ntile_seq + p.S - 1) / p.S;
@@ -182,7 +184,7 @@ __global__ void __launch_bounds__(kTcThreads, 1) mla_attend_tc_kernel(const TcPa
   }
   for (int idx = tid; idx < HP * kp; idx += kTcThreads) {
     const int h = idx / kp, k = idx % kp;
-    const float v = h < p.H && k < p.RP ? p.QL[(n * p.H + h) * int64_t(p.RP) + k] : 0.f;
+    const float v = h < hn && k < p.RP ? p.QL[(n * p.H + h0 + h) * int64_t(p.RP) + k] : 0.f;
     Qs[h * ld + k] = __float2bfloat16_rn(v);
   }
   if (kp > p.RP)
@@ -224,6 +226,7 @@ __global__ void __launch_bounds__(kTcThreads, 1) mla_attend_tc_kernel(const TcPa
         const uint32_t b0 = tc_pair(crow + k0), b1 = tc_pair(crow + k0 + 8);
 #pragma unroll
         for (int i = 0; i < TPW; ++i) {
+          if (wm + 2 * i >= MB) continue;
           uint32_t a[4];
           tc_ldmatrix_a(a, Qs + (wm + 2 * i) * 16 * ld + k0, ld, lane);
           tc_mma(sc[i], a, b0, b1);
@@ -234,6 +237,7 @@ __global__ void __launch_bounds__(kTcThreads, 1) mla_attend_tc_kernel(const TcPa
     const bool v0 = j0 + wn * 8 + 2 * c < row1, v1 = j0 + wn * 8 + 2 * c + 1 < row1;
 #pragma unroll
     for (int i = 0; i < TPW; ++i) {
+      if (wm + 2 * i >= MB) continue;
 #pragma unroll
       for (int e = 0; e < 4; ++e) sc[i][e] = (e % 2 ? v1 : v0) ? sc[i][e] * p.scale : -INFINITY;
 #pragma unroll
@@ -250,6 +254,7 @@ __global__ void __launch_bounds__(kTcThreads, 1) mla_attend_tc_kernel(const TcPa
     for (int i = 0; i < TPW; ++i)
 #pragma unroll
       for (int half = 0; half < 2; ++half) {
+        if (wm + 2 * i >= MB) continue;
         const int h = (wm + 2 * i) * 16 + g + 8 * half;
         const float* r4 = red + h * 4;
         const float mn = fmaxf(fmaxf(ms[par * HP + h], fmaxf(r4[0], r4[1])), fmaxf(r4[2], r4[3]));
@@ -317,8 +322,8 @@ __global__ void __launch_bounds__(kTcThreads, 1) mla_attend_tc_kernel(const TcPa
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
       const int h = mb * 16 + g + 8 * half;
-      if (h >= p.H) continue;
-      float* out = p.Opart + (base + h) * p.R;
+      if (h >= hn) continue;
+      float* out = p.Opart + (base + h0 + h) * p.R;
 #pragma unroll
       for (int i = 0; i < RN; ++i) {
         const int r = (warp + 8 * i) * 8 + 2 * c;
@@ -326,9 +331,9 @@ __global__ void __launch_bounds__(kTcThreads, 1) mla_attend_tc_kernel(const TcPa
         if (r + 1 < p.R) out[r + 1] = acc[mb][i][2 * half + 1];
       }
     }
-  if (tid < p.H && tid < HP) {
-    p.ML[(base + tid) * 2] = ms[int(nt & 1) * HP + tid];
-    p.ML[(base + tid) * 2 + 1] = ls[tid];
+  if (tid < hn && tid < HP) {
+    p.ML[(base + h0 + tid) * 2] = ms[int(nt & 1) * HP + tid];
+    p.ML[(base + h0 + tid) * 2 + 1] = ls[tid];
   }
 }
 

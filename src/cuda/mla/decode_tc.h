@@ -8,11 +8,14 @@
 
 namespace kimi::cuda::mla {
 
-// Whether decode_tc.cuh takes these operands on device `dev`: cache f32 or bf16, H <= 64, R <= 512 and its shared
-// memory within the device's per-block limit.
+// Heads per CTA: H in ceil(H / 64) groups of equal size (the last one may be smaller).
+int64_t tc_head_group(int64_t H);
+
+// Whether decode_tc.cuh takes these operands on device `dev`: cache f32 or bf16, R <= 512 and its shared memory
+// within the device's per-block limit.
 bool tc_attend_fits(DType cache, int64_t H, int64_t R, int64_t RP, int dev);
 
-// The attend over S splits per sequence: QL [N, H, RP] f32, lens / slots [N] i64 tables on the device (valid values:
+// The attend over S splits per sequence (and head group): QL [N, H, RP] f32, lens / slots [N] i64 tables on the device (valid values:
 // the launcher's table), Opart [N, S, H, R] and ML [N, S, H, 2] f32 out. `stream` a cudaStream_t.
 void tc_attend(const float* QL, const TensorView& cache, const int64_t* lens, const int64_t* slots, float* Opart,
                float* ML, int64_t N, int64_t S, int64_t H, int64_t R, float scale, void* stream);

@@ -170,7 +170,8 @@ void mla_decode(TensorView q, TensorView cache, const Index& lens, const Index& 
   int64_t S = 0, tiles_per_split = 0;
   if (tc) {
     // decode_plan.h; each sequence's splits are cut from its own length on the device (decode_tc.cuh).
-    S = mla::tc_decode_splits(N, max_len, H, R, RP, cache.dtype == DType::f32 ? 4 : 2, sms);
+    const int64_t hg = mla::tc_head_group(H), tc_groups = (H + hg - 1) / hg;
+    S = mla::tc_decode_splits(N * tc_groups, max_len, hg, R, RP, cache.dtype == DType::f32 ? 4 : 2, sms);
   } else {
     // One wave of CTAs (see the header), rows_per_split a multiple of the tile.
     const int64_t ntiles = (max_len + mla::kDecTJ - 1) / mla::kDecTJ;
