@@ -114,11 +114,13 @@ __device__ __forceinline__ void tc_ldmatrix_a(uint32_t (&a)[4], const __nv_bfloa
   const __nv_bfloat16* p = base + (lane % 8 + 8 * ((lane / 8) % 2)) * ld + 8 * (lane / 16);
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
                : "=r"(a[0]), "=r"(a[1]), "=r"(a[2]), "=r"(a[3])
-               : "r"(tc_smem_u32(p)));
+               : "r"(tc_smem_u32(p))
+               : "memory");  // ordered after the shared stores it reads
 }
 __device__ __forceinline__ void tc_cp_async16(void* dst, const void* src, bool valid) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(tc_smem_u32(dst)), "l"(src),
-               "r"(valid ? 16 : 0));
+               "r"(valid ? 16 : 0)
+               : "memory");
 }
 __device__ __forceinline__ void tc_cp_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
 template <int N>
