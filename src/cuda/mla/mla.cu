@@ -203,9 +203,13 @@ void mla_decode(TensorView q, TensorView cache, const Index& lens, const Index& 
   float* Opart = QL + nql;
   float* ML = Opart + npart;
 
-  mla::mla_absorb_kernel<<<dim3(unsigned(H), unsigned(N)), 256, size_t(Dn + P) * sizeof(float), s>>>(
+  // Tokens per absorb / combine CTA: up to kDecNT, within the 48 KB of default dynamic shared memory.
+  const int64_t nt = std::clamp<int64_t>(std::min<int64_t>((48 * 1024) / ((Dn + P) * 4), (48 * 1024) / (R * 4)), 1,
+                                         mla::kDecNT);
+  const unsigned token_blocks = unsigned((N + nt - 1) / nt);
+  mla::mla_absorb_kernel<<<dim3(unsigned(H), token_blocks), 256, size_t(nt * (Dn + P)) * sizeof(float), s>>>(
       q.data, elem_type(q.dtype), q.strides[0], q.strides[1], w_kvb.w.data, elem_type(w_kvb.w.dtype),
-      w_kvb.w.strides[0], QL, int(H), int(R), int(P), int(Dn), int(Dv));
+      w_kvb.w.strides[0], QL, int(H), int(R), int(P), int(Dn), int(Dv), N, int(nt));
   KIMI_CUDA_CHECK(cudaGetLastError());
 
   if (tc) {
@@ -230,10 +234,10 @@ void mla_decode(TensorView q, TensorView cache, const Index& lens, const Index& 
     KIMI_CUDA_CHECK(cudaGetLastError());
   }
 
-  mla::mla_combine_kernel<<<dim3(unsigned(H), unsigned(N)), 256, size_t(R) * sizeof(float), s>>>(
+  mla::mla_combine_kernel<<<dim3(unsigned(H), token_blocks), 256, size_t(nt * R) * sizeof(float), s>>>(
       Opart, ML, int(S), int(H), int(R), w_kvb.w.data, elem_type(w_kvb.w.dtype), w_kvb.w.strides[0], int(Dn), int(Dv),
       gate.present() ? gate.data : nullptr, gate.present() ? elem_type(gate.dtype) : 0,
-      gate.present() ? gate.strides[0] : 0, o.data, elem_type(o.dtype), o.strides[0], o.strides[1]);
+      gate.present() ? gate.strides[0] : 0, o.data, elem_type(o.dtype), o.strides[0], o.strides[1], N, int(nt));
   KIMI_CUDA_CHECK(cudaGetLastError());
 }
 
