@@ -16,10 +16,10 @@ void kda_gate(TensorView f, const KdaGate& gate, TensorView g, const Context& ct
   const VecRowLaunch v = vec_row_launch("kda_gate", l.rows, K);
   if (v.ok && vec8_view(f) && vec8_view(g) && vec8_aligned(gate.dt_bias.data)) {
     kda_gate_vec_kernel<<<v.blocks, v.threads, 0, s>>>(
-        f.data, elem_type(f.dtype), row_map(f), static_cast<const float*>(gate.A_log.data), gate.A_log.strides[0],
+        f.data, elem_type(f.dtype), vec_row_map(f), static_cast<const float*>(gate.A_log.data), gate.A_log.strides[0],
         static_cast<const float*>(gate.dt_bias.data),
         gate.form == GateForm::bounded ? kda_gate_bounded : kda_gate_softplus, gate.lower_bound, g.data,
-        elem_type(g.dtype), row_map(g), l.rows, H, K, v.lanes);
+        elem_type(g.dtype), vec_row_map(g), l.rows, H, K, v.lanes);
     KIMI_CUDA_CHECK(cudaGetLastError());
     return;
   }
@@ -37,8 +37,8 @@ void kda_beta(TensorView b, TensorView beta, const Context& ctx) {
   if (l.rows == 0) return;
   const VecRowLaunch v = vec_row_launch("kda_beta", l.rows, b.size(-1));
   if (v.ok && vec8_view(b) && vec8_view(beta)) {
-    kda_beta_vec_kernel<<<v.blocks, v.threads, 0, s>>>(b.data, elem_type(b.dtype), row_map(b), beta.data,
-                                                       elem_type(beta.dtype), row_map(beta), l.rows, int(b.size(-1)),
+    kda_beta_vec_kernel<<<v.blocks, v.threads, 0, s>>>(b.data, elem_type(b.dtype), vec_row_map(b), beta.data,
+                                                       elem_type(beta.dtype), vec_row_map(beta), l.rows, int(b.size(-1)),
                                                        v.lanes);
     KIMI_CUDA_CHECK(cudaGetLastError());
     return;

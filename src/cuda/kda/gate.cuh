@@ -45,7 +45,7 @@ __global__ void kda_gate_vec_kernel(const void* f, int tf, RowMap f_off, const f
   if (!rs.active) return;
   const int h = int(rs.row % H);
   const float a = expf(A_log[h * a_stride]);
-  const int64_t fb = f_off[rs.row], gb = g_off[rs.row];
+  const int64_t fb = row_offset(f_off, rs.row), gb = row_offset(g_off, rs.row);
   const int nch = K / kVec;
   float v[kRowChunks][kVec];
 #pragma unroll
@@ -70,7 +70,7 @@ __global__ void kda_beta_vec_kernel(const void* b, int tb, RowMap b_off, void* b
                                     int64_t rows, int H, int lanes) {
   const RowSlot rs = row_slot(lanes, rows);
   if (!rs.active) return;
-  const int64_t bb = b_off[rs.row], ob = beta_off[rs.row];
+  const int64_t bb = row_offset(b_off, rs.row), ob = row_offset(beta_off, rs.row);
   const int nch = H / kVec;
 #pragma unroll
   for (int i = 0; i < kRowChunks; ++i) {

@@ -39,8 +39,8 @@ void rms_norm(TensorView x, TensorView w, float eps, TensorView y, const Context
   if (l.rows == 0) return;
   const VecRowLaunch v = vec_row_launch("rms_norm", l.rows, x.size(-1));
   if (v.ok && vec8_view(x) && vec8_view(w) && vec8_view(y)) {
-    rms_norm_vec_kernel<<<v.blocks, v.threads, 0, s>>>(x.data, elem_type(x.dtype), row_map(x), w.data,
-                                                       elem_type(w.dtype), y.data, elem_type(y.dtype), row_map(y),
+    rms_norm_vec_kernel<<<v.blocks, v.threads, 0, s>>>(x.data, elem_type(x.dtype), vec_row_map(x), w.data,
+                                                       elem_type(w.dtype), y.data, elem_type(y.dtype), vec_row_map(y),
                                                        l.rows, int(x.size(-1)), eps, v.lanes);
     KIMI_CUDA_CHECK(cudaGetLastError());
     return;
@@ -69,8 +69,8 @@ void gated_rms_norm(TensorView o, TensorView z, TensorView w, float eps, TensorV
   const VecRowLaunch v = vec_row_launch("gated_rms_norm", l.rows, o.size(-1));
   if (v.ok && vec8_view(o) && vec8_view(z) && vec8_view(w) && vec8_view(y)) {
     gated_rms_norm_vec_kernel<<<v.blocks, v.threads, 0, s>>>(
-        o.data, elem_type(o.dtype), row_map(o), z.present() ? z.data : nullptr, z.present() ? elem_type(z.dtype) : 0,
-        row_map(z), w.data, elem_type(w.dtype), y.data, elem_type(y.dtype), row_map(y), l.rows, int(o.size(-1)), eps,
+        o.data, elem_type(o.dtype), vec_row_map(o), z.present() ? z.data : nullptr, z.present() ? elem_type(z.dtype) : 0,
+        vec_row_map(z), w.data, elem_type(w.dtype), y.data, elem_type(y.dtype), vec_row_map(y), l.rows, int(o.size(-1)), eps,
         v.lanes);
     KIMI_CUDA_CHECK(cudaGetLastError());
     return;
@@ -90,8 +90,8 @@ void add_rms_norm(TensorView x, TensorView residual, TensorView w, float eps, Te
   const VecRowLaunch v = vec_row_launch("add_rms_norm", l.rows, x.size(-1));
   if (v.ok && vec8_view(x) && vec8_view(residual) && vec8_view(w) && vec8_view(sum) && vec8_view(y)) {
     add_rms_norm_vec_kernel<<<v.blocks, v.threads, 0, s>>>(
-        x.data, elem_type(x.dtype), row_map(x), residual.data, elem_type(residual.dtype), row_map(residual), w.data,
-        elem_type(w.dtype), sum.data, elem_type(sum.dtype), row_map(sum), y.data, elem_type(y.dtype), row_map(y),
+        x.data, elem_type(x.dtype), vec_row_map(x), residual.data, elem_type(residual.dtype), vec_row_map(residual), w.data,
+        elem_type(w.dtype), sum.data, elem_type(sum.dtype), vec_row_map(sum), y.data, elem_type(y.dtype), vec_row_map(y),
         l.rows, int(x.size(-1)), eps, v.lanes);
     KIMI_CUDA_CHECK(cudaGetLastError());
     return;
@@ -110,8 +110,8 @@ void l2_norm(TensorView x, TensorView y, float eps, const Context& ctx) {
   if (l.rows == 0) return;
   const VecRowLaunch v = vec_row_launch("l2_norm", l.rows, x.size(-1));
   if (v.ok && vec8_view(x) && vec8_view(y)) {
-    l2_norm_vec_kernel<<<v.blocks, v.threads, 0, s>>>(x.data, elem_type(x.dtype), row_map(x), y.data,
-                                                      elem_type(y.dtype), row_map(y), l.rows, int(x.size(-1)), eps,
+    l2_norm_vec_kernel<<<v.blocks, v.threads, 0, s>>>(x.data, elem_type(x.dtype), vec_row_map(x), y.data,
+                                                      elem_type(y.dtype), vec_row_map(y), l.rows, int(x.size(-1)), eps,
                                                       v.lanes);
     KIMI_CUDA_CHECK(cudaGetLastError());
     return;

@@ -25,7 +25,7 @@ __global__ void rms_norm_vec_kernel(const void* x, int tx, RowMap x_off, const v
   __shared__ float red[kRowMaxLanes / 32];
   const RowSlot rs = row_slot(lanes, rows);
   const int nch = d / kVec;
-  const int64_t xb = rs.active ? x_off[rs.row] : 0;
+  const int64_t xb = rs.active ? row_offset(x_off, rs.row) : 0;
   float v[kRowChunks][kVec];
   float ss = 0.f;
 #pragma unroll
@@ -39,7 +39,7 @@ __global__ void rms_norm_vec_kernel(const void* x, int tx, RowMap x_off, const v
   }
   const float s = rsqrtf(row_sum(ss, lanes, red) / float(d) + eps);
   if (!rs.active) return;
-  const int64_t yb = y_off[rs.row];
+  const int64_t yb = row_offset(y_off, rs.row);
 #pragma unroll
   for (int i = 0; i < kRowChunks; ++i) {
     const int q = rs.lane + i * lanes;
@@ -59,8 +59,8 @@ __global__ void add_rms_norm_vec_kernel(const void* x, int tx, RowMap x_off, con
   __shared__ float red[kRowMaxLanes / 32];
   const RowSlot rs = row_slot(lanes, rows);
   const int nch = d / kVec;
-  const int64_t xb = rs.active ? x_off[rs.row] : 0, rb = rs.active ? r_off[rs.row] : 0;
-  const int64_t sb = rs.active ? s_off[rs.row] : 0;
+  const int64_t xb = rs.active ? row_offset(x_off, rs.row) : 0, rb = rs.active ? row_offset(r_off, rs.row) : 0;
+  const int64_t sb = rs.active ? row_offset(s_off, rs.row) : 0;
   float v[kRowChunks][kVec];
   float ss = 0.f;
 #pragma unroll
@@ -80,7 +80,7 @@ __global__ void add_rms_norm_vec_kernel(const void* x, int tx, RowMap x_off, con
   }
   const float s = rsqrtf(row_sum(ss, lanes, red) / float(d) + eps);
   if (!rs.active) return;
-  const int64_t yb = y_off[rs.row];
+  const int64_t yb = row_offset(y_off, rs.row);
 #pragma unroll
   for (int i = 0; i < kRowChunks; ++i) {
     const int q = rs.lane + i * lanes;
@@ -102,7 +102,7 @@ __global__ void gated_rms_norm_vec_kernel(const void* o, int to, RowMap o_off, c
   const RowSlot rs = row_slot(lanes, rows);
   const int nch = d / kVec;
   const bool has_z = z != nullptr;
-  const int64_t ob = rs.active ? o_off[rs.row] : 0, zb = rs.active && has_z ? z_off[rs.row] : 0;
+  const int64_t ob = rs.active ? row_offset(o_off, rs.row) : 0, zb = rs.active && has_z ? row_offset(z_off, rs.row) : 0;
   float v[kRowChunks][kVec], g[kRowChunks][kVec];
   float ss = 0.f;
 #pragma unroll
@@ -117,7 +117,7 @@ __global__ void gated_rms_norm_vec_kernel(const void* o, int to, RowMap o_off, c
   }
   const float r = gated_rms_scale(row_sum(ss, lanes, red), d, eps);
   if (!rs.active) return;
-  const int64_t yb = y_off[rs.row];
+  const int64_t yb = row_offset(y_off, rs.row);
 #pragma unroll
   for (int i = 0; i < kRowChunks; ++i) {
     const int q = rs.lane + i * lanes;
@@ -136,7 +136,7 @@ __global__ void l2_norm_vec_kernel(const void* x, int tx, RowMap x_off, void* y,
   __shared__ float red[kRowMaxLanes / 32];
   const RowSlot rs = row_slot(lanes, rows);
   const int nch = d / kVec;
-  const int64_t xb = rs.active ? x_off[rs.row] : 0;
+  const int64_t xb = rs.active ? row_offset(x_off, rs.row) : 0;
   float v[kRowChunks][kVec];
   float ss = 0.f;
 #pragma unroll
@@ -150,7 +150,7 @@ __global__ void l2_norm_vec_kernel(const void* x, int tx, RowMap x_off, void* y,
   }
   const float s = 1.f / sqrtf(row_sum(ss, lanes, red) + eps);  // NOTE: not rsqrtf (approximate, ~2 ulp)
   if (!rs.active) return;
-  const int64_t yb = y_off[rs.row];
+  const int64_t yb = row_offset(y_off, rs.row);
 #pragma unroll
   for (int i = 0; i < kRowChunks; ++i) {
     const int q = rs.lane + i * lanes;
