@@ -179,7 +179,7 @@ __global__ void conv_cache_kernel(FwdParams p, int64_t cblocks) {
   const int64_t c = (int64_t(blockIdx.x) % cblocks) * blockDim.x + threadIdx.x;
   if (c >= p.C) return;
   const int64_t s0 = p.seq[n], len = p.seq[n + 1] - s0, row = p.seq[p.N + 1 + n];
-  const int64_t b = s0 / p.T, t0 = s0 - b * p.T, xb = b * p.x_b;
+  const int64_t b = p.T > 0 ? s0 / p.T : 0, t0 = s0 - b * p.T, xb = b * p.x_b;  // T = 0: only cache values
   const int H = p.W - 1;
   float v[kConvMaxWidth - 1];
   for (int j = 0; j < H; ++j) v[j] = conv_input(p, xb, t0, row, len - H + j, c);
