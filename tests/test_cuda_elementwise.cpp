@@ -9,7 +9,8 @@
 //     GPU prefill(T) == GPU prefill(T - n) + n short_conv_update steps bit for bit (the same fp32 arithmetic).
 //   - rms_norm / add_rms_norm (sum over x) at D = 2304 and 4096, gated_rms_norm (with and without z) and l2_norm at
 //     [T, 32, 128], kda_gate (both forms) and kda_beta at [T, 32, 128] / [T, 32], for T = 8192 and decode-sized
-//     T = 1, 7, 32, 128; aligned views (the vectorized row launch) and unaligned ones (one warp per row); D = 8192
+//     T = 1, 7, 32, 128; aligned views (the vectorized row launch) and, up to T = 128, padded rows (strided vector
+//     launch) and unaligned ones (one warp per row); D = 8192
 //     (one row per block) and D = 40000 (past the vector launch).
 //   - add_into: bit for bit with the CPU (one f32 add), aligned and odd row strides.
 //   - The same kernels at decode widths captured in a CUDA graph and replayed on new inputs: bit-identical to eager
@@ -133,7 +134,7 @@ void run_conv_case(const ConvCase& k) {
 
 TEST_F(CudaElementwise, ShortConvFwdMatchesCpu) {
   // 8192 tokens: lengths below W - 1, zero, odd lengths crossing the kernel's token tiles.
-  const std::vector<int64_t> lens{1, 2, 0, 3, 977, 5, 2049, 1, 0, 4093, 7, 1055};
+  const std::vector<int64_t> lens{1, 2, 0, 3, 977, 5, 2049, 1, 0, 4093, 7, 1054};
   ASSERT_EQ(std::accumulate(lens.begin(), lens.end(), int64_t(0)), 8192);
   for (DType dt : {DType::f32, DType::bf16}) {
     const std::vector<ConvCase> cases{
@@ -204,6 +205,7 @@ TEST_F(CudaElementwise, NormsMatchCpu) {
   for (int64_t T : kTokens) {
     for (DType dt : {DType::bf16, DType::f32}) {
       for (int64_t pad : {int64_t(0), int64_t(8), int64_t(1)}) {  // vector launch, strided vector launch, per element
+        if (pad != 0 && T > 128) continue;  // the padded layouts at decode sizes only (the host reference's time)
         const std::vector<RowCase> cases{{"D=2304", {T, 2304}}, {"D=4096", {T, 4096}}};
         for (const RowCase& k : cases) {
           SCOPED_TRACE(k.name + " T=" + std::to_string(T) + " pad=" + std::to_string(pad) + " " + std::string(dtype_name(dt)));
@@ -233,6 +235,7 @@ TEST_F(CudaElementwise, HeadNormsAndGatesMatchCpu) {
   for (int64_t T : kTokens) {
     for (DType dt : {DType::bf16, DType::f32}) {
       for (int64_t pad : {int64_t(0), int64_t(8), int64_t(1)}) {
+        if (pad != 0 && T > 128) continue;
         SCOPED_TRACE("T=" + std::to_string(T) + " pad=" + std::to_string(pad) + " " + std::string(dtype_name(dt)));
         const Pair o(uniform(dt, {T, Hh, K + pad}, 31)), z(uniform(dt, {T, Hh, K + pad}, 32, -4, 4));
         const Pair w(uniform(DType::f32, {K}, 33, 0.5, 1.5));
