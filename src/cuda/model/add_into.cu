@@ -1,7 +1,10 @@
 // CUDA residual add of the model runtime: out[t, :] += y[t, :] (f32 [T, d], out rows strided).
-// Grid: x tiles the d columns (kThreads each), y strides over the T rows (grid-stride past 65535 rows).
-// No host tables: capturable into a CUDA graph.
+// Grid: x tiles the columns (kThreads each), y strides over the T rows (grid-stride past 65535 rows). A thread
+// owns 4 consecutive columns (one 16-byte float4 of out and of y) when d, out's row stride and both base
+// addresses allow it (d and the stride multiples of 4, bases 16-byte aligned), else one column: a pure stream of
+// 2 reads and 1 write per element at 16 bytes per access. No host tables: capturable into a CUDA graph.
 #include <algorithm>
+#include <cstdint>
 #include <string>
 
 #include "cuda/check.cuh"
@@ -20,6 +23,18 @@ __global__ void add_into_kernel(float* __restrict__ out, int64_t out_ld, const f
   for (int64_t t = blockIdx.y; t < T; t += gridDim.y) out[t * out_ld + col] += y[t * d + col];
 }
 
+__global__ void add_into4_kernel(float4* __restrict__ out, int64_t out_ld4, const float4* __restrict__ y, int64_t T,
+                                 int64_t d4) {
+  const int64_t col = int64_t(blockIdx.x) * kThreads + threadIdx.x;
+  if (col >= d4) return;
+  for (int64_t t = blockIdx.y; t < T; t += gridDim.y) {
+    float4 o = out[t * out_ld4 + col];
+    const float4 v = y[t * d4 + col];
+    o.x += v.x, o.y += v.y, o.z += v.z, o.w += v.w;
+    out[t * out_ld4 + col] = o;
+  }
+}
+
 }  // namespace
 
 void add_into(TensorView out, TensorView y, const Context& ctx) {
@@ -27,6 +42,14 @@ void add_into(TensorView out, TensorView y, const Context& ctx) {
   if (T == 0 || d == 0) return;
   const cudaStream_t s = static_cast<cudaStream_t>(ctx.cuda_stream);
   const DeviceGuard device_guard(out.device.index);
+  const auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
+  if (d % 4 == 0 && out.stride(0) % 4 == 0 && aligned(out.data) && aligned(y.data)) {
+    const dim3 grid = grid_cols_rows(d / 4, T, kThreads, "add_into");
+    add_into4_kernel<<<grid, kThreads, 0, s>>>(static_cast<float4*>(out.data), out.stride(0) / 4,
+                                               static_cast<const float4*>(y.data), T, d / 4);
+    KIMI_CUDA_CHECK(cudaGetLastError());
+    return;
+  }
   const dim3 grid = grid_cols_rows(d, T, kThreads, "add_into");
   add_into_kernel<<<grid, kThreads, 0, s>>>(static_cast<float*>(out.data), out.stride(0),
                                             static_cast<const float*>(y.data), T, d);

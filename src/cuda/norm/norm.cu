@@ -1,4 +1,6 @@
-// Launchers of src/cuda/norm/norm.h: row maps (cuda/rows.cuh) -> dispatch dtypes -> launch.
+// Launchers of src/cuda/norm/norm.h: row maps (cuda/rows.cuh) -> dispatch dtypes -> launch. Each takes the
+// vectorized row launch (norm_vec.cuh: 16-byte accesses, the row in registers) when every view is vec8_view and D
+// fits it, else its one-warp-per-row kernel (any alignment).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -11,6 +13,7 @@
 #include "cuda/norm/l2_norm.cuh"
 #include "cuda/norm/norm.h"
 #include "cuda/norm/gated_rms_norm.cuh"
+#include "cuda/norm/norm_vec.cuh"
 #include "cuda/norm/rms_norm.cuh"
 #include "cuda/rows.cuh"
 #include "cuda/scratch.cuh"
@@ -34,6 +37,14 @@ void rms_norm(TensorView x, TensorView w, float eps, TensorView y, const Context
   const DeviceGuard device_guard(x.device.index);
   const RowLaunch l = row_launch("rms_norm", x);
   if (l.rows == 0) return;
+  const VecRowLaunch v = vec_row_launch("rms_norm", l.rows, x.size(-1));
+  if (v.ok && vec8_view(x) && vec8_view(w) && vec8_view(y)) {
+    rms_norm_vec_kernel<<<v.blocks, v.threads, 0, s>>>(x.data, elem_type(x.dtype), vec_row_map(x), w.data,
+                                                       elem_type(w.dtype), y.data, elem_type(y.dtype), vec_row_map(y),
+                                                       l.rows, int(x.size(-1)), eps, v.lanes);
+    KIMI_CUDA_CHECK(cudaGetLastError());
+    return;
+  }
   with_type(x.dtype, [&](auto xt) {
     with_type(w.dtype, [&](auto wt) {
       with_type(y.dtype, [&](auto yt) {
@@ -55,6 +66,15 @@ void gated_rms_norm(TensorView o, TensorView z, TensorView w, float eps, TensorV
   const DeviceGuard device_guard(o.device.index);
   const RowLaunch l = row_launch("gated_rms_norm", o);
   if (l.rows == 0) return;
+  const VecRowLaunch v = vec_row_launch("gated_rms_norm", l.rows, o.size(-1));
+  if (v.ok && vec8_view(o) && vec8_view(z) && vec8_view(w) && vec8_view(y)) {
+    gated_rms_norm_vec_kernel<<<v.blocks, v.threads, 0, s>>>(
+        o.data, elem_type(o.dtype), vec_row_map(o), z.present() ? z.data : nullptr, z.present() ? elem_type(z.dtype) : 0,
+        vec_row_map(z), w.data, elem_type(w.dtype), y.data, elem_type(y.dtype), vec_row_map(y), l.rows, int(o.size(-1)), eps,
+        v.lanes);
+    KIMI_CUDA_CHECK(cudaGetLastError());
+    return;
+  }
   gated_rms_norm_kernel<<<l.blocks, kRowWarps * 32, 0, s>>>(
       o.data, elem_type(o.dtype), row_map(o), z.present() ? z.data : nullptr, z.present() ? elem_type(z.dtype) : 0,
       row_map(z), w.data, elem_type(w.dtype), y.data, elem_type(y.dtype), row_map(y), l.rows, int(o.size(-1)), eps);
@@ -67,6 +87,15 @@ void add_rms_norm(TensorView x, TensorView residual, TensorView w, float eps, Te
   const DeviceGuard device_guard(x.device.index);
   const RowLaunch l = row_launch("add_rms_norm", x);
   if (l.rows == 0) return;
+  const VecRowLaunch v = vec_row_launch("add_rms_norm", l.rows, x.size(-1));
+  if (v.ok && vec8_view(x) && vec8_view(residual) && vec8_view(w) && vec8_view(sum) && vec8_view(y)) {
+    add_rms_norm_vec_kernel<<<v.blocks, v.threads, 0, s>>>(
+        x.data, elem_type(x.dtype), vec_row_map(x), residual.data, elem_type(residual.dtype), vec_row_map(residual), w.data,
+        elem_type(w.dtype), sum.data, elem_type(sum.dtype), vec_row_map(sum), y.data, elem_type(y.dtype), vec_row_map(y),
+        l.rows, int(x.size(-1)), eps, v.lanes);
+    KIMI_CUDA_CHECK(cudaGetLastError());
+    return;
+  }
   add_rms_norm_kernel<<<l.blocks, kRowWarps * 32, 0, s>>>(
       x.data, elem_type(x.dtype), row_map(x), residual.data, elem_type(residual.dtype), row_map(residual), w.data,
       elem_type(w.dtype), sum.data, elem_type(sum.dtype), row_map(sum), y.data, elem_type(y.dtype), row_map(y), l.rows,
@@ -79,6 +108,14 @@ void l2_norm(TensorView x, TensorView y, float eps, const Context& ctx) {
   const DeviceGuard device_guard(x.device.index);
   const RowLaunch l = row_launch("l2_norm", x);
   if (l.rows == 0) return;
+  const VecRowLaunch v = vec_row_launch("l2_norm", l.rows, x.size(-1));
+  if (v.ok && vec8_view(x) && vec8_view(y)) {
+    l2_norm_vec_kernel<<<v.blocks, v.threads, 0, s>>>(x.data, elem_type(x.dtype), vec_row_map(x), y.data,
+                                                      elem_type(y.dtype), vec_row_map(y), l.rows, int(x.size(-1)), eps,
+                                                      v.lanes);
+    KIMI_CUDA_CHECK(cudaGetLastError());
+    return;
+  }
   l2_norm_kernel<<<l.blocks, kRowWarps * 32, 0, s>>>(x.data, elem_type(x.dtype), row_map(x), y.data,
                                                       elem_type(y.dtype), row_map(y), l.rows, int(x.size(-1)), eps);
   KIMI_CUDA_CHECK(cudaGetLastError());
