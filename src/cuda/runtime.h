@@ -22,4 +22,13 @@ void pool_stats(Device d, size_t* reserved, size_t* peak);
 void reset_pool_peak(Device d);
 size_t available_bytes(Device d);  // cudaMemGetInfo's free bytes
 
+// Streams and graphs (DeviceRuntime in src/core/registry.h says what each does).
+void* stream_create(Device d);
+void stream_destroy(Device d, void* stream);
+void copy_bytes_async(void* dst, Device dst_dev, const void* src, Device src_dev, size_t bytes, void* stream);
+void capture_begin(Device d, void* stream);
+void* capture_end(Device d, void* stream, bool keep);
+void graph_launch(Device d, void* graph, void* stream);
+void graph_destroy(Device d, void* graph);
+
 }  // namespace kimi::cuda
