@@ -87,7 +87,7 @@ std::vector<std::vector<char>> pool_bytes(Cache& c, int64_t layers) {
     for (const Tensor* t : {&L.state, &L.conv_q, &L.conv_k, &L.conv_v, &L.latent}) {
       if (!t->data()) continue;
       const int64_t n = int64_t(t->nbytes());
-      std::vector<char> host(size_t(n));
+      std::vector<char> host(static_cast<size_t>(n));
       copy(TensorView(host.data(), DType::u8, {n}), TensorView(t->data(), DType::u8, {n}, t->device()));
       out.push_back(std::move(host));
     }
@@ -304,7 +304,7 @@ TEST_P(DecodeGraph, BadInputIsRefusedBeforeAnyWriteAndTheGraphStillReplays) {
                     ("tokens[1] = " + std::to_string(V)).c_str());
   EXPECT_KIMI_ERROR(forward(m, c, {good, cu, same}), "forward", "batch.slots");
   EXPECT_KIMI_ERROR(forward(m, c, {good, cu, out_of_range}), "forward", "batch.slots");
-  std::vector<float> small(size_t(V));  // one row of logits for two sequences
+  std::vector<float> small(static_cast<size_t>(V));  // one row of logits for two sequences
   EXPECT_KIMI_ERROR(forward_into(m, c, {good, cu, slots}, TensorView(small.data(), DType::f32, {1, V})), "forward",
                     "logits");
   const int64_t cu3[4] = {0, 1, 2, 3}, slots3[3] = {0, 1, 2};
