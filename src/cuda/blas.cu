@@ -33,13 +33,15 @@ struct Bound {
   void* workspace = nullptr;
 };
 
+// Never destroyed: a Model held in a static (tests, servers) releases its stream's handle during static
+// destruction, possibly after a function-local static here would have been destroyed.
 std::mutex& handles_mutex() {
-  static std::mutex mu;
-  return mu;
+  static auto* mu = new std::mutex;
+  return *mu;
 }
 std::map<std::pair<int, cudaStream_t>, Bound>& handles() {
-  static std::map<std::pair<int, cudaStream_t>, Bound> h;
-  return h;
+  static auto* h = new std::map<std::pair<int, cudaStream_t>, Bound>;
+  return *h;
 }
 
 // The handle of the current device bound to stream s (created once per (device, stream), with its workspace).

@@ -66,12 +66,12 @@ DecodeGraphs::DecodeGraphs() {
 
 DecodeGraphs::~DecodeGraphs() {
   drop_graphs();
-  if (stream_) cuda_runtime().stream_destroy(device_, stream_);
+  if (stream_) rt_->stream_destroy(device_, stream_);
 }
 
 void DecodeGraphs::drop_graphs() {
   for (Graph& g : graphs_)
-    if (g.exec) cuda_runtime().graph_destroy(device_, g.exec);
+    if (g.exec) rt_->graph_destroy(device_, g.exec);  // a graph exists only after the stream (and rt_) was made
   graphs_.clear();
 }
 
@@ -108,7 +108,10 @@ bool DecodeGraphs::run(const GraphStep& g, const Placement& p, const GraphBody& 
     gen_ = std::move(gen);
   }
   if (stream_ && device_ != *dev) rt.stream_destroy(device_, stream_), stream_ = nullptr;
-  if (!stream_) stream_ = rt.stream_create(*dev), device_ = *dev;
+  if (!stream_) {
+    if (!rt_) rt_ = std::make_unique<DeviceRuntime>(rt);
+    stream_ = rt.stream_create(*dev), device_ = *dev;
+  }
 
   // The step's tables as views of their device copy, and the one H2D copy of them.
   dev_step_ = s;

@@ -30,6 +30,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -39,6 +40,10 @@
 #include "kimi/model/model.h"
 #include "kimi/tensor.h"
 #include "model/blocks.h"
+
+namespace kimi {
+struct DeviceRuntime;  // src/core/registry.h
+}
 
 namespace kimi::model {
 
@@ -99,6 +104,9 @@ class DecodeGraphs {
   // The step on the stream (the tables' copy, the replay or the eager run and capture, the logits' copy, the wait).
   void replay_or_capture(const GraphStep& g, Device dev, TensorView tokens, TensorView rows, const GraphBody& body);
 
+  // The CUDA runtime's entry points, copied when the stream is made: the destructor may run during static
+  // destruction (a Model held in a static), after the registry is gone.
+  std::unique_ptr<DeviceRuntime> rt_;
   bool enabled_ = true;
   bool env_off_ = false;  // turned off by KIMI_DECODE_GRAPHS=0 (the status says so)
   Device device_{};
