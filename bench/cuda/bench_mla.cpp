@@ -1,11 +1,17 @@
-// GPU benchmark: gated MLA (kimi/ops/mla.h) at Kimi K3 shapes (H = 64, R = 512, P = 64, Dn = Dv = 128, K3 output
-// gate), through the public API on CUDA tensors, bf16 everywhere, CUDA events, median of 20 timed calls after 3
-// warm-ups (bench_util.h median_ms).
-//   mla_decode: batch 1 and 32, every sequence at cache length 4096 and 32768. The cache pool holds enough copies
-//     (rotated through `slots` from call to call) that each call reads cache rows not left in L2 by the previous
-//     one. Prints time, the cache stream rate (N * len * (R+P) * 2 bytes / time, TB/s) and its fraction of the
+// GPU benchmark: gated MLA (kimi/ops/mla.h) at Kimi shapes (R = 512, P = 64, Dn = Dv = 128), through the public API
+// on CUDA tensors, bf16 everywhere, CUDA events, median of timed calls after warm-ups (bench_util.h median_ms:
+// decode 20 after 3, prefill 10 after 2).
+//   mla_decode: H = 64 with the K3 output gate, batch 1 and 32, every sequence at cache length 4096 and 32768.
+//     The cache pool holds enough copies (rotated through `slots` from call to call) that each call reads cache
+//     rows not left in L2 by the previous one. Prints time, the cache stream rate (N * len * (R+P) * 2 bytes / time, TB/s) and its fraction of the
 //     H200's copy rate, and the attention's fp32 rate (2 * H * len * (2R + P) flop per token).
-//   mla_prefill: one sequence of T = 4096 (and 2 x 2048 varlen): time and TFLOP/s (kv GEMM + causal attention).
+//   mla_prefill: K3 (H = 96, gate) and Kimi-Linear (H = 32, no gate) MLA, R = 512, P = 64, Dn = Dv = 128, at one
+//     sequence of T = 4096 and 16384 and a varlen batch of 16 x 512, each through the fused attention on mma.sync
+//     (flash.cuh, the default), its wgmma form (flash_wgmma.cuh) and the cuBLAS score blocks (prefill_gemm.cu),
+//     forced through src/cuda/mla/options.h, in the same run. Prints the op's time, the causal attention's rate
+//       attention flop = 2 H (Dn + P + Dv) sum_n L_n (L_n + 1) / 2    (Q K^T and P V over the causal pairs)
+//     over the whole op's time (which also holds the kv expansion, 2 T H (Dn + Dv) R flop, printed beside it), and
+//     the whole op's rate.
 #include <cuda_runtime.h>
 
 #include <cstdio>
@@ -14,6 +20,7 @@
 #include <vector>
 
 #include "bench_util.h"
+#include "cuda/mla/options.h"  // the prefill path switch
 #include "kimi/ops/mla.h"
 
 namespace {
@@ -66,30 +73,39 @@ void decode(int64_t N, int64_t len) {
               flop / (ms * 1e-3) / 1e12);
 }
 
-void prefill(const std::vector<int64_t>& seqs) {
+void prefill(int64_t Hp, bool gated, const std::vector<int64_t>& seqs, kimi::cuda::MlaPrefillPath path) {
   std::mt19937 rng(8);
   const kimi::Device dev = kimi::Device::cuda(0);
   int64_t T = 0;
   for (int64_t l : seqs) T += l;
-  const size_t nq = size_t(T) * H * Dq, nl = size_t(T) * R, np = size_t(T) * P, nw = size_t(H) * (Dn + Dv) * R;
-  const size_t no = size_t(T) * H * Dv;
+  const size_t nq = size_t(T) * Hp * Dq, nl = size_t(T) * R, np = size_t(T) * P, nw = size_t(Hp) * (Dn + Dv) * R;
+  const size_t no = size_t(T) * Hp * Dv;
   DevBuf q(nq * 2, random_bf16(nq, rng, -2, 2)), lat(nl * 2, random_bf16(nl, rng, -1.7f, 1.7f));
   DevBuf pe(np * 2, random_bf16(np, rng, -1.5f, 1.5f)), w(nw * 2, random_bf16(nw, rng, -0.07f, 0.07f));
   DevBuf g(no * 2, random_bf16(no, rng, -4, 4)), o(no * 2, {});
   std::vector<int32_t> cu{0};
   for (int64_t l : seqs) cu.push_back(cu.back() + int32_t(l));
   const TensorView cuv = seqs.size() > 1 ? TensorView(cu.data(), DType::i32, {int64_t(cu.size())}) : TensorView{};
-  const TensorView qv(q.p, DType::bf16, {1, T, H, Dq}, dev), lv(lat.p, DType::bf16, {1, T, R}, dev);
-  const TensorView pv(pe.p, DType::bf16, {1, T, P}, dev), wv(w.p, DType::bf16, {H * (Dn + Dv), R}, dev);
-  const TensorView gv(g.p, DType::bf16, {1, T, H * Dv}, dev), ov(o.p, DType::bf16, {1, T, H, Dv}, dev);
+  const TensorView qv(q.p, DType::bf16, {1, T, Hp, Dq}, dev), lv(lat.p, DType::bf16, {1, T, R}, dev);
+  const TensorView pv(pe.p, DType::bf16, {1, T, P}, dev), wv(w.p, DType::bf16, {Hp * (Dn + Dv), R}, dev);
+  const TensorView gv(g.p, DType::bf16, {1, T, Hp * Dv}, dev), ov(o.p, DType::bf16, {1, T, Hp, Dv}, dev);
+  kimi::cuda::MlaLaunchRecord rec;
+  const kimi::cuda::ScopedMlaLaunchOptions scope(kimi::cuda::MlaLaunchOptions{.prefill = path, .record = &rec});
   const double ms = kimi::bench::median_ms(
-      [&] { kimi::mla_prefill(qv, lv, pv, kimi::Weight{wv, {}}, gv, cuv, std::nullopt, ov); }, 2, 10);
+      [&] { kimi::mla_prefill(qv, lv, pv, kimi::Weight{wv, {}}, gated ? gv : TensorView{}, cuv, std::nullopt, ov); },
+      2, 10);
   double pairs = 0;
   for (int64_t l : seqs) pairs += double(l) * double(l + 1) / 2;
-  const double flop = 2.0 * double(T) * H * (Dn + Dv) * R + 2.0 * pairs * H * (Dq + Dv);
-  std::printf("kimi mla_prefill T=%lld (%zu seq) H=%lld R=%lld P=%lld Dn=Dv=%lld bf16 gate  %.3f ms  %.1f TFLOP/s\n",
-              (long long)T, seqs.size(), (long long)H, (long long)R, (long long)P, (long long)Dn, ms,
-              flop / (ms * 1e-3) / 1e12);
+  const double attn = 2.0 * pairs * Hp * (Dq + Dv), kv = 2.0 * double(T) * Hp * (Dn + Dv) * R;
+  const char* ran = rec.prefill_fused > 0         ? "fused"
+                    : rec.prefill_fused_wgmma > 0 ? "wgmma"
+                    : rec.prefill_blocks > 0      ? "blocks"
+                                                  : "ffma";
+  std::printf("kimi mla_prefill %-6s T=%-5lld (%zu x %lld) H=%-2lld R=%lld P=%lld Dn=Dv=%lld bf16%s  %8.3f ms  "
+              "attention %6.1f TFLOP/s (%.2f TFLOP causal)  op %6.1f TFLOP/s (+ kv GEMM %.2f TFLOP)\n",
+              ran, (long long)T, seqs.size(), (long long)seqs.front(), (long long)Hp, (long long)R, (long long)P,
+              (long long)Dn, gated ? " gate" : "     ", ms, attn / (ms * 1e-3) / 1e12, attn / 1e12,
+              (attn + kv) / (ms * 1e-3) / 1e12, kv / 1e12);
 }
 
 }  // namespace
@@ -97,9 +113,13 @@ void prefill(const std::vector<int64_t>& seqs) {
 int main() {
   for (int64_t N : {1, 32})
     for (int64_t len : {4096, 32768}) decode(N, len);
-  prefill({4096});
-  prefill({2048, 2048});
-  prefill({16384});
-  prefill(std::vector<int64_t>(16, 512));
+  std::printf("mla_prefill: attention TFLOP/s = 2 H (Dn + P + Dv) sum_n L_n (L_n + 1) / 2 / op time "
+              "(the op time includes the kv expansion GEMM)\n");
+  using kimi::cuda::MlaPrefillPath;
+  for (auto [Hp, gated] : {std::pair<int64_t, bool>{96, true}, {32, false}})  // K3, Kimi-Linear
+    for (const std::vector<int64_t>& seqs :
+         {std::vector<int64_t>{4096}, std::vector<int64_t>{16384}, std::vector<int64_t>(16, 512)})
+      for (MlaPrefillPath path : {MlaPrefillPath::fused, MlaPrefillPath::fused_wgmma, MlaPrefillPath::blocks})
+        prefill(Hp, gated, seqs, path);
   return 0;
 }

@@ -19,12 +19,14 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <type_traits>
 #include <vector>
 
 #include "core/check.h"
 #include "core/dims.h"
 #include "core/index.h"
+#include "core/profile.h"
 #include "kimi/context.h"
 #include "kimi/ops.h"
 #include "kimi/tensor.h"
@@ -123,6 +125,15 @@ struct DeviceRuntime {
   void* (*capture_end)(Device d, void* stream, bool keep) = nullptr;
   void (*graph_launch)(Device d, void* graph, void* stream) = nullptr;
   void (*graph_destroy)(Device d, void* graph) = nullptr;  // never throws (destructors)
+  // Timing events (kimi/profile.h): create / destroy one on d; record it on a stream of d; the milliseconds
+  // between two recorded events (waits for `end`).
+  void* (*event_create)(Device d) = nullptr;
+  void (*event_destroy)(Device d, void* event) = nullptr;  // no throw
+  void (*event_record)(Device d, void* event, void* stream) = nullptr;
+  float (*event_elapsed_ms)(Device d, void* begin, void* end) = nullptr;
+  // Page-locking of host memory (kimi/device.h PinnedHost).
+  void (*host_register)(void* p, size_t bytes) = nullptr;
+  void (*host_unregister)(void* p) = nullptr;  // no throw
 };
 
 class Registry {
@@ -238,14 +249,21 @@ void register_backends(Registry& r);
 [[noreturn]] void fail_unavailable(const check::Checker& c, Device d);
 
 // Runs a validated call on the backend of device d: fails (naming the operator) when that backend has no kernel
-// for it or its supports() refuses the arguments. Never falls back to another backend.
+// for it or its supports() refuses the arguments. Never falls back to another backend. Every slot's last argument
+// is the call's Context; an OpProfiler on this thread (kimi/profile.h) times the call on its stream.
 template <class... A>
 void dispatch(const check::Checker& c, Device d, const OpSlot<void(A...)>& slot, std::type_identity_t<A>... args) {
   const auto& impl = slot.get(backend_of(d));
   if (!impl.run) fail_unavailable(c, d);
   if (impl.supports)
     if (const std::optional<Refusal> r = impl.supports(args...)) c.fail(r->arg, r->expected, r->got);
-  impl.run(args...);
+  if (profile::active()) {
+    static_assert(std::is_same_v<std::tuple_element_t<sizeof...(A) - 1, std::tuple<A...>>, const Context&>);
+    const profile::CallTimer timer(slot.name(), d, std::get<sizeof...(A) - 1>(std::forward_as_tuple(args...)));
+    impl.run(args...);
+  } else {
+    impl.run(args...);
+  }
 }
 
 }  // namespace kimi

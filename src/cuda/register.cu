@@ -35,6 +35,12 @@ void register_ops(Registry& r) {
   rt.capture_end = capture_end;
   rt.graph_launch = graph_launch;
   rt.graph_destroy = graph_destroy;
+  rt.event_create = event_create;
+  rt.event_destroy = event_destroy;
+  rt.event_record = event_record;
+  rt.event_elapsed_ms = event_elapsed_ms;
+  rt.host_register = host_register;
+  rt.host_unregister = host_unregister;
   r.link(b, rt);
 
   r.rms_norm.set(b, rms_norm);

@@ -97,6 +97,40 @@ size_t available_bytes(Device d) {
   return free;
 }
 
+void* event_create(Device d) {
+  const DeviceGuard device_guard(d.index);
+  cudaEvent_t e = nullptr;
+  KIMI_CUDA_CHECK(cudaEventCreate(&e));
+  return e;
+}
+
+void event_destroy(Device d, void* event) {
+  int prev = 0;
+  const bool got = cudaGetDevice(&prev) == cudaSuccess;
+  cudaSetDevice(d.index);  // no throw: called from destructors
+  cudaEventDestroy(static_cast<cudaEvent_t>(event));
+  if (got) cudaSetDevice(prev);
+}
+
+void event_record(Device d, void* event, void* stream) {
+  const DeviceGuard device_guard(d.index);
+  KIMI_CUDA_CHECK(cudaEventRecord(static_cast<cudaEvent_t>(event), static_cast<cudaStream_t>(stream)));
+}
+
+float event_elapsed_ms(Device d, void* begin, void* end) {
+  const DeviceGuard device_guard(d.index);
+  KIMI_CUDA_CHECK(cudaEventSynchronize(static_cast<cudaEvent_t>(end)));
+  float ms = 0;
+  KIMI_CUDA_CHECK(cudaEventElapsedTime(&ms, static_cast<cudaEvent_t>(begin), static_cast<cudaEvent_t>(end)));
+  return ms;
+}
+
+void host_register(void* p, size_t bytes) {
+  KIMI_CUDA_CHECK(cudaHostRegister(p, bytes, cudaHostRegisterPortable));
+}
+
+void host_unregister(void* p) { cudaHostUnregister(p); }
+
 }  // namespace kimi::cuda
 
 // ---- streams and graphs ----

@@ -21,6 +21,13 @@ void pool_stats(Device d, size_t* reserved, size_t* peak);
 // Waits for the device, releases the pool's unused memory and resets its high-water mark.
 void reset_pool_peak(Device d);
 size_t available_bytes(Device d);  // cudaMemGetInfo's free bytes
+// Timing events (DeviceRuntime's event_*; cudaEvent_t as void*).
+void* event_create(Device d);
+void event_destroy(Device d, void* event);  // no throw
+void event_record(Device d, void* event, void* stream);
+float event_elapsed_ms(Device d, void* begin, void* end);  // waits for `end`
+void host_register(void* p, size_t bytes);  // cudaHostRegister (portable: every device sees it pinned)
+void host_unregister(void* p);              // no throw
 
 // Streams and graphs (DeviceRuntime in src/core/registry.h says what each does).
 void* stream_create(Device d);

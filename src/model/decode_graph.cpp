@@ -7,6 +7,7 @@
 #include <exception>
 #include <string>
 
+#include "core/profile.h"
 #include "core/registry.h"
 #include "kimi/error.h"
 #include "kimi/log.h"
@@ -144,7 +145,8 @@ void DecodeGraphs::replay_or_capture(const GraphStep& g, Device dev, TensorView 
   const int64_t n = s.N;
   auto held = std::find_if(graphs_.begin(), graphs_.end(), [&](const Graph& x) { return x.n == n; });
   TensorView out;
-  if (!enabled_) {  // graphs off: the same work, launched eagerly (bit-identical to a replay)
+  if (!enabled_ || profile::active()) {  // graphs off, or a profiler timing every dispatched call: the same work
+                                         // launched eagerly (bit-identical to a replay)
     out = body(dev_step_, tokens, rows, gctx);
     ++eager_decode_;
   } else if (held != graphs_.end() && held->exec) {

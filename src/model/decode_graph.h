@@ -26,6 +26,8 @@
 // kernels differently from the host form (mla_decode splits the cache's max_len, not the batch's longest
 // sequence), so this is what makes graphs on and off bit-identical. Any other step (prefill, mixed, CPU, several
 // devices, on_layer) runs eagerly on the caller's context with the host tables.
+// While a profiler (kimi/profile.h) is alive on the thread a graph step launches its work eagerly: a replay
+// dispatches nothing to time.
 #pragma once
 
 #include <cstdint>

@@ -15,6 +15,7 @@
 #include "kimi/ops/gather.h"
 #include "kimi/ops/linear.h"
 #include "kimi/ops/norm.h"
+#include "kimi/profile.h"
 #include "model/blocks.h"
 #include "model/decode_graph.h"
 #include "model/mirrored.h"
@@ -168,7 +169,10 @@ TensorView run_body(const Model& model, Cache& cache, StepRuntime& rt, const std
   Streams st = step_streams(rt.ws, model, block_devices(P), s.T, dt, ctx);
   Mirrored& h = st.res[0];
   Mirrored& xn = st.xn;
-  gather_rows(w.embed, tokens, h.overwrite(P.embedding), ctx);
+  {
+    const ProfileScope scope("embed");
+    gather_rows(w.embed, tokens, h.overwrite(P.embedding), ctx);
+  }
   Tensor report_scratch;
   auto report = [&](int64_t layer, Mirrored& x) {
     if (opt.on_layer) opt.on_layer(layer, x.host(report_scratch));
@@ -184,6 +188,9 @@ TensorView run_body(const Model& model, Cache& cache, StepRuntime& rt, const std
       mla_block(c, L.mla, cache.layer(i), s, x, out, beta, ws, ctx);
     }
   };
+  // The profile's scopes (kimi/profile.h) are the cost model's layer kinds (kimi/model/cost.h).
+  auto mixer_kind = [&](int64_t i) { return c.is_kda_layer(i) ? "kda" : "mla"; };
+  auto ffn_kind = [&](int64_t i) { return c.is_moe_layer(i) ? "moe" : "dense_ffn"; };
   auto ffn = [&](int64_t i, TensorView x, TensorView out) {
     ffn_block(c, w.layers[size_t(i)].ffn, x, out, 1.f, rt.ws.on(x.device), ctx);
   };
@@ -194,12 +201,18 @@ TensorView run_body(const Model& model, Cache& cache, StepRuntime& rt, const std
     for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
       const LayerWeights& L = w.layers[size_t(i)];
       const Device dm = P.layers[size_t(i)].mixer, df = P.layers[size_t(i)].ffn;
-      TensorView hv = h.update(dm);
-      rms_norm(hv, L.input_norm, eps, xn.overwrite(dm), ctx);
-      mixer(i, xn.read(dm), hv, 1.f);
-      hv = h.update(df);
-      rms_norm(hv, L.post_norm, eps, xn.overwrite(df), ctx);
-      ffn(i, xn.read(df), hv);
+      {
+        const ProfileScope scope(mixer_kind(i));
+        const TensorView hv = h.update(dm);
+        rms_norm(hv, L.input_norm, eps, xn.overwrite(dm), ctx);
+        mixer(i, xn.read(dm), hv, 1.f);
+      }
+      {
+        const ProfileScope scope(ffn_kind(i));
+        const TensorView hv = h.update(df);
+        rms_norm(hv, L.post_norm, eps, xn.overwrite(df), ctx);
+        ffn(i, xn.read(df), hv);
+      }
       report(i, h);
     }
   } else {
@@ -212,6 +225,7 @@ TensorView run_body(const Model& model, Cache& cache, StepRuntime& rt, const std
     auto mix = [&](Device dm, TensorView proj, TensorView norm) -> Mirrored& {
       Mirrored& partial = st.res[sealed];
       if (sealed == 0) return partial;
+      const ProfileScope scope("attn_res");
       views.clear();
       for (size_t b = 0; b < sealed; ++b) views.push_back(st.res[b].read(dm));
       attn_res(partial.read(dm), views, proj, norm, eps, st.mixed.overwrite(dm), ctx);
@@ -221,20 +235,26 @@ TensorView run_body(const Model& model, Cache& cache, StepRuntime& rt, const std
       const LayerWeights& L = w.layers[size_t(i)];
       const Placement::Layer& PL = P.layers[size_t(i)];
       Mirrored& hin = mix(PL.attn_mix, L.attn_res_proj, L.attn_res_norm);
-      rms_norm(hin.read(PL.mixer), L.input_norm, eps, xn.overwrite(PL.mixer), ctx);
-      TensorView out;
-      float beta = 1.f;
-      if (i % Bk == 0) {  // seal: the running sum becomes a block, the new partial starts at this mixer
-        ++sealed;
-        out = st.res[sealed].overwrite(PL.mixer);
-        beta = 0.f;
-      } else {
-        out = st.res[sealed].update(PL.mixer);
+      {
+        const ProfileScope scope(mixer_kind(i));
+        rms_norm(hin.read(PL.mixer), L.input_norm, eps, xn.overwrite(PL.mixer), ctx);
+        TensorView out;
+        float beta = 1.f;
+        if (i % Bk == 0) {  // seal: the running sum becomes a block, the new partial starts at this mixer
+          ++sealed;
+          out = st.res[sealed].overwrite(PL.mixer);
+          beta = 0.f;
+        } else {
+          out = st.res[sealed].update(PL.mixer);
+        }
+        mixer(i, xn.read(PL.mixer), out, beta);
       }
-      mixer(i, xn.read(PL.mixer), out, beta);
       Mirrored& fin = mix(PL.ffn_mix, L.mlp_res_proj, L.mlp_res_norm);
-      rms_norm(fin.read(PL.ffn), L.post_norm, eps, xn.overwrite(PL.ffn), ctx);
-      ffn(i, xn.read(PL.ffn), st.res[sealed].update(PL.ffn));
+      {
+        const ProfileScope scope(ffn_kind(i));
+        rms_norm(fin.read(PL.ffn), L.post_norm, eps, xn.overwrite(PL.ffn), ctx);
+        ffn(i, xn.read(PL.ffn), st.res[sealed].update(PL.ffn));
+      }
       report(i, st.res[sealed]);
     }
     last = &mix(P.output_mix, w.out_res_proj, w.out_res_norm);
@@ -243,6 +263,7 @@ TensorView run_body(const Model& model, Cache& cache, StepRuntime& rt, const std
   // Head: the rows that need logits (one gather_rows), final norm into the activation dtype, lm_head; logits
   // are written to the host buffer directly when the head runs on the host, else in pieces of the planned rows
   // (a graph step: all R rows in one piece, returned to the caller on the device).
+  const ProfileScope head_scope("head");
   const Device dh = P.head;
   Workspace& hw = rt.ws.on(dh);
   const Workspace::Scope scope(hw);

@@ -348,6 +348,30 @@ class Cli(unittest.TestCase):
         self.fails(["bench", "--random", "k3-tiny", "--chip", "a100"],
                    "bench: --chip: expected auto, none or a named chip (h200, h100, b200), got 'a100'")
 
+    def test_bench_profile_per_op(self):
+        # --profile: one more run per row timed per operator, under the cost model's layer kinds, whose predicted
+        # times add up to the row's predicted step
+        rc, out, err = run("bench", "--random", "k3-tiny", "--device", "cpu", "-p", 16, "-n", 4, "-b", 2, "--json",
+                           "--threads", 1, "-r", 1, "--chip", "h200", "--profile")
+        self.assertEqual(rc, 0, err)
+        rows = json.loads(out)["rows"]
+        self.assertEqual([r["test"] for r in rows], ["pp16", "tg4"])
+        kinds = {"embed", "kda", "mla", "moe", "dense_ffn", "attn_res", "head"}
+        for r in rows:
+            p = r["profile"]
+            scopes = {o["scope"] for o in p["ops"]}
+            self.assertTrue(scopes <= kinds, scopes)
+            self.assertTrue({"embed", "kda", "mla", "moe", "attn_res", "head"} <= scopes, scopes)
+            calls = {(o["scope"], o["op"]): o["calls_per_step"] for o in p["ops"]}
+            self.assertEqual(calls[("head", "linear")], 1.0)
+            self.assertEqual(calls[("embed", "gather_rows")], 1.0)
+            ops_ms = sum(o["ms_per_step"] for o in p["ops"])
+            self.assertGreater(ops_ms, 0)
+            self.assertGreaterEqual(p["other_ms_per_step"], 0)
+            self.assertAlmostEqual(p["wall_ms_per_step"], ops_ms + p["other_ms_per_step"], delta=1e-6 * p["wall_ms_per_step"])
+            self.assertAlmostEqual(sum(p["predicted_ms_per_step"].values()), r["predicted_ms"], delta=1e-9)
+            self.assertIn(f"profile {r['test']} batch 2:", err)
+
     def test_bench_checkpoint_csv_and_context(self):
         path = os.path.join(self.tmp.name, "bench.csv")
         rc, out, err = run(*self.bench("-p", "8", "-n", "2", "-b", "1", "--context", "5", "-r", "1", "--warmup", "0",

@@ -28,6 +28,7 @@
 #include <utility>
 #include <vector>
 
+#include "bench_profile.h"
 #include "kimi/device.h"
 #include "kimi/error.h"
 #include "kimi/model/cost.h"
@@ -172,6 +173,7 @@ struct BenchRow {
   std::vector<double> seconds;  // per timed repetition: the forward (pp) or the n steps (tg)
   size_t peak_bytes = 0, tensor_peak_bytes = 0, pool_peak_bytes = 0;
   std::optional<double> predicted_ms, floor_ms;  // per forward / step
+  std::optional<RowProfile> profile;             // --profile
 
   std::string test() const { return kind + std::to_string(n) + (context ? "@" + std::to_string(context) : ""); }
   int64_t tokens() const { return n * batch; }                  // per repetition
@@ -206,7 +208,7 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 // a pp row of this size, not of batch x context tokens at once.
 constexpr int64_t kContextTokens = 8192;
 
-void run_row(const model::Model& m, BenchRow& r, int warmup, int reps, uint64_t seed, const Context& ctx) {
+void run_row(const model::Model& m, BenchRow& r, int warmup, int reps, uint64_t seed, bool profile, const Context& ctx) {
   using namespace kimi::model;
   const Config& c = m.config();
   const Device dev = m.device();
@@ -236,11 +238,15 @@ void run_row(const model::Model& m, BenchRow& r, int warmup, int reps, uint64_t 
   };
   // the logits of every forward land in one host buffer (forward_into: no allocation per step)
   const Tensor logits = Tensor::uninitialized(DType::f32, {B, c.vocab_size});
-  auto one = [&]() -> double {
+  const PinnedHost pinned(logits.view());  // the logits copies run at the link's rate, as generate's do
+  // One run; with `prof`, its timed part (not the tg row's context prefill) runs under an OpProfiler.
+  std::optional<OpProfiler> profiler;
+  auto one = [&](bool prof = false) -> double {
     for (int64_t b = 0; b < B; ++b) cache->reset(b);
     if (r.kind == "pp") {
       const std::vector<int32_t> t = tokens(r.n);
       const std::vector<int64_t> cu = offsets(r.n);
+      if (prof) profiler.emplace();
       const auto t0 = std::chrono::steady_clock::now();
       forward_into(m, *cache, {t, cu, slots}, logits, {}, ctx);
       synchronize(dev, ctx);
@@ -261,6 +267,8 @@ void run_row(const model::Model& m, BenchRow& r, int warmup, int reps, uint64_t 
     }
     const std::vector<int32_t> steps = tokens(r.n);  // [n][B]
     const std::vector<int64_t> cu = offsets(1);
+    synchronize(dev, ctx);
+    if (prof) profiler.emplace();
     const auto t0 = std::chrono::steady_clock::now();
     for (int64_t i = 0; i < r.n; ++i)
       forward_into(m, *cache, {std::span<const int32_t>(steps.data() + i * B, size_t(B)), cu, slots}, logits, {}, ctx);
@@ -269,6 +277,11 @@ void run_row(const model::Model& m, BenchRow& r, int warmup, int reps, uint64_t 
   };
   for (int i = 0; i < warmup; ++i) one();
   for (int i = 0; i < reps; ++i) r.seconds.push_back(one());
+  if (profile) {
+    const double s = one(true);
+    r.profile = RowProfile{profiler->results(), 1e3 * s, r.steps(), {}};
+    profiler.reset();
+  }
   const DeviceMemoryStats s = device_memory_stats(dev);
   r.peak_bytes = s.peak_bytes(), r.tensor_peak_bytes = s.tensor_peak_bytes, r.pool_peak_bytes = s.pool_peak_bytes;
 }
@@ -329,6 +342,7 @@ nlohmann::json row_json(const BenchRow& r) {
                       {"pool_peak_bytes", r.pool_peak_bytes}};
   if (r.predicted_ms) j["predicted_ms"] = *r.predicted_ms;
   if (r.floor_ms) j["floor_ms"] = *r.floor_ms;
+  if (r.profile) j["profile"] = profile_json(*r.profile);
   return j;
 }
 
@@ -390,15 +404,15 @@ int run_bench(const BenchCmdOptions& opt) {
 
   std::vector<BenchRow> rows;
   for (int64_t n : f.prompt)
-    for (int64_t b : f.batch) rows.push_back({"pp", n, b, 0, {}, 0, 0, 0, {}, {}});
+    for (int64_t b : f.batch) rows.push_back({"pp", n, b, 0, {}, 0, 0, 0, {}, {}, {}});
   for (int64_t n : f.gen)
-    for (int64_t b : f.batch) rows.push_back({"tg", n, b, opt.context, {}, 0, 0, 0, {}, {}});
+    for (int64_t b : f.batch) rows.push_back({"tg", n, b, opt.context, {}, 0, 0, 0, {}, {}, {}});
   Context ctx;
   ctx.cpu_threads = opt.threads;
   for (size_t i = 0; i < rows.size(); ++i) {
     std::fprintf(stderr, "bench: [%zu/%zu] %s batch %lld\n", i + 1, rows.size(), rows[i].test().c_str(),
                  static_cast<long long>(rows[i].batch));
-    run_row(model, rows[i], opt.warmup, opt.repetitions, f.seed, ctx);
+    run_row(model, rows[i], opt.warmup, opt.repetitions, f.seed, opt.profile, ctx);
   }
   if (f.chip) {  // the cost model's step time for each row (kimi/model/cost.h)
     model::WeightFormat wf = model::default_weight_format(c);
@@ -409,8 +423,11 @@ int run_bench(const BenchCmdOptions& opt) {
       w.new_tokens_per_seq = r.kind == "pp" ? r.n : 1;
       w.context = r.kind == "pp" ? 0 : r.context + r.n / 2;  // a tg row's steps, at their middle context
       w.activations = model.activation_dtype();
-      const model::Prediction p = model::predict(model::forward_cost(c, w, wf), *f.chip);
+      const model::ForwardCost cost = model::forward_cost(c, w, wf);
+      const model::Prediction p = model::predict(cost, *f.chip);
       r.predicted_ms = 1e3 * p.seconds;
+      if (r.profile)
+        for (size_t k = 0; k < cost.ops.size(); ++k) r.profile->predicted_ms[cost.ops[k].layer_kind] += 1e3 * p.ops[k].seconds;
       r.floor_ms = 1e3 * (r.kind == "pp" ? p.compute_seconds : p.memory_seconds);
     }
   }
@@ -419,6 +436,9 @@ int run_bench(const BenchCmdOptions& opt) {
   // Whether the tg rows' decode steps replayed CUDA graphs, and why not when they did not.
   const model::DecodeGraphStatus graphs = model.decode_graph_status();
   fmt::print(table_out, "graphs     decode {}\n", graphs.summary);
+  for (const BenchRow& r : rows)
+    if (r.profile)
+      std::fputs(profile_table(r.test() + " batch " + std::to_string(r.batch), *r.profile).c_str(), table_out);
 
   nlohmann::json j = {{"model", opt.model},
                       {"random", opt.random},

@@ -119,6 +119,8 @@ int main(int argc, char** argv) {
   bench->add_option("--chip", bench_opt.chip,
                     "Predicted / floor columns from the cost model on this chip: auto (h200 on a GPU, none on the "
                     "CPU), none, h200, h100 or b200. Floor: FLOPs at the chip's peak (pp), bytes at its bandwidth (tg)");
+  bench->add_flag("--profile", bench_opt.profile,
+                  "Per row, one more run timed operator by operator, beside the cost model's layer kinds");
   bench->add_flag("--csv{-}", bench_opt.csv, "Also write CSV: --csv (stdout; the table goes to stderr) or --csv=PATH");
 
   CLI11_PARSE(app, argc, argv);

@@ -69,6 +69,7 @@ struct BenchCmdOptions {
   std::string seed = "0";           // --random weights' seed and the tokens' seed, parsed by parse_seed
   int threads = 0;                  // CPU threads, in [0, max_cpu_threads()]
   std::string json, csv;            // "": none; "-": stdout (the table then goes to stderr); else a file path
+  bool profile = false;             // one more run per row under an OpProfiler: time per operator (kimi/profile.h)
   std::string chip = "auto";        // the cost model's chip for the predicted / floor columns: auto (h200 on a
                                     // CUDA device, none on the CPU), none, or a named chip (kimi/model/cost.h)
 };

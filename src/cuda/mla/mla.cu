@@ -17,6 +17,7 @@
 #include "cuda/mla/decode.cuh"
 #include "cuda/mla/gemm.cuh"
 #include "cuda/mla/mla.h"
+#include "cuda/mla/options.h"
 #include "cuda/mla/prefill.cuh"
 #include "cuda/runtime.h"
 #include "cuda/scratch.cuh"
@@ -48,6 +49,7 @@ void mla_prefill(TensorView q, TensorView latent, TensorView k_pe, const Weight&
     throw Error("mla_prefill: the CUDA backend supports Dn + P <= " + to_string(mla::kPfMaxDk) + " and Dv <= " +
                 to_string(mla::kPfMaxDv) + "; got Dn + P = " + to_string(Dk) + ", Dv = " + to_string(Dv));
   if (M == 0) return;
+  if (MlaLaunchRecord* rec = mla_launch_options().record) ++rec->prefill_ffma;
 
   // Query tiles (m0 = first token of the sequence, i0 = first query within it, nq), latest first: the longest
   // causal rows start first.
