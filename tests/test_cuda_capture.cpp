@@ -1,5 +1,6 @@
 // The operators a decode step calls, captured in a CUDA graph (the runtime's planned step replays one): the row-wise
-// kernels (norms, KDA gate / beta: row offsets from the views' strides, nothing uploaded) and the index arguments'
+// kernels (norms, KDA gate / beta: row offsets from the views' strides, nothing uploaded), attn_res (its candidate
+// table in the kernel's parameters) and the index arguments'
 // device form (src/core/index.h: gather_rows' rows, mla_cache_write's start / slots, mla_decode's lens / slots, read by
 // the kernels). Each is captured on a non-default stream, replayed with new values written into the same input and
 // index tensors, and compared bit for bit with eager calls on the host form; out-of-range device values follow each
@@ -14,6 +15,7 @@
 #include <vector>
 
 #include "kimi/device.h"
+#include "kimi/ops/attn_res.h"
 #include "kimi/ops/gather.h"
 #include "kimi/ops/kda.h"
 #include "kimi/ops/mla.h"
@@ -124,6 +126,29 @@ TEST_F(CudaCapture, RowWiseKernelsReplayBitIdentically) {
     EXPECT_EQ(mismatches(c3, y3), 0u) << "l2_norm, replay " << r;
     EXPECT_EQ(mismatches(cg, g), 0u) << "kda_gate, replay " << r;
     EXPECT_EQ(mismatches(cb, beta), 0u) << "kda_beta, replay " << r;
+  }
+}
+
+// attn_res (K3's Block AttnRes mix) with its candidate table in the kernel's parameters: captured with 3 blocks of
+// mixed dtypes and strided rows, replayed on new block and partial values, equal to eager calls.
+TEST_F(CudaCapture, AttnResReplaysBitIdentically) {
+  std::mt19937_64 rng(9);
+  const int64_t T = 5, d = 96;
+  Tensor b0 = uniform(DType::f32, {T, d}, rng, -2, 2), b1 = uniform(DType::bf16, {T, d + 32}, rng, -2, 2),
+         b2 = uniform(DType::f32, {T, d}, rng, -2, 2), partial = uniform(DType::f32, {T, d}, rng, -2, 2);
+  const std::vector<TensorView> blocks = {b0.view(), b1.view().slice(1, 0, d), b2.view()};
+  const Tensor proj = uniform(DType::bf16, {d}, rng, -1, 1), norm = uniform(DType::bf16, {d}, rng, 0.5, 1.5);
+  Tensor out(DType::f32, {T, d}, gpu);
+  const auto mix = [&](const Context& ctx) { attn_res(partial, blocks, proj, norm, 1e-6f, out, ctx); };
+  Captured graph(mix);
+  for (int r = 0; r < 2; ++r) {
+    refill(b1, uniform(DType::bf16, {T, d + 32}, rng, -2, 2, Device::cpu()));
+    refill(partial, uniform(DType::f32, {T, d}, rng, -2, 2, Device::cpu()));
+    graph.replay();
+    const Tensor replayed = copy_to(out, gpu);
+    mix(Context{});
+    synchronize(gpu);
+    EXPECT_EQ(mismatches(replayed, out), 0u) << "attn_res, replay " << r;
   }
 }
 

@@ -107,6 +107,24 @@ struct DeviceRuntime {
   void (*pool_stats)(Device d, size_t* reserved, size_t* peak) = nullptr;
   void (*reset_pool_peak)(Device d) = nullptr;
   size_t (*available)(Device d) = nullptr;  // free device memory (cudaMemGetInfo)
+
+  // Streams and graphs of the model runtime (src/model/decode_graph.h); a stream / graph is an opaque void*.
+  //   stream_create   a new non-blocking stream of device d (never the legacy or per-thread default stream),
+  //                   with the backend's per-stream state (the cuBLAS handle and its workspace) made now, so
+  //                   that nothing is created while the stream is being captured
+  //   copy_async      bytes between (src, src_dev) and (dst, dst_dev) queued on stream, no wait (the host side
+  //                   must stay valid and unchanged until the stream is synchronized)
+  //   capture_begin   starts capturing stream (thread-local mode: other threads' CUDA calls are not affected)
+  //   capture_end     ends the capture; keep: instantiates the captured work and returns the executable graph;
+  //                   !keep: discards it (also a capture an error invalidated) and returns nullptr, never throws
+  //   graph_launch    queues one replay of an executable graph on stream
+  void* (*stream_create)(Device d) = nullptr;
+  void (*stream_destroy)(Device d, void* stream) = nullptr;  // never throws (destructors)
+  void (*copy_async)(void* dst, Device dst_dev, const void* src, Device src_dev, size_t bytes, void* stream) = nullptr;
+  void (*capture_begin)(Device d, void* stream) = nullptr;
+  void* (*capture_end)(Device d, void* stream, bool keep) = nullptr;
+  void (*graph_launch)(Device d, void* graph, void* stream) = nullptr;
+  void (*graph_destroy)(Device d, void* graph) = nullptr;  // never throws (destructors)
   // Timing events (kimi/profile.h): create / destroy one on d; record it on a stream of d; the milliseconds
   // between two recorded events (waits for `end`).
   void* (*event_create)(Device d) = nullptr;

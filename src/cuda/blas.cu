@@ -24,22 +24,48 @@ namespace kimi::cuda::blas {
 
 namespace {
 
-// The handle of the current device bound to stream s (created once per (device, stream)).
+// Every handle's cuBLAS workspace: set by us (cublasSetWorkspace) so that cuBLAS never allocates one itself, which
+// it must not do while the stream is being captured into a CUDA graph (32 MiB: cuBLAS's recommendation for Hopper).
+constexpr size_t kWorkspaceBytes = size_t(32) << 20;
+
+struct Bound {
+  cublasHandle_t handle = nullptr;
+  void* workspace = nullptr;
+};
+
+// Never destroyed: a Model held in a static (tests, servers) releases its stream's handle during static
+// destruction, possibly after a function-local static here would have been destroyed.
+std::mutex& handles_mutex() {
+  static auto* mu = new std::mutex;
+  return *mu;
+}
+std::map<std::pair<int, cudaStream_t>, Bound>& handles() {
+  static auto* h = new std::map<std::pair<int, cudaStream_t>, Bound>;
+  return *h;
+}
+
+// The handle of the current device bound to stream s (created once per (device, stream), with its workspace).
 cublasHandle_t handle(cudaStream_t s) {
-  static std::mutex mu;
-  static std::map<std::pair<int, cudaStream_t>, cublasHandle_t> handles;
   int dev = 0;
   KIMI_CUDA_CHECK(cudaGetDevice(&dev));
-  const std::lock_guard<std::mutex> lock(mu);
-  auto it = handles.find({dev, s});
-  if (it != handles.end()) return it->second;
-  cublasHandle_t h = nullptr;
-  KIMI_CUBLAS_CHECK(cublasCreate(&h), "device " + std::to_string(dev));
-  KIMI_CUBLAS_CHECK(cublasSetStream(h, s), "device " + std::to_string(dev));
-  // NOTE: default math: with CUBLAS_COMPUTE_32F, f32 GEMMs stay true fp32 (no TF32 down-conversion).
-  KIMI_CUBLAS_CHECK(cublasSetMathMode(h, CUBLAS_DEFAULT_MATH), "device " + std::to_string(dev));
-  handles.emplace(std::make_pair(dev, s), h);
-  return h;
+  const std::lock_guard<std::mutex> lock(handles_mutex());
+  auto it = handles().find({dev, s});
+  if (it != handles().end()) return it->second.handle;
+  Bound b;
+  KIMI_CUBLAS_CHECK(cublasCreate(&b.handle), "device " + std::to_string(dev));
+  try {
+    KIMI_CUBLAS_CHECK(cublasSetStream(b.handle, s), "device " + std::to_string(dev));
+    // NOTE: default math: with CUBLAS_COMPUTE_32F, f32 GEMMs stay true fp32 (no TF32 down-conversion).
+    KIMI_CUBLAS_CHECK(cublasSetMathMode(b.handle, CUBLAS_DEFAULT_MATH), "device " + std::to_string(dev));
+    KIMI_CUDA_CHECK(cudaMalloc(&b.workspace, kWorkspaceBytes));
+    KIMI_CUBLAS_CHECK(cublasSetWorkspace(b.handle, b.workspace, kWorkspaceBytes), "device " + std::to_string(dev));
+  } catch (...) {
+    (void)cublasDestroy(b.handle);
+    if (b.workspace) (void)cudaFree(b.workspace);
+    throw;
+  }
+  handles().emplace(std::make_pair(dev, s), b);
+  return b.handle;
 }
 
 cudaDataType_t cuda_type(DType t) {
@@ -58,6 +84,20 @@ int as_int(int64_t v, const char* name, const std::string& what) {
 }
 
 }  // namespace
+
+void prepare(cudaStream_t s) { (void)handle(s); }
+
+void release(cudaStream_t s) {
+  int dev = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess) return;
+  const std::lock_guard<std::mutex> lock(handles_mutex());
+  auto it = handles().find({dev, s});
+  if (it == handles().end()) return;
+  (void)cudaStreamSynchronize(s);  // the handle's last GEMMs may still use the workspace
+  (void)cublasDestroy(it->second.handle);
+  (void)cudaFree(it->second.workspace);
+  handles().erase(it);
+}
 
 void gemm_xwt(cudaStream_t s, int64_t m, int64_t n, int64_t k, const void* x, DType xt, int64_t ldx, const void* w,
               DType wt, int64_t ldw, void* y, DType yt, int64_t ldy, float beta) {

@@ -1,7 +1,9 @@
 // src/cuda/blas.h: the CUDA backend's only door to cuBLAS (used by src/cuda/*.cu launchers).
 //
-// One cuBLAS handle per (device, stream), created on first use and kept for the life of the process
-// (bound to that stream, default math mode: CUBLAS_COMPUTE_32F never uses TF32). Every cuBLAS status is
+// One cuBLAS handle per (device, stream), created on first use (or by prepare) and kept until release or the end
+// of the process (bound to that stream, default math mode: CUBLAS_COMPUTE_32F never uses TF32), with a workspace
+// of our own (cublasSetWorkspace): cuBLAS then allocates nothing per call, as CUDA graph capture requires. A stream
+// that will be captured is prepared first (the handle is never created inside a capture). Every cuBLAS status is
 // checked; a failure throws kimi::Error naming the call and the GEMM shape.
 //
 // gemm_xwt is the projection y = x W^T in row-major terms:
@@ -19,6 +21,11 @@
 #include "kimi/dtype.h"
 
 namespace kimi::cuda::blas {
+
+// Creates the current device's handle for stream s (and its workspace) now, when it does not exist yet.
+void prepare(cudaStream_t s);
+// Destroys the current device's handle for s and frees its workspace (before s is destroyed); never throws.
+void release(cudaStream_t s);
 
 void gemm_xwt(cudaStream_t s, int64_t m, int64_t n, int64_t k, const void* x, DType xt, int64_t ldx, const void* w,
               DType wt, int64_t ldw, void* y, DType yt, int64_t ldy, float beta);

@@ -28,6 +28,13 @@ void register_ops(Registry& r) {
   rt.pool_stats = pool_stats;
   rt.reset_pool_peak = reset_pool_peak;
   rt.available = available_bytes;
+  rt.stream_create = stream_create;
+  rt.stream_destroy = stream_destroy;
+  rt.copy_async = copy_bytes_async;
+  rt.capture_begin = capture_begin;
+  rt.capture_end = capture_end;
+  rt.graph_launch = graph_launch;
+  rt.graph_destroy = graph_destroy;
   rt.event_create = event_create;
   rt.event_destroy = event_destroy;
   rt.event_record = event_record;

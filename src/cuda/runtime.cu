@@ -1,6 +1,7 @@
 // Implementation of src/cuda/runtime.h.
 #include <atomic>
 
+#include "cuda/blas.h"
 #include "cuda/check.cuh"
 #include "cuda/runtime.h"
 
@@ -129,5 +130,79 @@ void host_register(void* p, size_t bytes) {
 }
 
 void host_unregister(void* p) { cudaHostUnregister(p); }
+
+}  // namespace kimi::cuda
+
+// ---- streams and graphs ----
+
+namespace kimi::cuda {
+
+void* stream_create(Device d) {
+  const DeviceGuard device_guard(d.index);
+  cudaStream_t s = nullptr;
+  KIMI_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  try {
+    blas::prepare(s);  // the stream's cuBLAS handle and workspace exist before any capture on it
+  } catch (...) {
+    (void)cudaStreamDestroy(s);
+    throw;
+  }
+  return s;
+}
+
+void stream_destroy(Device d, void* stream) {
+  int prev = 0;
+  const bool got = cudaGetDevice(&prev) == cudaSuccess;
+  cudaSetDevice(d.index);  // no throw: called from destructors
+  blas::release(static_cast<cudaStream_t>(stream));
+  (void)cudaStreamSynchronize(static_cast<cudaStream_t>(stream));
+  (void)cudaStreamDestroy(static_cast<cudaStream_t>(stream));
+  if (got) cudaSetDevice(prev);
+}
+
+void copy_bytes_async(void* dst, Device dst_dev, const void* src, Device src_dev, size_t bytes, void* stream) {
+  const bool dg = dst_dev.type == DeviceType::cuda, sg = src_dev.type == DeviceType::cuda;
+  const cudaMemcpyKind kind = dg && sg ? cudaMemcpyDeviceToDevice
+                              : dg     ? cudaMemcpyHostToDevice
+                              : sg     ? cudaMemcpyDeviceToHost
+                                       : cudaMemcpyHostToHost;
+  const DeviceGuard device_guard(dg ? dst_dev.index : src_dev.index);
+  KIMI_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, kind, static_cast<cudaStream_t>(stream)));
+}
+
+void capture_begin(Device d, void* stream) {
+  const DeviceGuard device_guard(d.index);
+  KIMI_CUDA_CHECK(cudaStreamBeginCapture(static_cast<cudaStream_t>(stream), cudaStreamCaptureModeThreadLocal));
+}
+
+void* capture_end(Device d, void* stream, bool keep) {
+  const DeviceGuard device_guard(d.index);
+  cudaGraph_t graph = nullptr;
+  const cudaError_t end = cudaStreamEndCapture(static_cast<cudaStream_t>(stream), &graph);
+  if (!keep) {
+    if (graph) (void)cudaGraphDestroy(graph);
+    (void)cudaGetLastError();  // an invalidated capture's error is the reason already being reported
+    return nullptr;
+  }
+  KIMI_CUDA_CHECK(end);
+  cudaGraphExec_t exec = nullptr;
+  const cudaError_t inst = cudaGraphInstantiate(&exec, graph, 0);
+  (void)cudaGraphDestroy(graph);  // the executable graph keeps what it needs
+  KIMI_CUDA_CHECK(inst);
+  return exec;
+}
+
+void graph_launch(Device d, void* graph, void* stream) {
+  const DeviceGuard device_guard(d.index);
+  KIMI_CUDA_CHECK(cudaGraphLaunch(static_cast<cudaGraphExec_t>(graph), static_cast<cudaStream_t>(stream)));
+}
+
+void graph_destroy(Device d, void* graph) {
+  int prev = 0;
+  const bool got = cudaGetDevice(&prev) == cudaSuccess;
+  cudaSetDevice(d.index);  // no throw: called from destructors
+  (void)cudaGraphExecDestroy(static_cast<cudaGraphExec_t>(graph));
+  if (got) cudaSetDevice(prev);
+}
 
 }  // namespace kimi::cuda

@@ -29,4 +29,13 @@ float event_elapsed_ms(Device d, void* begin, void* end);  // waits for `end`
 void host_register(void* p, size_t bytes);  // cudaHostRegister (portable: every device sees it pinned)
 void host_unregister(void* p);              // no throw
 
+// Streams and graphs (DeviceRuntime in src/core/registry.h says what each does).
+void* stream_create(Device d);
+void stream_destroy(Device d, void* stream);
+void copy_bytes_async(void* dst, Device dst_dev, const void* src, Device src_dev, size_t bytes, void* stream);
+void capture_begin(Device d, void* stream);
+void* capture_end(Device d, void* stream, bool keep);
+void graph_launch(Device d, void* graph, void* stream);
+void graph_destroy(Device d, void* graph);
+
 }  // namespace kimi::cuda

@@ -17,6 +17,7 @@
 #include "kimi/ops/norm.h"
 #include "kimi/profile.h"
 #include "model/blocks.h"
+#include "model/decode_graph.h"
 #include "model/mirrored.h"
 #include "model/step_plan.h"
 #include "model/weights.h"
@@ -148,13 +149,154 @@ void fill_tables(Step& s) {
   s.cont_lens_t.shape[0] = s.cont_slot_t.shape[0] = s.T - fresh;
 }
 
+// The step's device work after the tables are filled: embedding, layers, head, on ctx's stream, reading s's tables,
+// the token ids and the head's rows (host views, or their device copies in a graph step). The workspaces are
+// rewound to `marks` first (the tables stay), so a step may run its body twice (decode_graph: eager, then
+// captured) with the same addresses. The head writes `logits` (the caller's host buffer) when given; when absent
+// (a graph step) it writes its device output in one piece and returns it.
+TensorView run_body(const Model& model, Cache& cache, StepRuntime& rt, const std::vector<size_t>& marks, const Step& s,
+                    TensorView tokens, TensorView rows, int64_t R, TensorView logits, const ForwardOptions& opt,
+                    const Context& ctx) {
+  const Config& c = model.config();
+  const ModelWeights& w = model.weights();
+  const Placement& P = model.placement();
+  const float eps = c.rms_norm_eps;
+  const DType dt = activation_dtype(model, rt);
+  for (size_t i = 0; i < marks.size(); ++i) rt.ws.list[i].release(marks[i]);
+
+  // Every stream is a Mirrored [T, d] (src/model/mirrored.h) with a buffer on each block device: a block reads /
+  // updates it on its own device, so it crosses devices only where consecutive blocks sit on different ones.
+  Streams st = step_streams(rt.ws, model, block_devices(P), s.T, dt, ctx);
+  Mirrored& h = st.res[0];
+  Mirrored& xn = st.xn;
+  {
+    const ProfileScope scope("embed");
+    gather_rows(w.embed, tokens, h.overwrite(P.embedding), ctx);
+  }
+  Tensor report_scratch;
+  auto report = [&](int64_t layer, Mirrored& x) {
+    if (opt.on_layer) opt.on_layer(layer, x.host(report_scratch));
+  };
+  report(-1, h);
+
+  auto mixer = [&](int64_t i, TensorView x, TensorView out, float beta) {
+    const LayerWeights& L = w.layers[size_t(i)];
+    Workspace& ws = rt.ws.on(x.device);
+    if (c.is_kda_layer(i)) {
+      kda_block(c, L.kda, cache.layer(i), s, x, out, beta, ws, ctx);
+    } else {
+      mla_block(c, L.mla, cache.layer(i), s, x, out, beta, ws, ctx);
+    }
+  };
+  // The profile's scopes (kimi/profile.h) are the cost model's layer kinds (kimi/model/cost.h).
+  auto mixer_kind = [&](int64_t i) { return c.is_kda_layer(i) ? "kda" : "mla"; };
+  auto ffn_kind = [&](int64_t i) { return c.is_moe_layer(i) ? "moe" : "dense_ffn"; };
+  auto ffn = [&](int64_t i, TensorView x, TensorView out) {
+    ffn_block(c, w.layers[size_t(i)].ffn, x, out, 1.f, rt.ws.on(x.device), ctx);
+  };
+
+  Mirrored* last = &h;  // the stream the head reads
+  if (!c.attn_res_block_size) {
+    // Plain pre-norm: h += Mixer(RMSNorm(h)); h += FFN(RMSNorm(h)), each block on its device.
+    for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
+      const LayerWeights& L = w.layers[size_t(i)];
+      const Device dm = P.layers[size_t(i)].mixer, df = P.layers[size_t(i)].ffn;
+      {
+        const ProfileScope scope(mixer_kind(i));
+        const TensorView hv = h.update(dm);
+        rms_norm(hv, L.input_norm, eps, xn.overwrite(dm), ctx);
+        mixer(i, xn.read(dm), hv, 1.f);
+      }
+      {
+        const ProfileScope scope(ffn_kind(i));
+        const TensorView hv = h.update(df);
+        rms_norm(hv, L.post_norm, eps, xn.overwrite(df), ctx);
+        ffn(i, xn.read(df), hv);
+      }
+      report(i, h);
+    }
+  } else {
+    // Block Attention Residuals (SPEC 8): `partial` sums the outputs since the last sealed block; the sealed
+    // blocks are st.res[0, sealed), the partial st.res[sealed] (the embedding output before the first seal).
+    const int64_t Bk = *c.attn_res_block_size;
+    size_t sealed = 0;
+    std::vector<TensorView> views;
+    // The mix on device dm: the running partial itself while no block is sealed, else attn_res into `mixed`.
+    auto mix = [&](Device dm, TensorView proj, TensorView norm) -> Mirrored& {
+      Mirrored& partial = st.res[sealed];
+      if (sealed == 0) return partial;
+      const ProfileScope scope("attn_res");
+      views.clear();
+      for (size_t b = 0; b < sealed; ++b) views.push_back(st.res[b].read(dm));
+      attn_res(partial.read(dm), views, proj, norm, eps, st.mixed.overwrite(dm), ctx);
+      return st.mixed;
+    };
+    for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
+      const LayerWeights& L = w.layers[size_t(i)];
+      const Placement::Layer& PL = P.layers[size_t(i)];
+      Mirrored& hin = mix(PL.attn_mix, L.attn_res_proj, L.attn_res_norm);
+      {
+        const ProfileScope scope(mixer_kind(i));
+        rms_norm(hin.read(PL.mixer), L.input_norm, eps, xn.overwrite(PL.mixer), ctx);
+        TensorView out;
+        float beta = 1.f;
+        if (i % Bk == 0) {  // seal: the running sum becomes a block, the new partial starts at this mixer
+          ++sealed;
+          out = st.res[sealed].overwrite(PL.mixer);
+          beta = 0.f;
+        } else {
+          out = st.res[sealed].update(PL.mixer);
+        }
+        mixer(i, xn.read(PL.mixer), out, beta);
+      }
+      Mirrored& fin = mix(PL.ffn_mix, L.mlp_res_proj, L.mlp_res_norm);
+      {
+        const ProfileScope scope(ffn_kind(i));
+        rms_norm(fin.read(PL.ffn), L.post_norm, eps, xn.overwrite(PL.ffn), ctx);
+        ffn(i, xn.read(PL.ffn), st.res[sealed].update(PL.ffn));
+      }
+      report(i, st.res[sealed]);
+    }
+    last = &mix(P.output_mix, w.out_res_proj, w.out_res_norm);
+  }
+
+  // Head: the rows that need logits (one gather_rows), final norm into the activation dtype, lm_head; logits
+  // are written to the host buffer directly when the head runs on the host, else in pieces of the planned rows
+  // (a graph step: all R rows in one piece, returned to the caller on the device).
+  const ProfileScope head_scope("head");
+  const Device dh = P.head;
+  Workspace& hw = rt.ws.on(dh);
+  const Workspace::Scope scope(hw);
+  const bool direct = dh == Device::cpu();
+  const HeadBuffers hb = head_buffers(hw, c, R, rt.limits.head_rows, dt, direct);
+  gather_rows(last->read(dh), rows, hb.sel, ctx);
+  rms_norm(hb.sel, w.final_norm, eps, hb.x, ctx);
+  if (direct) {
+    linear(hb.x, w.lm_head, logits, 0.f, ctx);
+    return {};
+  }
+  const int64_t piece = hb.out.size(0);
+  if (!logits.present()) {
+    if (piece < R) throw Error("forward: internal: a graph step's head needs its " + std::to_string(R) + " rows at once");
+    linear(hb.x, w.lm_head, hb.out, 0.f, ctx);
+    return hb.out;
+  }
+  for (int64_t r0 = 0; r0 < R; r0 += piece) {
+    const int64_t r1 = std::min(R, r0 + piece);
+    const TensorView out = hb.out.slice(0, 0, r1 - r0);
+    linear(hb.x.slice(0, r0, r1), w.lm_head, out, 0.f, ctx);
+    copy(logits.slice(0, r0, r1), out, ctx);
+  }
+  return {};
+}
+
 // One step: validates everything (the batch, the cache, the plan's limits, then the logits view that
-// `logits_for(R)` gives for the R rows of logits), then runs the model writing the logits there. The caller
-// advances the slots (Cache::advance) after it returns.
+// `logits_for(R)` gives for the R rows of logits), then runs the model writing the logits there: a decode step
+// of a model on one GPU from a CUDA graph (src/model/decode_graph.h), every other step eagerly on ctx. The
+// caller advances the slots (Cache::advance) after it returns.
 void run_step(const Model& model, Cache& cache, const Batch& batch, const ForwardOptions& opt, const Context& ctx,
               const std::function<TensorView(int64_t R)>& logits_for) {
   const Config& c = model.config();
-  const ModelWeights& w = model.weights();
   const Placement& P = model.placement();
   StepRuntime& rt = runtime_of(model);  // locked by the caller (StepLock)
   Step& s = rt.step;
@@ -173,137 +315,44 @@ void run_step(const Model& model, Cache& cache, const Batch& batch, const Forwar
     k.device("logits", logits, Device::cpu());
   }
   grow_plan(model, rt, T, s.N, R);
-  const float eps = c.rms_norm_eps;
-  const DType dt = activation_dtype(model, rt);
 
-  // The step's memory, in the order measure_step (step_plan.cpp) measured it: the host tables, the streams, then
-  // per block its temporaries (released when it returns), then the head.
+  // The step's memory, in the order measure_step (step_plan.cpp) measured it: the host tables (and their device
+  // copy on a graph device), the streams, then per block its temporaries (released when it returns), the head.
   rt.ws.reset();
-  const TensorView rows = step_tables(rt.ws.on(Device::cpu()), s, T, s.N, R);
+  Workspace& host = rt.ws.on(Device::cpu());
+  const StepIndex ix = step_tables(host, s, T, s.N, R);
+  const size_t table_bytes = host.used();
+  const TensorView dev_tables = device_tables(rt.ws, P, table_bytes);
   fill_tables(s);
-  for (int64_t r = 0; r < R; ++r) static_cast<int64_t*>(rows.data)[r] = all ? r : s.cu[size_t(r + 1)] - 1;
+  int64_t* tok = static_cast<int64_t*>(ix.tokens.data);
+  for (int64_t t = 0; t < T; ++t) tok[t] = batch.tokens[size_t(t)];  // validated ids
+  for (int64_t r = 0; r < R; ++r) static_cast<int64_t*>(ix.rows.data)[r] = all ? r : s.cu[size_t(r + 1)] - 1;
+  std::vector<size_t> marks;
+  for (const Workspace& w : rt.ws.list) marks.push_back(w.used());
 
   // The layers update the slots' caches in place: if anything throws midway (a callback, memory, a backend
   // error), the batch's slots are emptied so that they are never left half-advanced.
   try {
-    // Every stream is a Mirrored [T, d] (src/model/mirrored.h) with a buffer on each block device: a block reads /
-    // updates it on its own device, so it crosses devices only where consecutive blocks sit on different ones.
-    Streams st = step_streams(rt.ws, model, block_devices(P), T, dt, ctx);
-    Mirrored& h = st.res[0];
-    Mirrored& xn = st.xn;
-    const TensorView tokens(const_cast<int32_t*>(batch.tokens.data()), DType::i32, {T});  // host ids, validated
-    {
-      const ProfileScope scope("embed");
-      gather_rows(w.embed, tokens, h.overwrite(P.embedding), ctx);
-    }
-    Tensor report_scratch;
-    auto report = [&](int64_t layer, Mirrored& x) {
-      if (opt.on_layer) opt.on_layer(layer, x.host(report_scratch));
+    std::vector<const void*> arenas;
+    for (const Tensor& a : rt.arenas) arenas.push_back(a.data());
+    const GraphStep g{s,
+                      TensorView(ix.tokens.data, DType::u8, {int64_t(table_bytes)}),  // the host arena's first bytes
+                      dev_tables,
+                      ix.tokens,
+                      ix.rows,
+                      R,
+                      rt.limits.head_rows,
+                      activation_dtype(model, rt),
+                      std::move(arenas),
+                      cache,
+                      c.num_hidden_layers,
+                      bool(opt.on_layer),
+                      logits,
+                      ctx};
+    const GraphBody body = [&](const Step& gs, TensorView tokens, TensorView rows, const Context& gctx) {
+      return run_body(model, cache, rt, marks, gs, tokens, rows, R, {}, opt, gctx);
     };
-    report(-1, h);
-
-    auto mixer = [&](int64_t i, TensorView x, TensorView out, float beta) {
-      const LayerWeights& L = w.layers[size_t(i)];
-      Workspace& ws = rt.ws.on(x.device);
-      if (c.is_kda_layer(i)) {
-        kda_block(c, L.kda, cache.layer(i), s, x, out, beta, ws, ctx);
-      } else {
-        mla_block(c, L.mla, cache.layer(i), s, x, out, beta, ws, ctx);
-      }
-    };
-    // The profile's scopes (kimi/profile.h) are the cost model's layer kinds (kimi/model/cost.h).
-    auto mixer_kind = [&](int64_t i) { return c.is_kda_layer(i) ? "kda" : "mla"; };
-    auto ffn_kind = [&](int64_t i) { return c.is_moe_layer(i) ? "moe" : "dense_ffn"; };
-    auto ffn = [&](int64_t i, TensorView x, TensorView out) {
-      ffn_block(c, w.layers[size_t(i)].ffn, x, out, 1.f, rt.ws.on(x.device), ctx);
-    };
-
-    Mirrored* last = &h;  // the stream the head reads
-    if (!c.attn_res_block_size) {
-      // Plain pre-norm: h += Mixer(RMSNorm(h)); h += FFN(RMSNorm(h)), each block on its device.
-      for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
-        const LayerWeights& L = w.layers[size_t(i)];
-        const Device dm = P.layers[size_t(i)].mixer, df = P.layers[size_t(i)].ffn;
-        {
-          const ProfileScope scope(mixer_kind(i));
-          const TensorView hv = h.update(dm);
-          rms_norm(hv, L.input_norm, eps, xn.overwrite(dm), ctx);
-          mixer(i, xn.read(dm), hv, 1.f);
-        }
-        {
-          const ProfileScope scope(ffn_kind(i));
-          const TensorView hv = h.update(df);
-          rms_norm(hv, L.post_norm, eps, xn.overwrite(df), ctx);
-          ffn(i, xn.read(df), hv);
-        }
-        report(i, h);
-      }
-    } else {
-      // Block Attention Residuals (SPEC 8): `partial` sums the outputs since the last sealed block; the sealed
-      // blocks are st.res[0, sealed), the partial st.res[sealed] (the embedding output before the first seal).
-      const int64_t Bk = *c.attn_res_block_size;
-      size_t sealed = 0;
-      std::vector<TensorView> views;
-      // The mix on device dm: the running partial itself while no block is sealed, else attn_res into `mixed`.
-      auto mix = [&](Device dm, TensorView proj, TensorView norm) -> Mirrored& {
-        Mirrored& partial = st.res[sealed];
-        if (sealed == 0) return partial;
-        const ProfileScope scope("attn_res");
-        views.clear();
-        for (size_t b = 0; b < sealed; ++b) views.push_back(st.res[b].read(dm));
-        attn_res(partial.read(dm), views, proj, norm, eps, st.mixed.overwrite(dm), ctx);
-        return st.mixed;
-      };
-      for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
-        const LayerWeights& L = w.layers[size_t(i)];
-        const Placement::Layer& PL = P.layers[size_t(i)];
-        Mirrored& hin = mix(PL.attn_mix, L.attn_res_proj, L.attn_res_norm);
-        {
-          const ProfileScope scope(mixer_kind(i));
-          rms_norm(hin.read(PL.mixer), L.input_norm, eps, xn.overwrite(PL.mixer), ctx);
-          TensorView out;
-          float beta = 1.f;
-          if (i % Bk == 0) {  // seal: the running sum becomes a block, the new partial starts at this mixer
-            ++sealed;
-            out = st.res[sealed].overwrite(PL.mixer);
-            beta = 0.f;
-          } else {
-            out = st.res[sealed].update(PL.mixer);
-          }
-          mixer(i, xn.read(PL.mixer), out, beta);
-        }
-        Mirrored& fin = mix(PL.ffn_mix, L.mlp_res_proj, L.mlp_res_norm);
-        {
-          const ProfileScope scope(ffn_kind(i));
-          rms_norm(fin.read(PL.ffn), L.post_norm, eps, xn.overwrite(PL.ffn), ctx);
-          ffn(i, xn.read(PL.ffn), st.res[sealed].update(PL.ffn));
-        }
-        report(i, st.res[sealed]);
-      }
-      last = &mix(P.output_mix, w.out_res_proj, w.out_res_norm);
-    }
-
-    // Head: the rows that need logits (one gather_rows), final norm into the activation dtype, lm_head; logits
-    // are written to the host buffer directly when the head runs on the host, else in pieces of the planned rows.
-    const ProfileScope head_scope("head");
-    const Device dh = P.head;
-    Workspace& hw = rt.ws.on(dh);
-    const Workspace::Scope scope(hw);
-    const bool direct = dh == Device::cpu();
-    const HeadBuffers hb = head_buffers(hw, c, R, rt.limits.head_rows, dt, direct);
-    gather_rows(last->read(dh), rows, hb.sel, ctx);
-    rms_norm(hb.sel, w.final_norm, eps, hb.x, ctx);
-    if (direct) {
-      linear(hb.x, w.lm_head, logits, 0.f, ctx);
-    } else {
-      const int64_t piece = hb.out.size(0);
-      for (int64_t r0 = 0; r0 < R; r0 += piece) {
-        const int64_t r1 = std::min(R, r0 + piece);
-        const TensorView out = hb.out.slice(0, 0, r1 - r0);
-        linear(hb.x.slice(0, r0, r1), w.lm_head, out, 0.f, ctx);
-        copy(logits.slice(0, r0, r1), out, ctx);
-      }
-    }
+    if (!rt.graphs.run(g, P, body)) run_body(model, cache, rt, marks, s, ix.tokens, ix.rows, R, logits, opt, ctx);
   } catch (...) {
     for (int64_t n = 0; n < s.N; ++n) cache.reset(s.slot[size_t(n)]);
     throw;

@@ -52,7 +52,10 @@ DType activation_dtype(const Model& m, const StepRuntime& rt) {
   return m.device().type == DeviceType::cpu ? DType::f32 : DType::bf16;
 }
 
-TensorView step_tables(Workspace& host, Step& s, int64_t T, int64_t N, int64_t R) {
+StepIndex step_tables(Workspace& host, Step& s, int64_t T, int64_t N, int64_t R) {
+  if (host.used() != 0) throw Error("forward: internal: the step's tables must be the host workspace's first bytes");
+  StepIndex ix;
+  ix.tokens = host.alloc(DType::i64, {T});
   s.cu_t = host.alloc(DType::i64, {N + 1});
   s.slot_t = host.alloc(DType::i64, {N});
   s.pos_t = host.alloc(DType::i64, {T});
@@ -62,7 +65,14 @@ TensorView step_tables(Workspace& host, Step& s, int64_t T, int64_t N, int64_t R
   s.fresh_cu_t = host.alloc(DType::i64, {N + 1});
   s.cont_lens_t = host.alloc(DType::i64, {T});
   s.cont_slot_t = host.alloc(DType::i64, {T});
-  return host.alloc(DType::i64, {R});
+  ix.rows = host.alloc(DType::i64, {R});
+  return ix;
+}
+
+TensorView device_tables(Workspaces& ws, const Placement& p, size_t bytes) {
+  const std::optional<Device> d = graph_device(p);
+  if (!d) return {};
+  return ws.on(*d).alloc(DType::u8, {int64_t(bytes)});
 }
 
 Streams step_streams(Workspaces& ws, const Model& m, const std::vector<Device>& devices, int64_t T, DType dt,
@@ -107,6 +117,7 @@ std::vector<size_t> measure_step(const Model& m, const StepLimits& l, DType dt) 
   const int64_t T = l.tokens;
   Step s;
   step_tables(ws.on(Device::cpu()), s, T, l.seqs, T);
+  device_tables(ws, P, ws.on(Device::cpu()).used());
   const Context ctx;
   step_streams(ws, m, block_devices(P), T, dt, ctx);
   for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
@@ -135,6 +146,7 @@ void make_plan(const Model& m, StepRuntime& rt, const StepLimits& limits) {
   const DType dt = activation_dtype(m, rt);
   const std::vector<size_t> peaks = measure_step(m, limits, dt);
   const std::vector<Device> devices = step_devices(m.placement());
+  rt.graphs.clear();  // the graphs point into the old arenas
   rt.arenas.clear();  // the old arenas go before the new ones are allocated
   rt.ws.list.clear();
   rt.limits = {};
@@ -174,6 +186,16 @@ void Model::plan(int64_t max_tokens, int64_t max_seqs) const {
   const StepLock lock(*runtime_, "Model::plan");
   make_plan(*this, *runtime_, {max_tokens, max_seqs, max_seqs});
   runtime_->explicit_plan = true;
+}
+
+void Model::set_decode_graphs(bool on) {
+  const StepLock lock(*runtime_, "Model::set_decode_graphs");
+  runtime_->graphs.set_enabled(on);
+}
+
+DecodeGraphStatus Model::decode_graph_status() const {
+  const StepLock lock(*runtime_, "Model::decode_graph_status");
+  return runtime_->graphs.status(placement_);
 }
 
 StepPlanInfo Model::planned() const {

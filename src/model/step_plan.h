@@ -19,6 +19,7 @@
 #include "kimi/model/model.h"
 #include "kimi/tensor.h"
 #include "model/blocks.h"
+#include "model/decode_graph.h"
 #include "model/mirrored.h"
 #include "model/workspace.h"
 
@@ -49,6 +50,7 @@ struct StepRuntime {
   std::vector<Tensor> arenas;          // one per device of `ws`, uninitialized
   Workspaces ws;                       // real workspaces over the arenas
   Step step;                           // the current step (its vectors keep their capacity across steps)
+  DecodeGraphs graphs;                 // decode steps from CUDA graphs (dropped by every plan)
 };
 
 // The lock of a Model's runtime for one call: refuses a call from inside a forward (an on_layer callback) on the
@@ -71,8 +73,15 @@ std::vector<Device> step_devices(const Placement& p);
 StepRuntime& runtime_of(const Model& m);
 DType activation_dtype(const Model& m, const StepRuntime& rt);
 
-// Step::cu_t ... cont_slot_t as views into the host workspace, and the head's rows (i64 [R]). Sizes only.
-TensorView step_tables(Workspace& host, Step& s, int64_t T, int64_t N, int64_t R);
+// Step::cu_t ... cont_slot_t as views into the host workspace, the token ids (i64 [T]) and the head's rows
+// (i64 [R]). Sizes only. Called first on a reset host workspace: the tables are its bytes [0, used()).
+struct StepIndex {
+  TensorView tokens, rows;
+};
+StepIndex step_tables(Workspace& host, Step& s, int64_t T, int64_t N, int64_t R);
+// The device copy of the host tables (u8 [bytes]) at the start of the graph device's workspace (decode_graph.h),
+// or an absent view when the placement has no graph device. Called right after step_tables.
+TensorView device_tables(Workspaces& ws, const Placement& p, size_t bytes);
 
 // The step's [T, d] streams, each with a buffer on every block device: the residual stream (plain pre-norm:
 // one; Block AttnRes: every sealed block and the last partial), f32; the normalized block input xn in the

@@ -132,6 +132,7 @@ class Cli(unittest.TestCase):
         rc, out, err = run(*self.gen("--max-tokens", 2))
         self.assertEqual(rc, 0, err)
         self.assertIn("timing     after an untimed warm-up of the batch (prefill + one decode step)\n", out)
+        self.assertIn("graphs     decode off: the model runs on cpu (CUDA graphs are for models on one GPU)\n", out)
         rc, out2, err = run(*self.gen("--max-tokens", 2, "--no-warmup"))
         self.assertEqual(rc, 0, err)
         self.assertIn("timing     cold start included (--no-warmup)\n", out2)
@@ -326,6 +327,9 @@ class Cli(unittest.TestCase):
             self.assertAlmostEqual(r["ms_per_step"], 1e3 * median / steps, delta=1e-6 * r["ms_per_step"])
         self.assertIn("| k3-tiny (random)", err)
         self.assertIn("bench: [4/4] tg4 batch 2", err)
+        off = "off: the model runs on cpu (CUDA graphs are for models on one GPU)"
+        self.assertEqual(j["decode_graphs"], off)
+        self.assertIn("graphs     decode " + off + "\n", err)
 
     def test_bench_predicted_columns_are_kimi_plans(self):
         # --chip: each row's predicted / floor ms are the cost model's step (kimi plan) for the row's workload

@@ -433,6 +433,9 @@ int run_bench(const BenchCmdOptions& opt) {
   }
   const std::string name = opt.random ? opt.model + " (random)" : opt.model;
   std::fputs(table(name, dev, rows).c_str(), table_out);
+  // Whether the tg rows' decode steps replayed CUDA graphs, and why not when they did not.
+  const model::DecodeGraphStatus graphs = model.decode_graph_status();
+  fmt::print(table_out, "graphs     decode {}\n", graphs.summary);
   for (const BenchRow& r : rows)
     if (r.profile)
       std::fputs(profile_table(r.test() + " batch " + std::to_string(r.batch), *r.profile).c_str(), table_out);
@@ -441,6 +444,7 @@ int run_bench(const BenchCmdOptions& opt) {
                       {"random", opt.random},
                       {"device", to_string(dev)},
                       {"placement", model.placement().summary()},
+                      {"decode_graphs", graphs.summary},
                       {"layers", c.num_hidden_layers},
                       {"hidden", c.hidden_size},
                       {"weight_bytes", weight_bytes(model, f.schema)},

@@ -146,6 +146,7 @@ int run_generate(const GenerateCmdOptions& opt) {
              rate(r.prefill_tokens, r.prefill_seconds));
   fmt::print("decode     {} tokens in {:.3f} s: {:.1f} tokens/s\n", r.decode_tokens, r.decode_seconds,
              rate(r.decode_tokens, r.decode_seconds));
+  fmt::print("graphs     decode {}\n", model.decode_graph_status().summary);
   fmt::print("timing     {}\n", opt.warmup ? "after an untimed warm-up of the batch (prefill + one decode step)"
                                             : "cold start included (--no-warmup)");
   fmt::print("cache      {:.2f} MiB\n", double(r.cache_bytes) / (1 << 20));

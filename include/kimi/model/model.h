@@ -49,6 +49,22 @@ struct StepPlanInfo {
   std::vector<std::pair<Device, size_t>> arena_bytes;  // the arena of each device (the host's holds index tables)
 };
 
+// How a GPU model's decode steps run (Model::decode_graph_status; docs/model/runtime.md "Decode steps from CUDA
+// graphs"). A decode step (every sequence continues its slot by one token) on a model whose blocks and head all sit
+// on one CUDA device runs on a stream of the runtime: its first step with N sequences runs eagerly and is captured
+// into a CUDA graph, later steps with N sequences replay it. Everything else (prefill, mixed batches, the CPU, a
+// placement over several devices, an on_layer callback) runs eagerly.
+struct DecodeGraphStatus {
+  bool enabled = true;    // the setting: Model::set_decode_graphs, default on unless KIMI_DECODE_GRAPHS=0
+  bool supported = true;  // the placement allows graphs (one CUDA device for every block and the head)
+  std::string summary;    // one line for users: "on: ...", or "off: <why>"
+  std::vector<int64_t> batch_sizes;  // N of the graphs held now (replayable)
+  std::vector<std::pair<int64_t, std::string>> refused;  // N whose capture failed, with the reason (eager instead)
+  int64_t replays = 0;       // decode steps run from a graph (since the model was made)
+  int64_t captures = 0;      // graphs captured (a re-plan or a new cache makes them again)
+  int64_t eager_decode = 0;  // decode steps that ran eagerly (first steps of a batch size, refused ones, off)
+};
+
 class Model {
  public:
   // Opens dir (config.json + safetensors), validates it against the schema (open_model) and binds every
@@ -106,6 +122,12 @@ class Model {
   // Model run one at a time (other threads wait; a call from inside a forward's on_layer is refused).
   void plan(int64_t max_tokens, int64_t max_seqs) const;
   StepPlanInfo planned() const;
+
+  // Decode steps from CUDA graphs (DecodeGraphStatus): on by default for a GPU model unless the environment sets
+  // KIMI_DECODE_GRAPHS=0; set_decode_graphs(false) drops the graphs held and runs every step eagerly (for comparison
+  // and debugging: both give bit-identical logits and caches).
+  void set_decode_graphs(bool on);
+  DecodeGraphStatus decode_graph_status() const;
 
  private:
   struct RuntimeDeleter {

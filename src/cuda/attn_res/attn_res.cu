@@ -1,5 +1,7 @@
 // Launcher of src/cuda/attn_res/attn_res.h: the candidate table (pointer, row stride, dtype of every block and
-// then partial) uploaded once per call, one CTA of kAttnResThreads per token.
+// then partial) passed in the kernel's parameters (capturable in a CUDA graph; K3 has ~10 candidates), or uploaded
+// once per call beyond kAttnResInlineCands (refused under capture), one CTA of kAttnResThreads per token.
+#include <algorithm>
 #include <vector>
 
 #include "cuda/attn_res/attn_res.cuh"
@@ -15,18 +17,27 @@ void attn_res(TensorView partial, std::span<const TensorView> blocks, TensorView
   if (T == 0 || d == 0) return;
   if (T > int64_t(0x7fffffff)) throw Error("cuda attn_res: too many rows for one launch: " + std::to_string(T));
   const cudaStream_t s = static_cast<cudaStream_t>(ctx.cuda_stream);
-  refuse_capture(s, "attn_res");
+  const int m = int(blocks.size()) + 1;
+  if (m > kAttnResMaxCands)
+    throw Error("cuda attn_res: at most " + std::to_string(kAttnResMaxCands - 1) + " blocks, got " + std::to_string(m - 1));
+  if (m > kAttnResInlineCands) refuse_capture(s, "attn_res with more than 63 blocks");
   const DeviceGuard device_guard(partial.device.index);
   std::vector<AttnResCand> cands;
   for (const TensorView& b : blocks) cands.push_back({b.data, b.strides[0], elem_type(b.dtype)});
   cands.push_back({partial.data, partial.strides[0], elem_type(partial.dtype)});
-  const int m = int(cands.size());
-  if (m > kAttnResMaxCands)
-    throw Error("cuda attn_res: at most " + std::to_string(kAttnResMaxCands - 1) + " blocks, got " + std::to_string(m - 1));
-  const Scratch table = upload(cands, s);
-  attn_res_kernel<<<unsigned(T), kAttnResThreads, 0, s>>>(
-      table.get<AttnResCand>(), m, proj_w.data, elem_type(proj_w.dtype), proj_w.strides[0], norm_w.data,
-      elem_type(norm_w.dtype), norm_w.strides[0], eps, out.data, elem_type(out.dtype), out.strides[0], int(d));
+  auto launch = [&](auto table) {
+    attn_res_kernel<<<unsigned(T), kAttnResThreads, 0, s>>>(
+        table, m, proj_w.data, elem_type(proj_w.dtype), proj_w.strides[0], norm_w.data, elem_type(norm_w.dtype),
+        norm_w.strides[0], eps, out.data, elem_type(out.dtype), out.strides[0], int(d));
+  };
+  if (m <= kAttnResInlineCands) {
+    AttnResInline table{};
+    std::copy(cands.begin(), cands.end(), table.c);
+    launch(table);
+  } else {
+    const Scratch table = upload(cands, s);
+    launch(table.get<AttnResCand>());
+  }
   KIMI_CUDA_CHECK(cudaGetLastError());
 }
 

@@ -22,9 +22,19 @@ struct AttnResCand {
 inline constexpr int kAttnResThreads = 256;
 inline constexpr int kAttnResMaxCands = 256;  // blocks + 1 (K3: ~10); the launcher refuses more
 
+// The candidate table passed by value in the kernel's parameters (no upload: the launch captures in a CUDA graph)
+// for up to kAttnResInlineCands candidates (64 x 24 bytes, well inside the 4 KiB parameter space); larger tables
+// are uploaded (AttnResCand*). Both index as cands[c].
+inline constexpr int kAttnResInlineCands = 64;
+struct AttnResInline {
+  AttnResCand c[kAttnResInlineCands];
+  __device__ const AttnResCand& operator[](int i) const { return c[i]; }
+};
+
 // All shared memory is static: per-warp partial sums of the candidate being scored, the scores, the weights.
+template <class Cands>  // AttnResInline or const AttnResCand*
 __global__ void __launch_bounds__(kAttnResThreads)
-attn_res_kernel(const AttnResCand* __restrict__ cands, int m, const void* proj_w, int tp, int64_t sp,
+attn_res_kernel(Cands cands, int m, const void* proj_w, int tp, int64_t sp,
                 const void* norm_w, int tn, int64_t sn, float eps, void* out, int to, int64_t so, int d) {
   constexpr int kWarps = kAttnResThreads / 32;
   __shared__ double red_ss[kWarps], red_dot[kWarps];
