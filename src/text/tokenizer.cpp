@@ -105,7 +105,7 @@ std::vector<uint32_t> Tokenizer::encode(std::string_view text, const AllowedSpec
     return a.text.size() != b.text.size() ? a.text.size() > b.text.size() : a.text < b.text;
   });
 
-  Decoded d = decode_utf8(text, "encode", "text");
+  Decoded d = decode_utf8(text, "encode: argument 'text'");
   std::vector<uint8_t> flags(d.cps.size());
   for (size_t i = 0; i < d.cps.size(); ++i) flags[i] = char_flags(d.cps[i]);
   std::vector<uint32_t> out;

@@ -60,7 +60,7 @@ size_t utf8_maximal_subpart(std::string_view s) {
   return l.len == 0 ? 1 : valid_bytes(s, l);
 }
 
-Decoded decode_utf8(std::string_view text, const std::string& who, const std::string& what) {
+Decoded decode_utf8(std::string_view text, const std::string& where) {
   Decoded d;
   d.cps.reserve(text.size());
   d.offsets.reserve(text.size() + 1);
@@ -80,7 +80,7 @@ Decoded decode_utf8(std::string_view text, const std::string& who, const std::st
                                : "an invalid byte sequence";
       char hex[8];
       std::snprintf(hex, sizeof hex, "0x%02X", b);
-      throw Error(who + ": argument '" + what + "': expected valid UTF-8, got " + reason + " (" + hex + ") at byte " +
+      throw Error(where + ": expected valid UTF-8, got " + reason + " (" + hex + ") at byte " +
                   std::to_string(i));
     }
     uint32_t cp = b & (0xFF >> (len + 1));

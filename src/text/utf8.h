@@ -17,9 +17,10 @@ struct Decoded {
 };
 
 // Decodes well-formed UTF-8 (RFC 3629: no overlong forms, no surrogates, nothing above U+10FFFF). Otherwise throws
-// kimi::Error "<who>: argument '<what>': expected valid UTF-8, got <reason> at byte <offset>" (tiktoken takes a
-// Python str, which cannot hold invalid UTF-8; the caller decides what its input's invalid bytes become).
-Decoded decode_utf8(std::string_view text, const std::string& who, const std::string& what);
+// kimi::Error "<where>: expected valid UTF-8, got <reason> (0xNN) at byte <offset>", where names the command and
+// argument (e.g. "encode: argument 'text'"). tiktoken takes a Python str, which cannot hold invalid UTF-8, so there
+// is nothing to match: invalid input is refused, never replaced.
+Decoded decode_utf8(std::string_view text, const std::string& where);
 
 // The length of a well-formed UTF-8 sequence starting at s[0], or 0 when s does not start with one (invalid lead or
 // continuation bytes, overlong forms, surrogates, > U+10FFFF, or a sequence cut short by the end of s).
