@@ -27,6 +27,7 @@ using nlohmann::json;
 struct GoldenSet {
   std::string name, dir, goldens;
 };
+void PrintTo(const GoldenSet& s, std::ostream* os) { *os << s.name << " (" << s.goldens << ")"; }
 
 std::vector<GoldenSet> golden_sets() {
   const std::string root = std::string(KIMI_FIXTURES_DIR) + "/text/";

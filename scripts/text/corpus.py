@@ -57,7 +57,7 @@ def long_cases():
     ]
 
 
-def random_strings(seed=1234, count=400):
+def random_strings(seed=1234, count=400, max_len=40):
     """Seeded random strings: scalar values drawn from ASCII, Latin, marks, CJK (incl. extensions), other scripts,
     whitespace, emoji and the whole code space."""
     rng = random.Random(seed)
@@ -70,7 +70,7 @@ def random_strings(seed=1234, count=400):
     fixed = [" ", "  ", "\n", "\r\n", "\t", "'", "'s", "'LL", "'re", "123", "\u200d", "\u00a0"]
     out = []
     for _ in range(count):
-        n = rng.randint(1, 40)
+        n = rng.randint(1, max_len)
         chars = []
         while len(chars) < n:
             if rng.random() < 0.15:

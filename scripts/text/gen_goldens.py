@@ -13,9 +13,13 @@ Decoding is tiktoken's Encoding.decode (bytes.decode("utf-8", "replace")).
       bytes + random corpus substrings, every rank shuffled: tiktoken's merge loop on a vocabulary that no training
       would give) and "substrings" (all bytes + every 2- and 3-byte substring of the hand-picked texts, shuffled:
       a piece boundary in the wrong place changes the ids). Deterministic (seeded).
-  gen_goldens.py --checkpoint DIR --out FILE
-      goldens of a real checkpoint's tokenizer (DIR holds tiktoken.model and tokenizer_config.json); the C++ test
+  gen_goldens.py --checkpoint DIR --out FILE [--fuzz N --seed S]
+      goldens of a real checkpoint's tokenizer (DIR holds tiktoken.model and tokenizer_config.json), or of one of
+      the fixture vocabularies; --fuzz adds N more random strings (longer ones too) from seed S. The C++ test
       reads FILE when KIMI_TOKENIZER_GOLDENS=FILE and KIMI_TOKENIZER_DIR=DIR are set (docs/text/tokenizer.md).
+  gen_goldens.py --check tests/fixtures/text
+      recomputes every fixture vocabulary's goldens with the installed tiktoken and compares them with the
+      committed goldens.json (ctest: tokenizer_goldens_fresh).
 """
 import argparse
 import base64
@@ -45,6 +49,7 @@ PAT_STR = "|".join([
     r"""\s+""",
 ])
 NUM_RESERVED = 256
+VOCABS = ("trained", "shuffled", "substrings")
 TIKTOKEN_MAX_ENCODE_CHARS = 400_000
 MAX_NO_WHITESPACES_CHARS = 25_000
 # The names tokenization_kimi.py's checkpoints give some of their specials (the rest are reserved).
@@ -184,10 +189,11 @@ def write_checkpoint(dirname, vocab):
         f.write("\n")
 
 
-def goldens(enc, seed):
+def goldens(enc, seed, fuzz=0, fuzz_seed=0):
     rng = random.Random(seed)
     cases = []
-    for text in corpus.CASES + corpus.random_strings():
+    extra = corpus.random_strings(seed=fuzz_seed, count=fuzz, max_len=400) if fuzz else []
+    for text in corpus.CASES + corpus.random_strings() + extra:
         cases.append({"text": text, "allowed": "none", "ids": kimi_encode(enc, text, "none")})
     for text in corpus.SPECIAL_CASES + [t for t in corpus.CASES if "<|" in t or "[" in t]:
         for allowed in ("all", ["<|im_end|>"], ["<|im_middle|>", "[BOS]"]):
@@ -216,18 +222,44 @@ def write_goldens(path, data):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--out", required=True)
+    ap.add_argument("--out")
     ap.add_argument("--checkpoint")
+    ap.add_argument("--check")
+    ap.add_argument("--fuzz", type=int, default=0)
+    ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args()
     if tiktoken.__version__ != TIKTOKEN_VERSION:
         sys.exit(f"gen_goldens.py: expected tiktoken {TIKTOKEN_VERSION}, got {tiktoken.__version__}")
+    if args.check:
+        bad = 0
+        for name in VOCABS:
+            d = os.path.join(args.check, name)
+            with open(os.path.join(d, "goldens.json"), encoding="ascii") as f:
+                committed = json.load(f)
+            fresh = json.loads(json.dumps(goldens(load_encoding(d), seed=7)))  # tuples as JSON lists
+            differ = False
+            for kind in ("encode", "decode"):
+                if fresh[kind] != committed[kind]:
+                    i = next((i for i, (a, b) in enumerate(zip(fresh[kind], committed[kind])) if a != b),
+                             min(len(fresh[kind]), len(committed[kind])))
+                    print(f"{d}: {kind} case {i} differs from tiktoken {tiktoken.__version__}: regenerate with "
+                          f"scripts/text/gen_goldens.py --out {args.check}")
+                    differ = True
+            bad += differ
+            print(f"{d}: {len(fresh['encode'])} encode and {len(fresh['decode'])} decode goldens "
+                  f"{'differ' if differ else 'equal tiktoken ' + tiktoken.__version__}")
+        sys.exit(1 if bad else 0)
+    if not args.out:
+        ap.error("--out is required")
     if args.checkpoint:
-        write_goldens(args.out, goldens(load_encoding(args.checkpoint), seed=7))
+        write_goldens(args.out, goldens(load_encoding(args.checkpoint), seed=7, fuzz=args.fuzz, fuzz_seed=args.seed))
         return
     text = training_text()
     probes = corpus.CASES + corpus.SPECIAL_CASES + corpus.random_strings()[:150]
-    for name, vocab in (("trained", train_vocab(text, 1500)), ("shuffled", shuffled_vocab(text, 3000, seed=5)),
-                        ("substrings", substring_vocab(probes, seed=11))):
+    vocabs = {"trained": train_vocab(text, 1500), "shuffled": shuffled_vocab(text, 3000, seed=5),
+              "substrings": substring_vocab(probes, seed=11)}
+    for name in VOCABS:
+        vocab = vocabs[name]
         d = os.path.join(args.out, name)
         write_checkpoint(d, vocab)
         write_goldens(os.path.join(d, "goldens.json"), goldens(load_encoding(d), seed=7))
