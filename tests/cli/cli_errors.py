@@ -460,6 +460,54 @@ class Cli(unittest.TestCase):
                      "--context INT=0", "--device TEXT=cpu", "--random", "--json", "--csv", "k3-slice"]:
             self.assertIn(text, out)
 
+    # --- tokenize: a checkpoint's tokenizer ---------------------------------------------------------------
+    TOK = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "fixtures", "text", "trained")
+
+    def test_tokenize_round_trip_and_json(self):
+        text = "Hello, 世界! I'm <|im_end|>\t\n"  # no \r: run() reads stdout with universal newlines
+        rc, out, err = run("tokenize", self.TOK, "--text", text)
+        self.assertEqual(rc, 0, err)
+        ids = out.strip()
+        self.assertRegex(ids, r"^\d+(,\d+)+$")
+        rc, out, err = run("tokenize", self.TOK, "--ids", ids)
+        self.assertEqual((rc, out), (0, text + "\n"), err)
+        rc, out, err = run("tokenize", self.TOK, "--text", text, "--json")
+        j = json.loads(out)
+        self.assertEqual(j["count"], len(j["ids"]))
+        self.assertEqual(",".join(map(str, j["ids"])), ids)
+        self.assertFalse(any(t["special"] for t in j["tokens"]))  # user text: no special token
+        rc, out, err = run("tokenize", self.TOK, "--text", text, "--specials", "<|im_end|>", "--json")
+        j = json.loads(out)
+        self.assertEqual([t["text"] for t in j["tokens"] if t["special"]], ["<|im_end|>"])
+        rc, out, err = run("tokenize", self.TOK, "--ids", "230,188", "--json")  # 漢 cut short: U+FFFD
+        self.assertEqual(json.loads(out), {"ids": [230, 188], "text": "\ufffd"})
+        with tempfile.TemporaryDirectory() as d:
+            f = os.path.join(d, "t.txt")
+            with open(f, "wb") as fh:
+                fh.write(text.encode())
+            rc, out, err = run("tokenize", self.TOK, "--text-file", f)
+            self.assertEqual(out.strip(), ids)
+            with open(f, "wb") as fh:
+                fh.write(b"ok \xe6\xbc")
+            self.fails(["tokenize", self.TOK, "--text-file", f],
+                       f"kimi: tokenize: --text-file {f}: expected valid UTF-8, got a truncated sequence (0xE6) at byte 3")
+
+    def test_tokenize_bad_flags(self):
+        self.fails(["tokenize", self.TOK], "kimi: tokenize: expected exactly one of --text, --text-file and --ids, got none")
+        self.fails(["tokenize", self.TOK, "--text", "a", "--ids", "1"],
+                   "kimi: tokenize: expected exactly one of --text, --text-file and --ids, got 2")
+        self.fails(["tokenize", self.TOK, "--ids", "1,,2"],
+                   f"kimi: tokenize: --ids: expected comma-separated token ids in [0, 2012) (the vocabulary of "
+                   f"{self.TOK}), got '' (item 2)")
+        self.fails(["tokenize", self.TOK, "--ids", "2012"], "got '2012' (item 1)")
+        self.fails(["tokenize", self.TOK, "--ids", "1", "--specials", "all"],
+                   "kimi: tokenize: --specials: expected it only with --text or --text-file")
+        self.fails(["tokenize", self.TOK, "--text", "a", "--specials", "<|im_end|>,<|nope|>"],
+                   f"kimi: tokenize: --specials: expected none, all or special tokens of {self.TOK} (e.g. '[BOS]'), "
+                   "got '<|nope|>'")
+        self.fails(["tokenize", self.model, "--text", "a"],
+                   f"kimi: tokenizer: {self.model}/tiktoken.model: cannot open: no such file")
+
 
 if __name__ == "__main__":
     KIMI = os.path.abspath(sys.argv.pop(1))

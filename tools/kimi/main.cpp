@@ -8,12 +8,14 @@
 //                                           bytes, FLOPs and roofline speed of prefill and decode (cost.h)
 //   kimi bench DIR | --random CONFIG       prefill (ppN) and decode (tgN) speed at batch sizes, llama-bench style
 //                 [-p 512 -n 128 -b 1,8]    table, --json / --csv for plots, peak device memory per row
+//   kimi tokenize DIR --text "..." | --ids 1,2,3   a checkpoint's tokenizer: text to ids, ids to text [--json]
 #include <CLI/CLI.hpp>
 
 #include "kimi/check.h"
 #include "kimi/error.h"
 #include "kimi/model_cmds.h"
 #include "kimi/plan_cmd.h"
+#include "kimi/tokenize_cmd.h"
 
 #include <cstdio>
 #include <exception>
@@ -123,6 +125,19 @@ int main(int argc, char** argv) {
                   "Per row, one more run timed operator by operator, beside the cost model's layer kinds");
   bench->add_flag("--csv{-}", bench_opt.csv, "Also write CSV: --csv (stdout; the table goes to stderr) or --csv=PATH");
 
+  kimi::cli::TokenizeOptions tok_opt;
+  auto* tokenize = app.add_subcommand("tokenize", "Text to token ids and ids to text with a checkpoint's tokenizer");
+  tokenize->footer("The tokenizer is the checkpoint's tiktoken.model and tokenizer_config.json, applied as\n"
+                   "tokenization_kimi.py applies them with tiktoken (docs/text/tokenizer.md). Text never becomes\n"
+                   "a special token unless --specials allows it.\n");
+  tokenize->add_option("dir", tok_opt.dir, "Checkpoint directory (tiktoken.model + tokenizer_config.json)")->required();
+  tokenize->add_option("--text", tok_opt.text, "Text (UTF-8) to encode");
+  tokenize->add_option("--text-file", tok_opt.text_file, "A file whose bytes (UTF-8) to encode");
+  tokenize->add_option("--ids", tok_opt.ids, "Comma-separated token ids to decode");
+  tokenize->add_option("--specials", tok_opt.specials,
+                       "Special tokens the text may contain: none, all, or comma-separated names");
+  tokenize->add_flag("--json", tok_opt.json, "Print JSON: ids and each token's text (or bytes), or ids and text");
+
   CLI11_PARSE(app, argc, argv);
   try {
     if (check->parsed()) return kimi::cli::run_check(check_opt) == 0 ? 0 : 1;
@@ -135,6 +150,12 @@ int main(int argc, char** argv) {
       return kimi::cli::run_plan(plan_opt);
     }
     if (bench->parsed()) return kimi::cli::run_bench(bench_opt);
+    if (tokenize->parsed()) {
+      tok_opt.text_given = tokenize->count("--text") > 0;
+      tok_opt.text_file_given = tokenize->count("--text-file") > 0;
+      tok_opt.ids_given = tokenize->count("--ids") > 0;
+      return kimi::cli::run_tokenize(tok_opt);
+    }
   } catch (const kimi::Error& e) {
     std::fprintf(stderr, "kimi: %s\n", e.what());
     return 2;
