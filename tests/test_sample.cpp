@@ -285,7 +285,7 @@ void random_rows(int64_t n, int64_t V, uint64_t seed, std::vector<std::vector<fl
   for (int64_t r = 0; r < n; ++r) {
     const float scale = 0.5f + float(rng() % 8);
     const bool ties = rng() % 3 == 0, masks = rng() % 4 == 0;
-    std::vector<float> row(size_t(V));
+    std::vector<float> row(static_cast<size_t>(V));
     for (float& v : row) {
       v = nd(rng) * scale;
       if (ties) v = std::round(v * 8) / 8;

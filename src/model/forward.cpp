@@ -171,7 +171,8 @@ void run_step(const Model& model, Cache& cache, const Batch& batch, const Forwar
     k.shape("logits", logits, {R, c.vocab_size});
     k.contiguous("logits", logits);
     if (!(logits.device == Device::cpu()) && !(logits.device == P.head))
-      k.fail("logits", "device cpu or " + to_string(P.head) + " (the head's)", to_string(logits.device));
+      k.fail("logits", P.head == Device::cpu() ? "device cpu" : "device cpu or " + to_string(P.head) + " (the head's)",
+             to_string(logits.device));
   }
   grow_plan(model, rt, T, s.N, R);
   const float eps = c.rms_norm_eps;
