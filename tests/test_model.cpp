@@ -225,41 +225,6 @@ TEST_P(ModelTest, GenerateGrowsTheCacheAndMatchesOnePrefill) {
 INSTANTIATE_TEST_SUITE_P(Tiny, ModelTest, ::testing::Values("k3-tiny", "kimi-linear-tiny"),
                          [](const auto& info) { return info.param == "k3-tiny" ? "K3" : "KimiLinear"; });
 
-TEST(Sampling, GreedyTopKTopP) {
-  const std::vector<float> logits = {0.5f, 2.f, 2.f, -1.f, 1.9f};
-  std::mt19937_64 rng(1);
-  EXPECT_EQ(sample_token(logits, {}, rng), 1);  // ties: lower id
-  for (int i = 0; i < 50; ++i) {
-    EXPECT_EQ(sample_token(logits, {1.f, 1, 1.f, 0}, rng), 1);          // top-1 = greedy
-    EXPECT_EQ(sample_token(logits, {1.f, 0, 1e-6f, 0}, rng), 1);        // tiny nucleus = greedy
-    const int32_t t = sample_token(logits, {1.f, 3, 1.f, 0}, rng);      // top-3 = {1, 2, 4}
-    EXPECT_TRUE(t == 1 || t == 2 || t == 4) << t;
-  }
-  // Empirical frequencies follow softmax(logits / T) (5000 draws, 4 sigma).
-  std::vector<int> count(5);
-  const int draws = 5000;
-  for (int i = 0; i < draws; ++i) ++count[size_t(sample_token(logits, {2.f, 0, 1.f, 0}, rng))];
-  double z = 0;
-  for (float l : logits) z += std::exp(l / 2.0);
-  for (size_t i = 0; i < 5; ++i) {
-    const double p = std::exp(logits[i] / 2.0) / z, sd = std::sqrt(p * (1 - p) / draws);
-    EXPECT_NEAR(count[i] / double(draws), p, 4 * sd) << i;
-  }
-  EXPECT_KIMI_ERROR(sample_token(logits, {-1.f, 0, 1.f, 0}, rng), "temperature", ">= 0", "-1");
-  EXPECT_KIMI_ERROR(sample_token(logits, {1.f, -2, 1.f, 0}, rng), "top_k", ">= 0", "-2");
-  EXPECT_KIMI_ERROR(sample_token(logits, {1.f, 0, 0.f, 0}, rng), "top_p", "(0, 1]", "0");
-  const std::vector<float> nan = {0.f, NAN};
-  EXPECT_KIMI_ERROR(sample_token(nan, {}, rng), "logits", "NaN at index 1");
-  const std::vector<float> pinf = {0.f, INFINITY, 1.f}, ninf = {-INFINITY, -INFINITY};
-  EXPECT_KIMI_ERROR(sample_token(pinf, {1.f, 0, 1.f, 0}, rng), "logits", "finite maximum", "+inf");
-  EXPECT_KIMI_ERROR(sample_token(ninf, {}, rng), "logits", "every logit -inf");
-  const std::vector<float> masked = {-INFINITY, 0.5f, -INFINITY, 0.4f};  // -inf masks tokens
-  for (int i = 0; i < 20; ++i) {
-    const int32_t t = sample_token(masked, {1.f, 0, 1.f, 0}, rng);
-    EXPECT_TRUE(t == 1 || t == 3) << t;
-  }
-}
-
 TEST(Model, AFailedForwardEmptiesItsSlotsAndAResetSlotIsFresh) {
   const Model& m = *tiny("k3-tiny");
   const int64_t L = m.config().num_hidden_layers;

@@ -17,6 +17,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstring>
 #include <memory>
 
 #include "expect_error.h"
@@ -26,6 +27,7 @@
 #include "kimi/model/model.h"
 #include "kimi/model/schema.h"
 #include "model_testutil.h"
+#include "tensor_testutil.h"
 
 namespace kimi::model {
 namespace {
@@ -134,6 +136,36 @@ TEST_P(ModelCuda, GreedyGenerationIsIdentical) {
   const GenerateResult a = generate(cpu(), prompts, g), b = generate(gpu(), prompts, g);
   EXPECT_EQ(b.tokens, a.tokens) << where();
   EXPECT_EQ(b.decode_tokens, a.decode_tokens);
+}
+
+// Seeded sampling runs sample_tokens on the GPU head (the logits stay there) with the CPU's draws (seed, prompt,
+// step): the tokens are the CPU generation's, as far as the two models' logits agree (the draw falls within their
+// ~1e-6 relative difference of a CDF boundary with a probability of that order).
+TEST_P(ModelCuda, SeededSamplingMatchesTheCpu) {
+  REQUIRE_CUDA();
+  const int64_t V = cpu().config().vocab_size;
+  const std::vector<std::vector<int32_t>> prompts = {{1, 2, 3}, {4}, random_tokens(67, 9, V)};
+  GenerateOptions g;
+  g.max_new_tokens = 8;
+  g.sampling = {0.8f, 40, 0.9f, 1234};
+  const GenerateResult a = generate(cpu(), prompts, g), b = generate(gpu(), prompts, g);
+  EXPECT_EQ(b.tokens, a.tokens) << where();
+  EXPECT_EQ(generate(gpu(), prompts, g).tokens, b.tokens) << where() << " (reproducible)";
+}
+
+// forward_into a view on the head's device: the head writes the rows there; they are forward()'s host logits.
+TEST_P(ModelCuda, ForwardIntoTheHeadsDeviceGivesTheHostLogits) {
+  REQUIRE_CUDA();
+  const Model& m = gpu();
+  const std::vector<int32_t> tokens = random_tokens(21, 5, m.config().vocab_size);
+  const int64_t cu[3] = {0, 12, 21}, slots[2] = {1, 0};
+  Cache a(m, 2, 32), b(m, 2, 32);
+  const Tensor want = forward(m, a, {tokens, cu, slots});
+  const Tensor dev = Tensor::uninitialized(DType::f32, {2, m.config().vocab_size}, m.placement().head);
+  forward_into(m, b, {tokens, cu, slots}, dev);
+  const Tensor got = kimi::testutil::copy_to(dev, Device::cpu());
+  EXPECT_EQ(std::memcmp(got.data(), want.data(), want.nbytes()), 0) << where();
+  EXPECT_EQ(b.length(1), 12);
 }
 
 TEST_P(ModelCuda, PrefillThenDecodeMatchesOnePrefillOnTheGpu) {

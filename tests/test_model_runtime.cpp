@@ -184,6 +184,11 @@ TEST(Plan, ABatchLargerThanThePlanIsRefusedBeforeAnyWrite) {
   const int64_t cu1[2] = {0, 1};
   EXPECT_KIMI_ERROR(forward_into(m, cache, {std::span(tok.data(), 1), cu1, slot0}, small), "forward", "'logits'",
                     "[1, 512]", "[2, 512]");
+  // logits live on the host or on the head's device (here the host): another device is refused
+  TensorView elsewhere = small.view().slice(0, 0, 1);
+  elsewhere.device = Device{DeviceType::cpu, 1};
+  EXPECT_KIMI_ERROR(forward_into(m, cache, {std::span(tok.data(), 1), cu1, slot0}, elsewhere),
+                    "forward: argument 'logits': expected device cpu, got cpu:1");
   EXPECT_EQ(cache.length(0), 5);
   EXPECT_EQ(cache.length(1), 0);
   // nothing changed: the next steps equal those of a cache that saw no refused batch

@@ -19,3 +19,4 @@
 #include "kimi/ops/mxfp4.h"
 #include "kimi/ops/norm.h"
 #include "kimi/ops/random.h"
+#include "kimi/ops/sample.h"

@@ -226,6 +226,9 @@ class Registry {
       *this, "gather_rows", "gather"};
   // kimi/ops/random.h
   OpSlot<void(TensorView t, const RandomFill& r, const Context&)> fill_random{*this, "fill_random", "random"};
+  // kimi/ops/sample.h (host parameters and logits already checked; device ones are read only by the kernel)
+  OpSlot<void(TensorView logits, const SampleParams& params, TensorView tokens, const Context&)> sample_tokens{
+      *this, "sample_tokens", "sample"};
 
   // Internal kernels of the runtime (no family: not operators of the public API). src/model/add_into.h.
   OpSlot<void(TensorView out, TensorView y, const Context&)> add_into{*this, "add_into", ""};

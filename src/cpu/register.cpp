@@ -15,6 +15,7 @@
 #include "cpu/mxfp4.h"
 #include "cpu/norm.h"
 #include "cpu/random.h"
+#include "cpu/sample.h"
 
 namespace kimi::cpu {
 
@@ -84,6 +85,7 @@ void register_ops(Registry& r) {
     gather_rows(src, rows.host, out, ctx);
   });
   r.fill_random.set(b, fill_random);
+  r.sample_tokens.set(b, sample_tokens);
   r.add_into.set(b, add_into);
 }
 

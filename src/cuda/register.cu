@@ -13,6 +13,7 @@
 #include "cuda/random/random.h"
 #include "cuda/register.h"
 #include "cuda/runtime.h"
+#include "cuda/sample/sample.h"
 
 namespace kimi::cuda {
 
@@ -62,6 +63,7 @@ void register_ops(Registry& r) {
   r.latent_moe.set(b, latent_moe);
   r.attn_res.set(b, attn_res);
   r.gather_rows.set(b, gather_rows);
+  r.sample_tokens.set(b, sample_tokens);
   r.fill_random.set(b, fill_random);
   r.add_into.set(b, add_into);
 }

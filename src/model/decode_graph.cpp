@@ -178,8 +178,8 @@ void DecodeGraphs::replay_or_capture(const GraphStep& g, Device dev, TensorView 
       graphs_.push_back(std::move(graph));
     }
   }
-  // The logits to the caller, then the step's one host wait.
-  rt.copy_async(g.logits.data, Device::cpu(), out.data, dev, size_t(g.R) * size_t(out.size(1)) * sizeof(float),
+  // The logits to the caller (its host buffer, or a view on this device), then the step's one host wait.
+  rt.copy_async(g.logits.data, g.logits.device, out.data, dev, size_t(g.R) * size_t(out.size(1)) * sizeof(float),
                 stream_);
   rt.synchronize(dev, stream_);
 }

@@ -261,13 +261,14 @@ TensorView run_body(const Model& model, Cache& cache, StepRuntime& rt, const std
   }
 
   // Head: the rows that need logits (one gather_rows), final norm into the activation dtype, lm_head; logits
-  // are written to the host buffer directly when the head runs on the host, else in pieces of the planned rows
-  // (a graph step: all R rows in one piece, returned to the caller on the device).
+  // are written directly when they live on the head's device (a host head, or a device view from the caller),
+  // else copied to the host in pieces of the planned rows (a graph step: all R rows in one piece, returned to
+  // the caller on the device).
   const ProfileScope head_scope("head");
   const Device dh = P.head;
   Workspace& hw = rt.ws.on(dh);
   const Workspace::Scope scope(hw);
-  const bool direct = dh == Device::cpu();
+  const bool direct = logits.present() && logits.device == dh;
   const HeadBuffers hb = head_buffers(hw, c, R, rt.limits.head_rows, dt, direct);
   gather_rows(last->read(dh), rows, hb.sel, ctx);
   rms_norm(hb.sel, w.final_norm, eps, hb.x, ctx);
@@ -312,7 +313,9 @@ void run_step(const Model& model, Cache& cache, const Batch& batch, const Forwar
     k.dtype("logits", logits, {DType::f32});
     k.shape("logits", logits, {R, c.vocab_size});
     k.contiguous("logits", logits);
-    k.device("logits", logits, Device::cpu());
+    if (!(logits.device == Device::cpu()) && !(logits.device == P.head))
+      k.fail("logits", P.head == Device::cpu() ? "device cpu" : "device cpu or " + to_string(P.head) + " (the head's)",
+             to_string(logits.device));
   }
   grow_plan(model, rt, T, s.N, R);
 

@@ -1,9 +1,15 @@
 // kimi/model/generate.h: token generation on a Model: batched prefill, then one decode step per token
 // for every unfinished sequence, with greedy or seeded temperature / top-k / top-p sampling.
+//
+// Sampling is the operator sample_tokens (kimi/ops/sample.h), run on the device of the model's head: on a GPU the
+// logits never leave it (only the token ids are copied back). Its draws are counter-based: the k-th new token
+// (k = 0 for the prefill's) of prompt n is drawn from (seed, n, k), so a seeded generation returns the same tokens
+// on the CPU and on a GPU (up to the models' own float differences in the logits), in any batch. This replaced a
+// std::mt19937_64 per sequence: seeded non-greedy generations return other tokens than before it (same
+// distribution); greedy generations are unchanged.
 #pragma once
 
 #include <cstdint>
-#include <random>
 #include <span>
 #include <vector>
 
@@ -16,7 +22,7 @@ struct SamplingParams {
   float temperature = 0.f;  // 0: greedy (argmax, lowest id on ties); > 0: sample softmax(logits / temperature)
   int top_k = 0;            // keep the k most likely tokens (0: all)
   float top_p = 1.f;        // then the smallest set whose probability reaches top_p (nucleus), in (0, 1]
-  uint64_t seed = 0;        // sequence n samples from its own generator seeded with (seed, n)
+  uint64_t seed = 0;        // prompt n's k-th new token is drawn from (seed, n, k) (kimi/ops/sample.h)
 };
 
 // The longest sequence (prompt + new tokens) generate() accepts for a model: 2^20 = 1,048,576 tokens, the
@@ -50,8 +56,5 @@ struct GenerateResult {
 // activation dtype is the model's (Model::activation_dtype).
 GenerateResult generate(const Model& model, std::span<const std::vector<int32_t>> prompts,
                         const GenerateOptions& opt, const Context& ctx = {});
-
-// Picks a token from one row of logits (validates the parameters; throws kimi::Error naming them).
-int32_t sample_token(std::span<const float> logits, const SamplingParams& p, std::mt19937_64& rng);
 
 }  // namespace kimi::model

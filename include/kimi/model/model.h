@@ -177,8 +177,9 @@ struct ForwardOptions {
 Tensor forward(const Model& model, Cache& cache, const Batch& batch, const ForwardOptions& opt = {},
                const Context& ctx = {});
 
-// The same, writing the logits into `logits`: a host (cpu) f32 contiguous [N, vocab] (LogitsFor::last) or
-// [T, vocab] (LogitsFor::all) view; with a plan, the step allocates nothing (generate() steps this way).
+// The same, writing the logits into `logits`: an f32 contiguous [N, vocab] (LogitsFor::last) or [T, vocab]
+// (LogitsFor::all) view on the host (cpu) or on the head's device (Placement::head: the head writes the rows there,
+// on ctx's stream, and nothing is copied to the host); with a plan, the step allocates nothing (generate() steps this way).
 void forward_into(const Model& model, Cache& cache, const Batch& batch, TensorView logits,
                   const ForwardOptions& opt = {}, const Context& ctx = {});
 

@@ -21,6 +21,7 @@ CaseList all_cases(Scale scale) {
   add_attn_res_cases(list, scale);
   add_gather_cases(list, scale);
   add_random_cases(list, scale);
+  add_sample_cases(list, scale);
   return list;
 }
 

@@ -46,6 +46,7 @@ void add_moe_cases(CaseList&, Scale);
 void add_attn_res_cases(CaseList&, Scale);
 void add_gather_cases(CaseList&, Scale);
 void add_random_cases(CaseList&, Scale);
+void add_sample_cases(CaseList&, Scale);
 
 CaseList all_cases(Scale scale);
 
