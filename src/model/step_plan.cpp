@@ -147,6 +147,7 @@ void make_plan(const Model& m, StepRuntime& rt, const StepLimits& limits) {
   const std::vector<size_t> peaks = measure_step(m, limits, dt);
   const std::vector<Device> devices = step_devices(m.placement());
   rt.graphs.clear();  // the graphs point into the old arenas
+  rt.pinned.reset();
   rt.arenas.clear();  // the old arenas go before the new ones are allocated
   rt.ws.list.clear();
   rt.limits = {};
@@ -155,6 +156,8 @@ void make_plan(const Model& m, StepRuntime& rt, const StepLimits& limits) {
     rt.ws.list.emplace_back(a.data(), peaks[i], devices[i]);
     rt.arenas.push_back(std::move(a));
   }
+  if (std::any_of(devices.begin(), devices.end(), [](Device d) { return d.type == DeviceType::cuda; }))
+    rt.pinned = std::make_unique<PinnedHost>(rt.arenas[0].view());  // devices[0] is the host (step_devices)
   rt.limits = limits;
 }
 

@@ -11,11 +11,13 @@
 #pragma once
 
 #include <atomic>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <thread>
 #include <vector>
 
+#include "kimi/device.h"
 #include "kimi/model/model.h"
 #include "kimi/tensor.h"
 #include "model/blocks.h"
@@ -48,6 +50,8 @@ struct StepRuntime {
   StepLimits limits;                   // 0: not planned
   bool explicit_plan = false;
   std::vector<Tensor> arenas;          // one per device of `ws`, uninitialized
+  std::unique_ptr<PinnedHost> pinned;  // the host arena page-locked when a GPU runs blocks: the step tables' copy to
+                                       // the device is then asynchronous (declared after `arenas`: released first)
   Workspaces ws;                       // real workspaces over the arenas
   Step step;                           // the current step (its vectors keep their capacity across steps)
   DecodeGraphs graphs;                 // decode steps from CUDA graphs (dropped by every plan)

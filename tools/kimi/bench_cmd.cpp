@@ -5,6 +5,7 @@
 //     last token of each; time per forward.
 //   tgN at batch b: N decode steps of b sequences (one token each per step) after an untimed prefill of
 //     --context tokens per sequence (none by default: the first step starts each sequence); time per step.
+// The logits stay on the head's device, as generate() keeps them to sample there (sampling is not timed).
 // Each row: --warmup untimed runs, then --repetitions timed ones; tokens/s and ms from their median, the
 // spread as min-max and the standard deviation. Tokens are seeded random ids. Peak memory per row: the
 // device's Tensor peak plus its CUDA memory pool's high-water mark (kimi::device_memory_stats), counted from
@@ -236,9 +237,9 @@ void run_row(const model::Model& m, BenchRow& r, int warmup, int reps, uint64_t 
     for (int64_t b = 0; b <= B; ++b) cu[size_t(b)] = b * per_seq;
     return cu;
   };
-  // the logits of every forward land in one host buffer (forward_into: no allocation per step)
-  const Tensor logits = Tensor::uninitialized(DType::f32, {B, c.vocab_size});
-  const PinnedHost pinned(logits.view());  // the logits copies run at the link's rate, as generate's do
+  // the logits of every forward land in one buffer on the head's device, where generate keeps them to sample
+  // (forward_into: no allocation, and no copy to the host, per step)
+  const Tensor logits = Tensor::uninitialized(DType::f32, {B, c.vocab_size}, m.placement().head);
   // One run; with `prof`, its timed part (not the tg row's context prefill) runs under an OpProfiler.
   std::optional<OpProfiler> profiler;
   auto one = [&](bool prof = false) -> double {
