@@ -142,7 +142,7 @@ std::vector<size_t> measure_step(const Model& m, const StepLimits& l, DType dt) 
 }
 }  // namespace
 
-void make_plan(const Model& m, StepRuntime& rt, const StepLimits& limits) {
+void make_plan(const Model& m, StepRuntime& rt, StepLimits limits) {
   const DType dt = activation_dtype(m, rt);
   const std::vector<size_t> peaks = measure_step(m, limits, dt);
   const std::vector<Device> devices = step_devices(m.placement());

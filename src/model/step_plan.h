@@ -104,7 +104,8 @@ struct HeadBuffers {
 };
 HeadBuffers head_buffers(Workspace& ws, const Config& c, int64_t R, int64_t head_rows, DType dt, bool direct);
 
-// Plans (replacing any arena) for the given limits: measures every device's peak and allocates the arenas.
-void make_plan(const Model& m, StepRuntime& rt, const StepLimits& limits);
+// Plans (replacing any arena) for the given limits: measures every device's peak and allocates the arenas. The
+// limits are taken by value: a caller may pass rt.limits itself (a re-plan in a new dtype), which this resets.
+void make_plan(const Model& m, StepRuntime& rt, StepLimits limits);
 
 }  // namespace kimi::model

@@ -38,7 +38,7 @@ __global__ void kda_gate_kernel(const void* f, int tf, RowMap f_off, const float
   }
 }
 
-__global__ void kda_gate_vec_kernel(const void* f, int tf, RowMap f_off, const float* A_log, int64_t a_stride,
+__global__ void __launch_bounds__(kRowMaxLanes) kda_gate_vec_kernel(const void* f, int tf, RowMap f_off, const float* A_log, int64_t a_stride,
                                     const float* dt_bias, int form, float lb, void* g, int tg, RowMap g_off,
                                     int64_t rows, int H, int K, int lanes) {
   const RowSlot rs = row_slot(lanes, rows);
@@ -66,7 +66,7 @@ __global__ void kda_gate_vec_kernel(const void* f, int tf, RowMap f_off, const f
   }
 }
 
-__global__ void kda_beta_vec_kernel(const void* b, int tb, RowMap b_off, void* beta, int tbeta, RowMap beta_off,
+__global__ void __launch_bounds__(kRowMaxLanes) kda_beta_vec_kernel(const void* b, int tb, RowMap b_off, void* beta, int tbeta, RowMap beta_off,
                                     int64_t rows, int H, int lanes) {
   const RowSlot rs = row_slot(lanes, rows);
   if (!rs.active) return;

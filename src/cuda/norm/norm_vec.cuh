@@ -20,7 +20,7 @@
 
 namespace kimi::cuda {
 
-__global__ void rms_norm_vec_kernel(const void* x, int tx, RowMap x_off, const void* w, int tw, void* y, int ty,
+__global__ void __launch_bounds__(kRowMaxLanes) rms_norm_vec_kernel(const void* x, int tx, RowMap x_off, const void* w, int tw, void* y, int ty,
                                     RowMap y_off, int64_t rows, int d, float eps, int lanes) {
   __shared__ float red[kRowMaxLanes / 32];
   const RowSlot rs = row_slot(lanes, rows);
@@ -53,7 +53,7 @@ __global__ void rms_norm_vec_kernel(const void* x, int tx, RowMap x_off, const v
   }
 }
 
-__global__ void add_rms_norm_vec_kernel(const void* x, int tx, RowMap x_off, const void* r, int tr, RowMap r_off,
+__global__ void __launch_bounds__(kRowMaxLanes) add_rms_norm_vec_kernel(const void* x, int tx, RowMap x_off, const void* r, int tr, RowMap r_off,
                                         const void* w, int tw, void* sum, int ts, RowMap s_off, void* y, int ty,
                                         RowMap y_off, int64_t rows, int d, float eps, int lanes) {
   __shared__ float red[kRowMaxLanes / 32];
@@ -95,7 +95,7 @@ __global__ void add_rms_norm_vec_kernel(const void* x, int tx, RowMap x_off, con
 }
 
 // z is loaded with o, before the row sum, so both streams are in flight together.
-__global__ void gated_rms_norm_vec_kernel(const void* o, int to, RowMap o_off, const void* z, int tz, RowMap z_off,
+__global__ void __launch_bounds__(kRowMaxLanes) gated_rms_norm_vec_kernel(const void* o, int to, RowMap o_off, const void* z, int tz, RowMap z_off,
                                           const void* w, int tw, void* y, int ty, RowMap y_off, int64_t rows, int d,
                                           float eps, int lanes) {
   __shared__ float red[kRowMaxLanes / 32];
@@ -131,7 +131,7 @@ __global__ void gated_rms_norm_vec_kernel(const void* o, int to, RowMap o_off, c
   }
 }
 
-__global__ void l2_norm_vec_kernel(const void* x, int tx, RowMap x_off, void* y, int ty, RowMap y_off, int64_t rows,
+__global__ void __launch_bounds__(kRowMaxLanes) l2_norm_vec_kernel(const void* x, int tx, RowMap x_off, void* y, int ty, RowMap y_off, int64_t rows,
                                    int d, float eps, int lanes) {
   __shared__ float red[kRowMaxLanes / 32];
   const RowSlot rs = row_slot(lanes, rows);

@@ -5,14 +5,15 @@
 // output, so every input is read from memory once and every output written once.
 //
 // Geometry: lanes = the power of two >= ceil(D/8 / kRowChunks) (at most kRowMaxLanes), so each thread has a few
-// 16-byte loads in flight; rows per block = 256 / lanes (at least 1). With few rows (decode shapes) lanes doubles
+// 16-byte loads in flight; rows per block = 256 / lanes up to 32 lanes, one row per block past 32 lanes (the
+// group then spans warps, summed through shared memory). With few rows (decode shapes) lanes doubles
 // while the grid has fewer than kRowMinBlocks blocks and a thread more than one chunk: the row's loads spread over
 // more threads, one round trip each. The row statistic is summed in fp32: each
 // thread over its chunks in order, then a butterfly over the group's lanes (shuffles within the warp; past 32
 // lanes, one row per block, the warps' partial sums through shared memory in warp order): a fixed order, so a
 // call is deterministic (graph replays are bit-identical to eager calls).
 // Examples at 8192 rows: D = 128 -> 4 lanes, 64 rows per block; D = 2304 -> 128 lanes (2 or 3 chunks each);
-// D = 4096 -> 128 lanes (4 chunks), 2 rows per block. At 32 rows: D = 4096 -> 512 lanes (one chunk each), one row
+// D = 4096 -> 128 lanes (4 chunks), one row per block. At 32 rows: D = 4096 -> 512 lanes (one chunk each), one row
 // per block; D = 128 -> 16 lanes.
 //
 // A kernel takes this path when every view it touches is vec8_view (base 16-byte aligned, D and every leading
@@ -33,7 +34,7 @@
 namespace kimi::cuda {
 
 inline constexpr int kRowChunks = 4;      // 8-element chunks per thread (registers: 32 floats per input row)
-inline constexpr int kRowMaxLanes = 1024;  // threads per row at most (D <= 32768)
+inline constexpr int kRowMaxLanes = 512;  // threads per row at most (D <= 16384): the kernels' launch bound
 inline constexpr int kRowBlock = 256;     // threads per block when a row takes fewer
 inline constexpr int64_t kRowMinBlocks = 256;  // the grid below which rows spread over more lanes (2 per H200 SM)
 
@@ -90,8 +91,10 @@ inline VecRowLaunch vec_row_launch(const char* op, int64_t rows, int64_t d) {
   int lanes = 1;
   while (lanes < need && lanes < kRowMaxLanes) lanes *= 2;
   if (need > lanes || rows == 0) return l;
+  // Past 32 lanes a row's group spans warps, and row_sum reduces them through shared memory per block: one row
+  // per block then.
   const auto blocks_for = [&](int ln) {
-    const int per_block = ln >= kRowBlock ? 1 : kRowBlock / ln;
+    const int per_block = ln > 32 ? 1 : kRowBlock / ln;
     return (rows + per_block - 1) / per_block;
   };
   // Few rows (decode): spread each row over more threads (fewer chunks each) until the grid has kRowMinBlocks
@@ -99,7 +102,7 @@ inline VecRowLaunch vec_row_launch(const char* op, int64_t rows, int64_t d) {
   while (blocks_for(lanes) < kRowMinBlocks && lanes < chunks && lanes < kRowMaxLanes) lanes *= 2;
   l.ok = true;
   l.lanes = lanes;
-  const int per_block = lanes >= kRowBlock ? 1 : kRowBlock / lanes;
+  const int per_block = lanes > 32 ? 1 : kRowBlock / lanes;
   l.threads = lanes * per_block;
   const int64_t blocks = blocks_for(lanes);
   if (blocks > int64_t(0x7fffffff)) throw Error(std::string("cuda ") + op + ": grid too large");
