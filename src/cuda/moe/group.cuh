@@ -73,7 +73,8 @@ __global__ void __launch_bounds__(kOffsetsThreads) offsets_kernel(const int32_t*
 }
 
 constexpr int kGroupThreads = 1024;
-constexpr int64_t kGroupMaxExperts = 12288;  // group_kernel's counts: E int32 in (default) dynamic shared memory
+// group_kernel's E int32 counts (dynamic) plus its 264 static bytes within the default 48 KB of shared memory
+constexpr int64_t kGroupMaxExperts = 12000;
 
 struct GroupArgs {
   const int32_t* ids;  // [T*K] routed experts, slot order
