@@ -4,8 +4,10 @@
 // scaled down, ragged counts, one expert taking every token, bf16 and MXFP4, SiLU and SiTU) and its graph replays
 // bit-identically; the decode path (T * top_k <= 16 E, stacked experts) records into a CUDA graph (so it never
 // waits on the host) and replays bit-identically, also on new inputs; stacked and separately allocated experts
-// give identical bytes; graph capture is refused (leaving it valid) for separate experts and for the prefill
-// path; experts of different widths or formats are refused; moe_quantile_balance is CPU-only.
+// give identical bytes; graph capture is refused (leaving it valid) for separate experts and for the cuBLAS
+// prefill path (f32 x; bf16 x with bf16 experts takes the capturable tensor-core path,
+// tests/test_cuda_moe_grouped.cpp); experts of different widths or formats are refused; moe_quantile_balance is
+// CPU-only.
 // Skipped without a CUDA device.
 #include <gtest/gtest.h>
 
@@ -421,9 +423,9 @@ TEST(CudaMoe, GraphCaptureIsRefusedForSeparateExpertsAndThePrefillPathLeavingItV
   ASSERT_EQ(cudaStreamCreate(&s), cudaSuccess);
   Context ctx;
   ctx.cuda_stream = s;
-  const auto refused = [&](const LatentMoeWeights& w, int64_t t, const char* want1, const char* want2) {
-    const Tensor x = gpu_random(DType::bf16, {t, 64}, rng, -1, 1);
-    const MoeRun run(t, 64, 4, DType::bf16);
+  const auto refused = [&](const LatentMoeWeights& w, int64_t t, DType dt, const char* want1, const char* want2) {
+    const Tensor x = gpu_random(dt, {t, 64}, rng, -1, 1);
+    const MoeRun run(t, 64, 4, dt);
     ASSERT_EQ(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal), cudaSuccess);
     EXPECT_KIMI_ERROR(run(x, w, 4, false, ctx), "latent_moe", "graph capture", want1, want2);
     cudaGraph_t g = nullptr;
@@ -432,9 +434,11 @@ TEST(CudaMoe, GraphCaptureIsRefusedForSeparateExpertsAndThePrefillPathLeavingItV
     run(x, w, 4, false, ctx);  // and the call runs outside capture
     EXPECT_EQ(cudaStreamSynchronize(s), cudaSuccess);
   };
-  refused(sep, 4, "'w.experts'", "separate allocations");
-  // 40 tokens x top-4 over 8 experts: 20 rows per expert on average > 16
-  refused(m.w, 40, "T * top_k = 160", "T * top_k <= 128");
+  refused(sep, 4, DType::bf16, "'w.experts'", "separate allocations");
+  // 40 tokens x top-4 over 8 experts: 20 rows per expert on average > 16, f32 x: the cuBLAS path
+  refused(m.w, 40, DType::f32, "T * top_k = 160", "T * top_k <= 128");
+  // the tensor-core prefill path captures with stacked experts only
+  refused(sep, 40, DType::bf16, "'w.experts'", "separate allocations");
   cudaStreamDestroy(s);
 }
 

@@ -2,6 +2,7 @@
 // (On a GPU, with the memory pool: tests/test_random_model.cpp, OnTheGpuTheSameWeightsAsOnTheCpu.)
 #include <gtest/gtest.h>
 
+#include "expect_error.h"
 #include "kimi/device.h"
 
 namespace kimi {
@@ -37,6 +38,28 @@ TEST(DeviceMemory, AvailableBytesOfTheHost) {
   const size_t a = device_available_bytes(Device::cpu());
   EXPECT_GT(a, size_t(64) << 20);  // a machine that runs the tests has 64 MiB to spare
   EXPECT_EQ(device_available_bytes(Device{DeviceType::cpu, 1}) > 0, true);  // any host device: the same memory
+}
+
+}  // namespace
+}  // namespace kimi
+
+namespace kimi {
+namespace {
+
+TEST(DeviceMemory, PinnedHostChecksItsBufferAndCopiesStillWork) {
+  // A host buffer pinned for its lifetime (page-locked where a GPU is present, a no-op otherwise): copies into it
+  // are unchanged; a view that is absent or on a GPU is refused by name.
+  Tensor src(DType::f32, {4, 3}), dst = Tensor::uninitialized(DType::f32, {4, 3});
+  for (int i = 0; i < 12; ++i) src.data_as<float>()[i] = float(i) * 0.5f;
+  {
+    const PinnedHost pinned(dst.view());
+    copy(dst.view(), src.view());
+  }
+  for (int i = 0; i < 12; ++i) EXPECT_EQ(dst.data_as<float>()[i], float(i) * 0.5f);
+  EXPECT_KIMI_ERROR(PinnedHost p{TensorView{}}, "PinnedHost: argument 'host': expected a tensor, got none (null data)");
+  TensorView gpu = src.view();
+  gpu.device = Device{DeviceType::cuda, 0};
+  EXPECT_KIMI_ERROR(PinnedHost p{gpu}, "PinnedHost: argument 'host': expected device cpu, got cuda:0");
 }
 
 }  // namespace

@@ -1,11 +1,20 @@
-// GPU benchmark: gated MLA (kimi/ops/mla.h) at Kimi K3 shapes (H = 64, R = 512, P = 64, Dn = Dv = 128, K3 output
-// gate), through the public API on CUDA tensors, bf16 everywhere, CUDA events, median of 20 timed calls after 3
-// warm-ups (bench_util.h median_ms).
-//   mla_decode: batch 1 and 32, every sequence at cache length 4096 and 32768. The cache pool holds enough copies
-//     (rotated through `slots` from call to call) that each call reads cache rows not left in L2 by the previous
-//     one. Prints time, the cache stream rate (N * len * (R+P) * 2 bytes / time, TB/s) and its fraction of the
-//     H200's copy rate, and the attention's fp32 rate (2 * H * len * (2R + P) flop per token).
-//   mla_prefill: one sequence of T = 4096 (and 2 x 2048 varlen): time and TFLOP/s (kv GEMM + causal attention).
+// GPU benchmark: gated MLA (kimi/ops/mla.h) at Kimi shapes (R = 512, P = 64, Dn = Dv = 128), through the public API
+// on CUDA tensors, bf16 everywhere, CUDA events, median of timed calls after warm-ups (bench_util.h median_ms:
+// decode 20 after 3, prefill 10 after 2).
+//   mla_decode: Kimi-Linear (H = 32) and K3-class (H = 64) heads, bf16 queries, f32 (the model's) and bf16 latent
+//     caches; N = 1 at len 32768, N = 32 and 128 at len 4096, N = 1 / 32 / 128 at len 512, every sequence at the same
+//     length. Each row times the tensor-core kernel (src/cuda/mla/decode_tc.cuh) and the fp32 FFMA kernel
+//     (decode.cuh) in the same run (decode_options.h forces each). The cache pool holds enough copies (rotated
+//     through `slots` from call to call) that each call reads cache rows not left in L2 by the previous one. Prints
+//     time, the cache bytes a call reads (N * len * (R+P) * element size), their rate in GB/s and its fraction of the
+//     H200's copy rate (4.25 TB/s).
+//   mla_prefill: K3 (H = 96, gate) and Kimi-Linear (H = 32, no gate) MLA, R = 512, P = 64, Dn = Dv = 128, at one
+//     sequence of T = 4096 and 16384 and a varlen batch of 16 x 512, each through the fused attention on mma.sync
+//     (flash.cuh, the default), its wgmma form (flash_wgmma.cuh) and the cuBLAS score blocks (prefill_gemm.cu),
+//     forced through src/cuda/mla/options.h, in the same run. Prints the op's time, the causal attention's rate
+//       attention flop = 2 H (Dn + P + Dv) sum_n L_n (L_n + 1) / 2    (Q K^T and P V over the causal pairs)
+//     over the whole op's time (which also holds the kv expansion, 2 T H (Dn + Dv) R flop, printed beside it), and
+//     the whole op's rate.
 #include <cuda_runtime.h>
 
 #include <cstdio>
@@ -14,6 +23,8 @@
 #include <vector>
 
 #include "bench_util.h"
+#include "cuda/mla/decode_options.h"  // the kernel switch
+#include "cuda/mla/options.h"  // the prefill path switch
 #include "kimi/ops/mla.h"
 
 namespace {
@@ -25,81 +36,109 @@ using kimi::bench::random_bf16;
 
 constexpr int64_t H = 64, R = 512, P = 64, Dn = 128, Dv = 128, Dq = Dn + P, RP = R + P;
 
-void decode(int64_t N, int64_t len) {
+double decode_ms(int64_t heads, int64_t N, int64_t len, DType cache_dt, kimi::cuda::MlaDecodePath path) {
   std::mt19937 rng(7);
   const kimi::Device dev = kimi::Device::cuda(0);
-  const size_t seq_bytes = size_t(len) * RP * 2;
+  const size_t esz = cache_dt == DType::f32 ? 4 : 2;
+  const size_t seq_bytes = size_t(len) * RP * esz;
   // Copies of the batch's cache rows so that the pool is >= 256 MB (twice the H200's L2 many times over).
   const int64_t copies = std::max<int64_t>(1, int64_t((size_t(256) << 20) / (size_t(N) * seq_bytes)));
   const int64_t Nc = N * copies;
   const size_t ncache = size_t(Nc) * len * RP;
   // The cache is big: fill it on the device from a small random block instead of from the host.
-  DevBuf cache(ncache * 2, {});
+  DevBuf cache(ncache * esz, {});
   {
     const size_t blk = std::min<size_t>(ncache, size_t(1) << 22);
-    const std::vector<uint8_t> src = random_bf16(blk, rng, -1.5f, 1.5f);
-    DevBuf s(blk * 2, src);
+    const std::vector<uint8_t> src =
+        cache_dt == DType::f32 ? kimi::bench::random_f32(blk, rng, -1.5f, 1.5f) : random_bf16(blk, rng, -1.5f, 1.5f);
+    DevBuf s(blk * esz, src);
     for (size_t off = 0; off < ncache; off += blk)
-      CK(cudaMemcpy(static_cast<char*>(cache.p) + off * 2, s.p, std::min(blk, ncache - off) * 2, cudaMemcpyDeviceToDevice));
+      CK(cudaMemcpy(static_cast<char*>(cache.p) + off * esz, s.p, std::min(blk, ncache - off) * esz,
+                    cudaMemcpyDeviceToDevice));
   }
-  const size_t nq = size_t(N) * H * Dq, nw = size_t(H) * (Dn + Dv) * R, ng = size_t(N) * H * Dv;
+  const size_t nq = size_t(N) * heads * Dq, nw = size_t(heads) * (Dn + Dv) * R, ng = size_t(N) * heads * Dv;
   DevBuf q(nq * 2, random_bf16(nq, rng, -2, 2)), w(nw * 2, random_bf16(nw, rng, -0.07f, 0.07f));
   DevBuf g(ng * 2, random_bf16(ng, rng, -4, 4)), o(ng * 2, {});
   std::vector<int32_t> lens(static_cast<size_t>(N), static_cast<int32_t>(len)), slots(static_cast<size_t>(N));
-  const TensorView qv(q.p, DType::bf16, {N, H, Dq}, dev), cv(cache.p, DType::bf16, {Nc, len, RP}, dev);
-  const TensorView wv(w.p, DType::bf16, {H * (Dn + Dv), R}, dev), gv(g.p, DType::bf16, {N, H * Dv}, dev);
-  const TensorView ov(o.p, DType::bf16, {N, H, Dv}, dev);
+  const TensorView qv(q.p, DType::bf16, {N, heads, Dq}, dev), cv(cache.p, cache_dt, {Nc, len, RP}, dev);
+  const TensorView wv(w.p, DType::bf16, {heads * (Dn + Dv), R}, dev), gv(g.p, DType::bf16, {N, heads * Dv}, dev);
+  const TensorView ov(o.p, DType::bf16, {N, heads, Dv}, dev);
   const TensorView lv(lens.data(), DType::i32, {N}), sv(slots.data(), DType::i32, {N});
+  const kimi::cuda::ScopedMlaDecodePath force(path);
   int64_t call = 0;
-  const double ms = kimi::bench::median_ms(
+  return kimi::bench::median_ms(
       [&] {
         const int64_t c = call++ % copies;
         for (int64_t n = 0; n < N; ++n) slots[size_t(n)] = int32_t(c * N + n);
         kimi::mla_decode(qv, cv, lv, sv, kimi::Weight{wv, {}}, gv, std::nullopt, ov);
       },
       3, 20);
-  const double bytes = double(N) * len * RP * 2, flop = 2.0 * double(N) * H * len * (2 * R + P);
-  std::printf("kimi mla_decode  N=%-3lld len=%-6lld H=%lld R=%lld P=%lld Dn=Dv=%lld bf16 gate  %.4f ms  cache %.3f TB/s "
-              "(%.0f%% of copy rate)  attention %.1f TFLOP/s fp32\n",
-              (long long)N, (long long)len, (long long)H, (long long)R, (long long)P, (long long)Dn, ms,
-              bytes / (ms * 1e-3) / 1e12, 100.0 * bytes / (ms * 1e-3) / kimi::bench::kCopyBytesPerS,
-              flop / (ms * 1e-3) / 1e12);
 }
 
-void prefill(const std::vector<int64_t>& seqs) {
+void decode(int64_t heads, int64_t N, int64_t len, DType cache_dt) {
+  using kimi::cuda::MlaDecodePath;
+  const double tc = decode_ms(heads, N, len, cache_dt, MlaDecodePath::tensor_cores);
+  const double ffma = decode_ms(heads, N, len, cache_dt, MlaDecodePath::ffma);
+  const double bytes = double(N) * len * RP * (cache_dt == DType::f32 ? 4 : 2);
+  const auto rate = [&](double ms) { return bytes / (ms * 1e-3); };
+  std::printf("kimi mla_decode  H=%-2lld N=%-3lld len=%-6lld cache %-4s %8.1f MB  tensor cores %8.4f ms %7.0f GB/s "
+              "(%3.0f%% of copy)  ffma %8.4f ms %6.0f GB/s (%3.0f%%)\n",
+              (long long)heads, (long long)N, (long long)len, cache_dt == DType::f32 ? "f32" : "bf16", bytes / 1e6, tc,
+              rate(tc) / 1e9, 100.0 * rate(tc) / kimi::bench::kCopyBytesPerS, ffma, rate(ffma) / 1e9,
+              100.0 * rate(ffma) / kimi::bench::kCopyBytesPerS);
+}
+
+void prefill(int64_t Hp, bool gated, const std::vector<int64_t>& seqs, kimi::cuda::MlaPrefillPath path) {
   std::mt19937 rng(8);
   const kimi::Device dev = kimi::Device::cuda(0);
   int64_t T = 0;
   for (int64_t l : seqs) T += l;
-  const size_t nq = size_t(T) * H * Dq, nl = size_t(T) * R, np = size_t(T) * P, nw = size_t(H) * (Dn + Dv) * R;
-  const size_t no = size_t(T) * H * Dv;
+  const size_t nq = size_t(T) * Hp * Dq, nl = size_t(T) * R, np = size_t(T) * P, nw = size_t(Hp) * (Dn + Dv) * R;
+  const size_t no = size_t(T) * Hp * Dv;
   DevBuf q(nq * 2, random_bf16(nq, rng, -2, 2)), lat(nl * 2, random_bf16(nl, rng, -1.7f, 1.7f));
   DevBuf pe(np * 2, random_bf16(np, rng, -1.5f, 1.5f)), w(nw * 2, random_bf16(nw, rng, -0.07f, 0.07f));
   DevBuf g(no * 2, random_bf16(no, rng, -4, 4)), o(no * 2, {});
   std::vector<int32_t> cu{0};
   for (int64_t l : seqs) cu.push_back(cu.back() + int32_t(l));
   const TensorView cuv = seqs.size() > 1 ? TensorView(cu.data(), DType::i32, {int64_t(cu.size())}) : TensorView{};
-  const TensorView qv(q.p, DType::bf16, {1, T, H, Dq}, dev), lv(lat.p, DType::bf16, {1, T, R}, dev);
-  const TensorView pv(pe.p, DType::bf16, {1, T, P}, dev), wv(w.p, DType::bf16, {H * (Dn + Dv), R}, dev);
-  const TensorView gv(g.p, DType::bf16, {1, T, H * Dv}, dev), ov(o.p, DType::bf16, {1, T, H, Dv}, dev);
+  const TensorView qv(q.p, DType::bf16, {1, T, Hp, Dq}, dev), lv(lat.p, DType::bf16, {1, T, R}, dev);
+  const TensorView pv(pe.p, DType::bf16, {1, T, P}, dev), wv(w.p, DType::bf16, {Hp * (Dn + Dv), R}, dev);
+  const TensorView gv(g.p, DType::bf16, {1, T, Hp * Dv}, dev), ov(o.p, DType::bf16, {1, T, Hp, Dv}, dev);
+  kimi::cuda::MlaLaunchRecord rec;
+  const kimi::cuda::ScopedMlaLaunchOptions scope(kimi::cuda::MlaLaunchOptions{.prefill = path, .record = &rec});
   const double ms = kimi::bench::median_ms(
-      [&] { kimi::mla_prefill(qv, lv, pv, kimi::Weight{wv, {}}, gv, cuv, std::nullopt, ov); }, 2, 10);
+      [&] { kimi::mla_prefill(qv, lv, pv, kimi::Weight{wv, {}}, gated ? gv : TensorView{}, cuv, std::nullopt, ov); },
+      2, 10);
   double pairs = 0;
   for (int64_t l : seqs) pairs += double(l) * double(l + 1) / 2;
-  const double flop = 2.0 * double(T) * H * (Dn + Dv) * R + 2.0 * pairs * H * (Dq + Dv);
-  std::printf("kimi mla_prefill T=%lld (%zu seq) H=%lld R=%lld P=%lld Dn=Dv=%lld bf16 gate  %.3f ms  %.1f TFLOP/s\n",
-              (long long)T, seqs.size(), (long long)H, (long long)R, (long long)P, (long long)Dn, ms,
-              flop / (ms * 1e-3) / 1e12);
+  const double attn = 2.0 * pairs * Hp * (Dq + Dv), kv = 2.0 * double(T) * Hp * (Dn + Dv) * R;
+  const char* ran = rec.prefill_fused > 0         ? "fused"
+                    : rec.prefill_fused_wgmma > 0 ? "wgmma"
+                    : rec.prefill_blocks > 0      ? "blocks"
+                                                  : "ffma";
+  std::printf("kimi mla_prefill %-6s T=%-5lld (%zu x %lld) H=%-2lld R=%lld P=%lld Dn=Dv=%lld bf16%s  %8.3f ms  "
+              "attention %6.1f TFLOP/s (%.2f TFLOP causal)  op %6.1f TFLOP/s (+ kv GEMM %.2f TFLOP)\n",
+              ran, (long long)T, seqs.size(), (long long)seqs.front(), (long long)Hp, (long long)R, (long long)P,
+              (long long)Dn, gated ? " gate" : "     ", ms, attn / (ms * 1e-3) / 1e12, attn / 1e12,
+              (attn + kv) / (ms * 1e-3) / 1e12, kv / 1e12);
 }
 
 }  // namespace
 
 int main() {
-  for (int64_t N : {1, 32})
-    for (int64_t len : {4096, 32768}) decode(N, len);
-  prefill({4096});
-  prefill({2048, 2048});
-  prefill({16384});
-  prefill(std::vector<int64_t>(16, 512));
+  std::printf("mla_decode: R=%lld P=%lld Dn=Dv=%lld, bf16 q / W_kvb / gate / o; GB/s = cache bytes read per second\n",
+              (long long)R, (long long)P, (long long)Dn);
+  for (DType cache_dt : {DType::f32, DType::bf16})
+    for (int64_t heads : {32, 64})
+      for (auto [N, len] : {std::pair<int64_t, int64_t>{1, 32768}, {32, 4096}, {128, 4096}, {1, 512}, {32, 512}, {128, 512}})
+        decode(heads, N, len, cache_dt);
+  std::printf("mla_prefill: attention TFLOP/s = 2 H (Dn + P + Dv) sum_n L_n (L_n + 1) / 2 / op time "
+              "(the op time includes the kv expansion GEMM)\n");
+  using kimi::cuda::MlaPrefillPath;
+  for (auto [Hp, gated] : {std::pair<int64_t, bool>{96, true}, {32, false}})  // K3, Kimi-Linear
+    for (const std::vector<int64_t>& seqs :
+         {std::vector<int64_t>{4096}, std::vector<int64_t>{16384}, std::vector<int64_t>(16, 512)})
+      for (MlaPrefillPath path : {MlaPrefillPath::fused, MlaPrefillPath::fused_wgmma, MlaPrefillPath::blocks})
+        prefill(Hp, gated, seqs, path);
   return 0;
 }

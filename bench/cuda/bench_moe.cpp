@@ -1,9 +1,13 @@
 // GPU benchmark: kimi::latent_moe (kimi/ops/moe.h) at real widths, through the public API on CUDA tensors, CUDA
 // events, median of 20 timed calls after 3 warm-ups (bench_util.h median_ms), on a non-default stream.
 //   Kimi-Linear-48B MoE layer: d 2304, 256 experts top-8 (scaling 2.446), I 1024, 1 shared expert, SiLU, bf16
-//     experts, no latent; T = 1, 8, 32, 128 (the grouped decode path) and 2048 (the prefill path).
+//     experts, no latent; T = 1, 8, 32, 128 (the grouped decode path) and 2048, 8192 (the tensor-core prefill
+//     path, also as a replayed CUDA graph).
 //   K3 latent MoE layer: d 7168, latent 3584 + RMSNorm, 896 experts top-16, I 3072, MXFP4 experts, 2 shared
-//     (6144), SiTU; T = 1, 8, 32 (decode) and 1024 (prefill).
+//     (6144), SiTU; T = 1, 8, 32 (decode) and 1024, 4096 (prefill: MXFP4 experts take the cuBLAS path).
+// Then the routed experts alone (kimi::cuda::experts_wgmma against experts_gemm, the per-expert cuBLAS loop, on
+// the same grouped rows: uniform random top-k routing, bf16 z and bf16 experts) at Kimi-Linear's shapes (T = 2048,
+// 8192) and K3's latent shapes with bf16 experts (T = 1024, 4096): time, TFLOP/s and the ratio.
 // Experts are stacked (one pool per projection, as place_weights builds them), filled on the device by tiling a
 // random block. Decode shapes are timed eagerly and as a replayed CUDA graph (the capture also checks that the
 // path never waits on the host). Prints time, the experts the routing touched, the weight bytes one call must
@@ -186,10 +190,14 @@ void run(const LayerShape& s, const Layer& L, int64_t t, std::mt19937& rng) {
   const size_t touched = std::set<int32_t>(h.begin(), h.end()).size();
   const double bytes = L.fixed_bytes + double(touched) * L.expert_bytes;
   const bool decode = t * s.k <= 16 * s.e;  // the grouped path (src/cuda/moe/experts.h)
+  // the paths that capture (no host sync): grouped and the tensor-core prefill path
+  const bool capturable = kimi::cuda::expert_path(t * s.k, DType::bf16, L.w.experts) != kimi::cuda::ExpertPath::gemm;
 
+  const int64_t dl = s.latent ? s.latent : s.d;
+  const double flops = 2.0 * double(t * s.k) * 3.0 * double(s.inter) * double(dl);
   std::printf("latent_moe %-11s T=%-5lld E=%lld K=%lld  eager %8.3f ms", s.name, (long long)t, (long long)s.e,
               (long long)s.k, eager);
-  if (decode) {
+  if (capturable) {
     cudaGraph_t g;
     cudaGraphExec_t ge;
     CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
@@ -198,18 +206,68 @@ void run(const LayerShape& s, const Layer& L, int64_t t, std::mt19937& rng) {
     CK(cudaGraphInstantiate(&ge, g, 0));
     const double graph = kimi::bench::median_ms([&] { CK(cudaGraphLaunch(ge, st)); }, 3, 20, st);
     const double best = std::min(eager, graph);
-    std::printf("  graph %8.3f ms  | %4zu experts, %6.3f GB weights: %5.2f TB/s (%3.0f%% of copy bandwidth)", graph,
-                touched, bytes / 1e9, bytes / (best * 1e-3) / 1e12,
-                100.0 * bytes / (best * 1e-3) / kimi::bench::kCopyBytesPerS);
+    std::printf("  graph %8.3f ms  | %4zu experts", graph, touched);
+    if (decode)
+      std::printf(", %6.3f GB weights: %5.2f TB/s (%3.0f%% of copy bandwidth)", bytes / 1e9,
+                  bytes / (best * 1e-3) / 1e12, 100.0 * bytes / (best * 1e-3) / kimi::bench::kCopyBytesPerS);
+    else
+      std::printf(", whole layer at the experts' %6.1f TFLOP/s", flops / (best * 1e-3) / 1e12);
     cudaGraphExecDestroy(ge);
     cudaGraphDestroy(g);
     experts_only(s, L, t, h, st, rng);
   } else {
-    const int64_t dl = s.latent ? s.latent : s.d;
-    const double flops = 2.0 * double(t * s.k) * 3.0 * double(s.inter) * double(dl);
-    std::printf("  (prefill: no graph) | %4zu experts, experts %6.1f TFLOP/s", touched, flops / (eager * 1e-3) / 1e12);
+    std::printf("  (prefill: no graph) | %4zu experts, whole layer at the experts' %6.1f TFLOP/s", touched,
+                flops / (eager * 1e-3) / 1e12);
   }
   std::printf("\n");
+  CK(cudaStreamDestroy(st));
+}
+
+// The routed experts alone on grouped rows: experts_wgmma (one launch per projection pair, device offsets) and
+// experts_gemm (offsets to the host, per-expert cuBLAS), same inputs, both timed here.
+void run_experts(const LayerShape& s, const Layer& L, int64_t t, std::mt19937& rng) {
+  const int64_t dl = s.latent ? s.latent : s.d, slots = t * s.k;
+  std::vector<int32_t> ids(static_cast<size_t>(slots));
+  std::vector<int32_t> perm(static_cast<size_t>(s.e));
+  for (int64_t e = 0; e < s.e; ++e) perm[size_t(e)] = int32_t(e);
+  for (int64_t i = 0; i < t; ++i) {  // k distinct experts per token (partial Fisher-Yates)
+    for (int64_t j = 0; j < s.k; ++j) {
+      std::uniform_int_distribution<int64_t> u(j, s.e - 1);
+      std::swap(perm[size_t(j)], perm[size_t(u(rng))]);
+      ids[size_t(i * s.k + j)] = perm[size_t(j)];
+    }
+  }
+  std::vector<int32_t> off(static_cast<size_t>(s.e + 1), 0), tok(static_cast<size_t>(slots));
+  for (const int32_t e : ids) ++off[size_t(e + 1)];
+  for (int64_t e = 0; e < s.e; ++e) off[size_t(e + 1)] += off[size_t(e)];
+  std::vector<int32_t> cur(off.begin(), off.end() - 1);
+  for (int64_t i = 0; i < slots; ++i) tok[size_t(cur[size_t(ids[size_t(i)])]++)] = int32_t(i / s.k);
+  const auto bytes_of = [](const std::vector<int32_t>& v) {
+    return std::vector<uint8_t>(reinterpret_cast<const uint8_t*>(v.data()),
+                                reinterpret_cast<const uint8_t*>(v.data() + v.size()));
+  };
+  DevBuf doff(off.size() * 4, bytes_of(off)), dtok(tok.size() * 4, bytes_of(tok));
+  const auto zg = filled(size_t(slots * dl) * 2, true, -1, 1, rng);
+  DevBuf ye(size_t(slots * dl) * 4, {});
+  cudaStream_t st;
+  CK(cudaStreamCreate(&st));
+  kimi::Context ctx;
+  ctx.cuda_stream = st;
+  kimi::GluParams act;
+  act.act = s.situ ? kimi::GluAct::situ : kimi::GluAct::silu;
+  const kimi::cuda::ExpertRows rows{static_cast<const int32_t*>(doff.p), static_cast<const int32_t*>(dtok.p), slots, t};
+  const kimi::cuda::ExpertLayout layout = kimi::cuda::expert_layout(L.w.experts);
+  const double flops = 2.0 * double(slots) * 3.0 * double(s.inter) * double(dl);
+  const double tc = kimi::bench::median_ms(
+      [&] { kimi::cuda::experts_wgmma(zg->p, dl, L.w.experts, layout, rows, act, static_cast<float*>(ye.p), st); }, 3,
+      20, st);
+  const double cb = kimi::bench::median_ms(
+      [&] { kimi::cuda::experts_gemm(zg->p, DType::bf16, dl, L.w.experts, rows, act, static_cast<float*>(ye.p), ctx); },
+      3, 20, st);
+  std::printf("experts    %-11s T=%-5lld E=%lld K=%lld  grouped wgmma %8.3f ms %6.1f TFLOP/s | per-expert cuBLAS "
+              "%8.3f ms %6.1f TFLOP/s | x%.2f\n",
+              s.name, (long long)t, (long long)s.e, (long long)s.k, tc, flops / (tc * 1e-3) / 1e12, cb,
+              flops / (cb * 1e-3) / 1e12, cb / tc);
   CK(cudaStreamDestroy(st));
 }
 
@@ -224,12 +282,18 @@ int main() {
   {
     const LayerShape s{"kimi-linear", 2304, 0, 256, 8, 1024, 1024, false, false, 2.446f};
     const Layer L(s, rng);
-    for (int64_t t : {1, 8, 32, 128, 2048}) run(s, L, t, rng);
+    for (int64_t t : {1, 8, 32, 128, 2048, 8192}) run(s, L, t, rng);
+    for (int64_t t : {2048, 8192}) run_experts(s, L, t, rng);
   }
   {
     const LayerShape s{"k3", 7168, 3584, 896, 16, 3072, 6144, true, true, 1.f};
     const Layer L(s, rng);
-    for (int64_t t : {1, 8, 32, 1024}) run(s, L, t, rng);
+    for (int64_t t : {1, 8, 32, 1024, 4096}) run(s, L, t, rng);
+  }
+  {
+    const LayerShape s{"k3-bf16", 7168, 3584, 896, 16, 3072, 64, false, true, 1.f};  // 59 GB of bf16 experts
+    const Layer L(s, rng);
+    for (int64_t t : {1024, 4096}) run_experts(s, L, t, rng);
   }
   CK(cudaDeviceSynchronize());
   return 0;

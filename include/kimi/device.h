@@ -32,6 +32,21 @@ void device_zero(Device d, void* p, size_t bytes);
 void copy(TensorView dst, TensorView src, const Context& ctx = {});
 void synchronize(Device d, const Context& ctx = {});
 
+// Page-locks a host buffer for its lifetime (cudaHostRegister with every linked GPU backend), so that device copies
+// into or out of it run at the link's rate instead of through the driver's pageable staging (measured on the H200
+// host: 84 MB of batch-128 logits in ~5.7 ms pageable). A no-op on a build or machine without a GPU. A kimi::Error
+// when the host view is absent, not on the host, or the registration fails (e.g. already registered).
+class PinnedHost {
+ public:
+  explicit PinnedHost(TensorView host);
+  ~PinnedHost();
+  PinnedHost(const PinnedHost&) = delete;
+  PinnedHost& operator=(const PinnedHost&) = delete;
+
+ private:
+  void* data_ = nullptr;
+};
+
 // Bytes that can still be allocated on d: for a host device the kernel's estimate of what can be allocated
 // without swapping (MemAvailable of /proc/meminfo), for a GPU cudaMemGetInfo's free bytes.
 size_t device_available_bytes(Device d);

@@ -174,6 +174,23 @@ void copy(TensorView dst, TensorView src, const Context& ctx) {
   rt->copy(dst.data, dst.device, src.data, src.device, bytes, ctx.cuda_stream);
 }
 
+PinnedHost::PinnedHost(TensorView host) {
+  const check::Checker c("PinnedHost");
+  c.present("host", host);
+  c.device("host", host, Device::cpu());
+  if (!cuda_built() || cuda_device_count() == 0) return;
+  const DeviceRuntime& rt = registry().runtime(Backend::cuda);
+  if (!rt.host_register) return;
+  const size_t bytes = size_t(host.numel()) * host.element_size();
+  if (bytes == 0) return;
+  rt.host_register(host.data, bytes);
+  data_ = host.data;
+}
+
+PinnedHost::~PinnedHost() {
+  if (data_) registry().runtime(Backend::cuda).host_unregister(data_);
+}
+
 void synchronize(Device d, const Context& ctx) {
   if (d.type == DeviceType::cpu) return;
   if (const DeviceRuntime* rt = runtime_of(d)) rt->synchronize(d, ctx.cuda_stream);

@@ -113,6 +113,9 @@ struct DeviceRuntime {
   void (*event_destroy)(Device d, void* event) = nullptr;  // no throw
   void (*event_record)(Device d, void* event, void* stream) = nullptr;
   float (*event_elapsed_ms)(Device d, void* begin, void* end) = nullptr;
+  // Page-locking of host memory (kimi/device.h PinnedHost).
+  void (*host_register)(void* p, size_t bytes) = nullptr;
+  void (*host_unregister)(void* p) = nullptr;  // no throw
 };
 
 class Registry {

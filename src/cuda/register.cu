@@ -32,6 +32,8 @@ void register_ops(Registry& r) {
   rt.event_destroy = event_destroy;
   rt.event_record = event_record;
   rt.event_elapsed_ms = event_elapsed_ms;
+  rt.host_register = host_register;
+  rt.host_unregister = host_unregister;
   r.link(b, rt);
 
   r.rms_norm.set(b, rms_norm);

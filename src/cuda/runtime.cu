@@ -124,4 +124,10 @@ float event_elapsed_ms(Device d, void* begin, void* end) {
   return ms;
 }
 
+void host_register(void* p, size_t bytes) {
+  KIMI_CUDA_CHECK(cudaHostRegister(p, bytes, cudaHostRegisterPortable));
+}
+
+void host_unregister(void* p) { cudaHostUnregister(p); }
+
 }  // namespace kimi::cuda

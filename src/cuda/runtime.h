@@ -26,5 +26,7 @@ void* event_create(Device d);
 void event_destroy(Device d, void* event);  // no throw
 void event_record(Device d, void* event, void* stream);
 float event_elapsed_ms(Device d, void* begin, void* end);  // waits for `end`
+void host_register(void* p, size_t bytes);  // cudaHostRegister (portable: every device sees it pinned)
+void host_unregister(void* p);              // no throw
 
 }  // namespace kimi::cuda

@@ -7,6 +7,7 @@
 #include <numeric>
 #include <string>
 
+#include "kimi/device.h"
 #include "kimi/error.h"
 
 namespace kimi::model {
@@ -145,7 +146,8 @@ GenerateResult generate(const Model& model, std::span<const std::vector<int32_t>
     throw Error("generate: prompts: expected at most " + std::to_string(planned.max_tokens) + " tokens in at most " +
                 std::to_string(planned.max_seqs) + " prompts (the model's Model::plan), got " +
                 std::to_string(tokens.size()) + " tokens in " + std::to_string(N));
-  Tensor logits(DType::f32, {N, V});
+  const Tensor logits = Tensor::uninitialized(DType::f32, {N, V});
+  const PinnedHost pinned(logits.view());  // each step's logits copy runs at the link's rate (kimi/device.h)
   auto t0 = std::chrono::steady_clock::now();
   forward_into(model, cache, {tokens, cu, slots}, logits, {}, ctx);
   r.prefill_seconds = seconds_since(t0);

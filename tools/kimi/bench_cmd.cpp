@@ -238,6 +238,7 @@ void run_row(const model::Model& m, BenchRow& r, int warmup, int reps, uint64_t 
   };
   // the logits of every forward land in one host buffer (forward_into: no allocation per step)
   const Tensor logits = Tensor::uninitialized(DType::f32, {B, c.vocab_size});
+  const PinnedHost pinned(logits.view());  // the logits copies run at the link's rate, as generate's do
   // One run; with `prof`, its timed part (not the tg row's context prefill) runs under an OpProfiler.
   std::optional<OpProfiler> profiler;
   auto one = [&](bool prof = false) -> double {

@@ -1,6 +1,7 @@
 // src/cuda/mla/decode.cuh: mla_decode, absorbed form (SPEC 6, kimi/ops/mla.h), three kernels:
 //
 //  1. absorb:  QL[n, h] = [W_kvb_k[h]^T q_nope[n, h] | q_pe[n, h]]          fp32 [N, H, R+P]
+//     (CTA = head x up to kDecNT tokens)
 //  2. attend (flash-decoding): CTA (head group g of kDecHG heads, split s, token n) streams the cache rows
 //     [s * rows_per_split, ...) of its sequence (rows < lens[n]) in tiles of kDecTJ rows converted to fp32 in
 //     shared memory, with the kDecHG absorbed queries resident in shared memory:
@@ -10,6 +11,8 @@
 //     at H = 64 the two head groups of a tile run as neighbouring CTAs (blockIdx.x), the second read hits L2.
 //  3. combine + project: o_lat = sum_s e^(m_s - m) Opart_s / sum_s e^(m_s - m) l_s;
 //       o[n, h] = (W_kvb_v[h] o_lat) * sigmoid(gate[n, h])                    (gate optional)
+//     (CTA = head x up to kDecNT tokens)
+//  The attend's other family, on bf16 tensor cores, is decode_tc.cuh (same partials, same absorb and combine).
 //
 // Attend thread layout (256 threads = 8 warps): scores: lane = row j of the tile, warp w = heads w + 8i (i < 4);
 // the weighted sum: thread t owns latent columns r = t + 256 ri (ri < RI, R <= 256 RI) for all kDecHG heads
@@ -27,23 +30,40 @@ namespace kimi::cuda::mla {
 
 inline constexpr int kDecHG = 32, kDecTJ = 32, kDecThreads = 256;
 
-// ---- 1. absorb: grid (H, N), 256 threads, dynamic smem Dq floats.
+// ---- 1. absorb: grid (H, ceil(N / nt)), 256 threads, dynamic smem nt * (Dn + P) floats. A CTA takes nt <= kDecNT
+// tokens of one head, so W_kvb_k[h] is read once per nt tokens (per token it was N times the weight's bytes from L2).
+inline constexpr int kDecNT = 8;
 __global__ void __launch_bounds__(256) mla_absorb_kernel(const void* q, int tq, int64_t q_s0, int64_t q_s1,
                                                          const void* w, int tw, int64_t ldw, float* QL, int H,
-                                                         int R, int P, int Dn, int Dv) {
-  extern __shared__ float qs[];  // [Dn + P]
-  const int h = blockIdx.x;
-  const int64_t n = blockIdx.y;
-  for (int d = threadIdx.x; d < Dn + P; d += blockDim.x) qs[d] = load_f32(q, n * q_s0 + h * q_s1 + d, tq);
+                                                         int R, int P, int Dn, int Dv, int64_t N, int nt) {
+  extern __shared__ float qs[];  // [nt][Dn + P]
+  const int h = blockIdx.x, Dq = Dn + P;
+  const int64_t n0 = int64_t(blockIdx.y) * nt;
+  const int cnt = N - n0 < nt ? int(N - n0) : nt;
+  for (int idx = threadIdx.x; idx < cnt * Dq; idx += blockDim.x) {
+    const int i = idx / Dq, d = idx % Dq;
+    qs[idx] = load_f32(q, (n0 + i) * q_s0 + h * q_s1 + d, tq);
+  }
   __syncthreads();
-  float* out = QL + (n * H + h) * int64_t(R + P);
   const int64_t w0 = int64_t(h) * (Dn + Dv);
   for (int r = threadIdx.x; r < R; r += blockDim.x) {
-    float acc = 0.f;
-    for (int d = 0; d < Dn; ++d) acc = fmaf(load_f32(w, (w0 + d) * ldw + r, tw), qs[d], acc);
-    out[r] = acc;
+    float acc[kDecNT];
+#pragma unroll
+    for (int i = 0; i < kDecNT; ++i) acc[i] = 0.f;
+    for (int d = 0; d < Dn; ++d) {
+      const float wv = load_f32(w, (w0 + d) * ldw + r, tw);
+#pragma unroll
+      for (int i = 0; i < kDecNT; ++i)
+        if (i < cnt) acc[i] = fmaf(wv, qs[i * Dq + d], acc[i]);
+    }
+#pragma unroll
+    for (int i = 0; i < kDecNT; ++i)
+      if (i < cnt) QL[((n0 + i) * H + h) * int64_t(R + P) + r] = acc[i];
   }
-  for (int e = threadIdx.x; e < P; e += blockDim.x) out[R + e] = qs[Dn + e];
+  for (int idx = threadIdx.x; idx < cnt * P; idx += blockDim.x) {
+    const int i = idx / P, e = idx % P;
+    QL[((n0 + i) * H + h) * int64_t(R + P) + R + e] = qs[i * Dq + Dn + e];
+  }
 }
 
 // ---- the device form of lens / slots (src/core/index.h) into the attend's table: lens [N] then slots [N]; a length
@@ -204,42 +224,59 @@ __global__ void __launch_bounds__(kDecThreads, 1) mla_attend_kernel(const Attend
   }
 }
 
-// ---- 3. combine + project: grid (H, N), 256 threads, dynamic smem R floats.
+// ---- 3. combine + project: grid (H, ceil(N / nt)), 256 threads, dynamic smem nt * R floats. A CTA takes nt <= kDecNT
+// tokens of one head (W_kvb_v[h] read once per nt tokens); each token's sums run in the same order as for one.
 __global__ void __launch_bounds__(256) mla_combine_kernel(const float* Opart, const float* ML, int S, int H, int R,
                                                           const void* w, int tw, int64_t ldw, int Dn, int Dv,
                                                           const void* gate, int tg, int64_t g_s0, void* o, int to,
-                                                          int64_t o_s0, int64_t o_s1) {
-  extern __shared__ float ol[];  // [R]
+                                                          int64_t o_s0, int64_t o_s1, int64_t N, int nt) {
+  extern __shared__ float ol[];  // [nt][R]
   const int h = blockIdx.x;
-  const int64_t n = blockIdx.y;
+  const int64_t n0 = int64_t(blockIdx.y) * nt;
+  const int cnt = N - n0 < nt ? int(N - n0) : nt;
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
-  const int64_t base = n * S * int64_t(H);
-  float m = -INFINITY;
-  for (int s = 0; s < S; ++s) m = fmaxf(m, ML[((base + int64_t(s) * H) + h) * 2]);
-  float l = 0.f;
-  for (int s = 0; s < S; ++s) {
-    const float ms = ML[((base + int64_t(s) * H) + h) * 2];
-    if (ms != -INFINITY) l += expf(ms - m) * ML[((base + int64_t(s) * H) + h) * 2 + 1];
-  }
-  const float inv = 1.f / l;  // l >= 1: the row holding the maximum contributes exp(0)
-  for (int r = threadIdx.x; r < R; r += blockDim.x) {
-    float a = 0.f;
+  for (int i = 0; i < cnt; ++i) {
+    const int64_t base = (n0 + i) * S * int64_t(H);
+    float m = -INFINITY;
+    for (int s = 0; s < S; ++s) m = fmaxf(m, ML[((base + int64_t(s) * H) + h) * 2]);
+    float l = 0.f;
     for (int s = 0; s < S; ++s) {
       const float ms = ML[((base + int64_t(s) * H) + h) * 2];
-      if (ms != -INFINITY) a = fmaf(expf(ms - m), Opart[((base + int64_t(s) * H) + h) * R + r], a);
+      if (ms != -INFINITY) l += expf(ms - m) * ML[((base + int64_t(s) * H) + h) * 2 + 1];
     }
-    ol[r] = a * inv;
+    const float inv = 1.f / l;  // l >= 1: the row holding the maximum contributes exp(0) (bf16 p: exactly 1)
+    for (int r = threadIdx.x; r < R; r += blockDim.x) {
+      float a = 0.f;
+      for (int s = 0; s < S; ++s) {
+        const float ms = ML[((base + int64_t(s) * H) + h) * 2];
+        if (ms != -INFINITY) a = fmaf(expf(ms - m), Opart[((base + int64_t(s) * H) + h) * R + r], a);
+      }
+      ol[i * R + r] = a * inv;
+    }
   }
   __syncthreads();
   const int64_t w0 = int64_t(h) * (Dn + Dv) + Dn;
   for (int e = warp; e < Dv; e += warps) {
-    float d = 0.f;
-    for (int r = lane; r < R; r += 32) d = fmaf(load_f32(w, (w0 + e) * ldw + r, tw), ol[r], d);
+    float d[kDecNT];
 #pragma unroll
-    for (int off = 16; off > 0; off /= 2) d += __shfl_xor_sync(0xffffffffu, d, off);
-    if (lane == 0) {
-      if (gate) d *= 1.f / (1.f + expf(-load_f32(gate, n * g_s0 + int64_t(h) * Dv + e, tg)));
-      store_f32(o, n * o_s0 + int64_t(h) * o_s1 + e, to, d);
+    for (int i = 0; i < kDecNT; ++i) d[i] = 0.f;
+    for (int r = lane; r < R; r += 32) {
+      const float wv = load_f32(w, (w0 + e) * ldw + r, tw);
+#pragma unroll
+      for (int i = 0; i < kDecNT; ++i)
+        if (i < cnt) d[i] = fmaf(wv, ol[i * R + r], d[i]);
+    }
+#pragma unroll
+    for (int i = 0; i < kDecNT; ++i) {
+      if (i >= cnt) continue;
+      float v = d[i];
+#pragma unroll
+      for (int off = 16; off > 0; off /= 2) v += __shfl_xor_sync(0xffffffffu, v, off);
+      if (lane == 0) {
+        const int64_t n = n0 + i;
+        if (gate) v *= 1.f / (1.f + expf(-load_f32(gate, n * g_s0 + int64_t(h) * Dv + e, tg)));
+        store_f32(o, n * o_s0 + int64_t(h) * o_s1 + e, to, v);
+      }
     }
   }
 }

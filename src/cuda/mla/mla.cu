@@ -15,8 +15,12 @@
 #include "cuda/index.cuh"
 #include "cuda/mla/cache_write.cuh"
 #include "cuda/mla/decode.cuh"
+#include "cuda/mla/decode_options.h"
+#include "cuda/mla/decode_plan.h"
+#include "cuda/mla/decode_tc.h"
 #include "cuda/mla/gemm.cuh"
 #include "cuda/mla/mla.h"
+#include "cuda/mla/options.h"
 #include "cuda/mla/prefill.cuh"
 #include "cuda/runtime.h"
 #include "cuda/scratch.cuh"
@@ -48,6 +52,7 @@ void mla_prefill(TensorView q, TensorView latent, TensorView k_pe, const Weight&
     throw Error("mla_prefill: the CUDA backend supports Dn + P <= " + to_string(mla::kPfMaxDk) + " and Dv <= " +
                 to_string(mla::kPfMaxDv) + "; got Dn + P = " + to_string(Dk) + ", Dv = " + to_string(Dv));
   if (M == 0) return;
+  if (MlaLaunchRecord* rec = mla_launch_options().record) ++rec->prefill_ffma;
 
   // Query tiles (m0 = first token of the sequence, i0 = first query within it, nq), latest first: the longest
   // causal rows start first.
@@ -136,32 +141,51 @@ void mla_decode(TensorView q, TensorView cache, const Index& lens, const Index& 
                 TensorView gate, const MlaDims& d, TensorView o, const Context& ctx) {
   const int64_t N = q.size(0);
   const int64_t H = d.heads, R = d.kv_lora, P = d.qk_rope, Dn = d.qk_nope, Dv = d.v_dim, RP = R + P;
-  if (R > 2 * mla::kDecThreads)
+  const int dev = q.device.index;
+  // The attend's family (decode_options.h): bf16 tensor cores (decode_tc.cuh) for bf16 queries over an f32 or bf16
+  // cache, else (or where its shapes do not fit) the fp32 FFMA kernel (decode.cuh), which keeps the f32 bar.
+  const MlaDecodePath path = mla_decode_path();
+  bool tc = false;
+  if (path != MlaDecodePath::ffma && (path == MlaDecodePath::tensor_cores || q.dtype == DType::bf16)) {
+    const DeviceGuard device_guard(dev);
+    tc = mla::tc_attend_fits(cache.dtype, H, R, RP, dev);
+  }
+  if (!tc && R > 2 * mla::kDecThreads)
     throw Error("mla_decode: the CUDA backend supports R <= " + to_string(2 * mla::kDecThreads) + "; got R = " + to_string(R));
   if (N == 0) return;
   check_grid("mla_decode", "N", N, 65535);
   check_grid("mla_decode", "heads", H, 0x7fffffff);
   const size_t attend_smem = mla::attend_smem_bytes(int(RP));
-  if (attend_smem > 227 * 1024)
+  if (!tc && attend_smem > 227 * 1024)
     throw Error("mla_decode: R + P = " + to_string(RP) + " needs " + to_string(attend_smem) +
                 " bytes of shared memory per CTA (the CUDA backend has 227 KB)");
   if ((Dn + P) * 4 > 48 * 1024) throw Error("mla_decode: the CUDA backend supports Dn + P <= 12288");
 
   const cudaStream_t s = stream_of(ctx);
   if (!lens.on_device()) refuse_capture(s, "mla_decode with host lens / slots (pass them as CUDA tensors to capture it)");
-  const int dev = q.device.index;
   const DeviceGuard device_guard(dev);
   const int sms = sm_count(dev);
 
-  // Splits: one wave of CTAs (see the header), rows_per_split a multiple of the tile; planned for the longest
-  // sequence (device lens: for the cache's length L, the bound the host knows).
+  // Splits (device lens: planned for the cache's length L, the bound the host knows).
   const int64_t max_len = lens.on_device() ? cache.size(1) : *std::max_element(lens.host.begin(), lens.host.end());
   const int64_t groups = (H + mla::kDecHG - 1) / mla::kDecHG;
-  const int64_t ntiles = (max_len + mla::kDecTJ - 1) / mla::kDecTJ;
-  int64_t S = std::clamp<int64_t>((sms + N * groups - 1) / (N * groups), 1, ntiles);
-  const int64_t tiles_per_split = (ntiles + S - 1) / S;
-  S = (ntiles + tiles_per_split - 1) / tiles_per_split;
-  check_grid("mla_decode", "head groups", groups, 0x7fffffff);
+  int64_t S = 0, tiles_per_split = 0;
+  if (tc) {
+    // decode_plan.h; each sequence's splits are cut from its own length on the device (decode_tc.cuh).
+    const int64_t hg = mla::tc_head_group(H), tc_groups = (H + hg - 1) / hg;
+    S = mla::tc_decode_splits(N * tc_groups, max_len, hg, R, RP, cache.dtype == DType::f32 ? 4 : 2, sms);
+  } else {
+    // One wave of CTAs (see the header), rows_per_split a multiple of the tile.
+    const int64_t ntiles = (max_len + mla::kDecTJ - 1) / mla::kDecTJ;
+    S = std::clamp<int64_t>((sms + N * groups - 1) / (N * groups), 1, ntiles);
+    tiles_per_split = (ntiles + S - 1) / S;
+    S = (ntiles + tiles_per_split - 1) / tiles_per_split;
+    check_grid("mla_decode", "head groups", groups, 0x7fffffff);
+  }
+  if (MlaDecodeRecord* rec = mla_decode_record()) {
+    ++(tc ? rec->tensor_cores : rec->ffma);
+    rec->splits = S;
+  }
 
   std::optional<Scratch> tab_d;  // lens [N], slots [N]
   if (lens.on_device()) {  // an out-of-range length or slot becomes length 0: that sequence's o is NaN
@@ -181,33 +205,41 @@ void mla_decode(TensorView q, TensorView cache, const Index& lens, const Index& 
   float* Opart = QL + nql;
   float* ML = Opart + npart;
 
-  mla::mla_absorb_kernel<<<dim3(unsigned(H), unsigned(N)), 256, size_t(Dn + P) * sizeof(float), s>>>(
+  // Tokens per absorb / combine CTA: up to kDecNT, within the 48 KB of default dynamic shared memory.
+  const int64_t nt = std::clamp<int64_t>(std::min<int64_t>((48 * 1024) / ((Dn + P) * 4), (48 * 1024) / (R * 4)), 1,
+                                         mla::kDecNT);
+  const unsigned token_blocks = unsigned((N + nt - 1) / nt);
+  mla::mla_absorb_kernel<<<dim3(unsigned(H), token_blocks), 256, size_t(nt * (Dn + P)) * sizeof(float), s>>>(
       q.data, elem_type(q.dtype), q.strides[0], q.strides[1], w_kvb.w.data, elem_type(w_kvb.w.dtype),
-      w_kvb.w.strides[0], QL, int(H), int(R), int(P), int(Dn), int(Dv));
+      w_kvb.w.strides[0], QL, int(H), int(R), int(P), int(Dn), int(Dv), N, int(nt));
   KIMI_CUDA_CHECK(cudaGetLastError());
 
-  mla::AttendParams p{};
-  p.QL = QL;
-  p.cache = cache.data, p.tc = elem_type(cache.dtype), p.c_s0 = cache.strides[0], p.c_s1 = cache.strides[1];
-  p.lens = tab_d->get<int64_t>(), p.slots = p.lens + N;
-  p.Opart = Opart, p.ML = ML;
-  p.H = int(H), p.R = int(R), p.P = int(P), p.S = int(S);
-  p.rows_per_split = tiles_per_split * mla::kDecTJ;
-  p.scale = d.scale;
-  const dim3 grid{unsigned(groups), unsigned(S), unsigned(N)};
-  if (R <= mla::kDecThreads) {
-    allow_smem(mla::mla_attend_kernel<1>, attend_smem);
-    mla::mla_attend_kernel<1><<<grid, mla::kDecThreads, attend_smem, s>>>(p);
+  if (tc) {
+    mla::tc_attend(QL, cache, tab_d->get<int64_t>(), tab_d->get<int64_t>() + N, Opart, ML, N, S, H, R, d.scale, s);
   } else {
-    allow_smem(mla::mla_attend_kernel<2>, attend_smem);
-    mla::mla_attend_kernel<2><<<grid, mla::kDecThreads, attend_smem, s>>>(p);
+    mla::AttendParams p{};
+    p.QL = QL;
+    p.cache = cache.data, p.tc = elem_type(cache.dtype), p.c_s0 = cache.strides[0], p.c_s1 = cache.strides[1];
+    p.lens = tab_d->get<int64_t>(), p.slots = p.lens + N;
+    p.Opart = Opart, p.ML = ML;
+    p.H = int(H), p.R = int(R), p.P = int(P), p.S = int(S);
+    p.rows_per_split = tiles_per_split * mla::kDecTJ;
+    p.scale = d.scale;
+    const dim3 grid{unsigned(groups), unsigned(S), unsigned(N)};
+    if (R <= mla::kDecThreads) {
+      allow_smem(mla::mla_attend_kernel<1>, attend_smem);
+      mla::mla_attend_kernel<1><<<grid, mla::kDecThreads, attend_smem, s>>>(p);
+    } else {
+      allow_smem(mla::mla_attend_kernel<2>, attend_smem);
+      mla::mla_attend_kernel<2><<<grid, mla::kDecThreads, attend_smem, s>>>(p);
+    }
+    KIMI_CUDA_CHECK(cudaGetLastError());
   }
-  KIMI_CUDA_CHECK(cudaGetLastError());
 
-  mla::mla_combine_kernel<<<dim3(unsigned(H), unsigned(N)), 256, size_t(R) * sizeof(float), s>>>(
+  mla::mla_combine_kernel<<<dim3(unsigned(H), token_blocks), 256, size_t(nt * R) * sizeof(float), s>>>(
       Opart, ML, int(S), int(H), int(R), w_kvb.w.data, elem_type(w_kvb.w.dtype), w_kvb.w.strides[0], int(Dn), int(Dv),
       gate.present() ? gate.data : nullptr, gate.present() ? elem_type(gate.dtype) : 0,
-      gate.present() ? gate.strides[0] : 0, o.data, elem_type(o.dtype), o.strides[0], o.strides[1]);
+      gate.present() ? gate.strides[0] : 0, o.data, elem_type(o.dtype), o.strides[0], o.strides[1], N, int(nt));
   KIMI_CUDA_CHECK(cudaGetLastError());
 }
 

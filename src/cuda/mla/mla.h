@@ -1,11 +1,13 @@
 // src/cuda/mla/mla.h: CUDA launchers of kimi/ops/mla.h (arguments validated and index tensors read on the host
 // by src/ops/mla.cpp, exactly as for the CPU backend; float tensors on one CUDA device).
-//   mla_prefill: bf16 q, latent, k_pe and W_kvb (o bf16 or f32): cuBLAS tensor-core GEMMs and a causal softmax
-//     (prefill_gemm.cu, mla_prefill_gemm); otherwise fp32 GEMM kv = latent W_kvb^T (gemm.cuh), then causal FFMA
-//     flash attention (prefill.cuh), Dn + P <= 256, Dv <= 128.
+//   mla_prefill: bf16 q, latent, k_pe and W_kvb (o bf16 or f32): kv = latent W_kvb^T by cuBLAS, then the fused
+//     tensor-core flash attention (flash.cuh, prefill_flash.cu) where its layout conditions hold (mla_flash_supported),
+//     else cuBLAS score blocks and a causal softmax (prefill_gemm.cu); otherwise fp32 GEMM kv = latent W_kvb^T
+//     (gemm.cuh), then causal FFMA flash attention (prefill.cuh), Dn + P <= 256, Dv <= 128. Tests and benchmarks pick
+//     the bf16 attention through options.h.
 //   mla_cache_write: one CTA per written row (cache_write.cuh).
-//   mla_decode: absorb, split-sequence attention over all heads of a head group, combine + W_kvb_v (decode.cuh).
-//     R <= 512.
+//   mla_decode: absorb, split-sequence attention over all heads of a head group, combine + W_kvb_v (decode.cuh);
+//     the attention on bf16 tensor cores for bf16 queries (decode_tc.cuh, decode_options.h). R <= 512.
 // With host index values each launcher uploads a small table (tiles / lens / slots / destinations) and refuses CUDA
 // graph capture (cuda/scratch.cuh); mla_cache_write and mla_decode also take the device form of their index
 // arguments (src/core/index.h), read on the device: those calls capture.
@@ -27,6 +29,14 @@ void mla_prefill(TensorView q, TensorView latent, TensorView k_pe, const Weight&
 // with contiguous last dimensions and evenly strided tokens.
 bool mla_prefill_gemm(TensorView q, TensorView latent, TensorView k_pe, const Weight& w_kvb, TensorView gate,
                       const std::vector<int64_t>& cu, const MlaDims& d, TensorView o, const Context& ctx);
+// The fused kernel's conditions (prefill_flash.cu): Dn, P, Dv multiples of 8, Dn + P <= 256, Dv <= 128, H <= 65535,
+// q and k_pe token / head strides multiples of 8 elements, their data 16-byte aligned (the bf16 checks of
+// mla_prefill_gemm come first).
+bool mla_flash_supported(TensorView q, TensorView k_pe, const MlaDims& d);
+// The fused causal attention over kv = latent W_kvb^T (bf16 [B*T, H*(Dn+Dv)], made by mla_prefill_gemm) into o:
+// flash.cuh (mma.sync), or flash_wgmma.cuh where `wgmma`.
+void mla_prefill_flash(TensorView q, const void* kv, TensorView k_pe, TensorView gate, const std::vector<int64_t>& cu,
+                       const MlaDims& d, TensorView o, bool wgmma, const Context& ctx);
 void mla_cache_write(TensorView latent, TensorView k_pe, TensorView cache, const Index& start, const Index& slots,
                      const Context& ctx);
 void mla_decode(TensorView q, TensorView cache, const Index& lens, const Index& slots, const Weight& w_kvb,

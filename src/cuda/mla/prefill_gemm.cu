@@ -1,6 +1,10 @@
-// src/cuda/mla/prefill_gemm.cu: mla_prefill for bf16 operands on tensor cores through cuBLAS (SPEC 6, explicit form).
+// src/cuda/mla/prefill_gemm.cu: mla_prefill for bf16 operands on tensor cores (SPEC 6, explicit form).
 //
-//   kv = latent W_kvb^T                      bf16 [M, H (Dn + Dv)]  one GEMM (fp32 accumulation, rounded once)
+//   kv = latent W_kvb^T                      bf16 [M, H (Dn + Dv)]  one cuBLAS GEMM (fp32 accumulation, rounded once)
+//   then the causal attention, by default fused (flash.cuh through prefill_flash.cu: scores stay on chip; its wgmma
+//   form flash_wgmma.cuh where options.h asks) where
+//   mla_flash_supported holds; otherwise (head sizes or strides not multiples of 8, Dn + P > 256, Dv > 128, or
+//   forced by options.h) the score blocks below:
 //   per sequence, per block of queries [q0, q1) (keys 0 .. q1 - 1 of the same sequence, every head at once):
 //     S_h = Qn_h Kn_h^T + Qpe_h Kpe^T         f32 [H, nq, q1]         two strided-batched GEMMs (k_pe shared by heads)
 //     P_h = softmax_causal(scale S_h)          bf16 [H, nq, q1]        softmax_rows: key j of query i kept iff j <= q0+i
@@ -9,8 +13,8 @@
 // Query blocks are sized so that S and P of one block stay under kScoreBytes (H nq q1 (4 + 2) bytes).
 // Accuracy: the products are exact in fp32 and accumulate in fp32; kv and P are rounded to bf16 once each (as
 // FlashAttention rounds P): ~1e-3 relative, inside SPEC 14's bf16 bar. f32 operands keep the exact FFMA kernels.
-// Work: the causal half of Q K^T plus the diagonal blocks' upper parts, at cuBLAS's tensor-core rate; S and P cross
-// HBM once each (the price of not fusing: docs/ops/mla.md).
+// Work of the blocks: the causal half of Q K^T plus the diagonal blocks' upper parts, at cuBLAS's tensor-core rate;
+// S and P cross HBM once each (the price of not fusing: docs/ops/mla.md).
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
@@ -24,6 +28,7 @@
 #include "cuda/elementwise.cuh"
 #include "cuda/grid.cuh"
 #include "cuda/mla/mla.h"
+#include "cuda/mla/options.h"
 #include "cuda/runtime.h"
 #include "cuda/scratch.cuh"
 
@@ -90,6 +95,15 @@ bool mla_prefill_gemm(TensorView q, TensorView latent, TensorView k_pe, const We
   const Scratch kv(size_t(M * H * Dkv) * 2, s);
   blas::gemm_xwt(s, M, H * Dkv, R, latent.data, DType::bf16, latent.strides[1], w_kvb.w.data, DType::bf16,
                  w_kvb.w.strides[0], kv.get(), DType::bf16, H * Dkv, 0.f);
+
+  const MlaLaunchOptions& opt = mla_launch_options();
+  if (opt.prefill != MlaPrefillPath::blocks && mla_flash_supported(q, k_pe, d)) {
+    const bool wg = opt.prefill != MlaPrefillPath::fused;  // the wgmma form unless the mma.sync one is forced
+    mla_prefill_flash(q, kv.get(), k_pe, gate, cu, d, o, wg, ctx);
+    if (opt.record) ++(wg ? opt.record->prefill_fused_wgmma : opt.record->prefill_fused);
+    return true;
+  }
+  if (opt.record) ++opt.record->prefill_blocks;
 
   std::vector<std::pair<int64_t, int64_t>> seqs;  // (first token m0, length)
   if (!cu.empty()) {

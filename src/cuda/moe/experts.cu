@@ -1,10 +1,14 @@
-// The routed experts of latent_moe (src/cuda/moe/experts.h): the grouped decode path and the GEMM prefill path.
+// The routed experts of latent_moe (src/cuda/moe/experts.h): the grouped decode path and the two prefill paths, and
+// expert_path, the one rule that picks among them.
 //   grouped: h = glu(z W1_e^T, z W3_e^T) for every grouped row (one launch, grouped.cuh, P = 2), ye = h W2_e^T
 //            (one launch, P = 1); h f32 [T*K, I] scratch. The grids cover the touched experts only when the
 //            grouping listed them (ExpertRows::active); a shared expert of the experts' shapes and format rides
 //            in the same two launches (rows T*K .. T*K + T of h and ye). The kernels take each expert's weight
 //            pointers from base + e * stride when the experts are stacked, else from a table uploaded here per
 //            call.
+//   wgmma:   the same pointers; a one-block M-tile scan of the device offsets, then H = bf16(glu(zg W1_e^T,
+//            zg W3_e^T)) (one tensor-core launch, grouped_gemm.cuh, P = 2) and ye = H W2_e^T (one launch, P = 1);
+//            H bf16 [T*K, I] scratch; no host sync.
 //   gemm:    offsets -> host (the one sync), per expert with rows: G = zg_e W1^T, U = zg_e W3^T (f32), one glu
 //            over all rows into H (the operand dtype), per expert ye_e = H_e W2^T (cuda::linear: one cuBLAS GEMM
 //            per projection when the operands are bf16, GEMV for experts with <= 16 rows).
@@ -20,7 +24,9 @@
 
 #include "cuda/check.cuh"
 #include "cuda/linear/linear.h"
+#include "cuda/kernel_attrs.cuh"
 #include "cuda/moe/grouped.cuh"
+#include "cuda/moe/grouped_gemm.cuh"
 #include "cuda/moe/moe.h"
 #include "cuda/scratch.cuh"
 
@@ -120,7 +126,69 @@ void launch_grouped(const GroupedArgs& a, const Weight& w, int mt, int64_t block
   }
 }
 
+// Every projection's ExpertProj: base + e * stride for stacked experts, else a [3][E] device table of pointers
+// uploaded into `table` (a pageable upload: not capturable, refused by the launcher under capture).
+void expert_projs(std::span<const MlpWeights> experts, const ExpertLayout& layout, cudaStream_t s,
+                  std::optional<Scratch>& table, ExpertProj (&proj)[3]) {
+  const int64_t e_count = int64_t(experts.size());
+  if (!layout.stacked) {
+    std::vector<ExpertPtr> host;
+    host.reserve(size_t(3 * e_count));
+    for (const Proj p : kProjs)
+      for (const MlpWeights& m : experts) host.push_back(ptr_of(m.*p));
+    table.emplace(upload(host, s));
+  }
+  for (int p = 0; p < 3; ++p) {
+    proj[p] = ExpertProj{};
+    proj[p].first = ptr_of(experts[0].*kProjs[p]);
+    if (table) {
+      proj[p].table = table->get<ExpertPtr>() + int64_t(p) * e_count;
+    } else if (e_count > 1) {
+      const ExpertPtr n = ptr_of(experts[1].*kProjs[p]);
+      proj[p].w_stride = addr(n.w) - addr(proj[p].first.w);
+      proj[p].s_stride = n.scale ? addr(n.scale) - addr(proj[p].first.scale) : 0;
+    }
+  }
+}
+
+// The tensor-core path's requirements on every expert's projection p: dense bf16, 16-byte aligned rows
+// (cp.async pieces), widths multiples of 8.
+bool wgmma_ok(std::span<const MlpWeights> ex, Proj p) {
+  for (const MlpWeights& m : ex) {
+    const Weight& w = m.*p;
+    if (w.is_mxfp4() || w.w.dtype != DType::bf16) return false;
+    const ExpertPtr q = ptr_of(w);
+    if (w.in_features() % 8 != 0 || w.out_features() % 8 != 0 || addr(q.w) % 16 != 0 || q.ldw % 8 != 0) return false;
+  }
+  return true;
+}
+
+// The tensor-core path's M-tile bound: at most floor(slots / BM) full tiles plus one partial tile per expert with
+// rows (fixed on the host without the counts); CTAs past the real total exit at once. It is grid.y.
+constexpr int64_t kMaxGridY = 65535;
+int64_t wgmma_m_tiles(int64_t slots, int64_t e_count) { return slots / moe_gemm::kBM + std::min(e_count, slots); }
+
+template <int P>
+void launch_wgmma(const moe_gemm::Args& a, int64_t m_tiles, cudaStream_t s) {
+  constexpr auto kernel = moe_gemm::grouped_gemm_kernel<P>;
+  int dev = 0;
+  KIMI_CUDA_CHECK(cudaGetDevice(&dev));
+  allow_dynamic_smem<kernel>(dev, moe_gemm::kSmemBytes);
+  const dim3 grid(unsigned((a.n + moe_gemm::kBN<P> - 1) / moe_gemm::kBN<P>), unsigned(m_tiles));
+  kernel<<<grid, moe_gemm::kThreads, moe_gemm::kSmemBytes, s>>>(a);
+  KIMI_CUDA_CHECK(cudaGetLastError());
+}
+
 }  // namespace
+
+ExpertPath expert_path(int64_t slots, DType x_dtype, std::span<const MlpWeights> experts) {
+  const int64_t e_count = int64_t(experts.size());
+  if (slots <= kGroupedMaxRowsPerExpert * e_count) return ExpertPath::grouped;  // average rows per expert
+  const bool dense_bf16 =
+      wgmma_ok(experts, kProjs[0]) && wgmma_ok(experts, kProjs[1]) && wgmma_ok(experts, kProjs[2]);
+  if (x_dtype == DType::bf16 && dense_bf16 && wgmma_m_tiles(slots, e_count) <= kMaxGridY) return ExpertPath::wgmma;
+  return ExpertPath::gemm;
+}
 
 ExpertLayout expert_layout(std::span<const MlpWeights> experts) {
   const int64_t e_count = int64_t(experts.size());
@@ -171,26 +239,9 @@ void experts_grouped(const float* z, int64_t dl, std::span<const MlpWeights> exp
   if (shared) want = std::max(want, rows.tokens);
   const int mt = want <= 1 ? 1 : want <= 2 ? 2 : want <= 4 ? 4 : 8;
 
-  ExpertProj proj[3];
   std::optional<Scratch> table;
-  if (!layout.stacked) {  // [3][E] pointer table (a pageable upload: not capturable, checked by the launcher)
-    std::vector<ExpertPtr> host;
-    host.reserve(size_t(3 * e_count));
-    for (const Proj p : kProjs)
-      for (const MlpWeights& m : experts) host.push_back(ptr_of(m.*p));
-    table.emplace(upload(host, s));
-  }
-  for (int p = 0; p < 3; ++p) {
-    proj[p] = ExpertProj{};
-    proj[p].first = ptr_of(experts[0].*kProjs[p]);
-    if (table) {
-      proj[p].table = table->get<ExpertPtr>() + int64_t(p) * e_count;
-    } else if (e_count > 1) {
-      const ExpertPtr n = ptr_of(experts[1].*kProjs[p]);
-      proj[p].w_stride = addr(n.w) - addr(proj[p].first.w);
-      proj[p].s_stride = n.scale ? addr(n.scale) - addr(proj[p].first.scale) : 0;
-    }
-  }
+  ExpertProj proj[3];
+  expert_projs(experts, layout, s, table, proj);
 
   // Grid rows: the touched experts (at most min(E, T*K)) when the grouping listed them, else every expert.
   // The fused shared expert is one more grid row over T rows after the routed ones (in h and ye).
@@ -240,6 +291,50 @@ void experts_grouped(const float* z, int64_t dl, std::span<const MlpWeights> exp
   dn.vec = inter % 4 == 0 && vec_ok(experts, kProjs[2]) && shared_vec(2);
   with_shared(dn, 2, 1, 0);  // h row r feeds ye row r
   launch_grouped<1>(dn, experts[0].down, mt, blocks_y, s);
+}
+
+void experts_wgmma(const void* zg, int64_t dl, std::span<const MlpWeights> experts, const ExpertLayout& layout,
+                   const ExpertRows& rows, const GluParams& act, float* ye, cudaStream_t s) {
+  const int64_t e_count = int64_t(experts.size()), inter = experts[0].gate.out_features();
+  std::optional<Scratch> table;
+  ExpertProj proj[3];
+  expert_projs(experts, layout, s, table, proj);
+
+  // M-tile prefix tile_off [E + 1] from the device offsets.
+  Scratch tile_off(size_t(e_count + 1) * 4, s);
+  moe_gemm::mtile_offsets_kernel<<<1, moe_gemm::kScanThreads, 0, s>>>(rows.offsets, int(e_count),
+                                                                      tile_off.get<int32_t>());
+  KIMI_CUDA_CHECK(cudaGetLastError());
+  const int64_t m_tiles = wgmma_m_tiles(rows.slots, e_count);  // <= kMaxGridY (expert_path)
+
+  Scratch h(size_t(rows.slots * inter) * 2, s);  // H bf16 [T*K, I] grouped
+  moe_gemm::Args gu{};
+  gu.offsets = rows.offsets;
+  gu.tile_off = tile_off.get<int32_t>();
+  gu.e_count = int(e_count);
+  gu.a = static_cast<const __nv_bfloat16*>(zg);
+  gu.lda = dl;
+  gu.proj[0] = proj[0];
+  gu.proj[1] = proj[1];
+  gu.n = inter;
+  gu.k = dl;
+  gu.y = h.get();
+  gu.ldy = inter;
+  gu.situ = act.act == GluAct::situ ? 1 : 0;
+  gu.beta = act.situ_beta;
+  gu.lbeta = act.situ_linear_beta;
+  launch_wgmma<2>(gu, m_tiles, s);
+
+  moe_gemm::Args dn = gu;
+  dn.a = h.get<__nv_bfloat16>();
+  dn.lda = inter;
+  dn.proj[0] = proj[2];
+  dn.proj[1] = proj[2];
+  dn.n = dl;
+  dn.k = inter;
+  dn.y = ye;
+  dn.ldy = dl;
+  launch_wgmma<1>(dn, m_tiles, s);
 }
 
 void experts_gemm(const void* zg, DType op, int64_t dl, std::span<const MlpWeights> experts, const ExpertRows& rows,

@@ -33,6 +33,11 @@ struct ExpertLayout {
 // whether each projection is stacked. Throws kimi::Error naming the expert and the field.
 ExpertLayout expert_layout(std::span<const MlpWeights> experts);
 
+enum class ExpertPath { grouped, wgmma, gemm };
+
+// The path latent_moe takes for T * K = slots routed rows over the experts, x of dtype x_dtype (the rule above).
+ExpertPath expert_path(int64_t slots, DType x_dtype, std::span<const MlpWeights> experts);
+
 // The device grouping of the T*K slots (group.cuh).
 struct ExpertRows {
   const int32_t* offsets;       // [E + 1]
@@ -56,6 +61,11 @@ bool grouped_takes_shared(std::span<const MlpWeights> experts, const MlpWeights&
 void experts_grouped(const float* z, int64_t dl, std::span<const MlpWeights> experts, const ExpertLayout& layout,
                      const ExpertRows& rows, const GluParams& act, const MlpWeights* shared, float* ye,
                      cudaStream_t s);
+
+// The same result on tensor cores (grouped_gemm.cuh): zg bf16 [T*K, dl] (grouped order) -> H bf16 [T*K, I] ->
+// ye. For the shapes expert_path sends here; uploads per-call pointer tables when the layout is not stacked.
+void experts_wgmma(const void* zg, int64_t dl, std::span<const MlpWeights> experts, const ExpertLayout& layout,
+                   const ExpertRows& rows, const GluParams& act, float* ye, cudaStream_t s);
 
 // The same result through cuBLAS: zg [T*K, dl] (dtype op: bf16 or f32, grouped order) -> ye (the GLU output is
 // rounded to op too). Copies the offsets to the host (a stream sync).

@@ -1,15 +1,18 @@
 // Launcher of cuda::latent_moe (kimi/ops/moe.h, SPEC 7): the latent MoE block on the device.
 //   1. logits = x W_r^T (f32 [T, E]); router_kernel -> ids i32 [T, K], w f32 [T, K]
 //   2. z = x W_ld^T (f32 [T, Dl]), or z = f32(x) without the latent projections (Dl = d)
-//   3. group the T*K slots by expert on the device (group.cuh): on the decode path (E <= kGroupMaxExperts) ONE
-//      launch, group_kernel (offsets, row_of_slot, token_of_row, the list of touched experts, and the optional
-//      ids / weights copies); otherwise count_kernel, offsets_kernel (exclusive scan), place_kernel; no count
-//      reaches the host here
-//   4. the experts over their rows, ye f32 [T*K, Dl] in grouped order (experts.h), by T*K / E on the host:
-//      <= kGroupedMaxRowsPerExpert (decode): experts_grouped, one gate+up+GLU launch and one down launch over
-//        the touched experts, straight from z (no gather), no host sync;
-//      above (prefill): gather z into zg [T*K, Dl] of the operand dtype (bf16 when x is bf16, else f32: f32 / f16
-//        x keep exact operands), then experts_gemm (the offsets copied to the host: ONE stream sync)
+//   3. group the T*K slots by expert on the device (group.cuh): on the grouped (decode) path with E <=
+//      kGroupMaxExperts ONE launch, group_kernel (offsets, row_of_slot, token_of_row, the list of touched experts,
+//      and the optional ids / weights copies); otherwise count_kernel, offsets_kernel (exclusive scan),
+//      place_kernel; no count reaches the host here
+//   4. the experts over their rows, ye f32 [T*K, Dl] in grouped order (experts.h), the path chosen on the host by
+//      expert_path (T*K / E, dtypes, weight layout):
+//      grouped (T*K <= kGroupedMaxRowsPerExpert E, decode): experts_grouped, one gate+up+GLU launch and one down
+//        launch over the touched experts, straight from z (no gather), no host sync;
+//      wgmma (prefill, bf16 x, dense bf16 experts): gather z into zg bf16 [T*K, Dl], then experts_wgmma (one
+//        tensor-core launch for gate+up+GLU, one for down), no host sync;
+//      gemm (prefill otherwise): gather z into zg [T*K, Dl] of the operand dtype (bf16 when x is bf16, else f32:
+//        f32 / f16 x keep exact operands), then experts_gemm (the offsets copied to the host: ONE stream sync)
 //   5. y[t] = sum_j w[t, j] Ye[row of slot (t, j)] (combine_kernel, f32 [T, Dl]); RMSNorm_latent (f32)
 //   6. res = y W_lu^T (f32 [T, d]) (or y), res += Shared(x) (cuda::mlp, beta 1); out = round(res)
 // Decode without a latent (Kimi-Linear) at T <= kGroupedMaxSharedTokens: the shared expert runs inside the two
@@ -17,9 +20,10 @@
 // and rounds into out: router GEMV, router, convert, group, gate+up, down, combine: 7 launches in all.
 // z, h, ye, y and res are f32 (the prefill path's operands follow x's dtype, above); out is written once at the
 // end, so it may alias x.
-// CUDA graph capture: the decode path captures when the experts are stacked (one allocation per projection,
-// evenly strided: place_weights builds them so). Separately allocated experts need a per-call pointer-table
-// upload and the prefill path a counts copy: both are refused under capture with an error, before any work.
+// CUDA graph capture: the grouped and wgmma paths capture when the experts are stacked (one allocation per
+// projection, evenly strided: place_weights builds them so). Separately allocated experts need a per-call
+// pointer-table upload and the gemm path a counts copy: both are refused under capture with an error, before any
+// work.
 #include <algorithm>
 #include <optional>
 #include <string>
@@ -56,16 +60,17 @@ void copy_out(const Scratch& src, int64_t rows, int64_t k, const TensorView& dst
 
 // Refuses graph capture (before any work on the stream: the caller's capture stays valid) when this call
 // would synchronise with the host or upload a host table.
-void refuse_capture_of(cudaStream_t s, bool grouped, bool stacked, int64_t slots, int64_t e_count) {
+void refuse_capture_of(cudaStream_t s, ExpertPath path, bool stacked, int64_t slots, int64_t e_count) {
   cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
   KIMI_CUDA_CHECK(cudaStreamIsCapturing(s, &st));
   if (st == cudaStreamCaptureStatusNone) return;
-  if (!grouped)
+  if (path == ExpertPath::gemm)
     throw Error("latent_moe: cannot run inside CUDA graph capture with T * top_k = " + std::to_string(slots) +
                 " routed rows over " + std::to_string(e_count) + " experts (more than " +
                 std::to_string(kGroupedMaxRowsPerExpert) +
-                " per expert on average: the prefill path copies the expert counts to the host); capture batches "
-                "with T * top_k <= " + std::to_string(kGroupedMaxRowsPerExpert * e_count));
+                " per expert on average, and not bf16 x with dense bf16 experts: this prefill path copies the "
+                "expert counts to the host); capture batches with T * top_k <= " +
+                std::to_string(kGroupedMaxRowsPerExpert * e_count) + ", or bf16 x and bf16 experts");
   if (!stacked)
     throw Error("latent_moe: cannot run inside CUDA graph capture with expert weights that are separate "
                 "allocations (argument 'w.experts': each projection's experts must be evenly strided in memory, "
@@ -83,8 +88,9 @@ void latent_moe(TensorView x, const LatentMoeWeights& w, const RouterParams& rou
   const ExpertLayout layout = expert_layout(w.experts);  // one width and format per projection (errors)
   if (slots > int64_t(0x7fffffff))  // grouped rows are counted in int32
     throw Error("latent_moe: argument 'x': expected T * top_k <= 2^31 - 1 on CUDA, got " + std::to_string(slots));
-  const bool grouped = slots <= kGroupedMaxRowsPerExpert * e_count;  // average rows per expert, no counts needed
-  refuse_capture_of(s, grouped, layout.stacked, slots, e_count);
+  const ExpertPath path = expert_path(slots, x.dtype, w.experts);  // no counts needed
+  const bool grouped = path == ExpertPath::grouped;
+  refuse_capture_of(s, path, layout.stacked, slots, e_count);
   const DeviceGuard device_guard(x.device.index);
   const Device dev = x.device;
   const bool latent = w.latent_down.w.present();
@@ -157,7 +163,8 @@ void latent_moe(TensorView x, const LatentMoeWeights& w, const RouterParams& rou
     gather_kernel<<<grid_1d(slots * dl, kThreads, "latent_moe"), kThreads, 0, s>>>(
         z.get<float>(), row_of_slot.get<int32_t>(), int(k), slots, dl, zg.get(), elem_type(op));
     KIMI_CUDA_CHECK(cudaGetLastError());
-    experts_gemm(zg.get(), op, dl, w.experts, rows, act, ye.get<float>(), ctx);
+    if (path == ExpertPath::wgmma) experts_wgmma(zg.get(), dl, w.experts, layout, rows, act, ye.get<float>(), s);
+    else experts_gemm(zg.get(), op, dl, w.experts, rows, act, ye.get<float>(), ctx);
   }
 
   // 5. Weighted sum per token (plus the fused shared rows), latent RMSNorm (into yn: rms_norm does not promise

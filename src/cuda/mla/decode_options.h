@@ -1,0 +1,42 @@
+// src/cuda/mla/decode_options.h: which kernels the CUDA mla_decode runs (decode.cuh: fp32 FFMA; decode_tc.cuh: bf16
+// tensor cores). The launcher picks by the operands (mla.cu mla_decode; docs/ops/mla.md "CUDA decode"); tests and
+// benchmarks force one family on their thread with ScopedMlaDecodePath and read back, in MlaDecodeRecord, what ran.
+// Product code sets none. Host code built in every build (decode_options.cpp).
+#pragma once
+
+#include <cstdint>
+
+namespace kimi::cuda {
+
+// automatic: tensor cores where q is bf16 and the cache f32 or bf16 (and the shapes fit decode_tc.cuh), else FFMA.
+// tensor_cores: wherever the shapes and the cache dtype fit decode_tc.cuh (also for f32 / f16 q), else FFMA.
+// ffma: always the fp32 FFMA kernels.
+enum class MlaDecodePath { automatic, tensor_cores, ffma };
+
+struct MlaDecodeRecord {
+  int64_t tensor_cores = 0, ffma = 0;  // mla_decode calls (N >= 1) on each family
+  int64_t splits = 0;                  // the last call's splits per sequence
+};
+
+// While an object lives, mla_decode calls on this thread use `path` and count into `record` (when not null); the
+// innermost object wins. Not a process-wide setting: other threads keep the defaults.
+class ScopedMlaDecodePath {
+ public:
+  explicit ScopedMlaDecodePath(MlaDecodePath path, MlaDecodeRecord* record = nullptr);
+  ~ScopedMlaDecodePath();
+  ScopedMlaDecodePath(const ScopedMlaDecodePath&) = delete;
+  ScopedMlaDecodePath& operator=(const ScopedMlaDecodePath&) = delete;
+
+ private:
+  MlaDecodePath path_;
+  MlaDecodeRecord* record_;
+  const ScopedMlaDecodePath* outer_;
+  friend MlaDecodePath mla_decode_path();
+  friend MlaDecodeRecord* mla_decode_record();
+};
+
+// This thread's innermost ScopedMlaDecodePath's settings (automatic / null without one).
+MlaDecodePath mla_decode_path();
+MlaDecodeRecord* mla_decode_record();
+
+}  // namespace kimi::cuda

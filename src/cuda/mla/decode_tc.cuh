@@ -1,0 +1,342 @@
+// src/cuda/mla/decode_tc.cuh: the attend step of mla_decode (absorbed form, SPEC 6, kimi/ops/mla.h) on bf16 tensor
+// cores (mma.sync m16n8k16, f32 accumulate): split-K flash decoding over the latent cache, all heads of a sequence
+// (up to 64; more in head groups of <= 64) per CTA, so each cache row is read from memory once per call (per group:
+// the groups of a tile are neighbouring CTAs, the second read mostly hits L2). The absorb before it and the combine after it are
+// decode.cuh's kernels (mla_absorb_kernel, mla_combine_kernel); this kernel writes the same partials.
+//
+// Math. Per sequence n (cache row slots[n], rows [0, len)), head h, absorbed query QL[n, h] = [q_lat | q_pe] (f32,
+// from the absorb), cache row j = C_j = [c_j | k_pe_j] (RP = R + P wide):
+//   score_hj = (bf16(QL_h) . bf16(C_j)) * scale                  (f32 accumulate)
+//   split s owns rows [row0, row1); online softmax over its tiles of kTcTJ rows, per head:
+//     m' = max(m, max_j score_hj);  p_hj = bf16(exp(score_hj - m'));  alpha = exp(m - m')
+//     l = l alpha + sum_j p_hj;   O_h = O_h alpha + sum_j p_hj bf16(c_j)   [R]  (f32 accumulate)
+//   Opart[n, s, h] = O_h (unnormalised), ML[n, s, h] = (m, l): the combine's input (decode.cuh). l sums the rounded
+//   p that multiply the rows, so the normalisation matches the weighted sum.
+//
+// Splits. Grid (G, S, N), G head groups of HG = ceil(H / G) heads (G = ceil(H / 64)). Sequence n's rows are cut into S nearly equal runs of whole tiles from its own length (read on
+// the device): tps = ceil(ceil(len / kTcTJ) / S) tiles per split, split s owns rows [s tps kTcTJ, ...) clipped to
+// len; splits past the end write m = -inf, l = 0, O = 0 (the combine skips them). The host picks S (mla.cu).
+//
+// Tiling (kTcThreads = 256 = 8 warps, HP = 16 MB query rows = the group's heads padded with zero rows, MB 1..4):
+//   shared: Qs   bf16 [HP][KP + 8]          KP = RP rounded up to 16, columns >= RP zero
+//           Cs   T    [STAGES][kTcTJ][KP + 8] cache tiles as stored (f32 or bf16), cp.async 16-byte chunks
+//                                        (rows 16-byte aligned) or element loads; columns >= RP and rows past row1 zero
+//           Ps   bf16 [HP][kTcTJ + 8]      the tile's p
+//           red  f32  [HP][4], sum f32 [HP][4]  per-warp-column partial row max / row sum of the tile
+//           m    f32  [2][HP] (by tile parity), l f32 [HP]
+//   scores: warp w = (wm = w / 4, wn = w % 4) computes the m16n8 blocks (m-blocks wm + 2 i < MB, n-block wn) over KP:
+//           A = Qs rows (ldmatrix x4), B = Cs rows wn*8.. (two 32-bit pairs per lane, f32 rounded to bf16 here).
+//   softmax: row max of the warp's 8 columns -> red, barrier, p -> Ps (bf16) and row sums -> sum, barrier.
+//   P x C:  warp w owns the latent columns of n-blocks w + 8 i (i < RN; R <= 64 RN) for all HP rows: A = Ps
+//           (ldmatrix x4), B = Cs[j][r] pairs along j; accumulators O [MB][RN][4] f32 in registers.
+//   pipeline: STAGES cache tiles in flight (cp.async groups), one barrier per tile before its use.
+// Invariants: every tile has >= 1 valid row, so m' is finite after a tile; masked scores give p = 0 exactly; zero
+//   padding (heads >= H, columns >= RP, rows >= row1) never reaches the outputs. Fixed reduction order everywhere, no
+//   atomics: bit-identical replays.
+// Precision: bf16 operands (QL, cache values, p) with f32 accumulation; the error budget is docs/ops/mla.md "CUDA
+//   decode" (the bf16 harness bar, relative RMS <= 5e-3). f32 callers that need the 1e-5 bar take decode.cuh.
+#pragma once
+
+#include <cuda_bf16.h>
+
+#include <cstdint>
+
+namespace kimi::cuda::mla {
+
+inline constexpr int kTcTJ = 32, kTcThreads = 256, kTcMaxHG = 64, kTcMaxR = 512;
+
+// Cache tiles in flight: 2 f32 tiles or 4 bf16 tiles (the same bytes).
+template <class T>
+inline constexpr int kTcStages = sizeof(T) == 4 ? 2 : 4;
+
+struct TcParams {
+  const float* QL;  // [N, H, RP] f32
+  const void* cache;
+  int64_t c_s0, c_s1;    // element strides of the cache's slot and row dimensions
+  const int64_t* lens;   // [N]
+  const int64_t* slots;  // [N]
+  float* Opart;          // [N, S, H, R]
+  float* ML;             // [N, S, H, 2]
+  int H, HG, R, RP, S;  // heads, heads per group (<= 64)
+  int vec;  // 1: cache rows are 16-byte aligned (cp.async), 0: element loads
+  float scale;
+};
+
+__host__ __device__ inline int tc_kp(int rp) { return (rp + 15) / 16 * 16; }
+__host__ __device__ inline int tc_ld(int rp) { return tc_kp(rp) + 8; }  // Qs and Cs row stride (elements)
+inline constexpr int kTcLdp = kTcTJ + 8;                                  // Ps row stride (bf16)
+
+// Shared memory layout (byte offsets), host and device.
+struct TcSmem {
+  size_t qs, cs, ps, red, sum, m, l, total;
+  __host__ __device__ TcSmem(int hp, int rp, int stages, int esz) {
+    const size_t ld = size_t(tc_ld(rp));
+    qs = 0;
+    cs = qs + size_t(hp) * ld * 2;
+    ps = cs + size_t(stages) * kTcTJ * ld * size_t(esz);
+    red = ps + size_t(hp) * kTcLdp * 2;
+    sum = red + size_t(hp) * 4 * 4;
+    m = sum + size_t(hp) * 4 * 4;
+    l = m + size_t(2) * hp * 4;
+    total = l + size_t(hp) * 4;
+  }
+};
+
+__device__ __forceinline__ uint32_t tc_smem_u32(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+__device__ __forceinline__ uint32_t tc_pack(float lo, float hi) {  // lo in the low half (the lower column / row)
+  const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+  return *reinterpret_cast<const uint32_t*>(&v);
+}
+__device__ __forceinline__ float tc_f(float x) { return x; }
+__device__ __forceinline__ float tc_f(__nv_bfloat16 x) { return __bfloat162float(x); }
+// The bf16 pair (p[0], p[1]) of a row (p 4-byte aligned for bf16, 8-byte for f32), packed for an mma operand.
+__device__ __forceinline__ uint32_t tc_pair(const float* p) {
+  const float2 v = *reinterpret_cast<const float2*>(p);
+  return tc_pack(v.x, v.y);
+}
+__device__ __forceinline__ uint32_t tc_pair(const __nv_bfloat16* p) { return *reinterpret_cast<const uint32_t*>(p); }
+__device__ __forceinline__ void tc_zero(float& x) { x = 0.f; }
+__device__ __forceinline__ void tc_zero(__nv_bfloat16& x) { x = __float2bfloat16_rn(0.f); }
+__device__ __forceinline__ float tc_bf16_round(float x) { return __bfloat162float(__float2bfloat16_rn(x)); }
+
+__device__ __forceinline__ void tc_mma(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%0,%1,%2,%3};\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+// A fragment (16 x 16, row-major bf16 at `base`, row stride ld elements) for this lane: matrices (rows 0-7, k 0-7),
+// (rows 8-15, k 0-7), (rows 0-7, k 8-15), (rows 8-15, k 8-15) = a0..a3 of the mma.
+__device__ __forceinline__ void tc_ldmatrix_a(uint32_t (&a)[4], const __nv_bfloat16* base, int ld, int lane) {
+  const __nv_bfloat16* p = base + (lane % 8 + 8 * ((lane / 8) % 2)) * ld + 8 * (lane / 16);
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(a[0]), "=r"(a[1]), "=r"(a[2]), "=r"(a[3])
+               : "r"(tc_smem_u32(p))
+               : "memory");  // ordered after the shared stores it reads
+}
+__device__ __forceinline__ void tc_cp_async16(void* dst, const void* src, bool valid) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(tc_smem_u32(dst)), "l"(src),
+               "r"(valid ? 16 : 0)
+               : "memory");
+}
+__device__ __forceinline__ void tc_cp_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void tc_cp_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+
+// Rows [j0, j0 + kTcTJ) of the sequence (those >= row1 zero) into the stage buffer `dst` (columns [0, RP)).
+template <class T>
+__device__ __forceinline__ void tc_load_tile(const TcParams& p, const T* seq, int64_t j0, int64_t row1, T* dst,
+                                             int ld) {
+  if (p.vec) {
+    constexpr int kEpc = 16 / sizeof(T);  // elements per 16-byte chunk
+    const int cpr = p.RP / kEpc;
+    for (int idx = threadIdx.x; idx < kTcTJ * cpr; idx += kTcThreads) {
+      const int j = idx / cpr, ch = idx % cpr;
+      const bool valid = j0 + j < row1;
+      const T* src = seq + (valid ? (j0 + j) * p.c_s1 : 0) + ch * kEpc;
+      tc_cp_async16(dst + j * ld + ch * kEpc, src, valid);
+    }
+  } else {
+    for (int idx = threadIdx.x; idx < kTcTJ * p.RP; idx += kTcThreads) {
+      const int j = idx / p.RP, k = idx % p.RP;
+      if (j0 + j < row1)
+        dst[j * ld + k] = seq[(j0 + j) * p.c_s1 + k];
+      else
+        tc_zero(dst[j * ld + k]);
+    }
+  }
+}
+
+template <class T, int MB, int RN>
+__global__ void __launch_bounds__(kTcThreads, 1) mla_attend_tc_kernel(const TcParams p) {
+  constexpr int kStages = kTcStages<T>, HP = 16 * MB, TPW = (MB + 1) / 2;  // TPW: score m-blocks per warp (at most)
+  extern __shared__ __align__(16) unsigned char tc_sm[];
+  const int kp = tc_kp(p.RP), ld = tc_ld(p.RP);
+  const TcSmem lay(HP, p.RP, kStages, int(sizeof(T)));
+  __nv_bfloat16* Qs = reinterpret_cast<__nv_bfloat16*>(tc_sm + lay.qs);
+  T* Cs = reinterpret_cast<T*>(tc_sm + lay.cs);
+  __nv_bfloat16* Ps = reinterpret_cast<__nv_bfloat16*>(tc_sm + lay.ps);
+  float* red = reinterpret_cast<float*>(tc_sm + lay.red);  // [HP][4]
+  float* sum = reinterpret_cast<float*>(tc_sm + lay.sum);  // [HP][4]
+  float* ms = reinterpret_cast<float*>(tc_sm + lay.m);     // [2][HP]
+  float* ls = reinterpret_cast<float*>(tc_sm + lay.l);     // [HP]
+
+  const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32, g = lane / 4, c = lane % 4;
+  const int h0 = blockIdx.x * p.HG, hn = p.H - h0 < p.HG ? p.H - h0 : p.HG;  // the group's heads [h0, h0 + hn)
+  const int s = blockIdx.y;
+  const int64_t n = blockIdx.z;
+  const int64_t len = p.lens[n];
+  const int64_t ntile_seq = (len + kTcTJ - 1) / kTcTJ;
+  const int64_t tps = (ntile_seq + p.S - 1) / p.S;
+  const int64_t row0 = int64_t(s) * tps * kTcTJ;
+  const int64_t row1 = row0 + tps * kTcTJ < len ? row0 + tps * kTcTJ : len;  // may be <= row0: an empty split
+  const int64_t nt = row1 > row0 ? (row1 - row0 + kTcTJ - 1) / kTcTJ : 0;
+  const T* seq = static_cast<const T*>(p.cache) + p.slots[n] * p.c_s0;
+
+  // Start the first tiles' copies, then fill Qs, the padding columns and the softmax state meanwhile.
+#pragma unroll
+  for (int st = 0; st < kStages - 1; ++st) {
+    if (st < nt) tc_load_tile<T>(p, seq, row0 + int64_t(st) * kTcTJ, row1, Cs + st * kTcTJ * ld, ld);
+    tc_cp_commit();
+  }
+  for (int idx = tid; idx < HP * kp; idx += kTcThreads) {
+    const int h = idx / kp, k = idx % kp;
+    const float v = h < hn && k < p.RP ? p.QL[(n * p.H + h0 + h) * int64_t(p.RP) + k] : 0.f;
+    Qs[h * ld + k] = __float2bfloat16_rn(v);
+  }
+  if (kp > p.RP)
+    for (int idx = tid; idx < kStages * kTcTJ * (kp - p.RP); idx += kTcThreads) {
+      const int row = idx / (kp - p.RP), k = p.RP + idx % (kp - p.RP);
+      tc_zero(Cs[row * ld + k]);
+    }
+  if (tid < HP) ms[tid] = -INFINITY, ls[tid] = 0.f;
+
+  float acc[MB][RN][4];
+#pragma unroll
+  for (int mb = 0; mb < MB; ++mb)
+#pragma unroll
+    for (int i = 0; i < RN; ++i)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) acc[mb][i][e] = 0.f;
+
+  const int wm = warp / 4, wn = warp % 4;
+  for (int64_t t = 0; t < nt; ++t) {
+    const int par = int(t & 1);
+    const int64_t j0 = row0 + t * kTcTJ;
+    tc_cp_wait<kStages - 2>();  // this thread's copies of tile t have landed
+    __syncthreads();            // everyone's; the buffer of tile t - 1 and Ps are free
+    {
+      const int64_t tn = t + kStages - 1;
+      if (tn < nt) tc_load_tile<T>(p, seq, row0 + tn * kTcTJ, row1, Cs + int(tn % kStages) * kTcTJ * ld, ld);
+      tc_cp_commit();
+    }
+    const T* ct = Cs + int(t % kStages) * kTcTJ * ld;
+
+    // Scores: m-blocks wm + 2 i, n-block wn (cache rows wn*8 .. + 7 of the tile).
+    float sc[TPW][4];
+#pragma unroll
+    for (int i = 0; i < TPW; ++i) sc[i][0] = sc[i][1] = sc[i][2] = sc[i][3] = 0.f;
+    {
+      const T* crow = ct + (wn * 8 + g) * ld + 2 * c;
+#pragma unroll 4
+      for (int k0 = 0; k0 < kp; k0 += 16) {
+        const uint32_t b0 = tc_pair(crow + k0), b1 = tc_pair(crow + k0 + 8);
+#pragma unroll
+        for (int i = 0; i < TPW; ++i) {
+          if (wm + 2 * i >= MB) continue;
+          uint32_t a[4];
+          tc_ldmatrix_a(a, Qs + (wm + 2 * i) * 16 * ld + k0, ld, lane);
+          tc_mma(sc[i], a, b0, b1);
+        }
+      }
+    }
+    // Lane holds (row g, cols 2c, 2c+1) in [0..1] and (row g + 8, same cols) in [2..3] of each block.
+    const bool v0 = j0 + wn * 8 + 2 * c < row1, v1 = j0 + wn * 8 + 2 * c + 1 < row1;
+#pragma unroll
+    for (int i = 0; i < TPW; ++i) {
+      if (wm + 2 * i >= MB) continue;
+#pragma unroll
+      for (int e = 0; e < 4; ++e) sc[i][e] = (e % 2 ? v1 : v0) ? sc[i][e] * p.scale : -INFINITY;
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        float mx = fmaxf(sc[i][2 * half], sc[i][2 * half + 1]);
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+        if (c == 0) red[((wm + 2 * i) * 16 + g + 8 * half) * 4 + wn] = mx;
+      }
+    }
+    __syncthreads();
+    // p = bf16(exp(score - m')) into Ps, row sums of the rounded p into sum.
+#pragma unroll
+    for (int i = 0; i < TPW; ++i)
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        if (wm + 2 * i >= MB) continue;
+        const int h = (wm + 2 * i) * 16 + g + 8 * half;
+        const float* r4 = red + h * 4;
+        const float mn = fmaxf(fmaxf(ms[par * HP + h], fmaxf(r4[0], r4[1])), fmaxf(r4[2], r4[3]));
+        const float e0 = v0 ? tc_bf16_round(__expf(sc[i][2 * half] - mn)) : 0.f;
+        const float e1 = v1 ? tc_bf16_round(__expf(sc[i][2 * half + 1] - mn)) : 0.f;
+        *reinterpret_cast<uint32_t*>(Ps + h * kTcLdp + wn * 8 + 2 * c) = tc_pack(e0, e1);
+        float sm = e0 + e1;
+        sm += __shfl_xor_sync(0xffffffffu, sm, 1);
+        sm += __shfl_xor_sync(0xffffffffu, sm, 2);
+        if (c == 0) sum[h * 4 + wn] = sm;
+      }
+    __syncthreads();
+    // The running (m, l) of head tid; m' and alpha recomputed below from the same values (bit-identical).
+    if (tid < HP) {
+      const float* r4 = red + tid * 4;
+      const float mo = ms[par * HP + tid];
+      const float mn = fmaxf(fmaxf(mo, fmaxf(r4[0], r4[1])), fmaxf(r4[2], r4[3]));
+      const float* s4 = sum + tid * 4;
+      ls[tid] = ls[tid] * __expf(mo - mn) + ((s4[0] + s4[1]) + (s4[2] + s4[3]));
+      ms[(par ^ 1) * HP + tid] = mn;
+    }
+    // O = O alpha + P C over the warp's latent n-blocks.
+#pragma unroll
+    for (int mb = 0; mb < MB; ++mb)
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        const int h = mb * 16 + g + 8 * half;
+        const float* r4 = red + h * 4;
+        const float mo = ms[par * HP + h];
+        const float mn = fmaxf(fmaxf(mo, fmaxf(r4[0], r4[1])), fmaxf(r4[2], r4[3]));
+        const float alpha = __expf(mo - mn);
+#pragma unroll
+        for (int i = 0; i < RN; ++i) acc[mb][i][2 * half] *= alpha, acc[mb][i][2 * half + 1] *= alpha;
+      }
+#pragma unroll
+    for (int ks = 0; ks < kTcTJ / 16; ++ks) {
+      uint32_t b[RN][2];
+#pragma unroll
+      for (int i = 0; i < RN; ++i) {
+        const int r = (warp + 8 * i) * 8 + g;
+        if ((warp + 8 * i) * 8 < p.R) {
+          const T* cc = ct + (ks * 16 + 2 * c) * ld + r;
+          b[i][0] = tc_pack(tc_f(cc[0]), tc_f(cc[ld]));
+          b[i][1] = tc_pack(tc_f(cc[8 * ld]), tc_f(cc[9 * ld]));
+        } else {
+          b[i][0] = b[i][1] = 0u;
+        }
+      }
+#pragma unroll
+      for (int mb = 0; mb < MB; ++mb) {
+        uint32_t a[4];
+        tc_ldmatrix_a(a, Ps + mb * 16 * kTcLdp + ks * 16, kTcLdp, lane);
+#pragma unroll
+        for (int i = 0; i < RN; ++i)
+          if ((warp + 8 * i) * 8 < p.R) tc_mma(acc[mb][i], a, b[i][0], b[i][1]);
+      }
+    }
+  }
+  tc_cp_wait<0>();  // no copy outstanding at exit (the empty groups of the last tiles)
+
+  // Partials (an empty split: m = -inf, l = 0, O = 0). Thread tid < HP wrote (m, l) of head tid last.
+  const int64_t base = (n * p.S + s) * int64_t(p.H);
+#pragma unroll
+  for (int mb = 0; mb < MB; ++mb)
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int h = mb * 16 + g + 8 * half;
+      if (h >= hn) continue;
+      float* out = p.Opart + (base + h0 + h) * p.R;
+#pragma unroll
+      for (int i = 0; i < RN; ++i) {
+        const int r = (warp + 8 * i) * 8 + 2 * c;
+        if (r < p.R) out[r] = acc[mb][i][2 * half];
+        if (r + 1 < p.R) out[r + 1] = acc[mb][i][2 * half + 1];
+      }
+    }
+  if (tid < hn && tid < HP) {
+    p.ML[(base + h0 + tid) * 2] = ms[int(nt & 1) * HP + tid];
+    p.ML[(base + h0 + tid) * 2 + 1] = ls[tid];
+  }
+}
+
+}  // namespace kimi::cuda::mla

@@ -1,0 +1,47 @@
+// src/cuda/mla/options.h: launch options of the MLA CUDA prefill (mla.h). The launcher picks the attention from the
+// dtypes, layouts and head sizes (docs/ops/mla.md "CUDA implementation"); tests and benchmarks set
+// MlaLaunchOptions to force the cuBLAS score blocks where the fused kernel would run, and read back in
+// MlaLaunchRecord what ran. Product code sets none. Host code built in every build (options.cpp).
+#pragma once
+
+#include <cstdint>
+
+namespace kimi::cuda {
+
+// mla_prefill with bf16 operands: the fused flash-attention kernel on wgmma (flash_wgmma.cuh, the default: 10-18%
+// faster than the mma.sync form on the H200, docs/ops/mla.md), its mma.sync form (flash.cuh), or the cuBLAS score
+// blocks (prefill_gemm.cu). A forced `fused` or `fused_wgmma` still needs
+// inputs the fused kernels take (mla.h mla_flash_supported); otherwise the blocks run.
+enum class MlaPrefillPath { automatic, fused, fused_wgmma, blocks };
+
+// Calls counted per attention form since the record was reset.
+struct MlaLaunchRecord {
+  int64_t prefill_fused = 0;        // bf16, fused kernel on mma.sync (flash.cuh)
+  int64_t prefill_fused_wgmma = 0;  // bf16, fused kernel on wgmma (flash_wgmma.cuh)
+  int64_t prefill_blocks = 0;  // bf16, cuBLAS score blocks (prefill_gemm.cu)
+  int64_t prefill_ffma = 0;    // other dtypes, fp32 FFMA (prefill.cuh)
+};
+
+struct MlaLaunchOptions {
+  MlaPrefillPath prefill = MlaPrefillPath::automatic;
+  MlaLaunchRecord* record = nullptr;  // where the launcher says what it ran, or null
+};
+
+// For calls through the kimi:: operators: while an object of this class lives, the MLA launchers on this thread use
+// these options (the innermost object wins). Not a process-wide setting: other threads keep the defaults.
+class ScopedMlaLaunchOptions {
+ public:
+  explicit ScopedMlaLaunchOptions(const MlaLaunchOptions& options);
+  ~ScopedMlaLaunchOptions();
+  ScopedMlaLaunchOptions(const ScopedMlaLaunchOptions&) = delete;
+  ScopedMlaLaunchOptions& operator=(const ScopedMlaLaunchOptions&) = delete;
+
+ private:
+  MlaLaunchOptions options_;
+  const MlaLaunchOptions* outer_;
+};
+
+// This thread's innermost ScopedMlaLaunchOptions, else the defaults.
+const MlaLaunchOptions& mla_launch_options();
+
+}  // namespace kimi::cuda

@@ -1,0 +1,102 @@
+// src/cuda/mla/prefill_flash.cu: the launcher of the fused bf16 causal attention (flash.cuh on mma.sync, or
+// flash_wgmma.cuh on wgmma: same tiles, parameters and instances) for mla_prefill, run by
+// mla_prefill_gemm (prefill_gemm.cu) on the bf16 kv expansion it made with cuBLAS.
+//   flash_supported: the fused kernel's conditions (flash.cuh "Global layouts"): Dn, P, Dv multiples of 8,
+//     Dn + P <= 256, Dv <= 128, q / k_pe token and head strides multiples of 8 elements, 16-byte aligned data.
+//   Tiles: per sequence, query tiles of kFlBQ (the last one partial), latest tiles first (the longest causal rows
+//     start first, the short ones fill the tail of the wave); grid (tiles, heads), consecutive CTAs share a head's
+//     keys in L2.
+//   Instances (DK, DV): the smallest of (64, 64), (128, 128), (192, 128), (256, 128) that holds (Dn + P, Dv); the
+//     padded columns are zero and cost only their share of the tensor-core work.
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "cuda/check.cuh"
+#include "cuda/elementwise.cuh"
+#include "cuda/mla/flash.cuh"
+#include "cuda/mla/flash_wgmma.cuh"
+#include "cuda/mla/mla.h"
+#include "cuda/scratch.cuh"
+
+namespace kimi::cuda {
+
+namespace {
+
+bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
+template <int DK, int DV>
+void launch(const mla::FlashParams& p, unsigned ntiles, unsigned heads, bool wgmma, cudaStream_t s) {
+  static_assert(mla::kFlBQ == mla::kFwBQ, "one tile table for both kernels");
+  if (wgmma) {
+    constexpr size_t smem = mla::flash_wgmma_smem_bytes<DK, DV>();
+    KIMI_CUDA_CHECK(cudaFuncSetAttribute(mla::mla_flash_wgmma_kernel<DK, DV>,
+                                         cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+    mla::mla_flash_wgmma_kernel<DK, DV><<<dim3(ntiles, heads), mla::kFwThreads, smem, s>>>(p);
+  } else {
+    constexpr size_t smem = mla::flash_smem_bytes<DK, DV>();
+    KIMI_CUDA_CHECK(cudaFuncSetAttribute(mla::mla_flash_kernel<DK, DV>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                         int(smem)));
+    mla::mla_flash_kernel<DK, DV><<<dim3(ntiles, heads), mla::kFlThreads, smem, s>>>(p);
+  }
+  KIMI_CUDA_CHECK(cudaGetLastError());
+}
+
+}  // namespace
+
+bool mla_flash_supported(TensorView q, TensorView k_pe, const MlaDims& d) {
+  const int64_t Dk = d.qk_nope + d.qk_rope;
+  return d.qk_nope % 8 == 0 && d.qk_rope % 8 == 0 && d.v_dim % 8 == 0 && Dk <= 256 && d.v_dim <= 128 &&
+         d.heads <= 65535 && q.strides[1] % 8 == 0 && q.strides[2] % 8 == 0 && k_pe.strides[1] % 8 == 0 &&
+         aligned16(q.data) && aligned16(k_pe.data);
+}
+
+void mla_prefill_flash(TensorView q, const void* kv, TensorView k_pe, TensorView gate, const std::vector<int64_t>& cu,
+                       const MlaDims& d, TensorView o, bool wgmma, const Context& ctx) {
+  const cudaStream_t s = static_cast<cudaStream_t>(ctx.cuda_stream);
+  const int64_t B = q.size(0), T = q.size(1), H = d.heads, Dn = d.qk_nope, P = d.qk_rope, Dv = d.v_dim;
+  std::vector<std::pair<int64_t, int64_t>> seqs;  // (first token m0, length)
+  if (!cu.empty()) {
+    for (size_t i = 0; i + 1 < cu.size(); ++i)
+      if (cu[i + 1] > cu[i]) seqs.push_back({cu[i], cu[i + 1] - cu[i]});
+  } else {
+    for (int64_t b = 0; b < B; ++b) seqs.push_back({b * T, T});
+  }
+  struct Tile {
+    int64_t m0, i0, nq;
+  };
+  std::vector<Tile> tiles;
+  for (auto [m0, len] : seqs)
+    for (int64_t i0 = 0; i0 < len; i0 += mla::kFlBQ) tiles.push_back({m0, i0, std::min<int64_t>(mla::kFlBQ, len - i0)});
+  if (tiles.empty()) return;
+  std::stable_sort(tiles.begin(), tiles.end(), [](const Tile& a, const Tile& b) { return a.i0 > b.i0; });
+  if (tiles.size() > 0x7fffffffu)
+    throw Error("mla_prefill: CUDA grid too large: query tiles = " + std::to_string(tiles.size()));
+  std::vector<int64_t> tab;
+  tab.reserve(tiles.size() * 3);
+  for (const Tile& t : tiles) tab.insert(tab.end(), {t.m0, t.i0, t.nq});
+  const Scratch tab_d = upload(tab, s);
+
+  mla::FlashParams p{};
+  p.q = static_cast<const __nv_bfloat16*>(q.data), p.q_tok = q.strides[1], p.q_head = q.strides[2];
+  p.kv = static_cast<const __nv_bfloat16*>(kv), p.ldkv = H * (Dn + Dv);
+  p.pe = static_cast<const __nv_bfloat16*>(k_pe.data), p.pe_tok = k_pe.strides[1];
+  if (gate.present()) p.gate = gate.data, p.tg = elem_type(gate.dtype), p.g_tok = gate.strides[1];
+  p.o = o.data, p.to = elem_type(o.dtype), p.o_tok = o.strides[1], p.o_head = o.strides[2];
+  p.tiles = tab_d.get<int64_t>();
+  p.Dn = int(Dn), p.P = int(P), p.Dv = int(Dv);
+  p.scale_log2 = float(double(d.scale) * 1.4426950408889634);  // log2(e)
+  const unsigned n = unsigned(tiles.size()), h = unsigned(H);
+  const int64_t Dk = Dn + P;
+  if (Dk <= 64 && Dv <= 64) launch<64, 64>(p, n, h, wgmma, s);
+  else if (Dk <= 128) launch<128, 128>(p, n, h, wgmma, s);
+  else if (Dk <= 192) launch<192, 128>(p, n, h, wgmma, s);
+  else launch<256, 128>(p, n, h, wgmma, s);
+}
+
+}  // namespace kimi::cuda

@@ -1,0 +1,280 @@
+// src/cuda/moe/grouped_gemm.cuh: the routed experts of one MoE layer over grouped rows (group.cuh) on Hopper tensor
+// cores, for many rows per expert (prefill), as ONE launch for gate+up with the GLU fused and ONE launch for down:
+//   gate/up (P = 2): H[r, n] = bf16(glu(sum_c A[r, c] W1_e[n, c], sum_c A[r, c] W3_e[n, c]))   (glu.cuh's glu_value)
+//   down    (P = 1): Y[r, n] = sum_c A[r, c] W2_e[n, c]                                          (f32 out)
+// for every grouped row r of expert e (offsets[e] <= r < offsets[e + 1]). A is bf16 in grouped order ([rows, k],
+// rows lda apart: the gathered z for gate/up, H for down); weights dense bf16 [n, k] (rows ldw elements apart),
+// found per expert by grouped.cuh's ExpertProj (stacked base + e * stride, or a device table). bf16 x bf16
+// products, fp32 accumulation (wgmma m64n256k16), one rounding of H to bf16 (the rounding a bf16 activation implies).
+//
+// Tiles. A CTA computes BM = 128 rows of ONE expert against a weight tile of BW = 256 rows: for gate/up, 128
+// output columns of W1 and the same 128 of W3 (so the GLU's two inputs land in the same thread, same fragment
+// position); for down, 256 output columns of W2. Two consumer warpgroups own 64 rows each, each one
+// wgmma.m64n256k16 per k-step of 16 over the whole weight tile (acc[32][4], 128 f32 registers per thread; A is
+// read from shared memory once per 256 columns); all 256 threads also load. K is walked in BK = 64 steps.
+//
+// Scheduling (no host sync, graph-capturable). mtile_offsets_kernel (one block) turns the device offsets into a
+// prefix of M-tiles per expert, tile_off[e] = sum_{e' < e} ceil(count_e' / BM) ([E + 1]). Grid = (N / BN_out,
+// an upper bound on the M-tiles fixed on the host from T*K and E alone: floor(T*K / BM) + min(E, T*K), at most
+// 65535: expert_path checks it). CTA (x, y) finds its expert as the largest e with tile_off[e] <= y (binary search;
+// experts with no rows own no tile and cost nothing) and exits at once when y >= tile_off[E]. Consecutive CTAs
+// walk the weight tiles of one M-tile: its rows of A are read from memory once, and the few M-tiles of an expert
+// run close together, sharing its weights through L2.
+//
+// Shared memory (dynamic, 1024-byte aligned): S = 4 stages of [A: 128 x 64 | B: 256 x 64] bf16, each in
+// wgmma.cuh's 128B-swizzled atom layout (sw128_off), 48 KB a stage, 192 KB in all (one CTA per SM). Both
+// operands are K-major (A [m][k], B = W [n][k]): D = A W^T.
+//
+// Pipeline (every thread loads with cp.async, zero-filling rows past the expert's end, weight rows past n and
+// chunks past k; each thread commits one cp.async group per k-step, empty or not):
+//   prologue: k-tiles 0 .. S-3 into stages 0 .. S-3
+//   step kt:  wait for k-tile kt (cp.async.wait_group S-3), fence.proxy.async, __syncthreads;
+//             issue its 4 wgmma (one group), then load k-tile kt + S - 2 into stage (kt + S - 2) % S = the
+//             stage k-tile kt - 2 used, then wgmma.wait_group 1 (k-tile kt - 1's group is done in this warpgroup).
+//   The stage overwritten at step kt was last read by k-tile kt - 2's wgmma, which both warpgroups completed
+//   before they passed step kt - 1's wait_group 1, hence before step kt's __syncthreads: one barrier per k-step,
+//   one wgmma group in flight while the next one is issued.
+// Epilogue straight from the accumulator fragments (wgmma.cuh's layout): bf16x2 stores of H (gate/up) or float2
+// stores of Y (down), rows past the expert's end and columns past n skipped.
+// Requirements (checked by the launcher): k % 8 == 0, n % 8 == 0, lda and ldw multiples of 8 elements, A and every
+// expert's weights 16-byte aligned (cp.async 16-byte pieces); y rows ldy apart with ldy even.
+// Each output element's sum is formed the same way whatever the row's position, so results do not depend on the
+// (atomic) order of rows within an expert, and eager runs and graph replays agree bit for bit.
+#pragma once
+
+#include <cuda_bf16.h>
+
+#include <cstdint>
+
+#include "cuda/bulk_copy.cuh"
+#include "cuda/moe/glu.cuh"
+#include "cuda/moe/grouped.cuh"
+#include "cuda/wgmma.cuh"
+
+namespace kimi::cuda::moe_gemm {
+
+constexpr int kThreads = 256;  // two warpgroups
+constexpr int kBM = 128;       // grouped rows per CTA (one expert)
+constexpr int kBW = 256;       // weight rows per CTA
+constexpr int kBK = 64;        // k per stage (one 128-byte swizzle atom wide)
+constexpr int kStages = 4;
+constexpr int kStageElems = (kBM + kBW) * kBK;
+constexpr int kSmemBytes = kStages * kStageElems * 2 + 1024;  // + slack to align the base to 1024 bytes
+
+// Output columns per CTA: gate/up pair the same 128 columns of W1 and W3; down takes 256 columns of W2.
+template <int P>
+constexpr int kBN = P == 2 ? kBW / 2 : kBW;
+
+struct Args {
+  const int32_t* offsets;   // [E + 1] grouped row offsets
+  const int32_t* tile_off;  // [E + 1] M-tile prefix (mtile_offsets_kernel)
+  int e_count;
+  const __nv_bfloat16* a;  // [rows, k] grouped, rows lda apart
+  int64_t lda;
+  ExpertProj proj[2];  // gate, up (P = 2) or down (proj[0]); dense bf16
+  int64_t n, k;
+  void* y;  // P = 2: bf16 H; P = 1: f32 Y; [rows, n], rows ldy apart
+  int64_t ldy;
+  int situ;
+  float beta, lbeta;
+};
+
+constexpr int kScanThreads = 256;
+
+// tile_off[e] = sum_{e' < e} ceil((offsets[e' + 1] - offsets[e']) / kBM), e = 0 .. E; ONE block of kScanThreads:
+// thread i sums the tiles of its contiguous run of experts, a block scan of those sums gives each run its start.
+static __global__ void __launch_bounds__(kScanThreads) mtile_offsets_kernel(const int32_t* __restrict__ offsets,
+                                                                            int e_count, int32_t* __restrict__ tile_off) {
+  __shared__ int32_t part[kScanThreads];
+  const int i = int(threadIdx.x), per = (e_count + kScanThreads - 1) / kScanThreads;
+  const int e0 = min(e_count, i * per), e1 = min(e_count, e0 + per);
+  const auto tiles = [&](int e) { return (offsets[e + 1] - offsets[e] + kBM - 1) / kBM; };
+  int32_t sum = 0;
+  for (int e = e0; e < e1; ++e) sum += tiles(e);
+  part[i] = sum;
+  __syncthreads();
+  for (int o = 1; o < kScanThreads; o *= 2) {  // inclusive Hillis-Steele scan of the run sums
+    const int32_t v = i >= o ? part[i - o] : 0;
+    __syncthreads();
+    part[i] += v;
+    __syncthreads();
+  }
+  int32_t run = part[i] - sum;  // exclusive start of this thread's run
+  for (int e = e0; e < e1; ++e) {
+    tile_off[e] = run;
+    run += tiles(e);
+  }
+  if (i == kScanThreads - 1) tile_off[e_count] = part[i];
+}
+
+// 16 bytes global -> shared by cp.async (L2 only); where !valid nothing is read and 16 zero bytes are written.
+__device__ __forceinline__ void cp_async16(void* dst, const void* src, bool valid) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_u32(dst)), "l"(src), "r"(valid ? 16 : 0)
+               : "memory");
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+
+// D[64][256] += A[64][16] B[16][256] (bf16, fp32 accumulate), both operands K-major descriptors (wgmma.cuh's
+// 128B-swizzled layout): one instruction per k-step for the CTA's whole 256-row weight tile, so A is read from
+// shared memory once per 256 columns (m64n64 would read it four times).
+__device__ __forceinline__ void mma_m64n256k16(float (&d)[32][4], uint64_t a, uint64_t b) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 "
+      "{"
+      "%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,"
+      "%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,"
+      "%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,"
+      "%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63,"
+      "%64,%65,%66,%67,%68,%69,%70,%71,%72,%73,%74,%75,%76,%77,%78,%79,"
+      "%80,%81,%82,%83,%84,%85,%86,%87,%88,%89,%90,%91,%92,%93,%94,%95,"
+      "%96,%97,%98,%99,%100,%101,%102,%103,%104,%105,%106,%107,%108,%109,%110,%111,"
+      "%112,%113,%114,%115,%116,%117,%118,%119,%120,%121,%122,%123,%124,%125,%126,%127"
+      "}, %128, %129, p, 1, 1, 0, 0;\n}\n"
+      : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]),
+        "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]),
+        "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]),
+        "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]),
+        "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3]),
+        "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]),
+        "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]),
+        "+f"(d[7][0]), "+f"(d[7][1]), "+f"(d[7][2]), "+f"(d[7][3]),
+        "+f"(d[8][0]), "+f"(d[8][1]), "+f"(d[8][2]), "+f"(d[8][3]),
+        "+f"(d[9][0]), "+f"(d[9][1]), "+f"(d[9][2]), "+f"(d[9][3]),
+        "+f"(d[10][0]), "+f"(d[10][1]), "+f"(d[10][2]), "+f"(d[10][3]),
+        "+f"(d[11][0]), "+f"(d[11][1]), "+f"(d[11][2]), "+f"(d[11][3]),
+        "+f"(d[12][0]), "+f"(d[12][1]), "+f"(d[12][2]), "+f"(d[12][3]),
+        "+f"(d[13][0]), "+f"(d[13][1]), "+f"(d[13][2]), "+f"(d[13][3]),
+        "+f"(d[14][0]), "+f"(d[14][1]), "+f"(d[14][2]), "+f"(d[14][3]),
+        "+f"(d[15][0]), "+f"(d[15][1]), "+f"(d[15][2]), "+f"(d[15][3]),
+        "+f"(d[16][0]), "+f"(d[16][1]), "+f"(d[16][2]), "+f"(d[16][3]),
+        "+f"(d[17][0]), "+f"(d[17][1]), "+f"(d[17][2]), "+f"(d[17][3]),
+        "+f"(d[18][0]), "+f"(d[18][1]), "+f"(d[18][2]), "+f"(d[18][3]),
+        "+f"(d[19][0]), "+f"(d[19][1]), "+f"(d[19][2]), "+f"(d[19][3]),
+        "+f"(d[20][0]), "+f"(d[20][1]), "+f"(d[20][2]), "+f"(d[20][3]),
+        "+f"(d[21][0]), "+f"(d[21][1]), "+f"(d[21][2]), "+f"(d[21][3]),
+        "+f"(d[22][0]), "+f"(d[22][1]), "+f"(d[22][2]), "+f"(d[22][3]),
+        "+f"(d[23][0]), "+f"(d[23][1]), "+f"(d[23][2]), "+f"(d[23][3]),
+        "+f"(d[24][0]), "+f"(d[24][1]), "+f"(d[24][2]), "+f"(d[24][3]),
+        "+f"(d[25][0]), "+f"(d[25][1]), "+f"(d[25][2]), "+f"(d[25][3]),
+        "+f"(d[26][0]), "+f"(d[26][1]), "+f"(d[26][2]), "+f"(d[26][3]),
+        "+f"(d[27][0]), "+f"(d[27][1]), "+f"(d[27][2]), "+f"(d[27][3]),
+        "+f"(d[28][0]), "+f"(d[28][1]), "+f"(d[28][2]), "+f"(d[28][3]),
+        "+f"(d[29][0]), "+f"(d[29][1]), "+f"(d[29][2]), "+f"(d[29][3]),
+        "+f"(d[30][0]), "+f"(d[30][1]), "+f"(d[30][2]), "+f"(d[30][3]),
+        "+f"(d[31][0]), "+f"(d[31][1]), "+f"(d[31][2]), "+f"(d[31][3])
+      : "l"(a), "l"(b), "r"(1)
+      : "memory");
+}
+
+template <int P>
+__global__ void __launch_bounds__(kThreads, 1) grouped_gemm_kernel(const __grid_constant__ Args a) {
+  const int mt = int(blockIdx.y);
+  if (mt >= a.tile_off[a.e_count]) return;
+  int lo = 0, hi = a.e_count - 1;  // the largest e with tile_off[e] <= mt (empty experts before it share its value)
+  while (lo < hi) {
+    const int mid = (lo + hi + 1) / 2;
+    if (a.tile_off[mid] <= mt) lo = mid;
+    else hi = mid - 1;
+  }
+  const int e = lo;
+  const int32_t r0 = a.offsets[e] + (mt - a.tile_off[e]) * kBM, r_end = a.offsets[e + 1];
+  const int64_t n0 = int64_t(blockIdx.x) * kBN<P>;
+  const ExpertPtr w0 = expert_ptr(a.proj[0], e), w1 = P == 2 ? expert_ptr(a.proj[1], e) : w0;
+  const auto* wb0 = static_cast<const __nv_bfloat16*>(w0.w);
+  const auto* wb1 = static_cast<const __nv_bfloat16*>(w1.w);
+
+  extern __shared__ uint8_t smem_raw[];
+  __nv_bfloat16* const sm =
+      reinterpret_cast<__nv_bfloat16*>(smem_raw + ((1024 - (smem_u32(smem_raw) & 1023)) & 1023));
+  const int tid = int(threadIdx.x);
+  const int64_t k_tiles = (a.k + kBK - 1) / kBK;
+
+  // k-tile kt -> stage st: A rows r0 .. r0 + 127 (zero past r_end), weight rows of the tile (zero past n).
+  const auto load = [&](int st, int64_t kt) {
+    __nv_bfloat16* sA = sm + st * kStageElems;
+    __nv_bfloat16* sB = sA + kBM * kBK;
+    const int64_t k0 = kt * kBK;
+#pragma unroll
+    for (int i = 0; i < kBM * kBK / 8 / kThreads; ++i) {
+      const int idx = tid + i * kThreads, r = idx / 8, c = 8 * (idx % 8);
+      const bool valid = r0 + r < r_end && k0 + c < a.k;
+      const __nv_bfloat16* src = valid ? a.a + int64_t(r0 + r) * a.lda + k0 + c : a.a;
+      cp_async16(sA + wgmma::sw128_off<kBM>(r, c), src, valid);
+    }
+#pragma unroll
+    for (int i = 0; i < kBW * kBK / 8 / kThreads; ++i) {
+      const int idx = tid + i * kThreads, r = idx / 8, c = 8 * (idx % 8);
+      const bool second = P == 2 && r >= kBW / 2;
+      const int64_t n = n0 + (P == 2 ? r % (kBW / 2) : r);
+      const bool valid = n < a.n && k0 + c < a.k;
+      const __nv_bfloat16* base = second ? wb1 : wb0;
+      const int64_t ld = second ? w1.ldw : w0.ldw;
+      cp_async16(sB + wgmma::sw128_off<kBW>(r, c), valid ? base + n * ld + k0 + c : base, valid);
+    }
+  };
+
+  float acc[32][4];  // D[64 rows of this warpgroup][the 256 weight rows of the tile]
+#pragma unroll
+  for (int j = 0; j < 32; ++j)
+#pragma unroll
+    for (int q = 0; q < 4; ++q) acc[j][q] = 0.f;
+
+  // The warpgroup index as ptxas sees it warp-uniform (a broadcast), so no wgmma is serialized (C7520).
+  const int wg = __shfl_sync(0xffffffffu, tid / 128, 0);
+
+#pragma unroll
+  for (int st = 0; st < kStages - 2; ++st) {
+    if (st < k_tiles) load(st, st);
+    cp_async_commit();
+  }
+  for (int64_t kt = 0; kt < k_tiles; ++kt) {
+    cp_async_wait<kStages - 3>();  // this thread's pieces of k-tile kt have landed
+    fence_proxy_async();           // ... and are visible to wgmma (the async proxy)
+    __syncthreads();               // every thread's pieces; every wgmma of k-tile kt - 2 is done
+    const int st = int(kt % kStages);
+    const __nv_bfloat16* sA = sm + st * kStageElems;
+    const uint64_t dA = wgmma::desc_sw128(sA + wg * 64 * kBK), dB = wgmma::desc_sw128(sA + kBM * kBK);
+    wgmma::fence();
+#pragma unroll
+    for (int ks = 0; ks < kBK / 16; ++ks)  // a k-step of 16 is 32 bytes into the swizzle atom
+      mma_m64n256k16(acc, wgmma::desc_add(dA, 32u * ks), wgmma::desc_add(dB, 32u * ks));
+    wgmma::commit();
+    const int64_t nk = kt + kStages - 2;
+    if (nk < k_tiles) load(int(nk % kStages), nk);
+    cp_async_commit();
+    wgmma::wait<1>();
+  }
+  wgmma::wait<0>();
+  wgmma::fence_operands(acc);
+  cp_async_wait<0>();  // only empty groups can be pending; nothing may be in flight at exit
+
+  // Fragment (j, q): row 16 warp + lane / 4 + 8 (q / 2), weight row 8 j + 2 (lane % 4) + q % 2 of the tile; for
+  // gate/up, j < 16 is W1's column n0 + 8 j + .. and j + 16 is W3's same column.
+  const int lane = tid % 32, warp = (tid % 128) / 32;
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int32_t row = r0 + wg * 64 + warp * 16 + lane / 4 + 8 * h;
+    if (row >= r_end) continue;
+#pragma unroll
+    for (int j = 0; j < (P == 2 ? 16 : 32); ++j) {
+      const int64_t col = n0 + 8 * j + 2 * (lane % 4);
+      if (col >= a.n) continue;  // n even: the pair is whole
+      if constexpr (P == 2) {
+        const float v0 = glu_value(acc[j][2 * h], acc[j + 16][2 * h], a.situ, a.beta, a.lbeta);
+        const float v1 = glu_value(acc[j][2 * h + 1], acc[j + 16][2 * h + 1], a.situ, a.beta, a.lbeta);
+        *reinterpret_cast<__nv_bfloat162*>(static_cast<__nv_bfloat16*>(a.y) + int64_t(row) * a.ldy + col) =
+            __floats2bfloat162_rn(v0, v1);
+      } else {
+        *reinterpret_cast<float2*>(static_cast<float*>(a.y) + int64_t(row) * a.ldy + col) =
+            make_float2(acc[j][2 * h], acc[j][2 * h + 1]);
+      }
+    }
+  }
+}
+
+}  // namespace kimi::cuda::moe_gemm

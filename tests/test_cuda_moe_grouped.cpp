@@ -1,0 +1,277 @@
+// latent_moe's tensor-core prefill path on CUDA (src/cuda/moe/grouped_gemm.cuh: bf16 x, dense bf16 experts,
+// T * top_k > 16 E) through the public operator, against the CPU operator on the same bytes:
+//   - relative RMS error of out <= 5e-3 (bf16 operands; the CPU computes in f32 with f32 activations) at small
+//     widths and at the Kimi-Linear (d 2304, I 1024) and K3 latent (d 7168, latent 3584, I 3072) widths, SiLU and
+//     SiTU, with and without the latent projections; ragged expert counts (a quarter of the experts get no token,
+//     expert 0 gets every token: several M-tiles, the last one partial), all tokens on one expert (K = 1), T and I
+//     not multiples of the tiles; the routing (ids) equals the CPU's exactly;
+//   - the path recorded into a CUDA graph on a non-default stream (any host synchronisation or host table would
+//     fail the capture) replays bit-identically to eager runs, on the captured input and on a new one.
+// Routing is made exact in any precision: the router is the identity on x's first E columns (W_r[e, e] = 1, else
+// 0, no bias), and those columns hold codes on a 1/8 grid: 4 - j / 8 for the j-th chosen expert of a token, at most
+// 1 for the others (an exact logit gap >= 1.125, so CPU and GPU pick the same experts).
+// Skipped without a CUDA device.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kimi/device.h"
+#include "kimi/dtype.h"
+#include "kimi/ops/moe.h"
+
+#ifdef KIMI_WITH_CUDA
+#include <cuda_runtime.h>
+
+namespace kimi {
+namespace {
+
+#define SKIP_WITHOUT_GPU() \
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device"
+
+constexpr double kBar = 5e-3;  // bf16 relative RMS error (SPEC 14)
+
+Tensor host_bf16(std::vector<int64_t> shape, std::mt19937_64& rng, double lo, double hi) {
+  std::uniform_real_distribution<double> u(lo, hi);
+  Tensor t(DType::bf16, std::span<const int64_t>(shape));
+  for (int64_t i = 0; i < t.numel(); ++i) t.data_as<uint16_t>()[i] = f32_to_bf16(float(u(rng)));
+  return t;
+}
+
+Tensor to_device(const Tensor& h, Device dev) {
+  Tensor d(h.view().dtype, std::span<const int64_t>(h.view().shape.data(), size_t(h.view().ndim)), dev);
+  copy(d, h);
+  return d;
+}
+
+std::vector<float> to_host_f32(const Tensor& d) {
+  Tensor h(DType::f32, std::span<const int64_t>(d.view().shape.data(), size_t(d.view().ndim)));
+  copy(h, d);
+  return std::vector<float>(h.data_as<float>(), h.data_as<float>() + h.numel());
+}
+
+std::vector<uint8_t> bytes_of(const Tensor& d) {
+  Tensor h(d.view().dtype, std::span<const int64_t>(d.view().shape.data(), size_t(d.view().ndim)));
+  copy(h, d);
+  return std::vector<uint8_t>(static_cast<uint8_t*>(h.data()), static_cast<uint8_t*>(h.data()) + h.nbytes());
+}
+
+double rel_rms(const std::vector<float>& got, const std::vector<float>& ref) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < ref.size(); ++i) {
+    const double e = double(got[i]) - double(ref[i]);
+    num += e * e;
+    den += double(ref[i]) * double(ref[i]);
+  }
+  return std::sqrt(num / den);
+}
+
+struct Shape {
+  int64_t d, latent, e, k, inter, t;
+  bool situ;
+  bool one_expert;  // every token on expert 3 (K = 1); else ragged (below)
+};
+
+std::string name_of(const Shape& c) {
+  return "d=" + std::to_string(c.d) + " latent=" + std::to_string(c.latent) + " E=" + std::to_string(c.e) +
+         " K=" + std::to_string(c.k) + " I=" + std::to_string(c.inter) + " T=" + std::to_string(c.t) +
+         (c.situ ? " situ" : " silu") + (c.one_expert ? " one-expert" : " ragged");
+}
+
+// The layer's weights on the host (bf16): the identity router, optional latent projections and norm, a shared
+// MLP of width 64 and E experts stacked per projection ([E, out, in] pools, as place_weights lays them out).
+struct HostLayer {
+  Tensor router, latent_down, latent_up, latent_norm, shared[3], pools[3];
+  HostLayer(const Shape& c, std::mt19937_64& rng) {
+    router = Tensor(DType::bf16, {c.e, c.d});
+    for (int64_t i = 0; i < router.numel(); ++i) router.data_as<uint16_t>()[i] = 0;
+    for (int64_t e = 0; e < c.e; ++e) router.data_as<uint16_t>()[e * c.d + e] = f32_to_bf16(1.f);
+    const int64_t dl = c.latent ? c.latent : c.d;
+    const auto dense = [&](int64_t out, int64_t in) {
+      const double a = std::sqrt(3.0 / double(in));
+      return host_bf16({out, in}, rng, -a, a);
+    };
+    if (c.latent) {
+      latent_down = dense(dl, c.d);
+      latent_up = dense(c.d, dl);
+      latent_norm = host_bf16({dl}, rng, 0.5, 1.5);
+    }
+    shared[0] = dense(64, c.d);
+    shared[1] = dense(64, c.d);
+    shared[2] = dense(c.d, 64);
+    for (int p = 0; p < 3; ++p) {
+      const int64_t out = p < 2 ? c.inter : dl, in = p < 2 ? dl : c.inter;
+      const double a = std::sqrt(3.0 / double(in));
+      pools[p] = host_bf16({c.e, out, in}, rng, -a, a);
+    }
+  }
+};
+
+// The layer on one device.
+struct Layer {
+  std::vector<Tensor> keep;
+  std::vector<MlpWeights> experts;
+  MlpWeights shared_w;
+  LatentMoeWeights w;
+  Layer(const HostLayer& h, const Shape& c, Device dev) {
+    keep.reserve(16);
+    const auto put = [&](const Tensor& t) {
+      keep.push_back(to_device(t, dev));
+      return TensorView(keep.back());
+    };
+    w.router = Weight{put(h.router), {}};
+    if (c.latent) {
+      w.latent_down = Weight{put(h.latent_down), {}};
+      w.latent_up = Weight{put(h.latent_up), {}};
+      w.latent_norm = put(h.latent_norm);
+    }
+    shared_w = MlpWeights{Weight{put(h.shared[0]), {}}, Weight{put(h.shared[1]), {}}, Weight{put(h.shared[2]), {}}};
+    w.shared = &shared_w;
+    TensorView pools[3];
+    for (int p = 0; p < 3; ++p) pools[p] = put(h.pools[p]);
+    const auto slice = [](const TensorView& pool, int64_t e) {
+      return TensorView(static_cast<char*>(pool.data) + e * pool.stride(0) * int64_t(pool.element_size()),
+                        pool.dtype, {pool.size(1), pool.size(2)}, pool.device);
+    };
+    for (int64_t e = 0; e < c.e; ++e)
+      experts.push_back(MlpWeights{Weight{slice(pools[0], e), {}}, Weight{slice(pools[1], e), {}},
+                                   Weight{slice(pools[2], e), {}}});
+    w.experts = experts;
+  }
+};
+
+// x [T, d] bf16: routing codes in the first E columns (see the file comment), uniform [-1, 1) elsewhere. Ragged:
+// every token takes expert 0, then K - 1 distinct experts among 1 .. 3E/4 - 1 (the last quarter gets nothing).
+Tensor host_x(const Shape& c, std::mt19937_64& rng) {
+  Tensor x = host_bf16({c.t, c.d}, rng, -1, 1);
+  std::uniform_int_distribution<int> low(-16, 8);  // unselected codes: -2 .. 1 on the 1/8 grid
+  const int64_t pool = c.one_expert ? c.e : 3 * c.e / 4;
+  std::vector<int64_t> cand(size_t(pool - 1));
+  std::iota(cand.begin(), cand.end(), 1);
+  for (int64_t t = 0; t < c.t; ++t) {
+    uint16_t* row = x.data_as<uint16_t>() + t * c.d;
+    for (int64_t e = 0; e < c.e; ++e) row[e] = f32_to_bf16(float(low(rng)) / 8.f);
+    std::vector<int64_t> chosen;
+    if (c.one_expert) {
+      chosen = {3};
+    } else {
+      std::shuffle(cand.begin(), cand.end(), rng);
+      chosen.push_back(0);
+      chosen.insert(chosen.end(), cand.begin(), cand.begin() + (c.k - 1));
+      std::shuffle(chosen.begin(), chosen.end(), rng);
+    }
+    for (size_t j = 0; j < chosen.size(); ++j) row[chosen[j]] = f32_to_bf16(4.f - float(j) / 8.f);
+  }
+  return x;
+}
+
+GluParams act_of(const Shape& c) {
+  GluParams a;
+  a.act = c.situ ? GluAct::situ : GluAct::silu;
+  return a;
+}
+
+void check_against_cpu(const Shape& c) {
+  SCOPED_TRACE(name_of(c));
+  ASSERT_GT(c.t * c.k, 16 * c.e) << "not a prefill shape";
+  std::mt19937_64 rng(uint64_t(c.d * 7 + c.e * 13 + c.k * 17 + c.inter + c.t + (c.situ ? 1 : 0)));
+  const HostLayer h(c, rng);
+  const Tensor xh = host_x(c, rng);
+  const RouterParams router{int(c.k), true, 2.446f};
+
+  const Layer cpu(h, c, Device::cpu());
+  const Tensor xc = to_device(xh, Device::cpu());
+  const Tensor out_c(DType::f32, {c.t, c.d}), ids_c(DType::i32, {c.t, c.k}), w_c(DType::f32, {c.t, c.k});
+  latent_moe(xc, cpu.w, router, act_of(c), 1e-5f, out_c, ids_c, w_c);
+
+  const Device dev = Device::cuda(0);
+  const Layer gpu(h, c, dev);
+  const Tensor xg = to_device(xh, dev);
+  const Tensor out_g(DType::f32, {c.t, c.d}, dev), ids_g(DType::i32, {c.t, c.k}, dev), w_g(DType::f32, {c.t, c.k}, dev);
+  latent_moe(xg, gpu.w, router, act_of(c), 1e-5f, out_g, ids_g, w_g);
+  synchronize(dev);
+
+  ASSERT_EQ(bytes_of(ids_g), bytes_of(ids_c)) << "routing differs";
+  const std::vector<float> got = to_host_f32(out_g), ref = to_host_f32(out_c);
+  for (const float v : got) ASSERT_TRUE(std::isfinite(v));
+  const double err = rel_rms(got, ref);
+  EXPECT_LE(err, kBar);
+  std::printf("  %s: relative RMS %.3g\n", name_of(c).c_str(), err);
+}
+
+TEST(CudaMoeGrouped, SmallShapesMatchTheCpu) {
+  SKIP_WITHOUT_GPU();
+  check_against_cpu({256, 0, 16, 4, 64, 100, false, false});   // I = 64: half a gate/up tile; T % 128 != 0
+  check_against_cpu({256, 128, 16, 4, 192, 150, true, false});  // latent + norm, SiTU, I = 192: a partial N tile
+  check_against_cpu({256, 0, 16, 8, 64, 200, true, false});    // expert 0: 200 rows (2 M-tiles)
+  check_against_cpu({256, 0, 16, 1, 64, 300, true, true});     // every token on expert 3: 3 M-tiles, 15 empty
+  check_against_cpu({192, 0, 16, 1, 64, 260, false, true});    // d = 192: k not a multiple of the 64-wide k-step
+}
+
+TEST(CudaMoeGrouped, KimiLinearWidthsMatchTheCpu) {
+  SKIP_WITHOUT_GPU();
+  check_against_cpu({2304, 0, 32, 8, 1024, 200, false, false});
+  check_against_cpu({2304, 0, 32, 8, 1024, 130, true, false});
+}
+
+TEST(CudaMoeGrouped, K3LatentWidthsMatchTheCpu) {
+  SKIP_WITHOUT_GPU();
+  check_against_cpu({7168, 3584, 16, 8, 3072, 48, true, false});
+}
+
+// The tensor-core path recorded into a CUDA graph replays bit-identically to the eager runs.
+TEST(CudaMoeGrouped, PrefillPathCapturesInAGraphAndReplaysBitIdentically) {
+  SKIP_WITHOUT_GPU();
+  for (const Shape& c : {Shape{256, 0, 16, 4, 64, 100, false, false}, Shape{256, 128, 16, 4, 192, 150, true, false},
+                         Shape{256, 0, 16, 1, 64, 300, true, true}}) {
+    SCOPED_TRACE(name_of(c));
+    std::mt19937_64 rng(uint64_t(31 + c.t));
+    const HostLayer h(c, rng);
+    const Device dev = Device::cuda(0);
+    const Layer gpu(h, c, dev);
+    const Tensor x1 = to_device(host_x(c, rng), dev), x2 = to_device(host_x(c, rng), dev);
+    const Tensor x(DType::bf16, {c.t, c.d}, dev), out(DType::bf16, {c.t, c.d}, dev);
+    const RouterParams router{int(c.k), true, 2.446f};
+    cudaStream_t s;
+    ASSERT_EQ(cudaStreamCreate(&s), cudaSuccess);
+    Context ctx;
+    ctx.cuda_stream = s;
+    const auto run = [&] { latent_moe(x, gpu.w, router, act_of(c), 1e-5f, out, {}, {}, ctx); };
+    copy(x, x1);
+    run();
+    ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+    const std::vector<uint8_t> want1 = bytes_of(out);
+    copy(x, x2);
+    run();
+    ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+    const std::vector<uint8_t> want2 = bytes_of(out);
+    EXPECT_NE(want1, want2);
+
+    copy(x, x1);
+    cudaGraph_t g = nullptr;
+    ASSERT_EQ(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal), cudaSuccess);
+    EXPECT_NO_THROW(run());
+    ASSERT_EQ(cudaStreamEndCapture(s, &g), cudaSuccess);
+    cudaGraphExec_t ge;
+    ASSERT_EQ(cudaGraphInstantiate(&ge, g, 0), cudaSuccess);
+    ASSERT_EQ(cudaGraphLaunch(ge, s), cudaSuccess);
+    ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+    EXPECT_EQ(bytes_of(out), want1) << "replay on the captured input";
+    copy(x, x2);
+    ASSERT_EQ(cudaGraphLaunch(ge, s), cudaSuccess);
+    ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+    EXPECT_EQ(bytes_of(out), want2) << "replay on a new input";
+    cudaGraphExecDestroy(ge);
+    cudaGraphDestroy(g);
+    cudaStreamDestroy(s);
+  }
+}
+
+}  // namespace
+}  // namespace kimi
+#endif  // KIMI_WITH_CUDA
