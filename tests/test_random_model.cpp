@@ -180,7 +180,8 @@ TEST(RandomModel, OnTheGpuTheSameWeightsAsOnTheCpu) {
     const Model cpu = Model::random(c, Device::cpu(), 12, options_for(c));
     reset_peak_memory(Device::cuda(0));
     const size_t before = device_memory_stats(Device::cuda(0)).tensor_bytes;
-    const Model gpu = Model::random(c, Device::cuda(0), 12, options_for(c));
+    Model gpu = Model::random(c, Device::cuda(0), 12, options_for(c));
+    gpu.set_activation_dtype(DType::f32);  // the fp32 model on both devices (a GPU model defaults to bf16 activations)
     EXPECT_GE(device_memory_stats(Device::cuda(0)).tensor_bytes - before, gpu.device_weight_bytes());
     EXPECT_GT(gpu.device_weight_bytes(), 0u);
     const std::vector<TensorView>& a = cpu.weights().created_views;
