@@ -13,9 +13,6 @@
 // path never waits on the host). Prints time, the experts the routing touched, the weight bytes one call must
 // read (router, latent projections, shared MLP, touched experts: the floor of a bandwidth-bound step) and that
 // rate against the H200's copy bandwidth; prefill prints the experts' TFLOP/s (2 * T*K * 3 * I * Dl per call).
-// Decode rows also time the routed-expert kernels alone (kimi::cuda::experts_grouped, the two grouped launches,
-// eager and as a graph) on the call's own routing, grouped on the host, against the touched experts' bytes: the
-// kernels' share of the copy rate without the router, grouping, combine and shared expert around them.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -117,58 +114,6 @@ struct Layer {
   }
 };
 
-// The grouped expert kernels alone on routing ids (slot order): the grouping of group.cuh done on the host
-// (offsets, token_of_row, the touched experts ascending) and uploaded, a random f32 z; prints their time and
-// rate on the touched experts' bytes.
-void experts_only(const LayerShape& s, const Layer& L, int64_t t, const std::vector<int32_t>& ids, cudaStream_t st,
-                  std::mt19937& rng) {
-  const int64_t dl = s.latent ? s.latent : s.d, slots = t * s.k;
-  std::vector<int32_t> off(size_t(s.e) + 1, 0), tor(static_cast<size_t>(slots)), act;
-  for (const int32_t id : ids) ++off[size_t(id) + 1];
-  for (int64_t e = 0; e < s.e; ++e) {
-    if (off[size_t(e) + 1] > 0) act.push_back(int32_t(e));
-    off[size_t(e) + 1] += off[size_t(e)];
-  }
-  std::vector<int32_t> cur(off.begin(), off.end() - 1);
-  for (int64_t i = 0; i < slots; ++i) tor[size_t(cur[size_t(ids[size_t(i)])]++)] = int32_t(i / s.k);
-  const size_t touched = act.size();
-  act.resize(size_t(std::min(s.e, slots)), 0);
-  act.push_back(int32_t(touched));  // n_active after the list
-  const auto bytes_of = [](const std::vector<int32_t>& v) {
-    return std::vector<uint8_t>(reinterpret_cast<const uint8_t*>(v.data()),
-                                reinterpret_cast<const uint8_t*>(v.data() + v.size()));
-  };
-  DevBuf d_off(off.size() * 4, bytes_of(off)), d_tor(tor.size() * 4, bytes_of(tor));
-  DevBuf d_act(act.size() * 4, bytes_of(act));
-  DevBuf z(size_t(t * dl) * 4, kimi::bench::random_f32(size_t(t * dl), rng, -1, 1));
-  DevBuf ye(size_t(slots * dl) * 4, {});
-  kimi::cuda::ExpertRows rows{static_cast<const int32_t*>(d_off.p), static_cast<const int32_t*>(d_tor.p), slots, t};
-  rows.active = static_cast<const int32_t*>(d_act.p);
-  rows.n_active = rows.active + (act.size() - 1);
-  const kimi::cuda::ExpertLayout layout = kimi::cuda::expert_layout(L.w.experts);
-  kimi::GluParams act_p;
-  act_p.act = s.situ ? kimi::GluAct::situ : kimi::GluAct::silu;
-  const auto call = [&] {
-    kimi::cuda::experts_grouped(static_cast<const float*>(z.p), dl, L.w.experts, layout, rows, act_p, nullptr,
-                                static_cast<float*>(ye.p), st);
-  };
-  const double eager = kimi::bench::median_ms(call, 3, 20, st);
-  cudaGraph_t g;
-  cudaGraphExec_t ge;
-  CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
-  call();
-  CK(cudaStreamEndCapture(st, &g));
-  CK(cudaGraphInstantiate(&ge, g, 0));
-  const double graph = kimi::bench::median_ms([&] { CK(cudaGraphLaunch(ge, st)); }, 3, 20, st);
-  cudaGraphExecDestroy(ge);
-  cudaGraphDestroy(g);
-  const double best = std::min(eager, graph), bytes = double(touched) * L.expert_bytes;
-  std::printf("\n    experts only (2 grouped launches): eager %8.3f ms  graph %8.3f ms  | %6.3f GB: %5.2f TB/s "
-              "(%3.0f%% of copy bandwidth)",
-              eager, graph, bytes / 1e9, bytes / (best * 1e-3) / 1e12,
-              100.0 * bytes / (best * 1e-3) / kimi::bench::kCopyBytesPerS);
-}
-
 void run(const LayerShape& s, const Layer& L, int64_t t, std::mt19937& rng) {
   const kimi::Device dev = kimi::Device::cuda(0);
   DevBuf x(size_t(t * s.d) * 2, kimi::bench::random_bf16(size_t(t * s.d), rng, -1, 1));
@@ -214,7 +159,6 @@ void run(const LayerShape& s, const Layer& L, int64_t t, std::mt19937& rng) {
       std::printf(", whole layer at the experts' %6.1f TFLOP/s", flops / (best * 1e-3) / 1e12);
     cudaGraphExecDestroy(ge);
     cudaGraphDestroy(g);
-    experts_only(s, L, t, h, st, rng);
   } else {
     std::printf("  (prefill: no graph) | %4zu experts, whole layer at the experts' %6.1f TFLOP/s", touched,
                 flops / (eager * 1e-3) / 1e12);

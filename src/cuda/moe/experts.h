@@ -1,8 +1,7 @@
 // src/cuda/moe/experts.h: the routed experts of latent_moe on grouped rows (src/cuda/moe/group.cuh), the two
 // paths the launcher chooses between on the host from T * K / E alone (no counts on the host to choose):
-//   small rows (T * K <= kGroupedMaxRowsPerExpert * E, decode): experts_grouped, two launches over the touched
-//     experts (grouped.cuh; the device list of ExpertRows::active), no host synchronisation, capturable in a
-//     CUDA graph when the experts are stacked;
+//   small rows (T * K <= kGroupedMaxRowsPerExpert * E, decode): experts_grouped, two launches for every expert
+//     (grouped.cuh), no host synchronisation, capturable in a CUDA graph when the experts are stacked;
 //   large rows (prefill): experts_gemm, the E + 1 offsets copied to the host (ONE stream sync), then per expert
 //     with rows cuBLAS GEMMs on operands of the activation dtype (bf16 x: one bf16 GEMM per projection).
 // Both write ye[r, :] = Expert_e(z[token_of_row[r], :]) (f32) for every grouped row r of every expert e.
@@ -44,23 +43,12 @@ struct ExpertRows {
   const int32_t* token_of_row;  // [T*K]
   int64_t slots;                // T*K
   int64_t tokens;               // T (bounds the rows of one expert: a token routes to distinct experts)
-  const int32_t* active = nullptr;    // [min(E, T*K)] touched experts ascending (group_kernel), or null
-  const int32_t* n_active = nullptr;  // [1] the number of touched experts (with active)
 };
 
-// Tokens up to which experts_grouped may run the shared expert in its own launches (one MT-row group).
-inline constexpr int64_t kGroupedMaxSharedTokens = 8;
-
-// Whether experts_grouped can take `shared` along (T <= kGroupedMaxSharedTokens, the shared projections of the
-// routed experts' shapes and formats). The caller also needs z to be the shared expert's input (no latent).
-bool grouped_takes_shared(std::span<const MlpWeights> experts, const MlpWeights& shared, int64_t tokens);
-
-// z f32 [T, dl] (rows dl apart) -> ye f32 [T*K, dl] in grouped order; with `shared` (grouped_takes_shared) also
-// ye[T*K + t] = Shared(z[t]) for t < T (ye then holds T*K + T rows). Uploads per-call pointer tables when the
+// z f32 [T, dl] (rows dl apart) -> ye f32 [T*K, dl] in grouped order. Uploads per-call pointer tables when the
 // layout is not stacked (refused under graph capture by the launcher before any work).
 void experts_grouped(const float* z, int64_t dl, std::span<const MlpWeights> experts, const ExpertLayout& layout,
-                     const ExpertRows& rows, const GluParams& act, const MlpWeights* shared, float* ye,
-                     cudaStream_t s);
+                     const ExpertRows& rows, const GluParams& act, float* ye, cudaStream_t s);
 
 // The same result on tensor cores (grouped_gemm.cuh): zg bf16 [T*K, dl] (grouped order) -> H bf16 [T*K, I] ->
 // ye. For the shapes expert_path sends here; uploads per-call pointer tables when the layout is not stacked.
