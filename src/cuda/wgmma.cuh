@@ -116,20 +116,21 @@ __device__ __forceinline__ void mma(float (&d)[N / 8][4], uint64_t a, uint64_t b
 // that an accumulator [64][16 k + 16) is the A operand of k-step k of the next product without shared memory. The
 // registers are read while the wgmma runs: the caller keeps them unchanged, and alive (fence_operands after the
 // wait), until the wgmma group that reads them has completed.
+template <int kTransB = 0>
 __device__ __forceinline__ void mma_rs_m64n64k16(float (&d)[8][4], const uint32_t (&a)[4], uint64_t b) {
   asm volatile(
       "{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
       "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
       "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,"
       "%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31}, "
-      "{%32,%33,%34,%35}, %36, p, 1, 1, 0;\n}\n"
+      "{%32,%33,%34,%35}, %36, p, 1, 1, %38;\n}\n"
       : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]),
         "+f"(d[1][2]), "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]),
         "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]), "+f"(d[4][0]), "+f"(d[4][1]),
         "+f"(d[4][2]), "+f"(d[4][3]), "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]),
         "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]), "+f"(d[7][0]), "+f"(d[7][1]),
         "+f"(d[7][2]), "+f"(d[7][3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(1)
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(1), "n"(kTransB)
       : "memory");
 }
 
@@ -157,11 +158,13 @@ __device__ __forceinline__ void mma_rs_m64n128k16(float (&d)[16][4], const uint3
       : "memory");
 }
 
-template <int N>
+// kTransB = 1: B MN-major (imm-trans-b; m64n64 only), as the SS forms take it.
+template <int N, int kTransB = 0>
 __device__ __forceinline__ void mma_rs(float (&d)[N / 8][4], const uint32_t (&a)[4], uint64_t b) {
   static_assert(N == 64 || N == 128, "instantiated widths");
+  static_assert(N == 64 || kTransB == 0, "MN-major B only at width 64");
   if constexpr (N == 64)
-    mma_rs_m64n64k16(d, a, b);
+    mma_rs_m64n64k16<kTransB>(d, a, b);
   else
     mma_rs_m64n128k16(d, a, b);
 }

@@ -39,28 +39,6 @@ constexpr size_t flash_wgmma_smem_bytes() {
   return sizeof(__nv_bfloat16) * (size_t(kFwBQ) * DK + 2 * size_t(kFwBK) * DK + 2 * size_t(kFwBK) * DV) + 1024;
 }
 
-namespace flash {
-
-// D[64][64] += A[64][16] B[16][64] with A in registers (wgmma.cuh a_frag layout) and B MN-major (imm-trans-b = 1).
-__device__ __forceinline__ void wgmma_rs_tb_m64n64k16(float (&d)[8][4], const uint32_t (&a)[4], uint64_t b) {
-  asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
-      "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,"
-      "%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31}, "
-      "{%32,%33,%34,%35}, %36, p, 1, 1, 1;\n}\n"
-      : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]),
-        "+f"(d[1][2]), "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]),
-        "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]), "+f"(d[4][0]), "+f"(d[4][1]),
-        "+f"(d[4][2]), "+f"(d[4][3]), "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]),
-        "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]), "+f"(d[7][0]), "+f"(d[7][1]),
-        "+f"(d[7][2]), "+f"(d[7][3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(1)
-      : "memory");
-}
-
-}  // namespace flash
-
 template <int DK, int DV>
 __global__ void __launch_bounds__(kFwThreads, 1) mla_flash_wgmma_kernel(const FlashParams p) {
   static_assert(DK % 64 == 0 && DV % 64 == 0, "whole 64-column swizzle atoms");
@@ -207,7 +185,7 @@ __global__ void __launch_bounds__(kFwThreads, 1) mla_flash_wgmma_kernel(const Fl
       for (int kk = 0; kk < kFwBK / 16; ++kk)
 #pragma unroll
         for (int hh = 0; hh < DV / 64; ++hh)
-          flash::wgmma_rs_tb_m64n64k16(acc[hh], pf[kk], wgmma::desc_add(dV, uint32_t(hh * kFwBK * 128 + kk * 2048)));
+          wgmma::mma_rs<64, 1>(acc[hh], pf[kk], wgmma::desc_add(dV, uint32_t(hh * kFwBK * 128 + kk * 2048)));
       wgmma::commit();
       wgmma::wait<0>();
 #pragma unroll
