@@ -1,13 +1,14 @@
 // GPU benchmark: kimi::latent_moe (kimi/ops/moe.h) at real widths, through the public API on CUDA tensors, CUDA
 // events, median of 20 timed calls after 3 warm-ups (bench_util.h median_ms), on a non-default stream.
 //   Kimi-Linear-48B MoE layer: d 2304, 256 experts top-8 (scaling 2.446), I 1024, 1 shared expert, SiLU, bf16
-//     experts, no latent; T = 1, 8, 32, 128 (the grouped decode path) and 2048, 8192 (the tensor-core prefill
-//     path, also as a replayed CUDA graph).
+//     experts, no latent; T = 1, 8, 32, 128 (decode) and 2048, 8192 (prefill), all on the tensor-core path (also
+//     as a replayed CUDA graph).
 //   K3 latent MoE layer: d 7168, latent 3584 + RMSNorm, 896 experts top-16, I 3072, MXFP4 experts, 2 shared
-//     (6144), SiTU; T = 1, 8, 32 (decode) and 1024, 4096 (prefill: MXFP4 experts take the cuBLAS path).
+//     (6144), SiTU; T = 1, 8, 32 (decode) and 1024, 4096 (prefill); bf16 x takes the tensor-core path at every T
+//     (MXFP4 decoded into bf16 tiles in shared memory).
 // Then the routed experts alone (kimi::cuda::experts_wgmma against experts_gemm, the per-expert cuBLAS loop, on
-// the same grouped rows: uniform random top-k routing, bf16 z and bf16 experts) at Kimi-Linear's shapes (T = 2048,
-// 8192) and K3's latent shapes with bf16 experts (T = 1024, 4096): time, TFLOP/s and the ratio.
+// the same grouped rows: uniform random top-k routing, bf16 z) at Kimi-Linear's shapes (T = 2048, 8192) and K3's
+// latent shapes with MXFP4 and with bf16 experts (T = 1024, 4096): time, TFLOP/s and the ratio.
 // Experts are stacked (one pool per projection, as place_weights builds them), filled on the device by tiling a
 // random block. Decode shapes are timed eagerly and as a replayed CUDA graph (the capture also checks that the
 // path never waits on the host). Prints time, the experts the routing touched, the weight bytes one call must
@@ -233,6 +234,7 @@ int main() {
     const LayerShape s{"k3", 7168, 3584, 896, 16, 3072, 6144, true, true, 1.f};
     const Layer L(s, rng);
     for (int64_t t : {1, 8, 32, 1024, 4096}) run(s, L, t, rng);
+    for (int64_t t : {1024, 4096}) run_experts(s, L, t, rng);  // MXFP4 on tensor cores against the cuBLAS path
   }
   {
     const LayerShape s{"k3-bf16", 7168, 3584, 896, 16, 3072, 64, false, true, 1.f};  // 59 GB of bf16 experts

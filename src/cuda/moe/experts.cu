@@ -129,14 +129,17 @@ void expert_projs(std::span<const MlpWeights> experts, const ExpertLayout& layou
   }
 }
 
-// The tensor-core path's requirements on every expert's projection p: dense bf16, 16-byte aligned rows
-// (cp.async pieces), widths multiples of 8.
+// The tensor-core path's requirements on every expert's projection p: dense bf16 or MXFP4 (as expert 0: one
+// format per projection), 16-byte aligned rows (cp.async pieces: ldw a multiple of 8 bf16 elements or of 16 packed
+// bytes), widths multiples of 8.
 bool wgmma_ok(std::span<const MlpWeights> ex, Proj p) {
+  const bool mx = (ex[0].*p).is_mxfp4();
   for (const MlpWeights& m : ex) {
     const Weight& w = m.*p;
-    if (w.is_mxfp4() || w.w.dtype != DType::bf16) return false;
+    if (w.is_mxfp4() != mx || (!mx && w.w.dtype != DType::bf16)) return false;
     const ExpertPtr q = ptr_of(w);
-    if (w.in_features() % 8 != 0 || w.out_features() % 8 != 0 || addr(q.w) % 16 != 0 || q.ldw % 8 != 0) return false;
+    if (w.in_features() % 8 != 0 || w.out_features() % 8 != 0 || addr(q.w) % 16 != 0 || q.ldw % (mx ? 16 : 8) != 0)
+      return false;
   }
   return true;
 }
@@ -146,26 +149,37 @@ bool wgmma_ok(std::span<const MlpWeights> ex, Proj p) {
 constexpr int64_t kMaxGridY = 65535;
 int64_t wgmma_m_tiles(int64_t slots, int64_t e_count) { return slots / moe_gemm::kBM + std::min(e_count, slots); }
 
-template <int P>
-void launch_wgmma(const moe_gemm::Args& a, int64_t m_tiles, cudaStream_t s) {
-  constexpr auto kernel = moe_gemm::grouped_gemm_kernel<P>;
+template <int P, bool kMx>
+void launch_wgmma_as(const moe_gemm::Args& a, int64_t m_tiles, cudaStream_t s) {
+  constexpr auto kernel = moe_gemm::grouped_gemm_kernel<P, kMx>;
+  constexpr int smem = moe_gemm::kSmemBytes<kMx>;
   int dev = 0;
   KIMI_CUDA_CHECK(cudaGetDevice(&dev));
-  allow_dynamic_smem<kernel>(dev, moe_gemm::kSmemBytes);
+  allow_dynamic_smem<kernel>(dev, smem);
   const dim3 grid(unsigned((a.n + moe_gemm::kBN<P> - 1) / moe_gemm::kBN<P>), unsigned(m_tiles));
-  kernel<<<grid, moe_gemm::kThreads, moe_gemm::kSmemBytes, s>>>(a);
+  kernel<<<grid, moe_gemm::kThreads, smem, s>>>(a);
   KIMI_CUDA_CHECK(cudaGetLastError());
+}
+
+// The projection's weight format (one per projection: wgmma_ok) picks the kernel.
+template <int P>
+void launch_wgmma(const moe_gemm::Args& a, const Weight& w, int64_t m_tiles, cudaStream_t s) {
+  if (w.is_mxfp4()) return launch_wgmma_as<P, true>(a, m_tiles, s);
+  launch_wgmma_as<P, false>(a, m_tiles, s);
 }
 
 }  // namespace
 
 ExpertPath expert_path(int64_t slots, DType x_dtype, std::span<const MlpWeights> experts) {
   const int64_t e_count = int64_t(experts.size());
-  const bool dense_bf16 =
-      wgmma_ok(experts, kProjs[0]) && wgmma_ok(experts, kProjs[1]) && wgmma_ok(experts, kProjs[2]);
+  // gate and up share a launch, so they share a format
+  const bool tensor_core_weights = wgmma_ok(experts, kProjs[0]) && wgmma_ok(experts, kProjs[1]) &&
+                                   wgmma_ok(experts, kProjs[2]) &&
+                                   experts[0].gate.is_mxfp4() == experts[0].up.is_mxfp4();
   // Tensor cores at every row count when they apply: on the H200 they stream the touched experts faster than the
   // grouped FFMA kernels from 1 token on (docs/ops/moe.md "Which path").
-  if (x_dtype == DType::bf16 && dense_bf16 && wgmma_m_tiles(slots, e_count) <= kMaxGridY) return ExpertPath::wgmma;
+  if (x_dtype == DType::bf16 && tensor_core_weights && wgmma_m_tiles(slots, e_count) <= kMaxGridY)
+    return ExpertPath::wgmma;
   if (slots <= kGroupedMaxRowsPerExpert * e_count) return ExpertPath::grouped;  // average rows per expert
   return ExpertPath::gemm;
 }
@@ -269,7 +283,7 @@ void experts_wgmma(const void* zg, int64_t dl, std::span<const MlpWeights> exper
   gu.situ = act.act == GluAct::situ ? 1 : 0;
   gu.beta = act.situ_beta;
   gu.lbeta = act.situ_linear_beta;
-  launch_wgmma<2>(gu, m_tiles, s);
+  launch_wgmma<2>(gu, experts[0].gate, m_tiles, s);
 
   moe_gemm::Args dn = gu;
   dn.a = h.get<__nv_bfloat16>();
@@ -280,7 +294,7 @@ void experts_wgmma(const void* zg, int64_t dl, std::span<const MlpWeights> exper
   dn.k = inter;
   dn.y = ye;
   dn.ldy = dl;
-  launch_wgmma<1>(dn, m_tiles, s);
+  launch_wgmma<1>(dn, experts[0].down, m_tiles, s);
 }
 
 void experts_gemm(const void* zg, DType op, int64_t dl, std::span<const MlpWeights> experts, const ExpertRows& rows,

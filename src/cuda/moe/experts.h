@@ -1,10 +1,11 @@
 // src/cuda/moe/experts.h: the routed experts of latent_moe on grouped rows (src/cuda/moe/group.cuh), three paths
 // the launcher chooses between on the host from the dtypes, the weight format and T * K / E (no counts on the host):
-//   tensor cores (bf16 x, dense bf16 experts, any row count): experts_wgmma, one launch for gate+up+GLU and one for
-//     down over device-side M tiles (grouped_gemm.cuh), no host synchronisation, capturable when stacked. On the
-//     H200 it beats the grouped FFMA kernels at every row count measured (T = 1..512 at Kimi-Linear's shape: 33-76%
-//     of the copy rate on the touched experts' bytes against 11-62%; docs/ops/moe.md "Which path");
-//   small rows otherwise (T * K <= kGroupedMaxRowsPerExpert * E: MXFP4 experts or f32 activations at decode):
+//   tensor cores (bf16 x; dense bf16 or MXFP4 experts, gate and up in one format; any row count): experts_wgmma,
+//     one launch for gate+up+GLU and one for down over device-side M tiles (grouped_gemm.cuh), no host
+//     synchronisation, capturable when stacked. On the H200 it beats the grouped FFMA kernels at every row count
+//     measured (T = 1..512 at Kimi-Linear's shape: 33-76% of the copy rate on the touched experts' bytes against
+//     11-62%; docs/ops/moe.md "Which path");
+//   small rows otherwise (T * K <= kGroupedMaxRowsPerExpert * E: f32 / f16 activations or other weights at decode):
 //     experts_grouped, two launches for every expert (grouped.cuh), no host synchronisation, capturable;
 //   large rows otherwise: experts_gemm, the E + 1 offsets copied to the host (ONE stream sync), then per expert
 //     with rows cuBLAS GEMMs on operands of the activation dtype.
