@@ -159,6 +159,8 @@ void mla_decode(TensorView q, TensorView cache, const Index& lens, const Index& 
   if (N == 0) return;
   check_grid("mla_decode", "N", N, 65535);
   check_grid("mla_decode", "heads", H, 0x7fffffff);
+  // decode_proj.cuh's grids: heads x (latent column blocks of >= 32, or output row blocks of >= 16)
+  check_grid("mla_decode", "heads x column / row blocks", H * std::max((R + 31) / 32, (Dv + 15) / 16), 0x7fffffff);
   const size_t attend_smem = mla::attend_smem_bytes(int(RP));
   if (!tc && attend_smem > 227 * 1024)
     throw Error("mla_decode: R + P = " + to_string(RP) + " needs " + to_string(attend_smem) +
@@ -232,7 +234,6 @@ void mla_decode(TensorView q, TensorView cache, const Index& lens, const Index& 
       p.Nc = cache.size(0), p.L = cache.size(1), p.tab = tab_d->get<int64_t>();
     }
     const dim3 grid(unsigned(H * p.ncb), unsigned((N + p.nt - 1) / p.nt));
-    check_grid("mla_decode", "heads x latent column blocks", H * p.ncb, 0x7fffffff);
     const size_t smem = mla::absorb_smem_bytes(p.nt, p.Dn);
     if (tw == el_bf16)
       mla::mla_absorb_kernel<__nv_bfloat16><<<grid, mla::kProjThreads, smem, s>>>(p);
@@ -273,7 +274,6 @@ void mla_decode(TensorView q, TensorView cache, const Index& lens, const Index& 
     p.S = int(S), p.H = int(H), p.R = int(R), p.sg = mla::decode_merge_groups(S);
     const int cols = mla::kProjThreads / p.sg;
     p.ncb = int((R + cols - 1) / cols);
-    check_grid("mla_decode", "heads x merge column blocks", H * p.ncb, 0x7fffffff);
     const size_t smem = mla::merge_smem_bytes(p.S);  // S <= 4096: <= 17 KB
     mla::mla_merge_kernel<<<dim3(unsigned(H * p.ncb), unsigned(N)), mla::kProjThreads, smem, s>>>(p);
     KIMI_CUDA_CHECK(cudaGetLastError());
@@ -289,7 +289,6 @@ void mla_decode(TensorView q, TensorView cache, const Index& lens, const Index& 
     const int64_t token_blocks = (N + p.nt - 1) / p.nt;
     p.rows = int(mla::decode_project_rows(Dv, H, token_blocks, sms));
     p.nrb = int((Dv + p.rows - 1) / p.rows);
-    check_grid("mla_decode", "heads x output row blocks", H * p.nrb, 0x7fffffff);
     const dim3 grid(unsigned(H * p.nrb), unsigned(token_blocks));
     const size_t smem = mla::project_smem_bytes(p.nt, p.R);
     if (tw == el_bf16)
