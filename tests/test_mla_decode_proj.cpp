@@ -64,11 +64,15 @@ TEST(MlaDecodePlan, ProjectRowsAndMergeGroups) {
   EXPECT_EQ(decode_project_rows(128, 64, 4, 132), 48);
   EXPECT_EQ(decode_project_rows(128, 64, 16, 132), 128);
   EXPECT_EQ(decode_project_rows(24, 36, 1, 132), 16);
-  EXPECT_EQ(decode_merge_groups(1), 1);
-  EXPECT_EQ(decode_merge_groups(3), 2);
-  EXPECT_EQ(decode_merge_groups(4), 4);
-  EXPECT_EQ(decode_merge_groups(7), 4);
-  EXPECT_EQ(decode_merge_groups(128), 8);
+  // merge (units of 4 columns: 128 at R 512): 8 split groups over 128 splits at N = 1 (4 CTAs per head); fewer
+  // groups, whole rows per CTA, where few splits meet a large batch
+  EXPECT_EQ(decode_merge_groups(1, 128, 64, 128, 132), 1);
+  EXPECT_EQ(decode_merge_groups(128, 128, 64, 1, 132), 8);
+  EXPECT_EQ(decode_merge_groups(4, 128, 64, 32, 132), 2);   // 2048 CTAs of a whole row each
+  EXPECT_EQ(decode_merge_groups(7, 128, 32, 32, 132), 2);
+  EXPECT_EQ(decode_merge_groups(44, 128, 64, 3, 132), 4);   // 384 CTAs (8 groups: 768)
+  EXPECT_EQ(decode_merge_groups(3, 128, 32, 1, 132), 2);
+  EXPECT_EQ(decode_merge_groups(9, 61, 36, 1, 132), 8);     // R 61: units of one column
   EXPECT_EQ(decode_absorb_tokens(128), 8);
   EXPECT_EQ(decode_absorb_tokens(4096), 3);  // 3 x 4096 f32 q rows in 48 KB
   EXPECT_EQ(decode_absorb_tokens(12224), 1);

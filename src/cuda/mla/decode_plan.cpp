@@ -70,6 +70,11 @@ int64_t decode_project_rows(int64_t Dv, int64_t H, int64_t token_blocks, int64_t
   return 16 * ceil_div(max_blocks, want);
 }
 
-int decode_merge_groups(int64_t S) { return S >= 8 ? 8 : S >= 4 ? 4 : S >= 2 ? 2 : 1; }
+int decode_merge_groups(int64_t S, int64_t units, int64_t H, int64_t N, int64_t sms) {
+  int sg = S >= 8 ? 8 : S >= 4 ? 4 : S >= 2 ? 2 : 1;
+  const auto ctas = [&](int g) { return std::max<int64_t>(1, N * H) * ceil_div(std::max<int64_t>(1, units), 256 / g); };
+  while (sg > 1 && 256 / sg < units && ctas(sg) > kProjWaves * std::max<int64_t>(1, sms)) sg /= 2;
+  return sg;
+}
 
 }  // namespace kimi::cuda::mla

@@ -37,7 +37,10 @@ int64_t decode_absorb_tokens(int64_t Dn);
 // Project: output rows of W_kvb_v[h] per CTA (a multiple of 16), from Dv, H and the token blocks: the fewest rows
 // (16) at N = 1, more as the token blocks alone fill kProjWaves waves (each CTA reads its tokens' ol once).
 int64_t decode_project_rows(int64_t Dv, int64_t H, int64_t token_blocks, int64_t sms);
-// Merge: the split groups SG per CTA (1, 2, 4 or 8: min(S, 8) rounded down to a power of two).
-int decode_merge_groups(int64_t S);
+// Merge: the split groups SG per CTA (a CTA covers 256 / SG units of columns of one (sequence, head)): min(S, 8)
+// rounded down to a power of two, halved while the CTA does not yet cover the row's `units` and the grid
+// (N H ceil(units / (256 / SG)) CTAs) would still hold more than kProjWaves CTAs per SM: fewer, longer CTAs where the
+// splits are few and the batch large.
+int decode_merge_groups(int64_t S, int64_t units, int64_t H, int64_t N, int64_t sms);
 
 }  // namespace kimi::cuda::mla

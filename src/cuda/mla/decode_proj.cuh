@@ -14,9 +14,9 @@
 //   absorb:  CTA = (head h, kAbCols latent columns, token block). Thread = (column group of 8, row lane of 32):
 //            rows d = lane + 32 i of W_kvb_k[h]; sums over the 4 row lanes of a warp by shuffles, then over the 8
 //            warps in shared memory, in a fixed order.
-//   merge:   CTA = (head h, 256 / SG columns, token n), SG = min(8, S) split groups: thread (column, group g) sums
-//            the splits s = g, g + SG, ... in order; the SG partial sums add in group order. m and l by block
-//            reductions (shuffle tree, then the 8 warps in order).
+//   merge:   CTA = (head h, 256 / SG units of 4 columns (float4; 1 column where R % 4 != 0), token n), SG split
+//            groups (decode_plan.h): thread (unit, group g) sums the splits s = g, g + SG, ... in order; the SG
+//            partial sums add in group order. m and l by block reductions (shuffle tree, then the 8 warps in order).
 //   project: CTA = (head h, `rows` output rows of W_kvb_v[h], token block). Warp = 2 rows at a time; lane = 8
 //            columns of each 256-column block (R <= 512: 2 blocks); a warp shuffle tree sums the lanes.
 // Fixed reduction orders everywhere and no atomics: replays are bit-identical. All in fp32 FFMA: with bf16 (or f16)
@@ -213,21 +213,22 @@ __device__ __forceinline__ float proj_block_sum(float v, float* red8) {
   return r;
 }
 
-// ---- 2. merge (S > 1): grid (H * ceil(R / (256 / SG)), N), kProjThreads threads, dynamic shared memory
-// merge_smem_bytes(S). blockIdx.x = h * column blocks + column block.
+// ---- 2. merge (S > 1): grid (H * ncb, N), kProjThreads threads, dynamic shared memory merge_smem_bytes(S).
+// blockIdx.x = h * ncb + column block. Units of `vec` columns (4: float4 loads, R % 4 == 0; else 1); a CTA covers
+// kProjThreads / sg units of one (n, h), ncb = ceil(R / vec / (kProjThreads / sg)).
 struct MergeParams {
-  const float* Opart;  // [N, S, H, R]
+  const float* Opart;  // [N, S, H, R] (16-byte aligned)
   const float* ML;     // [N, S, H, 2]
   float* ol;           // [N, H, R]
-  int S, H, R, sg, ncb;  // sg: split groups (1, 2, 4 or 8); ncb: column blocks per head
+  int S, H, R, sg, ncb, vec;  // sg: split groups (1, 2, 4 or 8)
 };
 
-inline size_t merge_smem_bytes(int S) { return sizeof(float) * (size_t(S) + kProjThreads); }
+inline size_t merge_smem_bytes(int S) { return sizeof(float) * (size_t(S) + 4 * kProjThreads); }
 
 __global__ void __launch_bounds__(kProjThreads) mla_merge_kernel(const MergeParams p) {
   extern __shared__ __align__(16) float mg_sm[];
-  float* ws = mg_sm;            // [S]: w_s
-  float* part = mg_sm + p.S;    // [256]: the groups' sums
+  float* ws = mg_sm;          // [S]: w_s
+  float* part = mg_sm + p.S;  // [vec][256]: the groups' sums
   __shared__ float red8[kProjThreads / 32];
   const int tid = threadIdx.x;
   const int h = int(blockIdx.x) / p.ncb, cb = int(blockIdx.x) % p.ncb;
@@ -246,19 +247,38 @@ __global__ void __launch_bounds__(kProjThreads) mla_merge_kernel(const MergePara
   }
   l = proj_block_sum(l, red8);  // its barriers also publish ws
 
-  const int cols = kProjThreads / p.sg, g = tid / cols, rl = tid % cols, r = cb * cols + rl;
-  float a = 0.f;
-  if (r < p.R) {
-    const float* src = p.Opart + base * p.R + r;
+  const int lanes = kProjThreads / p.sg, g = tid / lanes, ul = tid % lanes, u = cb * lanes + ul;
+  const int units = p.R / p.vec;
+  float a[4] = {0.f, 0.f, 0.f, 0.f};
+  if (u < units) {
+    if (p.vec == 4) {
+      const float4* src = reinterpret_cast<const float4*>(p.Opart + base * p.R) + u;
+      const int64_t step = int64_t(p.H) * (p.R / 4);  // one split, in float4
 #pragma unroll 4
-    for (int s = g; s < p.S; s += p.sg) a = fmaf(ws[s], src[int64_t(s) * p.H * p.R], a);
+      for (int s = g; s < p.S; s += p.sg) {
+        const float w = ws[s];
+        const float4 x = src[int64_t(s) * step];
+        a[0] = fmaf(w, x.x, a[0]);
+        a[1] = fmaf(w, x.y, a[1]);
+        a[2] = fmaf(w, x.z, a[2]);
+        a[3] = fmaf(w, x.w, a[3]);
+      }
+    } else {
+      const float* src = p.Opart + base * p.R + u;
+#pragma unroll 4
+      for (int s = g; s < p.S; s += p.sg) a[0] = fmaf(ws[s], src[int64_t(s) * p.H * p.R], a[0]);
+    }
   }
-  part[tid] = a;
+#pragma unroll
+  for (int k = 0; k < 4; ++k) part[k * kProjThreads + tid] = a[k];
   __syncthreads();
-  if (g == 0 && r < p.R) {
-    float v = part[rl];
-    for (int k = 1; k < p.sg; ++k) v += part[k * cols + rl];
-    p.ol[(n * p.H + h) * p.R + r] = v * (1.f / l);
+  if (g == 0 && u < units) {
+    const float inv = 1.f / l;
+    for (int k = 0; k < p.vec; ++k) {
+      float v = part[k * kProjThreads + ul];
+      for (int j = 1; j < p.sg; ++j) v += part[k * kProjThreads + j * lanes + ul];
+      p.ol[(n * p.H + h) * p.R + int64_t(u) * p.vec + k] = v * inv;
+    }
   }
 }
 

@@ -271,10 +271,12 @@ void mla_decode(TensorView q, TensorView cache, const Index& lens, const Index& 
   if (S > 1) {  // merge the splits into ol
     mla::MergeParams p{};
     p.Opart = Opart, p.ML = ML, p.ol = OL;
-    p.S = int(S), p.H = int(H), p.R = int(R), p.sg = mla::decode_merge_groups(S);
-    const int cols = mla::kProjThreads / p.sg;
-    p.ncb = int((R + cols - 1) / cols);
-    const size_t smem = mla::merge_smem_bytes(p.S);  // S <= 4096: <= 17 KB
+    p.S = int(S), p.H = int(H), p.R = int(R), p.vec = R % 4 == 0 ? 4 : 1;
+    const int64_t units = R / p.vec;
+    p.sg = mla::decode_merge_groups(S, units, H, N, sms);
+    const int64_t lanes = mla::kProjThreads / p.sg;
+    p.ncb = int((units + lanes - 1) / lanes);
+    const size_t smem = mla::merge_smem_bytes(p.S);  // S <= 4096: <= 20 KB
     mla::mla_merge_kernel<<<dim3(unsigned(H * p.ncb), unsigned(N)), mla::kProjThreads, smem, s>>>(p);
     KIMI_CUDA_CHECK(cudaGetLastError());
   }
