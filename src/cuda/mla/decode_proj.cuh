@@ -11,9 +11,9 @@
 // Work split. Every CTA streams a slice of W_kvb once for a block of up to kProjNT tokens, with 16-byte weight loads
 // (8 elements, any float dtype) issued before their FMAs, so the weight leaves HBM once per call at N <= kProjNT and
 // once per token block (from L2 after the first) beyond; many CTAs per head fill the SMs at N = 1:
-//   absorb:  CTA = (head h, kAbCols latent columns, token block). Thread = (column group of 8, row lane of 32):
-//            rows d = lane + 32 i of W_kvb_k[h]; sums over the 4 row lanes of a warp by shuffles, then over the 8
-//            warps in shared memory, in a fixed order.
+//   absorb:  CTA = (head h, kAbCols latent columns, token block). Thread t = (column group t % 8 of 8 columns, row
+//            lane t / 8 of 32): rows d = t / 8 + 32 i of W_kvb_k[h]; sums over the 4 row lanes of a warp by shuffles,
+//            then over the 8 warps in shared memory, in a fixed order.
 //   merge:   CTA = (head h, 256 / SG units of 4 columns (float4; 1 column where R % 4 != 0), token n), SG split
 //            groups (decode_plan.h): thread (unit, group g) sums the splits s = g, g + SG, ... in order; the SG
 //            partial sums add in group order. m and l by block reductions (shuffle tree, then the 8 warps in order).
