@@ -7,7 +7,9 @@
 //     (decode.cuh) in the same run (decode_options.h forces each). The cache pool holds enough copies (rotated
 //     through `slots` from call to call) that each call reads cache rows not left in L2 by the previous one. Prints
 //     time, the cache bytes a call reads (N * len * (R+P) * element size), their rate in GB/s and its fraction of the
-//     H200's copy rate (4.25 TB/s).
+//     H200's copy rate (4.25 TB/s); then the tensor-core op's time per stage: the op stopped after the absorb, after
+//     the attend, and whole (decode_options.h MlaDecodeStages), differences of medians: absorb (with the host table's
+//     upload), attend, merge + project.
 //   mla_prefill: K3 (H = 96, gate) and Kimi-Linear (H = 32, no gate) MLA, R = 512, P = 64, Dn = Dv = 128, at one
 //     sequence of T = 4096 and 16384 and a varlen batch of 16 x 512, each through the fused attention on mma.sync
 //     (flash.cuh, the default), its wgmma form (flash_wgmma.cuh) and the cuBLAS score blocks (prefill_gemm.cu),
@@ -38,7 +40,8 @@ using kimi::bench::random_bf16;
 
 constexpr int64_t H = 64, R = 512, P = 64, Dn = 128, Dv = 128, Dq = Dn + P, RP = R + P;
 
-double decode_ms(int64_t heads, int64_t N, int64_t len, DType cache_dt, kimi::cuda::MlaDecodePath path) {
+double decode_ms(int64_t heads, int64_t N, int64_t len, DType cache_dt, kimi::cuda::MlaDecodePath path,
+                 kimi::cuda::MlaDecodeStages stages = kimi::cuda::MlaDecodeStages::all) {
   std::mt19937 rng(7);
   const kimi::Device dev = kimi::Device::cuda(0);
   const size_t esz = cache_dt == DType::f32 ? 4 : 2;
@@ -66,7 +69,7 @@ double decode_ms(int64_t heads, int64_t N, int64_t len, DType cache_dt, kimi::cu
   const TensorView wv(w.p, DType::bf16, {heads * (Dn + Dv), R}, dev), gv(g.p, DType::bf16, {N, heads * Dv}, dev);
   const TensorView ov(o.p, DType::bf16, {N, heads, Dv}, dev);
   const TensorView lv(lens.data(), DType::i32, {N}), sv(slots.data(), DType::i32, {N});
-  const kimi::cuda::ScopedMlaDecodePath force(path);
+  const kimi::cuda::ScopedMlaDecodePath force(path, nullptr, stages);
   int64_t call = 0;
   return kimi::bench::median_ms(
       [&] {
@@ -79,15 +82,20 @@ double decode_ms(int64_t heads, int64_t N, int64_t len, DType cache_dt, kimi::cu
 
 void decode(int64_t heads, int64_t N, int64_t len, DType cache_dt) {
   using kimi::cuda::MlaDecodePath;
+  using kimi::cuda::MlaDecodeStages;
   const double tc = decode_ms(heads, N, len, cache_dt, MlaDecodePath::tensor_cores);
   const double ffma = decode_ms(heads, N, len, cache_dt, MlaDecodePath::ffma);
+  const double t_absorb = decode_ms(heads, N, len, cache_dt, MlaDecodePath::tensor_cores, MlaDecodeStages::absorb);
+  const double t_attend =
+      decode_ms(heads, N, len, cache_dt, MlaDecodePath::tensor_cores, MlaDecodeStages::absorb_attend);
   const double bytes = double(N) * len * RP * (cache_dt == DType::f32 ? 4 : 2);
   const auto rate = [&](double ms) { return bytes / (ms * 1e-3); };
   std::printf("kimi mla_decode  H=%-2lld N=%-3lld len=%-6lld cache %-4s %8.1f MB  tensor cores %8.4f ms %7.0f GB/s "
-              "(%3.0f%% of copy)  ffma %8.4f ms %6.0f GB/s (%3.0f%%)\n",
+              "(%3.0f%% of copy)  ffma %8.4f ms %6.0f GB/s (%3.0f%%)  tc stages: absorb %.4f attend %.4f "
+              "merge+project %.4f ms\n",
               (long long)heads, (long long)N, (long long)len, cache_dt == DType::f32 ? "f32" : "bf16", bytes / 1e6, tc,
               rate(tc) / 1e9, 100.0 * rate(tc) / kimi::bench::kCopyBytesPerS, ffma, rate(ffma) / 1e9,
-              100.0 * rate(ffma) / kimi::bench::kCopyBytesPerS);
+              100.0 * rate(ffma) / kimi::bench::kCopyBytesPerS, t_absorb, t_attend - t_absorb, tc - t_attend);
 }
 
 void prefill(int64_t Hp, bool gated, const std::vector<int64_t>& seqs, kimi::cuda::MlaPrefillPath path) {

@@ -1,20 +1,16 @@
-// src/cuda/mla/decode.cuh: mla_decode, absorbed form (SPEC 6, kimi/ops/mla.h), three kernels:
+// src/cuda/mla/decode.cuh: the fp32 FFMA attend of mla_decode (absorbed form, SPEC 6, kimi/ops/mla.h). The absorb
+// before it and the merge / project after it are decode_proj.cuh's kernels; the attend's other family, on bf16 tensor
+// cores, is decode_tc.cuh (same inputs, same partials).
 //
-//  1. absorb:  QL[n, h] = [W_kvb_k[h]^T q_nope[n, h] | q_pe[n, h]]          fp32 [N, H, R+P]
-//     (CTA = head x up to kDecNT tokens)
-//  2. attend (flash-decoding): CTA (head group g of kDecHG heads, split s, token n) streams the cache rows
+//  attend (flash-decoding): CTA (head group g of kDecHG heads, split s, token n) streams the cache rows
 //     [s * rows_per_split, ...) of its sequence (rows < lens[n]) in tiles of kDecTJ rows converted to fp32 in
-//     shared memory, with the kDecHG absorbed queries resident in shared memory:
+//     shared memory, with the kDecHG absorbed queries QL (decode_proj.cuh) resident in shared memory:
 //       score_hj = (QL_h . [c_j | k_pe_j]) * scale;  online softmax per head (m_h, l_h)
 //       Opart[n, s, h] = sum_j exp(score_hj - m_h) c_j   [R] (unnormalised), ML[n, s, h] = (m_h, l_h)
 //     Every row of a tile is read once for all kDecHG heads: at H <= kDecHG the cache streams once per token;
 //     at H = 64 the two head groups of a tile run as neighbouring CTAs (blockIdx.x), the second read hits L2.
-//  3. combine + project: o_lat = sum_s e^(m_s - m) Opart_s / sum_s e^(m_s - m) l_s;
-//       o[n, h] = (W_kvb_v[h] o_lat) * sigmoid(gate[n, h])                    (gate optional)
-//     (CTA = head x up to kDecNT tokens)
-//  The attend's other family, on bf16 tensor cores, is decode_tc.cuh (same partials, same absorb and combine).
 //
-// Attend thread layout (256 threads = 8 warps): scores: lane = row j of the tile, warp w = heads w + 8i (i < 4);
+// Thread layout (256 threads = 8 warps): scores: lane = row j of the tile, warp w = heads w + 8i (i < 4);
 // the weighted sum: thread t owns latent columns r = t + 256 ri (ri < RI, R <= 256 RI) for all kDecHG heads
 // (kDecHG * RI fp32 accumulators in registers).
 // NOTE: fp32 FFMA throughout (the f32 bar is 1e-5). At H = 64 this is compute-bound (~2 H flops per cache byte
@@ -24,60 +20,12 @@
 #include <cstdint>
 
 #include "cuda/elementwise.cuh"
-#include "cuda/index.cuh"
 
 namespace kimi::cuda::mla {
 
 inline constexpr int kDecHG = 32, kDecTJ = 32, kDecThreads = 256;
 
-// ---- 1. absorb: grid (H, ceil(N / nt)), 256 threads, dynamic smem nt * (Dn + P) floats. A CTA takes nt <= kDecNT
-// tokens of one head, so W_kvb_k[h] is read once per nt tokens (per token it was N times the weight's bytes from L2).
-inline constexpr int kDecNT = 8;
-__global__ void __launch_bounds__(256) mla_absorb_kernel(const void* q, int tq, int64_t q_s0, int64_t q_s1,
-                                                         const void* w, int tw, int64_t ldw, float* QL, int H,
-                                                         int R, int P, int Dn, int Dv, int64_t N, int nt) {
-  extern __shared__ float qs[];  // [nt][Dn + P]
-  const int h = blockIdx.x, Dq = Dn + P;
-  const int64_t n0 = int64_t(blockIdx.y) * nt;
-  const int cnt = N - n0 < nt ? int(N - n0) : nt;
-  for (int idx = threadIdx.x; idx < cnt * Dq; idx += blockDim.x) {
-    const int i = idx / Dq, d = idx % Dq;
-    qs[idx] = load_f32(q, (n0 + i) * q_s0 + h * q_s1 + d, tq);
-  }
-  __syncthreads();
-  const int64_t w0 = int64_t(h) * (Dn + Dv);
-  for (int r = threadIdx.x; r < R; r += blockDim.x) {
-    float acc[kDecNT];
-#pragma unroll
-    for (int i = 0; i < kDecNT; ++i) acc[i] = 0.f;
-    for (int d = 0; d < Dn; ++d) {
-      const float wv = load_f32(w, (w0 + d) * ldw + r, tw);
-#pragma unroll
-      for (int i = 0; i < kDecNT; ++i)
-        if (i < cnt) acc[i] = fmaf(wv, qs[i * Dq + d], acc[i]);
-    }
-#pragma unroll
-    for (int i = 0; i < kDecNT; ++i)
-      if (i < cnt) QL[((n0 + i) * H + h) * int64_t(R + P) + r] = acc[i];
-  }
-  for (int idx = threadIdx.x; idx < cnt * P; idx += blockDim.x) {
-    const int i = idx / P, e = idx % P;
-    QL[((n0 + i) * H + h) * int64_t(R + P) + R + e] = qs[i * Dq + Dn + e];
-  }
-}
-
-// ---- the device form of lens / slots (src/core/index.h) into the attend's table: lens [N] then slots [N]; a length
-// outside [1, L] or a slot outside [0, Nc) becomes length 0 (no rows: the combine's 0 / 0 makes that sequence's o NaN)
-__global__ void decode_table_kernel(DevIndex lens, DevIndex slots, int64_t N, int64_t Nc, int64_t L, int64_t* tab) {
-  const int64_t n = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (n >= N) return;
-  const int64_t len = lens[n], sl = slots[n];
-  const bool ok = len >= 1 && len <= L && sl >= 0 && sl < Nc;
-  tab[n] = ok ? len : 0;
-  tab[N + n] = ok ? sl : 0;
-}
-
-// ---- 2. attend
+// ---- attend
 struct AttendParams {
   const float* QL;  // [N, H, R+P]
   const void* cache;
@@ -219,63 +167,6 @@ __global__ void __launch_bounds__(kDecThreads, 1) mla_attend_kernel(const Attend
       if (h < p.H) {
         p.ML[(base + h) * 2] = mh[i];
         p.ML[(base + h) * 2 + 1] = lh[i];
-      }
-    }
-  }
-}
-
-// ---- 3. combine + project: grid (H, ceil(N / nt)), 256 threads, dynamic smem nt * R floats. A CTA takes nt <= kDecNT
-// tokens of one head (W_kvb_v[h] read once per nt tokens); each token's sums run in the same order as for one.
-__global__ void __launch_bounds__(256) mla_combine_kernel(const float* Opart, const float* ML, int S, int H, int R,
-                                                          const void* w, int tw, int64_t ldw, int Dn, int Dv,
-                                                          const void* gate, int tg, int64_t g_s0, void* o, int to,
-                                                          int64_t o_s0, int64_t o_s1, int64_t N, int nt) {
-  extern __shared__ float ol[];  // [nt][R]
-  const int h = blockIdx.x;
-  const int64_t n0 = int64_t(blockIdx.y) * nt;
-  const int cnt = N - n0 < nt ? int(N - n0) : nt;
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
-  for (int i = 0; i < cnt; ++i) {
-    const int64_t base = (n0 + i) * S * int64_t(H);
-    float m = -INFINITY;
-    for (int s = 0; s < S; ++s) m = fmaxf(m, ML[((base + int64_t(s) * H) + h) * 2]);
-    float l = 0.f;
-    for (int s = 0; s < S; ++s) {
-      const float ms = ML[((base + int64_t(s) * H) + h) * 2];
-      if (ms != -INFINITY) l += expf(ms - m) * ML[((base + int64_t(s) * H) + h) * 2 + 1];
-    }
-    const float inv = 1.f / l;  // l >= 1: the row holding the maximum contributes exp(0) (bf16 p: exactly 1)
-    for (int r = threadIdx.x; r < R; r += blockDim.x) {
-      float a = 0.f;
-      for (int s = 0; s < S; ++s) {
-        const float ms = ML[((base + int64_t(s) * H) + h) * 2];
-        if (ms != -INFINITY) a = fmaf(expf(ms - m), Opart[((base + int64_t(s) * H) + h) * R + r], a);
-      }
-      ol[i * R + r] = a * inv;
-    }
-  }
-  __syncthreads();
-  const int64_t w0 = int64_t(h) * (Dn + Dv) + Dn;
-  for (int e = warp; e < Dv; e += warps) {
-    float d[kDecNT];
-#pragma unroll
-    for (int i = 0; i < kDecNT; ++i) d[i] = 0.f;
-    for (int r = lane; r < R; r += 32) {
-      const float wv = load_f32(w, (w0 + e) * ldw + r, tw);
-#pragma unroll
-      for (int i = 0; i < kDecNT; ++i)
-        if (i < cnt) d[i] = fmaf(wv, ol[i * R + r], d[i]);
-    }
-#pragma unroll
-    for (int i = 0; i < kDecNT; ++i) {
-      if (i >= cnt) continue;
-      float v = d[i];
-#pragma unroll
-      for (int off = 16; off > 0; off /= 2) v += __shfl_xor_sync(0xffffffffu, v, off);
-      if (lane == 0) {
-        const int64_t n = n0 + i;
-        if (gate) v *= 1.f / (1.f + expf(-load_f32(gate, n * g_s0 + int64_t(h) * Dv + e, tg)));
-        store_f32(o, n * o_s0 + int64_t(h) * o_s1 + e, to, v);
       }
     }
   }

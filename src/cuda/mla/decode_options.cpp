@@ -7,8 +7,8 @@ namespace {
 thread_local const ScopedMlaDecodePath* t_scoped = nullptr;  // the innermost ScopedMlaDecodePath of this thread
 }  // namespace
 
-ScopedMlaDecodePath::ScopedMlaDecodePath(MlaDecodePath path, MlaDecodeRecord* record)
-    : path_(path), record_(record), outer_(t_scoped) {
+ScopedMlaDecodePath::ScopedMlaDecodePath(MlaDecodePath path, MlaDecodeRecord* record, MlaDecodeStages stages)
+    : path_(path), record_(record), stages_(stages), outer_(t_scoped) {
   t_scoped = this;
 }
 
@@ -16,5 +16,6 @@ ScopedMlaDecodePath::~ScopedMlaDecodePath() { t_scoped = outer_; }
 
 MlaDecodePath mla_decode_path() { return t_scoped ? t_scoped->path_ : MlaDecodePath::automatic; }
 MlaDecodeRecord* mla_decode_record() { return t_scoped ? t_scoped->record_ : nullptr; }
+MlaDecodeStages mla_decode_stages() { return t_scoped ? t_scoped->stages_ : MlaDecodeStages::all; }
 
 }  // namespace kimi::cuda

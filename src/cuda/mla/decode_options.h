@@ -1,6 +1,7 @@
 // src/cuda/mla/decode_options.h: which kernels the CUDA mla_decode runs (decode.cuh: fp32 FFMA; decode_tc.cuh: bf16
 // tensor cores). The launcher picks by the operands (mla.cu mla_decode; docs/ops/mla.md "CUDA decode"); tests and
 // benchmarks force one family on their thread with ScopedMlaDecodePath and read back, in MlaDecodeRecord, what ran.
+// Benchmarks also stop the op after its first stages (MlaDecodeStages) to time each kernel as a difference of times.
 // Product code sets none. Host code built in every build (decode_options.cpp).
 #pragma once
 
@@ -13,16 +14,24 @@ namespace kimi::cuda {
 // ffma: always the fp32 FFMA kernels.
 enum class MlaDecodePath { automatic, tensor_cores, ffma };
 
+// all: the whole op. absorb: only the absorb (with the lens / slots table); absorb_attend: the absorb and the attend.
+// The stopped forms leave o unwritten: for benchmarks only (the attend's time = t(absorb_attend) - t(absorb), the
+// merge + project's = t(all) - t(absorb_attend)).
+enum class MlaDecodeStages { all, absorb, absorb_attend };
+
 struct MlaDecodeRecord {
   int64_t tensor_cores = 0, ffma = 0;  // mla_decode calls (N >= 1) on each family
   int64_t splits = 0;                  // the last call's splits per sequence
+  int64_t head_group = 0;              // the last call's heads per attend CTA (tensor cores; 0 for FFMA)
+  int64_t merges = 0;                  // calls that ran the merge kernel (S > 1)
 };
 
-// While an object lives, mla_decode calls on this thread use `path` and count into `record` (when not null); the
-// innermost object wins. Not a process-wide setting: other threads keep the defaults.
+// While an object lives, mla_decode calls on this thread use `path` and `stages` and count into `record` (when not
+// null); the innermost object wins. Not a process-wide setting: other threads keep the defaults.
 class ScopedMlaDecodePath {
  public:
-  explicit ScopedMlaDecodePath(MlaDecodePath path, MlaDecodeRecord* record = nullptr);
+  explicit ScopedMlaDecodePath(MlaDecodePath path, MlaDecodeRecord* record = nullptr,
+                               MlaDecodeStages stages = MlaDecodeStages::all);
   ~ScopedMlaDecodePath();
   ScopedMlaDecodePath(const ScopedMlaDecodePath&) = delete;
   ScopedMlaDecodePath& operator=(const ScopedMlaDecodePath&) = delete;
@@ -30,13 +39,16 @@ class ScopedMlaDecodePath {
  private:
   MlaDecodePath path_;
   MlaDecodeRecord* record_;
+  MlaDecodeStages stages_;
   const ScopedMlaDecodePath* outer_;
   friend MlaDecodePath mla_decode_path();
   friend MlaDecodeRecord* mla_decode_record();
+  friend MlaDecodeStages mla_decode_stages();
 };
 
-// This thread's innermost ScopedMlaDecodePath's settings (automatic / null without one).
+// This thread's innermost ScopedMlaDecodePath's settings (automatic / null / all without one).
 MlaDecodePath mla_decode_path();
 MlaDecodeRecord* mla_decode_record();
+MlaDecodeStages mla_decode_stages();
 
 }  // namespace kimi::cuda

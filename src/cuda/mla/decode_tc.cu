@@ -2,6 +2,8 @@
 // (MB = ceil(HG / 16), HG = the heads of a group) and latent n-blocks per warp (RN = 2 for R <= 128, else 8).
 #include <cuda_runtime.h>
 
+#include <algorithm>
+
 #include "cuda/check.cuh"
 #include "cuda/mla/decode_tc.cuh"
 #include "cuda/mla/decode_tc.h"
@@ -50,13 +52,14 @@ bool tc_attend_fits(DType cache, int64_t H, int64_t R, int64_t RP, int dev) {
 }
 
 void tc_attend(const float* QL, const TensorView& cache, const int64_t* lens, const int64_t* slots, float* Opart,
-               float* ML, int64_t N, int64_t S, int64_t H, int64_t R, float scale, void* stream) {
+               float* ML, int64_t N, int64_t S, int64_t H, int64_t hg, int64_t R, float scale, void* stream) {
   const int64_t RP = cache.size(2), esz = cache.dtype == DType::f32 ? 4 : 2;
   TcParams p{};
   p.QL = QL;
   p.cache = cache.data, p.c_s0 = cache.strides[0], p.c_s1 = cache.strides[1];
   p.lens = lens, p.slots = slots, p.Opart = Opart, p.ML = ML;
-  p.H = int(H), p.HG = int(tc_head_group(H)), p.R = int(R), p.RP = int(RP), p.S = int(S), p.scale = scale;
+  p.H = int(H), p.HG = int(std::clamp<int64_t>(hg, 1, tc_head_group(H)));
+  p.R = int(R), p.RP = int(RP), p.S = int(S), p.scale = scale;
   p.vec = reinterpret_cast<uintptr_t>(cache.data) % 16 == 0 && (cache.strides[0] * esz) % 16 == 0 &&
           (cache.strides[1] * esz) % 16 == 0 && (RP * esz) % 16 == 0;
   const size_t smem = tc_smem(cache.dtype, p.HG, RP);

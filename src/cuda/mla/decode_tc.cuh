@@ -1,8 +1,8 @@
 // src/cuda/mla/decode_tc.cuh: the attend step of mla_decode (absorbed form, SPEC 6, kimi/ops/mla.h) on bf16 tensor
 // cores (mma.sync m16n8k16, f32 accumulate): split-K flash decoding over the latent cache, all heads of a sequence
 // (up to 64; more in head groups of <= 64) per CTA, so each cache row is read from memory once per call (per group:
-// the groups of a tile are neighbouring CTAs, the second read mostly hits L2). The absorb before it and the combine after it are
-// decode.cuh's kernels (mla_absorb_kernel, mla_combine_kernel); this kernel writes the same partials.
+// the groups of a tile are neighbouring CTAs, the second read mostly hits L2). The absorb before it and the merge /
+// project after it are decode_proj.cuh's kernels; this kernel writes the same partials as decode.cuh's FFMA attend.
 //
 // Math. Per sequence n (cache row slots[n], rows [0, len)), head h, absorbed query QL[n, h] = [q_lat | q_pe] (f32,
 // from the absorb), cache row j = C_j = [c_j | k_pe_j] (RP = R + P wide):
@@ -10,12 +10,13 @@
 //   split s owns rows [row0, row1); online softmax over its tiles of kTcTJ rows, per head:
 //     m' = max(m, max_j score_hj);  p_hj = bf16(exp(score_hj - m'));  alpha = exp(m - m')
 //     l = l alpha + sum_j p_hj;   O_h = O_h alpha + sum_j p_hj bf16(c_j)   [R]  (f32 accumulate)
-//   Opart[n, s, h] = O_h (unnormalised), ML[n, s, h] = (m, l): the combine's input (decode.cuh). l sums the rounded
+//   Opart[n, s, h] = O_h (unnormalised), ML[n, s, h] = (m, l): the merge's input (decode_proj.cuh). l sums the rounded
 //   p that multiply the rows, so the normalisation matches the weighted sum.
 //
-// Splits. Grid (G, S, N), G head groups of HG = ceil(H / G) heads (G = ceil(H / 64)). Sequence n's rows are cut into S nearly equal runs of whole tiles from its own length (read on
+// Splits. Grid (G, S, N), G = ceil(H / HG) head groups of HG <= 64 heads (decode_plan.h tc_decode_plan). Sequence n's
+// rows are cut into S nearly equal runs of whole tiles from its own length (read on
 // the device): tps = ceil(ceil(len / kTcTJ) / S) tiles per split, split s owns rows [s tps kTcTJ, ...) clipped to
-// len; splits past the end write m = -inf, l = 0, O = 0 (the combine skips them). The host picks S (mla.cu).
+// len; splits past the end write m = -inf, l = 0, O = 0 (the merge adds zeros for them). The host picks S (mla.cu).
 //
 // Tiling (kTcThreads = 256 = 8 warps, HP = 16 MB query rows = the group's heads padded with zero rows, MB 1..4):
 //   shared: Qs   bf16 [HP][KP + 8]          KP = RP rounded up to 16, columns >= RP zero

@@ -1,5 +1,5 @@
 // src/cuda/mla/decode_tc.h: host entry of the tensor-core attend step of mla_decode (decode_tc.cuh, launched by
-// decode_tc.cu); mla.cu's mla_decode runs decode.cuh's absorb before it and combine after it.
+// decode_tc.cu); mla.cu's mla_decode runs decode_proj.cuh's absorb before it and merge / project after it.
 #pragma once
 
 #include <cstdint>
@@ -8,16 +8,18 @@
 
 namespace kimi::cuda::mla {
 
-// Heads per CTA: H in ceil(H / 64) groups of equal size (the last one may be smaller).
+// The most heads per CTA: H in ceil(H / 64) groups of equal size (the last one may be smaller); the launcher may take
+// smaller groups (decode_plan.h tc_decode_plan).
 int64_t tc_head_group(int64_t H);
 
 // Whether decode_tc.cuh takes these operands on device `dev`: cache f32 or bf16, R <= 512 and its shared memory
 // within the device's per-block limit.
 bool tc_attend_fits(DType cache, int64_t H, int64_t R, int64_t RP, int dev);
 
-// The attend over S splits per sequence (and head group): QL [N, H, RP] f32, lens / slots [N] i64 tables on the device (valid values:
-// the launcher's table), Opart [N, S, H, R] and ML [N, S, H, 2] f32 out. `stream` a cudaStream_t.
+// The attend over S splits per sequence and head groups of hg <= tc_head_group(H) heads: QL [N, H, RP] f32, lens /
+// slots [N] i64 tables on the device (valid values: the launcher's table), Opart [N, S, H, R] and ML [N, S, H, 2] f32
+// out. `stream` a cudaStream_t.
 void tc_attend(const float* QL, const TensorView& cache, const int64_t* lens, const int64_t* slots, float* Opart,
-               float* ML, int64_t N, int64_t S, int64_t H, int64_t R, float scale, void* stream);
+               float* ML, int64_t N, int64_t S, int64_t H, int64_t hg, int64_t R, float scale, void* stream);
 
 }  // namespace kimi::cuda::mla

@@ -1,8 +1,10 @@
 // Launchers of src/cuda/mla/mla.h: host tables (tiles, lens / slots, destinations) uploaded once per call on
 // ctx.cuda_stream, stream-ordered scratch, then the kernels of gemm.cuh, prefill.cuh, cache_write.cuh, decode.cuh.
 //
-// Heuristics (mla_decode): splits per sequence S = ceil(SMs / (N * head groups)), capped by the tiles of the
-// longest sequence, so that N * groups * S CTAs (one per SM: ~150 KB of shared memory each) fill one wave.
+// Heuristics (mla_decode): the tensor-core attend's splits and head groups from decode_plan.h; the FFMA attend's splits
+// per sequence S = ceil(SMs / (N * head groups)), capped by the tiles of the longest sequence, so that
+// N * groups * S CTAs (one per SM: ~150 KB of shared memory each) fill one wave. The absorb / merge / project work
+// split (decode_proj.cuh) from decode_plan.h.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -17,6 +19,7 @@
 #include "cuda/mla/decode.cuh"
 #include "cuda/mla/decode_options.h"
 #include "cuda/mla/decode_plan.h"
+#include "cuda/mla/decode_proj.cuh"
 #include "cuda/mla/decode_tc.h"
 #include "cuda/mla/gemm.cuh"
 #include "cuda/mla/mla.h"
@@ -152,9 +155,12 @@ void mla_decode(TensorView q, TensorView cache, const Index& lens, const Index& 
   }
   if (!tc && R > 2 * mla::kDecThreads)
     throw Error("mla_decode: the CUDA backend supports R <= " + to_string(2 * mla::kDecThreads) + "; got R = " + to_string(R));
+  static_assert(2 * mla::kDecThreads <= mla::kProjMaxR);  // decode_proj.cuh's project (tc_attend_fits: R <= 512 too)
   if (N == 0) return;
   check_grid("mla_decode", "N", N, 65535);
   check_grid("mla_decode", "heads", H, 0x7fffffff);
+  // decode_proj.cuh's grids: heads x (latent column blocks of >= 32, or output row blocks of >= 16)
+  check_grid("mla_decode", "heads x column / row blocks", H * std::max((R + 31) / 32, (Dv + 15) / 16), 0x7fffffff);
   const size_t attend_smem = mla::attend_smem_bytes(int(RP));
   if (!tc && attend_smem > 227 * 1024)
     throw Error("mla_decode: R + P = " + to_string(RP) + " needs " + to_string(attend_smem) +
@@ -169,11 +175,11 @@ void mla_decode(TensorView q, TensorView cache, const Index& lens, const Index& 
   // Splits (device lens: planned for the cache's length L, the bound the host knows).
   const int64_t max_len = lens.on_device() ? cache.size(1) : *std::max_element(lens.host.begin(), lens.host.end());
   const int64_t groups = (H + mla::kDecHG - 1) / mla::kDecHG;
-  int64_t S = 0, tiles_per_split = 0;
+  int64_t S = 0, tiles_per_split = 0, hg = 0;
   if (tc) {
     // decode_plan.h; each sequence's splits are cut from its own length on the device (decode_tc.cuh).
-    const int64_t hg = mla::tc_head_group(H), tc_groups = (H + hg - 1) / hg;
-    S = mla::tc_decode_splits(N * tc_groups, max_len, hg, R, RP, cache.dtype == DType::f32 ? 4 : 2, sms);
+    const mla::TcDecodePlan plan = mla::tc_decode_plan(N, H, max_len, R, RP, cache.dtype == DType::f32 ? 4 : 2, sms);
+    S = plan.splits, hg = plan.head_group;
   } else {
     // One wave of CTAs (see the header), rows_per_split a multiple of the tile.
     const int64_t ntiles = (max_len + mla::kDecTJ - 1) / mla::kDecTJ;
@@ -182,40 +188,65 @@ void mla_decode(TensorView q, TensorView cache, const Index& lens, const Index& 
     S = (ntiles + tiles_per_split - 1) / tiles_per_split;
     check_grid("mla_decode", "head groups", groups, 0x7fffffff);
   }
+  const MlaDecodeStages stages = mla_decode_stages();
   if (MlaDecodeRecord* rec = mla_decode_record()) {
     ++(tc ? rec->tensor_cores : rec->ffma);
     rec->splits = S;
+    rec->head_group = hg;
+    if (S > 1 && stages == MlaDecodeStages::all) ++rec->merges;
   }
 
-  std::optional<Scratch> tab_d;  // lens [N], slots [N]
-  if (lens.on_device()) {  // an out-of-range length or slot becomes length 0: that sequence's o is NaN
+  // The attend's table, lens [N] then slots [N]: uploaded from host values, or written by the absorb from the
+  // device form (an out-of-range length or slot becomes length 0: that sequence's o is NaN).
+  std::optional<Scratch> tab_d;
+  if (lens.on_device()) {
     tab_d.emplace(size_t(2 * N) * sizeof(int64_t), s);
-    mla::decode_table_kernel<<<unsigned((N + 127) / 128), 128, 0, s>>>(dev_index(lens.device), dev_index(slots.device), N,
-                                                                       cache.size(0), cache.size(1),
-                                                                       tab_d->get<int64_t>());
-    KIMI_CUDA_CHECK(cudaGetLastError());
   } else {
     std::vector<int64_t> tab(lens.host);
     tab.insert(tab.end(), slots.host.begin(), slots.host.end());
     tab_d.emplace(upload(tab, s));
   }
-  const size_t nql = size_t(N * H * RP), npart = size_t(N * S * H * R), nml = size_t(N * S * H * 2);
-  const Scratch buf((nql + npart + nml) * sizeof(float), s);
+  // f32 scratch: QL [N, H, RP], Opart [N, S, H, R], ML [N, S, H, 2], ol [N, H, R] (S > 1), each 16-byte aligned.
+  const auto al4 = [](int64_t n) { return size_t((n + 3) / 4 * 4); };
+  const size_t nql = al4(N * H * RP), npart = al4(N * S * H * R), nml = al4(N * S * H * 2);
+  const size_t nol = S > 1 ? al4(N * H * R) : 0;
+  const Scratch buf((nql + npart + nml + nol) * sizeof(float), s);
   float* QL = buf.get<float>();
   float* Opart = QL + nql;
   float* ML = Opart + npart;
+  float* OL = ML + nml;
 
-  // Tokens per absorb / combine CTA: up to kDecNT, within the 48 KB of default dynamic shared memory.
-  const int64_t nt = std::clamp<int64_t>(std::min<int64_t>((48 * 1024) / ((Dn + P) * 4), (48 * 1024) / (R * 4)), 1,
-                                         mla::kDecNT);
-  const unsigned token_blocks = unsigned((N + nt - 1) / nt);
-  mla::mla_absorb_kernel<<<dim3(unsigned(H), token_blocks), 256, size_t(nt * (Dn + P)) * sizeof(float), s>>>(
-      q.data, elem_type(q.dtype), q.strides[0], q.strides[1], w_kvb.w.data, elem_type(w_kvb.w.dtype),
-      w_kvb.w.strides[0], QL, int(H), int(R), int(P), int(Dn), int(Dv), N, int(nt));
-  KIMI_CUDA_CHECK(cudaGetLastError());
+  // Weight element type and 16-byte row chunks (decode_proj.cuh).
+  const int tw = elem_type(w_kvb.w.dtype);
+  const int64_t wesz = int64_t(w_kvb.w.element_size());
+  const int wvec = reinterpret_cast<uintptr_t>(w_kvb.w.data) % 16 == 0 && (w_kvb.w.strides[0] * wesz) % 16 == 0;
+
+  {  // absorb (+ the table from device lens / slots)
+    mla::AbsorbParams p{};
+    p.q = q.data, p.tq = elem_type(q.dtype), p.q_s0 = q.strides[0], p.q_s1 = q.strides[1];
+    p.w = w_kvb.w.data, p.ldw = w_kvb.w.strides[0], p.wvec = wvec;
+    p.QL = QL;
+    p.H = int(H), p.R = int(R), p.P = int(P), p.Dn = int(Dn), p.Dv = int(Dv);
+    p.ncb = int((R + mla::kAbCols - 1) / mla::kAbCols);
+    p.N = N, p.nt = int(mla::decode_absorb_tokens(Dn));
+    if (lens.on_device()) {
+      p.lens = dev_index(lens.device), p.slots = dev_index(slots.device);
+      p.Nc = cache.size(0), p.L = cache.size(1), p.tab = tab_d->get<int64_t>();
+    }
+    const dim3 grid(unsigned(H * p.ncb), unsigned((N + p.nt - 1) / p.nt));
+    const size_t smem = mla::absorb_smem_bytes(p.nt, p.Dn);
+    if (tw == el_bf16)
+      mla::mla_absorb_kernel<__nv_bfloat16><<<grid, mla::kProjThreads, smem, s>>>(p);
+    else if (tw == el_f16)
+      mla::mla_absorb_kernel<__half><<<grid, mla::kProjThreads, smem, s>>>(p);
+    else
+      mla::mla_absorb_kernel<float><<<grid, mla::kProjThreads, smem, s>>>(p);
+    KIMI_CUDA_CHECK(cudaGetLastError());
+  }
+  if (stages == MlaDecodeStages::absorb) return;
 
   if (tc) {
-    mla::tc_attend(QL, cache, tab_d->get<int64_t>(), tab_d->get<int64_t>() + N, Opart, ML, N, S, H, R, d.scale, s);
+    mla::tc_attend(QL, cache, tab_d->get<int64_t>(), tab_d->get<int64_t>() + N, Opart, ML, N, S, H, hg, R, d.scale, s);
   } else {
     mla::AttendParams p{};
     p.QL = QL;
@@ -235,12 +266,41 @@ void mla_decode(TensorView q, TensorView cache, const Index& lens, const Index& 
     }
     KIMI_CUDA_CHECK(cudaGetLastError());
   }
+  if (stages == MlaDecodeStages::absorb_attend) return;
 
-  mla::mla_combine_kernel<<<dim3(unsigned(H), token_blocks), 256, size_t(nt * R) * sizeof(float), s>>>(
-      Opart, ML, int(S), int(H), int(R), w_kvb.w.data, elem_type(w_kvb.w.dtype), w_kvb.w.strides[0], int(Dn), int(Dv),
-      gate.present() ? gate.data : nullptr, gate.present() ? elem_type(gate.dtype) : 0,
-      gate.present() ? gate.strides[0] : 0, o.data, elem_type(o.dtype), o.strides[0], o.strides[1], N, int(nt));
-  KIMI_CUDA_CHECK(cudaGetLastError());
+  if (S > 1) {  // merge the splits into ol
+    mla::MergeParams p{};
+    p.Opart = Opart, p.ML = ML, p.ol = OL;
+    p.S = int(S), p.H = int(H), p.R = int(R), p.vec = R % 4 == 0 ? 4 : 1;
+    const int64_t units = R / p.vec;
+    p.sg = mla::decode_merge_groups(S, units, H, N, sms);
+    const int64_t lanes = mla::kProjThreads / p.sg;
+    p.ncb = int((units + lanes - 1) / lanes);
+    const size_t smem = mla::merge_smem_bytes(p.S);  // S <= 4096: <= 20 KB
+    mla::mla_merge_kernel<<<dim3(unsigned(H * p.ncb), unsigned(N)), mla::kProjThreads, smem, s>>>(p);
+    KIMI_CUDA_CHECK(cudaGetLastError());
+  }
+  {  // project through W_kvb_v, gate
+    mla::ProjParams p{};
+    p.ol = S > 1 ? OL : Opart, p.ML = S > 1 ? nullptr : ML;
+    p.w = w_kvb.w.data, p.ldw = w_kvb.w.strides[0], p.wvec = wvec;
+    if (gate.present()) p.gate = gate.data, p.tg = elem_type(gate.dtype), p.g_s0 = gate.strides[0];
+    p.o = o.data, p.to = elem_type(o.dtype), p.o_s0 = o.strides[0], p.o_s1 = o.strides[1];
+    p.H = int(H), p.R = int(R), p.Dn = int(Dn), p.Dv = int(Dv);
+    p.N = N, p.nt = mla::kProjNT;
+    const int64_t token_blocks = (N + p.nt - 1) / p.nt;
+    p.rows = int(mla::decode_project_rows(Dv, H, token_blocks, sms));
+    p.nrb = int((Dv + p.rows - 1) / p.rows);
+    const dim3 grid(unsigned(H * p.nrb), unsigned(token_blocks));
+    const size_t smem = mla::project_smem_bytes(p.nt, p.R);
+    if (tw == el_bf16)
+      mla::mla_project_kernel<__nv_bfloat16><<<grid, mla::kProjThreads, smem, s>>>(p);
+    else if (tw == el_f16)
+      mla::mla_project_kernel<__half><<<grid, mla::kProjThreads, smem, s>>>(p);
+    else
+      mla::mla_project_kernel<float><<<grid, mla::kProjThreads, smem, s>>>(p);
+    KIMI_CUDA_CHECK(cudaGetLastError());
+  }
 }
 
 }  // namespace kimi::cuda

@@ -6,7 +6,8 @@
 //     (gemm.cuh), then causal FFMA flash attention (prefill.cuh), Dn + P <= 256, Dv <= 128. Tests and benchmarks pick
 //     the bf16 attention through options.h.
 //   mla_cache_write: one CTA per written row (cache_write.cuh).
-//   mla_decode: absorb, split-sequence attention over all heads of a head group, combine + W_kvb_v (decode.cuh);
+//   mla_decode: absorb, split-sequence attention over all heads of a head group (decode.cuh), merge of the splits and
+//     W_kvb_v projection (decode_proj.cuh);
 //     the attention on bf16 tensor cores for bf16 queries (decode_tc.cuh, decode_options.h). R <= 512.
 // With host index values each launcher uploads a small table (tiles / lens / slots / destinations) and refuses CUDA
 // graph capture (cuda/scratch.cuh); mla_cache_write and mla_decode also take the device form of their index
