@@ -191,7 +191,15 @@ class Cli(unittest.TestCase):
         self.assertEqual(rc, 0, err)
         self.assertEqual(sorted(os.listdir(out)), ["config.json", "model-00001-of-00003.safetensors",
                                                    "model-00002-of-00003.safetensors",
-                                                   "model-00003-of-00003.safetensors", "model.safetensors.index.json"])
+                                                   "model-00003-of-00003.safetensors", "model.safetensors.index.json",
+                                                   "tiktoken.model", "tokenizer_config.json"])
+        # Tokenizer files alone count as a checkpoint too (--force replaces them).
+        tok_only = os.path.join(self.tmp.name, "tokenizer-only")
+        os.makedirs(tok_only)
+        open(os.path.join(tok_only, "tiktoken.model"), "w").close()
+        self.fails(["random-model", "kimi-linear-tiny", "--out", tok_only],
+                   f"random-model: --out '{tok_only}': already holds a checkpoint (tiktoken.model); pass --force "
+                   "to replace it")
         # An existing directory without a checkpoint is fine.
         empty = os.path.join(self.tmp.name, "empty")
         os.makedirs(empty)
@@ -505,8 +513,11 @@ class Cli(unittest.TestCase):
         self.fails(["tokenize", self.TOK, "--text", "a", "--specials", "<|im_end|>,<|nope|>"],
                    f"kimi: tokenize: --specials: expected none, all or special tokens of {self.TOK} (e.g. '[BOS]'), "
                    "got '<|nope|>'")
-        self.fails(["tokenize", self.model, "--text", "a"],
-                   f"kimi: tokenizer: {self.model}/tiktoken.model: cannot open: no such file")
+        self.fails(["tokenize", self.config_only, "--text", "a"],
+                   f"kimi: tokenizer: {self.config_only}/tiktoken.model: cannot open: no such file")
+        # random-model writes a tokenizer for the model's vocabulary (k3-tiny: 512 = 256 bytes + 256 specials)
+        rc, out, err = run("tokenize", self.model, "--text", "<|open|>hi", "--specials", "all")
+        self.assertEqual((rc, out), (0, "259,104,105\n"), err)
 
 
 if __name__ == "__main__":

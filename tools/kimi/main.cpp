@@ -1,6 +1,7 @@
 // The `kimi` command line.
 //   kimi check [--filter OP] [--small]   every operator vs the fp64 oracle, one table
 //   kimi random-model CONFIG --out DIR     a random checkpoint in the real HF layout (k3-tiny, k3-slice, ...)
+//                                           and a tokenizer for its vocabulary (docs/text/tokenizer.md)
 //   kimi inspect DIR [--device cuda]        config summary, tensors, bytes, parameter counts, placement
 //   kimi generate DIR --prompt 1,2,3        generate tokens (greedy or sampled), tokens per second
 //                 [--device cuda[:i]]       on a GPU: blocks without CUDA kernels on the CPU (noted)
@@ -32,7 +33,9 @@ int main(int argc, char** argv) {
   check->add_flag("--small", check_opt.small, "Use the small test sizes instead of model shapes");
 
   kimi::cli::RandomModelOptions rm;
-  auto* random_model = app.add_subcommand("random-model", "Write a random checkpoint in the real HF layout");
+  auto* random_model = app.add_subcommand("random-model",
+                                         "Write a random checkpoint in the real HF layout, with a tokenizer for its "
+                                         "vocabulary (tiktoken.model + tokenizer_config.json)");
   random_model->footer(kimi::cli::kNamedConfigsHelp);
   random_model->add_option("config", rm.config, "A named config (below) or a config.json path")->required();
   random_model->add_option("--out", rm.out,
@@ -42,7 +45,7 @@ int main(int argc, char** argv) {
   random_model->add_option("--shards", rm.shards,
                            "Number of safetensors shards, in [1, the tensor count] (index file when > 1)");
   random_model->add_option("--experts", rm.experts, "Routed expert storage: auto (MXFP4 for K3), mxfp4, bf16");
-  random_model->add_flag("--force", rm.force, "Replace the checkpoint already in --out (its config.json and safetensors)");
+  random_model->add_flag("--force", rm.force, "Replace the checkpoint already in --out (its config.json, safetensors and tokenizer files)");
 
   std::string inspect_dir, inspect_device = "cpu";
   auto* inspect = app.add_subcommand("inspect", "Summarize a checkpoint directory");
