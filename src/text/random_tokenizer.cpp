@@ -99,7 +99,8 @@ void write_random_tokenizer(const std::string& dir, int64_t vocab_size, SpecialF
   for (size_t r = 0; r < by_rank.size(); ++r) model += base64_encode(by_rank[r]) + " " + std::to_string(r) + "\n";
 
   std::vector<std::string> names(kNumReservedSpecialTokens);
-  for (uint32_t k = 0; k < kNumReservedSpecialTokens; ++k) names[k] = "<|reserved_token_" + std::to_string(n + k) + "|>";
+  for (uint32_t k = 0; k < kNumReservedSpecialTokens; ++k)
+    names[k] = "<|reserved_token_" + std::to_string(n + k) + "|>";
   for (const NamedSpecial& s : named_specials(family)) names[s.offset] = s.text;
   nlohmann::ordered_json decoder = nlohmann::ordered_json::object();
   for (uint32_t k = 0; k < kNumReservedSpecialTokens; ++k)
