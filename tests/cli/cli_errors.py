@@ -200,6 +200,19 @@ class Cli(unittest.TestCase):
         self.fails(["random-model", "kimi-linear-tiny", "--out", tok_only],
                    f"random-model: --out '{tok_only}': already holds a checkpoint (tiktoken.model); pass --force "
                    "to replace it")
+        # A vocabulary without room for the 256 bytes and 256 specials: no tokenizer, and none left from before.
+        with open(os.path.join(out, "config.json")) as f:
+            cfg = json.load(f)
+        cfg["vocab_size"] = 300
+        small = os.path.join(self.tmp.name, "vocab-300.json")
+        with open(small, "w") as f:
+            json.dump(cfg, f)
+        rc, so, err = run("random-model", small, "--out", out, "--force")
+        self.assertEqual(rc, 0, err)
+        self.assertIn("tokenizer  none: vocab_size 300 leaves no room for the 256 byte tokens and 256 special tokens "
+                      "(needs >= 512)", so)
+        self.assertFalse(os.path.exists(os.path.join(out, "tiktoken.model")))
+        self.assertFalse(os.path.exists(os.path.join(out, "tokenizer_config.json")))
         # An existing directory without a checkpoint is fine.
         empty = os.path.join(self.tmp.name, "empty")
         os.makedirs(empty)
