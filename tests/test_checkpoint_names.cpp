@@ -102,6 +102,12 @@ TEST(CheckpointNames, MixedSpellingsAcrossDenseLayersNameTheMissingTensor) {
   EXPECT_EQ(error_message_of([&] { open_model(mixed); }),
             "checkpoint " + mixed + ": missing tensor 'model.layers.1.block_sparse_moe.gate_proj.weight' (required by "
             "config.json; dense MLPs are read under 'block_sparse_moe.', as dense layer 0 spells it)");
+  // Layer 0's MLP under neither name.
+  const std::string none = dir.file("none");
+  copy_renamed(orig, none, [](std::string n) { return n.find(".layers.0.mlp.") != std::string::npos ? "" : n; });
+  EXPECT_EQ(error_message_of([&] { open_model(none); }),
+            "checkpoint " + none + ": missing tensor 'model.layers.0.mlp.gate_proj.weight' (required by config.json; "
+            "nor is it there as 'model.layers.0.block_sparse_moe.gate_proj.weight', as transformers 5 saves it)");
   // Both layers renamed: loads.
   const std::string all = dir.file("all");
   copy_renamed(orig, all, mlp_as_block_sparse_moe({0, 1}));

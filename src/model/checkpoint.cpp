@@ -64,9 +64,15 @@ ModelFiles open_model(const std::string& dir) {
   for (const TensorSpec& s : schema) {
     if (!ck.has(s.name)) {
       std::string why = "required by config.json";
-      if (s.layer >= 0 && !cfg.is_moe_layer(s.layer) && s.name.find(dense_infix) != std::string::npos)
-        why += std::string("; dense MLPs are read under '") + dense_mlp_prefix(opt.dense_mlp) + "', as dense layer " +
-               std::to_string(first_dense) + " spells it";
+      const size_t at = s.name.find(dense_infix);
+      if (s.layer >= 0 && !cfg.is_moe_layer(s.layer) && at != std::string::npos) {
+        if (s.layer == first_dense)  // neither spelling there
+          why += "; nor is it there as '" + s.name.substr(0, at) + ".block_sparse_moe." +
+                 s.name.substr(at + dense_infix.size()) + "', as transformers 5 saves it";
+        else
+          why += std::string("; dense MLPs are read under '") + dense_mlp_prefix(opt.dense_mlp) +
+                 "', as dense layer " + std::to_string(first_dense) + " spells it";
+      }
       throw Error("checkpoint " + dir + ": missing tensor '" + s.name + "' (" + why + ")");
     }
     check_tensor(dir, s, ck.info(s.name));

@@ -126,7 +126,7 @@ CheckedFlags check_flags(const GenerateCmdOptions& opt) {
   const Config c = load_model_config(opt.dir);
   const int64_t V = c.vocab_size, limit = context_limit(c);
   if (text) encode_text_prompts(opt, V, f);
-  const std::string prompt_flag = text ? "the longest text prompt" : "the longest --prompt";
+  const std::string longest_prompt = text ? "the longest text prompt" : "the longest --prompt";
   size_t longest = 0;
   for (size_t n = 0; n < f.prompts.size(); ++n) {
     const std::vector<int32_t>& p = f.prompts[n];
@@ -143,7 +143,7 @@ CheckedFlags check_flags(const GenerateCmdOptions& opt) {
                 std::to_string(longest));
   if (opt.max_tokens < 1 || opt.max_tokens > limit - int64_t(longest))
     throw Error("generate: --max-tokens: expected a value in [1, " + std::to_string(limit - int64_t(longest)) +
-                "] (the context limit of " + std::to_string(limit) + " tokens less " + prompt_flag + ", " +
+                "] (the context limit of " + std::to_string(limit) + " tokens less " + longest_prompt + ", " +
                 std::to_string(longest) + "), got " + std::to_string(opt.max_tokens));
   for (int32_t t : opt.stop)
     if (t < 0 || t >= V)

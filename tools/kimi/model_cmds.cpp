@@ -98,7 +98,8 @@ int run_random_model(const RandomModelOptions& opt) {
   } else {
     // A tokenizer of another vocabulary left from an earlier --force run would not match this model.
     std::error_code ec;
-    for (const char* f : {"tiktoken.model", "tokenizer_config.json"}) std::filesystem::remove(std::filesystem::path(opt.out) / f, ec);
+    for (const char* f : {"tiktoken.model", "tokenizer_config.json"})
+      std::filesystem::remove(std::filesystem::path(opt.out) / f, ec);
     fmt::print("tokenizer  none: vocab_size {} leaves no room for the 256 byte tokens and 256 special tokens "
                "(needs >= {})\n", c.vocab_size, kimi::text::kMinTokenizerVocab);
   }
