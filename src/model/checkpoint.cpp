@@ -45,10 +45,36 @@ ModelFiles open_model(const std::string& dir) {
   SchemaOptions opt;
   for (const std::string& n : ck.names())
     if (n.size() > 14 && n.compare(n.size() - 14, 14, ".weight_packed") == 0) opt.mxfp4_experts = true;
+  // The dense layers' MLP spelling (schema.h DenseMlpName), as the first dense layer has it; every dense layer
+  // must then use the same one.
+  int64_t first_dense = -1;
+  for (int64_t i = 0; i < cfg.num_hidden_layers && first_dense < 0; ++i)
+    if (!cfg.is_moe_layer(i)) first_dense = i;
+  if (first_dense >= 0) {
+    const std::string L = tensor_prefix(cfg) + "layers." + std::to_string(first_dense) + ".";
+    const std::string as_mlp = L + "mlp.gate_proj.weight", as_moe = L + "block_sparse_moe.gate_proj.weight";
+    if (ck.has(as_mlp) && ck.has(as_moe))
+      throw Error("checkpoint " + dir + ": dense layer " + std::to_string(first_dense) +
+                  ": expected its MLP under one name, got both '" + as_mlp + "' and '" + as_moe + "'");
+    if (ck.has(as_moe)) opt.dense_mlp = DenseMlpName::block_sparse_moe;
+  }
   std::vector<TensorSpec> schema = checkpoint_schema(cfg, opt);
+  const std::string dense_infix = std::string(".") + dense_mlp_prefix(opt.dense_mlp);
   std::set<std::string> named;
   for (const TensorSpec& s : schema) {
-    if (!ck.has(s.name)) throw Error("checkpoint " + dir + ": missing tensor '" + s.name + "' (required by config.json)");
+    if (!ck.has(s.name)) {
+      std::string why = "required by config.json";
+      const size_t at = s.name.find(dense_infix);
+      if (s.layer >= 0 && !cfg.is_moe_layer(s.layer) && at != std::string::npos) {
+        if (s.layer == first_dense)  // neither spelling there
+          why += "; nor is it there as '" + s.name.substr(0, at) + ".block_sparse_moe." +
+                 s.name.substr(at + dense_infix.size()) + "', as transformers 5 saves it";
+        else
+          why += std::string("; dense MLPs are read under '") + dense_mlp_prefix(opt.dense_mlp) +
+                 "', as dense layer " + std::to_string(first_dense) + " spells it";
+      }
+      throw Error("checkpoint " + dir + ": missing tensor '" + s.name + "' (" + why + ")");
+    }
     check_tensor(dir, s, ck.info(s.name));
     named.insert(s.name);
     // SPEC 5: A_log may be stored padded (K3: fp32[128], first H meaningful); the tail must be zero.

@@ -6,6 +6,7 @@
 #include <set>
 
 #include "kimi/error.h"
+#include "model/config_hf.h"
 #include "model/loader_io.h"
 
 namespace kimi::model {
@@ -111,6 +112,9 @@ Config parse_config(std::string_view text, const std::string& source) {
     outer.fail("model_type", "\"kimi_linear\" (Kimi-Linear), or \"kimi_k3\" with a 'text_config' (K3)",
                quote_value(outer_type));
   }
+  // transformers' other names for some keys (config_hf.h) resolved in a copy of the text model's object.
+  const json text_model = resolve_hf_aliases(*top, source, prefix);
+  top = &text_model;
   const Reader r(*top, source, prefix);
   if (c.k3_wrapper) {
     const std::string model_type = r.string("model_type", "kimi_linear");
@@ -203,6 +207,7 @@ Config parse_config(std::string_view text, const std::string& source) {
       if (r.integer(k, 1, 1) != 1) r.fail(k, "1 (grouped routing is not used by Kimi models)", std::to_string(r.integer(k, 1, 1)));
   }
   c.attn_res_block_size = r.opt_integer("attn_res_block_size", 1);
+  check_hf_duplicates(*top, c, source, prefix);
   return c;
 }
 

@@ -5,6 +5,8 @@
 
 namespace kimi::model {
 
+const char* dense_mlp_prefix(DenseMlpName n) { return n == DenseMlpName::mlp ? "mlp." : "block_sparse_moe."; }
+
 std::string tensor_prefix(const Config& c) { return c.k3_wrapper ? "language_model.model." : "model."; }
 std::string lm_head_name(const Config& c) {
   return c.k3_wrapper ? "language_model.lm_head.weight" : "lm_head.weight";
@@ -103,7 +105,7 @@ std::vector<TensorSpec> checkpoint_schema(const Config& c, const SchemaOptions& 
         }
       }
     } else {
-      const std::string M = L + "mlp.";
+      const std::string M = L + dense_mlp_prefix(opt.dense_mlp);
       add(M + "gate_proj.weight", {c.intermediate_size, d}, TensorRole::weight, i);
       add(M + "up_proj.weight", {c.intermediate_size, d}, TensorRole::weight, i);
       add(M + "down_proj.weight", {d, c.intermediate_size}, TensorRole::weight, i);

@@ -103,7 +103,7 @@ ModelWeights bind_weights(const Config& c, const SchemaOptions& opt, const Tenso
     FfnWeights& f = L.ffn;
     f.moe = c.is_moe_layer(i);
     if (!f.moe) {
-      const std::string m = p + "mlp.";
+      const std::string m = p + dense_mlp_prefix(opt.dense_mlp);
       f.dense = {dense(m + "gate_proj"), dense(m + "up_proj"), dense(m + "down_proj")};
       continue;
     }

@@ -191,7 +191,28 @@ class Cli(unittest.TestCase):
         self.assertEqual(rc, 0, err)
         self.assertEqual(sorted(os.listdir(out)), ["config.json", "model-00001-of-00003.safetensors",
                                                    "model-00002-of-00003.safetensors",
-                                                   "model-00003-of-00003.safetensors", "model.safetensors.index.json"])
+                                                   "model-00003-of-00003.safetensors", "model.safetensors.index.json",
+                                                   "tiktoken.model", "tokenizer_config.json"])
+        # Tokenizer files alone count as a checkpoint too (--force replaces them).
+        tok_only = os.path.join(self.tmp.name, "tokenizer-only")
+        os.makedirs(tok_only)
+        open(os.path.join(tok_only, "tiktoken.model"), "w").close()
+        self.fails(["random-model", "kimi-linear-tiny", "--out", tok_only],
+                   f"random-model: --out '{tok_only}': already holds a checkpoint (tiktoken.model); pass --force "
+                   "to replace it")
+        # A vocabulary without room for the 256 bytes and 256 specials: no tokenizer, and none left from before.
+        with open(os.path.join(out, "config.json")) as f:
+            cfg = json.load(f)
+        cfg["vocab_size"] = 300
+        small = os.path.join(self.tmp.name, "vocab-300.json")
+        with open(small, "w") as f:
+            json.dump(cfg, f)
+        rc, so, err = run("random-model", small, "--out", out, "--force")
+        self.assertEqual(rc, 0, err)
+        self.assertIn("tokenizer  none: vocab_size 300 leaves no room for the 256 byte tokens and 256 special tokens "
+                      "(needs >= 512)", so)
+        self.assertFalse(os.path.exists(os.path.join(out, "tiktoken.model")))
+        self.assertFalse(os.path.exists(os.path.join(out, "tokenizer_config.json")))
         # An existing directory without a checkpoint is fine.
         empty = os.path.join(self.tmp.name, "empty")
         os.makedirs(empty)
@@ -460,6 +481,80 @@ class Cli(unittest.TestCase):
                      "--context INT=0", "--device TEXT=cpu", "--random", "--json", "--csv", "k3-slice"]:
             self.assertIn(text, out)
 
+    # --- generate --text: prompts through the checkpoint's tokenizer ---------------------------------------
+    def test_generate_text_prompts(self):
+        # A 4096-token vocabulary (BPE merges) on kimi-linear-tiny's layout: the text is encoded as `tokenize` does.
+        model = os.path.join(self.tmp.name, "kl-4096")
+        with open(os.path.join(self.tmp.name, "kl-4096.json"), "w") as f:
+            rc, out, err = run("random-model", "kimi-linear-tiny", "--out", model)
+            self.assertEqual(rc, 0, err)
+            with open(os.path.join(model, "config.json")) as src:
+                cfg = json.load(src)
+            cfg["vocab_size"] = 4096
+            json.dump(cfg, f)
+        rc, out, err = run("random-model", os.path.join(self.tmp.name, "kl-4096.json"), "--out", model, "--force")
+        self.assertEqual(rc, 0, err)
+        text = "Once upon a time, 机器学习 <|im_end|>"
+        rc, out, err = run("tokenize", model, "--text", text)
+        self.assertEqual(rc, 0, err)
+        prompt = out.strip()
+        rc, out, err = run("generate", model, "--text", text, "--max-tokens", 6, "--threads", 1)
+        self.assertEqual(rc, 0, err)
+        m = re.search(r"^\[0\] prompt (.*) -> (.*) \(max tokens\)$", out, re.M)
+        self.assertEqual(m.group(1), prompt.replace(",", " "))  # user text: <|im_end|> stays text
+        ids = m.group(2).replace(" ", ",")
+        rc, decoded, err = run("tokenize", model, "--ids", ids, "--json")
+        self.assertIn(f"[0] text   {json.dumps(text, ensure_ascii=False)} -> "
+                      f"{json.dumps(json.loads(decoded)['text'], ensure_ascii=False)}\n", out)
+        # The same tokens as the ids given with --prompt (greedy).
+        rc, out2, err = run("generate", model, "--prompt", prompt, "--max-tokens", 6, "--threads", 1)
+        self.assertIn(f"-> {m.group(2)} (max tokens)", out2)
+        # --json: one object on stdout, the report on stderr; a batch of --text and --text-file.
+        with tempfile.TemporaryDirectory() as d:
+            f = os.path.join(d, "p.txt")
+            with open(f, "w", encoding="utf-8") as fh:
+                fh.write("def add(a, b):\n    return a + b\n")
+            rc, out, err = run("generate", model, "--text", text, "--text-file", f, "--max-tokens", 6, "--threads", 1,
+                               "--json")
+            self.assertEqual(rc, 0, err)
+            self.assertIn("prefill ", err)
+            j = json.loads(out)
+            self.assertEqual(len(j["sequences"]), 2)
+            s0, s1 = j["sequences"]
+            self.assertEqual(",".join(map(str, s0["prompt_ids"])), prompt)
+            self.assertEqual(",".join(map(str, s0["ids"])), ids)
+            self.assertEqual(s0["prompt_text"], text)
+            self.assertEqual(s0["text"], json.loads(decoded)["text"])
+            self.assertEqual(s0["finish_reason"], "length")
+            self.assertEqual(s1["prompt_text"], "def add(a, b):\n    return a + b\n")
+            self.assertEqual(len(s1["ids"]), 6)
+            self.assertEqual(j["decode"]["tokens"] + j["prefill"]["tokens"], 2 * 5 + len(s0["prompt_ids"]) +
+                             len(s1["prompt_ids"]))
+            # --prompt ids with --json: ids only
+            rc, out, err = run("generate", model, "--prompt", "1,2", "--max-tokens", 2, "--json", "--threads", 1)
+            self.assertEqual(rc, 0, err)
+            self.assertEqual(sorted(json.loads(out)["sequences"][0]), ["finish_reason", "ids", "prompt_ids"])
+            # errors, all before the weights are read
+            with open(f, "wb") as fh:
+                fh.write(b"ok \xe6\xbc")
+            err = self.fails(["generate", model, "--text-file", f])
+            self.assertIn(f"kimi: generate: --text-file {f}: ", err)
+            self.assertIn("at byte 3", err)
+            self.fails(["generate", model, "--text-file", os.path.join(d, "nope.txt")],
+                       f"kimi: generate: --text-file: {os.path.join(d, 'nope.txt')}: cannot open: no such file")
+        self.fails(["generate", model, "--text", ""],
+                   "kimi: generate: --text #1: expected text of at least one token, got an empty text")
+        self.fails(["generate", model, "--text", "a", "--prompt", "1"],
+                   "kimi: generate: expected prompts as --prompt token ids or as --text / --text-file, got both")
+        self.fails(["generate", model],
+                   "kimi: generate: expected a prompt: --prompt token ids, --text or --text-file, got none")
+        self.fails(["generate", self.config_only, "--text", "hello"],
+                   f"kimi: generate: --text: tokenizer: {self.config_only}/tiktoken.model: cannot open: no such file "
+                   "(a text prompt needs the checkpoint's tiktoken.model and tokenizer_config.json)")
+        self.fails(["generate", self.model, "--text", "hi", "--max-tokens", "1048575"],  # bytes only: 2 tokens
+                   "generate: --max-tokens: expected a value in [1, 1048574] (the context limit of 1048576 tokens "
+                   "less the longest text prompt, 2), got 1048575")
+
     # --- tokenize: a checkpoint's tokenizer ---------------------------------------------------------------
     TOK = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "fixtures", "text", "trained")
 
@@ -505,8 +600,11 @@ class Cli(unittest.TestCase):
         self.fails(["tokenize", self.TOK, "--text", "a", "--specials", "<|im_end|>,<|nope|>"],
                    f"kimi: tokenize: --specials: expected none, all or special tokens of {self.TOK} (e.g. '[BOS]'), "
                    "got '<|nope|>'")
-        self.fails(["tokenize", self.model, "--text", "a"],
-                   f"kimi: tokenizer: {self.model}/tiktoken.model: cannot open: no such file")
+        self.fails(["tokenize", self.config_only, "--text", "a"],
+                   f"kimi: tokenizer: {self.config_only}/tiktoken.model: cannot open: no such file")
+        # random-model writes a tokenizer for the model's vocabulary (k3-tiny: 512 = 256 bytes + 256 specials)
+        rc, out, err = run("tokenize", self.model, "--text", "<|open|>hi", "--specials", "all")
+        self.assertEqual((rc, out), (0, "259,104,105\n"), err)
 
 
 if __name__ == "__main__":

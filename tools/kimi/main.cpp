@@ -1,8 +1,10 @@
 // The `kimi` command line.
 //   kimi check [--filter OP] [--small]   every operator vs the fp64 oracle, one table
 //   kimi random-model CONFIG --out DIR     a random checkpoint in the real HF layout (k3-tiny, k3-slice, ...)
+//                                           and a tokenizer for its vocabulary (docs/text/tokenizer.md)
 //   kimi inspect DIR [--device cuda]        config summary, tensors, bytes, parameter counts, placement
 //   kimi generate DIR --prompt 1,2,3        generate tokens (greedy or sampled), tokens per second
+//                 | --text "..."            a text prompt through DIR's tokenizer; prints the generated text
 //                 [--device cuda[:i]]       on a GPU: blocks without CUDA kernels on the CPU (noted)
 //   kimi plan CONFIG [--chip h200] [--batch N --prompt T --context C --target-tps R] [--json F --csv F]
 //                                           bytes, FLOPs and roofline speed of prefill and decode (cost.h)
@@ -32,7 +34,9 @@ int main(int argc, char** argv) {
   check->add_flag("--small", check_opt.small, "Use the small test sizes instead of model shapes");
 
   kimi::cli::RandomModelOptions rm;
-  auto* random_model = app.add_subcommand("random-model", "Write a random checkpoint in the real HF layout");
+  auto* random_model = app.add_subcommand("random-model",
+                                         "Write a random checkpoint in the real HF layout, with a tokenizer for its "
+                                         "vocabulary (tiktoken.model + tokenizer_config.json)");
   random_model->footer(kimi::cli::kNamedConfigsHelp);
   random_model->add_option("config", rm.config, "A named config (below) or a config.json path")->required();
   random_model->add_option("--out", rm.out,
@@ -42,7 +46,7 @@ int main(int argc, char** argv) {
   random_model->add_option("--shards", rm.shards,
                            "Number of safetensors shards, in [1, the tensor count] (index file when > 1)");
   random_model->add_option("--experts", rm.experts, "Routed expert storage: auto (MXFP4 for K3), mxfp4, bf16");
-  random_model->add_flag("--force", rm.force, "Replace the checkpoint already in --out (its config.json and safetensors)");
+  random_model->add_flag("--force", rm.force, "Replace the checkpoint already in --out (its config.json, safetensors and tokenizer files)");
 
   std::string inspect_dir, inspect_device = "cpu";
   auto* inspect = app.add_subcommand("inspect", "Summarize a checkpoint directory");
@@ -50,12 +54,19 @@ int main(int argc, char** argv) {
   inspect->add_option("--device", inspect_device, "Show where each block would run: cpu, cuda or cuda:i");
 
   kimi::cli::GenerateCmdOptions gen;
-  auto* generate = app.add_subcommand("generate", "Generate tokens from prompts of token ids");
+  auto* generate = app.add_subcommand("generate", "Generate tokens from prompts of token ids or text");
   generate->footer("Prompt + new tokens are limited to the context of 2^20 = 1048576 tokens; the cache grows with the\n"
                    "sequences, so a large --max-tokens that --stop cuts short costs no memory.\n");
   generate->add_option("dir", gen.dir, "Checkpoint directory (config.json + safetensors)")->required();
-  generate->add_option("--prompt", gen.prompts, "Comma-separated token ids in [0, vocab); repeat for a batch")
-      ->required();
+  generate->add_option("--prompt", gen.prompts, "Comma-separated token ids in [0, vocab); repeat for a batch");
+  generate->add_option("--text", gen.texts,
+                       "A prompt as text (UTF-8), encoded with DIR's tokenizer (tiktoken.model + "
+                       "tokenizer_config.json; special-token strings stay text); repeat for a batch. The generated "
+                       "text is printed when generation ends");
+  generate->add_option("--text-file", gen.text_files, "A prompt as the text of a file (UTF-8); repeat for a batch");
+  generate->add_flag("--json", gen.json,
+                     "Print one JSON object on stdout (per sequence: prompt and generated ids, and text for text "
+                     "prompts; finish reason; speed); the report goes to stderr");
   generate->add_option("--max-tokens", gen.max_tokens, "New tokens per sequence, in [1, 2^20 - longest prompt]");
   generate->add_option("--temperature", gen.temperature, "0 = greedy, else sample softmax(logits / T)");
   generate->add_option("--top-k", gen.top_k, "Sample among the k most likely tokens (0 = all)");

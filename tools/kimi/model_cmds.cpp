@@ -16,14 +16,15 @@
 #include "kimi/error.h"
 #include "kimi/model/checkpoint.h"
 #include "kimi/model/placement.h"
+#include "text/random_tokenizer.h"
 
 namespace kimi::cli {
 
 namespace {
 
 // Why `out` cannot take a new checkpoint, or "" when it can. Creates nothing. An existing directory that already
-// holds a checkpoint (config.json or safetensors of the HF layout) is refused unless `force`: write_random_model
-// replaces those files, and --out pointing at a real checkpoint must not lose it by a slip.
+// holds a checkpoint (config.json, safetensors of the HF layout, or tokenizer files) is refused unless `force`:
+// random-model replaces those files, and --out pointing at a real checkpoint must not lose it by a slip.
 std::string out_dir_problem(const std::string& out, bool force) {
   namespace fs = std::filesystem;
   if (out.empty()) return "expected a directory path, got an empty one";
@@ -37,7 +38,8 @@ std::string out_dir_problem(const std::string& out, bool force) {
     for (const fs::directory_entry& e : fs::directory_iterator(p, ec)) {
       const std::string n = e.path().filename().string();
       const bool shard = n.rfind("model-", 0) == 0 && n.size() > 12 && n.compare(n.size() - 12, 12, ".safetensors") == 0;
-      if (n == "config.json" || n == "model.safetensors" || n == "model.safetensors.index.json" || shard)
+      if (n == "config.json" || n == "model.safetensors" || n == "model.safetensors.index.json" || shard ||
+          n == "tiktoken.model" || n == "tokenizer_config.json")
         return "already holds a checkpoint (" + n + "); pass --force to replace it";
     }
     return "";
@@ -87,6 +89,20 @@ int run_random_model(const RandomModelOptions& opt) {
   write_random_model(opt.out, c, so, seed, opt.shards);
   fmt::print("wrote {} ({} config, {} experts, seed {}, {} shard(s))\n", opt.out, opt.config,
              so.mxfp4_experts ? "MXFP4" : "bf16", seed, opt.shards);
+  // The tokenizer (text/random_tokenizer.h): the family's specials follow the config's layout.
+  const auto family = c.k3_wrapper ? kimi::text::SpecialFamily::k3 : kimi::text::SpecialFamily::kimi_linear;
+  if (c.vocab_size >= kimi::text::kMinTokenizerVocab) {
+    kimi::text::write_random_tokenizer(opt.out, c.vocab_size, family);
+    fmt::print("tokenizer  tiktoken.model ({} base tokens) + tokenizer_config.json ({} specials)\n",
+               c.vocab_size - 256, c.k3_wrapper ? "K3" : "Kimi-Linear");
+  } else {
+    // A tokenizer of another vocabulary left from an earlier --force run would not match this model.
+    std::error_code ec;
+    for (const char* f : {"tiktoken.model", "tokenizer_config.json"})
+      std::filesystem::remove(std::filesystem::path(opt.out) / f, ec);
+    fmt::print("tokenizer  none: vocab_size {} leaves no room for the 256 byte tokens and 256 special tokens "
+               "(needs >= {})\n", c.vocab_size, kimi::text::kMinTokenizerVocab);
+  }
   return 0;
 }
 

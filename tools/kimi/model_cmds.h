@@ -39,6 +39,9 @@ int run_inspect(const std::string& dir, const std::string& device = "cpu");
 struct GenerateCmdOptions {
   std::string dir;
   std::vector<std::string> prompts;  // comma-separated token ids, one string per sequence
+  std::vector<std::string> texts;       // or prompts as text (encoded with DIR's tokenizer, no specials) ...
+  std::vector<std::string> text_files;  // ... or as files of text; not mixed with `prompts`
+  bool json = false;                    // one JSON object on stdout (the report goes to stderr)
   int64_t max_tokens = 16;           // in [1, context limit - longest prompt] (kimi/model/generate.h)
   float temperature = 0.f;
   int top_k = 0;

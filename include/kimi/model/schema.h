@@ -32,9 +32,19 @@ struct TensorSpec {
   std::vector<std::vector<int64_t>> alt_shapes;
 };
 
+// Where a dense (non-MoE) layer's MLP lives: `layers.{i}.mlp.` (the released checkpoints, random-model) or
+// `layers.{i}.block_sparse_moe.` (transformers 5's save_pretrained of Kimi-Linear: its conversion mapping renames
+// every `block_sparse_moe.` to `mlp.` at load and back at save, the dense layers' `mlp.` included;
+// docs/model/checkpoint-names.md). MoE layers are `block_sparse_moe.` in both.
+enum class DenseMlpName : uint8_t { mlp, block_sparse_moe };
+
 struct SchemaOptions {
   bool mxfp4_experts = false;  // routed experts stored as MXFP4 (K3 ships them so)
+  DenseMlpName dense_mlp = DenseMlpName::mlp;
 };
+
+// "mlp." or "block_sparse_moe.".
+const char* dense_mlp_prefix(DenseMlpName n);
 
 std::vector<TensorSpec> checkpoint_schema(const Config& c, const SchemaOptions& opt = {});
 std::string tensor_prefix(const Config& c);  // "model." or "language_model.model."
