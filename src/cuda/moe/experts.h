@@ -1,10 +1,14 @@
-// src/cuda/moe/experts.h: the routed experts of latent_moe on grouped rows (src/cuda/moe/group.cuh), the two
-// paths the launcher chooses between on the host from T * K / E alone (no counts on the host to choose):
-//   small rows (T * K <= kGroupedMaxRowsPerExpert * E, decode): experts_grouped, two launches for every expert
-//     (grouped.cuh), no host synchronisation, capturable in a CUDA graph when the experts are stacked;
-//   large rows (prefill): experts_gemm, the E + 1 offsets copied to the host (ONE stream sync), then per expert
-//     with rows cuBLAS GEMMs on operands of the activation dtype (bf16 x: one bf16 GEMM per projection).
-// Both write ye[r, :] = Expert_e(z[token_of_row[r], :]) (f32) for every grouped row r of every expert e.
+// src/cuda/moe/experts.h: the routed experts of latent_moe on grouped rows (src/cuda/moe/group.cuh), the paths
+// the launcher chooses between on the host from T, K and E alone (no counts on the host to choose):
+//   decode (T * K <= kGroupedMaxRowsPerExpert * E), two paths without host synchronisation, capturable in a CUDA
+//     graph when the experts are stacked; expert_path picks one by T (src/cuda/moe/options.h):
+//     touched (small T): experts_touched, two launches over the touched experts only (the device list of
+//       ExpertRows::active), the shared expert riding along when it can (touched.cuh);
+//     grouped: experts_grouped, two launches over every expert (grouped.cuh);
+//   prefill: experts_wgmma (bf16 x, dense bf16 experts: tensor cores, no host sync) or experts_gemm (the E + 1
+//     offsets copied to the host, ONE stream sync, then per expert with rows cuBLAS GEMMs on operands of the
+//     activation dtype).
+// All write ye[r, :] = Expert_e(z[token_of_row[r], :]) (f32) for every grouped row r of every expert e.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -12,16 +16,21 @@
 #include <cstdint>
 #include <span>
 
+#include "cuda/moe/options.h"
 #include "kimi/context.h"
 #include "kimi/ops/moe.h"
 
 namespace kimi::cuda {
 
-// Average routed rows per expert (T * K / E) at or below which latent_moe takes the grouped (decode) path.
+// Average routed rows per expert (T * K / E) at or below which latent_moe takes a decode path (touched or grouped).
 // NOTE: the grouped kernels do MT-row FFMA work per streamed weight; at ~16 rows per expert that work reaches
 // the H200's fp32 CUDA-core rate at its HBM rate, which is also linear's GEMV bound (kGemvMaxM): above it
 // tensor-core GEMMs win even with the host round trip. To be tuned from measurements (docs/ops/moe.md).
 inline constexpr int64_t kGroupedMaxRowsPerExpert = 16;
+
+// Experts up to which the touched path's one-block grouping (group.cuh group_kernel) keeps its E int32 counts plus
+// its static scan buffers within the default 48 KB of shared memory; larger E takes the grouped path.
+inline constexpr int64_t kGroupMaxExperts = 12000;
 
 // How the experts' weights reach the grouped kernels, decided on the host before anything is launched.
 struct ExpertLayout {
@@ -32,10 +41,11 @@ struct ExpertLayout {
 // whether each projection is stacked. Throws kimi::Error naming the expert and the field.
 ExpertLayout expert_layout(std::span<const MlpWeights> experts);
 
-enum class ExpertPath { grouped, wgmma, gemm };
+enum class ExpertPath { touched, grouped, wgmma, gemm };
 
-// The path latent_moe takes for T * K = slots routed rows over the experts, x of dtype x_dtype (the rule above).
-ExpertPath expert_path(int64_t slots, DType x_dtype, std::span<const MlpWeights> experts);
+// The path latent_moe takes for T tokens and T * K = slots routed rows over the experts, x of dtype x_dtype (the
+// rule above; the decode choice from this thread's expert_path_options()).
+ExpertPath expert_path(int64_t tokens, int64_t slots, DType x_dtype, std::span<const MlpWeights> experts);
 
 // The device grouping of the T*K slots (group.cuh).
 struct ExpertRows {
@@ -43,12 +53,28 @@ struct ExpertRows {
   const int32_t* token_of_row;  // [T*K]
   int64_t slots;                // T*K
   int64_t tokens;               // T (bounds the rows of one expert: a token routes to distinct experts)
+  const int32_t* active = nullptr;    // [min(E, T*K)] touched experts ascending (group_kernel; the touched path)
+  const int32_t* n_active = nullptr;  // [1] the number of touched experts (with active)
 };
 
 // z f32 [T, dl] (rows dl apart) -> ye f32 [T*K, dl] in grouped order. Uploads per-call pointer tables when the
 // layout is not stacked (refused under graph capture by the launcher before any work).
 void experts_grouped(const float* z, int64_t dl, std::span<const MlpWeights> experts, const ExpertLayout& layout,
                      const ExpertRows& rows, const GluParams& act, float* ye, cudaStream_t s);
+
+// Tokens up to which experts_touched may run the shared expert in its own launches.
+inline constexpr int64_t kTouchedMaxSharedTokens = 8;
+
+// Whether experts_touched can take `shared` along (T <= kTouchedMaxSharedTokens, the shared projections of the
+// routed experts' shapes and formats). The caller also needs z to be the shared expert's input (no latent).
+bool touched_takes_shared(std::span<const MlpWeights> experts, const MlpWeights& shared, int64_t tokens);
+
+// The same result over the touched experts only (rows.active and rows.n_active set, by group_kernel); with
+// `shared` (touched_takes_shared) also ye[T*K + t] = Shared(z[t]) for t < T (ye then holds T*K + T rows).
+// Uploads per-call pointer tables when the layout is not stacked (refused under capture by the launcher).
+void experts_touched(const float* z, int64_t dl, std::span<const MlpWeights> experts, const ExpertLayout& layout,
+                     const ExpertRows& rows, const GluParams& act, const MlpWeights* shared, float* ye,
+                     cudaStream_t s);
 
 // The same result on tensor cores (grouped_gemm.cuh): zg bf16 [T*K, dl] (grouped order) -> H bf16 [T*K, I] ->
 // ye. For the shapes expert_path sends here; uploads per-call pointer tables when the layout is not stacked.

@@ -1,0 +1,53 @@
+// src/cuda/moe/options.h: the options of expert_path (src/cuda/moe/experts.h), the rule that picks how
+// latent_moe runs its routed experts. Product code sets none: the defaults are the rule. Tests and benchmarks
+// force one decode path on their thread with ScopedExpertPathOptions and read back, in ExpertPathRecord, what
+// ran. Host code built in every build (options.cpp).
+#pragma once
+
+#include <cstdint>
+
+namespace kimi::cuda {
+
+// The two decode paths (T * top_k <= kGroupedMaxRowsPerExpert * E, experts.h):
+//   touched: ONE grouping launch that also lists the touched experts; the two expert launches have one grid row
+//            per touched expert (none for the untouched ones), several loads in flight per lane, and the shared
+//            expert in the same two launches when it can ride along (no latent, the experts' shapes and format);
+//   grouped: four grouping launches; the two expert launches have one grid row per expert (a row of an expert
+//            without tokens exits at once); the shared expert runs after them (cuda::mlp).
+// automatic: touched when T <= touched_max_tokens (and E <= kGroupMaxExperts, group.cuh), else grouped.
+// A forced path applies to decode shapes only (prefill keeps its own rule); a forced `touched` with
+// E > kGroupMaxExperts (the one-block grouping's bound) runs `grouped`.
+enum class DecodeExpertPath { automatic, touched, grouped };
+
+// latent_moe calls counted per expert path since the record was reset.
+struct ExpertPathRecord {
+  int64_t touched = 0, grouped = 0, wgmma = 0, gemm = 0;
+};
+
+struct ExpertPathOptions {
+  DecodeExpertPath decode = DecodeExpertPath::automatic;
+  // Tokens T up to which the automatic rule takes the touched path. On the H200 (graph replay, per layer) the
+  // touched path won at T = 1 and lost from T = 8 on both Kimi-Linear (E 256, K 8) and K3 (E 896, K 16);
+  // kimi_bench_moe prints both paths at T = 1 .. 128 and which one this rule picks (docs/ops/moe.md).
+  int64_t touched_max_tokens = 4;
+  ExpertPathRecord* record = nullptr;  // where latent_moe counts the path it ran, or null
+};
+
+// While an object of this class lives, latent_moe on this thread uses these options (the innermost object
+// wins). Not a process-wide setting: other threads keep the defaults.
+class ScopedExpertPathOptions {
+ public:
+  explicit ScopedExpertPathOptions(const ExpertPathOptions& options);
+  ~ScopedExpertPathOptions();
+  ScopedExpertPathOptions(const ScopedExpertPathOptions&) = delete;
+  ScopedExpertPathOptions& operator=(const ScopedExpertPathOptions&) = delete;
+
+ private:
+  ExpertPathOptions options_;
+  const ExpertPathOptions* outer_;
+};
+
+// This thread's innermost ScopedExpertPathOptions, else the defaults.
+const ExpertPathOptions& expert_path_options();
+
+}  // namespace kimi::cuda
