@@ -1,10 +1,16 @@
 // GPU benchmark: kimi::latent_moe (kimi/ops/moe.h) at real widths, through the public API on CUDA tensors, CUDA
 // events, median of 20 timed calls after 3 warm-ups (bench_util.h median_ms), on a non-default stream.
 //   Kimi-Linear-48B MoE layer: d 2304, 256 experts top-8 (scaling 2.446), I 1024, 1 shared expert, SiLU, bf16
-//     experts, no latent; T = 1, 8, 32, 128 (the grouped decode path) and 2048, 8192 (the tensor-core prefill
-//     path, also as a replayed CUDA graph).
+//     experts, no latent; decode T = 1, 2, 4, 8, 16, 32, 64, 128 and 2048, 8192 (the tensor-core prefill path,
+//     also as a replayed CUDA graph).
 //   K3 latent MoE layer: d 7168, latent 3584 + RMSNorm, 896 experts top-16, I 3072, MXFP4 experts, 2 shared
-//     (6144), SiTU; T = 1, 8, 32 (decode) and 1024, 4096 (prefill: MXFP4 experts take the cuBLAS path).
+//     (6144), SiTU; decode T = 1 .. 128 as above and 1024, 4096 (prefill: MXFP4 experts take the cuBLAS path).
+// Decode rows run the layer once per decode path, forced with ScopedExpertPathOptions (src/cuda/moe/options.h:
+// `touched`, the grid over the touched experts with the shared expert fused where it can be; `grouped`, the grid
+// over every expert), each captured in a CUDA graph and replayed: ms per layer, and GB/s and % of the copy rate
+// on the touched experts' bytes (the routed experts' floor; the router, latent and shared weights come on top),
+// then the path the default rule picks (touched at T <= touched_max_tokens) and the faster one, so the rule's
+// threshold can be read off one run. `kimi_bench_moe decode` prints the decode rows only.
 // Then the routed experts alone (kimi::cuda::experts_wgmma against experts_gemm, the per-expert cuBLAS loop, on
 // the same grouped rows: uniform random top-k routing, bf16 z and bf16 experts) at Kimi-Linear's shapes (T = 2048,
 // 8192) and K3's latent shapes with bf16 experts (T = 1024, 4096): time, TFLOP/s and the ratio.
@@ -21,10 +27,12 @@
 #include <memory>
 #include <random>
 #include <set>
+#include <string>
 #include <vector>
 
 #include "bench_util.h"
 #include "cuda/moe/experts.h"
+#include "cuda/moe/options.h"
 #include "kimi/device.h"
 #include "kimi/ops/moe.h"
 
@@ -114,6 +122,68 @@ struct Layer {
   }
 };
 
+// The decode rows: the same call (same x, same routing) once per decode path, forced, each as a replayed graph.
+void run_decode(const LayerShape& s, const Layer& L, int64_t t, std::mt19937& rng) {
+  using kimi::cuda::DecodeExpertPath;
+  const kimi::Device dev = kimi::Device::cuda(0);
+  DevBuf x(size_t(t * s.d) * 2, kimi::bench::random_bf16(size_t(t * s.d), rng, -1, 1));
+  DevBuf out(size_t(t * s.d) * 2, {}), ids(size_t(t * s.k) * 4, {}), wts(size_t(t * s.k) * 4, {});
+  const TensorView xv(x.p, DType::bf16, {t, s.d}, dev), ov(out.p, DType::bf16, {t, s.d}, dev);
+  const TensorView iv(ids.p, DType::i32, {t, s.k}, dev), wv(wts.p, DType::f32, {t, s.k}, dev);
+  cudaStream_t st;
+  CK(cudaStreamCreate(&st));
+  kimi::Context ctx;
+  ctx.cuda_stream = st;
+  kimi::GluParams act;
+  act.act = s.situ ? kimi::GluAct::situ : kimi::GluAct::silu;
+  const kimi::RouterParams router{int(s.k), true, s.scaling};
+  const auto call = [&] { kimi::latent_moe(xv, L.w, router, act, 1e-5f, ov, iv, wv, ctx); };
+
+  double ms[2] = {0, 0};
+  const DecodeExpertPath paths[2] = {DecodeExpertPath::touched, DecodeExpertPath::grouped};
+  for (int i = 0; i < 2; ++i) {
+    kimi::cuda::ExpertPathRecord rec;
+    const kimi::cuda::ScopedExpertPathOptions scope(kimi::cuda::ExpertPathOptions{.decode = paths[i], .record = &rec});
+    call();  // warms up outside the capture
+    CK(cudaStreamSynchronize(st));
+    const int64_t ran = i == 0 ? rec.touched : rec.grouped;
+    if (ran != 1) {
+      std::printf("decode %-11s T=%-4lld: the forced %s path did not run (E > kGroupMaxExperts?)\n", s.name,
+                  (long long)t, i == 0 ? "touched" : "grouped");
+      CK(cudaStreamDestroy(st));
+      return;
+    }
+    cudaGraph_t g;
+    cudaGraphExec_t ge;
+    CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
+    call();
+    CK(cudaStreamEndCapture(st, &g));
+    CK(cudaGraphInstantiate(&ge, g, 0));
+    ms[i] = kimi::bench::median_ms([&] { CK(cudaGraphLaunch(ge, st)); }, 3, 20, st);
+    cudaGraphExecDestroy(ge);
+    cudaGraphDestroy(g);
+  }
+
+  std::vector<int32_t> h(size_t(t * s.k));
+  CK(cudaMemcpy(h.data(), ids.p, h.size() * 4, cudaMemcpyDeviceToHost));
+  const size_t touched = std::set<int32_t>(h.begin(), h.end()).size();
+  const double bytes = double(touched) * L.expert_bytes;  // the touched experts' weights
+  const kimi::cuda::ExpertPath rule = kimi::cuda::expert_path(t, t * s.k, DType::bf16, L.w.experts);
+  const char* rule_name = rule == kimi::cuda::ExpertPath::touched   ? "touched"
+                          : rule == kimi::cuda::ExpertPath::grouped ? "grouped"
+                                                                    : "prefill";
+  const auto rate = [&](double m) { return bytes / (m * 1e-3); };
+  std::printf("decode %-11s T=%-4lld E=%lld K=%lld  %4zu experts %6.3f GB (%5.2f rows each) | touched %7.3f ms "
+              "%6.0f GB/s (%3.0f%% of copy) | grouped %7.3f ms %6.0f GB/s (%3.0f%% of copy) | rule: %s, faster: %s "
+              "(grouped/touched x%.2f)\n",
+              s.name, (long long)t, (long long)s.e, (long long)s.k, touched, bytes / 1e9,
+              double(t * s.k) / double(touched), ms[0], rate(ms[0]) / 1e9,
+              100.0 * rate(ms[0]) / kimi::bench::kCopyBytesPerS, ms[1], rate(ms[1]) / 1e9,
+              100.0 * rate(ms[1]) / kimi::bench::kCopyBytesPerS, rule_name, ms[0] <= ms[1] ? "touched" : "grouped",
+              ms[1] / ms[0]);
+  CK(cudaStreamDestroy(st));
+}
+
 void run(const LayerShape& s, const Layer& L, int64_t t, std::mt19937& rng) {
   const kimi::Device dev = kimi::Device::cuda(0);
   DevBuf x(size_t(t * s.d) * 2, kimi::bench::random_bf16(size_t(t * s.d), rng, -1, 1));
@@ -134,9 +204,9 @@ void run(const LayerShape& s, const Layer& L, int64_t t, std::mt19937& rng) {
   CK(cudaMemcpy(h.data(), ids.p, h.size() * 4, cudaMemcpyDeviceToHost));
   const size_t touched = std::set<int32_t>(h.begin(), h.end()).size();
   const double bytes = L.fixed_bytes + double(touched) * L.expert_bytes;
-  const bool decode = t * s.k <= 16 * s.e;  // the grouped path (src/cuda/moe/experts.h)
+  const bool decode = t * s.k <= kimi::cuda::kGroupedMaxRowsPerExpert * s.e;  // a decode path (experts.h)
   // the paths that capture (no host sync): grouped and the tensor-core prefill path
-  const bool capturable = kimi::cuda::expert_path(t * s.k, DType::bf16, L.w.experts) != kimi::cuda::ExpertPath::gemm;
+  const bool capturable = kimi::cuda::expert_path(t, t * s.k, DType::bf16, L.w.experts) != kimi::cuda::ExpertPath::gemm;
 
   const int64_t dl = s.latent ? s.latent : s.d;
   const double flops = 2.0 * double(t * s.k) * 3.0 * double(s.inter) * double(dl);
@@ -217,24 +287,34 @@ void run_experts(const LayerShape& s, const Layer& L, int64_t t, std::mt19937& r
 
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
   if (kimi::cuda_device_count() == 0) {
     std::printf("bench_moe: no CUDA device\n");
     return 0;
   }
+  const bool decode_only = argc > 1 && std::string(argv[1]) == "decode";
+  const std::vector<int64_t> decode_t = {1, 2, 4, 8, 16, 32, 64, 128};
+  std::printf("decode rows: ms per layer (graph replay); GB/s on the touched experts' bytes, against the copy rate "
+              "%.2f TB/s; default rule: touched at T <= %lld\n",
+              kimi::bench::kCopyBytesPerS / 1e12, (long long)kimi::cuda::expert_path_options().touched_max_tokens);
   std::mt19937 rng(7);
   {
     const LayerShape s{"kimi-linear", 2304, 0, 256, 8, 1024, 1024, false, false, 2.446f};
     const Layer L(s, rng);
-    for (int64_t t : {1, 8, 32, 128, 2048, 8192}) run(s, L, t, rng);
-    for (int64_t t : {2048, 8192}) run_experts(s, L, t, rng);
+    for (int64_t t : decode_t) run_decode(s, L, t, rng);
+    if (!decode_only) {
+      for (int64_t t : {2048, 8192}) run(s, L, t, rng);
+      for (int64_t t : {2048, 8192}) run_experts(s, L, t, rng);
+    }
   }
   {
     const LayerShape s{"k3", 7168, 3584, 896, 16, 3072, 6144, true, true, 1.f};
     const Layer L(s, rng);
-    for (int64_t t : {1, 8, 32, 1024, 4096}) run(s, L, t, rng);
+    for (int64_t t : decode_t) run_decode(s, L, t, rng);
+    if (!decode_only)
+      for (int64_t t : {1024, 4096}) run(s, L, t, rng);
   }
-  {
+  if (!decode_only) {
     const LayerShape s{"k3-bf16", 7168, 3584, 896, 16, 3072, 64, false, true, 1.f};  // 59 GB of bf16 experts
     const Layer L(s, rng);
     for (int64_t t : {1024, 4096}) run_experts(s, L, t, rng);
