@@ -114,20 +114,23 @@ TEST(CudaMoe, ExpertPathDecodeRuleFollowsItsOptions) {
   const auto path = [&](int64_t t, int64_t k, const std::vector<MlpWeights>& ex) {
     return cuda::expert_path(t, t * k, DType::bf16, ex);
   };
-  EXPECT_EQ(cuda::expert_path_options().touched_max_tokens, 4);
-  for (int64_t t : {1, 2, 3, 4}) EXPECT_EQ(path(t, 8, kl), ExpertPath::touched) << "T=" << t;
-  for (int64_t t : {5, 8, 32, 128, 512}) EXPECT_EQ(path(t, 8, kl), ExpertPath::grouped) << "T=" << t;
-  EXPECT_EQ(path(513, 8, kl), ExpertPath::wgmma);                  // 16.03 rows per expert: prefill
-  EXPECT_EQ(path(1, 8, big), ExpertPath::grouped);                 // past the one-block grouping
+  const int64_t n = cuda::expert_path_options().touched_max_tokens;  // the default threshold
+  ASSERT_GE(n, 1);
+  ASSERT_LT(n, 64);
+  for (int64_t t = 1; t <= n; ++t) EXPECT_EQ(path(t, 8, kl), ExpertPath::touched) << "T=" << t;
+  for (int64_t t : {n + 1, 2 * n + 1, int64_t(128), int64_t(512)})
+    EXPECT_EQ(path(t, 8, kl), ExpertPath::grouped) << "T=" << t;
+  EXPECT_EQ(path(513, 8, kl), ExpertPath::wgmma);  // 16.03 rows per expert: prefill
+  EXPECT_EQ(path(1, 8, big), ExpertPath::grouped);  // past the one-block grouping
   {
-    const cuda::ScopedExpertPathOptions o(cuda::ExpertPathOptions{.touched_max_tokens = 8});
-    EXPECT_EQ(path(8, 8, kl), ExpertPath::touched);
-    EXPECT_EQ(path(9, 8, kl), ExpertPath::grouped);
+    const cuda::ScopedExpertPathOptions o(cuda::ExpertPathOptions{.touched_max_tokens = 2 * n});
+    EXPECT_EQ(path(2 * n, 8, kl), ExpertPath::touched);
+    EXPECT_EQ(path(2 * n + 1, 8, kl), ExpertPath::grouped);
     {
       const cuda::ScopedExpertPathOptions inner(cuda::ExpertPathOptions{.decode = DecodeExpertPath::grouped});
       EXPECT_EQ(path(1, 8, kl), ExpertPath::grouped);
     }
-    EXPECT_EQ(path(8, 8, kl), ExpertPath::touched);  // the outer options again
+    EXPECT_EQ(path(2 * n, 8, kl), ExpertPath::touched);  // the outer options again
   }
   {
     const cuda::ScopedExpertPathOptions o(cuda::ExpertPathOptions{.decode = DecodeExpertPath::touched});
@@ -135,7 +138,7 @@ TEST(CudaMoe, ExpertPathDecodeRuleFollowsItsOptions) {
     EXPECT_EQ(path(513, 8, kl), ExpertPath::wgmma);  // prefill keeps its rule
     EXPECT_EQ(path(1, 8, big), ExpertPath::grouped);
   }
-  EXPECT_EQ(path(8, 8, kl), ExpertPath::grouped);  // the defaults once every scope has ended
+  EXPECT_EQ(path(2 * n, 8, kl), ExpertPath::grouped);  // the defaults once every scope has ended
 }
 
 // A tiny non-latent MoE: E experts of [inter[e], d] / [inter[e], d] / [d, inter[e]] bf16.
