@@ -10,7 +10,10 @@
 // over every expert), each captured in a CUDA graph and replayed: ms per layer, and GB/s and % of the copy rate
 // on the touched experts' bytes (the routed experts' floor; the router, latent and shared weights come on top),
 // then the path the default rule picks (touched at T <= touched_max_tokens) and the faster one, so the rule's
-// threshold can be read off one run. `kimi_bench_moe decode` prints the decode rows only.
+// threshold can be read off one run; a second line times the routed experts' two launches alone per path
+// (kimi::cuda::experts_touched / experts_grouped on the row's routing, grouped on the host, no shared expert),
+// separating the expert kernels from the grouping, shared expert and launches around them.
+// `kimi_bench_moe decode` prints the decode rows only.
 // Then the routed experts alone (kimi::cuda::experts_wgmma against experts_gemm, the per-expert cuBLAS loop, on
 // the same grouped rows: uniform random top-k routing, bf16 z and bf16 experts) at Kimi-Linear's shapes (T = 2048,
 // 8192) and K3's latent shapes with bf16 experts (T = 1024, 4096): time, TFLOP/s and the ratio.
@@ -27,6 +30,7 @@
 #include <memory>
 #include <random>
 #include <set>
+#include <utility>
 #include <string>
 #include <vector>
 
@@ -122,6 +126,67 @@ struct Layer {
   }
 };
 
+// Median ms of one replay of a CUDA graph of fn() captured on st.
+template <class F>
+double graph_ms(F&& fn, cudaStream_t st) {
+  cudaGraph_t g;
+  cudaGraphExec_t ge;
+  CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
+  fn();
+  CK(cudaStreamEndCapture(st, &g));
+  CK(cudaGraphInstantiate(&ge, g, 0));
+  const double ms = kimi::bench::median_ms([&] { CK(cudaGraphLaunch(ge, st)); }, 3, 20, st);
+  cudaGraphExecDestroy(ge);
+  cudaGraphDestroy(g);
+  return ms;
+}
+
+// The routed experts' two launches alone on routing ids (slot order) of a decode row, per path: the grouping of
+// group.cuh done on the host (offsets, token_of_row, the touched experts ascending) and uploaded, a random f32 z,
+// no shared expert; each timed as a replayed graph. Returns {touched, grouped} ms.
+std::pair<double, double> experts_alone(const LayerShape& s, const Layer& L, int64_t t, const std::vector<int32_t>& ids,
+                                        cudaStream_t st, std::mt19937& rng) {
+  const int64_t dl = s.latent ? s.latent : s.d, slots = t * s.k;
+  std::vector<int32_t> off(size_t(s.e) + 1, 0), tor(static_cast<size_t>(slots)), act;
+  for (const int32_t id : ids) ++off[size_t(id) + 1];
+  for (int64_t e = 0; e < s.e; ++e) {
+    if (off[size_t(e) + 1] > 0) act.push_back(int32_t(e));
+    off[size_t(e) + 1] += off[size_t(e)];
+  }
+  std::vector<int32_t> cur(off.begin(), off.end() - 1);
+  for (int64_t i = 0; i < slots; ++i) tor[size_t(cur[size_t(ids[size_t(i)])]++)] = int32_t(i / s.k);
+  const size_t touched = act.size();
+  act.resize(size_t(std::min(s.e, slots)), 0);
+  act.push_back(int32_t(touched));  // n_active after the list
+  const auto bytes_of = [](const std::vector<int32_t>& v) {
+    return std::vector<uint8_t>(reinterpret_cast<const uint8_t*>(v.data()),
+                                reinterpret_cast<const uint8_t*>(v.data() + v.size()));
+  };
+  DevBuf d_off(off.size() * 4, bytes_of(off)), d_tor(tor.size() * 4, bytes_of(tor));
+  DevBuf d_act(act.size() * 4, bytes_of(act));
+  DevBuf z(size_t(t * dl) * 4, kimi::bench::random_f32(size_t(t * dl), rng, -1, 1));
+  DevBuf ye(size_t(slots * dl) * 4, {});
+  kimi::cuda::ExpertRows rows{static_cast<const int32_t*>(d_off.p), static_cast<const int32_t*>(d_tor.p), slots, t};
+  const kimi::cuda::ExpertLayout layout = kimi::cuda::expert_layout(L.w.experts);
+  kimi::GluParams act_p;
+  act_p.act = s.situ ? kimi::GluAct::situ : kimi::GluAct::silu;
+  const double grouped = graph_ms(
+      [&] {
+        kimi::cuda::experts_grouped(static_cast<const float*>(z.p), dl, L.w.experts, layout, rows, act_p,
+                                    static_cast<float*>(ye.p), st);
+      },
+      st);
+  rows.active = static_cast<const int32_t*>(d_act.p);
+  rows.n_active = rows.active + (act.size() - 1);
+  const double touched_ms = graph_ms(
+      [&] {
+        kimi::cuda::experts_touched(static_cast<const float*>(z.p), dl, L.w.experts, layout, rows, act_p, nullptr,
+                                    static_cast<float*>(ye.p), st);
+      },
+      st);
+  return {touched_ms, grouped};
+}
+
 // The decode rows: the same call (same x, same routing) once per decode path, forced, each as a replayed graph.
 void run_decode(const LayerShape& s, const Layer& L, int64_t t, std::mt19937& rng) {
   using kimi::cuda::DecodeExpertPath;
@@ -153,15 +218,7 @@ void run_decode(const LayerShape& s, const Layer& L, int64_t t, std::mt19937& rn
       CK(cudaStreamDestroy(st));
       return;
     }
-    cudaGraph_t g;
-    cudaGraphExec_t ge;
-    CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
-    call();
-    CK(cudaStreamEndCapture(st, &g));
-    CK(cudaGraphInstantiate(&ge, g, 0));
-    ms[i] = kimi::bench::median_ms([&] { CK(cudaGraphLaunch(ge, st)); }, 3, 20, st);
-    cudaGraphExecDestroy(ge);
-    cudaGraphDestroy(g);
+    ms[i] = graph_ms(call, st);
   }
 
   std::vector<int32_t> h(size_t(t * s.k));
@@ -181,6 +238,11 @@ void run_decode(const LayerShape& s, const Layer& L, int64_t t, std::mt19937& rn
               100.0 * rate(ms[0]) / kimi::bench::kCopyBytesPerS, ms[1], rate(ms[1]) / 1e9,
               100.0 * rate(ms[1]) / kimi::bench::kCopyBytesPerS, rule_name, ms[0] <= ms[1] ? "touched" : "grouped",
               ms[1] / ms[0]);
+  const auto [et, eg] = experts_alone(s, L, t, h, st, rng);
+  std::printf("       routed experts alone (2 launches, no shared): touched %7.3f ms %6.0f GB/s (%3.0f%% of copy) | "
+              "grouped %7.3f ms %6.0f GB/s (%3.0f%% of copy)\n",
+              et, rate(et) / 1e9, 100.0 * rate(et) / kimi::bench::kCopyBytesPerS, eg, rate(eg) / 1e9,
+              100.0 * rate(eg) / kimi::bench::kCopyBytesPerS);
   CK(cudaStreamDestroy(st));
 }
 
