@@ -285,6 +285,10 @@ void experts_touched(const float* z, int64_t dl, std::span<const MlpWeights> exp
   // T rows after the routed ones (in h and ye). grid.y <= kGroupMaxExperts + kTouchedMaxSharedTokens.
   const int64_t routed_rows = std::min(e_count, rows.slots);
   const int64_t blocks_y = routed_rows + (shared ? (rows.tokens + mt - 1) / mt : 0);
+  if (!rows.active || !rows.n_active || blocks_y > kMaxExperts)  // latent_moe passes group_kernel's list, E <= 12000
+    throw Error("latent_moe: the touched-expert path needs the device list of touched experts and at most " +
+                std::to_string(kMaxExperts) + " grid rows, got " + std::to_string(blocks_y) +
+                (rows.active ? "" : " and no list"));
   const int64_t h_rows = rows.slots + (shared ? rows.tokens : 0);
   Scratch h(size_t(h_rows * inter) * sizeof(float), s);  // [T*K (+ T), I] grouped
   const auto with_shared = [&](TouchedArgs& a, int p0, int np, int64_t src0) {
