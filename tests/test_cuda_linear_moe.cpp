@@ -18,6 +18,7 @@
 #include <cstring>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "expect_error.h"
@@ -328,13 +329,14 @@ struct RefShape {
   bool one_expert;  // K = 1 and expert 3's bias raised by 2: every token on one expert, every other expert empty
 };
 
-// Both decode paths (T * K <= 16 E; each forced with ScopedExpertPathOptions, the record saying it ran) against
-// the CPU backend on the same weights: routing ids equal, routing weights and outputs within the f32 (1e-5) /
-// bf16 (5e-3) relative RMS of the harness; and a CUDA graph of the call replays bit-identically to the eager
-// call. The router sees decisive scores: its weight reads column e of x for expert e (4 x[t, e]), the first E
-// columns of each token hold a permutation of an evenly spaced grid (scores >= 1e-3 apart) and the bias is 0, so
-// CPU and CUDA pick the same experts, with ragged counts (random permutations) and experts without tokens
-// (every shape with T * K < E, and the one-expert shapes). The bf16-expert shapes without a latent fuse the
+// Both decode paths (T * K <= 16 E; each forced with ScopedExpertPathOptions, the touched one with each register
+// tile and the automatic choice, the record saying what ran) against the CPU backend on the same weights:
+// routing ids equal, routing weights and outputs within the f32 (1e-5) / bf16 (5e-3) relative RMS of the
+// harness; and a CUDA graph of the call replays bit-identically to the eager call. The router sees decisive
+// scores: its weight reads column e of x for expert e (4 x[t, e]), the first E columns of each token hold a
+// permutation of an evenly spaced grid (scores >= 1e-3 apart) and the bias is 0, so CPU and CUDA pick the same
+// experts, with ragged counts (random permutations) and experts without tokens (every shape with T * K < E, and
+// the one-expert shapes). The bf16-expert shapes without a latent fuse the
 // shared expert (the experts' width) into the touched path's launches at T <= 8: ceil(T / MT) grid rows of it.
 TEST(CudaMoe, BothDecodePathsMatchTheCpuReferenceAndReplayBitIdentically) {
   SKIP_WITHOUT_GPU();
@@ -406,16 +408,29 @@ TEST(CudaMoe, BothDecodePathsMatchTheCpuReferenceAndReplayBitIdentically) {
     act.act = c.situ ? GluAct::situ : GluAct::silu;
     latent_moe(xh, hw, RouterParams{int(c.k), true, 2.446f}, act, 1e-5f, ho, hi, hwt);
 
-    for (const cuda::DecodeExpertPath p : {cuda::DecodeExpertPath::touched, cuda::DecodeExpertPath::grouped}) {
-      const bool touched = p == cuda::DecodeExpertPath::touched;
-      SCOPED_TRACE(touched ? "touched path" : "grouped path");
+    using cuda::DecodeExpertPath;
+    using cuda::TouchedTile;
+    const std::vector<std::pair<DecodeExpertPath, TouchedTile>> runs = {
+        {DecodeExpertPath::touched, TouchedTile::in_flight},
+        {DecodeExpertPath::touched, TouchedTile::streaming},
+        {DecodeExpertPath::touched, TouchedTile::automatic},  // in flight at T = 1, streaming above
+        {DecodeExpertPath::grouped, TouchedTile::automatic}};
+    for (const auto& [p, tile] : runs) {
+      const bool touched = p == DecodeExpertPath::touched;
+      const bool streaming = tile == TouchedTile::streaming || (tile == TouchedTile::automatic && c.t > 1);
+      SCOPED_TRACE(!touched     ? "grouped path"
+                   : streaming ? "touched path, streaming tile"
+                               : "touched path, in-flight tile");
       cuda::ExpertPathRecord rec;
-      const cuda::ScopedExpertPathOptions scope(cuda::ExpertPathOptions{.decode = p, .record = &rec});
+      const cuda::ScopedExpertPathOptions scope(
+          cuda::ExpertPathOptions{.decode = p, .touched_tile = tile, .record = &rec});
       const MoeRun run(c.t, d, c.k, c.dt);
       run(x, m.w, c.k, c.situ, ctx);
       ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
       EXPECT_EQ(rec.touched, touched ? 1 : 0);
       EXPECT_EQ(rec.grouped, touched ? 0 : 1);
+      EXPECT_EQ(rec.touched_streaming, touched && streaming ? 1 : 0);
+      EXPECT_EQ(rec.touched_in_flight, touched && !streaming ? 1 : 0);
       const MoeOut eager = run.bytes();
       EXPECT_EQ(bytes_of(hi), eager.ids) << "routing ids";
       if (c.one_expert) {

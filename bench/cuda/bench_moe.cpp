@@ -10,9 +10,10 @@
 // over every expert), each captured in a CUDA graph and replayed: ms per layer, and GB/s and % of the copy rate
 // on the touched experts' bytes (the routed experts' floor; the router, latent and shared weights come on top),
 // then the path the default rule picks (touched at T <= touched_max_tokens) and the faster one, so the rule's
-// threshold can be read off one run; a second line times the routed experts' two launches alone per path
-// (kimi::cuda::experts_touched / experts_grouped on the row's routing, grouped on the host, no shared expert),
-// separating the expert kernels from the grouping, shared expert and launches around them.
+// threshold can be read off one run (the touched path with its default register tile: in flight at T = 1,
+// streaming above); a second line times the routed experts' two launches alone per path and tile
+// (kimi::cuda::experts_touched with each TouchedTile, experts_grouped; on the row's routing, grouped on the host,
+// no shared expert), separating the expert kernels from the grouping, shared expert and launches around them.
 // `kimi_bench_moe decode` prints the decode rows only.
 // Then the routed experts alone (kimi::cuda::experts_wgmma against experts_gemm, the per-expert cuBLAS loop, on
 // the same grouped rows: uniform random top-k routing, bf16 z and bf16 experts) at Kimi-Linear's shapes (T = 2048,
@@ -25,12 +26,12 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdio>
 #include <memory>
 #include <random>
 #include <set>
-#include <utility>
 #include <string>
 #include <vector>
 
@@ -143,9 +144,10 @@ double graph_ms(F&& fn, cudaStream_t st) {
 
 // The routed experts' two launches alone on routing ids (slot order) of a decode row, per path: the grouping of
 // group.cuh done on the host (offsets, token_of_row, the touched experts ascending) and uploaded, a random f32 z,
-// no shared expert; each timed as a replayed graph. Returns {touched, grouped} ms.
-std::pair<double, double> experts_alone(const LayerShape& s, const Layer& L, int64_t t, const std::vector<int32_t>& ids,
-                                        cudaStream_t st, std::mt19937& rng) {
+// no shared expert; each timed as a replayed graph. Returns {touched in-flight tile, touched streaming tile,
+// grouped} ms.
+std::array<double, 3> experts_alone(const LayerShape& s, const Layer& L, int64_t t, const std::vector<int32_t>& ids,
+                                    cudaStream_t st, std::mt19937& rng) {
   const int64_t dl = s.latent ? s.latent : s.d, slots = t * s.k;
   std::vector<int32_t> off(size_t(s.e) + 1, 0), tor(static_cast<size_t>(slots)), act;
   for (const int32_t id : ids) ++off[size_t(id) + 1];
@@ -178,13 +180,16 @@ std::pair<double, double> experts_alone(const LayerShape& s, const Layer& L, int
       st);
   rows.active = static_cast<const int32_t*>(d_act.p);
   rows.n_active = rows.active + (act.size() - 1);
-  const double touched_ms = graph_ms(
-      [&] {
-        kimi::cuda::experts_touched(static_cast<const float*>(z.p), dl, L.w.experts, layout, rows, act_p, nullptr,
-                                    static_cast<float*>(ye.p), st);
-      },
-      st);
-  return {touched_ms, grouped};
+  const auto touched_ms = [&](kimi::cuda::TouchedTile tile) {
+    const kimi::cuda::ScopedExpertPathOptions scope(kimi::cuda::ExpertPathOptions{.touched_tile = tile});
+    return graph_ms(
+        [&] {
+          kimi::cuda::experts_touched(static_cast<const float*>(z.p), dl, L.w.experts, layout, rows, act_p, nullptr,
+                                      static_cast<float*>(ye.p), st);
+        },
+        st);
+  };
+  return {touched_ms(kimi::cuda::TouchedTile::in_flight), touched_ms(kimi::cuda::TouchedTile::streaming), grouped};
 }
 
 // The decode rows: the same call (same x, same routing) once per decode path, forced, each as a replayed graph.
@@ -238,11 +243,11 @@ void run_decode(const LayerShape& s, const Layer& L, int64_t t, std::mt19937& rn
               100.0 * rate(ms[0]) / kimi::bench::kCopyBytesPerS, ms[1], rate(ms[1]) / 1e9,
               100.0 * rate(ms[1]) / kimi::bench::kCopyBytesPerS, rule_name, ms[0] <= ms[1] ? "touched" : "grouped",
               ms[1] / ms[0]);
-  const auto [et, eg] = experts_alone(s, L, t, h, st, rng);
-  std::printf("       routed experts alone (2 launches, no shared): touched %7.3f ms %6.0f GB/s (%3.0f%% of copy) | "
-              "grouped %7.3f ms %6.0f GB/s (%3.0f%% of copy)\n",
-              et, rate(et) / 1e9, 100.0 * rate(et) / kimi::bench::kCopyBytesPerS, eg, rate(eg) / 1e9,
-              100.0 * rate(eg) / kimi::bench::kCopyBytesPerS);
+  const std::array<double, 3> e = experts_alone(s, L, t, h, st, rng);
+  const auto pct = [&](double m) { return 100.0 * rate(m) / kimi::bench::kCopyBytesPerS; };
+  std::printf("       routed experts alone (2 launches, no shared): touched in-flight tile %7.3f ms (%3.0f%% of copy) "
+              "| touched streaming tile %7.3f ms (%3.0f%%) | grouped %7.3f ms (%3.0f%%)\n",
+              e[0], pct(e[0]), e[1], pct(e[1]), e[2], pct(e[2]));
   CK(cudaStreamDestroy(st));
 }
 

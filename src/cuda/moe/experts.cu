@@ -3,7 +3,8 @@
 //   touched: h = glu(z W1_e^T, z W3_e^T) for every grouped row (one launch, touched.cuh, P = 2), ye = h W2_e^T
 //            (one launch, P = 1); h f32 [T*K (+ T), I] scratch. The grids cover the touched experts only (the
 //            list group_kernel wrote, ExpertRows::active); a shared expert of the experts' shapes and format
-//            rides in the same two launches (rows T*K .. T*K + T of h and ye).
+//            rides in the same two launches (rows T*K .. T*K + T of h and ye). Two register tiles (in flight,
+//            streaming: launch_touched_mt), chosen by ExpertPathOptions::touched_tile.
 //   grouped: the same two launches (grouped.cuh) with one grid row per expert; h f32 [T*K, I] scratch.
 //            Both decode paths take each expert's weight pointers from base + e * stride when the experts are
 //            stacked, else from a table uploaded here per call.
@@ -109,8 +110,9 @@ void launch_grouped(const GroupedArgs& a, const Weight& w, int mt, int64_t e_cou
   }
 }
 
-// Warps per column group splitting K (touched.cuh): the fewest (1, 2, 4) that leave a lane at most 4 chunks of a
-// row, from K and the format alone (so an output's summation order never depends on MT, NR or U).
+// Warps per column group splitting K for the in-flight tile (touched.cuh): the fewest (1, 2, 4) that leave a lane
+// at most 4 chunks of a row, from K and the format alone (so an output's summation order never depends on MT, NR
+// or U within the tile).
 int touched_ks(int64_t k, int chunk) {
   const int64_t chunks = k / chunk;
   int ks = 1;
@@ -118,42 +120,54 @@ int touched_ks(int64_t k, int chunk) {
   return ks;
 }
 
-// Columns per group NR and chunks in flight per lane U, chosen so that no instantiation spills (ptxas -v,
-// sm_90a: 72-168 registers): at MT <= 2 two columns of each projection and 4 chunks per row (gate+up: 16 loads =
-// 256 bytes of bf16 in flight per lane, down: 8 = 128 bytes); with more rows per group the accumulators grow, so
-// U drops to 2 (down's columns grow to 4, sharing each x load). f32 chunks are twice as wide: half the chunks
-// (a quarter for down at MT = 2, which spills at 2). Eight weight rows per lane at MT >= 4 (the grouped path's
-// x reuse) need 255 registers and spill at MT = 4.
-template <int MT, int P, class WF>
+// The two register tiles of touched.cuh (ExpertPathOptions::touched_tile), columns per group NR, chunks in flight
+// per lane U and warps splitting K ks:
+//   in flight (kStream false): ks from K (touched_ks); at MT <= 2 two columns of each projection and 4 chunks per
+//     row (gate+up: 16 loads = 256 bytes of bf16 in flight per lane, down: 8 = 128 bytes); with more rows per
+//     group the accumulators grow, so U drops to 2 (down's columns grow to 4, sharing each x load). f32 chunks are
+//     twice as wide: half the chunks (a quarter for down at MT = 2, which spills at 2). 72-168 registers.
+//   streaming (kStream true): the grouped kernels' tile (grouped.cuh): all four warps split K (ks = 4), one chunk
+//     per weight row in flight, NR = 2 (MT <= 2) or 4 columns of each projection, twice that for down: 4 or 8
+//     weight rows per lane, so each x value loaded serves twice as many weight rows as the in-flight tile's at
+//     MT >= 2; every warp's sums through shared memory (the accumulators die at their shuffle). 60-128 registers
+//     at MT <= 2, 168-254 at MT >= 4 (the grouped kernels: 128-168, MXFP4 254); 4-8 byte spills in three
+//     instantiations (f32 down at MT 2, f32 gate+up at MT 4, MXFP4 gate+up at MT 1) (ptxas -v, sm_90a).
+template <int MT, int P, class WF, bool kStream>
 void launch_touched_mt(TouchedArgs a, int64_t blocks_y, cudaStream_t s) {
-  constexpr int NR = P == 2 || MT <= 2 ? 2 : 4;
   constexpr bool wide = sizeof(typename WF::Raw) >= 32;  // f32: 32-byte chunks
+  constexpr int NR = kStream ? (MT <= 2 ? 2 : 4) * (P == 1 ? 2 : 1) : (P == 2 || MT <= 2 ? 2 : 4);
   constexpr int U0 = MT <= 2 ? 4 : 2;
-  constexpr int U = !wide ? U0 : (P == 1 && MT == 2) ? 1 : U0 / 2;
-  a.ks = touched_ks(a.k, WF::kChunk);
+  constexpr int U = kStream ? 1 : !wide ? U0 : (P == 1 && MT == 2) ? 1 : U0 / 2;
+  a.ks = kStream ? kTouchedWarps : touched_ks(a.k, WF::kChunk);
   const int64_t cols = int64_t(NR) * (kTouchedWarps / a.ks);  // output columns per block and projection
   const dim3 grid(unsigned((a.n + cols - 1) / cols), unsigned(blocks_y));
-  touched_kernel<MT, NR, U, P, WF><<<grid, kTouchedThreads, 0, s>>>(a);
+  touched_kernel<MT, NR, U, P, WF, kStream><<<grid, kTouchedThreads, 0, s>>>(a);
   KIMI_CUDA_CHECK(cudaGetLastError());
 }
 
-template <int P, class WF>
+template <int P, class WF, bool kStream>
 void launch_touched_wf(const TouchedArgs& a, int mt, int64_t blocks_y, cudaStream_t s) {
   switch (mt) {
-    case 1: return launch_touched_mt<1, P, WF>(a, blocks_y, s);
-    case 2: return launch_touched_mt<2, P, WF>(a, blocks_y, s);
-    case 4: return launch_touched_mt<4, P, WF>(a, blocks_y, s);
-    default: return launch_touched_mt<8, P, WF>(a, blocks_y, s);
+    case 1: return launch_touched_mt<1, P, WF, kStream>(a, blocks_y, s);
+    case 2: return launch_touched_mt<2, P, WF, kStream>(a, blocks_y, s);
+    case 4: return launch_touched_mt<4, P, WF, kStream>(a, blocks_y, s);
+    default: return launch_touched_mt<8, P, WF, kStream>(a, blocks_y, s);
   }
 }
 
+template <int P, class WF>
+void launch_touched_tile(const TouchedArgs& a, int mt, bool stream, int64_t blocks_y, cudaStream_t s) {
+  if (stream) return launch_touched_wf<P, WF, true>(a, mt, blocks_y, s);
+  return launch_touched_wf<P, WF, false>(a, mt, blocks_y, s);
+}
+
 template <int P>
-void launch_touched(const TouchedArgs& a, const Weight& w, int mt, int64_t blocks_y, cudaStream_t s) {
-  if (w.is_mxfp4()) return launch_touched_wf<P, Mxfp4W>(a, mt, blocks_y, s);
+void launch_touched(const TouchedArgs& a, const Weight& w, int mt, bool stream, int64_t blocks_y, cudaStream_t s) {
+  if (w.is_mxfp4()) return launch_touched_tile<P, Mxfp4W>(a, mt, stream, blocks_y, s);
   switch (w.w.dtype) {
-    case DType::f32: return launch_touched_wf<P, DenseW<float>>(a, mt, blocks_y, s);
-    case DType::bf16: return launch_touched_wf<P, DenseW<__nv_bfloat16>>(a, mt, blocks_y, s);
-    case DType::f16: return launch_touched_wf<P, DenseW<__half>>(a, mt, blocks_y, s);
+    case DType::f32: return launch_touched_tile<P, DenseW<float>>(a, mt, stream, blocks_y, s);
+    case DType::bf16: return launch_touched_tile<P, DenseW<__nv_bfloat16>>(a, mt, stream, blocks_y, s);
+    case DType::f16: return launch_touched_tile<P, DenseW<__half>>(a, mt, stream, blocks_y, s);
     default: throw Error("latent_moe: unsupported expert weight dtype " + std::string(dtype_name(w.w.dtype)) + " on CUDA");
   }
 }
@@ -276,6 +290,10 @@ void experts_touched(const float* z, int64_t dl, std::span<const MlpWeights> exp
                      cudaStream_t s) {
   const int64_t e_count = int64_t(experts.size()), inter = experts[0].gate.out_features();
   const int mt = decode_mt(rows, e_count);  // from the routed rows only (the shared rows take their own grid rows)
+  // The register tile (options.h): automatic takes the in-flight tile at MT = 1 (T = 1) and streaming above.
+  const ExpertPathOptions& opt = expert_path_options();
+  const bool stream =
+      opt.touched_tile == TouchedTile::streaming || (opt.touched_tile == TouchedTile::automatic && mt >= 2);
 
   std::optional<Scratch> table;
   ExpertProj proj[3];
@@ -319,7 +337,7 @@ void experts_touched(const float* z, int64_t dl, std::span<const MlpWeights> exp
   gu.vec = dl % 4 == 0 && vec_ok(experts, kProjs[0]) && vec_ok(experts, kProjs[1]) && shared_vec(0) &&
            shared_vec(1);  // z: aligned scratch
   with_shared(gu, 0, 2, rows.slots);  // x row of shared row T*K + t: token t
-  launch_touched<2>(gu, experts[0].gate, mt, blocks_y, s);
+  launch_touched<2>(gu, experts[0].gate, mt, stream, blocks_y, s);
 
   TouchedArgs dn{};
   dn.offsets = rows.offsets;
@@ -335,7 +353,8 @@ void experts_touched(const float* z, int64_t dl, std::span<const MlpWeights> exp
   dn.ldy = dl;
   dn.vec = inter % 4 == 0 && vec_ok(experts, kProjs[2]) && shared_vec(2);
   with_shared(dn, 2, 1, 0);  // h row r feeds ye row r
-  launch_touched<1>(dn, experts[0].down, mt, blocks_y, s);
+  launch_touched<1>(dn, experts[0].down, mt, stream, blocks_y, s);
+  if (opt.record) ++(stream ? opt.record->touched_streaming : opt.record->touched_in_flight);
 }
 
 void experts_grouped(const float* z, int64_t dl, std::span<const MlpWeights> experts, const ExpertLayout& layout,

@@ -19,9 +19,19 @@ namespace kimi::cuda {
 // E > kGroupMaxExperts (the one-block grouping's bound) runs `grouped`.
 enum class DecodeExpertPath { automatic, touched, grouped };
 
-// latent_moe calls counted per expert path since the record was reset.
+// The touched path's register tile (touched.cuh, experts.cu launch_touched_mt):
+//   in_flight: several chunks of each weight row in flight per lane (U = 4 at MT <= 2), 2-4 weight rows per lane,
+//              warps splitting K chosen from K: the form measured 2.9x faster than the grouped path at T = 1;
+//   streaming: the grouped kernels' tile (all warps split K, one chunk per row in flight, 4-8 weight rows per
+//              lane: each x value loaded serves twice as many weight rows at MT >= 2);
+//   automatic: in_flight at MT = 1 (T = 1: one row per touched expert), streaming above.
+// The two tiles split K differently, so their sums may differ in the last bits; each is deterministic.
+enum class TouchedTile { automatic, in_flight, streaming };
+
+// latent_moe calls counted per expert path (and, on the touched path, per tile) since the record was reset.
 struct ExpertPathRecord {
   int64_t touched = 0, grouped = 0, wgmma = 0, gemm = 0;
+  int64_t touched_in_flight = 0, touched_streaming = 0;
 };
 
 struct ExpertPathOptions {
@@ -30,6 +40,7 @@ struct ExpertPathOptions {
   // touched path won at T = 1 and lost from T = 8 on both Kimi-Linear (E 256, K 8) and K3 (E 896, K 16);
   // kimi_bench_moe prints both paths at T = 1 .. 128 and which one this rule picks (docs/ops/moe.md).
   int64_t touched_max_tokens = 4;
+  TouchedTile touched_tile = TouchedTile::automatic;
   ExpertPathRecord* record = nullptr;  // where latent_moe counts the path it ran, or null
 };
 

@@ -12,16 +12,16 @@
 // Grid: (ceil(n / (NR * kTouchedWarps / ks)), routed_rows + shared grid rows). Grid row y < routed_rows is the
 // y-th touched expert, active[y] (group_kernel writes the list on the device; the host sizes routed_rows by the
 // bound min(E, T*K) and rows at or past n_active exit at once): no block is spent on an untouched expert.
-// Inside a block (gemv.cuh's structure): kTouchedWarps warps in groups of ks (1, 2 or 4, the launcher's choice
-// from K alone); a group owns NR consecutive output columns of each of the P projections (columns past n are
+// Inside a block (gemv.cuh's structure): kTouchedWarps warps in groups of ks (1, 2 or 4: from K alone for the
+// in-flight tile, 4 for the streaming tile; experts.cu launch_touched_mt has both tiles); a group owns NR consecutive output columns of each of the P projections (columns past n are
 // clamped for loads and never written) and splits K: lane l of the group's warp j takes chunks (32 j + l) +
 // 32 ks u, with U chunks per weight row loaded before any arithmetic, so a lane keeps U * P * NR loads in flight.
 // A group walks its expert's rows in groups of MT (looping when the expert has more: the weight tile is then
 // re-read, from L2), each lane holding acc[P * NR][MT] over its chunks, so one streamed weight tile serves all
 // MT rows of the group; then a warp-shuffle reduction, the group's warps summed through shared memory (ks > 1),
 // and the group's first warp applies the GLU (P = 2) or stores (P = 1).
-// The summation order of an output depends only on K, ks and the lane split (host-side shapes), never on the
-// row's position in its group, on MT, NR, U or on the (atomic) order of rows within an expert: replays are
+// The summation order of an output depends only on K, ks and the lane split (host-side shapes and the tile), never
+// on the row's position in its group, on MT, NR, U or on the (atomic) order of rows within an expert: replays are
 // bit-identical, and a token's result does not depend on which other tokens share its experts.
 // The shared expert can ride along (shared_rows > 0, the launcher's choice when it has the experts' shapes and
 // format): ceil(shared_rows / MT) more grid rows, row routed_rows + j running the same code on the shared weights
@@ -69,8 +69,11 @@ struct TouchedArgs {
   int32_t shared_rows, shared_row0, shared_src0;
 };
 
-// U: chunks per weight row in flight per lane.
-template <int MT, int NR, int U, int P, class WF>
+// U: chunks per weight row in flight per lane. kSmemSums: every warp's sums go through shared memory and a lane
+// of the group's first warp adds them (the grouped kernels' epilogue: the accumulators die at their shuffle, which
+// keeps the wide streaming tile out of spills); else the first warp adds the others' sums to its own shuffled
+// accumulators. Both add warp 0's sum, then warps 1 .. ks-1 in order: the same bits.
+template <int MT, int NR, int U, int P, class WF, bool kSmemSums>
 __global__ void __launch_bounds__(kTouchedThreads) touched_kernel(TouchedArgs a) {
   constexpr int R = P * NR;  // weight rows of a column group: NR of each projection
   const int gy = int(blockIdx.y);
@@ -178,37 +181,67 @@ __global__ void __launch_bounds__(kTouchedThreads) touched_kernel(TouchedArgs a)
       }
     }
 
-    // Warp reduction (every lane ends with every sum), then the group's other warps through shared memory;
-    // output (r, i) (column n0 + r, row g0 + i) is written by lane (r MT + i) % 32 of the group's first warp.
+    if constexpr (kSmemSums) {
 #pragma unroll
-    for (int j = 0; j < R; ++j)
-#pragma unroll
-      for (int i = 0; i < MT; ++i) {
-        float v = acc[j][i];
-#pragma unroll
-        for (int o = 16; o > 0; o /= 2) v += __shfl_xor_sync(0xffffffffu, v, o);
-        acc[j][i] = v;
-        if (ks > 1 && lane == 0) red[warp][j * MT + i] = v;
-      }
-    if (ks > 1) __syncthreads();
-    if (live && part_k == 0) {
-#pragma unroll
-      for (int r = 0; r < NR; ++r)
+      for (int j = 0; j < R; ++j)
 #pragma unroll
         for (int i = 0; i < MT; ++i) {
-          if (i >= m || lane != (r * MT + i) % 32 || n0 + r >= a.n) continue;
+          if (i >= m) break;
+          float v = acc[j][i];
+#pragma unroll
+          for (int o = 16; o > 0; o /= 2) v += __shfl_xor_sync(0xffffffffu, v, o);
+          if (lane == 0) red[warp][j * MT + i] = v;
+        }
+      __syncthreads();
+      if (live && part_k == 0) {
+        for (int t = lane; t < NR * MT; t += 32) {  // output (r, i): column n0 + r, row g0 + i
+          const int r = t / MT, i = t % MT;
+          if (i >= m || n0 + r >= a.n) continue;
           float s[P];
 #pragma unroll
           for (int p = 0; p < P; ++p) {
-            s[p] = acc[p * NR + r][i];
+            s[p] = red[warp][(p * NR + r) * MT + i];
             for (int j = 1; j < ks; ++j) s[p] += red[warp + j][(p * NR + r) * MT + i];
           }
           float v = s[0];
           if constexpr (P == 2) v = glu_value(s[0], s[1], a.situ, a.beta, a.lbeta);
           a.y[int64_t(g0 + i) * a.ldy + n0 + r] = v;
         }
+      }
+      __syncthreads();  // red is reused by the next row group
+    } else {
+      // Warp reduction (every lane ends with every sum), then the group's other warps through shared memory;
+      // output (r, i) (column n0 + r, row g0 + i) is written by lane (r MT + i) % 32 of the group's first warp.
+#pragma unroll
+      for (int j = 0; j < R; ++j)
+#pragma unroll
+        for (int i = 0; i < MT; ++i) {
+          float v = acc[j][i];
+#pragma unroll
+          for (int o = 16; o > 0; o /= 2) v += __shfl_xor_sync(0xffffffffu, v, o);
+          acc[j][i] = v;
+          if (ks > 1 && lane == 0) red[warp][j * MT + i] = v;
+        }
+      if (ks > 1) __syncthreads();
+      if (live && part_k == 0) {
+#pragma unroll
+        for (int r = 0; r < NR; ++r)
+#pragma unroll
+          for (int i = 0; i < MT; ++i) {
+            if (i >= m || lane != (r * MT + i) % 32 || n0 + r >= a.n) continue;
+            float s[P];
+#pragma unroll
+            for (int p = 0; p < P; ++p) {
+              s[p] = acc[p * NR + r][i];
+              for (int j = 1; j < ks; ++j) s[p] += red[warp + j][(p * NR + r) * MT + i];
+            }
+            float v = s[0];
+            if constexpr (P == 2) v = glu_value(s[0], s[1], a.situ, a.beta, a.lbeta);
+            a.y[int64_t(g0 + i) * a.ldy + n0 + r] = v;
+          }
+      }
+      if (ks > 1) __syncthreads();  // red is reused by the next row group
     }
-    if (ks > 1) __syncthreads();  // red is reused by the next row group
     g0 += MT;
   } while (g0 < r_end);
 }
