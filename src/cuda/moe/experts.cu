@@ -129,9 +129,10 @@ int touched_ks(int64_t k, int chunk) {
 //   streaming (kStream true): the grouped kernels' tile (grouped.cuh): all four warps split K (ks = 4), one chunk
 //     per weight row in flight, NR = 2 (MT <= 2) or 4 columns of each projection, twice that for down: 4 or 8
 //     weight rows per lane, so each x value loaded serves twice as many weight rows as the in-flight tile's at
-//     MT >= 2; every warp's sums through shared memory (the accumulators die at their shuffle). 60-128 registers
-//     at MT <= 2, 168-254 at MT >= 4 (the grouped kernels: 128-168, MXFP4 254); 4-8 byte spills in three
-//     instantiations (f32 down at MT 2, f32 gate+up at MT 4, MXFP4 gate+up at MT 1) (ptxas -v, sm_90a).
+//     MT >= 2; the x rows computed once per row group; every warp's sums through shared memory (the accumulators
+//     die at their shuffle). 61-128 registers at MT <= 2, 168 at MT = 4 (MXFP4: 254), 214-254 at MT = 8 (the
+//     grouped kernels: 128-168, MXFP4 254); 8-20 byte spills in two instantiations of the non-production
+//     formats (f16 gate+up at MT 2, f32 gate+up at MT 1) (ptxas -v, sm_90a).
 template <int MT, int P, class WF, bool kStream>
 void launch_touched_mt(TouchedArgs a, int64_t blocks_y, cudaStream_t s) {
   constexpr bool wide = sizeof(typename WF::Raw) >= 32;  // f32: 32-byte chunks

@@ -69,11 +69,12 @@ struct TouchedArgs {
   int32_t shared_rows, shared_row0, shared_src0;
 };
 
-// U: chunks per weight row in flight per lane. kSmemSums: every warp's sums go through shared memory and a lane
-// of the group's first warp adds them (the grouped kernels' epilogue: the accumulators die at their shuffle, which
-// keeps the wide streaming tile out of spills); else the first warp adds the others' sums to its own shuffled
-// accumulators. Both add warp 0's sum, then warps 1 .. ks-1 in order: the same bits.
-template <int MT, int NR, int U, int P, class WF, bool kSmemSums>
+// U: chunks per weight row in flight per lane. kStreaming (the streaming tile, as grouped.cuh): the x rows are
+// found once per row group, and every warp's sums go through shared memory and a lane of the group's first warp
+// adds them (the accumulators die at their shuffle: fewer registers for the wide tile); else (the in-flight tile)
+// the x rows are found after each round's weight loads are issued, and the first warp adds the others' sums to
+// its own shuffled accumulators. Both add warp 0's sum, then warps 1 .. ks-1 in order: the same bits.
+template <int MT, int NR, int U, int P, class WF, bool kStreaming>
 __global__ void __launch_bounds__(kTouchedThreads) touched_kernel(TouchedArgs a) {
   constexpr int R = P * NR;  // weight rows of a column group: NR of each projection
   const int gy = int(blockIdx.y);
@@ -123,6 +124,15 @@ __global__ void __launch_bounds__(kTouchedThreads) touched_kernel(TouchedArgs a)
     for (int j = 0; j < R; ++j)
 #pragma unroll
       for (int i = 0; i < MT; ++i) acc[j][i] = 0.f;
+    const float* xr[MT];  // the group's x rows (row g0 + i, the last one repeated past m)
+    const auto x_rows = [&] {
+#pragma unroll
+      for (int i = 0; i < MT; ++i) {
+        const int32_t r = g0 + min(i, m - 1);
+        xr[i] = a.x + (src ? int64_t(src[r]) : r - src0) * a.ldx;
+      }
+    };
+    if constexpr (kStreaming) x_rows();  // once per row group, before the loop
 
     for (int64_t c0 = (int64_t(part_k) * 32 + lane) * C; c0 < kv; c0 += step * U) {
       typename WF::Raw raw[U][R];
@@ -136,12 +146,7 @@ __global__ void __launch_bounds__(kTouchedThreads) touched_kernel(TouchedArgs a)
             for (int r = 0; r < NR; ++r) WF::load(wa[p], rows[r], c, raw[u][p * NR + r]);
         }
       }
-      const float* xr[MT];
-#pragma unroll
-      for (int i = 0; i < MT; ++i) {
-        const int32_t r = g0 + min(i, m - 1);
-        xr[i] = a.x + (src ? int64_t(src[r]) : r - src0) * a.ldx;
-      }
+      if constexpr (!kStreaming) x_rows();  // after the round's weight loads are issued
 #pragma unroll
       for (int u = 0; u < U; ++u) {
         const int64_t c = c0 + u * step;
@@ -181,7 +186,7 @@ __global__ void __launch_bounds__(kTouchedThreads) touched_kernel(TouchedArgs a)
       }
     }
 
-    if constexpr (kSmemSums) {
+    if constexpr (kStreaming) {
 #pragma unroll
       for (int j = 0; j < R; ++j)
 #pragma unroll
