@@ -98,7 +98,8 @@ TEST(CudaLinear, DecodeRecordsIntoAGraphAndReplaysBitIdentically) {
   cudaStreamDestroy(s);
 }
 
-// The decode rule on the host (no device): E experts of [I, D] bf16 views that are never read.
+// The decode rule on the host (no device): E experts of [I, D] bf16 views that are never read (tensor-core
+// weights: bf16 x may take the tensor cores, f32 x may not).
 TEST(CudaMoe, ExpertPathDecodeRuleFollowsItsOptions) {
   using cuda::DecodeExpertPath;
   using cuda::ExpertPath;
@@ -112,34 +113,51 @@ TEST(CudaMoe, ExpertPathDecodeRuleFollowsItsOptions) {
     return v;
   };
   const std::vector<MlpWeights> kl = experts_of(256), big = experts_of(cuda::kGroupMaxExperts + 1);
-  const auto path = [&](int64_t t, int64_t k, const std::vector<MlpWeights>& ex) {
-    return cuda::expert_path(t, t * k, DType::bf16, ex);
+  const auto path = [&](int64_t t, const std::vector<MlpWeights>& ex, DType x = DType::bf16) {
+    return cuda::expert_path(t, t * 8, x, ex);  // top-8
   };
   const int64_t n = cuda::expert_path_options().touched_max_tokens;  // the default threshold
   ASSERT_GE(n, 1);
   ASSERT_LT(n, 64);
-  for (int64_t t = 1; t <= n; ++t) EXPECT_EQ(path(t, 8, kl), ExpertPath::touched) << "T=" << t;
-  for (int64_t t : {n + 1, 2 * n + 1, int64_t(128), int64_t(512)})
-    EXPECT_EQ(path(t, 8, kl), ExpertPath::grouped) << "T=" << t;
-  EXPECT_EQ(path(513, 8, kl), ExpertPath::wgmma);  // 16.03 rows per expert: prefill
-  EXPECT_EQ(path(1, 8, big), ExpertPath::grouped);  // past the one-block grouping
+  for (int64_t t = 1; t <= n; ++t) {
+    EXPECT_EQ(path(t, kl), ExpertPath::touched) << "T=" << t;
+    EXPECT_EQ(path(t, kl, DType::f32), ExpertPath::touched) << "T=" << t;
+  }
+  for (int64_t t : {n + 1, 2 * n + 1, int64_t(128), int64_t(512)}) {
+    EXPECT_EQ(path(t, kl), ExpertPath::wgmma) << "T=" << t;
+    EXPECT_EQ(path(t, kl, DType::f32), ExpertPath::grouped) << "T=" << t;
+  }
+  EXPECT_EQ(path(513, kl), ExpertPath::wgmma);            // 16.03 rows per expert: prefill
+  EXPECT_EQ(path(513, kl, DType::f32), ExpertPath::gemm);
+  EXPECT_EQ(path(1, big), ExpertPath::wgmma);             // past the one-block grouping
+  EXPECT_EQ(path(1, big, DType::f32), ExpertPath::grouped);
   {
     const cuda::ScopedExpertPathOptions o(cuda::ExpertPathOptions{.touched_max_tokens = 2 * n});
-    EXPECT_EQ(path(2 * n, 8, kl), ExpertPath::touched);
-    EXPECT_EQ(path(2 * n + 1, 8, kl), ExpertPath::grouped);
+    EXPECT_EQ(path(2 * n, kl), ExpertPath::touched);
+    EXPECT_EQ(path(2 * n + 1, kl), ExpertPath::wgmma);
     {
       const cuda::ScopedExpertPathOptions inner(cuda::ExpertPathOptions{.decode = DecodeExpertPath::grouped});
-      EXPECT_EQ(path(1, 8, kl), ExpertPath::grouped);
+      EXPECT_EQ(path(1, kl), ExpertPath::grouped);
+      EXPECT_EQ(path(513, kl), ExpertPath::wgmma);  // prefill keeps its rule
     }
-    EXPECT_EQ(path(2 * n, 8, kl), ExpertPath::touched);  // the outer options again
+    EXPECT_EQ(path(2 * n, kl), ExpertPath::touched);  // the outer options again
+  }
+  {
+    const cuda::ScopedExpertPathOptions o(cuda::ExpertPathOptions{.touched_max_tokens = 0});
+    EXPECT_EQ(path(1, kl), ExpertPath::wgmma);
   }
   {
     const cuda::ScopedExpertPathOptions o(cuda::ExpertPathOptions{.decode = DecodeExpertPath::touched});
-    EXPECT_EQ(path(512, 8, kl), ExpertPath::touched);
-    EXPECT_EQ(path(513, 8, kl), ExpertPath::wgmma);  // prefill keeps its rule
-    EXPECT_EQ(path(1, 8, big), ExpertPath::grouped);
+    EXPECT_EQ(path(512, kl), ExpertPath::touched);
+    EXPECT_EQ(path(513, kl), ExpertPath::wgmma);  // prefill keeps its rule
+    EXPECT_EQ(path(1, big), ExpertPath::wgmma);   // the touched path does not apply
   }
-  EXPECT_EQ(path(2 * n, 8, kl), ExpertPath::grouped);  // the defaults once every scope has ended
+  {
+    const cuda::ScopedExpertPathOptions o(cuda::ExpertPathOptions{.decode = DecodeExpertPath::tensor_cores});
+    EXPECT_EQ(path(1, kl), ExpertPath::wgmma);
+    EXPECT_EQ(path(1, kl, DType::f32), ExpertPath::grouped);  // the tensor cores do not apply
+  }
+  EXPECT_EQ(path(2 * n, kl), ExpertPath::wgmma);  // the defaults once every scope has ended
 }
 
 // A tiny non-latent MoE: E experts of [inter[e], d] / [inter[e], d] / [d, inter[e]] bf16.

@@ -1,5 +1,5 @@
-// latent_moe's tensor-core prefill path on CUDA (src/cuda/moe/grouped_gemm.cuh: bf16 x, dense bf16 experts,
-// T * top_k > 16 E) through the public operator, against the CPU operator on the same bytes:
+// latent_moe's tensor-core path on CUDA (src/cuda/moe/grouped_gemm.cuh: bf16 x, dense bf16 or MXFP4 experts, any
+// T) through the public operator, against the CPU operator on the same bytes:
 //   - relative RMS error of out <= 5e-3 (bf16 operands; the CPU computes in f32 with f32 activations) at small
 //     widths and at the Kimi-Linear (d 2304, I 1024) and K3 latent (d 7168, latent 3584, I 3072) widths, SiLU and
 //     SiTU, with and without the latent projections; ragged expert counts (a quarter of the experts get no token,
@@ -10,7 +10,8 @@
 // Routing is made exact in any precision: the router is the identity on x's first E columns (W_r[e, e] = 1, else
 // 0, no bias), and those columns hold codes on a 1/8 grid: 4 - j / 8 for the j-th chosen expert of a token, at most
 // 1 for the others (an exact logit gap >= 1.125, so CPU and GPU pick the same experts).
-// Skipped without a CUDA device.
+// Every call forces the tensor-core path at decode row counts (src/cuda/moe/options.h: the automatic rule takes
+// the touched path at small T) and checks in the record that it ran. Skipped without a CUDA device.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -27,6 +28,8 @@
 
 #ifdef KIMI_WITH_CUDA
 #include <cuda_runtime.h>
+
+#include "cuda/moe/options.h"
 
 namespace kimi {
 namespace {
@@ -74,19 +77,20 @@ double rel_rms(const std::vector<float>& got, const std::vector<float>& ref) {
 struct Shape {
   int64_t d, latent, e, k, inter, t;
   bool situ;
-  bool one_expert;  // every token on expert 3 (K = 1); else ragged (below)
+  bool one_expert;      // every token on expert 3 (K = 1); else ragged (below)
+  bool mxfp4 = false;   // routed experts in MXFP4 (random codes, scales 2^-9 .. 2^-5) instead of bf16
 };
 
 std::string name_of(const Shape& c) {
   return "d=" + std::to_string(c.d) + " latent=" + std::to_string(c.latent) + " E=" + std::to_string(c.e) +
          " K=" + std::to_string(c.k) + " I=" + std::to_string(c.inter) + " T=" + std::to_string(c.t) +
-         (c.situ ? " situ" : " silu") + (c.one_expert ? " one-expert" : " ragged");
+         (c.situ ? " situ" : " silu") + (c.one_expert ? " one-expert" : " ragged") + (c.mxfp4 ? " mxfp4" : " bf16-w");
 }
 
 // The layer's weights on the host (bf16): the identity router, optional latent projections and norm, a shared
 // MLP of width 64 and E experts stacked per projection ([E, out, in] pools, as place_weights lays them out).
 struct HostLayer {
-  Tensor router, latent_down, latent_up, latent_norm, shared[3], pools[3];
+  Tensor router, latent_down, latent_up, latent_norm, shared[3], pools[3], scales[3];  // scales: MXFP4 only
   HostLayer(const Shape& c, std::mt19937_64& rng) {
     router = Tensor(DType::bf16, {c.e, c.d});
     for (int64_t i = 0; i < router.numel(); ++i) router.data_as<uint16_t>()[i] = 0;
@@ -106,6 +110,14 @@ struct HostLayer {
     shared[2] = dense(c.d, 64);
     for (int p = 0; p < 3; ++p) {
       const int64_t out = p < 2 ? c.inter : dl, in = p < 2 ? dl : c.inter;
+      if (c.mxfp4) {
+        pools[p] = Tensor(DType::u8, {c.e, out, in / 2});
+        scales[p] = Tensor(DType::u8, {c.e, out, in / 32});
+        std::uniform_int_distribution<int> byte(0, 255), expo(118, 122);
+        for (int64_t i = 0; i < pools[p].numel(); ++i) pools[p].data_as<uint8_t>()[i] = uint8_t(byte(rng));
+        for (int64_t i = 0; i < scales[p].numel(); ++i) scales[p].data_as<uint8_t>()[i] = uint8_t(expo(rng));
+        continue;
+      }
       const double a = std::sqrt(3.0 / double(in));
       pools[p] = host_bf16({c.e, out, in}, rng, -a, a);
     }
@@ -132,15 +144,20 @@ struct Layer {
     }
     shared_w = MlpWeights{Weight{put(h.shared[0]), {}}, Weight{put(h.shared[1]), {}}, Weight{put(h.shared[2]), {}}};
     w.shared = &shared_w;
-    TensorView pools[3];
-    for (int p = 0; p < 3; ++p) pools[p] = put(h.pools[p]);
+    TensorView pools[3], scales[3];
+    for (int p = 0; p < 3; ++p) {
+      pools[p] = put(h.pools[p]);
+      if (c.mxfp4) scales[p] = put(h.scales[p]);
+    }
     const auto slice = [](const TensorView& pool, int64_t e) {
+      if (!pool.present()) return TensorView{};
       return TensorView(static_cast<char*>(pool.data) + e * pool.stride(0) * int64_t(pool.element_size()),
                         pool.dtype, {pool.size(1), pool.size(2)}, pool.device);
     };
     for (int64_t e = 0; e < c.e; ++e)
-      experts.push_back(MlpWeights{Weight{slice(pools[0], e), {}}, Weight{slice(pools[1], e), {}},
-                                   Weight{slice(pools[2], e), {}}});
+      experts.push_back(MlpWeights{Weight{slice(pools[0], e), slice(scales[0], e)},
+                                   Weight{slice(pools[1], e), slice(scales[1], e)},
+                                   Weight{slice(pools[2], e), slice(scales[2], e)}});
     w.experts = experts;
   }
 };
@@ -178,7 +195,6 @@ GluParams act_of(const Shape& c) {
 
 void check_against_cpu(const Shape& c) {
   SCOPED_TRACE(name_of(c));
-  ASSERT_GT(c.t * c.k, 16 * c.e) << "not a prefill shape";
   std::mt19937_64 rng(uint64_t(c.d * 7 + c.e * 13 + c.k * 17 + c.inter + c.t + (c.situ ? 1 : 0)));
   const HostLayer h(c, rng);
   const Tensor xh = host_x(c, rng);
@@ -193,8 +209,14 @@ void check_against_cpu(const Shape& c) {
   const Layer gpu(h, c, dev);
   const Tensor xg = to_device(xh, dev);
   const Tensor out_g(DType::f32, {c.t, c.d}, dev), ids_g(DType::i32, {c.t, c.k}, dev), w_g(DType::f32, {c.t, c.k}, dev);
-  latent_moe(xg, gpu.w, router, act_of(c), 1e-5f, out_g, ids_g, w_g);
+  cuda::ExpertPathRecord rec;
+  {
+    const cuda::ScopedExpertPathOptions tc(
+        cuda::ExpertPathOptions{.decode = cuda::DecodeExpertPath::tensor_cores, .record = &rec});
+    latent_moe(xg, gpu.w, router, act_of(c), 1e-5f, out_g, ids_g, w_g);
+  }
   synchronize(dev);
+  EXPECT_EQ(rec.wgmma, 1) << "the tensor-core path ran";
 
   ASSERT_EQ(bytes_of(ids_g), bytes_of(ids_c)) << "routing differs";
   const std::vector<float> got = to_host_f32(out_g), ref = to_host_f32(out_c);
@@ -222,13 +244,36 @@ TEST(CudaMoeGrouped, KimiLinearWidthsMatchTheCpu) {
 TEST(CudaMoeGrouped, K3LatentWidthsMatchTheCpu) {
   SKIP_WITHOUT_GPU();
   check_against_cpu({7168, 3584, 16, 8, 3072, 48, true, false});
+  check_against_cpu({7168, 3584, 16, 8, 3072, 48, true, false, true});  // MXFP4 experts, as K3 ships them
+}
+
+// MXFP4 experts on the tensor-core path (decoded into the bf16 weight tile in shared memory), prefill and decode
+// row counts: several M-tiles, a partial N tile, k not a multiple of the 64-wide k-step, every token on one expert.
+TEST(CudaMoeGrouped, Mxfp4ExpertsMatchTheCpu) {
+  SKIP_WITHOUT_GPU();
+  check_against_cpu({256, 0, 16, 4, 64, 100, false, false, true});
+  check_against_cpu({256, 128, 16, 4, 192, 150, true, false, true});  // latent + norm, SiTU, partial N tile
+  check_against_cpu({256, 0, 16, 8, 64, 200, true, false, true});     // expert 0: 2 M-tiles
+  check_against_cpu({256, 0, 16, 1, 64, 300, true, true, true});      // every token on expert 3
+  check_against_cpu({224, 0, 16, 1, 96, 260, false, true, true});     // k = 224 and 96: half a k-step at the end
+  check_against_cpu({256, 0, 16, 4, 64, 1, false, false, true});      // decode: 1 token
+  check_against_cpu({2304, 0, 32, 8, 1024, 3, true, false, true});    // decode: 3 tokens at Kimi-Linear widths
+}
+
+// bf16 experts at decode row counts (1 .. 8 tokens) take the tensor-core path too.
+TEST(CudaMoeGrouped, DecodeRowCountsMatchTheCpu) {
+  SKIP_WITHOUT_GPU();
+  check_against_cpu({256, 0, 16, 4, 64, 1, false, false});
+  check_against_cpu({256, 128, 16, 4, 192, 8, true, false});
+  check_against_cpu({2304, 0, 32, 8, 1024, 2, false, false});
 }
 
 // The tensor-core path recorded into a CUDA graph replays bit-identically to the eager runs.
 TEST(CudaMoeGrouped, PrefillPathCapturesInAGraphAndReplaysBitIdentically) {
   SKIP_WITHOUT_GPU();
   for (const Shape& c : {Shape{256, 0, 16, 4, 64, 100, false, false}, Shape{256, 128, 16, 4, 192, 150, true, false},
-                         Shape{256, 0, 16, 1, 64, 300, true, true}}) {
+                         Shape{256, 0, 16, 1, 64, 300, true, true}, Shape{256, 128, 16, 4, 192, 150, true, false, true},
+                         Shape{256, 0, 16, 4, 64, 2, false, false, true}}) {
     SCOPED_TRACE(name_of(c));
     std::mt19937_64 rng(uint64_t(31 + c.t));
     const HostLayer h(c, rng);
@@ -241,6 +286,7 @@ TEST(CudaMoeGrouped, PrefillPathCapturesInAGraphAndReplaysBitIdentically) {
     ASSERT_EQ(cudaStreamCreate(&s), cudaSuccess);
     Context ctx;
     ctx.cuda_stream = s;
+    const cuda::ScopedExpertPathOptions tc(cuda::ExpertPathOptions{.decode = cuda::DecodeExpertPath::tensor_cores});
     const auto run = [&] { latent_moe(x, gpu.w, router, act_of(c), 1e-5f, out, {}, {}, ctx); };
     copy(x, x1);
     run();

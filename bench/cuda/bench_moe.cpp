@@ -1,23 +1,25 @@
 // GPU benchmark: kimi::latent_moe (kimi/ops/moe.h) at real widths, through the public API on CUDA tensors, CUDA
 // events, median of 20 timed calls after 3 warm-ups (bench_util.h median_ms), on a non-default stream.
 //   Kimi-Linear-48B MoE layer: d 2304, 256 experts top-8 (scaling 2.446), I 1024, 1 shared expert, SiLU, bf16
-//     experts, no latent; decode T = 1, 2, 4, 8, 16, 32, 64, 128 and 2048, 8192 (the tensor-core prefill path,
+//     experts, no latent; decode T = 1, 2, 4, 8, 16, 32, 64, 128 and 2048, 8192 (prefill on the tensor-core path,
 //     also as a replayed CUDA graph).
 //   K3 latent MoE layer: d 7168, latent 3584 + RMSNorm, 896 experts top-16, I 3072, MXFP4 experts, 2 shared
-//     (6144), SiTU; decode T = 1 .. 128 as above and 1024, 4096 (prefill: MXFP4 experts take the cuBLAS path).
+//     (6144), SiTU; decode T = 1 .. 128 as above and 1024, 4096 (prefill); bf16 x takes the tensor-core path at
+//     every T outside the touched path (MXFP4 decoded into bf16 tiles in shared memory).
 // Decode rows run the layer once per decode path, forced with ScopedExpertPathOptions (src/cuda/moe/options.h:
-// `touched`, the grid over the touched experts with the shared expert fused where it can be; `grouped`, the grid
-// over every expert), each captured in a CUDA graph and replayed: ms per layer, and GB/s and % of the copy rate
-// on the touched experts' bytes (the routed experts' floor; the router, latent and shared weights come on top),
-// then the path the default rule picks (touched at T <= touched_max_tokens) and the faster one, so the rule's
-// threshold can be read off one run (the touched path with its default register tile: in flight at T = 1,
-// streaming above); a second line times the routed experts' two launches alone per path and tile
-// (kimi::cuda::experts_touched with each TouchedTile, experts_grouped; on the row's routing, grouped on the host,
-// no shared expert), separating the expert kernels from the grouping, shared expert and launches around them.
+// `touched`, the grid over the touched experts with the shared expert fused where it can be; `tensor cores`, the
+// grouped wgmma GEMM; `grouped`, the FFMA grid over every expert), each captured in a CUDA graph and replayed: ms
+// per layer, and GB/s and % of the copy rate on the touched experts' bytes (the routed experts' floor; the
+// router, latent and shared weights come on top), then the path the default rule picks (touched at T <=
+// touched_max_tokens, else tensor cores) and the fastest, so the rule's threshold can be read off one run (the
+// touched path with its default register tile: in flight at T = 1, streaming above); a second line times the
+// routed experts' two launches alone per path and tile (kimi::cuda::experts_touched with each TouchedTile,
+// experts_wgmma on a random bf16 zg, experts_grouped; on the row's routing, grouped on the host, no shared
+// expert), separating the expert kernels from the router, grouping, shared expert and launches around them.
 // `kimi_bench_moe decode` prints the decode rows only.
 // Then the routed experts alone (kimi::cuda::experts_wgmma against experts_gemm, the per-expert cuBLAS loop, on
-// the same grouped rows: uniform random top-k routing, bf16 z and bf16 experts) at Kimi-Linear's shapes (T = 2048,
-// 8192) and K3's latent shapes with bf16 experts (T = 1024, 4096): time, TFLOP/s and the ratio.
+// the same grouped rows: uniform random top-k routing, bf16 z) at Kimi-Linear's shapes (T = 2048, 8192) and K3's
+// latent shapes with MXFP4 and with bf16 experts (T = 1024, 4096): time, TFLOP/s and the ratio.
 // Experts are stacked (one pool per projection, as place_weights builds them), filled on the device by tiling a
 // random block. Decode shapes are timed eagerly and as a replayed CUDA graph (the capture also checks that the
 // path never waits on the host). Prints time, the experts the routing touched, the weight bytes one call must
@@ -144,9 +146,9 @@ double graph_ms(F&& fn, cudaStream_t st) {
 
 // The routed experts' two launches alone on routing ids (slot order) of a decode row, per path: the grouping of
 // group.cuh done on the host (offsets, token_of_row, the touched experts ascending) and uploaded, a random f32 z,
-// no shared expert; each timed as a replayed graph. Returns {touched in-flight tile, touched streaming tile,
-// grouped} ms.
-std::array<double, 3> experts_alone(const LayerShape& s, const Layer& L, int64_t t, const std::vector<int32_t>& ids,
+// no shared expert (experts_wgmma on a random bf16 zg in grouped order); each timed as a replayed graph. Returns
+// {touched in-flight tile, touched streaming tile, tensor cores, grouped} ms.
+std::array<double, 4> experts_alone(const LayerShape& s, const Layer& L, int64_t t, const std::vector<int32_t>& ids,
                                     cudaStream_t st, std::mt19937& rng) {
   const int64_t dl = s.latent ? s.latent : s.d, slots = t * s.k;
   std::vector<int32_t> off(size_t(s.e) + 1, 0), tor(static_cast<size_t>(slots)), act;
@@ -167,6 +169,7 @@ std::array<double, 3> experts_alone(const LayerShape& s, const Layer& L, int64_t
   DevBuf d_off(off.size() * 4, bytes_of(off)), d_tor(tor.size() * 4, bytes_of(tor));
   DevBuf d_act(act.size() * 4, bytes_of(act));
   DevBuf z(size_t(t * dl) * 4, kimi::bench::random_f32(size_t(t * dl), rng, -1, 1));
+  DevBuf zg(size_t(slots * dl) * 2, kimi::bench::random_bf16(size_t(slots * dl), rng, -1, 1));
   DevBuf ye(size_t(slots * dl) * 4, {});
   kimi::cuda::ExpertRows rows{static_cast<const int32_t*>(d_off.p), static_cast<const int32_t*>(d_tor.p), slots, t};
   const kimi::cuda::ExpertLayout layout = kimi::cuda::expert_layout(L.w.experts);
@@ -176,6 +179,11 @@ std::array<double, 3> experts_alone(const LayerShape& s, const Layer& L, int64_t
       [&] {
         kimi::cuda::experts_grouped(static_cast<const float*>(z.p), dl, L.w.experts, layout, rows, act_p,
                                     static_cast<float*>(ye.p), st);
+      },
+      st);
+  const double tensor_cores = graph_ms(
+      [&] {
+        kimi::cuda::experts_wgmma(zg.p, dl, L.w.experts, layout, rows, act_p, static_cast<float*>(ye.p), st);
       },
       st);
   rows.active = static_cast<const int32_t*>(d_act.p);
@@ -189,7 +197,8 @@ std::array<double, 3> experts_alone(const LayerShape& s, const Layer& L, int64_t
         },
         st);
   };
-  return {touched_ms(kimi::cuda::TouchedTile::in_flight), touched_ms(kimi::cuda::TouchedTile::streaming), grouped};
+  return {touched_ms(kimi::cuda::TouchedTile::in_flight), touched_ms(kimi::cuda::TouchedTile::streaming), tensor_cores,
+          grouped};
 }
 
 // The decode rows: the same call (same x, same routing) once per decode path, forced, each as a replayed graph.
@@ -209,17 +218,21 @@ void run_decode(const LayerShape& s, const Layer& L, int64_t t, std::mt19937& rn
   const kimi::RouterParams router{int(s.k), true, s.scaling};
   const auto call = [&] { kimi::latent_moe(xv, L.w, router, act, 1e-5f, ov, iv, wv, ctx); };
 
-  double ms[2] = {0, 0};
-  const DecodeExpertPath paths[2] = {DecodeExpertPath::touched, DecodeExpertPath::grouped};
-  for (int i = 0; i < 2; ++i) {
+  // touched, tensor cores, grouped FFMA; each forced and checked in the record
+  const char* names[3] = {"touched", "tensor cores", "grouped"};
+  const DecodeExpertPath paths[3] = {DecodeExpertPath::touched, DecodeExpertPath::tensor_cores,
+                                     DecodeExpertPath::grouped};
+  double ms[3] = {0, 0, 0};
+  for (int i = 0; i < 3; ++i) {
     kimi::cuda::ExpertPathRecord rec;
     const kimi::cuda::ScopedExpertPathOptions scope(kimi::cuda::ExpertPathOptions{.decode = paths[i], .record = &rec});
     call();  // warms up outside the capture
     CK(cudaStreamSynchronize(st));
-    const int64_t ran = i == 0 ? rec.touched : rec.grouped;
+    const int64_t ran = i == 0 ? rec.touched : i == 1 ? rec.wgmma : rec.grouped;
     if (ran != 1) {
-      std::printf("decode %-11s T=%-4lld: the forced %s path did not run (E > kGroupMaxExperts?)\n", s.name,
-                  (long long)t, i == 0 ? "touched" : "grouped");
+      std::printf("decode %-11s T=%-4lld: the forced %s path did not run (touched: E > kGroupMaxExperts; tensor "
+                  "cores: not bf16 x with bf16 or MXFP4 experts)\n",
+                  s.name, (long long)t, names[i]);
       CK(cudaStreamDestroy(st));
       return;
     }
@@ -231,23 +244,24 @@ void run_decode(const LayerShape& s, const Layer& L, int64_t t, std::mt19937& rn
   const size_t touched = std::set<int32_t>(h.begin(), h.end()).size();
   const double bytes = double(touched) * L.expert_bytes;  // the touched experts' weights
   const kimi::cuda::ExpertPath rule = kimi::cuda::expert_path(t, t * s.k, DType::bf16, L.w.experts);
-  const char* rule_name = rule == kimi::cuda::ExpertPath::touched   ? "touched"
-                          : rule == kimi::cuda::ExpertPath::grouped ? "grouped"
-                                                                    : "prefill";
+  const char* rule_name = rule == kimi::cuda::ExpertPath::touched   ? names[0]
+                          : rule == kimi::cuda::ExpertPath::wgmma   ? names[1]
+                          : rule == kimi::cuda::ExpertPath::grouped ? names[2]
+                                                                    : "cuBLAS";
+  const int fastest = int(std::min_element(ms, ms + 3) - ms);
   const auto rate = [&](double m) { return bytes / (m * 1e-3); };
-  std::printf("decode %-11s T=%-4lld E=%lld K=%lld  %4zu experts %6.3f GB (%5.2f rows each) | touched %7.3f ms "
-              "%6.0f GB/s (%3.0f%% of copy) | grouped %7.3f ms %6.0f GB/s (%3.0f%% of copy) | rule: %s, faster: %s "
-              "(grouped/touched x%.2f)\n",
-              s.name, (long long)t, (long long)s.e, (long long)s.k, touched, bytes / 1e9,
-              double(t * s.k) / double(touched), ms[0], rate(ms[0]) / 1e9,
-              100.0 * rate(ms[0]) / kimi::bench::kCopyBytesPerS, ms[1], rate(ms[1]) / 1e9,
-              100.0 * rate(ms[1]) / kimi::bench::kCopyBytesPerS, rule_name, ms[0] <= ms[1] ? "touched" : "grouped",
-              ms[1] / ms[0]);
-  const std::array<double, 3> e = experts_alone(s, L, t, h, st, rng);
   const auto pct = [&](double m) { return 100.0 * rate(m) / kimi::bench::kCopyBytesPerS; };
-  std::printf("       routed experts alone (2 launches, no shared): touched in-flight tile %7.3f ms (%3.0f%% of copy) "
-              "| touched streaming tile %7.3f ms (%3.0f%%) | grouped %7.3f ms (%3.0f%%)\n",
-              e[0], pct(e[0]), e[1], pct(e[1]), e[2], pct(e[2]));
+  std::printf("decode %-11s T=%-4lld E=%lld K=%lld  %4zu experts %6.3f GB (%5.2f rows each) | touched %7.3f ms "
+              "%5.0f GB/s (%3.0f%%) | tensor cores %7.3f ms %5.0f GB/s (%3.0f%%) | grouped %7.3f ms %5.0f GB/s "
+              "(%3.0f%%) | rule: %s, fastest: %s\n",
+              s.name, (long long)t, (long long)s.e, (long long)s.k, touched, bytes / 1e9,
+              double(t * s.k) / double(touched), ms[0], rate(ms[0]) / 1e9, pct(ms[0]), ms[1], rate(ms[1]) / 1e9,
+              pct(ms[1]), ms[2], rate(ms[2]) / 1e9, pct(ms[2]), rule_name, names[fastest]);
+  const std::array<double, 4> e = experts_alone(s, L, t, h, st, rng);
+  std::printf("       routed experts alone (2 launches, no shared; %% of copy): touched in-flight tile %7.3f ms "
+              "(%3.0f%%) | touched streaming tile %7.3f ms (%3.0f%%) | tensor cores %7.3f ms (%3.0f%%) | grouped "
+              "%7.3f ms (%3.0f%%)\n",
+              e[0], pct(e[0]), e[1], pct(e[1]), e[2], pct(e[2]), e[3], pct(e[3]));
   CK(cudaStreamDestroy(st));
 }
 
@@ -361,8 +375,8 @@ int main(int argc, char** argv) {
   }
   const bool decode_only = argc > 1 && std::string(argv[1]) == "decode";
   const std::vector<int64_t> decode_t = {1, 2, 4, 8, 16, 32, 64, 128};
-  std::printf("decode rows: ms per layer (graph replay); GB/s on the touched experts' bytes, against the copy rate "
-              "%.2f TB/s; default rule: touched at T <= %lld\n",
+  std::printf("decode rows: ms per layer (graph replay); GB/s and %% of the copy rate %.2f TB/s on the touched "
+              "experts' bytes; default rule: touched at T <= %lld, else tensor cores where they apply\n",
               kimi::bench::kCopyBytesPerS / 1e12, (long long)kimi::cuda::expert_path_options().touched_max_tokens);
   std::mt19937 rng(7);
   {
@@ -378,8 +392,10 @@ int main(int argc, char** argv) {
     const LayerShape s{"k3", 7168, 3584, 896, 16, 3072, 6144, true, true, 1.f};
     const Layer L(s, rng);
     for (int64_t t : decode_t) run_decode(s, L, t, rng);
-    if (!decode_only)
+    if (!decode_only) {
       for (int64_t t : {1024, 4096}) run(s, L, t, rng);
+      for (int64_t t : {1024, 4096}) run_experts(s, L, t, rng);  // MXFP4 on tensor cores against the cuBLAS path
+    }
   }
   if (!decode_only) {
     const LayerShape s{"k3-bf16", 7168, 3584, 896, 16, 3072, 64, false, true, 1.f};  // 59 GB of bf16 experts

@@ -1,12 +1,12 @@
-// The routed experts of latent_moe (src/cuda/moe/experts.h): the two decode paths, the two prefill paths, and
-// expert_path, the one rule that picks among them.
+// The routed experts of latent_moe (src/cuda/moe/experts.h): the touched path, the tensor-core path, the grouped
+// FFMA path and the cuBLAS path, and expert_path, the one rule that picks among them.
 //   touched: h = glu(z W1_e^T, z W3_e^T) for every grouped row (one launch, touched.cuh, P = 2), ye = h W2_e^T
 //            (one launch, P = 1); h f32 [T*K (+ T), I] scratch. The grids cover the touched experts only (the
 //            list group_kernel wrote, ExpertRows::active); a shared expert of the experts' shapes and format
 //            rides in the same two launches (rows T*K .. T*K + T of h and ye). Two register tiles (in flight,
 //            streaming: launch_touched_mt), chosen by ExpertPathOptions::touched_tile.
 //   grouped: the same two launches (grouped.cuh) with one grid row per expert; h f32 [T*K, I] scratch.
-//            Both decode paths take each expert's weight pointers from base + e * stride when the experts are
+//            Both FFMA paths take each expert's weight pointers from base + e * stride when the experts are
 //            stacked, else from a table uploaded here per call.
 //   wgmma:   the same pointers; a one-block M-tile scan of the device offsets, then H = bf16(glu(zg W1_e^T,
 //            zg W3_e^T)) (one tensor-core launch, grouped_gemm.cuh, P = 2) and ye = H W2_e^T (one launch, P = 1);
@@ -207,14 +207,17 @@ void expert_projs(std::span<const MlpWeights> experts, const ExpertLayout& layou
   }
 }
 
-// The tensor-core path's requirements on every expert's projection p: dense bf16, 16-byte aligned rows
-// (cp.async pieces), widths multiples of 8.
+// The tensor-core path's requirements on every expert's projection p: dense bf16 or MXFP4 (as expert 0: one
+// format per projection), 16-byte aligned rows (cp.async pieces: ldw a multiple of 8 bf16 elements or of 16 packed
+// bytes), widths multiples of 8.
 bool wgmma_ok(std::span<const MlpWeights> ex, Proj p) {
+  const bool mx = (ex[0].*p).is_mxfp4();
   for (const MlpWeights& m : ex) {
     const Weight& w = m.*p;
-    if (w.is_mxfp4() || w.w.dtype != DType::bf16) return false;
+    if (w.is_mxfp4() != mx || (!mx && w.w.dtype != DType::bf16)) return false;
     const ExpertPtr q = ptr_of(w);
-    if (w.in_features() % 8 != 0 || w.out_features() % 8 != 0 || addr(q.w) % 16 != 0 || q.ldw % 8 != 0) return false;
+    if (w.in_features() % 8 != 0 || w.out_features() % 8 != 0 || addr(q.w) % 16 != 0 || q.ldw % (mx ? 16 : 8) != 0)
+      return false;
   }
   return true;
 }
@@ -224,30 +227,53 @@ bool wgmma_ok(std::span<const MlpWeights> ex, Proj p) {
 constexpr int64_t kMaxGridY = 65535;
 int64_t wgmma_m_tiles(int64_t slots, int64_t e_count) { return slots / moe_gemm::kBM + std::min(e_count, slots); }
 
-template <int P>
-void launch_wgmma(const moe_gemm::Args& a, int64_t m_tiles, cudaStream_t s) {
-  constexpr auto kernel = moe_gemm::grouped_gemm_kernel<P>;
+template <int P, bool kMx>
+void launch_wgmma_as(const moe_gemm::Args& a, int64_t m_tiles, cudaStream_t s) {
+  constexpr auto kernel = moe_gemm::grouped_gemm_kernel<P, kMx>;
+  constexpr int smem = moe_gemm::kSmemBytes<kMx>;
   int dev = 0;
   KIMI_CUDA_CHECK(cudaGetDevice(&dev));
-  allow_dynamic_smem<kernel>(dev, moe_gemm::kSmemBytes);
+  allow_dynamic_smem<kernel>(dev, smem);
   const dim3 grid(unsigned((a.n + moe_gemm::kBN<P> - 1) / moe_gemm::kBN<P>), unsigned(m_tiles));
-  kernel<<<grid, moe_gemm::kThreads, moe_gemm::kSmemBytes, s>>>(a);
+  kernel<<<grid, moe_gemm::kThreads, smem, s>>>(a);
   KIMI_CUDA_CHECK(cudaGetLastError());
+}
+
+// The projection's weight format (one per projection: wgmma_ok) picks the kernel.
+template <int P>
+void launch_wgmma(const moe_gemm::Args& a, const Weight& w, int64_t m_tiles, cudaStream_t s) {
+  if (w.is_mxfp4()) return launch_wgmma_as<P, true>(a, m_tiles, s);
+  launch_wgmma_as<P, false>(a, m_tiles, s);
 }
 
 }  // namespace
 
 ExpertPath expert_path(int64_t tokens, int64_t slots, DType x_dtype, std::span<const MlpWeights> experts) {
   const int64_t e_count = int64_t(experts.size());
-  if (slots <= kGroupedMaxRowsPerExpert * e_count) {  // average rows per expert: decode
+  // gate and up share a launch, so they share a format
+  const bool tensor_core_weights = wgmma_ok(experts, kProjs[0]) && wgmma_ok(experts, kProjs[1]) &&
+                                   wgmma_ok(experts, kProjs[2]) &&
+                                   experts[0].gate.is_mxfp4() == experts[0].up.is_mxfp4();
+  const bool tensor_cores =
+      x_dtype == DType::bf16 && tensor_core_weights && wgmma_m_tiles(slots, e_count) <= kMaxGridY;
+  if (slots <= kGroupedMaxRowsPerExpert * e_count) {  // average rows per expert: decode, the options' choice
     const ExpertPathOptions& o = expert_path_options();
-    const bool touched = o.decode == DecodeExpertPath::touched ||
-                         (o.decode == DecodeExpertPath::automatic && tokens <= o.touched_max_tokens);
-    return touched && e_count <= kGroupMaxExperts ? ExpertPath::touched : ExpertPath::grouped;
+    const bool touched_ok = e_count <= kGroupMaxExperts;  // the one-block grouping
+    switch (o.decode) {
+      case DecodeExpertPath::touched:
+        if (touched_ok) return ExpertPath::touched;
+        break;
+      case DecodeExpertPath::tensor_cores: return tensor_cores ? ExpertPath::wgmma : ExpertPath::grouped;
+      case DecodeExpertPath::grouped: return ExpertPath::grouped;
+      case DecodeExpertPath::automatic:
+        if (touched_ok && tokens <= o.touched_max_tokens) return ExpertPath::touched;
+        break;
+    }
   }
-  const bool dense_bf16 =
-      wgmma_ok(experts, kProjs[0]) && wgmma_ok(experts, kProjs[1]) && wgmma_ok(experts, kProjs[2]);
-  if (x_dtype == DType::bf16 && dense_bf16 && wgmma_m_tiles(slots, e_count) <= kMaxGridY) return ExpertPath::wgmma;
+  // Tensor cores at every row count when they apply: on the H200 they stream the touched experts faster than the
+  // grouped FFMA kernels from 1 token on (docs/ops/moe.md "Which path").
+  if (tensor_cores) return ExpertPath::wgmma;
+  if (slots <= kGroupedMaxRowsPerExpert * e_count) return ExpertPath::grouped;
   return ExpertPath::gemm;
 }
 
@@ -428,7 +454,7 @@ void experts_wgmma(const void* zg, int64_t dl, std::span<const MlpWeights> exper
   gu.situ = act.act == GluAct::situ ? 1 : 0;
   gu.beta = act.situ_beta;
   gu.lbeta = act.situ_linear_beta;
-  launch_wgmma<2>(gu, m_tiles, s);
+  launch_wgmma<2>(gu, experts[0].gate, m_tiles, s);
 
   moe_gemm::Args dn = gu;
   dn.a = h.get<__nv_bfloat16>();
@@ -439,7 +465,7 @@ void experts_wgmma(const void* zg, int64_t dl, std::span<const MlpWeights> exper
   dn.k = inter;
   dn.y = ye;
   dn.ldy = dl;
-  launch_wgmma<1>(dn, m_tiles, s);
+  launch_wgmma<1>(dn, experts[0].down, m_tiles, s);
 }
 
 void experts_gemm(const void* zg, DType op, int64_t dl, std::span<const MlpWeights> experts, const ExpertRows& rows,

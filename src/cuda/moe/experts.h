@@ -1,13 +1,18 @@
-// src/cuda/moe/experts.h: the routed experts of latent_moe on grouped rows (src/cuda/moe/group.cuh), the paths
-// the launcher chooses between on the host from T, K and E alone (no counts on the host to choose):
-//   decode (T * K <= kGroupedMaxRowsPerExpert * E), two paths without host synchronisation, capturable in a CUDA
-//     graph when the experts are stacked; expert_path picks one by T (src/cuda/moe/options.h):
-//     touched (small T): experts_touched, two launches over the touched experts only (the device list of
-//       ExpertRows::active), the shared expert riding along when it can (touched.cuh);
-//     grouped: experts_grouped, two launches over every expert (grouped.cuh);
-//   prefill: experts_wgmma (bf16 x, dense bf16 experts: tensor cores, no host sync) or experts_gemm (the E + 1
-//     offsets copied to the host, ONE stream sync, then per expert with rows cuBLAS GEMMs on operands of the
-//     activation dtype).
+// src/cuda/moe/experts.h: the routed experts of latent_moe on grouped rows (src/cuda/moe/group.cuh), four paths
+// the launcher chooses between on the host from T, the dtypes, the weight format and T * K / E (no counts on the
+// host; expert_path, whose decode choice follows src/cuda/moe/options.h):
+//   touched (decode, T <= touched_max_tokens, E <= kGroupMaxExperts): experts_touched, two launches over the
+//     touched experts only (the device list of ExpertRows::active), the shared expert riding along when it can
+//     (touched.cuh), no host synchronisation, capturable when stacked;
+//   tensor cores (bf16 x; dense bf16 or MXFP4 experts, gate and up in one format; any row count): experts_wgmma,
+//     one launch for gate+up+GLU and one for down over device-side M tiles (grouped_gemm.cuh), no host
+//     synchronisation, capturable when stacked. On the H200 it beats the grouped FFMA kernels at every row count
+//     measured (T = 1..512 at Kimi-Linear's shape: 33-76% of the copy rate on the touched experts' bytes against
+//     11-62%; docs/ops/moe.md "Which path");
+//   small rows otherwise (T * K <= kGroupedMaxRowsPerExpert * E: f32 / f16 activations or other weights at decode):
+//     experts_grouped, two launches for every expert (grouped.cuh), no host synchronisation, capturable;
+//   large rows otherwise: experts_gemm, the E + 1 offsets copied to the host (ONE stream sync), then per expert
+//     with rows cuBLAS GEMMs on operands of the activation dtype.
 // All write ye[r, :] = Expert_e(z[token_of_row[r], :]) (f32) for every grouped row r of every expert e.
 #pragma once
 
@@ -22,7 +27,8 @@
 
 namespace kimi::cuda {
 
-// Average routed rows per expert (T * K / E) at or below which latent_moe takes a decode path (touched or grouped).
+// Average routed rows per expert (T * K / E) at or below which latent_moe takes a decode path (touched, or grouped
+// when neither the touched nor the tensor-core path applies).
 // NOTE: the grouped kernels do MT-row FFMA work per streamed weight; at ~16 rows per expert that work reaches
 // the H200's fp32 CUDA-core rate at its HBM rate, which is also linear's GEMV bound (kGemvMaxM): above it
 // tensor-core GEMMs win even with the host round trip. To be tuned from measurements (docs/ops/moe.md).

@@ -3,9 +3,12 @@
 //   gate/up (P = 2): H[r, n] = bf16(glu(sum_c A[r, c] W1_e[n, c], sum_c A[r, c] W3_e[n, c]))   (glu.cuh's glu_value)
 //   down    (P = 1): Y[r, n] = sum_c A[r, c] W2_e[n, c]                                          (f32 out)
 // for every grouped row r of expert e (offsets[e] <= r < offsets[e + 1]). A is bf16 in grouped order ([rows, k],
-// rows lda apart: the gathered z for gate/up, H for down); weights dense bf16 [n, k] (rows ldw elements apart),
-// found per expert by grouped.cuh's ExpertProj (stacked base + e * stride, or a device table). bf16 x bf16
-// products, fp32 accumulation (wgmma m64n256k16), one rounding of H to bf16 (the rounding a bf16 activation implies).
+// rows lda apart: the gathered z for gate/up, H for down); weights dense bf16 [n, k] (rows ldw elements apart) or
+// MXFP4 (kMx: packed u8 [n, k/2], rows ldw bytes apart, E8M0 scales [n, k/32], rows lds apart), found per expert by
+// grouped.cuh's ExpertProj (stacked base + e * stride, or a device table). bf16 x bf16 products, fp32 accumulation
+// (wgmma m64n256k16), one rounding of H to bf16 (the rounding a bf16 activation implies). MXFP4 weights are decoded
+// into the bf16 weight tile in shared memory (W4A16): code * scale is exact in bf16, so both forms multiply the
+// same values as the CPU's decoder (src/cuda/linear/mxfp4.cuh).
 //
 // Tiles. A CTA computes BM = 128 rows of ONE expert against a weight tile of BW = 256 rows: for gate/up, 128
 // output columns of W1 and the same 128 of W3 (so the GLU's two inputs land in the same thread, same fragment
@@ -22,8 +25,9 @@
 // run close together, sharing its weights through L2.
 //
 // Shared memory (dynamic, 1024-byte aligned): S = 4 stages of [A: 128 x 64 | B: 256 x 64] bf16, each in
-// wgmma.cuh's 128B-swizzled atom layout (sw128_off), 48 KB a stage, 192 KB in all (one CTA per SM). Both
-// operands are K-major (A [m][k], B = W [n][k]): D = A W^T.
+// wgmma.cuh's 128B-swizzled atom layout (sw128_off), 48 KB a stage, 192 KB in all (one CTA per SM); MXFP4 adds S
+// staging tiles of the packed codes [256 rows][32 bytes] (8 KB each: 224 KB in all). Both operands are K-major
+// (A [m][k], B = W [n][k]): D = A W^T.
 //
 // Pipeline (every thread loads with cp.async, zero-filling rows past the expert's end, weight rows past n and
 // chunks past k; each thread commits one cp.async group per k-step, empty or not):
@@ -34,10 +38,15 @@
 //   The stage overwritten at step kt was last read by k-tile kt - 2's wgmma, which both warpgroups completed
 //   before they passed step kt - 1's wait_group 1, hence before step kt's __syncthreads: one barrier per k-step,
 //   one wgmma group in flight while the next one is issued.
+//   MXFP4: the cp.async pieces of a k-tile are its packed codes (into the staging tile); after the barrier, thread t
+//   decodes weight row t of k-tile kt (64 codes, two scales loaded into registers one step ahead) into the stage's
+//   bf16 B tile, fence.proxy.async, a second __syncthreads, then the wgmma. The decode overlaps k-tile kt - 1's
+//   wgmma (still in flight); the B tile it writes was last read by k-tile kt - 4's wgmma (done at step kt - 3).
 // Epilogue straight from the accumulator fragments (wgmma.cuh's layout): bf16x2 stores of H (gate/up) or float2
 // stores of Y (down), rows past the expert's end and columns past n skipped.
 // Requirements (checked by the launcher): k % 8 == 0, n % 8 == 0, lda and ldw multiples of 8 elements, A and every
-// expert's weights 16-byte aligned (cp.async 16-byte pieces); y rows ldy apart with ldy even.
+// expert's weights 16-byte aligned (cp.async 16-byte pieces); y rows ldy apart with ldy even. MXFP4: k % 32 == 0,
+// ldw a multiple of 16 bytes (scales: any alignment, byte loads).
 // Each output element's sum is formed the same way whatever the row's position, so results do not depend on the
 // (atomic) order of rows within an expert, and eager runs and graph replays agree bit for bit.
 #pragma once
@@ -47,6 +56,7 @@
 #include <cstdint>
 
 #include "cuda/bulk_copy.cuh"
+#include "cuda/linear/mxfp4.cuh"
 #include "cuda/moe/glu.cuh"
 #include "cuda/moe/grouped.cuh"
 #include "cuda/wgmma.cuh"
@@ -59,7 +69,10 @@ constexpr int kBW = 256;       // weight rows per CTA
 constexpr int kBK = 64;        // k per stage (one 128-byte swizzle atom wide)
 constexpr int kStages = 4;
 constexpr int kStageElems = (kBM + kBW) * kBK;
-constexpr int kSmemBytes = kStages * kStageElems * 2 + 1024;  // + slack to align the base to 1024 bytes
+constexpr int kStagingBytes = kBW * kBK / 2;  // MXFP4: one k-tile's packed codes
+// + slack to align the base to 1024 bytes
+template <bool kMx>
+constexpr int kSmemBytes = kStages * (kStageElems * 2 + (kMx ? kStagingBytes : 0)) + 1024;
 
 // Output columns per CTA: gate/up pair the same 128 columns of W1 and W3; down takes 256 columns of W2.
 template <int P>
@@ -71,7 +84,7 @@ struct Args {
   int e_count;
   const __nv_bfloat16* a;  // [rows, k] grouped, rows lda apart
   int64_t lda;
-  ExpertProj proj[2];  // gate, up (P = 2) or down (proj[0]); dense bf16
+  ExpertProj proj[2];  // gate, up (P = 2) or down (proj[0]); dense bf16, or MXFP4 (the kernel's kMx)
   int64_t n, k;
   void* y;  // P = 2: bf16 H; P = 1: f32 Y; [rows, n], rows ldy apart
   int64_t ldy;
@@ -171,7 +184,27 @@ __device__ __forceinline__ void mma_m64n256k16(float (&d)[32][4], uint64_t a, ui
       : "memory");
 }
 
-template <int P>
+// Weight row t of the CTA's tile (t < kBW) decoded from the staging tile into the bf16 B tile: 64 codes, the first
+// 32 under scale s0, the next 32 under s1 (one f32 product each, exact in bf16).
+__device__ __forceinline__ void decode_mxfp4_row(const uint8_t* staging, __nv_bfloat16* sB, int t, float s0, float s1) {
+  const uint4 p0 = *reinterpret_cast<const uint4*>(staging + t * 32);
+  const uint4 p1 = *reinterpret_cast<const uint4*>(staging + t * 32 + 16);
+  const uint32_t words[8] = {p0.x, p0.y, p0.z, p0.w, p1.x, p1.y, p1.z, p1.w};
+#pragma unroll
+  for (int c = 0; c < 8; ++c) {  // 8 columns per word, low nibble first
+    const float sc = c < 4 ? s0 : s1;
+    uint32_t out[4];
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const __nv_bfloat162 v = __floats2bfloat162_rn(e2m1_value((words[c] >> (8 * j)) & 15u) * sc,
+                                                     e2m1_value((words[c] >> (8 * j + 4)) & 15u) * sc);
+      out[j] = *reinterpret_cast<const uint32_t*>(&v);
+    }
+    *reinterpret_cast<uint4*>(sB + wgmma::sw128_off<kBW>(t, 8 * c)) = make_uint4(out[0], out[1], out[2], out[3]);
+  }
+}
+
+template <int P, bool kMx>
 __global__ void __launch_bounds__(kThreads, 1) grouped_gemm_kernel(const __grid_constant__ Args a) {
   const int mt = int(blockIdx.y);
   if (mt >= a.tile_off[a.e_count]) return;
@@ -194,7 +227,10 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_gemm_kernel(const __grid_
   const int tid = int(threadIdx.x);
   const int64_t k_tiles = (a.k + kBK - 1) / kBK;
 
-  // k-tile kt -> stage st: A rows r0 .. r0 + 127 (zero past r_end), weight rows of the tile (zero past n).
+  uint8_t* const staging = reinterpret_cast<uint8_t*>(sm + kStages * kStageElems);  // kMx: [kStages][kBW][32]
+
+  // k-tile kt -> stage st: A rows r0 .. r0 + 127 (zero past r_end), weight rows of the tile (zero past n): bf16, or
+  // (kMx) their packed codes into the stage's staging tile.
   const auto load = [&](int st, int64_t kt) {
     __nv_bfloat16* sA = sm + st * kStageElems;
     __nv_bfloat16* sB = sA + kBM * kBK;
@@ -206,17 +242,46 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_gemm_kernel(const __grid_
       const __nv_bfloat16* src = valid ? a.a + int64_t(r0 + r) * a.lda + k0 + c : a.a;
       cp_async16(sA + wgmma::sw128_off<kBM>(r, c), src, valid);
     }
+    if constexpr (kMx) {
+      uint8_t* sP = staging + st * kStagingBytes;
 #pragma unroll
-    for (int i = 0; i < kBW * kBK / 8 / kThreads; ++i) {
-      const int idx = tid + i * kThreads, r = idx / 8, c = 8 * (idx % 8);
-      const bool second = P == 2 && r >= kBW / 2;
-      const int64_t n = n0 + (P == 2 ? r % (kBW / 2) : r);
-      const bool valid = n < a.n && k0 + c < a.k;
-      const __nv_bfloat16* base = second ? wb1 : wb0;
-      const int64_t ld = second ? w1.ldw : w0.ldw;
-      cp_async16(sB + wgmma::sw128_off<kBW>(r, c), valid ? base + n * ld + k0 + c : base, valid);
+      for (int i = 0; i < kBW * 2 / kThreads; ++i) {  // two 16-byte pieces (32 codes each) per weight row
+        const int idx = tid + i * kThreads, r = idx / 2, h = idx % 2;
+        const bool second = P == 2 && r >= kBW / 2;
+        const int64_t n = n0 + (P == 2 ? r % (kBW / 2) : r);
+        const bool valid = n < a.n && k0 + 32 * h < a.k;
+        const uint8_t* base = static_cast<const uint8_t*>(second ? w1.w : w0.w);
+        const int64_t ld = second ? w1.ldw : w0.ldw;
+        cp_async16(sP + r * 32 + 16 * h, valid ? base + n * ld + k0 / 2 + 16 * h : base, valid);
+      }
+    } else {
+#pragma unroll
+      for (int i = 0; i < kBW * kBK / 8 / kThreads; ++i) {
+        const int idx = tid + i * kThreads, r = idx / 8, c = 8 * (idx % 8);
+        const bool second = P == 2 && r >= kBW / 2;
+        const int64_t n = n0 + (P == 2 ? r % (kBW / 2) : r);
+        const bool valid = n < a.n && k0 + c < a.k;
+        const __nv_bfloat16* base = second ? wb1 : wb0;
+        const int64_t ld = second ? w1.ldw : w0.ldw;
+        cp_async16(sB + wgmma::sw128_off<kBW>(r, c), valid ? base + n * ld + k0 + c : base, valid);
+      }
     }
   };
+
+  // kMx: thread t decodes weight row t of every k-tile; its two scales per k-tile come from global memory one
+  // k-tile ahead (byte loads; rows past n and scales past k read nothing: their codes are zero-filled anyway).
+  const bool t_second = P == 2 && tid >= kBW / 2;
+  const int64_t t_n = n0 + (P == 2 ? tid % (kBW / 2) : tid);
+  const uint8_t* const t_scale = kMx && t_n < a.n ? (t_second ? w1.scale : w0.scale) + t_n * (t_second ? w1.lds : w0.lds)
+                                                 : nullptr;
+  // The two scale bytes of k-tile kt (127 = 1.0 where there is none), decoded only at their use so that the loads
+  // stay in flight.
+  const auto scale_bytes = [&](int64_t kt) -> uint32_t {
+    if (!t_scale || kt >= k_tiles) return 127u | (127u << 8);
+    const int64_t j = kt * (kBK / 32);
+    return uint32_t(t_scale[j]) | (kt * kBK + 32 < a.k ? uint32_t(t_scale[j + 1]) : 127u) << 8;
+  };
+  uint32_t sc = kMx ? scale_bytes(0) : 0u;
 
   float acc[32][4];  // D[64 rows of this warpgroup][the 256 weight rows of the tile]
 #pragma unroll
@@ -238,6 +303,14 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_gemm_kernel(const __grid_
     __syncthreads();               // every thread's pieces; every wgmma of k-tile kt - 2 is done
     const int st = int(kt % kStages);
     const __nv_bfloat16* sA = sm + st * kStageElems;
+    if constexpr (kMx) {
+      const uint32_t next = scale_bytes(kt + 1);  // in flight during this decode and wgmma
+      decode_mxfp4_row(staging + st * kStagingBytes, sm + st * kStageElems + kBM * kBK, tid,
+                       e8m0_value(sc & 255u), e8m0_value(sc >> 8));
+      sc = next;
+      fence_proxy_async();  // the decoded tile, visible to wgmma
+      __syncthreads();
+    }
     const uint64_t dA = wgmma::desc_sw128(sA + wg * 64 * kBK), dB = wgmma::desc_sw128(sA + kBM * kBK);
     wgmma::fence();
 #pragma unroll

@@ -5,13 +5,13 @@
 //      (offsets, row_of_slot, token_of_row, the list of touched experts, and the optional ids / weights copies);
 //      otherwise count_kernel, offsets_kernel (exclusive scan), place_kernel; no count reaches the host here
 //   4. the experts over their rows, ye f32 [T*K, Dl] in grouped order (experts.h), the path chosen on the host by
-//      expert_path (T, T*K / E, dtypes, weight layout; src/cuda/moe/options.h):
+//      expert_path (T, T*K / E, dtypes, weight format and layout; src/cuda/moe/options.h):
 //      touched (decode, T <= touched_max_tokens): experts_touched, one gate+up+GLU launch and one down launch
 //        over the touched experts, straight from z (no gather), no host sync;
-//      grouped (decode otherwise, T*K <= kGroupedMaxRowsPerExpert E): experts_grouped, the same two launches
-//        with one grid row per expert;
-//      wgmma (prefill, bf16 x, dense bf16 experts): gather z into zg bf16 [T*K, Dl], then experts_wgmma (one
-//        tensor-core launch for gate+up+GLU, one for down), no host sync;
+//      wgmma (otherwise: bf16 x, dense bf16 or MXFP4 experts, prefill and decode): gather z into zg bf16
+//        [T*K, Dl], then experts_wgmma (one tensor-core launch for gate+up+GLU, one for down), no host sync;
+//      grouped (otherwise, T*K <= kGroupedMaxRowsPerExpert E: f32 / f16 x at decode): experts_grouped,
+//        one gate+up+GLU launch and one down launch for every expert, straight from z (no gather), no host sync;
 //      gemm (prefill otherwise): gather z into zg [T*K, Dl] of the operand dtype (bf16 when x is bf16, else f32:
 //        f32 / f16 x keep exact operands), then experts_gemm (the offsets copied to the host: ONE stream sync)
 //   5. y[t] = sum_j w[t, j] Ye[row of slot (t, j)] (combine_kernel, f32 [T, Dl]); RMSNorm_latent (f32)
@@ -70,9 +70,9 @@ void refuse_capture_of(cudaStream_t s, ExpertPath path, bool stacked, int64_t sl
     throw Error("latent_moe: cannot run inside CUDA graph capture with T * top_k = " + std::to_string(slots) +
                 " routed rows over " + std::to_string(e_count) + " experts (more than " +
                 std::to_string(kGroupedMaxRowsPerExpert) +
-                " per expert on average, and not bf16 x with dense bf16 experts: this prefill path copies the "
+                " per expert on average, and not bf16 x with dense bf16 or MXFP4 experts: this prefill path copies the "
                 "expert counts to the host); capture batches with T * top_k <= " +
-                std::to_string(kGroupedMaxRowsPerExpert * e_count) + ", or bf16 x and bf16 experts");
+                std::to_string(kGroupedMaxRowsPerExpert * e_count) + ", or bf16 x with bf16 or MXFP4 experts");
   if (!stacked)
     throw Error("latent_moe: cannot run inside CUDA graph capture with expert weights that are separate "
                 "allocations (argument 'w.experts': each projection's experts must be evenly strided in memory, "

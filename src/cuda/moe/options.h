@@ -8,16 +8,19 @@
 
 namespace kimi::cuda {
 
-// The two decode paths (T * top_k <= kGroupedMaxRowsPerExpert * E, experts.h):
-//   touched: ONE grouping launch that also lists the touched experts; the two expert launches have one grid row
-//            per touched expert (none for the untouched ones), several loads in flight per lane, and the shared
-//            expert in the same two launches when it can ride along (no latent, the experts' shapes and format);
-//   grouped: four grouping launches; the two expert launches have one grid row per expert (a row of an expert
-//            without tokens exits at once); the shared expert runs after them (cuda::mlp).
-// automatic: touched when T <= touched_max_tokens (and E <= kGroupMaxExperts, group.cuh), else grouped.
-// A forced path applies to decode shapes only (prefill keeps its own rule); a forced `touched` with
-// E > kGroupMaxExperts (the one-block grouping's bound) runs `grouped`.
-enum class DecodeExpertPath { automatic, touched, grouped };
+// The decode paths (T * top_k <= kGroupedMaxRowsPerExpert * E, experts.h):
+//   touched:      ONE grouping launch that also lists the touched experts; the two FFMA expert launches have one
+//                 grid row per touched expert (none for the untouched ones), and the shared expert rides in them
+//                 when it can (no latent, the experts' shapes and format);
+//   tensor_cores: four grouping launches, z gathered into bf16, the grouped wgmma GEMM over device-side M tiles
+//                 (bf16 x with dense bf16 or MXFP4 experts only); the shared expert after them (cuda::mlp);
+//   grouped:      four grouping launches; the two FFMA expert launches have one grid row per expert (a row of an
+//                 expert without tokens exits at once); the shared expert after them (cuda::mlp).
+// automatic: touched when T <= touched_max_tokens (and E <= kGroupMaxExperts, group.cuh), else tensor_cores where
+// they apply, else grouped. A forced path applies to decode shapes only (prefill keeps its own rule); a forced
+// `touched` with E > kGroupMaxExperts (the one-block grouping's bound) and a forced `tensor_cores` where they do
+// not apply fall back to the automatic choice without the touched path.
+enum class DecodeExpertPath { automatic, touched, tensor_cores, grouped };
 
 // The touched path's register tile (touched.cuh, experts.cu launch_touched_mt):
 //   in_flight: several chunks of each weight row in flight per lane (U = 4 at MT <= 2), 2-4 weight rows per lane,
@@ -36,9 +39,10 @@ struct ExpertPathRecord {
 
 struct ExpertPathOptions {
   DecodeExpertPath decode = DecodeExpertPath::automatic;
-  // Tokens T up to which the automatic rule takes the touched path. On the H200 (graph replay, per layer) the
-  // touched path won at T = 1 and lost from T = 8 on both Kimi-Linear (E 256, K 8) and K3 (E 896, K 16);
-  // kimi_bench_moe prints both paths at T = 1 .. 128 and which one this rule picks (docs/ops/moe.md).
+  // Tokens T up to which the automatic rule takes the touched path (0: never). On the H200 (graph replay, per
+  // layer) the touched path won against the grouped FFMA path at T = 1 and lost from T = 8 on both Kimi-Linear
+  // (E 256, K 8) and K3 (E 896, K 16); kimi_bench_moe prints the three decode paths at T = 1 .. 128 and which one
+  // this rule picks (docs/ops/moe.md).
   int64_t touched_max_tokens = 4;
   TouchedTile touched_tile = TouchedTile::automatic;
   ExpertPathRecord* record = nullptr;  // where latent_moe counts the path it ran, or null
