@@ -26,8 +26,8 @@
 //
 // Shared memory (dynamic, 1024-byte aligned): S = 4 stages of [A: 128 x 64 | B: 256 x 64] bf16, each in
 // wgmma.cuh's 128B-swizzled atom layout (sw128_off), 48 KB a stage, 192 KB in all (one CTA per SM); MXFP4 adds S
-// staging tiles of the packed codes [256 rows][32 bytes] (8 KB each: 224 KB in all). Both operands are K-major
-// (A [m][k], B = W [n][k]): D = A W^T.
+// staging tiles of the packed codes [256 rows][32 bytes] (8 KB each) and the 1 KB decode table: 225 KB in all.
+// Both operands are K-major (A [m][k], B = W [n][k]): D = A W^T.
 //
 // Pipeline (every thread loads with cp.async, zero-filling rows past the expert's end, weight rows past n and
 // chunks past k; each thread commits one cp.async group per k-step, empty or not):
@@ -39,8 +39,9 @@
 //   before they passed step kt - 1's wait_group 1, hence before step kt's __syncthreads: one barrier per k-step,
 //   one wgmma group in flight while the next one is issued.
 //   MXFP4: the cp.async pieces of a k-tile are its packed codes (into the staging tile); after the barrier, thread t
-//   decodes weight row t of k-tile kt (64 codes, two scales loaded into registers one step ahead) into the stage's
-//   bf16 B tile, fence.proxy.async, a second __syncthreads, then the wgmma. The decode overlaps k-tile kt - 1's
+//   decodes weight row t of k-tile kt (64 codes: a table lookup per code byte and a bf16 pair multiply by the
+//   scale, two scales loaded into registers one step ahead) into the stage's bf16 B tile, fence.proxy.async, a
+//   second __syncthreads, then the wgmma. The decode overlaps k-tile kt - 1's
 //   wgmma (still in flight); the B tile it writes was last read by k-tile kt - 4's wgmma (done at step kt - 3).
 // Epilogue straight from the accumulator fragments (wgmma.cuh's layout): bf16x2 stores of H (gate/up) or float2
 // stores of Y (down), rows past the expert's end and columns past n skipped.
@@ -72,7 +73,7 @@ constexpr int kStageElems = (kBM + kBW) * kBK;
 constexpr int kStagingBytes = kBW * kBK / 2;  // MXFP4: one k-tile's packed codes
 // + slack to align the base to 1024 bytes
 template <bool kMx>
-constexpr int kSmemBytes = kStages * (kStageElems * 2 + (kMx ? kStagingBytes : 0)) + 1024;
+constexpr int kSmemBytes = kStages * (kStageElems * 2 + (kMx ? kStagingBytes : 0)) + (kMx ? 1024 : 0) + 1024;
 
 // Output columns per CTA: gate/up pair the same 128 columns of W1 and W3; down takes 256 columns of W2.
 template <int P>
@@ -184,20 +185,36 @@ __device__ __forceinline__ void mma_m64n256k16(float (&d)[32][4], uint64_t a, ui
       : "memory");
 }
 
+// MXFP4 decode by table: lut[b] holds the two bf16 magnitudes-with-sign of code byte b (low nibble first) at scale
+// 1; a k-tile's scale 2^(e - 127) multiplies them as a bf16 pair (a power of two: exact, as the CPU's one f32
+// product is, including the f32 subnormal 2^-127 of e = 0 and NaN for e = 255).
+__device__ __forceinline__ void fill_mxfp4_lut(uint32_t* lut, int tid) {
+  if (tid < 256) {
+    const __nv_bfloat162 v = __floats2bfloat162_rn(e2m1_value(uint32_t(tid) & 15u), e2m1_value(uint32_t(tid) >> 4));
+    lut[tid] = *reinterpret_cast<const uint32_t*>(&v);
+  }
+}
+
+__device__ __forceinline__ __nv_bfloat162 e8m0_pair(uint32_t e) {
+  const __nv_bfloat16 s = __float2bfloat16_rn(e8m0_value(e));  // exact: a power of two in bf16's range, or NaN
+  return __nv_bfloat162(s, s);
+}
+
 // Weight row t of the CTA's tile (t < kBW) decoded from the staging tile into the bf16 B tile: 64 codes, the first
-// 32 under scale s0, the next 32 under s1 (one f32 product each, exact in bf16).
-__device__ __forceinline__ void decode_mxfp4_row(const uint8_t* staging, __nv_bfloat16* sB, int t, float s0, float s1) {
+// 32 under scale s0, the next 32 under s1.
+__device__ __forceinline__ void decode_mxfp4_row(const uint8_t* staging, const uint32_t* lut, __nv_bfloat16* sB, int t,
+                                                 __nv_bfloat162 s0, __nv_bfloat162 s1) {
   const uint4 p0 = *reinterpret_cast<const uint4*>(staging + t * 32);
   const uint4 p1 = *reinterpret_cast<const uint4*>(staging + t * 32 + 16);
   const uint32_t words[8] = {p0.x, p0.y, p0.z, p0.w, p1.x, p1.y, p1.z, p1.w};
 #pragma unroll
-  for (int c = 0; c < 8; ++c) {  // 8 columns per word, low nibble first
-    const float sc = c < 4 ? s0 : s1;
+  for (int c = 0; c < 8; ++c) {  // 8 columns per word, two per byte, low nibble first
+    const __nv_bfloat162 sc = c < 4 ? s0 : s1;
     uint32_t out[4];
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
-      const __nv_bfloat162 v = __floats2bfloat162_rn(e2m1_value((words[c] >> (8 * j)) & 15u) * sc,
-                                                     e2m1_value((words[c] >> (8 * j + 4)) & 15u) * sc);
+      const uint32_t raw = lut[(words[c] >> (8 * j)) & 255u];
+      const __nv_bfloat162 v = __hmul2(*reinterpret_cast<const __nv_bfloat162*>(&raw), sc);
       out[j] = *reinterpret_cast<const uint32_t*>(&v);
     }
     *reinterpret_cast<uint4*>(sB + wgmma::sw128_off<kBW>(t, 8 * c)) = make_uint4(out[0], out[1], out[2], out[3]);
@@ -228,6 +245,8 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_gemm_kernel(const __grid_
   const int64_t k_tiles = (a.k + kBK - 1) / kBK;
 
   uint8_t* const staging = reinterpret_cast<uint8_t*>(sm + kStages * kStageElems);  // kMx: [kStages][kBW][32]
+  uint32_t* const lut = reinterpret_cast<uint32_t*>(staging + kStages * kStagingBytes);  // kMx: [256]
+  if constexpr (kMx) fill_mxfp4_lut(lut, tid);  // visible after the first k-step's barrier
 
   // k-tile kt -> stage st: A rows r0 .. r0 + 127 (zero past r_end), weight rows of the tile (zero past n): bf16, or
   // (kMx) their packed codes into the stage's staging tile.
@@ -305,8 +324,8 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_gemm_kernel(const __grid_
     const __nv_bfloat16* sA = sm + st * kStageElems;
     if constexpr (kMx) {
       const uint32_t next = scale_bytes(kt + 1);  // in flight during this decode and wgmma
-      decode_mxfp4_row(staging + st * kStagingBytes, sm + st * kStageElems + kBM * kBK, tid,
-                       e8m0_value(sc & 255u), e8m0_value(sc >> 8));
+      decode_mxfp4_row(staging + st * kStagingBytes, lut, sm + st * kStageElems + kBM * kBK, tid,
+                       e8m0_pair(sc & 255u), e8m0_pair(sc >> 8));
       sc = next;
       fence_proxy_async();  // the decoded tile, visible to wgmma
       __syncthreads();
