@@ -1,26 +1,36 @@
 // CUDA-only properties of linear and the MoE family that the harness cannot express (values against the
 // fp64 oracle run in the harness on every device): the decode projection records into a CUDA graph and
-// replays bit-identically; latent_moe's decode path (T * top_k <= 16 E, stacked experts) records into a CUDA
-// graph (so it never waits on the host) and replays bit-identically, also on new inputs; stacked and separately
-// allocated experts give identical bytes; graph capture is refused (leaving it valid) for separate experts and
-// for the cuBLAS prefill path (f32 x; bf16 x with bf16 experts takes the capturable tensor-core path,
-// tests/test_cuda_moe_grouped.cpp); experts of different widths or formats are refused; moe_quantile_balance is CPU-only.
-// Skipped without a CUDA device.
+// replays bit-identically; expert_path's decode rule follows its options (src/cuda/moe/options.h: touched up to
+// touched_max_tokens, forced paths, prefill untouched; no device needed); both decode paths of latent_moe (each
+// forced, and checked to be what ran) match the CPU backend (T = 1 to 128, both models' layouts scaled down,
+// ragged counts, experts without tokens, one expert taking every token, bf16 and MXFP4, SiLU and SiTU, the shared
+// expert fused on the touched path) and their graphs replay bit-identically; the decode path (T * top_k <= 16 E,
+// stacked experts) records into a CUDA graph (so it never waits on the host) and replays bit-identically, also on
+// new inputs; stacked and separately allocated experts give identical bytes; graph capture is refused (leaving it
+// valid) for separate experts and for the cuBLAS prefill path (f32 x; bf16 x with bf16 experts takes the
+// capturable tensor-core path, tests/test_cuda_moe_grouped.cpp); experts of different widths or formats are
+// refused; moe_quantile_balance is CPU-only.
+// Skipped without a CUDA device (but the rule test).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "expect_error.h"
 #include "kimi/device.h"
 #include "kimi/ops/linear.h"
 #include "kimi/ops/moe.h"
+#include "tensor_testutil.h"
 
 #ifdef KIMI_WITH_CUDA
 #include <cuda_runtime.h>
+
+#include "cuda/moe/experts.h"
 
 namespace kimi {
 namespace {
@@ -86,6 +96,68 @@ TEST(CudaLinear, DecodeRecordsIntoAGraphAndReplaysBitIdentically) {
   cudaGraphExecDestroy(ge);
   cudaGraphDestroy(g);
   cudaStreamDestroy(s);
+}
+
+// The decode rule on the host (no device): E experts of [I, D] bf16 views that are never read (tensor-core
+// weights: bf16 x may take the tensor cores, f32 x may not).
+TEST(CudaMoe, ExpertPathDecodeRuleFollowsItsOptions) {
+  using cuda::DecodeExpertPath;
+  using cuda::ExpertPath;
+  Tensor pool(DType::bf16, {3, 64, 64});
+  const auto experts_of = [&](int64_t e_count) {
+    std::vector<MlpWeights> v;
+    for (int64_t e = 0; e < e_count; ++e) {
+      const Weight w{TensorView(pool.data(), DType::bf16, {64, 64}, Device::cpu()), {}};
+      v.push_back(MlpWeights{w, w, w});
+    }
+    return v;
+  };
+  const std::vector<MlpWeights> kl = experts_of(256), big = experts_of(cuda::kGroupMaxExperts + 1);
+  const auto path = [&](int64_t t, const std::vector<MlpWeights>& ex, DType x = DType::bf16) {
+    return cuda::expert_path(t, t * 8, x, ex);  // top-8
+  };
+  const int64_t n = cuda::expert_path_options().touched_max_tokens;  // the default threshold
+  ASSERT_GE(n, 1);
+  ASSERT_LT(n, 64);
+  for (int64_t t = 1; t <= n; ++t) {
+    EXPECT_EQ(path(t, kl), ExpertPath::touched) << "T=" << t;
+    EXPECT_EQ(path(t, kl, DType::f32), ExpertPath::touched) << "T=" << t;
+  }
+  for (int64_t t : {n + 1, 2 * n + 1, int64_t(128), int64_t(512)}) {
+    EXPECT_EQ(path(t, kl), ExpertPath::wgmma) << "T=" << t;
+    EXPECT_EQ(path(t, kl, DType::f32), ExpertPath::grouped) << "T=" << t;
+  }
+  EXPECT_EQ(path(513, kl), ExpertPath::wgmma);            // 16.03 rows per expert: prefill
+  EXPECT_EQ(path(513, kl, DType::f32), ExpertPath::gemm);
+  EXPECT_EQ(path(1, big), ExpertPath::wgmma);             // past the one-block grouping
+  EXPECT_EQ(path(1, big, DType::f32), ExpertPath::grouped);
+  {
+    const cuda::ScopedExpertPathOptions o(cuda::ExpertPathOptions{.touched_max_tokens = 2 * n});
+    EXPECT_EQ(path(2 * n, kl), ExpertPath::touched);
+    EXPECT_EQ(path(2 * n + 1, kl), ExpertPath::wgmma);
+    {
+      const cuda::ScopedExpertPathOptions inner(cuda::ExpertPathOptions{.decode = DecodeExpertPath::grouped});
+      EXPECT_EQ(path(1, kl), ExpertPath::grouped);
+      EXPECT_EQ(path(513, kl), ExpertPath::wgmma);  // prefill keeps its rule
+    }
+    EXPECT_EQ(path(2 * n, kl), ExpertPath::touched);  // the outer options again
+  }
+  {
+    const cuda::ScopedExpertPathOptions o(cuda::ExpertPathOptions{.touched_max_tokens = 0});
+    EXPECT_EQ(path(1, kl), ExpertPath::wgmma);
+  }
+  {
+    const cuda::ScopedExpertPathOptions o(cuda::ExpertPathOptions{.decode = DecodeExpertPath::touched});
+    EXPECT_EQ(path(512, kl), ExpertPath::touched);
+    EXPECT_EQ(path(513, kl), ExpertPath::wgmma);  // prefill keeps its rule
+    EXPECT_EQ(path(1, big), ExpertPath::wgmma);   // the touched path does not apply
+  }
+  {
+    const cuda::ScopedExpertPathOptions o(cuda::ExpertPathOptions{.decode = DecodeExpertPath::tensor_cores});
+    EXPECT_EQ(path(1, kl), ExpertPath::wgmma);
+    EXPECT_EQ(path(1, kl, DType::f32), ExpertPath::grouped);  // the tensor cores do not apply
+  }
+  EXPECT_EQ(path(2 * n, kl), ExpertPath::wgmma);  // the defaults once every scope has ended
 }
 
 // A tiny non-latent MoE: E experts of [inter[e], d] / [inter[e], d] / [d, inter[e]] bf16.
@@ -258,25 +330,185 @@ TEST(CudaMoe, DecodePathCapturesInAGraphAndReplaysBitIdentically) {
   cudaStreamDestroy(s);
 }
 
-// Stacked experts (base + e * stride) and separately allocated ones (per-call pointer tables on the decode
-// path, per-expert views on the prefill path) read the same bytes: identical results on both paths.
+// A host copy of a device view (the CPU reference's weights).
+TensorView host_copy(const TensorView& v, std::vector<Tensor>& keep) {
+  keep.push_back(Tensor(v.dtype, std::span<const int64_t>(v.shape.data(), size_t(v.ndim))));
+  copy(keep.back().view(), v);
+  return keep.back();
+}
+Weight host_copy(const Weight& w, std::vector<Tensor>& keep) {
+  return Weight{host_copy(w.w, keep), w.scale.present() ? host_copy(w.scale, keep) : TensorView{}};
+}
+
+struct RefShape {
+  int64_t t, e, k;
+  bool mxfp4, situ, latent;
+  DType dt;
+  bool one_expert;  // K = 1 and expert 3's bias raised by 2: every token on one expert, every other expert empty
+};
+
+// Both decode paths (T * K <= 16 E; each forced with ScopedExpertPathOptions, the touched one with each register
+// tile and the automatic choice, the record saying what ran) against the CPU backend on the same weights:
+// routing ids equal, routing weights and outputs within the f32 (1e-5) / bf16 (5e-3) relative RMS of the
+// harness; and a CUDA graph of the call replays bit-identically to the eager call. The router sees decisive
+// scores: its weight reads column e of x for expert e (4 x[t, e]), the first E columns of each token hold a
+// permutation of an evenly spaced grid (scores >= 1e-3 apart) and the bias is 0, so CPU and CUDA pick the same
+// experts, with ragged counts (random permutations) and experts without tokens (every shape with T * K < E, and
+// the one-expert shapes). The bf16-expert shapes without a latent fuse the
+// shared expert (the experts' width) into the touched path's launches at T <= 8: ceil(T / MT) grid rows of it.
+TEST(CudaMoe, BothDecodePathsMatchTheCpuReferenceAndReplayBitIdentically) {
+  SKIP_WITHOUT_GPU();
+  const int64_t d = 256;
+  const std::vector<RefShape> shapes = {
+      // K3-like: latent 128 + norm, MXFP4 experts, SiTU; E = 16, K = 4 (E = 32 at T = 128: 16 rows per expert)
+      {1, 16, 4, true, true, true, DType::f32, false},    {2, 16, 4, true, true, true, DType::f32, false},
+      {8, 16, 4, true, true, true, DType::bf16, false},   {32, 16, 4, true, true, true, DType::f32, false},
+      {128, 32, 4, true, true, true, DType::f32, false},
+      // Kimi-Linear-like: no latent, bf16 experts, SiLU; E = 64, K = 8
+      {1, 64, 8, false, false, false, DType::f32, false}, {2, 64, 8, false, false, false, DType::bf16, false},
+      {4, 64, 8, false, false, false, DType::f32, false}, {8, 64, 8, false, false, false, DType::f32, false},
+      {32, 64, 8, false, false, false, DType::f32, false}, {128, 64, 8, false, false, false, DType::bf16, false},
+      // the other activation per format, and every token on one expert (MT-row groups looped 4 and 16 times)
+      {8, 16, 4, true, false, true, DType::f32, false},   {8, 64, 8, false, true, false, DType::f32, false},
+      {32, 16, 1, false, false, false, DType::f32, true}, {128, 16, 1, true, true, true, DType::f32, true},
+      {8, 16, 1, false, false, false, DType::bf16, true}};
+  cudaStream_t s;
+  ASSERT_EQ(cudaStreamCreate(&s), cudaSuccess);
+  Context ctx;
+  ctx.cuda_stream = s;
+  for (const RefShape& c : shapes) {
+    SCOPED_TRACE("T=" + std::to_string(c.t) + " E=" + std::to_string(c.e) + " K=" + std::to_string(c.k) +
+                 (c.mxfp4 ? " mxfp4" : " bf16-w") + (c.situ ? " situ" : " silu") + (c.latent ? " latent" : "") +
+                 (c.dt == DType::f32 ? " f32" : " bf16") + (c.one_expert ? " one-expert" : ""));
+    ASSERT_LE(c.t * c.k, 16 * c.e) << "not a decode shape";
+    std::mt19937_64 rng(uint64_t(300 + c.t + c.e + c.k + (c.mxfp4 ? 1000 : 0) + (c.one_expert ? 77 : 0)));
+    GpuMoe m(d, c.latent ? 128 : 0, c.e, 64, c.mxfp4, rng);
+    {  // decisive router: W_r[e, e] = 4, else 0; bias 0 (+2 on expert 3 for one_expert)
+      Tensor r(DType::bf16, {c.e, d});
+      std::memset(r.data(), 0, size_t(r.nbytes()));
+      for (int64_t e = 0; e < c.e; ++e) r.data_as<uint16_t>()[e * d + e] = f32_to_bf16(4.f);
+      copy(m.w.router.w, r.view());
+      Tensor b(DType::f32, {c.e});
+      for (int64_t e = 0; e < c.e; ++e) b.data_as<float>()[e] = c.one_expert && e == 3 ? 2.f : 0.f;
+      copy(m.w.router_bias, b.view());
+    }
+    Tensor xh(c.dt, {c.t, d});
+    std::uniform_real_distribution<double> u(-1, 1);
+    for (int64_t t = 0; t < c.t; ++t) {
+      std::vector<int64_t> perm(size_t(c.e));
+      for (int64_t e = 0; e < c.e; ++e) perm[size_t(e)] = e;
+      std::shuffle(perm.begin(), perm.end(), rng);
+      for (int64_t col = 0; col < d; ++col) {  // grid values i / 64 - 0.5 are exact in bf16
+        const float v = col < c.e ? float(perm[size_t(col)]) / 64.f - 0.5f : float(u(rng));
+        if (c.dt == DType::f32) xh.data_as<float>()[t * d + col] = v;
+        else xh.data_as<uint16_t>()[t * d + col] = f32_to_bf16(v);
+      }
+    }
+    const Tensor x = testutil::copy_to(xh, Device::cuda(0));
+
+    std::vector<Tensor> hk;  // the CPU reference
+    std::vector<MlpWeights> he;
+    for (const MlpWeights& ex : m.stacked)
+      he.push_back(MlpWeights{host_copy(ex.gate, hk), host_copy(ex.up, hk), host_copy(ex.down, hk)});
+    MlpWeights hs{host_copy(m.shared_w.gate, hk), host_copy(m.shared_w.up, hk), host_copy(m.shared_w.down, hk)};
+    LatentMoeWeights hw;
+    hw.router = host_copy(m.w.router, hk);
+    hw.router_bias = host_copy(m.w.router_bias, hk);
+    if (c.latent) {
+      hw.latent_down = host_copy(m.w.latent_down, hk);
+      hw.latent_up = host_copy(m.w.latent_up, hk);
+      hw.latent_norm = host_copy(m.w.latent_norm, hk);
+    }
+    hw.shared = &hs;
+    hw.experts = he;
+    Tensor ho(c.dt, {c.t, d}), hi(DType::i32, {c.t, c.k}), hwt(DType::f32, {c.t, c.k});
+    GluParams act;
+    act.act = c.situ ? GluAct::situ : GluAct::silu;
+    latent_moe(xh, hw, RouterParams{int(c.k), true, 2.446f}, act, 1e-5f, ho, hi, hwt);
+
+    using cuda::DecodeExpertPath;
+    using cuda::TouchedTile;
+    const std::vector<std::pair<DecodeExpertPath, TouchedTile>> runs = {
+        {DecodeExpertPath::touched, TouchedTile::in_flight},
+        {DecodeExpertPath::touched, TouchedTile::streaming},
+        {DecodeExpertPath::touched, TouchedTile::automatic},  // in flight at T = 1, streaming above
+        {DecodeExpertPath::grouped, TouchedTile::automatic}};
+    for (const auto& [p, tile] : runs) {
+      const bool touched = p == DecodeExpertPath::touched;
+      const bool streaming = tile == TouchedTile::streaming || (tile == TouchedTile::automatic && c.t > 1);
+      SCOPED_TRACE(!touched     ? "grouped path"
+                   : streaming ? "touched path, streaming tile"
+                               : "touched path, in-flight tile");
+      cuda::ExpertPathRecord rec;
+      const cuda::ScopedExpertPathOptions scope(
+          cuda::ExpertPathOptions{.decode = p, .touched_tile = tile, .record = &rec});
+      const MoeRun run(c.t, d, c.k, c.dt);
+      run(x, m.w, c.k, c.situ, ctx);
+      ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+      EXPECT_EQ(rec.touched, touched ? 1 : 0);
+      EXPECT_EQ(rec.grouped, touched ? 0 : 1);
+      EXPECT_EQ(rec.touched_streaming, touched && streaming ? 1 : 0);
+      EXPECT_EQ(rec.touched_in_flight, touched && !streaming ? 1 : 0);
+      const MoeOut eager = run.bytes();
+      EXPECT_EQ(bytes_of(hi), eager.ids) << "routing ids";
+      if (c.one_expert) {
+        std::vector<int32_t> ids(size_t(c.t));
+        std::memcpy(ids.data(), eager.ids.data(), ids.size() * 4);
+        EXPECT_EQ(ids, std::vector<int32_t>(size_t(c.t), 3));
+      }
+      const auto rel_rms = [](const std::vector<double>& a, const std::vector<double>& b) {
+        double num = 0, den = 0;
+        for (size_t i = 0; i < a.size(); ++i) num += (a[i] - b[i]) * (a[i] - b[i]), den += b[i] * b[i];
+        return std::sqrt(num / std::max(den, 1e-300));
+      };
+      EXPECT_LE(rel_rms(testutil::host_values(run.wts), testutil::host_values(hwt)), 1e-5) << "routing weights";
+      const std::vector<double> got = testutil::host_values(run.out), want = testutil::host_values(ho);
+      for (const double v : got) ASSERT_TRUE(std::isfinite(v));
+      EXPECT_LE(rel_rms(got, want), c.dt == DType::f32 ? 1e-5 : 5e-3) << "output";
+
+      cudaGraph_t g = nullptr;
+      ASSERT_EQ(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal), cudaSuccess);
+      EXPECT_NO_THROW(run(x, m.w, c.k, c.situ, ctx));
+      ASSERT_EQ(cudaStreamEndCapture(s, &g), cudaSuccess);
+      EXPECT_EQ(touched ? rec.touched : rec.grouped, 2) << "the captured call took the forced path";
+      cudaGraphExec_t ge;
+      ASSERT_EQ(cudaGraphInstantiate(&ge, g, 0), cudaSuccess);
+      for (int r = 0; r < 2; ++r) {
+        ASSERT_EQ(cudaGraphLaunch(ge, s), cudaSuccess);
+        ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+        EXPECT_TRUE(run.bytes() == eager) << "replay " << r;
+      }
+      cudaGraphExecDestroy(ge);
+      cudaGraphDestroy(g);
+    }
+  }
+  cudaStreamDestroy(s);
+}
+
+// Stacked experts (base + e * stride) and separately allocated ones (per-call pointer tables on both decode
+// paths, per-expert views on the prefill path) read the same bytes: identical results.
 TEST(CudaMoe, StackedAndSeparateExpertsGiveIdenticalBytes) {
   SKIP_WITHOUT_GPU();
   const int64_t d = 256;
+  using cuda::DecodeExpertPath;
   for (const bool mxfp4 : {false, true})
-    for (const int64_t t : {8, 256}) {  // E = 8, K = 4: 4 (decode) and 128 (prefill) rows per expert on average
-      SCOPED_TRACE(std::string(mxfp4 ? "mxfp4" : "bf16-w") + " T=" + std::to_string(t));
-      std::mt19937_64 rng(uint64_t(200 + t + (mxfp4 ? 1 : 0)));
-      GpuMoe m(d, mxfp4 ? 128 : 0, 8, 64, mxfp4, rng);
-      const Tensor x = gpu_random(DType::bf16, {t, d}, rng, -1, 1);
-      const MoeRun run(t, d, 4, DType::bf16);
-      run(x, m.w, 4, mxfp4, {});
-      const MoeOut a = run.bytes();
-      LatentMoeWeights sep = m.w;
-      sep.experts = m.separate;
-      run(x, sep, 4, mxfp4, {});
-      EXPECT_TRUE(run.bytes() == a);
-    }
+    for (const int64_t t : {8, 256})  // E = 8, K = 4: 4 (decode) and 128 (prefill) rows per expert on average
+      for (const DecodeExpertPath p : {DecodeExpertPath::touched, DecodeExpertPath::grouped}) {
+        if (t == 256 && p == DecodeExpertPath::grouped) continue;  // prefill: the decode choice does not apply
+        SCOPED_TRACE(std::string(mxfp4 ? "mxfp4" : "bf16-w") + " T=" + std::to_string(t) +
+                     (p == DecodeExpertPath::touched ? " touched" : " grouped"));
+        const cuda::ScopedExpertPathOptions scope(cuda::ExpertPathOptions{.decode = p});
+        std::mt19937_64 rng(uint64_t(200 + t + (mxfp4 ? 1 : 0)));
+        GpuMoe m(d, mxfp4 ? 128 : 0, 8, 64, mxfp4, rng);
+        const Tensor x = gpu_random(DType::bf16, {t, d}, rng, -1, 1);
+        const MoeRun run(t, d, 4, DType::bf16);
+        run(x, m.w, 4, mxfp4, {});
+        const MoeOut a = run.bytes();
+        LatentMoeWeights sep = m.w;
+        sep.experts = m.separate;
+        run(x, sep, 4, mxfp4, {});
+        EXPECT_TRUE(run.bytes() == a);
+      }
 }
 
 TEST(CudaMoe, GraphCaptureIsRefusedForSeparateExpertsAndThePrefillPathLeavingItValid) {

@@ -10,7 +10,8 @@
 // Routing is made exact in any precision: the router is the identity on x's first E columns (W_r[e, e] = 1, else
 // 0, no bias), and those columns hold codes on a 1/8 grid: 4 - j / 8 for the j-th chosen expert of a token, at most
 // 1 for the others (an exact logit gap >= 1.125, so CPU and GPU pick the same experts).
-// Skipped without a CUDA device.
+// Every call forces the tensor-core path at decode row counts (src/cuda/moe/options.h: the automatic rule takes
+// the touched path at small T) and checks in the record that it ran. Skipped without a CUDA device.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -27,6 +28,8 @@
 
 #ifdef KIMI_WITH_CUDA
 #include <cuda_runtime.h>
+
+#include "cuda/moe/options.h"
 
 namespace kimi {
 namespace {
@@ -206,8 +209,14 @@ void check_against_cpu(const Shape& c) {
   const Layer gpu(h, c, dev);
   const Tensor xg = to_device(xh, dev);
   const Tensor out_g(DType::f32, {c.t, c.d}, dev), ids_g(DType::i32, {c.t, c.k}, dev), w_g(DType::f32, {c.t, c.k}, dev);
-  latent_moe(xg, gpu.w, router, act_of(c), 1e-5f, out_g, ids_g, w_g);
+  cuda::ExpertPathRecord rec;
+  {
+    const cuda::ScopedExpertPathOptions tc(
+        cuda::ExpertPathOptions{.decode = cuda::DecodeExpertPath::tensor_cores, .record = &rec});
+    latent_moe(xg, gpu.w, router, act_of(c), 1e-5f, out_g, ids_g, w_g);
+  }
   synchronize(dev);
+  EXPECT_EQ(rec.wgmma, 1) << "the tensor-core path ran";
 
   ASSERT_EQ(bytes_of(ids_g), bytes_of(ids_c)) << "routing differs";
   const std::vector<float> got = to_host_f32(out_g), ref = to_host_f32(out_c);
@@ -277,6 +286,7 @@ TEST(CudaMoeGrouped, PrefillPathCapturesInAGraphAndReplaysBitIdentically) {
     ASSERT_EQ(cudaStreamCreate(&s), cudaSuccess);
     Context ctx;
     ctx.cuda_stream = s;
+    const cuda::ScopedExpertPathOptions tc(cuda::ExpertPathOptions{.decode = cuda::DecodeExpertPath::tensor_cores});
     const auto run = [&] { latent_moe(x, gpu.w, router, act_of(c), 1e-5f, out, {}, {}, ctx); };
     copy(x, x1);
     run();

@@ -1,11 +1,22 @@
 // GPU benchmark: kimi::latent_moe (kimi/ops/moe.h) at real widths, through the public API on CUDA tensors, CUDA
 // events, median of 20 timed calls after 3 warm-ups (bench_util.h median_ms), on a non-default stream.
 //   Kimi-Linear-48B MoE layer: d 2304, 256 experts top-8 (scaling 2.446), I 1024, 1 shared expert, SiLU, bf16
-//     experts, no latent; T = 1, 8, 32, 128 (decode) and 2048, 8192 (prefill), all on the tensor-core path (also
-//     as a replayed CUDA graph).
+//     experts, no latent; decode T = 1, 2, 4, 8, 16, 32, 64, 128 and 2048, 8192 (prefill on the tensor-core path,
+//     also as a replayed CUDA graph).
 //   K3 latent MoE layer: d 7168, latent 3584 + RMSNorm, 896 experts top-16, I 3072, MXFP4 experts, 2 shared
-//     (6144), SiTU; T = 1, 8, 32 (decode) and 1024, 4096 (prefill); bf16 x takes the tensor-core path at every T
-//     (MXFP4 decoded into bf16 tiles in shared memory).
+//     (6144), SiTU; decode T = 1 .. 128 as above and 1024, 4096 (prefill); bf16 x takes the tensor-core path at
+//     every T outside the touched path (MXFP4 decoded into bf16 tiles in shared memory).
+// Decode rows run the layer once per decode path, forced with ScopedExpertPathOptions (src/cuda/moe/options.h:
+// `touched`, the grid over the touched experts with the shared expert fused where it can be; `tensor cores`, the
+// grouped wgmma GEMM; `grouped`, the FFMA grid over every expert), each captured in a CUDA graph and replayed: ms
+// per layer, and GB/s and % of the copy rate on the touched experts' bytes (the routed experts' floor; the
+// router, latent and shared weights come on top), then the path the default rule picks (touched at T <=
+// touched_max_tokens, else tensor cores) and the fastest, so the rule's threshold can be read off one run (the
+// touched path with its default register tile: in flight at T = 1, streaming above); a second line times the
+// routed experts' two launches alone per path and tile (kimi::cuda::experts_touched with each TouchedTile,
+// experts_wgmma on a random bf16 zg, experts_grouped; on the row's routing, grouped on the host, no shared
+// expert), separating the expert kernels from the router, grouping, shared expert and launches around them.
+// `kimi_bench_moe decode` prints the decode rows only.
 // Then the routed experts alone (kimi::cuda::experts_wgmma against experts_gemm, the per-expert cuBLAS loop, on
 // the same grouped rows: uniform random top-k routing, bf16 z) at Kimi-Linear's shapes (T = 2048, 8192) and K3's
 // latent shapes with MXFP4 and with bf16 experts (T = 1024, 4096): time, TFLOP/s and the ratio.
@@ -17,15 +28,18 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdio>
 #include <memory>
 #include <random>
 #include <set>
+#include <string>
 #include <vector>
 
 #include "bench_util.h"
 #include "cuda/moe/experts.h"
+#include "cuda/moe/options.h"
 #include "kimi/device.h"
 #include "kimi/ops/moe.h"
 
@@ -115,6 +129,142 @@ struct Layer {
   }
 };
 
+// Median ms of one replay of a CUDA graph of fn() captured on st.
+template <class F>
+double graph_ms(F&& fn, cudaStream_t st) {
+  cudaGraph_t g;
+  cudaGraphExec_t ge;
+  CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
+  fn();
+  CK(cudaStreamEndCapture(st, &g));
+  CK(cudaGraphInstantiate(&ge, g, 0));
+  const double ms = kimi::bench::median_ms([&] { CK(cudaGraphLaunch(ge, st)); }, 3, 20, st);
+  cudaGraphExecDestroy(ge);
+  cudaGraphDestroy(g);
+  return ms;
+}
+
+// The routed experts' two launches alone on routing ids (slot order) of a decode row, per path: the grouping of
+// group.cuh done on the host (offsets, token_of_row, the touched experts ascending) and uploaded, a random f32 z,
+// no shared expert (experts_wgmma on a random bf16 zg in grouped order); each timed as a replayed graph. Returns
+// {touched in-flight tile, touched streaming tile, tensor cores, grouped} ms.
+std::array<double, 4> experts_alone(const LayerShape& s, const Layer& L, int64_t t, const std::vector<int32_t>& ids,
+                                    cudaStream_t st, std::mt19937& rng) {
+  const int64_t dl = s.latent ? s.latent : s.d, slots = t * s.k;
+  std::vector<int32_t> off(size_t(s.e) + 1, 0), tor(static_cast<size_t>(slots)), act;
+  for (const int32_t id : ids) ++off[size_t(id) + 1];
+  for (int64_t e = 0; e < s.e; ++e) {
+    if (off[size_t(e) + 1] > 0) act.push_back(int32_t(e));
+    off[size_t(e) + 1] += off[size_t(e)];
+  }
+  std::vector<int32_t> cur(off.begin(), off.end() - 1);
+  for (int64_t i = 0; i < slots; ++i) tor[size_t(cur[size_t(ids[size_t(i)])]++)] = int32_t(i / s.k);
+  const size_t touched = act.size();
+  act.resize(size_t(std::min(s.e, slots)), 0);
+  act.push_back(int32_t(touched));  // n_active after the list
+  const auto bytes_of = [](const std::vector<int32_t>& v) {
+    return std::vector<uint8_t>(reinterpret_cast<const uint8_t*>(v.data()),
+                                reinterpret_cast<const uint8_t*>(v.data() + v.size()));
+  };
+  DevBuf d_off(off.size() * 4, bytes_of(off)), d_tor(tor.size() * 4, bytes_of(tor));
+  DevBuf d_act(act.size() * 4, bytes_of(act));
+  DevBuf z(size_t(t * dl) * 4, kimi::bench::random_f32(size_t(t * dl), rng, -1, 1));
+  DevBuf zg(size_t(slots * dl) * 2, kimi::bench::random_bf16(size_t(slots * dl), rng, -1, 1));
+  DevBuf ye(size_t(slots * dl) * 4, {});
+  kimi::cuda::ExpertRows rows{static_cast<const int32_t*>(d_off.p), static_cast<const int32_t*>(d_tor.p), slots, t};
+  const kimi::cuda::ExpertLayout layout = kimi::cuda::expert_layout(L.w.experts);
+  kimi::GluParams act_p;
+  act_p.act = s.situ ? kimi::GluAct::situ : kimi::GluAct::silu;
+  const double grouped = graph_ms(
+      [&] {
+        kimi::cuda::experts_grouped(static_cast<const float*>(z.p), dl, L.w.experts, layout, rows, act_p,
+                                    static_cast<float*>(ye.p), st);
+      },
+      st);
+  const double tensor_cores = graph_ms(
+      [&] {
+        kimi::cuda::experts_wgmma(zg.p, dl, L.w.experts, layout, rows, act_p, static_cast<float*>(ye.p), st);
+      },
+      st);
+  rows.active = static_cast<const int32_t*>(d_act.p);
+  rows.n_active = rows.active + (act.size() - 1);
+  const auto touched_ms = [&](kimi::cuda::TouchedTile tile) {
+    const kimi::cuda::ScopedExpertPathOptions scope(kimi::cuda::ExpertPathOptions{.touched_tile = tile});
+    return graph_ms(
+        [&] {
+          kimi::cuda::experts_touched(static_cast<const float*>(z.p), dl, L.w.experts, layout, rows, act_p, nullptr,
+                                      static_cast<float*>(ye.p), st);
+        },
+        st);
+  };
+  return {touched_ms(kimi::cuda::TouchedTile::in_flight), touched_ms(kimi::cuda::TouchedTile::streaming), tensor_cores,
+          grouped};
+}
+
+// The decode rows: the same call (same x, same routing) once per decode path, forced, each as a replayed graph.
+void run_decode(const LayerShape& s, const Layer& L, int64_t t, std::mt19937& rng) {
+  using kimi::cuda::DecodeExpertPath;
+  const kimi::Device dev = kimi::Device::cuda(0);
+  DevBuf x(size_t(t * s.d) * 2, kimi::bench::random_bf16(size_t(t * s.d), rng, -1, 1));
+  DevBuf out(size_t(t * s.d) * 2, {}), ids(size_t(t * s.k) * 4, {}), wts(size_t(t * s.k) * 4, {});
+  const TensorView xv(x.p, DType::bf16, {t, s.d}, dev), ov(out.p, DType::bf16, {t, s.d}, dev);
+  const TensorView iv(ids.p, DType::i32, {t, s.k}, dev), wv(wts.p, DType::f32, {t, s.k}, dev);
+  cudaStream_t st;
+  CK(cudaStreamCreate(&st));
+  kimi::Context ctx;
+  ctx.cuda_stream = st;
+  kimi::GluParams act;
+  act.act = s.situ ? kimi::GluAct::situ : kimi::GluAct::silu;
+  const kimi::RouterParams router{int(s.k), true, s.scaling};
+  const auto call = [&] { kimi::latent_moe(xv, L.w, router, act, 1e-5f, ov, iv, wv, ctx); };
+
+  // touched, tensor cores, grouped FFMA; each forced and checked in the record
+  const char* names[3] = {"touched", "tensor cores", "grouped"};
+  const DecodeExpertPath paths[3] = {DecodeExpertPath::touched, DecodeExpertPath::tensor_cores,
+                                     DecodeExpertPath::grouped};
+  double ms[3] = {0, 0, 0};
+  for (int i = 0; i < 3; ++i) {
+    kimi::cuda::ExpertPathRecord rec;
+    const kimi::cuda::ScopedExpertPathOptions scope(kimi::cuda::ExpertPathOptions{.decode = paths[i], .record = &rec});
+    call();  // warms up outside the capture
+    CK(cudaStreamSynchronize(st));
+    const int64_t ran = i == 0 ? rec.touched : i == 1 ? rec.wgmma : rec.grouped;
+    if (ran != 1) {
+      std::printf("decode %-11s T=%-4lld: the forced %s path did not run (touched: E > kGroupMaxExperts; tensor "
+                  "cores: not bf16 x with bf16 or MXFP4 experts)\n",
+                  s.name, (long long)t, names[i]);
+      CK(cudaStreamDestroy(st));
+      return;
+    }
+    ms[i] = graph_ms(call, st);
+  }
+
+  std::vector<int32_t> h(size_t(t * s.k));
+  CK(cudaMemcpy(h.data(), ids.p, h.size() * 4, cudaMemcpyDeviceToHost));
+  const size_t touched = std::set<int32_t>(h.begin(), h.end()).size();
+  const double bytes = double(touched) * L.expert_bytes;  // the touched experts' weights
+  const kimi::cuda::ExpertPath rule = kimi::cuda::expert_path(t, t * s.k, DType::bf16, L.w.experts);
+  const char* rule_name = rule == kimi::cuda::ExpertPath::touched   ? names[0]
+                          : rule == kimi::cuda::ExpertPath::wgmma   ? names[1]
+                          : rule == kimi::cuda::ExpertPath::grouped ? names[2]
+                                                                    : "cuBLAS";
+  const int fastest = int(std::min_element(ms, ms + 3) - ms);
+  const auto rate = [&](double m) { return bytes / (m * 1e-3); };
+  const auto pct = [&](double m) { return 100.0 * rate(m) / kimi::bench::kCopyBytesPerS; };
+  std::printf("decode %-11s T=%-4lld E=%lld K=%lld  %4zu experts %6.3f GB (%5.2f rows each) | touched %7.3f ms "
+              "%5.0f GB/s (%3.0f%%) | tensor cores %7.3f ms %5.0f GB/s (%3.0f%%) | grouped %7.3f ms %5.0f GB/s "
+              "(%3.0f%%) | rule: %s, fastest: %s\n",
+              s.name, (long long)t, (long long)s.e, (long long)s.k, touched, bytes / 1e9,
+              double(t * s.k) / double(touched), ms[0], rate(ms[0]) / 1e9, pct(ms[0]), ms[1], rate(ms[1]) / 1e9,
+              pct(ms[1]), ms[2], rate(ms[2]) / 1e9, pct(ms[2]), rule_name, names[fastest]);
+  const std::array<double, 4> e = experts_alone(s, L, t, h, st, rng);
+  std::printf("       routed experts alone (2 launches, no shared; %% of copy): touched in-flight tile %7.3f ms "
+              "(%3.0f%%) | touched streaming tile %7.3f ms (%3.0f%%) | tensor cores %7.3f ms (%3.0f%%) | grouped "
+              "%7.3f ms (%3.0f%%)\n",
+              e[0], pct(e[0]), e[1], pct(e[1]), e[2], pct(e[2]), e[3], pct(e[3]));
+  CK(cudaStreamDestroy(st));
+}
+
 void run(const LayerShape& s, const Layer& L, int64_t t, std::mt19937& rng) {
   const kimi::Device dev = kimi::Device::cuda(0);
   DevBuf x(size_t(t * s.d) * 2, kimi::bench::random_bf16(size_t(t * s.d), rng, -1, 1));
@@ -135,9 +285,9 @@ void run(const LayerShape& s, const Layer& L, int64_t t, std::mt19937& rng) {
   CK(cudaMemcpy(h.data(), ids.p, h.size() * 4, cudaMemcpyDeviceToHost));
   const size_t touched = std::set<int32_t>(h.begin(), h.end()).size();
   const double bytes = L.fixed_bytes + double(touched) * L.expert_bytes;
-  const bool decode = t * s.k <= 16 * s.e;  // the grouped path (src/cuda/moe/experts.h)
+  const bool decode = t * s.k <= kimi::cuda::kGroupedMaxRowsPerExpert * s.e;  // a decode path (experts.h)
   // the paths that capture (no host sync): grouped and the tensor-core prefill path
-  const bool capturable = kimi::cuda::expert_path(t * s.k, DType::bf16, L.w.experts) != kimi::cuda::ExpertPath::gemm;
+  const bool capturable = kimi::cuda::expert_path(t, t * s.k, DType::bf16, L.w.experts) != kimi::cuda::ExpertPath::gemm;
 
   const int64_t dl = s.latent ? s.latent : s.d;
   const double flops = 2.0 * double(t * s.k) * 3.0 * double(s.inter) * double(dl);
@@ -218,25 +368,36 @@ void run_experts(const LayerShape& s, const Layer& L, int64_t t, std::mt19937& r
 
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
   if (kimi::cuda_device_count() == 0) {
     std::printf("bench_moe: no CUDA device\n");
     return 0;
   }
+  const bool decode_only = argc > 1 && std::string(argv[1]) == "decode";
+  const std::vector<int64_t> decode_t = {1, 2, 4, 8, 16, 32, 64, 128};
+  std::printf("decode rows: ms per layer (graph replay); GB/s and %% of the copy rate %.2f TB/s on the touched "
+              "experts' bytes; default rule: touched at T <= %lld, else tensor cores where they apply\n",
+              kimi::bench::kCopyBytesPerS / 1e12, (long long)kimi::cuda::expert_path_options().touched_max_tokens);
   std::mt19937 rng(7);
   {
     const LayerShape s{"kimi-linear", 2304, 0, 256, 8, 1024, 1024, false, false, 2.446f};
     const Layer L(s, rng);
-    for (int64_t t : {1, 8, 32, 128, 2048, 8192}) run(s, L, t, rng);
-    for (int64_t t : {2048, 8192}) run_experts(s, L, t, rng);
+    for (int64_t t : decode_t) run_decode(s, L, t, rng);
+    if (!decode_only) {
+      for (int64_t t : {2048, 8192}) run(s, L, t, rng);
+      for (int64_t t : {2048, 8192}) run_experts(s, L, t, rng);
+    }
   }
   {
     const LayerShape s{"k3", 7168, 3584, 896, 16, 3072, 6144, true, true, 1.f};
     const Layer L(s, rng);
-    for (int64_t t : {1, 8, 32, 1024, 4096}) run(s, L, t, rng);
-    for (int64_t t : {1024, 4096}) run_experts(s, L, t, rng);  // MXFP4 on tensor cores against the cuBLAS path
+    for (int64_t t : decode_t) run_decode(s, L, t, rng);
+    if (!decode_only) {
+      for (int64_t t : {1024, 4096}) run(s, L, t, rng);
+      for (int64_t t : {1024, 4096}) run_experts(s, L, t, rng);  // MXFP4 on tensor cores against the cuBLAS path
+    }
   }
-  {
+  if (!decode_only) {
     const LayerShape s{"k3-bf16", 7168, 3584, 896, 16, 3072, 64, false, true, 1.f};  // 59 GB of bf16 experts
     const Layer L(s, rng);
     for (int64_t t : {1024, 4096}) run_experts(s, L, t, rng);

@@ -1,8 +1,13 @@
-// The routed experts of latent_moe (src/cuda/moe/experts.h): the tensor-core path, the grouped FFMA path and the
-// cuBLAS path, and expert_path, the one rule that picks among them.
-//   grouped: h = glu(z W1_e^T, z W3_e^T) for every grouped row (one launch, grouped.cuh, P = 2), ye = h W2_e^T
-//            (one launch, P = 1); h f32 [T*K, I] scratch. The kernels take each expert's weight pointers from
-//            base + e * stride when the experts are stacked, else from a table uploaded here per call.
+// The routed experts of latent_moe (src/cuda/moe/experts.h): the touched path, the tensor-core path, the grouped
+// FFMA path and the cuBLAS path, and expert_path, the one rule that picks among them.
+//   touched: h = glu(z W1_e^T, z W3_e^T) for every grouped row (one launch, touched.cuh, P = 2), ye = h W2_e^T
+//            (one launch, P = 1); h f32 [T*K (+ T), I] scratch. The grids cover the touched experts only (the
+//            list group_kernel wrote, ExpertRows::active); a shared expert of the experts' shapes and format
+//            rides in the same two launches (rows T*K .. T*K + T of h and ye). Two register tiles (in flight,
+//            streaming: launch_touched_mt), chosen by ExpertPathOptions::touched_tile.
+//   grouped: the same two launches (grouped.cuh) with one grid row per expert; h f32 [T*K, I] scratch.
+//            Both FFMA paths take each expert's weight pointers from base + e * stride when the experts are
+//            stacked, else from a table uploaded here per call.
 //   wgmma:   the same pointers; a one-block M-tile scan of the device offsets, then H = bf16(glu(zg W1_e^T,
 //            zg W3_e^T)) (one tensor-core launch, grouped_gemm.cuh, P = 2) and ye = H W2_e^T (one launch, P = 1);
 //            H bf16 [T*K, I] scratch; no host sync.
@@ -25,6 +30,7 @@
 #include "cuda/moe/grouped.cuh"
 #include "cuda/moe/grouped_gemm.cuh"
 #include "cuda/moe/moe.h"
+#include "cuda/moe/touched.cuh"
 #include "cuda/scratch.cuh"
 
 namespace kimi::cuda {
@@ -104,6 +110,78 @@ void launch_grouped(const GroupedArgs& a, const Weight& w, int mt, int64_t e_cou
   }
 }
 
+// Warps per column group splitting K for the in-flight tile (touched.cuh): the fewest (1, 2, 4) that leave a lane
+// at most 4 chunks of a row, from K and the format alone (so an output's summation order never depends on MT, NR
+// or U within the tile).
+int touched_ks(int64_t k, int chunk) {
+  const int64_t chunks = k / chunk;
+  int ks = 1;
+  while (ks < kTouchedWarps && chunks > int64_t(32) * ks * 4) ks *= 2;
+  return ks;
+}
+
+// The two register tiles of touched.cuh (ExpertPathOptions::touched_tile), columns per group NR, chunks in flight
+// per lane U and warps splitting K ks:
+//   in flight (kStream false): ks from K (touched_ks); at MT <= 2 two columns of each projection and 4 chunks per
+//     row (gate+up: 16 loads = 256 bytes of bf16 in flight per lane, down: 8 = 128 bytes); with more rows per
+//     group the accumulators grow, so U drops to 2 (down's columns grow to 4, sharing each x load). f32 chunks are
+//     twice as wide: half the chunks (a quarter for down at MT = 2, which spills at 2). 72-168 registers.
+//   streaming (kStream true): the grouped kernels' tile (grouped.cuh): all four warps split K (ks = 4), one chunk
+//     per weight row in flight, NR = 2 (MT <= 2) or 4 columns of each projection, twice that for down: 4 or 8
+//     weight rows per lane, so each x value loaded serves twice as many weight rows as the in-flight tile's at
+//     MT >= 2; the x rows computed once per row group; every warp's sums through shared memory (the accumulators
+//     die at their shuffle). 61-128 registers at MT <= 2, 168 at MT = 4 (MXFP4: 254), 214-254 at MT = 8 (the
+//     grouped kernels: 128-168, MXFP4 254); 8-20 byte spills in two instantiations of the non-production
+//     formats (f16 gate+up at MT 2, f32 gate+up at MT 1) (ptxas -v, sm_90a).
+template <int MT, int P, class WF, bool kStream>
+void launch_touched_mt(TouchedArgs a, int64_t blocks_y, cudaStream_t s) {
+  constexpr bool wide = sizeof(typename WF::Raw) >= 32;  // f32: 32-byte chunks
+  constexpr int NR = kStream ? (MT <= 2 ? 2 : 4) * (P == 1 ? 2 : 1) : (P == 2 || MT <= 2 ? 2 : 4);
+  constexpr int U0 = MT <= 2 ? 4 : 2;
+  constexpr int U = kStream ? 1 : !wide ? U0 : (P == 1 && MT == 2) ? 1 : U0 / 2;
+  a.ks = kStream ? kTouchedWarps : touched_ks(a.k, WF::kChunk);
+  const int64_t cols = int64_t(NR) * (kTouchedWarps / a.ks);  // output columns per block and projection
+  const dim3 grid(unsigned((a.n + cols - 1) / cols), unsigned(blocks_y));
+  touched_kernel<MT, NR, U, P, WF, kStream><<<grid, kTouchedThreads, 0, s>>>(a);
+  KIMI_CUDA_CHECK(cudaGetLastError());
+}
+
+template <int P, class WF, bool kStream>
+void launch_touched_wf(const TouchedArgs& a, int mt, int64_t blocks_y, cudaStream_t s) {
+  switch (mt) {
+    case 1: return launch_touched_mt<1, P, WF, kStream>(a, blocks_y, s);
+    case 2: return launch_touched_mt<2, P, WF, kStream>(a, blocks_y, s);
+    case 4: return launch_touched_mt<4, P, WF, kStream>(a, blocks_y, s);
+    default: return launch_touched_mt<8, P, WF, kStream>(a, blocks_y, s);
+  }
+}
+
+template <int P, class WF>
+void launch_touched_tile(const TouchedArgs& a, int mt, bool stream, int64_t blocks_y, cudaStream_t s) {
+  if (stream) return launch_touched_wf<P, WF, true>(a, mt, blocks_y, s);
+  return launch_touched_wf<P, WF, false>(a, mt, blocks_y, s);
+}
+
+template <int P>
+void launch_touched(const TouchedArgs& a, const Weight& w, int mt, bool stream, int64_t blocks_y, cudaStream_t s) {
+  if (w.is_mxfp4()) return launch_touched_tile<P, Mxfp4W>(a, mt, stream, blocks_y, s);
+  switch (w.w.dtype) {
+    case DType::f32: return launch_touched_tile<P, DenseW<float>>(a, mt, stream, blocks_y, s);
+    case DType::bf16: return launch_touched_tile<P, DenseW<__nv_bfloat16>>(a, mt, stream, blocks_y, s);
+    case DType::f16: return launch_touched_tile<P, DenseW<__half>>(a, mt, stream, blocks_y, s);
+    default: throw Error("latent_moe: unsupported expert weight dtype " + std::string(dtype_name(w.w.dtype)) + " on CUDA");
+  }
+}
+
+// Rows per group MT of the decode kernels: twice the average rows per expert (rounded up to 1, 2, 4 or 8), and
+// never above T (an expert holds at most T rows: a token's K experts are distinct). Experts with more rows loop
+// over groups, re-reading their weight tile from L2; a narrower MT keeps fewer registers (more blocks in flight
+// per SM, the bandwidth-bound case). The results do not depend on MT (each row's sums are formed the same way).
+int decode_mt(const ExpertRows& rows, int64_t e_count) {
+  const int64_t want = std::min<int64_t>(rows.tokens, 2 * ((rows.slots + e_count - 1) / e_count));
+  return want <= 1 ? 1 : want <= 2 ? 2 : want <= 4 ? 4 : 8;
+}
+
 // Every projection's ExpertProj: base + e * stride for stacked experts, else a [3][E] device table of pointers
 // uploaded into `table` (a pageable upload: not capturable, refused by the launcher under capture).
 void expert_projs(std::span<const MlpWeights> experts, const ExpertLayout& layout, cudaStream_t s,
@@ -170,17 +248,32 @@ void launch_wgmma(const moe_gemm::Args& a, const Weight& w, int64_t m_tiles, cud
 
 }  // namespace
 
-ExpertPath expert_path(int64_t slots, DType x_dtype, std::span<const MlpWeights> experts) {
+ExpertPath expert_path(int64_t tokens, int64_t slots, DType x_dtype, std::span<const MlpWeights> experts) {
   const int64_t e_count = int64_t(experts.size());
   // gate and up share a launch, so they share a format
   const bool tensor_core_weights = wgmma_ok(experts, kProjs[0]) && wgmma_ok(experts, kProjs[1]) &&
                                    wgmma_ok(experts, kProjs[2]) &&
                                    experts[0].gate.is_mxfp4() == experts[0].up.is_mxfp4();
+  const bool tensor_cores =
+      x_dtype == DType::bf16 && tensor_core_weights && wgmma_m_tiles(slots, e_count) <= kMaxGridY;
+  if (slots <= kGroupedMaxRowsPerExpert * e_count) {  // average rows per expert: decode, the options' choice
+    const ExpertPathOptions& o = expert_path_options();
+    const bool touched_ok = e_count <= kGroupMaxExperts;  // the one-block grouping
+    switch (o.decode) {
+      case DecodeExpertPath::touched:
+        if (touched_ok) return ExpertPath::touched;
+        break;
+      case DecodeExpertPath::tensor_cores: return tensor_cores ? ExpertPath::wgmma : ExpertPath::grouped;
+      case DecodeExpertPath::grouped: return ExpertPath::grouped;
+      case DecodeExpertPath::automatic:
+        if (touched_ok && tokens <= o.touched_max_tokens) return ExpertPath::touched;
+        break;
+    }
+  }
   // Tensor cores at every row count when they apply: on the H200 they stream the touched experts faster than the
   // grouped FFMA kernels from 1 token on (docs/ops/moe.md "Which path").
-  if (x_dtype == DType::bf16 && tensor_core_weights && wgmma_m_tiles(slots, e_count) <= kMaxGridY)
-    return ExpertPath::wgmma;
-  if (slots <= kGroupedMaxRowsPerExpert * e_count) return ExpertPath::grouped;  // average rows per expert
+  if (tensor_cores) return ExpertPath::wgmma;
+  if (slots <= kGroupedMaxRowsPerExpert * e_count) return ExpertPath::grouped;
   return ExpertPath::gemm;
 }
 
@@ -208,15 +301,93 @@ ExpertLayout expert_layout(std::span<const MlpWeights> experts) {
   return l;
 }
 
+bool touched_takes_shared(std::span<const MlpWeights> experts, const MlpWeights& shared, int64_t tokens) {
+  if (tokens > kTouchedMaxSharedTokens) return false;
+  for (int p = 0; p < 3; ++p) {
+    const Weight &w0 = experts[0].*kProjs[p], &w = shared.*kProjs[p];
+    if (format_name(w) != format_name(w0) || w.in_features() != w0.in_features() ||
+        w.out_features() != w0.out_features())
+      return false;
+  }
+  return true;
+}
+
+void experts_touched(const float* z, int64_t dl, std::span<const MlpWeights> experts, const ExpertLayout& layout,
+                     const ExpertRows& rows, const GluParams& act, const MlpWeights* shared, float* ye,
+                     cudaStream_t s) {
+  const int64_t e_count = int64_t(experts.size()), inter = experts[0].gate.out_features();
+  const int mt = decode_mt(rows, e_count);  // from the routed rows only (the shared rows take their own grid rows)
+  // The register tile (options.h): automatic takes the in-flight tile at MT = 1 (T = 1) and streaming above.
+  const ExpertPathOptions& opt = expert_path_options();
+  const bool stream =
+      opt.touched_tile == TouchedTile::streaming || (opt.touched_tile == TouchedTile::automatic && mt >= 2);
+
+  std::optional<Scratch> table;
+  ExpertProj proj[3];
+  expert_projs(experts, layout, s, table, proj);
+
+  // Grid rows: the touched experts (at most min(E, T*K)), then ceil(T / MT) rows of the fused shared expert, over
+  // T rows after the routed ones (in h and ye). grid.y <= kGroupMaxExperts + kTouchedMaxSharedTokens.
+  const int64_t routed_rows = std::min(e_count, rows.slots);
+  const int64_t blocks_y = routed_rows + (shared ? (rows.tokens + mt - 1) / mt : 0);
+  if (!rows.active || !rows.n_active || blocks_y > kMaxExperts)  // latent_moe passes group_kernel's list, E <= 12000
+    throw Error("latent_moe: the touched-expert path needs the device list of touched experts and at most " +
+                std::to_string(kMaxExperts) + " grid rows, got " + std::to_string(blocks_y) +
+                (rows.active ? "" : " and no list"));
+  const int64_t h_rows = rows.slots + (shared ? rows.tokens : 0);
+  Scratch h(size_t(h_rows * inter) * sizeof(float), s);  // [T*K (+ T), I] grouped
+  const auto with_shared = [&](TouchedArgs& a, int p0, int np, int64_t src0) {
+    if (!shared) return;
+    for (int p = 0; p < np; ++p) a.shared[p] = ptr_of(shared->*kProjs[p0 + p]);
+    a.shared_rows = int32_t(rows.tokens);
+    a.shared_row0 = int32_t(rows.slots);
+    a.shared_src0 = int32_t(src0);
+  };
+  const auto shared_vec = [&](int p) { return !shared || vec_ok(std::span<const MlpWeights>(shared, 1), kProjs[p]); };
+  TouchedArgs gu{};
+  gu.offsets = rows.offsets;
+  gu.active = rows.active;
+  gu.n_active = rows.n_active;
+  gu.routed_rows = int32_t(routed_rows);
+  gu.src_row = rows.token_of_row;
+  gu.x = z;
+  gu.ldx = dl;
+  gu.proj[0] = proj[0];
+  gu.proj[1] = proj[1];
+  gu.n = inter;
+  gu.k = dl;
+  gu.y = h.get<float>();
+  gu.ldy = inter;
+  gu.situ = act.act == GluAct::situ ? 1 : 0;
+  gu.beta = act.situ_beta;
+  gu.lbeta = act.situ_linear_beta;
+  gu.vec = dl % 4 == 0 && vec_ok(experts, kProjs[0]) && vec_ok(experts, kProjs[1]) && shared_vec(0) &&
+           shared_vec(1);  // z: aligned scratch
+  with_shared(gu, 0, 2, rows.slots);  // x row of shared row T*K + t: token t
+  launch_touched<2>(gu, experts[0].gate, mt, stream, blocks_y, s);
+
+  TouchedArgs dn{};
+  dn.offsets = rows.offsets;
+  dn.active = rows.active;
+  dn.n_active = rows.n_active;
+  dn.routed_rows = int32_t(routed_rows);
+  dn.x = h.get<float>();
+  dn.ldx = inter;
+  dn.proj[0] = proj[2];
+  dn.n = dl;
+  dn.k = inter;
+  dn.y = ye;
+  dn.ldy = dl;
+  dn.vec = inter % 4 == 0 && vec_ok(experts, kProjs[2]) && shared_vec(2);
+  with_shared(dn, 2, 1, 0);  // h row r feeds ye row r
+  launch_touched<1>(dn, experts[0].down, mt, stream, blocks_y, s);
+  if (opt.record) ++(stream ? opt.record->touched_streaming : opt.record->touched_in_flight);
+}
+
 void experts_grouped(const float* z, int64_t dl, std::span<const MlpWeights> experts, const ExpertLayout& layout,
                      const ExpertRows& rows, const GluParams& act, float* ye, cudaStream_t s) {
   const int64_t e_count = int64_t(experts.size()), inter = experts[0].gate.out_features();
-  // Rows per group MT: twice the average rows per expert (rounded up to 1, 2, 4 or 8), and never above T (an
-  // expert holds at most T rows: a token's K experts are distinct). Experts with more rows loop over groups,
-  // re-reading their weight tile from L2; a narrower MT keeps fewer registers (more blocks in flight per SM,
-  // the bandwidth-bound case). The results do not depend on MT (each row's sums are formed the same way).
-  const int64_t want = std::min<int64_t>(rows.tokens, 2 * ((rows.slots + e_count - 1) / e_count));
-  const int mt = want <= 1 ? 1 : want <= 2 ? 2 : want <= 4 ? 4 : 8;
+  const int mt = decode_mt(rows, e_count);
 
   std::optional<Scratch> table;
   ExpertProj proj[3];

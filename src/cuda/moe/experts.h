@@ -1,5 +1,9 @@
-// src/cuda/moe/experts.h: the routed experts of latent_moe on grouped rows (src/cuda/moe/group.cuh), three paths
-// the launcher chooses between on the host from the dtypes, the weight format and T * K / E (no counts on the host):
+// src/cuda/moe/experts.h: the routed experts of latent_moe on grouped rows (src/cuda/moe/group.cuh), four paths
+// the launcher chooses between on the host from T, the dtypes, the weight format and T * K / E (no counts on the
+// host; expert_path, whose decode choice follows src/cuda/moe/options.h):
+//   touched (decode, T <= touched_max_tokens, E <= kGroupMaxExperts): experts_touched, two launches over the
+//     touched experts only (the device list of ExpertRows::active), the shared expert riding along when it can
+//     (touched.cuh), no host synchronisation, capturable when stacked;
 //   tensor cores (bf16 x; dense bf16 or MXFP4 experts, gate and up in one format; any row count): experts_wgmma,
 //     one launch for gate+up+GLU and one for down over device-side M tiles (grouped_gemm.cuh), no host
 //     synchronisation, capturable when stacked. On the H200 it beats the grouped FFMA kernels at every row count
@@ -17,17 +21,22 @@
 #include <cstdint>
 #include <span>
 
+#include "cuda/moe/options.h"
 #include "kimi/context.h"
 #include "kimi/ops/moe.h"
 
 namespace kimi::cuda {
 
-// Average routed rows per expert (T * K / E) at or below which latent_moe takes the grouped (decode) path when the
-// tensor-core path does not apply.
+// Average routed rows per expert (T * K / E) at or below which latent_moe takes a decode path (touched, or grouped
+// when neither the touched nor the tensor-core path applies).
 // NOTE: the grouped kernels do MT-row FFMA work per streamed weight; at ~16 rows per expert that work reaches
 // the H200's fp32 CUDA-core rate at its HBM rate, which is also linear's GEMV bound (kGemvMaxM): above it
 // tensor-core GEMMs win even with the host round trip. To be tuned from measurements (docs/ops/moe.md).
 inline constexpr int64_t kGroupedMaxRowsPerExpert = 16;
+
+// Experts up to which the touched path's one-block grouping (group.cuh group_kernel) keeps its E int32 counts plus
+// its static scan buffers within the default 48 KB of shared memory; larger E takes the grouped path.
+inline constexpr int64_t kGroupMaxExperts = 12000;
 
 // How the experts' weights reach the grouped kernels, decided on the host before anything is launched.
 struct ExpertLayout {
@@ -38,10 +47,11 @@ struct ExpertLayout {
 // whether each projection is stacked. Throws kimi::Error naming the expert and the field.
 ExpertLayout expert_layout(std::span<const MlpWeights> experts);
 
-enum class ExpertPath { grouped, wgmma, gemm };
+enum class ExpertPath { touched, grouped, wgmma, gemm };
 
-// The path latent_moe takes for T * K = slots routed rows over the experts, x of dtype x_dtype (the rule above).
-ExpertPath expert_path(int64_t slots, DType x_dtype, std::span<const MlpWeights> experts);
+// The path latent_moe takes for T tokens and T * K = slots routed rows over the experts, x of dtype x_dtype (the
+// rule above; the decode choice from this thread's expert_path_options()).
+ExpertPath expert_path(int64_t tokens, int64_t slots, DType x_dtype, std::span<const MlpWeights> experts);
 
 // The device grouping of the T*K slots (group.cuh).
 struct ExpertRows {
@@ -49,12 +59,28 @@ struct ExpertRows {
   const int32_t* token_of_row;  // [T*K]
   int64_t slots;                // T*K
   int64_t tokens;               // T (bounds the rows of one expert: a token routes to distinct experts)
+  const int32_t* active = nullptr;    // [min(E, T*K)] touched experts ascending (group_kernel; the touched path)
+  const int32_t* n_active = nullptr;  // [1] the number of touched experts (with active)
 };
 
 // z f32 [T, dl] (rows dl apart) -> ye f32 [T*K, dl] in grouped order. Uploads per-call pointer tables when the
 // layout is not stacked (refused under graph capture by the launcher before any work).
 void experts_grouped(const float* z, int64_t dl, std::span<const MlpWeights> experts, const ExpertLayout& layout,
                      const ExpertRows& rows, const GluParams& act, float* ye, cudaStream_t s);
+
+// Tokens up to which experts_touched may run the shared expert in its own launches.
+inline constexpr int64_t kTouchedMaxSharedTokens = 8;
+
+// Whether experts_touched can take `shared` along (T <= kTouchedMaxSharedTokens, the shared projections of the
+// routed experts' shapes and formats). The caller also needs z to be the shared expert's input (no latent).
+bool touched_takes_shared(std::span<const MlpWeights> experts, const MlpWeights& shared, int64_t tokens);
+
+// The same result over the touched experts only (rows.active and rows.n_active set, by group_kernel); with
+// `shared` (touched_takes_shared) also ye[T*K + t] = Shared(z[t]) for t < T (ye then holds T*K + T rows).
+// Uploads per-call pointer tables when the layout is not stacked (refused under capture by the launcher).
+void experts_touched(const float* z, int64_t dl, std::span<const MlpWeights> experts, const ExpertLayout& layout,
+                     const ExpertRows& rows, const GluParams& act, const MlpWeights* shared, float* ye,
+                     cudaStream_t s);
 
 // The same result on tensor cores (grouped_gemm.cuh): zg bf16 [T*K, dl] (grouped order) -> H bf16 [T*K, I] ->
 // ye. For the shapes expert_path sends here; uploads per-call pointer tables when the layout is not stacked.

@@ -3,18 +3,25 @@
 // buffers are ordered by expert (expert e owns rows [offsets[e], offsets[e + 1])); within an expert the
 // order is whatever the atomics gave (each row is computed independently of its position, and the combine
 // reads rows by slot, so the result does not depend on it, bit for bit).
+//   group_kernel:   the touched path's grouping in ONE launch of ONE block (E <= kGroupMaxExperts, experts.h:
+//                   counts in shared memory): count, exclusive scan into offsets [E + 1], the touched experts in
+//                   ascending order active[0 .. n_active) (the grid of touched.cuh: no blocks for untouched
+//                   experts), place; also the optional ids / weights copies (the caller's [T, K] outputs)
 //   count_kernel:   count[ids[i]] += 1                                  (count zeroed first)
 //   offsets_kernel: offsets[e] = sum_{e' < e} count[e'], offsets[E] = T*K; cursor = offsets[0..E)
 //                   (ONE block: a chunked scan over E, any E)
 //   place_kernel:   row = cursor[ids[i]]++; row_of_slot[i] = row; token_of_row[row] = i / K
 //   gather_kernel:  zg[row_of_slot[i], :] = round_tz(z[i / K, :])        z f32 [T, D], zg [T*K, D] dtype tz
 //   combine_kernel: y[t, c] = sum_j w[t*K + j] * ye[row_of_slot[t*K + j], c]  (j ascending, fp32)
-// Nothing here reads a count on the host: the grouped expert kernels (grouped.cuh) take offsets on the device.
+//                   (+ ye[T*K + t, c], the fused shared expert), stored as y's dtype
+// Nothing here reads a count on the host: the expert kernels (touched.cuh, grouped.cuh, grouped_gemm.cuh) take
+// offsets (and the active list) on the device.
 #pragma once
 
 #include <cstdint>
 
 #include "cuda/elementwise.cuh"
+#include "cuda/moe/experts.h"
 
 namespace kimi::cuda {
 
@@ -66,6 +73,89 @@ __global__ void __launch_bounds__(kOffsetsThreads) offsets_kernel(const int32_t*
   if (threadIdx.x == 0) offsets[e_count] = carry;
 }
 
+constexpr int kGroupThreads = 1024;
+// group_kernel's E int32 counts (dynamic, E <= kGroupMaxExperts) plus its 264 static bytes fit the default 48 KB
+// of shared memory.
+static_assert(kGroupMaxExperts * 4 + 264 <= 48 * 1024);
+
+struct GroupArgs {
+  const int32_t* ids;  // [T*K] routed experts, slot order
+  const float* w;      // [T*K] routing weights (read only for the weights copy)
+  int64_t slots;
+  int k, e_count;
+  int32_t* offsets;       // [E + 1]
+  int32_t* row_of_slot;   // [T*K]
+  int32_t* token_of_row;  // [T*K]
+  int32_t* active;        // [min(E, T*K)]: touched experts ascending; entries from n_active on are left as they were
+  int32_t* n_active;      // [1]
+  int32_t* ids_out;       // optional [T, K] copies, rows ldi / ldw apart
+  int64_t ldi;
+  float* w_out;
+  int64_t ldw;
+};
+
+// Launch with ONE block of kGroupThreads and e_count * 4 bytes of dynamic shared memory. The scan carries
+// (touched, count) packed in one int64 (touched experts in the high word, rows in the low word: both < 2^31),
+// so the offsets and the active list come out of one pass.
+__global__ void __launch_bounds__(kGroupThreads) group_kernel(GroupArgs a) {
+  extern __shared__ int32_t cnt[];  // [E]: counts, then cursors
+  constexpr int kWarps = kGroupThreads / 32;
+  __shared__ int64_t warp_sum[kWarps];
+  __shared__ int64_t carry;
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  for (int e = int(threadIdx.x); e < a.e_count; e += kGroupThreads) cnt[e] = 0;
+  if (threadIdx.x == 0) carry = 0;
+  __syncthreads();
+  for (int64_t i = threadIdx.x; i < a.slots; i += kGroupThreads) {
+    const int32_t id = a.ids[i];
+    atomicAdd(&cnt[id], 1);
+    if (a.ids_out) a.ids_out[(i / a.k) * a.ldi + i % a.k] = id;
+    if (a.w_out) a.w_out[(i / a.k) * a.ldw + i % a.k] = a.w[i];
+  }
+  __syncthreads();
+  for (int base = 0; base < a.e_count; base += kGroupThreads) {
+    const int e = base + int(threadIdx.x);
+    const int32_t c = e < a.e_count ? cnt[e] : 0;
+    const int64_t v = (int64_t(c > 0) << 32) | int64_t(c);
+    int64_t s = v;  // inclusive scan within the warp
+#pragma unroll
+    for (int o = 1; o < 32; o *= 2) {
+      const int64_t u = __shfl_up_sync(0xffffffffu, s, o);
+      if (lane >= o) s += u;
+    }
+    if (lane == 31) warp_sum[warp] = s;
+    __syncthreads();
+    if (warp == 0) {  // inclusive scan of the warp totals (kWarps == 32)
+      int64_t t = warp_sum[lane];
+#pragma unroll
+      for (int o = 1; o < 32; o *= 2) {
+        const int64_t u = __shfl_up_sync(0xffffffffu, t, o);
+        if (lane >= o) t += u;
+      }
+      warp_sum[lane] = t;
+    }
+    __syncthreads();
+    const int64_t excl = carry + (warp ? warp_sum[warp - 1] : 0) + s - v;
+    if (e < a.e_count) {
+      a.offsets[e] = int32_t(excl & 0xffffffff);
+      cnt[e] = int32_t(excl & 0xffffffff);  // this thread's own entry: the cursor
+      if (c > 0) a.active[excl >> 32] = e;
+    }
+    __syncthreads();  // every thread has read carry and warp_sum
+    if (threadIdx.x == kGroupThreads - 1) carry = excl + v;
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) {
+    a.offsets[a.e_count] = int32_t(carry & 0xffffffff);
+    *a.n_active = int32_t(carry >> 32);
+  }
+  for (int64_t i = threadIdx.x; i < a.slots; i += kGroupThreads) {
+    const int32_t row = atomicAdd(&cnt[a.ids[i]], 1);
+    a.row_of_slot[i] = row;
+    a.token_of_row[row] = int32_t(i / a.k);
+  }
+}
+
 __global__ void place_kernel(const int32_t* __restrict__ ids, int64_t slots, int k, int32_t* __restrict__ cursor,
                              int32_t* __restrict__ row_of_slot, int32_t* __restrict__ token_of_row) {
   const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
@@ -83,14 +173,18 @@ __global__ void gather_kernel(const float* __restrict__ z, const int32_t* __rest
   store_f32(zg, int64_t(row_of_slot[slot]) * d + c, tz, z[(slot / k) * d + c]);
 }
 
+// shared_row0 >= 0: ye[shared_row0 + t] (the fused shared expert, weight 1) is added after the routed sum; y is
+// written as dtype code ty (f32 scratch, or the operator's out: the one rounding), rows ldy apart.
 __global__ void combine_kernel(const float* __restrict__ ye, const int32_t* __restrict__ row_of_slot,
-                               const float* __restrict__ w, int k, int64_t tokens, int64_t d, float* __restrict__ y) {
+                               const float* __restrict__ w, int k, int64_t tokens, int64_t d, int64_t shared_row0,
+                               void* __restrict__ y, int ty, int64_t ldy) {
   const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= tokens * d) return;
   const int64_t t = i / d, c = i % d;
   float acc = 0.f;
   for (int j = 0; j < k; ++j) acc += w[t * k + j] * ye[int64_t(row_of_slot[t * k + j]) * d + c];
-  y[i] = acc;
+  if (shared_row0 >= 0) acc += ye[(shared_row0 + t) * d + c];
+  store_f32(y, t * ldy + c, ty, acc);
 }
 
 // 4-byte elements [rows, cols] contiguous -> rows ld apart (the optional ids / weights outputs).

@@ -1,24 +1,32 @@
 // Launcher of cuda::latent_moe (kimi/ops/moe.h, SPEC 7): the latent MoE block on the device.
 //   1. logits = x W_r^T (f32 [T, E]); router_kernel -> ids i32 [T, K], w f32 [T, K]
 //   2. z = x W_ld^T (f32 [T, Dl]), or z = f32(x) without the latent projections (Dl = d)
-//   3. group the T*K slots by expert on the device (group.cuh): count_kernel, offsets_kernel (exclusive scan),
-//      place_kernel (row_of_slot, token_of_row); no count reaches the host here
+//   3. group the T*K slots by expert on the device (group.cuh): on the touched path ONE launch, group_kernel
+//      (offsets, row_of_slot, token_of_row, the list of touched experts, and the optional ids / weights copies);
+//      otherwise count_kernel, offsets_kernel (exclusive scan), place_kernel; no count reaches the host here
 //   4. the experts over their rows, ye f32 [T*K, Dl] in grouped order (experts.h), the path chosen on the host by
-//      expert_path (T*K / E, dtypes, weight layout):
-//      wgmma (bf16 x, dense bf16 or MXFP4 experts, prefill and decode): gather z into zg bf16 [T*K, Dl], then
-//        experts_wgmma (one tensor-core launch for gate+up+GLU, one for down), no host sync;
+//      expert_path (T, T*K / E, dtypes, weight format and layout; src/cuda/moe/options.h):
+//      touched (decode, T <= touched_max_tokens): experts_touched, one gate+up+GLU launch and one down launch
+//        over the touched experts, straight from z (no gather), no host sync;
+//      wgmma (otherwise: bf16 x, dense bf16 or MXFP4 experts, prefill and decode): gather z into zg bf16
+//        [T*K, Dl], then experts_wgmma (one tensor-core launch for gate+up+GLU, one for down), no host sync;
 //      grouped (otherwise, T*K <= kGroupedMaxRowsPerExpert E: f32 / f16 x at decode): experts_grouped,
 //        one gate+up+GLU launch and one down launch for every expert, straight from z (no gather), no host sync;
 //      gemm (prefill otherwise): gather z into zg [T*K, Dl] of the operand dtype (bf16 when x is bf16, else f32:
 //        f32 / f16 x keep exact operands), then experts_gemm (the offsets copied to the host: ONE stream sync)
 //   5. y[t] = sum_j w[t, j] Ye[row of slot (t, j)] (combine_kernel, f32 [T, Dl]); RMSNorm_latent (f32)
 //   6. res = y W_lu^T (f32 [T, d]) (or y), res += Shared(x) (cuda::mlp, beta 1); out = round(res)
+// The touched path without a latent (Kimi-Linear) at T <= kTouchedMaxSharedTokens: the shared expert runs inside
+// the two expert launches (its rows after the routed ones in ye, z = f32(x) being its input) and the combine adds
+// it and rounds into out: router GEMV, router, convert, group, gate+up, down, combine: 7 launches in all (the
+// grouped path: 17).
 // z, h, ye, y and res are f32 (the prefill path's operands follow x's dtype, above); out is written once at the
 // end, so it may alias x.
-// CUDA graph capture: the grouped and wgmma paths capture when the experts are stacked (one allocation per
+// CUDA graph capture: the touched, grouped and wgmma paths capture when the experts are stacked (one allocation per
 // projection, evenly strided: place_weights builds them so). Separately allocated experts need a per-call
 // pointer-table upload and the gemm path a counts copy: both are refused under capture with an error, before any
 // work.
+#include <algorithm>
 #include <optional>
 #include <string>
 #include <vector>
@@ -82,8 +90,16 @@ void latent_moe(TensorView x, const LatentMoeWeights& w, const RouterParams& rou
   const ExpertLayout layout = expert_layout(w.experts);  // one width and format per projection (errors)
   if (slots > int64_t(0x7fffffff))  // grouped rows are counted in int32
     throw Error("latent_moe: argument 'x': expected T * top_k <= 2^31 - 1 on CUDA, got " + std::to_string(slots));
-  const ExpertPath path = expert_path(slots, x.dtype, w.experts);  // no counts needed
+  const ExpertPath path = expert_path(t_count, slots, x.dtype, w.experts);  // no counts needed
+  const bool touched = path == ExpertPath::touched;
   refuse_capture_of(s, path, layout.stacked, slots, e_count);
+  if (ExpertPathRecord* rec = expert_path_options().record) {
+    int64_t& n = path == ExpertPath::touched ? rec->touched
+                 : path == ExpertPath::grouped ? rec->grouped
+                 : path == ExpertPath::wgmma   ? rec->wgmma
+                                               : rec->gemm;
+    ++n;
+  }
   const DeviceGuard device_guard(x.device.index);
   const Device dev = x.device;
   const bool latent = w.latent_down.w.present();
@@ -97,8 +113,6 @@ void latent_moe(TensorView x, const LatentMoeWeights& w, const RouterParams& rou
   cuda::linear(x, w.router, f32(logits, t_count, e_count), 0.f, ctx);
   cuda::moe_router(f32(logits, t_count, e_count), w.router_bias, router,
              TensorView(sel.get(), DType::i32, {t_count, k}, dev), f32(wts, t_count, k), ctx);
-  copy_out(sel, t_count, k, ids, s);
-  copy_out(wts, t_count, k, weights, s);
 
   // 2. The expert input z [T, Dl] f32.
   Scratch z(size_t(t_count * dl) * 4, s);
@@ -106,24 +120,52 @@ void latent_moe(TensorView x, const LatentMoeWeights& w, const RouterParams& rou
   else convert_view(x, z.get(), DType::f32, dl, ctx);
 
   // 3. Group slots by expert, all on the device.
-  Scratch count(size_t(e_count) * 4, s), cursor(size_t(e_count) * 4, s), offsets(size_t(e_count + 1) * 4, s);
-  Scratch row_of_slot(size_t(slots) * 4, s), token_of_row(size_t(slots) * 4, s);
-  KIMI_CUDA_CHECK(cudaMemsetAsync(count.get(), 0, size_t(e_count) * 4, s));
-  count_kernel<<<grid_1d(slots, kThreads, "latent_moe"), kThreads, 0, s>>>(sel.get<int32_t>(), slots,
-                                                                          count.get<int32_t>());
-  KIMI_CUDA_CHECK(cudaGetLastError());
-  offsets_kernel<<<1, kOffsetsThreads, 0, s>>>(count.get<int32_t>(), int(e_count), offsets.get<int32_t>(),
-                                               cursor.get<int32_t>());
-  KIMI_CUDA_CHECK(cudaGetLastError());
-  place_kernel<<<grid_1d(slots, kThreads, "latent_moe"), kThreads, 0, s>>>(
-      sel.get<int32_t>(), slots, int(k), cursor.get<int32_t>(), row_of_slot.get<int32_t>(),
-      token_of_row.get<int32_t>());
-  KIMI_CUDA_CHECK(cudaGetLastError());
-  const ExpertRows rows{offsets.get<int32_t>(), token_of_row.get<int32_t>(), slots, t_count};
+  Scratch offsets(size_t(e_count + 1) * 4, s), row_of_slot(size_t(slots) * 4, s), token_of_row(size_t(slots) * 4, s);
+  std::optional<Scratch> active;
+  if (touched) {  // one launch (E <= kGroupMaxExperts: expert_path), the touched experts listed for the grids
+    active.emplace(size_t(std::min(e_count, slots) + 1) * 4, s);  // [min(E, T*K)] list, then n_active
+    GroupArgs g{};
+    g.ids = sel.get<int32_t>();
+    g.w = wts.get<float>();
+    g.slots = slots;
+    g.k = int(k);
+    g.e_count = int(e_count);
+    g.offsets = offsets.get<int32_t>();
+    g.row_of_slot = row_of_slot.get<int32_t>();
+    g.token_of_row = token_of_row.get<int32_t>();
+    g.active = active->get<int32_t>();
+    g.n_active = active->get<int32_t>() + std::min(e_count, slots);
+    if (ids.present()) g.ids_out = static_cast<int32_t*>(ids.data), g.ldi = t_count > 1 ? ids.stride(0) : k;
+    if (weights.present()) g.w_out = static_cast<float*>(weights.data), g.ldw = t_count > 1 ? weights.stride(0) : k;
+    group_kernel<<<1, kGroupThreads, size_t(e_count) * 4, s>>>(g);
+    KIMI_CUDA_CHECK(cudaGetLastError());
+  } else {
+    copy_out(sel, t_count, k, ids, s);
+    copy_out(wts, t_count, k, weights, s);
+    Scratch count(size_t(e_count) * 4, s), cursor(size_t(e_count) * 4, s);
+    KIMI_CUDA_CHECK(cudaMemsetAsync(count.get(), 0, size_t(e_count) * 4, s));
+    count_kernel<<<grid_1d(slots, kThreads, "latent_moe"), kThreads, 0, s>>>(sel.get<int32_t>(), slots,
+                                                                            count.get<int32_t>());
+    KIMI_CUDA_CHECK(cudaGetLastError());
+    offsets_kernel<<<1, kOffsetsThreads, 0, s>>>(count.get<int32_t>(), int(e_count), offsets.get<int32_t>(),
+                                                 cursor.get<int32_t>());
+    KIMI_CUDA_CHECK(cudaGetLastError());
+    place_kernel<<<grid_1d(slots, kThreads, "latent_moe"), kThreads, 0, s>>>(
+        sel.get<int32_t>(), slots, int(k), cursor.get<int32_t>(), row_of_slot.get<int32_t>(),
+        token_of_row.get<int32_t>());
+    KIMI_CUDA_CHECK(cudaGetLastError());
+  }
+  ExpertRows rows{offsets.get<int32_t>(), token_of_row.get<int32_t>(), slots, t_count};
+  if (active) rows.active = active->get<int32_t>(), rows.n_active = active->get<int32_t>() + std::min(e_count, slots);
 
-  // 4. The experts over their rows: ye [T*K, Dl] f32, grouped order.
-  Scratch ye(size_t(slots * dl) * 4, s);
-  if (path == ExpertPath::grouped) {
+  // 4. The experts over their rows: ye [T*K, Dl] f32, grouped order; the shared expert in the same launches when
+  //    it reads z (no latent) and has the experts' shapes and format (ye rows T*K + t).
+  const bool fuse_shared = touched && !latent && w.shared && touched_takes_shared(w.experts, *w.shared, t_count);
+  Scratch ye(size_t((slots + (fuse_shared ? t_count : 0)) * dl) * 4, s);
+  if (touched) {
+    experts_touched(z.get<float>(), dl, w.experts, layout, rows, act, fuse_shared ? w.shared : nullptr,
+                    ye.get<float>(), s);
+  } else if (path == ExpertPath::grouped) {
     experts_grouped(z.get<float>(), dl, w.experts, layout, rows, act, ye.get<float>(), s);
   } else {
     const DType op = x.dtype == DType::bf16 ? DType::bf16 : DType::f32;
@@ -135,12 +177,24 @@ void latent_moe(TensorView x, const LatentMoeWeights& w, const RouterParams& rou
     else experts_gemm(zg.get(), op, dl, w.experts, rows, act, ye.get<float>(), ctx);
   }
 
-  // 5. Weighted sum per token, latent RMSNorm (into yn: rms_norm does not promise in-place).
+  // 5. Weighted sum per token (plus the fused shared rows), latent RMSNorm (into yn: rms_norm does not promise
+  //    in-place). On the touched path without a latent and with no shared expert left to add, the combine is the
+  //    one rounding into out (x, which out may alias, is no longer read).
+  const bool direct = touched && !latent && (fuse_shared || !w.shared);
+  const int64_t shared_row0 = fuse_shared ? slots : -1;
+  if (direct) {
+    combine_kernel<<<grid_1d(t_count * dl, kThreads, "latent_moe"), kThreads, 0, s>>>(
+        ye.get<float>(), row_of_slot.get<int32_t>(), wts.get<float>(), int(k), t_count, dl, shared_row0, out.data,
+        elem_type(out.dtype), t_count > 1 ? out.stride(0) : d);
+    KIMI_CUDA_CHECK(cudaGetLastError());
+    return;
+  }
   Scratch y(size_t(t_count * dl) * 4, s);
   std::optional<Scratch> yn;
   const Scratch* yl = &y;
   combine_kernel<<<grid_1d(t_count * dl, kThreads, "latent_moe"), kThreads, 0, s>>>(
-      ye.get<float>(), row_of_slot.get<int32_t>(), wts.get<float>(), int(k), t_count, dl, y.get<float>());
+      ye.get<float>(), row_of_slot.get<int32_t>(), wts.get<float>(), int(k), t_count, dl, shared_row0, y.get(),
+      elem_type(DType::f32), dl);
   KIMI_CUDA_CHECK(cudaGetLastError());
   if (w.latent_norm.present()) {
     TensorView nw = w.latent_norm;
@@ -163,7 +217,7 @@ void latent_moe(TensorView x, const LatentMoeWeights& w, const RouterParams& rou
     cuda::linear(f32(*yl, t_count, dl), w.latent_up, f32(*up, t_count, d), 0.f, ctx);
     res = &*up;
   }
-  if (w.shared) cuda::mlp(x, *w.shared, act, f32(*res, t_count, d), 1.f, ctx);
+  if (w.shared && !fuse_shared) cuda::mlp(x, *w.shared, act, f32(*res, t_count, d), 1.f, ctx);
   cuda::convert_rows(res->get(), DType::f32, d, out.data, out.dtype, t_count > 1 ? out.stride(0) : d, t_count, d, ctx);
 }
 

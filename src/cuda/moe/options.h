@@ -1,0 +1,68 @@
+// src/cuda/moe/options.h: the options of expert_path (src/cuda/moe/experts.h), the rule that picks how
+// latent_moe runs its routed experts. Product code sets none: the defaults are the rule. Tests and benchmarks
+// force one decode path on their thread with ScopedExpertPathOptions and read back, in ExpertPathRecord, what
+// ran. Host code built in every build (options.cpp).
+#pragma once
+
+#include <cstdint>
+
+namespace kimi::cuda {
+
+// The decode paths (T * top_k <= kGroupedMaxRowsPerExpert * E, experts.h):
+//   touched:      ONE grouping launch that also lists the touched experts; the two FFMA expert launches have one
+//                 grid row per touched expert (none for the untouched ones), and the shared expert rides in them
+//                 when it can (no latent, the experts' shapes and format);
+//   tensor_cores: four grouping launches, z gathered into bf16, the grouped wgmma GEMM over device-side M tiles
+//                 (bf16 x with dense bf16 or MXFP4 experts only); the shared expert after them (cuda::mlp);
+//   grouped:      four grouping launches; the two FFMA expert launches have one grid row per expert (a row of an
+//                 expert without tokens exits at once); the shared expert after them (cuda::mlp).
+// automatic: touched when T <= touched_max_tokens (and E <= kGroupMaxExperts, group.cuh), else tensor_cores where
+// they apply, else grouped. A forced path applies to decode shapes only (prefill keeps its own rule); a forced
+// `touched` with E > kGroupMaxExperts (the one-block grouping's bound) and a forced `tensor_cores` where they do
+// not apply fall back to the automatic choice without the touched path.
+enum class DecodeExpertPath { automatic, touched, tensor_cores, grouped };
+
+// The touched path's register tile (touched.cuh, experts.cu launch_touched_mt):
+//   in_flight: several chunks of each weight row in flight per lane (U = 4 at MT <= 2), 2-4 weight rows per lane,
+//              warps splitting K chosen from K: the form measured 2.9x faster than the grouped path at T = 1;
+//   streaming: the grouped kernels' tile (all warps split K, one chunk per row in flight, 4-8 weight rows per
+//              lane: each x value loaded serves twice as many weight rows at MT >= 2);
+//   automatic: in_flight at MT = 1 (T = 1: one row per touched expert), streaming above.
+// The two tiles split K differently, so their sums may differ in the last bits; each is deterministic.
+enum class TouchedTile { automatic, in_flight, streaming };
+
+// latent_moe calls counted per expert path (and, on the touched path, per tile) since the record was reset.
+struct ExpertPathRecord {
+  int64_t touched = 0, grouped = 0, wgmma = 0, gemm = 0;
+  int64_t touched_in_flight = 0, touched_streaming = 0;
+};
+
+struct ExpertPathOptions {
+  DecodeExpertPath decode = DecodeExpertPath::automatic;
+  // Tokens T up to which the automatic rule takes the touched path (0: never). On the H200 (graph replay, per
+  // layer) the touched path won against the grouped FFMA path at T = 1 and lost from T = 8 on both Kimi-Linear
+  // (E 256, K 8) and K3 (E 896, K 16); kimi_bench_moe prints the three decode paths at T = 1 .. 128 and which one
+  // this rule picks (docs/ops/moe.md).
+  int64_t touched_max_tokens = 4;
+  TouchedTile touched_tile = TouchedTile::automatic;
+  ExpertPathRecord* record = nullptr;  // where latent_moe counts the path it ran, or null
+};
+
+// While an object of this class lives, latent_moe on this thread uses these options (the innermost object
+// wins). Not a process-wide setting: other threads keep the defaults.
+class ScopedExpertPathOptions {
+ public:
+  explicit ScopedExpertPathOptions(const ExpertPathOptions& options);
+  ~ScopedExpertPathOptions();
+  ScopedExpertPathOptions(const ScopedExpertPathOptions&) = delete;
+  ScopedExpertPathOptions& operator=(const ScopedExpertPathOptions&) = delete;
+
+ private:
+  ExpertPathOptions options_;
+  const ExpertPathOptions* outer_;
+};
+
+// This thread's innermost ScopedExpertPathOptions, else the defaults.
+const ExpertPathOptions& expert_path_options();
+
+}  // namespace kimi::cuda

@@ -1,0 +1,254 @@
+// src/cuda/moe/touched.cuh: the routed experts of one MoE layer over grouped rows (group.cuh) at decode, over the
+// TOUCHED experts only, as ONE launch for gate+up with the GLU fused and ONE launch for down (grouped.cuh has the
+// same math with one grid row per expert):
+//   gate/up (P = 2): h[r, n] = glu(sum_c x[src(r), c] W1_e[n, c], sum_c x[src(r), c] W3_e[n, c])   (glu.cuh)
+//   down    (P = 1): y[r, n] = sum_c h[r, c] W2_e[n, c]
+// for every grouped row r of expert e (offsets[e] <= r < offsets[e + 1]); src(r) = token_of_row[r] for gate/up
+// (x is the token-major activation), r itself for down (h is already grouped). x, h, y are f32; fp32
+// accumulation; the weights are dense (f32/bf16/f16) or MXFP4, decoded in registers by gemv.cuh's DenseW /
+// Mxfp4W (the CPU decoder's values), and streamed once per row group of MT rows: bandwidth-bound on the bytes of
+// the touched experts.
+//
+// Grid: (ceil(n / (NR * kTouchedWarps / ks)), routed_rows + shared grid rows). Grid row y < routed_rows is the
+// y-th touched expert, active[y] (group_kernel writes the list on the device; the host sizes routed_rows by the
+// bound min(E, T*K) and rows at or past n_active exit at once): no block is spent on an untouched expert.
+// Inside a block (gemv.cuh's structure): kTouchedWarps warps in groups of ks (1, 2 or 4: from K alone for the
+// in-flight tile, 4 for the streaming tile; experts.cu launch_touched_mt has both tiles); a group owns NR consecutive output columns of each of the P projections (columns past n are
+// clamped for loads and never written) and splits K: lane l of the group's warp j takes chunks (32 j + l) +
+// 32 ks u, with U chunks per weight row loaded before any arithmetic, so a lane keeps U * P * NR loads in flight.
+// A group walks its expert's rows in groups of MT (looping when the expert has more: the weight tile is then
+// re-read, from L2), each lane holding acc[P * NR][MT] over its chunks, so one streamed weight tile serves all
+// MT rows of the group; then a warp-shuffle reduction, the group's warps summed through shared memory (ks > 1),
+// and the group's first warp applies the GLU (P = 2) or stores (P = 1).
+// The summation order of an output depends only on K, ks and the lane split (host-side shapes and the tile), never
+// on the row's position in its group, on MT, NR, U or on the (atomic) order of rows within an expert: replays are
+// bit-identical, and a token's result does not depend on which other tokens share its experts.
+// The shared expert can ride along (shared_rows > 0, the launcher's choice when it has the experts' shapes and
+// format): ceil(shared_rows / MT) more grid rows, row routed_rows + j running the same code on the shared weights
+// over shared rows [j MT, (j + 1) MT) (placed after the routed rows in x / y), so a decode step streams routed
+// and shared weights in the same two launches without raising MT (the routed experts' register tile) to T.
+// The weight loads of the first row group depend only on active[y] (never on the offsets), so they can be issued
+// before the rows are known.
+//
+// Expert weights: ExpertProj (grouped.cuh) gives expert e's pointers from a base and a byte stride (stacked
+// experts) or from a device table (separately allocated experts, uploaded per call).
+// Alignment: `vec` (checked by the launcher over every expert and the shared expert) selects 16-byte (dense) /
+// 8-byte (MXFP4) weight loads and float4 x loads; `vec` = 0 runs the same math with scalar loads.
+#pragma once
+
+#include <cstdint>
+
+#include "cuda/linear/gemv.cuh"
+#include "cuda/moe/glu.cuh"
+#include "cuda/moe/grouped.cuh"
+
+namespace kimi::cuda {
+
+constexpr int kTouchedThreads = 128;
+constexpr int kTouchedWarps = kTouchedThreads / 32;
+
+struct TouchedArgs {
+  const int32_t* offsets;   // [E + 1]
+  const int32_t* active;    // [routed_rows]: touched experts ascending (group_kernel)
+  const int32_t* n_active;  // [1]: entries of active that are set
+  int32_t routed_rows;      // grid rows of routed experts (min(E, T*K)); the rows after them run the shared expert
+  const int32_t* src_row;   // [rows]: the x row of grouped row r; null: r itself
+  const float* x;           // f32, rows ldx apart
+  int64_t ldx;
+  ExpertProj proj[2];  // gate, up (P = 2) or down (proj[0])
+  int64_t n, k;        // output columns per projection, input width
+  float* y;            // f32 [rows, n] in grouped order, rows ldy apart
+  int64_t ldy;
+  int situ;
+  float beta, lbeta;
+  int vec;
+  int ks;  // warps per column group splitting K: 1, 2 or 4
+  // The fused shared expert (shared_rows > 0): rows [shared_row0, shared_row0 + shared_rows) of x / y with x row
+  // r - shared_src0 (gate/up: the token, shared_src0 = shared_row0; down: r, 0).
+  ExpertPtr shared[2];
+  int32_t shared_rows, shared_row0, shared_src0;
+};
+
+// U: chunks per weight row in flight per lane. kStreaming (the streaming tile, as grouped.cuh): the x rows are
+// found once per row group, and every warp's sums go through shared memory and a lane of the group's first warp
+// adds them (the accumulators die at their shuffle: fewer registers for the wide tile); else (the in-flight tile)
+// the x rows are found after each round's weight loads are issued, and the first warp adds the others' sums to
+// its own shuffled accumulators. Both add warp 0's sum, then warps 1 .. ks-1 in order: the same bits.
+template <int MT, int NR, int U, int P, class WF, bool kStreaming>
+__global__ void __launch_bounds__(kTouchedThreads) touched_kernel(TouchedArgs a) {
+  constexpr int R = P * NR;  // weight rows of a column group: NR of each projection
+  const int gy = int(blockIdx.y);
+  const bool shared = gy >= a.routed_rows;
+  int e = 0;
+  if (!shared) {
+    if (gy >= *a.n_active) return;
+    e = a.active[gy];
+  }
+  const int lane = int(threadIdx.x) % 32, warp = int(threadIdx.x) / 32, ks = a.ks, part_k = warp % ks;
+  const int64_t n0 = (int64_t(blockIdx.x) * (kTouchedWarps / ks) + warp / ks) * NR;
+  const bool live = n0 < a.n;  // a dead group still reaches the barriers below
+  int64_t rows[NR];
+#pragma unroll
+  for (int r = 0; r < NR; ++r) rows[r] = min(n0 + r, a.n - 1);  // clamped: loads stay in bounds
+  GemvArgs wa[P];
+#pragma unroll
+  for (int p = 0; p < P; ++p) {
+    const ExpertPtr ep = shared ? a.shared[p] : expert_ptr(a.proj[p], e);
+    wa[p] = GemvArgs{};
+    wa[p].w = ep.w;
+    wa[p].ldw = ep.ldw;
+    wa[p].scale = ep.scale;
+    wa[p].lds = ep.lds;
+  }
+  constexpr int C = WF::kChunk;
+  const int64_t kv = live && a.vec ? (a.k / C) * C : 0;  // columns covered by whole chunks
+  const int64_t k_end = live ? a.k : 0;
+  const int64_t step = int64_t(32) * ks * C;  // between a lane's consecutive chunks
+  __shared__ float red[kTouchedWarps][R * MT];
+  int32_t r_begin, r_end;
+  if (shared) {  // one MT-row group of the shared rows per grid row
+    r_begin = a.shared_row0 + (gy - a.routed_rows) * MT;
+    r_end = min(a.shared_row0 + a.shared_rows, r_begin + MT);
+  } else {  // a listed expert always has rows
+    r_begin = a.offsets[e];
+    r_end = a.offsets[e + 1];
+  }
+  const int32_t* src = shared ? nullptr : a.src_row;  // x row of grouped row r: src[r], else r - src0
+  const int64_t src0 = shared ? a.shared_src0 : 0;
+
+  int32_t g0 = r_begin;
+  do {  // row groups; the first one's weight loads do not wait for the offsets
+    const int m = min(MT, int(r_end - g0));  // rows in this group (block-uniform)
+    float acc[R][MT];
+#pragma unroll
+    for (int j = 0; j < R; ++j)
+#pragma unroll
+      for (int i = 0; i < MT; ++i) acc[j][i] = 0.f;
+    const float* xr[MT];  // the group's x rows (row g0 + i, the last one repeated past m)
+    const auto x_rows = [&] {
+#pragma unroll
+      for (int i = 0; i < MT; ++i) {
+        const int32_t r = g0 + min(i, m - 1);
+        xr[i] = a.x + (src ? int64_t(src[r]) : r - src0) * a.ldx;
+      }
+    };
+    if constexpr (kStreaming) x_rows();  // once per row group, before the loop
+
+    for (int64_t c0 = (int64_t(part_k) * 32 + lane) * C; c0 < kv; c0 += step * U) {
+      typename WF::Raw raw[U][R];
+#pragma unroll
+      for (int u = 0; u < U; ++u) {  // every load of the round first
+        const int64_t c = c0 + u * step;
+        if (c < kv) {
+#pragma unroll
+          for (int p = 0; p < P; ++p)
+#pragma unroll
+            for (int r = 0; r < NR; ++r) WF::load(wa[p], rows[r], c, raw[u][p * NR + r]);
+        }
+      }
+      if constexpr (!kStreaming) x_rows();  // after the round's weight loads are issued
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        const int64_t c = c0 + u * step;
+        if (c >= kv) break;
+#pragma unroll
+        for (int part = 0; part < C / 8; ++part) {
+          float wv[R][8];
+#pragma unroll
+          for (int j = 0; j < R; ++j) WF::decode(raw[u][j], part, wv[j]);
+#pragma unroll
+          for (int i = 0; i < MT; ++i) {
+            if (i >= m) break;
+            const float4* xp = reinterpret_cast<const float4*>(xr[i] + c + part * 8);
+            const float4 x0 = __ldg(xp), x1 = __ldg(xp + 1);
+            const float xv[8] = {x0.x, x0.y, x0.z, x0.w, x1.x, x1.y, x1.z, x1.w};
+#pragma unroll
+            for (int j = 0; j < R; ++j)
+#pragma unroll
+              for (int q = 0; q < 8; ++q) acc[j][i] = fmaf(wv[j][q], xv[q], acc[j][i]);
+          }
+        }
+      }
+    }
+    for (int64_t c = kv + part_k * 32 + lane; c < k_end; c += 32 * ks) {  // tail / unaligned: scalar
+      float wv[R];
+#pragma unroll
+      for (int p = 0; p < P; ++p)
+#pragma unroll
+        for (int r = 0; r < NR; ++r) wv[p * NR + r] = WF::scalar(wa[p], rows[r], c);
+#pragma unroll
+      for (int i = 0; i < MT; ++i) {
+        if (i >= m) break;
+        const int32_t row = g0 + i;
+        const float xv = a.x[(src ? int64_t(src[row]) : row - src0) * a.ldx + c];
+#pragma unroll
+        for (int j = 0; j < R; ++j) acc[j][i] = fmaf(wv[j], xv, acc[j][i]);
+      }
+    }
+
+    if constexpr (kStreaming) {
+#pragma unroll
+      for (int j = 0; j < R; ++j)
+#pragma unroll
+        for (int i = 0; i < MT; ++i) {
+          if (i >= m) break;
+          float v = acc[j][i];
+#pragma unroll
+          for (int o = 16; o > 0; o /= 2) v += __shfl_xor_sync(0xffffffffu, v, o);
+          if (lane == 0) red[warp][j * MT + i] = v;
+        }
+      __syncthreads();
+      if (live && part_k == 0) {
+        for (int t = lane; t < NR * MT; t += 32) {  // output (r, i): column n0 + r, row g0 + i
+          const int r = t / MT, i = t % MT;
+          if (i >= m || n0 + r >= a.n) continue;
+          float s[P];
+#pragma unroll
+          for (int p = 0; p < P; ++p) {
+            s[p] = red[warp][(p * NR + r) * MT + i];
+            for (int j = 1; j < ks; ++j) s[p] += red[warp + j][(p * NR + r) * MT + i];
+          }
+          float v = s[0];
+          if constexpr (P == 2) v = glu_value(s[0], s[1], a.situ, a.beta, a.lbeta);
+          a.y[int64_t(g0 + i) * a.ldy + n0 + r] = v;
+        }
+      }
+      __syncthreads();  // red is reused by the next row group
+    } else {
+      // Warp reduction (every lane ends with every sum), then the group's other warps through shared memory;
+      // output (r, i) (column n0 + r, row g0 + i) is written by lane (r MT + i) % 32 of the group's first warp.
+#pragma unroll
+      for (int j = 0; j < R; ++j)
+#pragma unroll
+        for (int i = 0; i < MT; ++i) {
+          float v = acc[j][i];
+#pragma unroll
+          for (int o = 16; o > 0; o /= 2) v += __shfl_xor_sync(0xffffffffu, v, o);
+          acc[j][i] = v;
+          if (ks > 1 && lane == 0) red[warp][j * MT + i] = v;
+        }
+      if (ks > 1) __syncthreads();
+      if (live && part_k == 0) {
+#pragma unroll
+        for (int r = 0; r < NR; ++r)
+#pragma unroll
+          for (int i = 0; i < MT; ++i) {
+            if (i >= m || lane != (r * MT + i) % 32 || n0 + r >= a.n) continue;
+            float s[P];
+#pragma unroll
+            for (int p = 0; p < P; ++p) {
+              s[p] = acc[p * NR + r][i];
+              for (int j = 1; j < ks; ++j) s[p] += red[warp + j][(p * NR + r) * MT + i];
+            }
+            float v = s[0];
+            if constexpr (P == 2) v = glu_value(s[0], s[1], a.situ, a.beta, a.lbeta);
+            a.y[int64_t(g0 + i) * a.ldy + n0 + r] = v;
+          }
+      }
+      if (ks > 1) __syncthreads();  // red is reused by the next row group
+    }
+    g0 += MT;
+  } while (g0 < r_end);
+}
+
+}  // namespace kimi::cuda
