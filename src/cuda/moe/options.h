@@ -40,10 +40,10 @@ struct ExpertPathRecord {
 struct ExpertPathOptions {
   DecodeExpertPath decode = DecodeExpertPath::automatic;
   // Tokens T up to which the automatic rule takes the touched path (0: never). On the H200 (graph replay, per
-  // layer) the touched path won against the grouped FFMA path at T = 1 and lost from T = 8 on both Kimi-Linear
-  // (E 256, K 8) and K3 (E 896, K 16); kimi_bench_moe prints the three decode paths at T = 1 .. 128 and which one
-  // this rule picks (docs/ops/moe.md).
-  int64_t touched_max_tokens = 4;
+  // layer, `kimi_bench_moe decode`) the touched path is the fastest of the three at T = 1 .. 8 on both Kimi-Linear
+  // (E 256, K 8: 0.079 ms at T = 1 against 0.134 on the tensor cores) and K3 (E 896, K 16, MXFP4), the tensor cores
+  // from T = 16 (Kimi-Linear) / 32 (K3) (docs/ops/moe.md "The decode rule").
+  int64_t touched_max_tokens = 8;
   TouchedTile touched_tile = TouchedTile::automatic;
   ExpertPathRecord* record = nullptr;  // where latent_moe counts the path it ran, or null
 };
