@@ -154,6 +154,7 @@ std::shared_ptr<RequestHandle> Engine::submit(GenerationRequest r) {
                       " requests waiting for a slot); retry later");
     }
     queue_.push_back({h, std::move(r), std::chrono::steady_clock::now()});
+    metrics_.queued();
   }
   cv_.notify_all();
   return h;
@@ -161,11 +162,12 @@ std::shared_ptr<RequestHandle> Engine::submit(GenerationRequest r) {
 
 void Engine::finish(Running& r, Finish f, const std::string& error) {
   r.done = f;
+  metrics_.finished(f == Finish::stop     ? FinishReason::stop
+                    : f == Finish::length ? FinishReason::length
+                    : f == Finish::cancelled ? FinishReason::cancelled
+                                             : FinishReason::error,
+                    r.slot >= 0);
   r.handle->end(f, error);
-  metrics_.add_finished(f == Finish::stop ? FinishReason::stop
-                        : f == Finish::length ? FinishReason::length
-                        : f == Finish::cancelled ? FinishReason::cancelled
-                                                 : FinishReason::error);
 }
 
 void Engine::loop() {
@@ -192,11 +194,11 @@ void Engine::loop() {
         queue_.pop_front();
         Running r{std::move(w.handle), std::move(w.req), free_slots.back(), 0, {}, w.arrived, Finish::none};
         free_slots.pop_back();
+        metrics_.admitted();
         cache_.reset(r.slot);
         if (opt_.restore_prefix) r.prefilled = opt_.restore_prefix(cache_, r.slot, r.req.prompt);
         running.push_back(std::move(r));
       }
-      metrics_.set_gauges(int64_t(running.size()), int64_t(queue_.size()));
     }
     for (Running& r : running)
       if (r.done == Finish::none && r.handle->cancelled()) finish(r, Finish::cancelled);
@@ -217,7 +219,6 @@ void Engine::loop() {
     }
     const std::lock_guard<std::mutex> lk(mu_);
     ++steps_;
-    metrics_.set_gauges(int64_t(running.size()), int64_t(queue_.size()));
   }
   // Stopping: every request still here ends.
   for (Running& r : running)
@@ -228,7 +229,6 @@ void Engine::loop() {
     finish(gone, Finish::cancelled, "the server is stopping");
   }
   queue_.clear();
-  metrics_.set_gauges(0, 0);
 }
 
 void Engine::step(std::vector<Running>& running) {

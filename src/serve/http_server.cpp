@@ -51,7 +51,7 @@ struct Session {
   Finish finish = Finish::none;
   std::string error;
   ~Session() {
-    if (finish == Finish::none) handle->cancel();
+    if (handle && finish == Finish::none) handle->cancel();
   }
 
   std::string finish_reason() const {
@@ -291,6 +291,12 @@ HttpServer::HttpServer(Engine& engine, const text::Tokenizer& tok, HttpOptions o
   m.svr.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
   m.svr.set_payload_max_length(m.opt.max_body_bytes);
   m.svr.set_tcp_nodelay(true);
+  // SO_REUSEADDR only (a restart binds while old connections sit in TIME_WAIT). cpp-httplib's default also sets
+  // SO_REUSEPORT, with which a second server binds a port already served and the kernel splits the connections.
+  m.svr.set_socket_options([](socket_t sock) {
+    const int yes = 1;
+    setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+  });
   m.routes();
 }
 

@@ -40,9 +40,18 @@ std::vector<double> latency_buckets() {
 
 Metrics::Metrics(int64_t slots) : slots_(slots), ttft_(latency_buckets()), itl_(latency_buckets()) {}
 
-void Metrics::set_gauges(int64_t running, int64_t waiting) {
+void Metrics::queued() {
   const std::lock_guard<std::mutex> lk(mu_);
-  running_ = running, waiting_ = waiting;
+  ++waiting_;
+}
+void Metrics::admitted() {
+  const std::lock_guard<std::mutex> lk(mu_);
+  --waiting_, ++running_;
+}
+void Metrics::finished(FinishReason f, bool was_running) {
+  const std::lock_guard<std::mutex> lk(mu_);
+  --(was_running ? running_ : waiting_);
+  ++finished_[int(f)];
 }
 void Metrics::add_prompt_tokens(int64_t n) {
   const std::lock_guard<std::mutex> lk(mu_);
@@ -52,10 +61,6 @@ void Metrics::add_generated(double seconds, bool first) {
   const std::lock_guard<std::mutex> lk(mu_);
   ++generation_tokens_;
   (first ? ttft_ : itl_).observe(seconds);
-}
-void Metrics::add_finished(FinishReason f) {
-  const std::lock_guard<std::mutex> lk(mu_);
-  ++finished_[int(f)];
 }
 void Metrics::add_rejected() {
   const std::lock_guard<std::mutex> lk(mu_);

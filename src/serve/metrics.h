@@ -40,14 +40,17 @@ class Histogram {
 enum class FinishReason : uint8_t { stop, length, cancelled, error };
 const char* to_string(FinishReason f);
 
-// Everything GET /metrics shows; updated by the engine's step thread (and submit), read by the HTTP threads.
+// Everything GET /metrics shows; updated by the engine (its step thread and submit), read by the HTTP threads.
+// The engine records each event before the request's client can see its effect (a token, the end), so a client
+// that reads /metrics after its response sees the request counted and out of the gauges.
 class Metrics {
  public:
   explicit Metrics(int64_t slots);
-  void set_gauges(int64_t running, int64_t waiting);
+  void queued();                                                  // waiting + 1
+  void admitted();                                                // waiting - 1, running + 1
+  void finished(FinishReason f, bool was_running);                // running (or waiting) - 1, requests_total[f] + 1
   void add_prompt_tokens(int64_t n);
   void add_generated(double seconds_since_previous, bool first);  // one sampled token (first: TTFT, else ITL)
-  void add_finished(FinishReason f);
   void add_rejected();
   std::string prometheus() const;
 

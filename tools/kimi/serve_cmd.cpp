@@ -8,6 +8,7 @@
 #include <signal.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <thread>
@@ -82,7 +83,12 @@ int run_serve(const ServeOptions& opt) {
     if (served) return;  // woken by the main thread: the server has stopped already
     fmt::print("kimi serve: {}: stopping\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
     std::fflush(stdout);
-    server.stop();
+    // A stop before run() has started listening is lost (cpp-httplib stops only a running server): repeat it
+    // until run() has returned.
+    while (!served) {
+      server.stop();
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
   });
   server.run();
   served = true;
