@@ -190,7 +190,8 @@ TEST(Chat, EncodeEqualsWholePromptEncode) {
       ChatRequest r;
       for (const auto& m : c.at("request").at("messages")) {
         ChatMessage msg{m.at("role"), m.at("content"), m.at("reasoning"), {}, m.at("tool_call_id"), m.at("name")};
-        for (const auto& t : m.at("tool_calls")) msg.tool_calls.push_back({t.at("id"), t.at("name"), t.at("arguments")});
+        for (const auto& t : m.at("tool_calls"))
+          msg.tool_calls.push_back({t.at("id"), t.at("name"), t.at("arguments")});
         r.messages.push_back(msg);
       }
       r.tools_json = c.at("request").at("tools_json");
@@ -357,7 +358,8 @@ TEST(ChatParseK3, ThinkResponseAndCalls) {
   ASSERT_EQ(m.tool_calls.size(), 2u);
   EXPECT_EQ(m.tool_calls[0].id, "functions.get_weather:0");
   EXPECT_EQ(m.tool_calls[0].name, "get_weather");
-  EXPECT_EQ(m.tool_calls[0].arguments, R"({"city":"Paris &amp; \"x\"","days":3,"opts":{"a":[1,true,null]}})");
+  EXPECT_EQ(m.tool_calls[0].arguments,
+            R"({"city": "Paris &amp; \"x\"", "days": 3, "opts": {"a": [1, true, null]}})");
   EXPECT_EQ(m.tool_calls[1].id, "functions.a\"b:1");
   EXPECT_EQ(m.tool_calls[1].name, "a\"b");
   EXPECT_EQ(m.tool_calls[1].arguments, "{\"q\": 1}");
@@ -383,7 +385,8 @@ TEST(ChatParseK3, ThinkingOffStartsInResponse) {
 }
 
 TEST(ChatParseK3, MalformedCallsDegradeToContent) {
-  const std::string call = "<|open|>call tool=\"f\" index=\"1\"<|sep|><|open|>argument key=\"n\" type=\"number\"<|sep|>";
+  const std::string call =
+      "<|open|>call tool=\"f\" index=\"1\"<|sep|><|open|>argument key=\"n\" type=\"number\"<|sep|>";
   struct Case {
     std::string out, content;
     size_t calls;
@@ -397,7 +400,9 @@ TEST(ChatParseK3, MalformedCallsDegradeToContent) {
       {"<|open|>tools<|sep|>" + call + "1<|close|>call<|sep|>x", call + "1<|close|>call<|sep|>x", 0},  // cut short
       {"<|open|>tools<|sep|><|open|>call tool=\"g\"<|sep|><|open|>json type=\"object\"<|sep|>{bad<|close|>json<|sep|>"
        "<|close|>call<|sep|>",
-       "<|open|>call tool=\"g\"<|sep|><|open|>json type=\"object\"<|sep|>{bad<|close|>json<|sep|><|close|>call<|sep|>", 0},
+       "<|open|>call tool=\"g\"<|sep|><|open|>json type=\"object\"<|sep|>{bad<|close|>json<|sep|>"
+       "<|close|>call<|sep|>",
+       0},
       {"<|open|>weird<|sep|>a<|close|>nothing<|sep|>b<|sep|>",
        "<|open|>weird<|sep|>a<|close|>nothing<|sep|>b<|sep|>", 0},  // unknown blocks are text
       {"<|open|>tools<|sep|><|open|>call tool=\"h\"<|sep|><|close|>call<|sep|>", "", 1},  // no arguments: {}
@@ -416,7 +421,7 @@ TEST(ChatParseK3, MalformedCallsDegradeToContent) {
 
 TEST(ChatParseK3, RoundTripsTheRenderedTurn) {
   ChatMessage a{"assistant", "Calling.", "Think first.",
-                {{"functions.get_weather:0", "get_weather", R"({"city":"Paris","days":3,"opts":{"x":[1,2]}})"},
+                {{"functions.get_weather:0", "get_weather", R"({"city": "Paris", "days": 3, "opts": {"x": [1, 2]}})"},
                  {"functions.search:1", "search", "[1]"}}, "", ""};
   ChatRequest r;
   r.messages = {user("q"), a};

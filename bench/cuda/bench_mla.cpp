@@ -18,8 +18,10 @@
 #include <cuda_runtime.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <optional>
 #include <random>
+#include <string_view>
 #include <vector>
 
 #include "bench_util.h"
@@ -125,9 +127,19 @@ void prefill(int64_t Hp, bool gated, const std::vector<int64_t>& seqs, kimi::cud
 
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
   std::printf("mla_decode: R=%lld P=%lld Dn=Dv=%lld, bf16 q / W_kvb / gate / o; GB/s = cache bytes read per second\n",
               (long long)R, (long long)P, (long long)Dn);
+  // `kimi_bench_mla decode H N len f32|bf16`: that one decode row (for a profiler run on one shape).
+  if (argc == 6 && std::string_view(argv[1]) == "decode") {
+    decode(std::atoll(argv[2]), std::atoll(argv[3]), std::atoll(argv[4]),
+           std::string_view(argv[5]) == "bf16" ? DType::bf16 : DType::f32);
+    return 0;
+  }
+  if (argc != 1) {
+    std::fprintf(stderr, "usage: kimi_bench_mla [decode H N len f32|bf16]\n");
+    return 2;
+  }
   for (DType cache_dt : {DType::f32, DType::bf16})
     for (int64_t heads : {32, 64})
       for (auto [N, len] : {std::pair<int64_t, int64_t>{1, 32768}, {32, 4096}, {128, 4096}, {1, 512}, {32, 512}, {128, 512}})

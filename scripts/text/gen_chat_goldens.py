@@ -115,6 +115,16 @@ def cases():
     c.append(("reasoning_blank_and_whitespace", {"messages": [
         msg("user", "a"), msg("assistant", " b ", reasoning=" \n "), msg("user", "c"),
         msg("assistant", "d", reasoning="  keep  ")], "add_generation_prompt": False}))
+    c.append(("key_case_and_unicode_blank", {"messages": [
+        msg("user", "é"),
+        msg("assistant", "x", reasoning="\u3000\n\u00a0",
+            tool_calls=[("functions.f:0", "f", '{"b": 1, "B": 2, "a": [true, null], "A": {"z": 1.5, "Y": "é"}}')]),
+        msg("tool", "ok", tool_call_id="functions.f:0")],
+        "tools_json": json.dumps([{"type": "function", "function": {
+            "name": "f", "parameters": {"type": "object", "properties": {
+                "b": {"type": "integer"}, "B": {"type": "integer"}, "a": {"type": "array"},
+                "A": {"type": "object"}, "_x": {"type": "string"}, "Z": {"type": "number", "minimum": -1.25e-7}}}}}],
+            ensure_ascii=False)}))
     return c
 
 

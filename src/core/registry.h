@@ -171,6 +171,7 @@ class Registry {
   // kimi/ops/linear.h, kimi/ops/mxfp4.h
   OpSlot<void(TensorView x, const Weight& w, TensorView y, float beta, const Context&)> linear{*this, "linear",
                                                                                                "linear"};
+  OpSlot<void(std::span<const LinearJob> jobs, const Context&)> linear_many{*this, "linear_many", "linear"};
   OpSlot<void(TensorView packed, TensorView scale, TensorView w, const Context&)> mxfp4_dequant{*this, "mxfp4_dequant",
                                                                                                 "mxfp4"};
   OpSlot<void(TensorView w, TensorView packed, TensorView scale, const Context&)> mxfp4_quant{*this, "mxfp4_quant",

@@ -630,4 +630,8 @@ void linear(TensorView x, const Weight& w, TensorView y, float beta, const Conte
   linear_path(x, w, y, beta, ctx, LinearPath::automatic);
 }
 
+void linear_many(std::span<const LinearJob> jobs, const Context& ctx) {
+  for (const LinearJob& j : jobs) cpu::linear(j.x, j.w, j.y, j.beta, ctx);
+}
+
 }  // namespace kimi::cpu

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 
 #include "kimi/context.h"
 #include "kimi/ops/linear.h"
@@ -9,6 +10,8 @@
 namespace kimi::cpu {
 
 void linear(TensorView x, const Weight& w, TensorView y, float beta, const Context& ctx);
+// The jobs one after another (each is linear's call).
+void linear_many(std::span<const LinearJob> jobs, const Context& ctx);
 
 // Which CPU path computes the product (all fp32; results agree to rounding):
 //   fused:  weights read in place, converted in registers, dot products (decode, small M);

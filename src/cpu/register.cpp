@@ -56,6 +56,7 @@ void register_ops(Registry& r) {
   r.gated_rms_norm.set(b, gated_rms_norm);
   r.l2_norm.set(b, l2_norm);
   r.linear.set(b, linear);
+  r.linear_many.set(b, linear_many);
   r.mxfp4_dequant.set(b, mxfp4_dequant);
   r.mxfp4_quant.set(b, mxfp4_quant);
   r.short_conv_fwd.set(b, conv_fwd);

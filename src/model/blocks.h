@@ -53,7 +53,8 @@ struct Step {
 // L2 norm, chunkwise prefill or recurrent decode on the slot states, gated RMSNorm, output projection.
 struct KdaTemps {
   TensorView xq, xk, xv;  // [T, P] projections before the convs
-  TensorView fa, f, b, z;  // [T, K] low-rank scratch, [T, P] raw gate, [T, H] raw beta, [T, P] output gate
+  TensorView fa, f, b, z;  // [T, K] low-rank gate input, [T, P] raw gate, [T, H] raw beta, [T, P] output gate
+  TensorView ga;           // [T, K] low-rank output-gate input (absent with a full-rank W_g)
   TensorView y;            // [T, P] the gated, normed output
   TensorView q, k, v, o;   // [T, P] after the convs and the attention (prefill only; absent in decode)
 };

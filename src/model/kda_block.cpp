@@ -34,6 +34,7 @@ KdaTemps kda_temps(Workspace& ws, const Config& c, int64_t T, DType dt, bool dec
   KdaTemps t;
   t.xq = ws.alloc(dt, {T, P}), t.xk = ws.alloc(dt, {T, P}), t.xv = ws.alloc(dt, {T, P});
   t.fa = ws.alloc(dt, {T, K}), t.f = ws.alloc(dt, {T, P}), t.b = ws.alloc(dt, {T, H}), t.z = ws.alloc(dt, {T, P});
+  if (!c.kda_full_rank_gate) t.ga = ws.alloc(dt, {T, K});
   t.y = ws.alloc(dt, {T, P});  // [T, H, V]
   if (!decode) t.q = ws.alloc(dt, {T, P}), t.k = ws.alloc(dt, {T, P}), t.v = ws.alloc(dt, {T, P}), t.o = ws.alloc(dt, {T, P});
   return t;
@@ -44,17 +45,16 @@ void kda_block(const Config& c, const KdaLayerWeights& w, Cache::Layer& cache, c
   const int64_t H = c.kda_num_heads;
   const Workspace::Scope scope(ws);
   const KdaTemps t = kda_temps(ws, c, s.T, x.dtype, s.decode);  // on the block's device, in x's dtype
-  linear(x, w.q, t.xq, 0.f, ctx);
-  linear(x, w.k, t.xk, 0.f, ctx);
-  linear(x, w.v, t.xv, 0.f, ctx);
-  linear(x, w.f_a, t.fa, 0.f, ctx);
-  linear(t.fa, w.f_b, t.f, 0.f, ctx);
-  linear(x, w.b, t.b, 0.f, ctx);
-  if (w.g.w.present()) {
-    linear(x, w.g, t.z, 0.f, ctx);
+  // The projections of x as one call (one launch at decode sizes), then the low-rank second halves as another.
+  const bool full_gate = w.g.w.present();
+  const LinearJob first[] = {{x, w.q, t.xq}, {x, w.k, t.xk}, {x, w.v, t.xv}, {x, w.f_a, t.fa}, {x, w.b, t.b},
+                             full_gate ? LinearJob{x, w.g, t.z} : LinearJob{x, w.g_a, t.ga}};
+  linear_many(first, ctx);
+  if (full_gate) {
+    linear(t.fa, w.f_b, t.f, 0.f, ctx);
   } else {
-    linear(x, w.g_a, t.fa, 0.f, ctx);
-    linear(t.fa, w.g_b, t.z, 0.f, ctx);
+    const LinearJob second[] = {{t.fa, w.f_b, t.f}, {t.ga, w.g_b, t.z}};
+    linear_many(second, ctx);
   }
   const KdaGate gate{c.gate_lower_bound ? GateForm::bounded : GateForm::softplus, w.A_log, w.dt_bias,
                      c.gate_lower_bound.value_or(0.f)};

@@ -13,6 +13,7 @@
 // rows are gathered into "MLA order" (fresh first) and the output gathered back (gather_rows, Step::mla_perm).
 // Temporaries (mla_temps) are in x's dtype, the activation dtype; the latent cache is f32.
 #include <optional>
+#include <span>
 
 #include "kimi/ops/gather.h"
 #include "kimi/ops/linear.h"
@@ -46,18 +47,17 @@ void mla_block(const Config& c, const MlaLayerWeights& w, Cache::Layer& cache, c
   const int64_t T = s.T, H = c.num_attention_heads, R = c.kv_lora_rank, Pr = c.qk_rope_head_dim;
   const Workspace::Scope scope(ws);
   const MlaTemps t = mla_temps(ws, c, T, x.dtype, s.mla_reorder);  // on the block's device, in x's dtype
-  if (w.q.w.present()) {
-    linear(x, w.q, t.q, 0.f, ctx);
-  } else {
-    linear(x, w.q_a, t.qa, 0.f, ctx);
+  // The projections of x as one call (one launch at decode sizes): q (or q_a), kv_a and the output gate.
+  const bool low_rank_q = !w.q.w.present(), gated = w.g.w.present();
+  const LinearJob jobs[] = {low_rank_q ? LinearJob{x, w.q_a, t.qa} : LinearJob{x, w.q, t.q}, {x, w.kv_a, t.kva},
+                            {x, w.g, t.gate}};
+  linear_many(std::span(jobs, gated ? 3 : 2), ctx);
+  if (low_rank_q) {
     rms_norm(t.qa, w.q_a_norm, c.mla_norm_eps, t.qa, ctx);
     linear(t.qa, w.q_b, t.q, 0.f, ctx);
   }
-  linear(x, w.kv_a, t.kva, 0.f, ctx);
   rms_norm(t.kva.slice(1, 0, R), w.kv_a_norm, c.mla_norm_eps, t.latent, ctx);
   const TensorView k_pe = t.kva.slice(1, R, R + Pr);  // [T, Pr], row stride R + Pr
-  const bool gated = w.g.w.present();
-  if (gated) linear(x, w.g, t.gate, 0.f, ctx);
 
   // Every new token's [latent | k_pe] into its slot at its position: one write, a row per token.
   mla_cache_write(view::insert_dim(t.latent, 1), view::insert_dim(k_pe, 1), cache.latent, s.pos_t, s.tok_slot_t, ctx);

@@ -1,6 +1,9 @@
 // kimi/ops/linear.h: validation and dispatch.
 #include "kimi/ops/linear.h"
 
+#include <optional>
+#include <string>
+
 #include "core/check.h"
 #include "core/registry.h"
 
@@ -28,23 +31,56 @@ void check::weight(const Checker& c, std::string_view arg, const Weight& w, int6
   c.shape(a + ".w", w.w, {out, in == check::kAny ? check::kAny : (w.is_mxfp4() ? in / 2 : in)});
 }
 
-void linear(TensorView x, const Weight& w, TensorView y, float beta, const Context& ctx) {
-  check::Checker c("linear");
-  c.rank("x", x, 2);
-  c.float_dtype("x", x);
-  c.inner_contiguous("x", x);
-  check::weight(c, "w", w, check::kAny, x.size(1));
-  c.shape("y", y, {x.size(0), w.out_features()});
-  c.float_dtype("y", y);
-  c.inner_contiguous("y", y);
+namespace {
+
+// linear's checks of one projection, the arguments named prefix + "x", prefix + "w", ...
+void check_projection(const check::Checker& c, const std::string& prefix, const TensorView& x, const Weight& w,
+                      const TensorView& y, float beta) {
+  const std::string xa = prefix + "x", ya = prefix + "y";
+  c.rank(xa, x, 2);
+  c.float_dtype(xa, x);
+  c.inner_contiguous(xa, x);
+  check::weight(c, prefix + "w", w, check::kAny, x.size(1));
+  c.shape(ya, y, {x.size(0), w.out_features()});
+  c.float_dtype(ya, y);
+  c.inner_contiguous(ya, y);
   // y rows are written by several threads: they must not overlap.
   if (y.size(0) > 1 && y.stride(0) < y.size(1))
-    c.fail("y", "non-overlapping rows (stride(0) >= " + std::to_string(y.size(1)) + ")",
+    c.fail(ya, "non-overlapping rows (stride(0) >= " + std::to_string(y.size(1)) + ")",
            "stride(0) " + std::to_string(y.stride(0)));
-  c.disjoint("y", y, "x", x);  // the fused path reads x rows after writing y rows
-  if (beta != 0.f && beta != 1.f) c.fail("beta", "0 or 1", std::to_string(beta));
+  c.disjoint(ya, y, xa, x);  // the fused path reads x rows after writing y rows
+  if (beta != 0.f && beta != 1.f) c.fail(prefix + "beta", "0 or 1", std::to_string(beta));
+}
+
+}  // namespace
+
+void linear(TensorView x, const Weight& w, TensorView y, float beta, const Context& ctx) {
+  check::Checker c("linear");
+  check_projection(c, "", x, w, y, beta);
   const Device dev = c.same_device({{"x", &x}, {"w.w", &w.w}, {"w.scale", &w.scale}, {"y", &y}});
   dispatch(c, dev, registry().linear, x, w, y, beta, ctx);
+}
+
+void linear_many(std::span<const LinearJob> jobs, const Context& ctx) {
+  check::Checker c("linear_many");
+  if (jobs.empty()) return;
+  std::optional<Device> dev;
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    const LinearJob& j = jobs[i];
+    const std::string p = "jobs[" + std::to_string(i) + "].";
+    check_projection(c, p, j.x, j.w, j.y, j.beta);
+    const std::string xa = p + "x", wa = p + "w.w", sa = p + "w.scale", ya = p + "y";
+    const Device d = c.same_device({{xa, &j.x}, {wa, &j.w.w}, {sa, &j.w.scale}, {ya, &j.y}});
+    if (!dev) dev = d;
+    else if (d != *dev) c.fail(xa, "the device of jobs[0] (" + to_string(*dev) + ")", to_string(d));
+    for (size_t k = 0; k < jobs.size(); ++k) {
+      if (k == i) continue;
+      const std::string q = "jobs[" + std::to_string(k) + "].";
+      c.disjoint(ya, j.y, q + "x", jobs[k].x);
+      c.disjoint(ya, j.y, q + "y", jobs[k].y);
+    }
+  }
+  dispatch(c, *dev, registry().linear_many, jobs, ctx);
 }
 
 }  // namespace kimi

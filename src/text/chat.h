@@ -5,8 +5,8 @@
 //            tools declared in a first "<|im_system|>tool_declare<|im_middle|>[...]<|im_end|>" turn, tool calls as
 //            <|tool_calls_section_begin|><|tool_call_begin|>functions.NAME:IDX<|tool_call_argument_begin|>{json}
 //            <|tool_call_end|>...<|tool_calls_section_end|>, tool results as a system turn named for the tool,
-//            reasoning as <think>...</think> at the start of an assistant turn. Renders as moonshotai/Kimi-K2-Thinking's
-//            chat_template.jinja does.
+//            reasoning as <think>...</think> at the start of an assistant turn. Renders as
+//            moonshotai/Kimi-K2-Thinking's chat_template.jinja does.
 //   kimi_k3  K3 XTML: <|open|>TAG attr="v"<|sep|> ... <|close|>TAG<|sep|> blocks: message (role), think, response,
 //            tools / call / argument / json, each message ending in <|end_of_msg|>. Renders as the Kimi-K3 chat
 //            template does (vendored in llama.cpp's models/templates/Kimi-K3.jinja).

@@ -6,7 +6,8 @@
 // or "," / ":" when the template asks for compact output. K3's template also sorts object keys with Jinja's
 // dictsort, which compares keys case-insensitively (str.lower(); ties keep their order).
 // Numbers are written by nlohmann (shortest round-trip form, like Python's repr for ordinary values; the two differ
-// for floats of 16 or more integer digits and for integers beyond 64 bits).
+// for floats in [1e15, 1e16), which nlohmann writes with an exponent, and for integers beyond 64 bits, which it
+// reads as doubles).
 #pragma once
 
 #include <string>

@@ -15,7 +15,8 @@
 // kimi_k3: blocks <|open|>TAG attrs<|sep|> ... <|close|>TAG<|sep|> under the assistant message the prompt opened:
 //   think -> reasoning, response -> content, tools/call tool="NAME"/argument key="K" type="T" (or json) -> a call
 //   whose arguments are the JSON object of its argument blocks (a string type's text as a JSON string, other types'
-//   text parsed as JSON) or the json block's text; its id is functions.NAME:IDX with IDX the call's number (from 0).
+//   text parsed as JSON; written as Python's json.dumps writes it, like vLLM's kimi_k3 tool parser) or the json
+//   block's text; its id is functions.NAME:IDX with IDX the call's number (from 0), K2's convention.
 // A call is emitted whole, as one delta, once its end marker arrives and it is well formed (an id with a name,
 // arguments that are JSON); a malformed or unterminated call degrades to content: its raw text, markers included.
 #include <algorithm>
@@ -42,8 +43,9 @@ constexpr std::string_view kSectionEnd1 = "<|tool_call_section_end|>";
 constexpr std::string_view kCallBegin = "<|tool_call_begin|>";
 constexpr std::string_view kArgBegin = "<|tool_call_argument_begin|>";
 constexpr std::string_view kCallEnd = "<|tool_call_end|>";
-constexpr std::array<std::string_view, 9> kK2Markers = {kThinkOpen,  kThinkClose, kSectionBegin, kSectionBegin1, kSectionEnd,
-                                                        kSectionEnd1, kCallBegin, kArgBegin,     kCallEnd};
+constexpr std::array<std::string_view, 9> kK2Markers = {kThinkOpen,   kThinkClose, kSectionBegin,
+                                                        kSectionBegin1, kSectionEnd, kSectionEnd1,
+                                                        kCallBegin,   kArgBegin,   kCallEnd};
 
 constexpr std::string_view kOpen = "<|open|>";
 constexpr std::string_view kClose = "<|close|>";
@@ -502,7 +504,7 @@ struct ChatOutputParser::Impl {
       args = std::string(trim(json_text));
       if (!call_obj.empty() || !valid_json(args)) call_ok = false;
     } else {
-      args = call_obj.dump();
+      args = python_json_dumps(call_obj, {});  // json.dumps(arguments, ensure_ascii=False), as vLLM's parser
     }
     if (call_ok) {
       const std::string id = "functions." + call_tool + ":" + std::to_string(msg.tool_calls.size());

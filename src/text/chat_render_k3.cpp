@@ -159,7 +159,8 @@ std::vector<ChatSegment> render_k3(const ChatRequest& r, const OrderedJson& tool
       throw Error("render_chat: messages[" + std::to_string(i) +
                   "].name: expected the tool's name (or a tool_call_id of the preceding assistant message's calls, "
                   "or a call at its position), got none");
-    open_tag(w, "message", {{"role", "tool", false}, {"tool", name, true}, {"index", std::to_string(tool_index), false}});
+    const std::string index = std::to_string(tool_index);
+    open_tag(w, "message", {{"role", "tool", false}, {"tool", name, true}, {"index", index, false}});
     w.user(m.content);
     end_message(w);
   };

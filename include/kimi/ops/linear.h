@@ -7,6 +7,8 @@
 // a panel of rows at a time and multiplies with sgemm (docs/ops/linear.md).
 #pragma once
 
+#include <span>
+
 #include "kimi/context.h"
 #include "kimi/tensor.h"
 
@@ -25,5 +27,21 @@ struct Weight {
 // beta = 0: y = x W^T (y is never read: NaN in y does not leak); beta = 1: y += x W^T (accumulate into
 // y, used for sums of experts). in = 0 gives y = 0 (beta 0) or leaves y unchanged (beta 1).
 void linear(TensorView x, const Weight& w, TensorView y, float beta = 0.f, const Context& ctx = {});
+
+// One projection of linear_many: y = x W^T (beta 0) or y += x W^T (beta 1), linear's contract.
+struct LinearJob {
+  TensorView x;
+  Weight w;
+  TensorView y;
+  float beta = 0.f;
+};
+
+// Independent projections in one call, e.g. a block's projections of one input (KDA's q, k, v, gates and beta):
+// each job gives exactly what linear(job.x, job.w, job.y, job.beta) gives, bit for bit. Every job is validated as
+// linear validates its arguments (errors name jobs[i].x, jobs[i].w.w, ...) before anything runs; all jobs are on
+// one device, and no job's y shares memory with another job's x or y (the jobs run in any order or at once).
+// On a GPU the decode-sized jobs (those that linear streams through its GEMV kernel: M <= 16) with the same M,
+// weight format and x dtype run as ONE launch (up to 8 per launch); the others run one by one.
+void linear_many(std::span<const LinearJob> jobs, const Context& ctx = {});
 
 }  // namespace kimi

@@ -5,9 +5,10 @@
 // weight by all M rows of x (f32 or bf16, read through L1: x is small and every warp reads all of it). fp32
 // accumulation.
 //
-// Grid: CTAs of kGemvWarps warps; a group of ks warps (ks in {1, 2, 4}: GemvArgs::ks) owns NR consecutive weight
-// rows (rows past n are clamped for loads and never written) and splits K: lane l of warp j takes chunks
-// 32 j + l, + 32 ks, ... (a chunk = 8 dense weights = 16 or 32 bytes, or 16 MXFP4 codes = 8 bytes + their scale
+// Grid: CTAs of kGemvWarps warps (one launch may run up to kGemvMaxJobs independent projections: GemvBatch); a
+// group of ks warps (ks in {1, 2, 4}: GemvArgs::ks) owns NR consecutive weight rows (rows past n are clamped for
+// loads and never written) and splits K: lane l of warp j takes chunks 32 j + l, + 32 ks, ... (a chunk = 8 dense
+// weights = 16 or 32 bytes, or 16 MXFP4 codes = 8 bytes + their scale
 // byte), U chunks per row at a time with all U * NR loads issued before any arithmetic, so a lane keeps U * NR loads
 // in flight (the bandwidth comes from loads in flight, not from threads). Each lane keeps acc[NR][MT] (MT >= m, a
 // power of two); a warp shuffle reduction, then (ks > 1) the group's warps summed through shared memory. ks > 1
@@ -123,11 +124,26 @@ __device__ __forceinline__ float load_x1(const GemvArgs& a, int i, int64_t c) {
   else return __bfloat162float(static_cast<const __nv_bfloat16*>(a.x)[i * a.ldx + c]);
 }
 
+// Independent projections of one launch (linear_many): job j owns blocks [block_end[j - 1], block_end[j]) of the
+// grid (block_end[-1] = 0), each job laid out over its blocks exactly as a launch of its own, so a job's results
+// do not depend on the other jobs of the launch. Every job shares the kernel's template (M bound, weight format,
+// x dtype); a single projection is a batch of one.
+inline constexpr int kGemvMaxJobs = 8;
+struct GemvBatch {
+  GemvArgs job[kGemvMaxJobs];
+  int64_t block_end[kGemvMaxJobs];
+  int count;
+};
+
 // U: chunks per row in flight per lane.
 template <int MT, int NR, int U, class WF, class XT>
-__global__ void __launch_bounds__(kGemvThreads) gemv_kernel(GemvArgs a) {
+__global__ void __launch_bounds__(kGemvThreads) gemv_kernel(const __grid_constant__ GemvBatch batch) {
+  int j = 0;
+  while (j + 1 < batch.count && int64_t(blockIdx.x) >= batch.block_end[j]) ++j;  // block-uniform
+  const GemvArgs& a = batch.job[j];
+  const int64_t block = int64_t(blockIdx.x) - (j ? batch.block_end[j - 1] : 0);
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, ks = a.ks, part_k = warp % ks;
-  const int64_t n0 = (int64_t(blockIdx.x) * (kGemvWarps / ks) + warp / ks) * NR;
+  const int64_t n0 = (block * (kGemvWarps / ks) + warp / ks) * NR;
   const bool live = n0 < a.n;  // a dead group still reaches the barrier below
   int64_t rows[NR];
 #pragma unroll

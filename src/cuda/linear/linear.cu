@@ -18,8 +18,11 @@
 #include <algorithm>
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <type_traits>
+#include <utility>
+#include <vector>
 
 #include "cuda/blas.h"
 #include "cuda/check.cuh"
@@ -58,40 +61,60 @@ void convert(const void* src, DType ts, int64_t lds, void* dst, DType td, int64_
 constexpr int64_t kGemvTargetWarps = 2048;
 
 template <int MT, class WF, class XT>
-void launch_gemv(GemvArgs a, cudaStream_t s) {
+void launch_gemv(std::span<const GemvArgs> jobs, cudaStream_t s) {
   constexpr bool mx = std::is_same_v<WF, Mxfp4W>;
   constexpr int NR = MT <= 4 ? 2 : 4;
   constexpr int U = MT <= 2 ? (mx ? 8 : 4) : MT <= 4 ? (mx ? 4 : 2) : (mx ? 2 : 1);
-  const int64_t groups = (a.n + NR - 1) / NR, chunks = a.k / WF::kChunk;
-  a.ks = 1;
-  while (a.ks < 4 && groups * a.ks < kGemvTargetWarps && chunks >= int64_t(64) * a.ks * U) a.ks *= 2;
-  gemv_kernel<MT, NR, U, WF, XT><<<grid_1d(groups, kGemvWarps / a.ks, "linear"), kGemvThreads, 0, s>>>(a);
+  GemvBatch b{};
+  b.count = int(jobs.size());
+  int64_t blocks = 0;
+  for (size_t j = 0; j < jobs.size(); ++j) {  // each job's layout is the one a launch of its own would get
+    GemvArgs a = jobs[j];
+    const int64_t groups = (a.n + NR - 1) / NR, chunks = a.k / WF::kChunk;
+    a.ks = 1;
+    while (a.ks < 4 && groups * a.ks < kGemvTargetWarps && chunks >= int64_t(64) * a.ks * U) a.ks *= 2;
+    blocks += grid_1d(groups, kGemvWarps / a.ks, "linear");
+    b.job[j] = a;
+    b.block_end[j] = blocks;
+  }
+  if (blocks > int64_t(0x7fffffff)) throw Error("cuda linear: grid too large (" + std::to_string(blocks) + " blocks)");
+  gemv_kernel<MT, NR, U, WF, XT><<<unsigned(blocks), kGemvThreads, 0, s>>>(b);
   KIMI_CUDA_CHECK(cudaGetLastError());
 }
 
 template <class WF, class XT>
-void gemv_for_m(const GemvArgs& a, cudaStream_t s) {
-  if (a.m <= 1) return launch_gemv<1, WF, XT>(a, s);
-  if (a.m <= 2) return launch_gemv<2, WF, XT>(a, s);
-  if (a.m <= 4) return launch_gemv<4, WF, XT>(a, s);
-  if (a.m <= 8) return launch_gemv<8, WF, XT>(a, s);
-  return launch_gemv<16, WF, XT>(a, s);
+void gemv_for_m(std::span<const GemvArgs> jobs, cudaStream_t s) {
+  const int m = jobs[0].m;  // every job of a launch has the same M
+  if (m <= 1) return launch_gemv<1, WF, XT>(jobs, s);
+  if (m <= 2) return launch_gemv<2, WF, XT>(jobs, s);
+  if (m <= 4) return launch_gemv<4, WF, XT>(jobs, s);
+  if (m <= 8) return launch_gemv<8, WF, XT>(jobs, s);
+  return launch_gemv<16, WF, XT>(jobs, s);
 }
 
 template <class WF>
-void gemv_for_x(const GemvArgs& a, bool x_bf16, cudaStream_t s) {
-  if (x_bf16) return gemv_for_m<WF, __nv_bfloat16>(a, s);
-  return gemv_for_m<WF, float>(a, s);
+void gemv_for_x(std::span<const GemvArgs> jobs, bool x_bf16, cudaStream_t s) {
+  if (x_bf16) return gemv_for_m<WF, __nv_bfloat16>(jobs, s);
+  return gemv_for_m<WF, float>(jobs, s);
 }
 
-void linear_gemv(TensorView x, const Weight& w, TensorView y, float beta, cudaStream_t s) {
+// What selects gemv_kernel's template besides M: the weight format and whether x is read as bf16.
+struct GemvKey {
+  DType w;  // the dense dtype, or u8 for MXFP4
+  bool x_bf16;
+  int m;
+  bool operator==(const GemvKey&) const = default;
+};
+
+// One projection as a GEMV job. x as 16-byte aligned f32 or bf16 rows (vector loads): itself when it already is,
+// else a converted f32 copy in xs (which must outlive the launch).
+GemvArgs gemv_job(TensorView x, const Weight& w, TensorView y, float beta, std::optional<Scratch>& xs, GemvKey& key,
+                  cudaStream_t s) {
   const int64_t m = x.size(0), n = w.out_features(), k = w.in_features();
-  // x as 16-byte aligned f32 or bf16 rows (vector loads): itself when it already is, else a converted f32 copy.
   const void* xp = x.data;
   int64_t ldx = row_stride(x, k);
   const int64_t per16 = x.dtype == DType::f32 ? 4 : 8;  // elements per 16 bytes
   bool x_bf16 = x.dtype == DType::bf16;
-  std::optional<Scratch> xs;
   if ((x.dtype != DType::f32 && x.dtype != DType::bf16) || !aligned(x.data, 16) || (m > 1 && ldx % per16 != 0)) {
     ldx = (k + 3) / 4 * 4;
     xs.emplace(size_t(m * ldx) * sizeof(float), s);
@@ -110,22 +133,45 @@ void linear_gemv(TensorView x, const Weight& w, TensorView y, float beta, cudaSt
   a.ty = elem_type(y.dtype);
   a.ldy = row_stride(y, n);
   a.beta = beta;
+  key = GemvKey{w.is_mxfp4() ? DType::u8 : w.w.dtype, x_bf16, int(m)};
   if (w.is_mxfp4()) {
     a.ldw = row_stride(w.w, k / 2);
     a.scale = static_cast<const uint8_t*>(w.scale.data);
     a.lds = row_stride(w.scale, k / 32);
     a.vec = aligned(w.w.data, 8) && (n == 1 || a.ldw % 8 == 0);
-    return gemv_for_x<Mxfp4W>(a, x_bf16, s);
+    return a;
   }
   const int64_t es = int64_t(dtype_size(w.w.dtype));
   a.ldw = row_stride(w.w, k);
   a.vec = aligned(w.w.data, 16) && (n == 1 || (a.ldw * es) % 16 == 0);
-  switch (w.w.dtype) {
-    case DType::f32: return gemv_for_x<DenseW<float>>(a, x_bf16, s);
-    case DType::bf16: return gemv_for_x<DenseW<__nv_bfloat16>>(a, x_bf16, s);
-    case DType::f16: return gemv_for_x<DenseW<__half>>(a, x_bf16, s);
-    default: throw Error("cuda linear: unsupported weight dtype " + std::string(dtype_name(w.w.dtype)));
+  return a;
+}
+
+// One launch for jobs that share a key.
+void launch_gemv_jobs(std::span<const GemvArgs> jobs, const GemvKey& key, cudaStream_t s) {
+  switch (key.w) {
+    case DType::u8: return gemv_for_x<Mxfp4W>(jobs, key.x_bf16, s);
+    case DType::f32: return gemv_for_x<DenseW<float>>(jobs, key.x_bf16, s);
+    case DType::bf16: return gemv_for_x<DenseW<__nv_bfloat16>>(jobs, key.x_bf16, s);
+    case DType::f16: return gemv_for_x<DenseW<__half>>(jobs, key.x_bf16, s);
+    default: throw Error("cuda linear: unsupported weight dtype " + std::string(dtype_name(key.w)));
   }
+}
+
+// Whether linear streams this projection through the GEMV: M <= 16, except bf16 x with dense bf16 W at M > 4,
+// where one cuBLAS tensor-core GEMM reads the weights faster than the FFMA GEMV (M = 8: 1.5-2.4x,
+// docs/gpu/2026-12-02-h200-gemv.txt).
+bool takes_gemv(const TensorView& x, const Weight& w) {
+  const int64_t m = x.size(0);
+  const bool one_bf16_gemm = x.dtype == DType::bf16 && w.w.dtype == DType::bf16 && !w.is_mxfp4();
+  return m <= kGemvMaxM && (m <= 4 || !one_bf16_gemm);
+}
+
+void linear_gemv(TensorView x, const Weight& w, TensorView y, float beta, cudaStream_t s) {
+  std::optional<Scratch> xs;
+  GemvKey key{};
+  const GemvArgs a = gemv_job(x, w, y, beta, xs, key, s);
+  launch_gemv_jobs(std::span<const GemvArgs>(&a, 1), key, s);
 }
 
 void linear_gemm(TensorView x, const Weight& w, TensorView y, float beta, cudaStream_t s) {
@@ -225,11 +271,32 @@ void linear(TensorView x, const Weight& w, TensorView y, float beta, const Conte
     }
     return;
   }
-  // bf16 x and dense bf16 W at M > 4: one cuBLAS tensor-core GEMM reads the weights faster than the FFMA GEMV
-  // (M = 8: 1.5-2.4x, docs/gpu/2026-12-02-h200-gemv.txt); everything else at M <= 16 streams through the GEMV.
-  const bool one_bf16_gemm = x.dtype == DType::bf16 && w.w.dtype == DType::bf16 && !w.is_mxfp4();
-  if (m <= kGemvMaxM && (m <= 4 || !one_bf16_gemm)) return linear_gemv(x, w, y, beta, s);
+  if (takes_gemv(x, w)) return linear_gemv(x, w, y, beta, s);
   linear_gemm(x, w, y, beta, s);
+}
+
+void linear_many(std::span<const LinearJob> jobs, const Context& ctx) {
+  const cudaStream_t s = static_cast<cudaStream_t>(ctx.cuda_stream);
+  std::vector<std::optional<Scratch>> xs(jobs.size());  // converted x copies, alive until every launch is queued
+  std::vector<std::pair<GemvKey, std::vector<GemvArgs>>> groups;
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    const LinearJob& j = jobs[i];
+    if (j.x.size(0) == 0 || j.w.out_features() == 0 || j.w.in_features() == 0 || !takes_gemv(j.x, j.w)) {
+      cuda::linear(j.x, j.w, j.y, j.beta, ctx);
+      continue;
+    }
+    const DeviceGuard device_guard(j.x.device.index);
+    GemvKey key{};
+    const GemvArgs a = gemv_job(j.x, j.w, j.y, j.beta, xs[i], key, s);
+    auto g = std::find_if(groups.begin(), groups.end(), [&](const auto& e) {
+      return e.first == key && e.second.size() < size_t(kGemvMaxJobs);
+    });
+    if (g == groups.end()) g = groups.insert(groups.end(), {key, {}});
+    g->second.push_back(a);
+  }
+  if (groups.empty()) return;
+  const DeviceGuard device_guard(jobs[0].x.device.index);
+  for (const auto& [key, args] : groups) launch_gemv_jobs(args, key, s);
 }
 
 void convert_rows(const void* src, DType ts, int64_t lds, void* dst, DType td, int64_t ldd, int64_t rows, int64_t cols,

@@ -3,6 +3,8 @@
 // docs/ops/linear.md.
 #pragma once
 
+#include <span>
+
 #include "kimi/context.h"
 #include "kimi/ops/linear.h"
 #include "kimi/tensor.h"
@@ -11,6 +13,9 @@ namespace kimi::cuda {
 
 // y = x W^T (+ y when beta = 1). M <= 16: the streaming GEMV kernel (gemv.cuh); larger M: cuBLAS.
 void linear(TensorView x, const Weight& w, TensorView y, float beta, const Context& ctx);
+// The jobs that take the GEMV (as linear decides) grouped by M, weight format and x dtype, one launch per group of
+// up to kGemvMaxJobs (gemv.cuh GemvBatch); the others through linear, one by one.
+void linear_many(std::span<const LinearJob> jobs, const Context& ctx);
 void mxfp4_dequant(TensorView packed, TensorView scale, TensorView w, const Context& ctx);
 void mxfp4_quant(TensorView w, TensorView packed, TensorView scale, const Context& ctx);
 

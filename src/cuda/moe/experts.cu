@@ -1,5 +1,5 @@
-// The routed experts of latent_moe (src/cuda/moe/experts.h): the grouped decode path and the two prefill paths, and
-// expert_path, the one rule that picks among them.
+// The routed experts of latent_moe (src/cuda/moe/experts.h): the tensor-core path, the grouped FFMA path and the
+// cuBLAS path, and expert_path, the one rule that picks among them.
 //   grouped: h = glu(z W1_e^T, z W3_e^T) for every grouped row (one launch, grouped.cuh, P = 2), ye = h W2_e^T
 //            (one launch, P = 1); h f32 [T*K, I] scratch. The kernels take each expert's weight pointers from
 //            base + e * stride when the experts are stacked, else from a table uploaded here per call.
@@ -161,10 +161,12 @@ void launch_wgmma(const moe_gemm::Args& a, int64_t m_tiles, cudaStream_t s) {
 
 ExpertPath expert_path(int64_t slots, DType x_dtype, std::span<const MlpWeights> experts) {
   const int64_t e_count = int64_t(experts.size());
-  if (slots <= kGroupedMaxRowsPerExpert * e_count) return ExpertPath::grouped;  // average rows per expert
   const bool dense_bf16 =
       wgmma_ok(experts, kProjs[0]) && wgmma_ok(experts, kProjs[1]) && wgmma_ok(experts, kProjs[2]);
+  // Tensor cores at every row count when they apply: on the H200 they stream the touched experts faster than the
+  // grouped FFMA kernels from 1 token on (docs/ops/moe.md "Which path").
   if (x_dtype == DType::bf16 && dense_bf16 && wgmma_m_tiles(slots, e_count) <= kMaxGridY) return ExpertPath::wgmma;
+  if (slots <= kGroupedMaxRowsPerExpert * e_count) return ExpertPath::grouped;  // average rows per expert
   return ExpertPath::gemm;
 }
 

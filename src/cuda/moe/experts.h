@@ -1,10 +1,14 @@
-// src/cuda/moe/experts.h: the routed experts of latent_moe on grouped rows (src/cuda/moe/group.cuh), the two
-// paths the launcher chooses between on the host from T * K / E alone (no counts on the host to choose):
-//   small rows (T * K <= kGroupedMaxRowsPerExpert * E, decode): experts_grouped, two launches for every expert
-//     (grouped.cuh), no host synchronisation, capturable in a CUDA graph when the experts are stacked;
-//   large rows (prefill): experts_gemm, the E + 1 offsets copied to the host (ONE stream sync), then per expert
-//     with rows cuBLAS GEMMs on operands of the activation dtype (bf16 x: one bf16 GEMM per projection).
-// Both write ye[r, :] = Expert_e(z[token_of_row[r], :]) (f32) for every grouped row r of every expert e.
+// src/cuda/moe/experts.h: the routed experts of latent_moe on grouped rows (src/cuda/moe/group.cuh), three paths
+// the launcher chooses between on the host from the dtypes, the weight format and T * K / E (no counts on the host):
+//   tensor cores (bf16 x, dense bf16 experts, any row count): experts_wgmma, one launch for gate+up+GLU and one for
+//     down over device-side M tiles (grouped_gemm.cuh), no host synchronisation, capturable when stacked. On the
+//     H200 it beats the grouped FFMA kernels at every row count measured (T = 1..512 at Kimi-Linear's shape: 33-76%
+//     of the copy rate on the touched experts' bytes against 11-62%; docs/ops/moe.md "Which path");
+//   small rows otherwise (T * K <= kGroupedMaxRowsPerExpert * E: MXFP4 experts or f32 activations at decode):
+//     experts_grouped, two launches for every expert (grouped.cuh), no host synchronisation, capturable;
+//   large rows otherwise: experts_gemm, the E + 1 offsets copied to the host (ONE stream sync), then per expert
+//     with rows cuBLAS GEMMs on operands of the activation dtype.
+// All write ye[r, :] = Expert_e(z[token_of_row[r], :]) (f32) for every grouped row r of every expert e.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -17,7 +21,8 @@
 
 namespace kimi::cuda {
 
-// Average routed rows per expert (T * K / E) at or below which latent_moe takes the grouped (decode) path.
+// Average routed rows per expert (T * K / E) at or below which latent_moe takes the grouped (decode) path when the
+// tensor-core path does not apply.
 // NOTE: the grouped kernels do MT-row FFMA work per streamed weight; at ~16 rows per expert that work reaches
 // the H200's fp32 CUDA-core rate at its HBM rate, which is also linear's GEMV bound (kGemvMaxM): above it
 // tensor-core GEMMs win even with the host round trip. To be tuned from measurements (docs/ops/moe.md).

@@ -5,10 +5,10 @@
 //      place_kernel (row_of_slot, token_of_row); no count reaches the host here
 //   4. the experts over their rows, ye f32 [T*K, Dl] in grouped order (experts.h), the path chosen on the host by
 //      expert_path (T*K / E, dtypes, weight layout):
-//      grouped (T*K <= kGroupedMaxRowsPerExpert E, decode): experts_grouped, one gate+up+GLU launch and one down
-//        launch for every expert, straight from z (no gather), no host sync;
-//      wgmma (prefill, bf16 x, dense bf16 experts): gather z into zg bf16 [T*K, Dl], then experts_wgmma (one
-//        tensor-core launch for gate+up+GLU, one for down), no host sync;
+//      wgmma (bf16 x, dense bf16 experts, prefill and decode): gather z into zg bf16 [T*K, Dl], then
+//        experts_wgmma (one tensor-core launch for gate+up+GLU, one for down), no host sync;
+//      grouped (otherwise, T*K <= kGroupedMaxRowsPerExpert E: MXFP4 experts or f32 x at decode): experts_grouped,
+//        one gate+up+GLU launch and one down launch for every expert, straight from z (no gather), no host sync;
 //      gemm (prefill otherwise): gather z into zg [T*K, Dl] of the operand dtype (bf16 when x is bf16, else f32:
 //        f32 / f16 x keep exact operands), then experts_gemm (the offsets copied to the host: ONE stream sync)
 //   5. y[t] = sum_j w[t, j] Ye[row of slot (t, j)] (combine_kernel, f32 [T, Dl]); RMSNorm_latent (f32)

@@ -3,6 +3,8 @@
 #include <cmath>
 #include <optional>
 #include <random>
+#include <string>
+#include <vector>
 
 #include "kimi/ops/linear.h"
 #include "verify/oracle/linear.h"
@@ -68,6 +70,53 @@ Result run_linear(const Shape& s, DType dt, Scale scale, Device dev) {
   cmp.output("y", y, oracle::linear(xs, wref, s.beta != 0.f ? &y0 : nullptr, s.m, s.n, s.k));
   return cmp.result(ms);
 }
+// linear_many: the jobs (shapes sharing M) in one call, each y against the oracle.
+Result run_linear_many(const std::vector<Shape>& jobs_s, DType dt, Device dev) {
+  std::mt19937_64 rng(11 + jobs_s.size() * 13 + jobs_s[0].m);
+  std::vector<std::optional<Buf>> xs(jobs_s.size()), ys(jobs_s.size()), ws(jobs_s.size()), ss(jobs_s.size());
+  std::vector<std::vector<double>> wref(jobs_s.size()), y0(jobs_s.size());
+  std::vector<LinearJob> jobs;
+  for (size_t i = 0; i < jobs_s.size(); ++i) {
+    const Shape& s = jobs_s[i];
+    xs[i].emplace(dev, dt, std::vector<int64_t>{s.m, s.k}, s.pad);
+    ys[i].emplace(dev, dt, std::vector<int64_t>{s.m, s.n}, s.pad);
+    xs[i]->uniform(rng, -1, 1);
+    if (s.beta != 0.f) ys[i]->uniform(rng, -1, 1);
+    Weight w;
+    if (s.mxfp4) {
+      ws[i].emplace(dev, DType::u8, std::vector<int64_t>{s.n, s.k / 2}, s.pad);
+      ss[i].emplace(dev, DType::u8, std::vector<int64_t>{s.n, s.k / 32}, s.pad);
+      std::uniform_int_distribution<int64_t> byte(0, 255), expo(118, 124);
+      std::vector<int64_t> pv(static_cast<size_t>(s.n * s.k / 2)), sv(static_cast<size_t>(s.n * s.k / 32));
+      for (auto& v : pv) v = byte(rng);
+      for (auto& v : sv) v = expo(rng);
+      ws[i]->set_ints(pv);
+      ss[i]->set_ints(sv);
+      std::vector<uint8_t> pb(pv.begin(), pv.end());
+      wref[i] = oracle::mxfp4_decode(oracle::unpack_codes(pb, s.n, s.k), std::vector<int>(sv.begin(), sv.end()), s.n,
+                                     s.k);
+      w = Weight{ws[i]->view(), ss[i]->view()};
+    } else {
+      ws[i].emplace(dev, s.bf16_w ? DType::bf16 : dt, std::vector<int64_t>{s.n, s.k}, s.pad);
+      const double a = std::sqrt(3.0 / double(std::max<int64_t>(s.k, 1)));
+      ws[i]->uniform(rng, -a, a);
+      wref[i] = ws[i]->to_f64();
+      w = Weight{ws[i]->view(), {}};
+    }
+    y0[i] = ys[i]->to_f64();
+    jobs.push_back({xs[i]->view(), w, ys[i]->view(), s.beta});
+  }
+  // One call, timed at the test scale's single run (the beta = 1 jobs must accumulate once).
+  const double ms = time_call(Scale::test, dev, [&] { linear_many(jobs); });
+  Compare cmp;
+  for (size_t i = 0; i < jobs_s.size(); ++i) {
+    const Shape& s = jobs_s[i];
+    cmp.output("y[" + std::to_string(i) + "]", *ys[i],
+               oracle::linear(xs[i]->to_f64(), wref[i], s.beta != 0.f ? &y0[i] : nullptr, s.m, s.n, s.k));
+  }
+  return cmp.result(ms);
+}
+
 }  // namespace
 
 void add_linear_cases(CaseList& list, Scale scale) {
@@ -95,6 +144,30 @@ void add_linear_cases(CaseList& list, Scale scale) {
       if (scale == Scale::check && dt == DType::f16) continue;
       list.push_back({"linear", shape_str(s), dt, tol_for(dt),
                       [=](Device dev) { return run_linear(s, dt, scale, dev); }});
+    }
+  }
+  // linear_many: a block's projections of one input (KDA-like: wide, narrow, MXFP4, strided, beta 1) at decode and
+  // prefill M, more jobs than one CUDA launch holds at M = 1.
+  std::vector<std::vector<Shape>> groups;
+  const auto block = [](int64_t m) {
+    return std::vector<Shape>{{m, 300, 256, 0, false, 0.f}, {m, 64, 256, 2, false, 0.f}, {m, 96, 256, 0, true, 0.f},
+                              {m, 33, 37, 1, false, 0.f},   {m, 40, 256, 0, false, 1.f}, {m, 8, 256, 0, false, 0.f, true}};
+  };
+  if (scale == Scale::test) {
+    for (int64_t m : {1, 3, 20}) groups.push_back(block(m));
+    std::vector<Shape> many = block(1), more = block(1);
+    many.insert(many.end(), more.begin(), more.end());  // 12 jobs
+    groups.push_back(many);
+  } else {  // Kimi-Linear's KDA input projections: q, k, v, f_a, b, g_a
+    for (int64_t m : {1, 64})
+      groups.push_back({{m, 4096, 2304, 0, false, 0.f}, {m, 4096, 2304, 0, false, 0.f}, {m, 4096, 2304, 0, false, 0.f},
+                        {m, 128, 2304, 0, false, 0.f},  {m, 32, 2304, 0, false, 0.f},   {m, 128, 2304, 0, false, 0.f}});
+  }
+  for (const std::vector<Shape>& g : groups) {
+    for (DType dt : {DType::f32, DType::bf16, DType::f16}) {
+      if (scale == Scale::check && dt == DType::f16) continue;
+      list.push_back({"linear_many", std::to_string(g.size()) + " jobs M=" + std::to_string(g[0].m), dt, tol_for(dt),
+                      [=](Device dev) { return run_linear_many(g, dt, dev); }});
     }
   }
 }
