@@ -49,6 +49,11 @@ TEST(ServeJsonBody, MalformedJsonNamesTheByteAndTheField) {
   EXPECT_EQ(j["error"]["code"], "invalid_json");
   EXPECT_EQ(api_error_of([] { parse_json_body(""); }).code, "invalid_json");
   EXPECT_EQ(api_error_of([] { parse_json_body("{} x"); }).param, "");
+  // A number beyond a double is nlohmann's out_of_range, refused the same way (found by fuzz_serve_request).
+  const ApiError big = api_error_of([] { parse_json_body(R"({"temperature": 1e9999})"); });
+  EXPECT_EQ(big.param, "temperature");
+  EXPECT_EQ(std::string(big.what()), "request body: expected valid JSON, got an error (in temperature): number overflow "
+                                     "parsing '1e9999'");
 }
 
 TEST(ServeJsonBody, InvalidUtf8NamesTheField) {

@@ -81,15 +81,17 @@ nlohmann::json parse_json_body(std::string_view body) {
     return nlohmann::json::parse(
         body.begin(), body.end(),
         [&](int depth, nlohmann::json::parse_event_t e, nlohmann::json& parsed) { return tracker.on_event(depth, e, parsed); });
-  } catch (const nlohmann::json::parse_error& e) {
+  } catch (const nlohmann::json::exception& e) {  // parse_error; out_of_range for a number beyond a double (1e9999)
     const std::string why = e.what();
     const bool utf8 = why.find("UTF-8") != std::string::npos;
+    const auto* pe = dynamic_cast<const nlohmann::json::parse_error*>(&e);
     // nlohmann's message: "[json.exception.parse_error.101] parse error at line 1, column 9: syntax error ..."
     const size_t colon = why.find(": ");
     const std::string detail = colon == std::string::npos ? why : why.substr(colon + 2);
     throw ApiError(400,
                    std::string(utf8 ? "request body: expected valid UTF-8" : "request body: expected valid JSON") +
-                       ", got an error at byte " + std::to_string(e.byte) + tracker.where() + ": " + detail,
+                       ", got an error" + (pe ? " at byte " + std::to_string(pe->byte) : std::string()) +
+                       tracker.where() + ": " + detail,
                    tracker.path(), utf8 ? "invalid_utf8" : "invalid_json");
   }
 }
