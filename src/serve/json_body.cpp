@@ -85,9 +85,12 @@ nlohmann::json parse_json_body(std::string_view body) {
     const std::string why = e.what();
     const bool utf8 = why.find("UTF-8") != std::string::npos;
     const auto* pe = dynamic_cast<const nlohmann::json::parse_error*>(&e);
-    // nlohmann's message: "[json.exception.parse_error.101] parse error at line 1, column 9: syntax error ..."
-    const size_t colon = why.find(": ");
-    const std::string detail = colon == std::string::npos ? why : why.substr(colon + 2);
+    // nlohmann's messages: "[json.exception.parse_error.101] parse error at line 1, column 9: syntax error ...",
+    // "[json.exception.out_of_range.406] number overflow parsing '1e9999'": the reason is what follows the id and,
+    // for parse errors, the position (given as a byte offset instead).
+    const size_t id_end = why.rfind("] ", why.find(' '));
+    std::string detail = id_end == std::string::npos ? why : why.substr(id_end + 2);
+    if (pe != nullptr && detail.find(": ") != std::string::npos) detail = detail.substr(detail.find(": ") + 2);
     throw ApiError(400,
                    std::string(utf8 ? "request body: expected valid UTF-8" : "request body: expected valid JSON") +
                        ", got an error" + (pe ? " at byte " + std::to_string(pe->byte) : std::string()) +
