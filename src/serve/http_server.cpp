@@ -47,7 +47,7 @@ struct Session {
   std::unique_ptr<Output> out;
   std::string id, object, model;
   int64_t created = 0, prompt_tokens = 0, completion_tokens = 0;
-  bool stream = false, include_usage = false, chat = false, opened = false;
+  bool stream = false, include_usage = false, chat = false;
   Finish finish = Finish::none;
   std::string error;
   ~Session() {
@@ -219,11 +219,6 @@ struct HttpServer::Impl {
     res.set_header("Cache-Control", "no-cache");
     res.set_chunked_content_provider(r.stream ? "text/event-stream" : "application/json",
                                      [s](size_t, httplib::DataSink& sink) {
-                                       if (s->opened && s->finish != Finish::none) {
-                                         sink.done();
-                                         return true;
-                                       }
-                                       s->opened = true;
                                        const std::string w = s->advance();
                                        if (!sink.is_writable()) return false;  // the client is gone: cancel
                                        if (!w.empty() && !sink.write(w.data(), w.size())) return false;
