@@ -165,6 +165,37 @@ TEST(ServeEngine, QueueBoundCancellationAndMetricsAddUp) {
   EXPECT_NE(m.find("kimi_prompt_tokens_total 6\n"), std::string::npos) << m;  // q1 never ran
 }
 
+TEST(ServeEngine, TheQueueBoundCountsOnlyRequestsBeyondTheFreeSlots) {
+  Tiny t;
+  EngineOptions o;
+  o.slots = 2, o.ctx_size = 600, o.max_batch_tokens = 16, o.max_queue = 0;
+  Engine e(t.m, o);
+  // Both fit a free slot, whether or not the step thread has admitted the first yet.
+  auto a = e.submit(greedy({1, 2}, 500));
+  auto b = e.submit(greedy({3, 4}, 500));
+  while (a->wait(10ms).tokens.empty()) {
+  }
+  while (b->wait(10ms).tokens.empty()) {
+  }
+  EXPECT_KIMI_ERROR(e.submit(greedy({5}, 3)), "serve: the queue is full (0 requests waiting for a slot); retry later");
+  a->cancel();
+  Finish f = Finish::none;
+  collect(*a, &f);
+  EXPECT_EQ(f, Finish::cancelled);
+  const auto deadline = std::chrono::steady_clock::now() + 10s;
+  std::shared_ptr<RequestHandle> c;
+  while (!c && std::chrono::steady_clock::now() < deadline) {  // the slot returns at the end of the step
+    try {
+      c = e.submit(greedy({5}, 3));
+    } catch (const QueueFull&) {
+      std::this_thread::sleep_for(1ms);
+    }
+  }
+  ASSERT_TRUE(c);
+  EXPECT_EQ(collect(*c).size(), 3u);
+  b->cancel();
+}
+
 TEST(ServeEngine, RefusesBadOptionsAndRequests) {
   Tiny t;
   EngineOptions o;

@@ -103,6 +103,7 @@ Engine::Engine(const model::Model& model, EngineOptions opt)
       cache_(model, opt_.slots, opt_.ctx_size),
       logits_(Tensor::uninitialized(DType::f32, {opt_.slots, model.config().vocab_size}, model.placement().head)),
       sample_(std::make_unique<SampleBuffers>(opt_.slots, model.placement().head)) {
+  for (int64_t s = opt_.slots - 1; s >= 0; --s) free_slots_.push_back(s);
   model_.plan(opt_.max_batch_tokens, opt_.slots);
   thread_ = std::thread([this] { loop(); });
 }
@@ -148,7 +149,8 @@ std::shared_ptr<RequestHandle> Engine::submit(GenerationRequest r) {
   {
     const std::lock_guard<std::mutex> lk(mu_);
     if (stop_) throw Error("serve: the engine is stopping");
-    if (int64_t(queue_.size()) >= opt_.max_queue) {
+    // Requests that a free slot takes at the next step are not waiting: only those beyond the free slots count.
+    if (int64_t(queue_.size()) >= opt_.max_queue + int64_t(free_slots_.size())) {
       metrics_.add_rejected();
       throw QueueFull("serve: the queue is full (" + std::to_string(opt_.max_queue) +
                       " requests waiting for a slot); retry later");
@@ -172,8 +174,6 @@ void Engine::finish(Running& r, Finish f, const std::string& error) {
 
 void Engine::loop() {
   std::vector<Running> running;
-  std::vector<int64_t> free_slots;
-  for (int64_t s = opt_.slots - 1; s >= 0; --s) free_slots.push_back(s);
   for (;;) {
     {
       std::unique_lock<std::mutex> lk(mu_);
@@ -189,14 +189,24 @@ void Engine::loop() {
           ++it;
         }
       }
-      while (!free_slots.empty() && !queue_.empty()) {
+      while (!free_slots_.empty() && !queue_.empty()) {
         Waiting w = std::move(queue_.front());
         queue_.pop_front();
-        Running r{std::move(w.handle), std::move(w.req), free_slots.back(), 0, {}, w.arrived, Finish::none};
-        free_slots.pop_back();
+        Running r{std::move(w.handle), std::move(w.req), free_slots_.back(), 0, {}, w.arrived, Finish::none};
+        free_slots_.pop_back();
         metrics_.admitted();
         cache_.reset(r.slot);
-        if (opt_.restore_prefix) r.prefilled = opt_.restore_prefix(cache_, r.slot, r.req.prompt);
+        if (opt_.restore_prefix) {
+          r.prefilled = opt_.restore_prefix(cache_, r.slot, r.req.prompt);
+          if (r.prefilled < 0 || r.prefilled >= int64_t(r.req.prompt.size()) || cache_.length(r.slot) != r.prefilled) {
+            finish(r, Finish::error, "serve: restore_prefix: expected 0 <= restored tokens < the prompt's " +
+                                         std::to_string(r.req.prompt.size()) + " (and held by the slot), got " +
+                                         std::to_string(r.prefilled));
+            cache_.reset(r.slot);
+            free_slots_.push_back(r.slot);
+            continue;
+          }
+        }
         running.push_back(std::move(r));
       }
     }
@@ -209,15 +219,15 @@ void Engine::loop() {
       for (Running& r : running)
         if (r.done == Finish::none) finish(r, Finish::error, e.what());
     }
+    const std::lock_guard<std::mutex> lk(mu_);
     for (auto it = running.begin(); it != running.end();) {
       if (it->done != Finish::none) {
-        free_slots.push_back(it->slot);
+        free_slots_.push_back(it->slot);
         it = running.erase(it);
       } else {
         ++it;
       }
     }
-    const std::lock_guard<std::mutex> lk(mu_);
     ++steps_;
   }
   // Stopping: every request still here ends.

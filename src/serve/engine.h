@@ -1,8 +1,8 @@
 // serve/engine.h: continuous batching over a Model's cache slots, in token ids (no HTTP, no text).
 //
 // One step thread owns the Model's steps and a Cache of `slots` slots of `ctx_size` tokens, planned once
-// (Model::plan(max_batch_tokens, slots)). submit() queues a request (a bounded FIFO: beyond max_queue waiting
-// requests it throws QueueFull). Each step:
+// (Model::plan(max_batch_tokens, slots)). submit() queues a request (a FIFO bounded at max_queue requests beyond the
+// free slots: past that it throws QueueFull). Each step:
 //   1. admission: free slots take queued requests in arrival order (Cache::reset; `restore_prefix` may then fill
 //      the slot with a cached prefix of the prompt: the hook for prefix caching, unset here);
 //   2. cancelled requests leave their slot;
@@ -43,11 +43,13 @@ struct EngineOptions {
   int64_t slots = 8;              // requests generating at once (cache slots)
   int64_t ctx_size = 4096;        // tokens per slot: prompt + new tokens of one request
   int64_t max_batch_tokens = 512; // tokens per step (>= slots: every decoding request fits)
-  int64_t max_queue = 256;        // requests waiting for a slot beyond which submit() throws QueueFull
+  int64_t max_queue = 256;        // requests waiting for a busy slot beyond which submit() throws QueueFull
   int64_t prefill_align = 64;     // chunked-prefill pieces end on this grid of prompt positions (scheduler.h)
   Context ctx;                    // CPU threads / CUDA stream of the steps
   // Prefix-cache hook: after Cache::reset(slot) at admission, may restore a snapshot holding the first n prompt
-  // tokens into the slot and return n (< prompt.size(): the last prompt token must run for the first logits).
+  // tokens into the slot and return n (< prompt.size(): the last prompt token must run for the first logits; the
+  // slot must then hold n tokens, Cache::length). Prefill continues from n. A value out of range ends the request
+  // with an error. Restoring needs a Cache API that sets a slot's state and length (not there yet: item 5).
   std::function<int64_t(model::Cache&, int64_t slot, std::span<const int32_t> prompt)> restore_prefix;
 };
 
@@ -141,6 +143,7 @@ class Engine {
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::deque<Waiting> queue_;
+  std::vector<int64_t> free_slots_;  // slots no request holds (the step thread takes and returns them)
   bool stop_ = false;
   int64_t steps_ = 0;
   std::thread thread_;
