@@ -11,12 +11,14 @@
 //   kimi bench DIR | --random CONFIG       prefill (ppN) and decode (tgN) speed at batch sizes, llama-bench style
 //                 [-p 512 -n 128 -b 1,8]    table, --json / --csv for plots, peak device memory per row
 //   kimi tokenize DIR --text "..." | --ids 1,2,3   a checkpoint's tokenizer: text to ids, ids to text [--json]
+//   kimi serve DIR --port P [--slots N ...]  an OpenAI-compatible HTTP server with continuous batching
 #include <CLI/CLI.hpp>
 
 #include "kimi/check.h"
 #include "kimi/error.h"
 #include "kimi/model_cmds.h"
 #include "kimi/plan_cmd.h"
+#include "kimi/serve_cmd.h"
 #include "kimi/tokenize_cmd.h"
 
 #include <cstdio>
@@ -149,6 +151,23 @@ int main(int argc, char** argv) {
                        "Special tokens the text may contain: none, all, or comma-separated names");
   tokenize->add_flag("--json", tok_opt.json, "Print JSON: ids and each token's text (or bytes), or ids and text");
 
+  kimi::cli::ServeOptions serve_opt;
+  auto* serve = app.add_subcommand("serve", "An OpenAI-compatible HTTP server (continuous batching over cache slots)");
+  serve->footer("Endpoints: POST /v1/completions, /v1/chat/completions (stream via SSE or not); GET /v1/models,\n"
+                "/health, /metrics (Prometheus). SIGINT / SIGTERM stop it. docs/serve.md has the details.\n");
+  serve->add_option("dir", serve_opt.dir, "Checkpoint directory (config.json, safetensors, tiktoken.model, "
+                                          "tokenizer_config.json)")->required();
+  serve->add_option("--device", serve_opt.device, "cpu, cuda or cuda:i");
+  serve->add_option("--host", serve_opt.host, "Address to listen on");
+  serve->add_option("--port", serve_opt.port, "Port to listen on, in [0, 65535] (0: any free port, printed)");
+  serve->add_option("--slots", serve_opt.slots, "Requests generating at once (cache slots), in [1, 4096]");
+  serve->add_option("--ctx-size", serve_opt.ctx_size, "Tokens per request, prompt + new tokens, in [2, 2^20]");
+  serve->add_option("--max-batch-tokens", serve_opt.max_batch_tokens,
+                    "Tokens per step (decode tokens + chunked-prefill pieces), in [--slots, 2^20]");
+  serve->add_option("--max-queue", serve_opt.max_queue, "Requests waiting for a slot beyond which new ones get 503");
+  serve->add_option("--model-name", serve_opt.model_name, "The model's name in the API (default: DIR's name)");
+  serve->add_option("--threads", serve_opt.threads, "CPU threads (0 = OpenMP default; at most this machine's CPUs)");
+
   CLI11_PARSE(app, argc, argv);
   try {
     if (check->parsed()) return kimi::cli::run_check(check_opt) == 0 ? 0 : 1;
@@ -161,6 +180,7 @@ int main(int argc, char** argv) {
       return kimi::cli::run_plan(plan_opt);
     }
     if (bench->parsed()) return kimi::cli::run_bench(bench_opt);
+    if (serve->parsed()) return kimi::cli::run_serve(serve_opt);
     if (tokenize->parsed()) {
       tok_opt.text_given = tokenize->count("--text") > 0;
       tok_opt.text_file_given = tokenize->count("--text-file") > 0;
