@@ -218,7 +218,7 @@ TensorView slot_rows(const Tensor& pool, int64_t slot, int64_t rows = -1) {
 }
 }  // namespace
 
-Cache::Snapshot Cache::snapshot(int64_t slot) const {
+Cache::Snapshot Cache::snapshot(int64_t slot, const Context& ctx) const {
   check_slot(slot);
   Snapshot s;
   s.length_ = length_[size_t(slot)];
@@ -231,7 +231,7 @@ Cache::Snapshot Cache::snapshot(int64_t slot) const {
       if (!pool.data() || rows == 0) return;  // not this layer's kind, or no latent rows yet
       const TensorView src = slot_rows(pool, slot, rows);  // [1, ...]: the slot's part of the pool
       dst = Tensor::uninitialized(DType::f32, std::span<const int64_t>(src.shape.data(), size_t(src.ndim)), devices_[i]);
-      copy(dst.view(), src);
+      copy(dst.view(), src, ctx);
     };
     take(L.state, out.state, -1), take(L.conv_q, out.conv_q, -1), take(L.conv_k, out.conv_k, -1);
     take(L.conv_v, out.conv_v, -1), take(L.latent, out.latent, s.length_);
@@ -239,7 +239,7 @@ Cache::Snapshot Cache::snapshot(int64_t slot) const {
   return s;
 }
 
-void Cache::restore(int64_t slot, const Snapshot& s) {
+void Cache::restore(int64_t slot, const Snapshot& s, const Context& ctx) {
   check_slot(slot);
   if (s.signature_ != signature_)
     throw Error("Cache: restore: argument 'snapshot': expected a snapshot of a cache with this cache's " +
@@ -254,8 +254,8 @@ void Cache::restore(int64_t slot, const Snapshot& s) {
     Layer& L = layers_[i];
     for (auto [pool, from] : {std::pair{&L.state, &src.state}, {&L.conv_q, &src.conv_q}, {&L.conv_k, &src.conv_k},
                               {&L.conv_v, &src.conv_v}})
-      if (pool->data()) copy(slot_rows(*pool, slot), from->view());
-    if (L.latent.data() && s.length_ > 0) copy(slot_rows(L.latent, slot, s.length_), src.latent.view());
+      if (pool->data()) copy(slot_rows(*pool, slot), from->view(), ctx);
+    if (L.latent.data() && s.length_ > 0) copy(slot_rows(L.latent, slot, s.length_), src.latent.view(), ctx);
   }
   length_[size_t(slot)] = s.length_;
 }

@@ -68,11 +68,11 @@ class Cache {
   int64_t max_len() const { return max_len_; }
   int64_t length(int64_t slot) const;  // tokens held by slot (throws on a bad slot)
   void reset(int64_t slot);            // empty the slot: length 0, zero state and conv caches
-  // A copy of slot's pools at its current length (throws on a bad slot).
-  Snapshot snapshot(int64_t slot) const;
+  // A copy of slot's pools at its current length (throws on a bad slot). The copies run on ctx's stream.
+  Snapshot snapshot(int64_t slot, const Context& ctx = {}) const;
   // Overwrites slot's pools with s and sets its length to s.length(). Throws kimi::Error, the cache unchanged, on
   // a bad slot, a snapshot of a cache with other layer kinds or sizes, or one longer than max_len().
-  void restore(int64_t slot, const Snapshot& s);
+  void restore(int64_t slot, const Snapshot& s, const Context& ctx = {});
   size_t bytes() const;                // memory held (all devices)
   Device device(int64_t layer) const;  // where layer's pools live
 
