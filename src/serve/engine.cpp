@@ -207,6 +207,7 @@ void Engine::snapshot_prefix(const Running& r, int64_t end) {
 void Engine::loop() {
   std::vector<Running> running;
   for (;;) {
+    size_t admitted_from = 0;  // running[admitted_from...] joined in this step's admission
     {
       std::unique_lock<std::mutex> lk(mu_);
       cv_.wait(lk, [&] { return stop_ || !queue_.empty() || !running.empty(); });
@@ -221,6 +222,7 @@ void Engine::loop() {
           ++it;
         }
       }
+      admitted_from = running.size();
       while (!free_slots_.empty() && !queue_.empty()) {
         Waiting w = std::move(queue_.front());
         queue_.pop_front();
@@ -228,17 +230,15 @@ void Engine::loop() {
         free_slots_.pop_back();
         metrics_.admitted();
         cache_.reset(r.slot);
-        if (prefix_) {
-          try {
-            restore_prefix(r);
-          } catch (const std::exception& e) {  // a device error while copying: the request ends with it
-            finish(r, Finish::error, e.what());
-            cache_.reset(r.slot);
-            free_slots_.push_back(r.slot);
-            continue;
-          }
-        }
         running.push_back(std::move(r));
+      }
+    }
+    // The admitted requests' cached prefixes, outside the lock (a snapshot's copy takes a while).
+    for (size_t i = admitted_from; prefix_ && i < running.size(); ++i) {
+      try {
+        restore_prefix(running[i]);
+      } catch (const std::exception& e) {  // a device error while copying: the request ends with it
+        finish(running[i], Finish::error, e.what());
       }
     }
     for (Running& r : running)

@@ -12,9 +12,9 @@
 //   4. forward_into (LogitsFor::last) and sample_tokens over the rows of the requests whose input ends in this
 //      step, each row with its own temperature / top_k / top_p and its draw counter (seed, sequence, step =
 //      the request's k-th new token: kimi/ops/sample.h), so a request's tokens do not depend on its batch
-//      (up to the forward's own batch dependence, docs/serve.md);
-//   4b. with the prefix cache on, a prefill piece that ends on the largest multiple of prefix_grid below its
-//      prompt's length leaves a snapshot of its slot in the prefix cache (serve/prefix_cache.h);
+//      (up to the forward's own batch dependence, docs/serve.md); with the prefix cache on, a prefill piece that
+//      ends on the largest multiple of prefix_grid below its prompt's length leaves a snapshot of its slot in the
+//      prefix cache (serve/prefix_cache.h);
 //   5. each sampled token goes to its request; a request ends after a stop token (included), when `ends_after`
 //      says so (stop strings: the caller's text logic), after max_tokens tokens (length), or on cancel(); its
 //      slot is free for the next step.
