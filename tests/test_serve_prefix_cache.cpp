@@ -1,10 +1,12 @@
 // tests/test_serve_prefix_cache.cpp: exact prefix caching (serve/prefix_cache.h and the engine's use of it): the
-// LRU's lookup (longest proper prefix, verified tokens), its memory bound, the scheduler's snapshot grid, and the
-// engine's greedy tokens on a hit equal to those of the uncached run on kimi-linear-tiny and k3-tiny: the same
-// prompt twice, and a prompt extending a cached one.
+// LRU's lookup (longest proper prefix, verified tokens), its memory bound, the scheduler's snapshot grid, a resumed
+// prefill's logits equal to the uncached prefill's bit for bit, and the engine's greedy tokens on a hit equal to
+// those of the uncached run on kimi-linear-tiny and k3-tiny: the same prompt twice, and a prompt extending a cached
+// one.
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -97,6 +99,52 @@ TEST(ServePrefixCache, FindsTheLongestProperPrefixAndEvictsTheLeastRecentlyUsed)
   EXPECT_KIMI_ERROR(PrefixCache(0, 4), "PrefixCache: budget_bytes: expected > 0, got 0");
   EXPECT_KIMI_ERROR(PrefixCache(1, 0), "PrefixCache: grid: expected >= 1, got 0");
 }
+
+// The engine's prefill of `prompt` alone in `slot` from position `from` (the slot holds prompt[0, from)): the pieces
+// pack_step gives, each one forward step; returns the last piece's logits. With `snap_at` > 0, *snap is the slot
+// after the piece that ends there.
+std::vector<float> prefill_alone(const model::Model& m, model::Cache& cache, int64_t slot,
+                                 const std::vector<int32_t>& prompt, int64_t from, int64_t budget, int64_t grid,
+                                 int64_t snap_at = 0, model::Cache::Snapshot* snap = nullptr) {
+  const int64_t P = int64_t(prompt.size());
+  std::vector<float> last;
+  for (int64_t done = from; done < P;) {
+    const std::vector<SeqProgress> seqs = {{P, done}};
+    const StepPacking pk = pack_step(seqs, budget, 64, grid);
+    const Piece& q = pk.pieces.at(0);
+    const std::vector<int32_t> t(prompt.begin() + q.begin, prompt.begin() + q.begin + q.count);
+    const std::vector<int64_t> cu = {0, q.count}, slots = {slot};
+    const Tensor logits = model::forward(m, cache, {t, cu, slots});
+    last.assign(logits.data_as<float>(), logits.data_as<float>() + logits.view().numel());
+    done += q.count;
+    if (done == snap_at) *snap = cache.snapshot(slot);
+  }
+  return last;
+}
+
+// The exactness argument of docs/serve.md, bit for bit on the logits: a prompt b extending a, prefilled from the
+// snapshot a's prefill left at 128, gives the logits of b's own uncached prefill (the same pieces from 128 on).
+void resumed_prefill_is_bit_exact(const std::string& name) {
+  Tiny t(name);
+  const int64_t V = t.m.config().vocab_size;
+  const std::vector<int32_t> a = model::testutil::random_tokens(150, 41, V);
+  std::vector<int32_t> b = a;
+  for (int32_t x : model::testutil::random_tokens(75, 42, V)) b.push_back(x);
+  for (int64_t budget : {100, 160, 512}) {
+    model::Cache cache(t.m, 3, 256);
+    model::Cache::Snapshot s;
+    prefill_alone(t.m, cache, 0, a, 0, budget, 64, 128, &s);
+    ASSERT_EQ(s.length(), 128);
+    const std::vector<float> uncached = prefill_alone(t.m, cache, 1, b, 0, budget, 64);
+    cache.restore(2, s);
+    const std::vector<float> hit = prefill_alone(t.m, cache, 2, b, 128, budget, 64);
+    ASSERT_EQ(hit.size(), uncached.size());
+    EXPECT_EQ(std::memcmp(hit.data(), uncached.data(), hit.size() * sizeof(float)), 0) << name << " budget " << budget;
+  }
+}
+
+TEST(ServePrefixCache, AResumedPrefillIsBitExactKimiLinear) { resumed_prefill_is_bit_exact("kimi-linear-tiny"); }
+TEST(ServePrefixCache, AResumedPrefillIsBitExactK3) { resumed_prefill_is_bit_exact("k3-tiny"); }
 
 std::vector<int32_t> collect(RequestHandle& h) {
   std::vector<int32_t> out;
