@@ -209,6 +209,64 @@ void Cache::reset(int64_t slot) {
   }
 }
 
+namespace {
+// Slot `slot` of a pool [S, ...] as a view of its first `rows` rows along dim 1 (all of them when rows < 0).
+TensorView slot_rows(const Tensor& pool, int64_t slot, int64_t rows = -1) {
+  TensorView v = pool.view().slice(0, slot, slot + 1);
+  if (rows >= 0) v = v.slice(1, 0, rows);
+  return v;
+}
+}  // namespace
+
+Cache::Snapshot Cache::snapshot(int64_t slot, const Context& ctx) const {
+  check_slot(slot);
+  Snapshot s;
+  s.length_ = length_[size_t(slot)];
+  s.signature_ = signature_;
+  s.layers_.resize(layers_.size());
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    const Layer& L = layers_[i];
+    Layer& out = s.layers_[i];
+    auto take = [&](const Tensor& pool, Tensor& dst, int64_t rows) {
+      if (!pool.data() || rows == 0) return;  // not this layer's kind, or no latent rows yet
+      const TensorView src = slot_rows(pool, slot, rows);  // [1, ...]: the slot's part of the pool
+      dst = Tensor::uninitialized(DType::f32, std::span<const int64_t>(src.shape.data(), size_t(src.ndim)), devices_[i]);
+      copy(dst.view(), src, ctx);
+    };
+    take(L.state, out.state, -1), take(L.conv_q, out.conv_q, -1), take(L.conv_k, out.conv_k, -1);
+    take(L.conv_v, out.conv_v, -1), take(L.latent, out.latent, s.length_);
+  }
+  return s;
+}
+
+void Cache::restore(int64_t slot, const Snapshot& s, const Context& ctx) {
+  check_slot(slot);
+  if (s.signature_ != signature_)
+    throw Error("Cache: restore: argument 'snapshot': expected a snapshot of a cache with this cache's " +
+                std::to_string(layers_.size()) + " layers of the same kinds and sizes, got one of " +
+                std::to_string(s.layers_.size()) + " layers" +
+                (s.layers_.size() == layers_.size() ? " of other kinds or sizes" : ""));
+  if (s.length_ > max_len_)
+    throw Error("Cache: restore: argument 'snapshot': expected a length <= max_len " + std::to_string(max_len_) +
+                ", got " + std::to_string(s.length_));
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    const Layer& src = s.layers_[i];
+    Layer& L = layers_[i];
+    for (auto [pool, from] : {std::pair{&L.state, &src.state}, {&L.conv_q, &src.conv_q}, {&L.conv_k, &src.conv_k},
+                              {&L.conv_v, &src.conv_v}})
+      if (pool->data()) copy(slot_rows(*pool, slot), from->view(), ctx);
+    if (L.latent.data() && s.length_ > 0) copy(slot_rows(L.latent, slot, s.length_), src.latent.view(), ctx);
+  }
+  length_[size_t(slot)] = s.length_;
+}
+
+size_t Cache::Snapshot::bytes() const {
+  size_t b = 0;
+  for (const Layer& L : layers_)
+    for (const Tensor* t : {&L.state, &L.conv_q, &L.conv_k, &L.conv_v, &L.latent}) b += t->data() ? t->nbytes() : 0;
+  return b;
+}
+
 void Cache::advance(int64_t slot, int64_t tokens) {
   check_slot(slot);
   if (tokens < 0 || length_[size_t(slot)] + tokens > max_len_)

@@ -2,6 +2,7 @@
 #include "serve/engine.h"
 
 #include <algorithm>
+#include <new>
 
 #include "kimi/device.h"
 #include "kimi/model/generate.h"
@@ -76,6 +77,8 @@ EngineOptions checked(const model::Model& m, EngineOptions o) {
          o.max_batch_tokens);
   if (o.max_queue < 0) fail("max_queue", "a value >= 0", o.max_queue);
   if (o.prefill_align < 1) fail("prefill_align", "a value >= 1", o.prefill_align);
+  if (o.prefix_grid < 1 || o.prefix_grid % o.prefill_align != 0)
+    fail("prefix_grid", "a positive multiple of prefill_align = " + std::to_string(o.prefill_align), o.prefix_grid);
   return o;
 }
 
@@ -104,6 +107,7 @@ Engine::Engine(const model::Model& model, EngineOptions opt)
       logits_(Tensor::uninitialized(DType::f32, {opt_.slots, model.config().vocab_size}, model.placement().head)),
       sample_(std::make_unique<SampleBuffers>(opt_.slots, model.placement().head)) {
   for (int64_t s = opt_.slots - 1; s >= 0; --s) free_slots_.push_back(s);
+  if (opt_.prefix_cache_bytes > 0) prefix_ = std::make_unique<PrefixCache>(opt_.prefix_cache_bytes, opt_.prefix_grid);
   model_.plan(opt_.max_batch_tokens, opt_.slots);
   thread_ = std::thread([this] { loop(); });
 }
@@ -172,9 +176,38 @@ void Engine::finish(Running& r, Finish f, const std::string& error) {
   r.handle->end(f, error);
 }
 
+// The longest cached proper prefix of r's prompt into its (reset) slot; prefill continues after it.
+void Engine::restore_prefix(Running& r) {
+  const model::Cache::Snapshot* s = prefix_->find(r.req.prompt);
+  if (s) {
+    cache_.restore(r.slot, *s, opt_.ctx);
+    r.prefilled = s->length();
+  }
+  metrics_.prefix_lookup(r.prefilled);
+}
+
+// After a step whose prefill piece of r ended at prompt position `end`: a snapshot of r's slot when `end` is the
+// largest multiple of the grid below the prompt's length and no entry holds that prefix yet. A snapshot that cannot
+// be allocated is skipped: the cache is an optimisation, the request goes on.
+void Engine::snapshot_prefix(const Running& r, int64_t end) {
+  const int64_t G = prefix_->grid(), P = int64_t(r.req.prompt.size());
+  if (end == 0 || end != (P - 1) / G * G) return;
+  const std::span<const int32_t> prefix(r.req.prompt.data(), size_t(end));
+  if (prefix_->contains(prefix)) return;
+  try {
+    prefix_->insert(prefix, cache_.snapshot(r.slot, opt_.ctx));
+  } catch (const std::bad_alloc&) {
+    return;
+  } catch (const Error&) {  // device memory exhausted (the allocation's error)
+    return;
+  }
+  metrics_.prefix_held(prefix_->bytes(), prefix_->entries());
+}
+
 void Engine::loop() {
   std::vector<Running> running;
   for (;;) {
+    size_t admitted_from = 0;  // running[admitted_from...] joined in this step's admission
     {
       std::unique_lock<std::mutex> lk(mu_);
       cv_.wait(lk, [&] { return stop_ || !queue_.empty() || !running.empty(); });
@@ -189,6 +222,7 @@ void Engine::loop() {
           ++it;
         }
       }
+      admitted_from = running.size();
       while (!free_slots_.empty() && !queue_.empty()) {
         Waiting w = std::move(queue_.front());
         queue_.pop_front();
@@ -196,18 +230,15 @@ void Engine::loop() {
         free_slots_.pop_back();
         metrics_.admitted();
         cache_.reset(r.slot);
-        if (opt_.restore_prefix) {
-          r.prefilled = opt_.restore_prefix(cache_, r.slot, r.req.prompt);
-          if (r.prefilled < 0 || r.prefilled >= int64_t(r.req.prompt.size()) || cache_.length(r.slot) != r.prefilled) {
-            finish(r, Finish::error, "serve: restore_prefix: expected 0 <= restored tokens < the prompt's " +
-                                         std::to_string(r.req.prompt.size()) + " (and held by the slot), got " +
-                                         std::to_string(r.prefilled));
-            cache_.reset(r.slot);
-            free_slots_.push_back(r.slot);
-            continue;
-          }
-        }
         running.push_back(std::move(r));
+      }
+    }
+    // The admitted requests' cached prefixes, outside the lock (a snapshot's copy takes a while).
+    for (size_t i = admitted_from; prefix_ && i < running.size(); ++i) {
+      try {
+        restore_prefix(running[i]);
+      } catch (const std::exception& e) {  // a device error while copying: the request ends with it
+        finish(running[i], Finish::error, e.what());
       }
     }
     for (Running& r : running)
@@ -246,7 +277,7 @@ void Engine::step(std::vector<Running>& running) {
   std::vector<SeqProgress> progress;
   for (Running& r : running)
     if (r.done == Finish::none) live.push_back(&r), progress.push_back({int64_t(r.req.prompt.size()), r.prefilled});
-  const StepPacking p = pack_step(progress, opt_.max_batch_tokens, opt_.prefill_align);
+  const StepPacking p = pack_step(progress, opt_.max_batch_tokens, opt_.prefill_align, prefix_ ? opt_.prefix_grid : 0);
 
   std::vector<int32_t> tokens;
   std::vector<int64_t> cu{0}, slots;
@@ -267,8 +298,11 @@ void Engine::step(std::vector<Running>& running) {
   const TensorView logits = logits_.view().slice(0, 0, N);
   model::forward_into(model_, cache_, {tokens, cu, slots}, logits, {}, opt_.ctx);
   metrics_.add_prompt_tokens(prompt_tokens);
-  for (const Piece& q : p.pieces)
-    if (!q.decode) live[size_t(q.seq)]->prefilled += q.count;
+  for (const Piece& q : p.pieces) {
+    if (q.decode) continue;
+    live[size_t(q.seq)]->prefilled += q.count;
+    if (prefix_) snapshot_prefix(*live[size_t(q.seq)], q.begin + q.count);
+  }
   if (A == 0) return;
 
   // Per-row sampling parameters on the host, copied to the head's device when it is a GPU.

@@ -3,15 +3,18 @@
 // One step thread owns the Model's steps and a Cache of `slots` slots of `ctx_size` tokens, planned once
 // (Model::plan(max_batch_tokens, slots)). submit() queues a request (a FIFO bounded at max_queue requests beyond the
 // free slots: past that it throws QueueFull). Each step:
-//   1. admission: free slots take queued requests in arrival order (Cache::reset; `restore_prefix` may then fill
-//      the slot with a cached prefix of the prompt: the hook for prefix caching, unset here);
+//   1. admission: free slots take queued requests in arrival order (Cache::reset; with the prefix cache on, the
+//      longest cached proper prefix of the prompt is restored into the slot and prefill continues after it);
 //   2. cancelled requests leave their slot;
 //   3. pack_step (serve/scheduler.h): every decoding request's next token plus chunked-prefill pieces of the
-//      others, at most max_batch_tokens tokens;
+//      others, at most max_batch_tokens tokens (with the prefix cache on, no piece crosses a multiple of
+//      prefix_grid);
 //   4. forward_into (LogitsFor::last) and sample_tokens over the rows of the requests whose input ends in this
 //      step, each row with its own temperature / top_k / top_p and its draw counter (seed, sequence, step =
 //      the request's k-th new token: kimi/ops/sample.h), so a request's tokens do not depend on its batch
-//      (up to the forward's own batch dependence, docs/serve.md);
+//      (up to the forward's own batch dependence, docs/serve.md); with the prefix cache on, a prefill piece that
+//      ends on the largest multiple of prefix_grid below its prompt's length leaves a snapshot of its slot in the
+//      prefix cache (serve/prefix_cache.h);
 //   5. each sampled token goes to its request; a request ends after a stop token (included), when `ends_after`
 //      says so (stop strings: the caller's text logic), after max_tokens tokens (length), or on cancel(); its
 //      slot is free for the next step.
@@ -36,6 +39,7 @@
 #include "kimi/model/model.h"
 #include "kimi/tensor.h"
 #include "serve/metrics.h"
+#include "serve/prefix_cache.h"
 
 namespace kimi::serve {
 
@@ -46,11 +50,10 @@ struct EngineOptions {
   int64_t max_queue = 256;        // requests waiting for a busy slot beyond which submit() throws QueueFull
   int64_t prefill_align = 64;     // chunked-prefill pieces end on this grid of prompt positions (scheduler.h)
   Context ctx;                    // CPU threads / CUDA stream of the steps
-  // Prefix-cache hook: after Cache::reset(slot) at admission, may restore a snapshot holding the first n prompt
-  // tokens into the slot and return n (< prompt.size(): the last prompt token must run for the first logits; the
-  // slot must then hold n tokens, Cache::length). Prefill continues from n. A value out of range ends the request
-  // with an error. Restoring needs a Cache API that sets a slot's state and length (not there yet: item 5).
-  std::function<int64_t(model::Cache&, int64_t slot, std::span<const int32_t> prompt)> restore_prefix;
+  // Exact prefix caching (serve/prefix_cache.h, docs/serve.md): the most memory its snapshots may hold (0: off),
+  // and the grid G of the prefix lengths it snapshots (a positive multiple of prefill_align).
+  size_t prefix_cache_bytes = 0;
+  int64_t prefix_grid = 256;
 };
 
 struct GenerationRequest {
@@ -106,7 +109,8 @@ struct QueueFull : Error {
 
 class Engine {
  public:
-  // Validates the options (kimi::Error naming the field: slots, ctx_size, max_batch_tokens, max_queue), plans the
+  // Validates the options (kimi::Error naming the field: slots, ctx_size, max_batch_tokens, max_queue,
+  // prefill_align, prefix_grid), plans the
   // model, allocates the cache and starts the step thread. The model must outlive the engine.
   Engine(const model::Model& model, EngineOptions opt);
   ~Engine();  // stop()
@@ -133,6 +137,8 @@ class Engine {
   void loop();
   void step(std::vector<Running>& running);
   void finish(Running& r, Finish f, const std::string& error = {});
+  void restore_prefix(Running& r);
+  void snapshot_prefix(const Running& r, int64_t end);
 
   const model::Model& model_;
   EngineOptions opt_;
@@ -140,6 +146,7 @@ class Engine {
   model::Cache cache_;
   Tensor logits_;  // [slots, vocab] f32 on the head's device: a step's LogitsFor::last rows
   std::unique_ptr<SampleBuffers> sample_;
+  std::unique_ptr<PrefixCache> prefix_;  // null: prefix caching off
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::deque<Waiting> queue_;

@@ -66,6 +66,15 @@ void Metrics::add_rejected() {
   const std::lock_guard<std::mutex> lk(mu_);
   ++rejected_;
 }
+void Metrics::prefix_lookup(int64_t reused_tokens) {
+  const std::lock_guard<std::mutex> lk(mu_);
+  ++(reused_tokens > 0 ? prefix_hits_ : prefix_misses_);
+  prefix_reused_ += uint64_t(std::max<int64_t>(reused_tokens, 0));
+}
+void Metrics::prefix_held(uint64_t bytes, uint64_t entries) {
+  const std::lock_guard<std::mutex> lk(mu_);
+  prefix_bytes_ = bytes, prefix_entries_ = entries;
+}
 
 std::string Metrics::prometheus() const {
   const std::lock_guard<std::mutex> lk(mu_);
@@ -83,6 +92,12 @@ std::string Metrics::prometheus() const {
   one("requests_rejected_total", "counter", "Requests refused with 503 because the queue was full.", rejected_);
   one("prompt_tokens_total", "counter", "Prompt tokens run through the model.", prompt_tokens_);
   one("generation_tokens_total", "counter", "Tokens sampled.", generation_tokens_);
+  one("prefix_cache_hits_total", "counter", "Admissions that restored a cached prompt prefix.", prefix_hits_);
+  one("prefix_cache_misses_total", "counter", "Admissions (prefix cache on) that found no cached prefix.", prefix_misses_);
+  one("prefix_cache_tokens_reused_total", "counter", "Prompt tokens restored from prefix snapshots instead of run.",
+      prefix_reused_);
+  one("prefix_cache_bytes", "gauge", "Memory the prefix snapshots hold (--prefix-cache-mb bounds it).", prefix_bytes_);
+  one("prefix_cache_entries", "gauge", "Prefix snapshots held.", prefix_entries_);
   o += "# HELP kimi_time_to_first_token_seconds From a request's arrival to its first token.\n"
        "# TYPE kimi_time_to_first_token_seconds histogram\n";
   ttft_.render(o, "kimi_time_to_first_token_seconds");

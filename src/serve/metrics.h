@@ -12,6 +12,11 @@
 //   inter_token_latency_seconds  histogram  between consecutive tokens of a request: one observation per token
 //                                           after a request's first, so its count = generation_tokens_total -
 //                                           time_to_first_token_seconds_count
+//   prefix_cache_hits_total / prefix_cache_misses_total  counter  admissions that restored a cached prefix / found
+//                                           none (counted only with the prefix cache on)
+//   prefix_cache_tokens_reused_total  counter  prompt tokens restored from snapshots instead of run (so a request's
+//                                           prompt tokens = its part of prompt_tokens_total + its reused tokens)
+//   prefix_cache_bytes, prefix_cache_entries  gauge  memory the snapshots hold, and their number
 // Histograms are cumulative (le buckets, +Inf = count) with _sum and _count, as Prometheus expects.
 #pragma once
 
@@ -52,6 +57,8 @@ class Metrics {
   void add_prompt_tokens(int64_t n);
   void add_generated(double seconds_since_previous, bool first);  // one sampled token (first: TTFT, else ITL)
   void add_rejected();
+  void prefix_lookup(int64_t reused_tokens);            // an admission: a hit when reused_tokens > 0, else a miss
+  void prefix_held(uint64_t bytes, uint64_t entries);   // the prefix cache's size now
   std::string prometheus() const;
 
  private:
@@ -59,6 +66,7 @@ class Metrics {
   int64_t slots_, running_ = 0, waiting_ = 0;
   uint64_t prompt_tokens_ = 0, generation_tokens_ = 0, rejected_ = 0;
   uint64_t finished_[4] = {};
+  uint64_t prefix_hits_ = 0, prefix_misses_ = 0, prefix_reused_ = 0, prefix_bytes_ = 0, prefix_entries_ = 0;
   Histogram ttft_, itl_;
 };
 

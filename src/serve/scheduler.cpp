@@ -5,7 +5,7 @@
 
 namespace kimi::serve {
 
-StepPacking pack_step(std::span<const SeqProgress> seqs, int64_t budget, int64_t align) {
+StepPacking pack_step(std::span<const SeqProgress> seqs, int64_t budget, int64_t align, int64_t grid) {
   StepPacking p;
   std::vector<Piece> partial;
   int64_t left = budget;
@@ -24,6 +24,7 @@ StepPacking pack_step(std::span<const SeqProgress> seqs, int64_t budget, int64_t
       const int64_t end = (s.prefilled + n) / align * align;  // back to the chunk grid
       if (end > s.prefilled) n = end - s.prefilled;
     }
+    if (grid > 0) n = std::min(n, (s.prefilled / grid + 1) * grid - s.prefilled);  // up to the next multiple of G
     const Piece piece{i, s.prefilled, n, false, n == rest};
     (piece.sample ? p.pieces : partial).push_back(piece);
     left -= n;

@@ -7,7 +7,11 @@
 //   2. the rest of the budget goes to prefilling sequences in admission order (chunked prefill): each takes
 //      min(its remaining prompt, the budget left); a piece that does not finish its prompt is cut back to end on a
 //      multiple of `align` prompt tokens (the KDA chunk, 64: pieces then start on the chunk grid the kernels use,
-//      where a prefix snapshot can later be taken), unless that would leave it empty.
+//      where a prefix snapshot can later be taken), unless that would leave it empty;
+//   3. with a snapshot grid G > 0 (prefix caching, serve/prefix_cache.h), no prefill piece crosses a multiple of G:
+//      one that would is cut there. Every multiple of G inside a prompt is then a piece end, and the pieces after
+//      it depend only on the prompt and the budget, not on where the prefill started: a prefill resumed from a
+//      snapshot at a multiple of G runs the same pieces as the uncached prefill did from there on.
 // Pieces that end their sequence's input (decodes, and prefill pieces that finish the prompt) are listed first, so
 // that their logits are rows [0, sampled) of the step's LogitsFor::last output; partial prefill pieces follow.
 // Requires budget >= the number of decoding sequences (the engine keeps budget >= slots).
@@ -38,6 +42,6 @@ struct StepPacking {
   int64_t sampled = 0;        // pieces with sample set (the first `sampled` pieces)
 };
 
-StepPacking pack_step(std::span<const SeqProgress> seqs, int64_t budget, int64_t align);
+StepPacking pack_step(std::span<const SeqProgress> seqs, int64_t budget, int64_t align, int64_t grid = 0);
 
 }  // namespace kimi::serve

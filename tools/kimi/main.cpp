@@ -167,6 +167,10 @@ int main(int argc, char** argv) {
   serve->add_option("--max-queue", serve_opt.max_queue, "Requests waiting for a slot beyond which new ones get 503");
   serve->add_option("--model-name", serve_opt.model_name, "The model's name in the API (default: DIR's name)");
   serve->add_option("--threads", serve_opt.threads, "CPU threads (0 = OpenMP default; at most this machine's CPUs)");
+  serve->add_option("--prefix-cache-mb", serve_opt.prefix_cache_mb,
+                    "MiB of exact prefix-cache snapshots, on the KV cache's devices (0: off), in [0, 2^30]");
+  serve->add_option("--prefix-grid", serve_opt.prefix_grid,
+                    "Prompt prefixes are snapshotted at multiples of this many tokens (a multiple of 64)");
 
   CLI11_PARSE(app, argc, argv);
   try {

@@ -42,6 +42,11 @@ int run_serve(const ServeOptions& opt) {
          "a value in [--slots = " + std::to_string(opt.slots) + ", 1048576] (every decoding request takes one token "
          "of each step)", std::to_string(opt.max_batch_tokens));
   if (opt.max_queue < 0) fail("--max-queue", "a value >= 0", std::to_string(opt.max_queue));
+  if (opt.prefix_cache_mb < 0 || opt.prefix_cache_mb > (int64_t(1) << 30))
+    fail("--prefix-cache-mb", "a value in [0, 1073741824] (MiB; 0: prefix caching off)",
+         std::to_string(opt.prefix_cache_mb));
+  if (opt.prefix_grid < 64 || opt.prefix_grid % 64 != 0)
+    fail("--prefix-grid", "a positive multiple of 64 (the KDA chunk)", std::to_string(opt.prefix_grid));
   if (opt.threads < 0 || opt.threads > max_cpu_threads())
     fail("--threads", "a value in [0, " + std::to_string(max_cpu_threads()) + "]", std::to_string(opt.threads));
   std::string name = opt.model_name;
@@ -65,6 +70,7 @@ int run_serve(const ServeOptions& opt) {
   EngineOptions eo;
   eo.slots = opt.slots, eo.ctx_size = opt.ctx_size, eo.max_batch_tokens = opt.max_batch_tokens;
   eo.max_queue = opt.max_queue;
+  eo.prefix_cache_bytes = size_t(opt.prefix_cache_mb) << 20, eo.prefix_grid = opt.prefix_grid;
   eo.ctx.cpu_threads = opt.threads;
   Engine engine(m, eo);
   HttpOptions ho;
@@ -73,6 +79,11 @@ int run_serve(const ServeOptions& opt) {
   const int port = server.bind();
   fmt::print("kimi serve: model '{}' ({}, vocab {}), {} slots of {} tokens, {} tokens per step, on {}\n", name, opt.dir,
              tok.vocab_size(), opt.slots, opt.ctx_size, opt.max_batch_tokens, to_string(device));
+  if (opt.prefix_cache_mb > 0)
+    fmt::print("kimi serve: prefix cache of {} MiB, snapshots every {} prompt tokens\n", opt.prefix_cache_mb,
+               opt.prefix_grid);
+  else
+    fmt::print("kimi serve: prefix cache off\n");
   fmt::print("kimi serve: listening on http://{}:{}\n", opt.host, port);
   std::fflush(stdout);
 

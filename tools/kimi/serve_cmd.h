@@ -17,6 +17,8 @@ struct ServeOptions {
   int64_t max_queue = 256;         // requests waiting beyond which new ones get 503
   std::string model_name;          // default: the directory's name
   int threads = 0;                 // CPU threads of the steps, in [0, max_cpu_threads()]
+  int64_t prefix_cache_mb = 1024;  // MiB of prefix snapshots (0: prefix caching off); on the cache's devices
+  int64_t prefix_grid = 256;       // prefix lengths snapshotted: multiples of this (a multiple of 64)
 };
 // Serves until SIGINT or SIGTERM; 0 then.
 int run_serve(const ServeOptions& opt);

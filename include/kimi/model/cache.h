@@ -13,6 +13,12 @@
 // case up front (generate() starts small and doubles). Host pools are checked against the host's available
 // memory (MemAvailable) before they are allocated: the pools are zero-filled, so an allocation the kernel
 // over-commits would be touched at once, and a cache larger than memory must be an error, not an OOM kill.
+//
+// Snapshots (prefix caching, docs/serve.md): snapshot(slot) copies everything a slot's future depends on at its
+// current length n into memory the Snapshot owns, on the pools' devices: per KDA layer its state [H, K, V] and conv
+// caches [P, W-1] (the recurrence's whole past: unlike attention, a KDA layer cannot rebuild its state from per-token
+// rows), per MLA layer the latent rows [0, n) as [n, R + Pr]. restore(slot, s) writes them back and sets the
+// slot's length to n, so the slot continues exactly as the snapshotted one did.
 #pragma once
 
 #include <cstdint>
@@ -36,6 +42,20 @@ class Cache {
     Tensor latent;                         // MLA layers
   };
 
+  // One slot's contents at one length: per layer the slot's part of each pool, shaped [1, ...] (latent: rows
+  // [0, length) only, [1, length, R + Pr]; absent when length is 0).
+  class Snapshot {
+   public:
+    int64_t length() const { return length_; }
+    size_t bytes() const;  // memory held (all devices)
+
+   private:
+    friend class Cache;
+    int64_t length_ = 0;
+    std::vector<Layer> layers_;
+    std::vector<int64_t> signature_;  // the snapshotted cache's (restore checks it)
+  };
+
   // Throws kimi::Error when max_seqs < 1 or max_len < 1, or when the pools do not fit in memory (the message
   // gives the bytes needed and available). Every pool on the host.
   Cache(const Config& c, int64_t max_seqs, int64_t max_len);
@@ -48,6 +68,11 @@ class Cache {
   int64_t max_len() const { return max_len_; }
   int64_t length(int64_t slot) const;  // tokens held by slot (throws on a bad slot)
   void reset(int64_t slot);            // empty the slot: length 0, zero state and conv caches
+  // A copy of slot's pools at its current length (throws on a bad slot). The copies run on ctx's stream.
+  Snapshot snapshot(int64_t slot, const Context& ctx = {}) const;
+  // Overwrites slot's pools with s and sets its length to s.length(). Throws kimi::Error, the cache unchanged, on
+  // a bad slot, a snapshot of a cache with other layer kinds or sizes, or one longer than max_len().
+  void restore(int64_t slot, const Snapshot& s, const Context& ctx = {});
   size_t bytes() const;                // memory held (all devices)
   Device device(int64_t layer) const;  // where layer's pools live
 
