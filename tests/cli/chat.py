@@ -10,6 +10,7 @@ be checked against `kimi generate` on the same prompt ids.
 import json
 import os
 import re
+import select
 import signal
 import subprocess
 import sys
@@ -158,6 +159,24 @@ class Chat(unittest.TestCase):
                     self.assertEqual(t[k][2], "stopped")
                     self.assertTrue(0 < len(t[k][1]) < 60000)
                 self.assertEqual(err.count("kimi chat: reply stopped (Ctrl-C)\n"), 2)
+
+    def test_sigint_at_the_prompt_ends_the_chat(self):
+        p = subprocess.Popen([KIMI, "chat", self.models["k3-tiny"]], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, env=ENV)
+        try:
+            # The banner comes once the model is loaded and the handler installed; then the chat waits for a line.
+            ready, _, _ = select.select([p.stderr], [], [], 60)
+            self.assertTrue(ready, "no banner within 60 s")
+            self.assertTrue(p.stderr.readline().startswith(b"kimi chat: "))
+            time.sleep(0.2)
+            p.send_signal(signal.SIGINT)
+            self.assertEqual(p.wait(timeout=30), 0)
+        finally:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+            for f in (p.stdin, p.stdout, p.stderr):
+                f.close()
 
     def fails(self, args, *fragments, stdin="hi\n"):
         rc, out, err = run(*args, stdin=stdin)
