@@ -27,7 +27,7 @@ struct StringHash {
 
 using Ranks = std::unordered_map<std::string, uint32_t, StringHash, std::equal_to<>>;
 
-// The ranks of the 65536 two-byte strings (index byte0 * 256 + byte1; UINT32_MAX where not a token): a lookup of a
+// The ranks of the 65536 two-byte strings (256 KiB; index byte0 * 256 + byte1; UINT32_MAX where not a token): a lookup of a
 // pair of bytes, the most frequent one while merging, without hashing.
 std::vector<uint32_t> pair_ranks(const Ranks& ranks);
 
