@@ -60,7 +60,8 @@ def texts(mb):
 
 def byte_decoder():
     """GPT-2's bytes_to_unicode, inverted: the byte-level alphabet of `tokenizers` back to bytes."""
-    bs = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
+    bs = (list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) +
+          list(range(ord("®"), ord("ÿ") + 1)))
     cs = bs[:]
     n = 0
     for b in range(256):
@@ -135,8 +136,8 @@ def main():
                 f.write(t)
         kimi = [json.loads(l) for l in subprocess.run([args.bench, d, *files, "--reps", str(args.reps)], check=True,
                                                        capture_output=True, text=True).stdout.splitlines()]
-        print(f"vocabulary: {n} ranks (byte-level BPE trained by `tokenizers` on the texts and CPython's stdlib), tiktoken "
-              f"{tiktoken.__version__}, one thread each, fastest of {args.reps}")
+        print(f"vocabulary: {n} ranks (byte-level BPE trained by `tokenizers` on the texts and CPython's stdlib), "
+              f"tiktoken {tiktoken.__version__}, one thread each, fastest of {args.reps}")
         print("| text | MB | tokens | tiktoken, tokenization_kimi.py's encode MB/s | tiktoken encode_ordinary MB/s | "
               "kimi.cpp MB/s | kimi / kimi.py's | kimi / encode_ordinary |")
         print("|---|---|---|---|---|---|---|---|")

@@ -27,8 +27,8 @@ struct StringHash {
 
 using Ranks = std::unordered_map<std::string, uint32_t, StringHash, std::equal_to<>>;
 
-// The ranks of the 65536 two-byte strings (256 KiB; index byte0 * 256 + byte1; UINT32_MAX where not a token): a lookup of a
-// pair of bytes, the most frequent one while merging, without hashing.
+// The ranks of the 65536 two-byte strings (256 KiB; index byte0 * 256 + byte1; UINT32_MAX where not a token): a
+// lookup of a pair of bytes, the most frequent one while merging, without hashing.
 std::vector<uint32_t> pair_ranks(const Ranks& ranks);
 
 // Appends the tokens of one pre-tokenizer piece. Every single byte of the piece must be in `ranks` (the loader

@@ -29,7 +29,8 @@ def run(*args, stdin=""):
 
 def turns(err):
     """{turn: (prompt ids, generated ids, finish)} from --print-ids lines."""
-    prompts = {int(t): list(map(int, ids.split())) for t, ids in re.findall(r"^kimi chat: turn (\d+) prompt ids ([\d ]+)$", err, re.M)}
+    prompts = {int(t): list(map(int, ids.split()))
+               for t, ids in re.findall(r"^kimi chat: turn (\d+) prompt ids ([\d ]+)$", err, re.M)}
     out = {}
     for t, ids, fin in re.findall(r"^kimi chat: turn (\d+) generated ids ([\d ]*) \((\w+)\)$", err, re.M):
         out[int(t)] = (prompts[int(t)], list(map(int, ids.split())), fin)
@@ -199,10 +200,12 @@ class Chat(unittest.TestCase):
                    "chat: --max-tokens: expected a value in [1, 99] (--ctx-size 100 less one prompt token), got 100")
         self.fails(["chat", k3, "--ctx-size", 1],
                    "chat: --ctx-size: expected a value in [2, 1048576] (the model's context limit), got 1")
-        self.fails(["chat", k3, "--temperature", -1], "chat: --temperature: expected a finite value >= 0 (0 = greedy), got -1")
+        self.fails(["chat", k3, "--temperature", -1],
+                   "chat: --temperature: expected a finite value >= 0 (0 = greedy), got -1")
         self.fails(["chat", k3, "--top-p", 0], "chat: --top-p: expected a value in (0, 1], got 0")
         self.fails(["chat", k3, "--top-k", -1], "chat: --top-k: expected >= 0 (0 = all tokens), got -1")
-        self.fails(["chat", k3, "--seed", -1], "chat: --seed: expected an integer in [0, 2^64 - 1 = 18446744073709551615], got '-1'")
+        self.fails(["chat", k3, "--seed", -1],
+                   "chat: --seed: expected an integer in [0, 2^64 - 1 = 18446744073709551615], got '-1'")
         self.fails(["chat", k3, "--device", "tpu"], "chat: --device: expected cpu, cuda or cuda:<index>, got 'tpu'")
         self.fails(["chat", k2, "--no-thinking"],
                    "chat: --no-thinking: expected a checkpoint of the kimi_k3 chat format (its generation prompt opens "
