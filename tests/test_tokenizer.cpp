@@ -86,18 +86,40 @@ TEST(TokenizerBpe, ScanAndHeapAgree) {
   const Tokenizer tok = Tokenizer::load(kTrained);
   Ranks ranks;
   for (uint32_t r = 0; r < tok.num_base_tokens(); ++r) ranks.emplace(tok.token_bytes(r), r);
+  const std::vector<uint32_t> pairs = pair_ranks(ranks);
   std::mt19937 rng(3);
   const std::string alphabet = "aabbeelnrst  \n\xe6\xbc\xa2";
   for (int t = 0; t < 2000; ++t) {
     std::string piece;
     const int n = 1 + int(rng() % 300);
     for (int k = 0; k < n; ++k) piece += alphabet[rng() % alphabet.size()];
-    std::vector<uint32_t> a, b;
+    std::vector<uint32_t> a, b, c, d;
     byte_pair_merge_scan(piece, ranks, a);
     byte_pair_merge_heap(piece, ranks, b);
+    byte_pair_merge_scan(piece, ranks, c, pairs.data());  // two-byte lookups through the table
+    byte_pair_merge_heap(piece, ranks, d, pairs.data());
     ASSERT_EQ(a, b) << piece;
+    ASSERT_EQ(a, c) << piece;
+    ASSERT_EQ(a, d) << piece;
     EXPECT_EQ(tok.decode(a), piece);
   }
+}
+
+TEST(TokenizerBpe, PairRanksAreTheTwoByteTokens) {
+  const Tokenizer tok = Tokenizer::load(kTrained);
+  Ranks ranks;
+  for (uint32_t r = 0; r < tok.num_base_tokens(); ++r) ranks.emplace(tok.token_bytes(r), r);
+  const std::vector<uint32_t> pairs = pair_ranks(ranks);
+  ASSERT_EQ(pairs.size(), 65536u);
+  size_t found = 0;
+  for (int b0 = 0; b0 < 256; ++b0)
+    for (int b1 = 0; b1 < 256; ++b1) {
+      const auto it = ranks.find(std::string{char(b0), char(b1)});
+      const uint32_t want = it == ranks.end() ? UINT32_MAX : it->second;
+      ASSERT_EQ(pairs[b0 * 256 + b1], want) << b0 << " " << b1;
+      found += it != ranks.end();
+    }
+  EXPECT_GT(found, 100u);  // the trained vocabulary has many two-byte merges
 }
 
 TEST(TokenizerChunks, RunSplitterCountsScalarValues) {

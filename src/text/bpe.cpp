@@ -14,37 +14,46 @@ constexpr uint32_t kNoRank = std::numeric_limits<uint32_t>::max();
 // Pieces of at least this many bytes merge through the heap.
 constexpr size_t kHeapFromBytes = 128;
 
-uint32_t rank_of(const Ranks& ranks, std::string_view bytes) {
+uint32_t rank_of(const Ranks& ranks, const uint32_t* pairs, std::string_view bytes) {
+  if (pairs && bytes.size() == 2) return pairs[uint8_t(bytes[0]) * 256 + uint8_t(bytes[1])];
   auto it = ranks.find(bytes);
   return it == ranks.end() ? kNoRank : it->second;
 }
 
 }  // namespace
 
-void byte_pair_encode(std::string_view piece, const Ranks& ranks, std::vector<uint32_t>& out) {
+std::vector<uint32_t> pair_ranks(const Ranks& ranks) {
+  std::vector<uint32_t> pairs(65536, kNoRank);
+  for (const auto& [bytes, rank] : ranks)
+    if (bytes.size() == 2) pairs[uint8_t(bytes[0]) * 256 + uint8_t(bytes[1])] = rank;
+  return pairs;
+}
+
+void byte_pair_encode(std::string_view piece, const Ranks& ranks, std::vector<uint32_t>& out, const uint32_t* pairs) {
   if (auto it = ranks.find(piece); it != ranks.end()) {
     out.push_back(it->second);
     return;
   }
   if (piece.size() >= kHeapFromBytes)
-    byte_pair_merge_heap(piece, ranks, out);
+    byte_pair_merge_heap(piece, ranks, out, pairs);
   else
-    byte_pair_merge_scan(piece, ranks, out);
+    byte_pair_merge_scan(piece, ranks, out, pairs);
 }
 
-void byte_pair_merge_scan(std::string_view piece, const Ranks& ranks, std::vector<uint32_t>& out) {
+void byte_pair_merge_scan(std::string_view piece, const Ranks& ranks, std::vector<uint32_t>& out,
+                          const uint32_t* pairs) {
   const size_t n = piece.size();
   if (n == 0) return;
   // parts[k] = (start byte of part k, rank of merging part k with part k + 1); two sentinels at the end.
   std::vector<std::pair<size_t, uint32_t>> parts;
   parts.reserve(n + 1);
-  for (size_t i = 0; i + 1 < n; ++i) parts.emplace_back(i, rank_of(ranks, piece.substr(i, 2)));
+  for (size_t i = 0; i + 1 < n; ++i) parts.emplace_back(i, rank_of(ranks, pairs, piece.substr(i, 2)));
   parts.emplace_back(n - 1, kNoRank);
   parts.emplace_back(n, kNoRank);
   // The rank of merging part k with k + 1 once part k + 1 has absorbed part k + 2.
   auto merged_rank = [&](size_t k) {
     if (k + 3 >= parts.size()) return kNoRank;
-    return rank_of(ranks, piece.substr(parts[k].first, parts[k + 3].first - parts[k].first));
+    return rank_of(ranks, pairs, piece.substr(parts[k].first, parts[k + 3].first - parts[k].first));
   };
   for (;;) {
     uint32_t best = kNoRank;
@@ -60,7 +69,8 @@ void byte_pair_merge_scan(std::string_view piece, const Ranks& ranks, std::vecto
     out.push_back(ranks.find(piece.substr(parts[k].first, parts[k + 1].first - parts[k].first))->second);
 }
 
-void byte_pair_merge_heap(std::string_view piece, const Ranks& ranks, std::vector<uint32_t>& out) {
+void byte_pair_merge_heap(std::string_view piece, const Ranks& ranks, std::vector<uint32_t>& out,
+                          const uint32_t* pairs) {
   const size_t n = piece.size();
   if (n == 0) return;
   // Parts as a linked list over their start bytes: part s spans [s, next[s]); prev[s] is the part before it.
@@ -78,7 +88,7 @@ void byte_pair_merge_heap(std::string_view piece, const Ranks& ranks, std::vecto
   auto pair_rank = [&](size_t s) {
     const size_t mid = next[s];
     if (mid >= n) return kNoRank;
-    return rank_of(ranks, piece.substr(s, next[mid] - s));
+    return rank_of(ranks, pairs, piece.substr(s, next[mid] - s));
   };
   for (size_t i = 0; i + 1 < n; ++i) {
     rank[i] = pair_rank(i);

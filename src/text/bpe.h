@@ -27,12 +27,19 @@ struct StringHash {
 
 using Ranks = std::unordered_map<std::string, uint32_t, StringHash, std::equal_to<>>;
 
+// The ranks of the 65536 two-byte strings (256 KiB; index byte0 * 256 + byte1; UINT32_MAX where not a token): a
+// lookup of a pair of bytes, the most frequent one while merging, without hashing.
+std::vector<uint32_t> pair_ranks(const Ranks& ranks);
+
 // Appends the tokens of one pre-tokenizer piece. Every single byte of the piece must be in `ranks` (the loader
-// checks that all 256 are).
-void byte_pair_encode(std::string_view piece, const Ranks& ranks, std::vector<uint32_t>& out);
+// checks that all 256 are). pairs: pair_ranks(ranks), or null (two-byte strings then go through the map too).
+void byte_pair_encode(std::string_view piece, const Ranks& ranks, std::vector<uint32_t>& out,
+                      const uint32_t* pairs = nullptr);
 
 // The two forms, for tests (byte_pair_encode picks one by the piece's length; neither looks the whole piece up).
-void byte_pair_merge_scan(std::string_view piece, const Ranks& ranks, std::vector<uint32_t>& out);
-void byte_pair_merge_heap(std::string_view piece, const Ranks& ranks, std::vector<uint32_t>& out);
+void byte_pair_merge_scan(std::string_view piece, const Ranks& ranks, std::vector<uint32_t>& out,
+                          const uint32_t* pairs = nullptr);
+void byte_pair_merge_heap(std::string_view piece, const Ranks& ranks, std::vector<uint32_t>& out,
+                          const uint32_t* pairs = nullptr);
 
 }  // namespace kimi::text

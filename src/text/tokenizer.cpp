@@ -31,6 +31,7 @@ Tokenizer::Tokenizer(std::vector<std::string> by_rank, std::vector<SpecialToken>
     if (!ranks_.count(std::string(1, char(b))))
       throw Error("tokenizer: expected every single byte to be a token, got none for byte " +
                   model::quote(std::string(1, char(b))));
+  pair_ranks_ = pair_ranks(ranks_);
   std::sort(specials_.begin(), specials_.end(), [](const auto& a, const auto& b) { return a.id < b.id; });
   for (size_t k = 0; k < specials_.size(); ++k) {
     const SpecialToken& s = specials_[k];
@@ -160,7 +161,8 @@ void Tokenizer::encode_ordinary(std::string_view text, const std::vector<size_t>
   std::vector<Piece> pieces;
   pretokenize(cps.data(), flags.data(), begin, end, pieces);
   for (const Piece& p : pieces)
-    byte_pair_encode(text.substr(offsets[p.begin], offsets[p.end] - offsets[p.begin]), ranks_, out);
+    byte_pair_encode(text.substr(offsets[p.begin], offsets[p.end] - offsets[p.begin]), ranks_, out,
+                     pair_ranks_.data());
 }
 
 }  // namespace kimi::text

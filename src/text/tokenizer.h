@@ -79,6 +79,7 @@ class Tokenizer {
                        const std::vector<uint8_t>& flags, size_t begin, size_t end, std::vector<uint32_t>& out) const;
 
   Ranks ranks_;
+  std::vector<uint32_t> pair_ranks_;  // pair_ranks(ranks_) (bpe.h)
   std::vector<std::string> by_id_;  // ranks, then specials
   uint32_t num_base_ = 0;
   std::vector<SpecialToken> specials_;

@@ -12,8 +12,10 @@
 //                 [-p 512 -n 128 -b 1,8]    table, --json / --csv for plots, peak device memory per row
 //   kimi tokenize DIR --text "..." | --ids 1,2,3   a checkpoint's tokenizer: text to ids, ids to text [--json]
 //   kimi serve DIR --port P [--slots N ...]  an OpenAI-compatible HTTP server with continuous batching
+//   kimi chat DIR [--system TEXT ...]       an interactive chat in the terminal (one user turn per line of stdin)
 #include <CLI/CLI.hpp>
 
+#include "kimi/chat_cmd.h"
 #include "kimi/check.h"
 #include "kimi/error.h"
 #include "kimi/model_cmds.h"
@@ -172,6 +174,31 @@ int main(int argc, char** argv) {
   serve->add_option("--prefix-grid", serve_opt.prefix_grid,
                     "Prompt prefixes are snapshotted at multiples of this many tokens (a multiple of 64)");
 
+  kimi::cli::ChatOptions chat_opt;
+  auto* chat = app.add_subcommand("chat", "An interactive chat with a checkpoint in the terminal (text in, text out)");
+  chat->footer("One user turn per line of stdin (a terminal or a pipe). /reset clears the history; /exit, Ctrl-D or\n"
+               "Ctrl-C at the prompt end the chat; Ctrl-C during a reply stops the reply. Each turn renders the whole\n"
+               "conversation in the checkpoint's chat format and prefills it again. docs/chat.md has the details.\n");
+  chat->add_option("dir", chat_opt.dir, "Checkpoint directory (config.json, safetensors, tiktoken.model, "
+                                        "tokenizer_config.json)")->required();
+  chat->add_option("--system", chat_opt.system, "A system message opening the conversation");
+  chat->add_option("--device", chat_opt.device, "cpu, cuda or cuda:i");
+  chat->add_option("--max-tokens", chat_opt.max_tokens,
+                   "New tokens per reply, in [1, --ctx-size - 1] (cut to what the context leaves)");
+  chat->add_option("--temperature", chat_opt.temperature, "0 = greedy, else sample softmax(logits / T)");
+  chat->add_option("--top-p", chat_opt.top_p, "Nucleus sampling mass in (0, 1]");
+  chat->add_option("--top-k", chat_opt.top_k, "Sample among the k most likely tokens (0 = all)");
+  chat->add_option("--seed", chat_opt.seed, "Sampling seed, in [0, 2^64 - 1] (turn k draws sequence k)");
+  chat->add_option("--ctx-size", chat_opt.ctx_size,
+                   "Tokens of the conversation (rendered history + the reply), in [2, the model's context limit]");
+  chat->add_flag("--thinking,!--no-thinking", chat_opt.thinking,
+                 "K3 format: the reply opens with a thinking block (on by default); not for the K2 format");
+  chat->add_option("--threads", chat_opt.threads,
+                   "CPU threads, in [0, " + std::to_string(kimi::cli::max_cpu_threads()) + "] (0 = OpenMP default)");
+  chat->add_flag("--print-ids", chat_opt.print_ids, "Print each turn's prompt ids and generated ids on stderr");
+  chat->add_flag("--ignore-eos", chat_opt.ignore_eos,
+                 "Do not end a reply at the format's turn-end tokens: every reply runs to --max-tokens (or Ctrl-C)");
+
   CLI11_PARSE(app, argc, argv);
   try {
     if (check->parsed()) return kimi::cli::run_check(check_opt) == 0 ? 0 : 1;
@@ -185,6 +212,11 @@ int main(int argc, char** argv) {
     }
     if (bench->parsed()) return kimi::cli::run_bench(bench_opt);
     if (serve->parsed()) return kimi::cli::run_serve(serve_opt);
+    if (chat->parsed()) {
+      chat_opt.max_tokens_given = chat->count("--max-tokens") > 0;
+      chat_opt.thinking_given = chat->count("--thinking") + chat->count("--no-thinking") > 0;
+      return kimi::cli::run_chat(chat_opt);
+    }
     if (tokenize->parsed()) {
       tok_opt.text_given = tokenize->count("--text") > 0;
       tok_opt.text_file_given = tokenize->count("--text-file") > 0;
