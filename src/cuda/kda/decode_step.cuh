@@ -56,6 +56,7 @@
 #include "cuda/conv/conv_step.cuh"
 #include "cuda/kda/decode_stream.cuh"
 #include "cuda/norm/gated_rms.cuh"
+#include "cuda/pdl.cuh"
 
 namespace kimi::cuda::kda_decode_detail {
 
@@ -278,6 +279,7 @@ __device__ __forceinline__ void kv_prefetch(const float* at, int V, int K, int r
 }
 template <int CG, int NR, int MIN_CTAS>
 __global__ void __launch_bounds__(kThreads, MIN_CTAS) kda_decode_step_kv_kernel(const __grid_constant__ DecodeParams p) {
+  pdl_launch_dependents();  // pdl.cuh: the output projection's GEMV may start streaming W_o
   constexpr int RG = kThreads / CG;  // row groups
   constexpr int BV = 4 * CG;         // columns per tile
   constexpr int KMAX = RG * NR;

@@ -13,6 +13,8 @@
 // in flight (the bandwidth comes from loads in flight, not from threads). Each lane keeps acc[NR][MT] (MT >= m, a
 // power of two); a warp shuffle reduction, then (ks > 1) the group's warps summed through shared memory. ks > 1
 // gives small-n weights (an expert's 1024 rows) enough warps to keep HBM busy; NR > 1 reuses each x load.
+// Launched with programmatic_launch (pdl.cuh): the first round of weight loads is issued before pdl_wait(), so a
+// projection starts streaming its weights while the kernel before it finishes.
 // Alignment: the vector path needs 16-byte aligned dense weight rows (8-byte for MXFP4 packed rows) and 16-byte
 // aligned x rows; `vec` = 0 runs the same math with scalar loads.
 #pragma once
@@ -25,6 +27,7 @@
 
 #include "cuda/elementwise.cuh"
 #include "cuda/linear/mxfp4.cuh"
+#include "cuda/pdl.cuh"
 
 namespace kimi::cuda {
 
@@ -138,6 +141,7 @@ struct GemvBatch {
 // U: chunks per row in flight per lane.
 template <int MT, int NR, int U, class WF, class XT>
 __global__ void __launch_bounds__(kGemvThreads) gemv_kernel(const __grid_constant__ GemvBatch batch) {
+  pdl_launch_dependents();  // the next kernel may start once every CTA of this one is running
   int j = 0;
   while (j + 1 < batch.count && int64_t(blockIdx.x) >= batch.block_end[j]) ++j;  // block-uniform
   const GemvArgs& a = batch.job[j];
@@ -157,6 +161,7 @@ __global__ void __launch_bounds__(kGemvThreads) gemv_kernel(const __grid_constan
   constexpr int C = WF::kChunk;
   const int64_t kv = live && a.vec ? (a.k / C) * C : 0;  // columns covered by whole chunks
   const int64_t step = int64_t(32) * ks * C;            // between a lane's consecutive chunks
+  bool waited = false;  // pdl_wait() once the first round's weight loads are in flight (pdl.cuh)
   for (int64_t c0 = (int64_t(part_k) * 32 + lane) * C; c0 < kv; c0 += step * U) {
     typename WF::Raw raw[U][NR];
 #pragma unroll
@@ -167,6 +172,7 @@ __global__ void __launch_bounds__(kGemvThreads) gemv_kernel(const __grid_constan
         for (int r = 0; r < NR; ++r) WF::load(a, rows[r], c, raw[u][r]);
       }
     }
+    if (!waited) pdl_wait(), waited = true;  // x (and y) come from earlier kernels
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       const int64_t c = c0 + u * step;
@@ -189,6 +195,7 @@ __global__ void __launch_bounds__(kGemvThreads) gemv_kernel(const __grid_constan
       }
     }
   }
+  if (!waited) pdl_wait();
   const int64_t k_end = live ? a.k : 0;
   for (int64_t c = kv + part_k * 32 + lane; c < k_end; c += 32 * ks) {  // tail / unaligned: scalar
     float wv[NR];

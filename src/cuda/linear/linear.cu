@@ -78,7 +78,7 @@ void launch_gemv(std::span<const GemvArgs> jobs, cudaStream_t s) {
     b.block_end[j] = blocks;
   }
   if (blocks > int64_t(0x7fffffff)) throw Error("cuda linear: grid too large (" + std::to_string(blocks) + " blocks)");
-  gemv_kernel<MT, NR, U, WF, XT><<<unsigned(blocks), kGemvThreads, 0, s>>>(b);
+  programmatic_launch(gemv_kernel<MT, NR, U, WF, XT>, dim3(unsigned(blocks)), dim3(kGemvThreads), 0, s, b);
   KIMI_CUDA_CHECK(cudaGetLastError());
 }
 

@@ -10,6 +10,7 @@
 #include "cuda/check.cuh"
 #include "cuda/grid.cuh"
 #include "cuda/model/add_into.h"
+#include "cuda/pdl.cuh"
 
 namespace kimi::cuda {
 namespace {
@@ -25,6 +26,7 @@ __global__ void add_into_kernel(float* __restrict__ out, int64_t out_ld, const f
 
 __global__ void add_into4_kernel(float4* __restrict__ out, int64_t out_ld4, const float4* __restrict__ y, int64_t T,
                                  int64_t d4) {
+  pdl_launch_dependents();  // pdl.cuh
   const int64_t col = int64_t(blockIdx.x) * kThreads + threadIdx.x;
   if (col >= d4) return;
   for (int64_t t = blockIdx.y; t < T; t += gridDim.y) {

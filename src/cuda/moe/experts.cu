@@ -142,7 +142,7 @@ void launch_touched_mt(TouchedArgs a, int64_t blocks_y, cudaStream_t s) {
   a.ks = kStream ? kTouchedWarps : touched_ks(a.k, WF::kChunk);
   const int64_t cols = int64_t(NR) * (kTouchedWarps / a.ks);  // output columns per block and projection
   const dim3 grid(unsigned((a.n + cols - 1) / cols), unsigned(blocks_y));
-  touched_kernel<MT, NR, U, P, WF, kStream><<<grid, kTouchedThreads, 0, s>>>(a);
+  programmatic_launch(touched_kernel<MT, NR, U, P, WF, kStream>, grid, dim3(kTouchedThreads), 0, s, a);
   KIMI_CUDA_CHECK(cudaGetLastError());
 }
 

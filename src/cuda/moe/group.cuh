@@ -22,6 +22,7 @@
 
 #include "cuda/elementwise.cuh"
 #include "cuda/moe/experts.h"
+#include "cuda/pdl.cuh"
 
 namespace kimi::cuda {
 
@@ -98,6 +99,7 @@ struct GroupArgs {
 // (touched, count) packed in one int64 (touched experts in the high word, rows in the low word: both < 2^31),
 // so the offsets and the active list come out of one pass.
 __global__ void __launch_bounds__(kGroupThreads) group_kernel(GroupArgs a) {
+  pdl_launch_dependents();  // pdl.cuh: the touched experts' launch may start (it waits for this kernel)
   extern __shared__ int32_t cnt[];  // [E]: counts, then cursors
   constexpr int kWarps = kGroupThreads / 32;
   __shared__ int64_t warp_sum[kWarps];
@@ -178,6 +180,7 @@ __global__ void gather_kernel(const float* __restrict__ z, const int32_t* __rest
 __global__ void combine_kernel(const float* __restrict__ ye, const int32_t* __restrict__ row_of_slot,
                                const float* __restrict__ w, int k, int64_t tokens, int64_t d, int64_t shared_row0,
                                void* __restrict__ y, int ty, int64_t ldy) {
+  pdl_launch_dependents();  // pdl.cuh
   const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= tokens * d) return;
   const int64_t t = i / d, c = i % d;

@@ -46,7 +46,11 @@ void moe_router(TensorView logits, TensorView bias, const RouterParams& p, Tenso
   a.ldi = t > 1 ? ids.stride(0) : p.top_k;
   a.w = static_cast<float*>(weights.data);
   a.ldw = t > 1 ? weights.stride(0) : p.top_k;
-  router_kernel<<<grid_1d(t, kRouterWarps, "moe_router"), kRouterWarps * 32, 0, s>>>(a);
+  const unsigned grid = grid_1d(t, kRouterWarps, "moe_router"), block = kRouterWarps * 32;
+  if (p.top_k > 32 || e > 32 * 32) router_kernel<<<grid, block, 0, s>>>(a);
+  else if (e <= 32 * 8) router_reg_kernel<8><<<grid, block, 0, s>>>(a);
+  else if (e <= 32 * 16) router_reg_kernel<16><<<grid, block, 0, s>>>(a);
+  else router_reg_kernel<32><<<grid, block, 0, s>>>(a);
   KIMI_CUDA_CHECK(cudaGetLastError());
 }
 

@@ -2,13 +2,20 @@
 //   s_e = sigmoid(logit_e) (f32);  key_e = s_e + bias_e (NaN ranks below every number)
 //   sel = the k largest keys in descending order, equal keys by lower index (the CPU's top_k)
 //   w_j = s_{sel_j} (unbiased); renormalize: w_j / (sum_j w_j + 1e-20) in fp64 as the CPU; then * scaling.
-// Round j picks the best (key, index) strictly below round j-1's pick in that total order, so no
-// "already selected" flags are needed: each round rescans the row (E / 32 values per lane, L1-resident).
+// The total order: (key, index) before (key', index') when key > key', or equal keys and index < index'. It is
+// encoded in one u64 (order_bits(key) << 32 | ~index), so "before" is "larger" and a pick is a warp max.
+// router_reg_kernel<PL> (E <= 32 PL, k <= 32: every Kimi config; the launcher picks PL in {8, 16, 32}): lane l
+//   holds the keys of experts l, l + 32, ... in registers, computed once; round j takes each lane's best
+//   unselected key, a warp max of the packed keys, and the owner lane marks it selected. Lane j keeps pick j's
+//   score; the fp64 sum runs over the picks in order (the CPU's summation order, so bit-equal weights).
+// router_kernel (any E and k): round j rescans the row for the best (key, index) strictly below round j-1's pick
+//   (E / 32 values per lane from L1), so no "already selected" flags are needed.
 #pragma once
 
 #include <cstdint>
 
 #include "cuda/elementwise.cuh"
+#include "cuda/pdl.cuh"
 
 namespace kimi::cuda {
 
@@ -36,6 +43,60 @@ __device__ __forceinline__ bool router_before(float ka, int64_t ia, float kb, in
 }
 
 constexpr int kRouterWarps = 4;
+
+// The packed order key: larger u64 = earlier in the order. Keys are never NaN (router_key).
+__device__ __forceinline__ uint64_t router_pack(float key, int64_t index) {
+  if (key == 0.f) key = 0.f;  // -0 and +0 are equal keys
+  uint32_t b = __float_as_uint(key);
+  b = (b & 0x80000000u) ? ~b : (b | 0x80000000u);  // monotone: float order = unsigned order
+  return (uint64_t(b) << 32) | uint64_t(~uint32_t(index));
+}
+__device__ __forceinline__ int64_t router_unpack_index(uint64_t packed) { return int64_t(~uint32_t(packed)); }
+
+// PL: experts per lane (E <= 32 PL); k <= 32.
+template <int PL>
+__global__ void __launch_bounds__(kRouterWarps * 32) router_reg_kernel(RouterArgs a) {
+  pdl_launch_dependents();  // pdl.cuh
+  const int64_t t = int64_t(blockIdx.x) * kRouterWarps + threadIdx.x / 32;
+  const int lane = threadIdx.x % 32;
+  if (t >= a.t) return;
+  uint64_t key[PL];  // packed (key, index) of experts lane + 32 i; 0 = absent or already selected
+  float score[PL];   // s_e, the unbiased weight
+#pragma unroll
+  for (int i = 0; i < PL; ++i) {
+    const int64_t e = lane + 32 * i;
+    key[i] = 0, score[i] = 0.f;
+    if (e < a.e) {
+      score[i] = router_sigmoid(load_f32(a.logits, t * a.ldl + e, a.tl));
+      key[i] = router_pack(router_key(a.bias ? score[i] + a.bias[e * a.bias_stride] : score[i]), e);
+    }
+  }
+  int32_t my_id = 0;
+  float my_w = 0.f;  // lane j: pick j
+  for (int j = 0; j < a.k; ++j) {
+    uint64_t best = 0;
+    float best_s = 0.f;
+#pragma unroll
+    for (int i = 0; i < PL; ++i)
+      if (key[i] > best) best = key[i], best_s = score[i];
+    uint64_t win = best;
+#pragma unroll
+    for (int o = 16; o > 0; o /= 2) win = max(win, __shfl_xor_sync(0xffffffffu, win, o));
+    const int64_t e = router_unpack_index(win);
+    const float s = __shfl_sync(0xffffffffu, best_s, int(e % 32));
+    if (lane == int(e % 32)) {
+#pragma unroll
+      for (int i = 0; i < PL; ++i)
+        if (i == e / 32) key[i] = 0;
+    }
+    if (lane == j) my_id = int32_t(e), my_w = s;
+  }
+  double sum = 0;  // the CPU's order: picks 0 .. k-1
+  for (int j = 0; j < a.k; ++j) sum += double(__shfl_sync(0xffffffffu, my_w, j));
+  if (lane >= a.k) return;
+  a.ids[t * a.ldi + lane] = my_id;
+  a.w[t * a.ldw + lane] = (a.renorm ? float(double(my_w) / (sum + 1e-20)) : my_w) * a.scaling;
+}
 
 __global__ void __launch_bounds__(kRouterWarps * 32) router_kernel(RouterArgs a) {
   const int64_t t = int64_t(blockIdx.x) * kRouterWarps + threadIdx.x / 32;

@@ -41,6 +41,7 @@
 #include "cuda/linear/gemv.cuh"
 #include "cuda/moe/glu.cuh"
 #include "cuda/moe/grouped.cuh"
+#include "cuda/pdl.cuh"
 
 namespace kimi::cuda {
 
@@ -77,6 +78,8 @@ struct TouchedArgs {
 template <int MT, int NR, int U, int P, class WF, bool kStreaming>
 __global__ void __launch_bounds__(kTouchedThreads) touched_kernel(TouchedArgs a) {
   constexpr int R = P * NR;  // weight rows of a column group: NR of each projection
+  pdl_launch_dependents();  // pdl.cuh: launched with programmatic_launch; the expert list comes from group_kernel
+  pdl_wait();
   const int gy = int(blockIdx.y);
   const bool shared = gy >= a.routed_rows;
   int e = 0;

@@ -388,10 +388,16 @@ void add_moe_cases(CaseList& list, Scale scale) {
     routers = {{7, 16, 4, true, true, 1.0, DType::f32},       {33, 16, 4, false, false, 2.446, DType::f32},
                {9, 16, 4, true, true, 2.446, DType::bf16, 3}, {5, 64, 8, true, false, 1.0, DType::f16},
                {16, 16, 4, false, true, 1.0, DType::bf16, 0, true}, {16, 16, 4, true, true, 2.446, DType::bf16, 0, true},
-               {3, 8, 8, true, true, 1.0, DType::f32},         {4, 1, 1, false, true, 1.0, DType::f32}};
+               {3, 8, 8, true, true, 1.0, DType::f32},         {4, 1, 1, false, true, 1.0, DType::f32},
+               // the CUDA kernel's register tiers (E <= 256, 512, 1024: Kimi-Linear, K3) and its general path
+               // (E > 1024 or k > 32), with ties
+               {3, 256, 8, true, true, 2.446, DType::bf16, 0, true}, {6, 300, 8, true, true, 1.0, DType::f32},
+               {2, 896, 16, true, true, 2.446, DType::f32},      {5, 896, 16, true, true, 2.446, DType::bf16, 0, true},
+               {2, 1100, 4, true, true, 1.0, DType::f32},        {3, 64, 40, true, true, 1.0, DType::f32}};
   } else {
     routers = {{512, 256, 8, true, true, 2.446, DType::f32}, {512, 256, 8, false, false, 2.446, DType::bf16},
-               {512, 16, 4, true, true, 1.0, DType::bf16}};
+               {512, 16, 4, true, true, 1.0, DType::bf16},      {1, 256, 8, true, true, 2.446, DType::f32},
+               {1, 896, 16, true, true, 2.446, DType::f32},     {4096, 896, 16, true, true, 2.446, DType::f32}};
   }
   for (const RouterCase& c : routers)
     list.push_back({"moe_router", router_str(c), c.dt, tol_for(DType::f32),
