@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Load generator for `kimi serve` (or any OpenAI-compatible server): N concurrent streaming clients on
-POST /v1/completions, Python standard library only (threads + http.client), every wait bounded.
+POST /v1/completions, Python standard library only (processes of threads, http.client), every wait bounded.
 
     python3 bench/serve/load.py --url http://127.0.0.1:8000 --streams 64 --prompt-tokens 512 --max-tokens 128 \
         [--warmup 1] [--json out.json]
@@ -29,6 +29,10 @@ Exit status: 0 when every request succeeded with exactly --max-tokens tokens, 1 
 import argparse
 import http.client
 import json
+import math
+import multiprocessing
+import os
+import queue
 import random
 import sys
 import threading
@@ -102,7 +106,7 @@ def one_request(target, args, model, prompt, barrier):
     body = json.dumps({"model": model, "prompt": prompt, "max_tokens": args.max_tokens, "temperature": 0,
                        "ignore_eos": True, "stream": True,
                        "stream_options": {"include_usage": True, "continuous_usage_stats": True}})
-    rec = {"events": [], "status": None, "error": None}
+    rec = {"events": [], "status": None, "error": None, "t_send": math.nan}
     c = target.conn(args.timeout)
     try:
         barrier.wait(args.timeout)
@@ -161,24 +165,51 @@ def analyse(rec):
     return rec
 
 
-def run_round(target, args, model, round_index):
-    n = args.streams
-    barrier = threading.Barrier(n)
-    recs = [None] * n
-    prompts = [make_prompt(args, round_index * n + i) for i in range(n)]
+def client_group(target, args, model, prompts, indices, barrier, results):
+    """One process's clients (threads): puts [(index, record)] on `results`."""
+    recs = {}
 
     def client(i):
         recs[i] = one_request(target, args, model, prompts[i], barrier)
 
-    threads = [threading.Thread(target=client, args=(i,), daemon=True) for i in range(n)]
+    threads = [threading.Thread(target=client, args=(i,), daemon=True) for i in indices]
     for th in threads:
         th.start()
     for th in threads:
         th.join(args.timeout + 30)
+    results.put(list(recs.items()))
+
+
+def run_round(target, args, model, round_index):
+    """N clients in --procs processes of threads (one GIL each: the events' arrival times stay accurate at
+    thousands of events per second); the processes share a barrier, and time.perf_counter is the system's
+    monotonic clock, the same in every process."""
+    n = args.streams
+    prompts = [make_prompt(args, round_index * n + i) for i in range(n)]
+    ctx = multiprocessing.get_context("fork")
+    barrier = ctx.Barrier(n)
+    results = ctx.Queue()
+    groups = [list(range(n))[k::args.procs] for k in range(args.procs)]
+    procs = [ctx.Process(target=client_group, args=(target, args, model, prompts, g, barrier, results), daemon=True)
+             for g in groups if g]
+    for pr in procs:
+        pr.start()
+    recs = [None] * n
+    deadline = time.monotonic() + args.timeout + 60
+    for _ in procs:
+        try:
+            for i, r in results.get(timeout=max(1.0, deadline - time.monotonic())):
+                recs[i] = r
+        except queue.Empty:
+            break
+    for pr in procs:
+        pr.join(5)
+        if pr.is_alive():
+            pr.terminate()
     for i, r in enumerate(recs):
         if r is None:
-            recs[i] = {"events": [], "status": None, "error": "the client thread did not finish",
-                       "t_send": float("nan"), "t_end": float("nan")}
+            recs[i] = {"events": [], "status": None, "error": "the client did not finish",
+                       "t_send": math.nan, "t_end": math.nan}
     for r in recs:
         r["round"] = round_index
     return [analyse(r) for r in recs]
@@ -201,8 +232,8 @@ def report(args, recs):
         per_chunk.append(n / len(toks))
     out_tokens = sum(r["usage"]["completion_tokens"] for r in ok)
     prompt_tokens = sum(r["usage"]["prompt_tokens"] for r in ok)
-    t0 = min(r["t_send"] for r in recs)
-    t_end = max(r["t_end"] for r in recs)
+    t0 = min((r["t_send"] for r in recs if math.isfinite(r["t_send"])), default=math.nan)
+    t_end = max((r["t_end"] for r in recs if math.isfinite(r["t_end"])), default=math.nan)
     wall = t_end - t0
     # the steady window: every request has its first token and none has its last yet
     decode, why = None, None
@@ -236,11 +267,15 @@ def report(args, recs):
         "streams": args.streams, "prompt_tokens_per_request": args.prompt_tokens if args.prompt_text is None else None,
         "max_tokens": args.max_tokens, "requests": len(recs), "requests_ok": len(ok), "errors": errors[:10],
         "requests_with_wrong_token_count": len(wrong), "completion_tokens": out_tokens, "prompt_tokens": prompt_tokens,
-        "wall_s": wall, "output_tokens_per_s": out_tokens / wall if wall > 0 else None,
+        "wall_s": wall, "output_tokens_per_s": out_tokens / wall if math.isfinite(wall) and wall > 0 else None,
         "decode": decode, "decode_unavailable": why,
         "ttft_s": summary(ttft), "itl_s": summary(itl), "tpot_s": summary(tpot),
         "tokens_per_chunk": summary(per_chunk),
     }
+
+
+def num(x):
+    return "-" if x is None else f"{x:.1f}"
 
 
 def ms(x):
@@ -251,7 +286,7 @@ def table(res):
     rows = [f"requests        {res['requests_ok']}/{res['requests']} ok, {res['completion_tokens']} completion tokens "
             f"({res['streams']} streams x {res['max_tokens']}), {res['prompt_tokens']} prompt tokens, "
             f"{res['wall_s']:.3f} s",
-            f"output tok/s    {res['output_tokens_per_s']:.1f} (all completion tokens / wall time)"]
+            f"output tok/s    {num(res['output_tokens_per_s'])} (all completion tokens / wall time)"]
     d = res["decode"]
     rows.append(f"decode tok/s    {d['tokens_per_s']:.1f} ({d['tokens']} tokens in the {d['window_s']:.3f} s "
                 f"window where every stream generates)" if d else f"decode tok/s    - ({res['decode_unavailable']})")
@@ -281,6 +316,8 @@ def main(argv=None):
     p.add_argument("--max-tokens", type=int, default=128, help="tokens each request generates (ignore_eos)")
     p.add_argument("--rounds", type=int, default=1, help="timed rounds of --streams requests (reported together)")
     p.add_argument("--warmup", type=int, default=0, help="untimed rounds first (other prompts)")
+    p.add_argument("--procs", type=int, default=0,
+                   help="client processes (threads in each; default: one per 16 streams, at most the CPUs)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--timeout", type=float, default=300, help="seconds per request (connect, each read, whole)")
     p.add_argument("--wait-health", type=float, default=60, help="seconds to wait for GET /health first")
@@ -289,8 +326,11 @@ def main(argv=None):
     for name in ("streams", "prompt_tokens", "prompt_vocab", "max_tokens", "rounds"):
         if getattr(args, name) < 1:
             p.error(f"--{name.replace('_', '-')}: expected >= 1, got {getattr(args, name)}")
-    if args.warmup < 0 or args.timeout <= 0:
-        p.error("--warmup: expected >= 0 and --timeout > 0")
+    if args.warmup < 0 or args.timeout <= 0 or args.procs < 0:
+        p.error("--warmup, --procs: expected >= 0; --timeout: expected > 0")
+    if args.procs == 0:
+        args.procs = max(1, min((args.streams + 15) // 16, os.cpu_count() or 1))
+    args.procs = min(args.procs, args.streams)
 
     target = Target(args.url)
     wait_healthy(target, args.wait_health)
@@ -305,7 +345,7 @@ def main(argv=None):
         recs += run_round(target, args, model, k)
     res = report(args, recs)
     res.update({"url": args.url, "model": model, "rounds": args.rounds, "warmup_rounds": args.warmup,
-                "seed": args.seed})
+                "seed": args.seed, "procs": args.procs})
     print(table(res), flush=True)
     if args.json:
         with open(args.json, "w") as f:

@@ -137,14 +137,15 @@ if serve:
                      f"stream generates)")
     else:
         lines.append(f"server decode: - ({serve['decode_unavailable']})")
-    lines.append(f"server output: {serve['output_tokens_per_s']:.1f} tok/s end to end ({serve['completion_tokens']} "
-                 f"tokens in {serve['wall_s']:.3f} s, prefill and queueing included); "
+    o = serve["output_tokens_per_s"]
+    lines.append(f"server output: {o or 0:.1f} tok/s end to end ({serve['completion_tokens']} tokens in "
+                 f"{serve['wall_s']:.3f} s, prefill and queueing included); "
                  f"{serve['requests_ok']}/{serve['requests']} requests ok")
     if row:
         res["ratio_decode"] = d["tokens_per_s"] / row["tokens_per_s"] if d else None
-        res["ratio_output"] = serve["output_tokens_per_s"] / row["tokens_per_s"]
+        res["ratio_output"] = o / row["tokens_per_s"] if o else None
         lines.append(f"ratio to kimi bench: decode {res['ratio_decode']:.3f}" if d else "ratio to kimi bench: decode -")
-        lines[-1] += f", end to end {res['ratio_output']:.3f} (target: decode >= 0.90)"
+        lines[-1] += f", end to end {res['ratio_output'] or 0:.3f} (target: decode >= 0.90)"
     lines.append("| metric (ms) | n | mean | p50 | p90 | p99 | max |")
     lines.append("|---|---|---|---|---|---|---|")
     f = lambda x: "-" if x is None else f"{1e3 * x:.2f}"
