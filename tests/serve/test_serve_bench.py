@@ -107,3 +107,25 @@ def test_load_py_counts_add_up(four_slots, tmp_path):
     else:
         assert "a request ended before another began" in r["decode_unavailable"]
     assert "TTFT" in p.stdout and "ITL" in p.stdout
+
+
+def test_bench_serve_sh_dry_run_on_the_cpu(kimi, tmp_path):
+    """scripts/gpu/bench_serve.sh's steps with DEVICE=cpu (no build): random-model, kimi bench, kimi serve, load.py
+    at 2 and 1 streams, the summary."""
+    script = os.path.join(os.path.dirname(__file__), "..", "..", "scripts", "gpu", "bench_serve.sh")
+    out = tmp_path / "out"
+    env = dict(os.environ, DEVICE="cpu", KIMI=kimi, CONFIG="kimi-linear-tiny", CKPT=str(tmp_path / "model"),
+               STREAMS="2", EXTRA_STREAMS="1", PROMPT="32", GEN="4", REPS="1", OUT=str(out), OMP_NUM_THREADS="1")
+    p = subprocess.run(["bash", script], env=env, capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stdout[-4000:] + p.stderr[-2000:]
+    assert sorted(os.listdir(out)) == ["serve.log", "serve_bench.json", "serve_bench.log", "serve_bench.txt"]
+    r = json.loads((out / "serve_bench.json").read_text())
+    assert sorted(r["summary"]) == ["1", "2"] and r["main_streams"] == 2
+    for n in ("1", "2"):
+        s, ld = r["summary"][n], r["load"][n]
+        assert ld["requests_ok"] == ld["requests"] == int(n) and ld["completion_tokens"] == int(n) * 4
+        assert s["bench_tokens_per_s"] > 0 and s["server_decode_tokens_per_s"] > 0
+        assert s["ratio_decode"] == pytest.approx(s["server_decode_tokens_per_s"] / s["bench_tokens_per_s"])
+    assert [row["batch"] for row in r["bench"]["rows"]] == [1, 2]
+    assert "kimi_generation_tokens_total" in r["metrics"]
+    assert "target (issue 25)" in (out / "serve_bench.txt").read_text()
