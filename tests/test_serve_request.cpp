@@ -80,7 +80,8 @@ TEST(ServeJsonBody, RefusesDeepNesting) {
 TEST(ServeRequest, CompletionFieldsAndDefaults) {
   const CompletionRequest r = parse_completion_request(parse_json_body(
       R"({"model": "m", "prompt": "hi", "temperature": 0, "top_p": 0.5, "top_k": -1, "max_tokens": 7,
-          "stop": ["a", "bc"], "seed": -1, "n": 1, "stream": true, "stream_options": {"include_usage": true},
+          "stop": ["a", "bc"], "seed": -1, "n": 1, "stream": true,
+          "stream_options": {"include_usage": true, "continuous_usage_stats": true}, "ignore_eos": true,
           "user": "ignored", "logprobs": null, "echo": false, "presence_penalty": 0})"));
   EXPECT_EQ(r.model, "m");
   EXPECT_EQ(r.prompt_text, "hi");
@@ -93,6 +94,8 @@ TEST(ServeRequest, CompletionFieldsAndDefaults) {
   EXPECT_EQ(r.seed, ~uint64_t(0));
   EXPECT_TRUE(r.stream);
   EXPECT_TRUE(r.include_usage);
+  EXPECT_TRUE(r.continuous_usage);
+  EXPECT_TRUE(r.ignore_eos);
 
   const CompletionRequest d = parse_completion_request(parse_json_body(R"({"model": "m", "prompt": [1, 2, 300],
       "max_completion_tokens": 3, "stop": "x", "temperature": null})"));
@@ -104,6 +107,8 @@ TEST(ServeRequest, CompletionFieldsAndDefaults) {
   EXPECT_EQ(d.stop, (std::vector<std::string>{"x"}));
   EXPECT_FALSE(d.seed.has_value());
   EXPECT_FALSE(d.stream);
+  EXPECT_FALSE(d.continuous_usage);
+  EXPECT_FALSE(d.ignore_eos);
 }
 
 TEST(ServeRequest, CompletionRefusalsNameTheField) {
@@ -141,6 +146,11 @@ TEST(ServeRequest, CompletionRefusalsNameTheField) {
       {R"({"model": "m", "prompt": "x", "stream": 1})", "stream", "stream: expected a boolean, got an integer", "invalid_type"},
       {R"({"model": "m", "prompt": "x", "stream_options": {"include_usage": true}})", "stream_options",
        "stream_options: expected stream_options only with \"stream\": true, got {\"include_usage\":true}", "invalid_value"},
+      {R"({"model": "m", "prompt": "x", "stream": true, "stream_options": {"continuous_usage_stats": 1}})",
+       "stream_options.continuous_usage_stats",
+       "stream_options.continuous_usage_stats: expected a boolean, got an integer", "invalid_type"},
+      {R"({"model": "m", "prompt": "x", "ignore_eos": "yes"})", "ignore_eos",
+       "ignore_eos: expected a boolean, got a string", "invalid_type"},
       {R"({"model": "m", "prompt": [1, -2]})", "prompt[1]", "prompt[1]: expected a token id >= 0, got -2", "invalid_value"},
       {R"({"model": "m", "prompt": ["a", "b"]})", "prompt",
        "prompt: expected one prompt (a string or an array of token ids; batches of prompts are not supported), got an array "
@@ -202,6 +212,8 @@ TEST(ServeRequest, ChatMessagesToolsAndRefusals) {
        "tools[0].function", "tools[0].function: expected an object with a name, got nothing"},
       {R"({"model": "m", "messages": [{"role": "user", "content": "x"}], "reasoning_effort": "medium"})",
        "reasoning_effort", "reasoning_effort: expected low, high or max, got \"medium\""},
+      {R"({"model": "m", "messages": [{"role": "user", "content": "x"}], "ignore_eos": true})", "ignore_eos",
+       "ignore_eos: expected false (a chat reply ends at its turn end; ignore_eos is for /v1/completions), got true"},
   };
   for (const Case& c : cases) {
     const ApiError e = chat_error(c.body);

@@ -47,7 +47,7 @@ struct Session {
   std::unique_ptr<Output> out;
   std::string id, object, model;
   int64_t created = 0, prompt_tokens = 0, completion_tokens = 0;
-  bool stream = false, include_usage = false, chat = false;
+  bool stream = false, include_usage = false, continuous_usage = false, chat = false;
   Finish finish = Finish::none;
   std::string error;
   ~Session() {
@@ -64,7 +64,8 @@ struct Session {
   json chunk(json choices) const {
     json c = {{"id", id}, {"object", object + (chat ? ".chunk" : "")}, {"created", created}, {"model", model},
               {"choices", std::move(choices)}};
-    if (include_usage) c["usage"] = nullptr;
+    if (continuous_usage) c["usage"] = usage();  // the counts so far, this chunk's tokens included
+    else if (include_usage) c["usage"] = nullptr;
     return c;
   }
   static std::string event(const json& j) { return "data: " + dump(j) + "\n\n"; }
@@ -177,16 +178,18 @@ struct HttpServer::Impl {
     }
     const uint64_t n = requests++;
     GenerationRequest g = generation(r, std::move(prompt), "prompt", n);
-    g.stop_tokens = plain_stops;
+    // ignore_eos: no stop tokens, for the engine and for the text (an [EOS] sampled midway is decoded as text)
+    const std::vector<int32_t> stops = r.ignore_eos ? std::vector<int32_t>{} : plain_stops;
+    g.stop_tokens = stops;
     if (!r.stop.empty()) {
-      auto watch = std::make_shared<CompletionText>(tok, r.stop, plain_stops);
+      auto watch = std::make_shared<CompletionText>(tok, r.stop, stops);
       g.ends_after = [watch](int32_t t) {
         watch->push(t);
         return watch->stopped();
       };
     }
     auto s = std::make_shared<Session>();
-    s->out = std::make_unique<CompletionOutput>(tok, r.stop, plain_stops);
+    s->out = std::make_unique<CompletionOutput>(tok, r.stop, stops);
     start(std::move(s), std::move(g), r, "cmpl-", "text_completion", false, n, res);
   }
 
@@ -215,7 +218,8 @@ struct HttpServer::Impl {
     std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(mix64(seed_base ^ (n + 1))));
     s->id = std::string(prefix) + hex;
     s->object = object, s->model = opt.model_name, s->created = unix_seconds();
-    s->stream = r.stream, s->include_usage = r.include_usage, s->chat = chat;
+    s->stream = r.stream, s->include_usage = r.include_usage, s->continuous_usage = r.continuous_usage;
+    s->chat = chat;
     res.set_header("Cache-Control", "no-cache");
     res.set_chunked_content_provider(r.stream ? "text/event-stream" : "application/json",
                                      [s](size_t, httplib::DataSink& sink) {

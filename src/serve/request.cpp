@@ -121,6 +121,8 @@ void parse_sampling(const json& body, SamplingRequest& r) {
     if (!v->is_object()) bad_type("stream_options", "an object", *v);
     if (!r.stream) bad("stream_options", "stream_options only with \"stream\": true", v->dump());
     if (const json* u = field(*v, "include_usage")) r.include_usage = boolean(*u, "stream_options.include_usage");
+    if (const json* u = field(*v, "continuous_usage_stats"))
+      r.continuous_usage = boolean(*u, "stream_options.continuous_usage_stats");
   }
   refuse_unless(body, "logprobs", true, "no logprobs");
   refuse_unless(body, "top_logprobs", true, "no top_logprobs");
@@ -204,6 +206,7 @@ ChatMessageIn parse_message(const json& m, const std::string& name) {
 CompletionRequest parse_completion_request(const json& body) {
   CompletionRequest r;
   parse_sampling(body, r);
+  if (const json* v = field(body, "ignore_eos")) r.ignore_eos = boolean(*v, "ignore_eos");
   const json* p = field(body, "prompt");
   if (p == nullptr) bad("prompt", "a string or an array of token ids", "nothing", "missing_field");
   if (p->is_string()) {
@@ -229,6 +232,9 @@ CompletionRequest parse_completion_request(const json& body) {
 ChatCompletionRequest parse_chat_request(const json& body) {
   ChatCompletionRequest r;
   parse_sampling(body, r);
+  if (const json* v = field(body, "ignore_eos"); v != nullptr && boolean(*v, "ignore_eos"))
+    bad("ignore_eos", "false (a chat reply ends at its turn end; ignore_eos is for /v1/completions)", "true",
+        "unsupported_value");
   const json* msgs = field(body, "messages");
   if (msgs == nullptr) bad("messages", "a non-empty array of messages", "nothing", "missing_field");
   if (!msgs->is_array()) bad_type("messages", "a non-empty array of messages", *msgs);

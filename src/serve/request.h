@@ -7,7 +7,10 @@
 //   temperature [0, 2] (1)        top_p (0, 1] (1)         top_k >= -1 (-1 and 0: all tokens)
 //   max_tokens / max_completion_tokens >= 1 (default: up to the context)   seed (integer, any 64-bit value)
 //   stop: a string or up to 4 non-empty strings
-//   completions: prompt (a string, or an array of token ids; one prompt)
+//   stream_options.continuous_usage_stats (bool, false; vLLM's field): every chunk carries the usage so far
+//   completions: prompt (a string, or an array of token ids; one prompt); ignore_eos (bool, false; vLLM's field):
+//         the stop tokens do not end the request, so that a benchmark's requests generate exactly max_tokens (stop
+//         strings still do; chat refuses true: its output parser reads the turn end)
 //   chat: messages (roles system, developer (as system), user, assistant, tool; content a string, an array of
 //         {"type": "text"} parts or null), tools (array, passed to the chat template), tool_choice ("auto" or
 //         "none"), reasoning_effort (low | high | max: the K3 template's thinking effort)
@@ -39,12 +42,14 @@ struct SamplingRequest {
   std::vector<std::string> stop;
   bool stream = false;
   bool include_usage = false;           // stream_options.include_usage
+  bool continuous_usage = false;        // stream_options.continuous_usage_stats
 };
 
 struct CompletionRequest : SamplingRequest {
   std::string prompt_text;              // a string prompt
   std::vector<int64_t> prompt_ids;      // or token ids (checked against the vocabulary by the handler)
   bool prompt_is_ids = false;
+  bool ignore_eos = false;              // the stop tokens do not end the request
 };
 
 struct ChatToolCall {
