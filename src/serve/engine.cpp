@@ -86,19 +86,27 @@ double seconds(std::chrono::steady_clock::duration d) { return std::chrono::dura
 
 }  // namespace
 
-// sample_tokens' per-row inputs for up to `slots` rows on the host and, when the head runs on a GPU, their twins
-// there (kimi/ops/sample.h), and the picked tokens.
+// sample_tokens' per-row inputs for up to `slots` rows, packed in one host buffer (page-locked when the head is a
+// GPU) and its twin on the head's device, so that a step uploads them in ONE copy (kimi/ops/sample.h); and the
+// picked tokens. Layout (S = slots): seed, sequence, step i64 [S] each, then temperature, top_p f32 [S], top_k
+// i32 [S]: every array starts 8-byte aligned.
 struct Engine::SampleBuffers {
-  SampleBuffers(int64_t S, Device d)
-      : temperature(DType::f32, {S}), top_p(DType::f32, {S}), top_k(DType::i32, {S}), seed(DType::i64, {S}),
-        sequence(DType::i64, {S}), step(DType::i64, {S}), picked(DType::i32, {S}) {
+  static constexpr int64_t kRowBytes = 3 * 8 + 3 * 4;
+  SampleBuffers(int64_t S, Device d) : slots(S), host(DType::u8, {S * kRowBytes}), picked(DType::i32, {S}) {
     if (d == Device::cpu()) return;
-    d_temperature = Tensor(DType::f32, {S}, d), d_top_p = Tensor(DType::f32, {S}, d);
-    d_top_k = Tensor(DType::i32, {S}, d), d_seed = Tensor(DType::i64, {S}, d);
-    d_sequence = Tensor(DType::i64, {S}, d), d_step = Tensor(DType::i64, {S}, d), d_picked = Tensor(DType::i32, {S}, d);
+    pinned = std::make_unique<PinnedHost>(host.view());
+    dev = Tensor(DType::u8, {S * kRowBytes}, d), d_picked = Tensor(DType::i32, {S}, d);
   }
-  Tensor temperature, top_p, top_k, seed, sequence, step, picked;
-  Tensor d_temperature, d_top_p, d_top_k, d_seed, d_sequence, d_step, d_picked;
+  // Parameter k (0 seed, 1 sequence, 2 step, 3 temperature, 4 top_p, 5 top_k) over rows [0, A) of buffer t.
+  TensorView param(const Tensor& t, int k, int64_t A) const {
+    static constexpr DType kType[] = {DType::i64, DType::i64, DType::i64, DType::f32, DType::f32, DType::i32};
+    int64_t offset = 0;
+    for (int j = 0; j < k; ++j) offset += slots * int64_t(dtype_size(kType[j]));
+    return TensorView(static_cast<uint8_t*>(t.view().data) + offset, kType[k], {A}, t.view().device);
+  }
+  int64_t slots;
+  Tensor host, picked, dev, d_picked;
+  std::unique_ptr<PinnedHost> pinned;
 };
 
 Engine::Engine(const model::Model& model, EngineOptions opt)
@@ -305,24 +313,25 @@ void Engine::step(std::vector<Running>& running) {
   }
   if (A == 0) return;
 
-  // Per-row sampling parameters on the host, copied to the head's device when it is a GPU.
+  // Per-row sampling parameters on the host (filled while the forward runs), then one copy to the head's device
+  // when it is a GPU.
   SampleBuffers& b = *sample_;
+  const TensorView hp[] = {b.param(b.host, 0, A), b.param(b.host, 1, A), b.param(b.host, 2, A),
+                           b.param(b.host, 3, A), b.param(b.host, 4, A), b.param(b.host, 5, A)};
   for (int64_t i = 0; i < A; ++i) {
     const Running& r = *live[size_t(p.pieces[size_t(i)].seq)];
-    b.temperature.data_as<float>()[i] = r.req.temperature, b.top_k.data_as<int32_t>()[i] = r.req.top_k;
-    b.top_p.data_as<float>()[i] = r.req.top_p;
-    b.seed.data_as<int64_t>()[i] = int64_t(r.req.seed), b.sequence.data_as<int64_t>()[i] = int64_t(r.req.sequence);
-    b.step.data_as<int64_t>()[i] = int64_t(r.generated.size());
+    static_cast<int64_t*>(hp[0].data)[i] = int64_t(r.req.seed);
+    static_cast<int64_t*>(hp[1].data)[i] = int64_t(r.req.sequence);
+    static_cast<int64_t*>(hp[2].data)[i] = int64_t(r.generated.size());
+    static_cast<float*>(hp[3].data)[i] = r.req.temperature;
+    static_cast<float*>(hp[4].data)[i] = r.req.top_p;
+    static_cast<int32_t*>(hp[5].data)[i] = r.req.top_k;
   }
   const bool on_host = dh == Device::cpu();
-  const Tensor* host[] = {&b.temperature, &b.top_k, &b.top_p, &b.seed, &b.sequence, &b.step};
-  const Tensor* dev[] = {&b.d_temperature, &b.d_top_k, &b.d_top_p, &b.d_seed, &b.d_sequence, &b.d_step};
-  TensorView v[6];
-  for (int k = 0; k < 6; ++k) {
-    v[k] = (on_host ? *host[k] : *dev[k]).view().slice(0, 0, A);
-    if (!on_host) copy(v[k], host[k]->view().slice(0, 0, A), opt_.ctx);
-  }
-  const SampleParams sp{v[0], v[1], v[2], v[3], v[4], v[5]};
+  if (!on_host) copy(b.dev.view(), b.host.view(), opt_.ctx);
+  const Tensor& pb = on_host ? b.host : b.dev;
+  const SampleParams sp{b.param(pb, 3, A), b.param(pb, 5, A), b.param(pb, 4, A),
+                        b.param(pb, 0, A), b.param(pb, 1, A), b.param(pb, 2, A)};
   const TensorView picked = (on_host ? b.picked : b.d_picked).view().slice(0, 0, A);
   sample_tokens(logits.slice(0, 0, A), sp, picked, opt_.ctx);
   if (!on_host) copy(b.picked.view().slice(0, 0, A), picked, opt_.ctx);
