@@ -174,14 +174,28 @@ std::shared_ptr<RequestHandle> Engine::submit(GenerationRequest r) {
   return h;
 }
 
-void Engine::finish(Running& r, Finish f, const std::string& error) {
+void Engine::finish_later(Running& r, Finish f, const std::string& error) {
   r.done = f;
   metrics_.finished(f == Finish::stop     ? FinishReason::stop
                     : f == Finish::length ? FinishReason::length
                     : f == Finish::cancelled ? FinishReason::cancelled
                                              : FinishReason::error,
                     r.slot >= 0);
-  r.handle->end(f, error);
+  outbox_.push_back({r.handle, -1, f, error});
+}
+
+void Engine::finish(Running& r, Finish f, const std::string& error) {
+  flush_outbox();  // r's earlier tokens first
+  finish_later(r, f, error);
+  flush_outbox();
+}
+
+void Engine::flush_outbox() {
+  for (Outgoing& o : outbox_) {
+    if (o.token >= 0) o.handle->deliver(o.token, Finish::none);
+    if (o.finish != Finish::none) o.handle->end(o.finish, o.error);
+  }
+  outbox_.clear();
 }
 
 // The longest cached proper prefix of r's prompt into its (reset) slot; prefill continues after it.
@@ -258,6 +272,9 @@ void Engine::loop() {
       for (Running& r : running)
         if (r.done == Finish::none) finish(r, Finish::error, e.what());
     }
+    // With no request left to step, nothing would hand the outbox over: now.
+    if (std::none_of(running.begin(), running.end(), [](const Running& r) { return r.done == Finish::none; }))
+      flush_outbox();
     const std::lock_guard<std::mutex> lk(mu_);
     for (auto it = running.begin(); it != running.end();) {
       if (it->done != Finish::none) {
@@ -269,6 +286,7 @@ void Engine::loop() {
     }
     ++steps_;
   }
+  flush_outbox();
   // Stopping: every request still here ends.
   for (Running& r : running)
     if (r.done == Finish::none) finish(r, Finish::cancelled, "the server is stopping");
@@ -304,7 +322,12 @@ void Engine::step(std::vector<Running>& running) {
   const int64_t N = int64_t(p.pieces.size()), A = p.sampled;
   const Device dh = model_.placement().head;
   const TensorView logits = logits_.view().slice(0, 0, N);
+  // The previous step's tokens reach their requests while this step runs: after the launch when the head is a GPU
+  // (the forward is queued, not waited for), before it on the host (there the forward runs in the call).
+  const bool queued = model_.placement().head != Device::cpu();
+  if (!queued) flush_outbox();
   model::forward_into(model_, cache_, {tokens, cu, slots}, logits, {}, opt_.ctx);
+  if (queued) flush_outbox();
   metrics_.add_prompt_tokens(prompt_tokens);
   for (const Piece& q : p.pieces) {
     if (q.decode) continue;
@@ -342,7 +365,7 @@ void Engine::step(std::vector<Running>& running) {
     Running& r = *live[size_t(p.pieces[size_t(i)].seq)];
     const int32_t t = got[i];
     if (t < 0) {  // the device refused the row (NaN logits): the request ends with the error
-      finish(r, Finish::error, "sampling: the logits of this request hold a NaN or no finite maximum");
+      finish_later(r, Finish::error, "sampling: the logits of this request hold a NaN or no finite maximum");
       continue;
     }
     r.generated.push_back(t);
@@ -355,8 +378,8 @@ void Engine::step(std::vector<Running>& running) {
     } else if (int64_t(r.generated.size()) >= r.req.max_tokens) {
       f = Finish::length;
     }
-    r.handle->deliver(t, Finish::none);
-    if (f != Finish::none) finish(r, f);
+    outbox_.push_back({r.handle, t, Finish::none, {}});
+    if (f != Finish::none) finish_later(r, f);
   }
 }
 
