@@ -30,6 +30,7 @@ namespace {
 
 using testutil::copy_to;
 using testutil::host_values;
+using testutil::ints;
 
 const Device gpu = Device::cuda(0);
 
@@ -42,15 +43,6 @@ Tensor uniform(DType dt, std::vector<int64_t> shape, std::mt19937_64& rng, doubl
 
 // Overwrites a device tensor with host values of the same shape (between replays: the graph reads the same memory).
 void refill(Tensor& dst, const Tensor& host) { copy(dst.view(), host.view()); }
-
-Tensor ints(DType dt, const std::vector<int64_t>& v, Device d) {
-  Tensor h(dt, {int64_t(v.size())});
-  for (size_t i = 0; i < v.size(); ++i) {
-    if (dt == DType::i64) h.data_as<int64_t>()[i] = v[i];
-    else h.data_as<int32_t>()[i] = int32_t(v[i]);
-  }
-  return d.type == DeviceType::cpu ? std::move(h) : copy_to(h, d);
-}
 
 // Runs fn once captured into a graph on a fresh non-blocking stream (the capture must succeed), then `replays` times:
 // before replay r, prepare(r) rewrites the inputs in place and check(r) compares the outputs with eager results.

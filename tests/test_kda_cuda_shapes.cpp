@@ -40,14 +40,10 @@ namespace {
 constexpr double kBar = 5e-3;  // issue 3: bf16 inputs, relative RMS error on o and the final state
 constexpr int64_t kD = 128;    // K = V (the models' head dim)
 
+using testutil::all_finite;
 using testutil::host_values;
+using testutil::rel_rms_or_abs;
 const auto on = testutil::copy_to;
-
-double rel_rms(const std::vector<double>& got, const std::vector<double>& ref) {
-  double num = 0, den = 0;
-  for (size_t i = 0; i < ref.size(); ++i) num += (got[i] - ref[i]) * (got[i] - ref[i]), den += ref[i] * ref[i];
-  return den > 0 ? std::sqrt(num / den) : std::sqrt(num);
-}
 
 // x rounded to bf16 (nearest even; finite x), as the kernels round their fp32 outputs on a bf16 store
 double bf16_round(double x) {
@@ -58,10 +54,6 @@ double bf16_round(double x) {
   float r;
   std::memcpy(&r, &u, 4);
   return r;
-}
-
-bool all_finite(const std::vector<double>& v) {
-  return std::all_of(v.begin(), v.end(), [](double x) { return std::isfinite(x); });
 }
 
 // [N, H, A, B] <-> [N, H, B, A] (the kv and vk state layouts)
@@ -164,7 +156,7 @@ std::string name(const GpuProblem& p) {
 void expect_chunk_conforms(const GpuProblem& p) {
   const bool use_oracle = p.T * p.B * p.H <= 32768;
   const GpuProblem::Result got = p.run(true), ref = use_oracle ? p.oracle() : p.run(false);
-  const double eo = rel_rms(got.o, ref.o), eh = rel_rms(got.ht, ref.ht);
+  const double eo = rel_rms_or_abs(got.o, ref.o), eh = rel_rms_or_abs(got.ht, ref.ht);
   std::printf("[ kda_chunk_fwd cuda %-32s vs %-9s ] o %.2e  final state %.2e\n", name(p).c_str(),
               use_oracle ? "fp64" : "recurrent", eo, eh);
   EXPECT_TRUE(all_finite(got.o) && all_finite(got.ht)) << name(p);
@@ -183,7 +175,7 @@ class KdaCudaShapes : public ::testing::Test {
 TEST_F(KdaCudaShapes, ReferenceRecurrenceMatchesOracle) {
   const GpuProblem p(1, 8192, 2, {}, GateForm::bounded, StateLayout::kv, 7);
   const GpuProblem::Result got = p.run(false), ref = p.oracle();
-  const double eo = rel_rms(got.o, ref.o), eh = rel_rms(got.ht, ref.ht);
+  const double eo = rel_rms_or_abs(got.o, ref.o), eh = rel_rms_or_abs(got.ht, ref.ht);
   std::printf("[ kda_recurrent_fwd cuda 1 x 8192 H=2 vs fp64 ] o %.2e  final state %.2e\n", eo, eh);
   EXPECT_LE(eo, 1e-4);  // fp32 arithmetic on the bf16-rounded inputs the oracle also reads
   EXPECT_LE(eh, 1e-4);
@@ -237,7 +229,8 @@ TEST_F(KdaCudaShapes, PrefillThenDecodeMatchesLongerPrefill) {
     std::vector<double> got_ht = host_values(st);
     if (layout == StateLayout::vk) got_ht = transpose_state(got_ht, p.N * p.H, kD, kD);
     const std::vector<double> got_o = host_values(o);
-    const double eo = rel_rms(got_o, ref.o), eh = rel_rms(got_ht, ref.ht), ef = rel_rms(got_ht, full.ht);
+    const double eo = rel_rms_or_abs(got_o, ref.o), eh = rel_rms_or_abs(got_ht, ref.ht);
+    const double ef = rel_rms_or_abs(got_ht, full.ht);
     std::printf("[ prefill %lld + %lld decode steps, H=32, %s ] o %.2e  state %.2e vs recurrence, state %.2e vs "
                 "the full prefill\n", static_cast<long long>(T - n), static_cast<long long>(n),
                 layout == StateLayout::vk ? "vk" : "kv", eo, eh, ef);
@@ -308,7 +301,7 @@ TEST_F(KdaCudaShapes, RowLoadPathsAgree) {
       EXPECT_EQ(int(ran.row_loads), int(expected)) << what << " offset " << off;
       EXPECT_EQ(ran.segment_chunks, 0) << what;
       const GpuProblem::Result r = p.result(o, ht);
-      const double eo = rel_rms(r.o, ref.o), eh = rel_rms(r.ht, ref.ht);
+      const double eo = rel_rms_or_abs(r.o, ref.o), eh = rel_rms_or_abs(r.ht, ref.ht);
       std::printf("[ kda_chunk_fwd cuda %s, rows at element offset %lld vs fp64 ] o %.2e  final state %.2e\n",
                   what.c_str(), static_cast<long long>(off), eo, eh);
       EXPECT_LE(eo, kBar) << what << " offset " << off;
@@ -356,7 +349,7 @@ TEST_F(KdaCudaShapes, OEpiloguesAgree) {
     const cuda::KdaLaunchOptions options{.segment_chunks = -1, .record = &ran};
     const GpuProblem::Result r = p.run_chunk(options, DType::f32);
     EXPECT_FALSE(ran.o_staged) << name(p) << ": fp32 o";
-    const double eo = rel_rms(r.o, ref.o), eh = rel_rms(r.ht, ref.ht);
+    const double eo = rel_rms_or_abs(r.o, ref.o), eh = rel_rms_or_abs(r.ht, ref.ht);
     std::printf("[ kda_chunk_fwd cuda %s vs fp64 ] o %.2e  final state %.2e\n", name(p).c_str(), eo, eh);
     EXPECT_TRUE(all_finite(r.o) && all_finite(r.ht)) << name(p);
     EXPECT_LE(eo, kBar) << name(p);
@@ -385,7 +378,7 @@ TEST_F(KdaCudaShapes, SegmentWalks) {
       got.push_back(p.run_chunk({.segment_chunks = 2, .record = &ran}, o_dtype));
       EXPECT_EQ(ran.segment_chunks, 2) << what;
       const GpuProblem::Result& r = got.back();
-      const double eo = rel_rms(r.o, ref.o), eh = rel_rms(r.ht, ref.ht);
+      const double eo = rel_rms_or_abs(r.o, ref.o), eh = rel_rms_or_abs(r.ht, ref.ht);
       std::printf("[ kda_chunk_fwd cuda %s, segments of 2 chunks vs fp64 ] o %.2e  final state %.2e\n", what.c_str(),
                   eo, eh);
       EXPECT_TRUE(all_finite(r.o) && all_finite(r.ht)) << what;

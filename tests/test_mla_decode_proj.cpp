@@ -80,7 +80,10 @@ TEST(MlaDecodePlan, ProjectRowsAndMergeGroups) {
 
 #ifdef KIMI_WITH_CUDA
 using testutil::copy_to;
+using testutil::all_finite;
 using testutil::host_values;
+using testutil::ints;
+using testutil::rel_rms;
 
 const Device gpu = Device::cuda(0);
 
@@ -105,32 +108,6 @@ Tensor converted(const Tensor& t, DType dt, Device d) {
   Tensor h(dt, std::span<const int64_t>(t.view().shape.data(), size_t(t.view().ndim)));
   for (int64_t i = 0; i < t.numel(); ++i) store_from_f32(h.data(), dt, i, load_as_f32(t.data(), t.view().dtype, i));
   return d.type == DeviceType::cpu ? std::move(h) : copy_to(h, d);
-}
-
-Tensor ints(DType dt, const std::vector<int64_t>& v, Device d = Device::cpu()) {
-  Tensor h(dt, {int64_t(v.size())});
-  for (size_t i = 0; i < v.size(); ++i) {
-    if (dt == DType::i64)
-      h.data_as<int64_t>()[i] = v[i];
-    else
-      h.data_as<int32_t>()[i] = int32_t(v[i]);
-  }
-  return d.type == DeviceType::cpu ? std::move(h) : copy_to(h, d);
-}
-
-double rel_rms(const std::vector<double>& got, const std::vector<double>& ref) {
-  double num = 0, den = 0;
-  for (size_t i = 0; i < got.size(); ++i) {
-    num += (got[i] - ref[i]) * (got[i] - ref[i]);
-    den += ref[i] * ref[i];
-  }
-  return std::sqrt(num / den);
-}
-
-bool all_finite(const std::vector<double>& v) {
-  for (double x : v)
-    if (!std::isfinite(x)) return false;
-  return true;
 }
 
 // The [N, H, Dv] values of o (a view into `big`, which may pad the rows).

@@ -42,7 +42,10 @@ TEST(MlaDecodePlan, SplitsFillOneWaveAtTheBenchmarkShapes) {
 
 #ifdef KIMI_WITH_CUDA
 using testutil::copy_to;
+using testutil::all_finite;
 using testutil::host_values;
+using testutil::ints;
+using testutil::rel_rms;
 
 const Device gpu = Device::cuda(0);
 
@@ -62,17 +65,6 @@ Tensor uniform(DType dt, std::vector<int64_t> shape, std::mt19937_64& rng, doubl
   return h;
 }
 
-Tensor ints(DType dt, const std::vector<int64_t>& v, Device d = Device::cpu()) {
-  Tensor h(dt, {int64_t(v.size())});
-  for (size_t i = 0; i < v.size(); ++i) {
-    if (dt == DType::i64)
-      h.data_as<int64_t>()[i] = v[i];
-    else
-      h.data_as<int32_t>()[i] = int32_t(v[i]);
-  }
-  return d.type == DeviceType::cpu ? std::move(h) : copy_to(h, d);
-}
-
 // A latent cache pool [Nc, L, R + P] on the host: latent values in [-1.7, 1.7] (RMS-normalized scale), k_pe in
 // [-1.5, 1.5]; every row holds data, so reading rows past a sequence's length would change the result.
 Tensor cache_pool(const MlaCfg& c, DType dt, int64_t Nc, int64_t L, std::mt19937_64& rng) {
@@ -81,21 +73,6 @@ Tensor cache_pool(const MlaCfg& c, DType dt, int64_t Nc, int64_t L, std::mt19937
   std::uniform_real_distribution<double> lat(-1.7, 1.7), pe(-1.5, 1.5);
   for (int64_t i = 0; i < h.numel(); ++i) store_from_f32(h.data(), dt, i, float(i % RP < c.R ? lat(rng) : pe(rng)));
   return h;
-}
-
-double rel_rms(const std::vector<double>& got, const std::vector<double>& ref) {
-  double num = 0, den = 0;
-  for (size_t i = 0; i < got.size(); ++i) {
-    num += (got[i] - ref[i]) * (got[i] - ref[i]);
-    den += ref[i] * ref[i];
-  }
-  return std::sqrt(num / den);
-}
-
-bool all_finite(const std::vector<double>& v) {
-  for (double x : v)
-    if (!std::isfinite(x)) return false;
-  return true;
 }
 
 // The batches: lengths at and around the 32-row tile (1, 2, 63, 64, 65) and across many tiles and splits (1000, 5000),

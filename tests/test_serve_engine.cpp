@@ -12,20 +12,16 @@
 #include "model_testutil.h"
 #include "serve/engine.h"
 #include "serve/scheduler.h"
+#include "serve_testutil.h"
 
 namespace kimi::serve {
 namespace {
 
 using namespace std::chrono_literals;
 
-std::string show(const StepPacking& p) {
-  std::string s;
-  for (const Piece& q : p.pieces)
-    s += (s.empty() ? "" : " ") + std::to_string(q.seq) + (q.decode ? "d" : ":" + std::to_string(q.begin) + "+" +
-                                                                               std::to_string(q.count)) +
-         (q.sample ? "*" : "");
-  return s + " | " + std::to_string(p.tokens) + " tokens, " + std::to_string(p.sampled) + " sampled";
-}
+using testutil::collect;
+using testutil::greedy;
+using testutil::show;
 
 TEST(ServeScheduler, DecodesFirstThenPrefillPiecesUnderTheBudget) {
   // seq 0 prefilling 300 tokens from 0, seq 1 decoding, seq 2 prefilling its last 10, seq 3 decoding.
@@ -49,28 +45,6 @@ TEST(ServeScheduler, DecodesFirstThenPrefillPiecesUnderTheBudget) {
 struct Tiny {
   model::Model m{model::testutil::tiny_dir("kimi-linear-tiny")};
 };
-
-std::vector<int32_t> collect(RequestHandle& h, Finish* finish = nullptr) {
-  std::vector<int32_t> out;
-  const auto deadline = std::chrono::steady_clock::now() + 120s;
-  while (std::chrono::steady_clock::now() < deadline) {
-    RequestHandle::Update u = h.wait(100ms);
-    out.insert(out.end(), u.tokens.begin(), u.tokens.end());
-    if (u.finish != Finish::none) {
-      if (finish) *finish = u.finish;
-      return out;
-    }
-  }
-  ADD_FAILURE() << "request did not finish";
-  return out;
-}
-
-GenerationRequest greedy(std::vector<int32_t> prompt, int64_t max_tokens) {
-  GenerationRequest r;
-  r.prompt = std::move(prompt);
-  r.max_tokens = max_tokens;
-  return r;
-}
 
 TEST(ServeEngine, GreedyTokensEqualGenerateAloneAndUnderLoad) {
   Tiny t;

@@ -16,31 +16,27 @@
 #include "serve/engine.h"
 #include "serve/prefix_cache.h"
 #include "serve/scheduler.h"
+#include "serve_testutil.h"
 
 namespace kimi::serve {
 namespace {
 
 using namespace std::chrono_literals;
 
-std::string show(const StepPacking& p) {
-  std::string s;
-  for (const Piece& q : p.pieces)
-    s += (s.empty() ? "" : " ") + std::to_string(q.seq) + (q.decode ? "d" : ":" + std::to_string(q.begin) + "+" +
-                                                                               std::to_string(q.count)) +
-         (q.sample ? "*" : "");
-  return s;
-}
+using testutil::collect;
+using testutil::greedy;
+using testutil::show_pieces;
 
 TEST(ServePrefixCache, NoPrefillPieceCrossesTheSnapshotGrid) {
   // From 0 with a large budget: cut at 256; from the middle of a grid cell: up to the next multiple.
-  EXPECT_EQ(show(pack_step(std::vector<SeqProgress>{{600, 0}}, 512, 64, 256)), "0:0+256");
-  EXPECT_EQ(show(pack_step(std::vector<SeqProgress>{{600, 192}}, 512, 64, 256)), "0:192+64");
-  EXPECT_EQ(show(pack_step(std::vector<SeqProgress>{{600, 512}}, 512, 64, 256)), "0:512+88*");
+  EXPECT_EQ(show_pieces(pack_step(std::vector<SeqProgress>{{600, 0}}, 512, 64, 256)), "0:0+256");
+  EXPECT_EQ(show_pieces(pack_step(std::vector<SeqProgress>{{600, 192}}, 512, 64, 256)), "0:192+64");
+  EXPECT_EQ(show_pieces(pack_step(std::vector<SeqProgress>{{600, 512}}, 512, 64, 256)), "0:512+88*");
   // A budget below the grid: 64-aligned pieces that still land on every multiple of 256.
-  EXPECT_EQ(show(pack_step(std::vector<SeqProgress>{{600, 0}}, 200, 64, 256)), "0:0+192");
-  EXPECT_EQ(show(pack_step(std::vector<SeqProgress>{{600, 192}}, 200, 64, 256)), "0:192+64");
+  EXPECT_EQ(show_pieces(pack_step(std::vector<SeqProgress>{{600, 0}}, 200, 64, 256)), "0:0+192");
+  EXPECT_EQ(show_pieces(pack_step(std::vector<SeqProgress>{{600, 192}}, 200, 64, 256)), "0:192+64");
   // Grid 0: off (the pieces of the plain scheduler).
-  EXPECT_EQ(show(pack_step(std::vector<SeqProgress>{{600, 0}}, 512, 64, 0)), "0:0+512");
+  EXPECT_EQ(show_pieces(pack_step(std::vector<SeqProgress>{{600, 0}}, 512, 64, 0)), "0:0+512");
 }
 
 struct Tiny {
@@ -146,23 +142,8 @@ void resumed_prefill_is_bit_exact(const std::string& name) {
 TEST(ServePrefixCache, AResumedPrefillIsBitExactKimiLinear) { resumed_prefill_is_bit_exact("kimi-linear-tiny"); }
 TEST(ServePrefixCache, AResumedPrefillIsBitExactK3) { resumed_prefill_is_bit_exact("k3-tiny"); }
 
-std::vector<int32_t> collect(RequestHandle& h) {
-  std::vector<int32_t> out;
-  const auto deadline = std::chrono::steady_clock::now() + 120s;
-  while (std::chrono::steady_clock::now() < deadline) {
-    RequestHandle::Update u = h.wait(100ms);
-    out.insert(out.end(), u.tokens.begin(), u.tokens.end());
-    if (u.finish != Finish::none) return out;
-  }
-  ADD_FAILURE() << "request did not finish";
-  return out;
-}
-
 std::vector<int32_t> greedy_run(Engine& e, const std::vector<int32_t>& prompt, int64_t n) {
-  GenerationRequest r;
-  r.prompt = prompt;
-  r.max_tokens = n;
-  return collect(*e.submit(std::move(r)));
+  return collect(*e.submit(greedy(prompt, n)));
 }
 
 // The value of a metric line "name value" in Prometheus text.

@@ -144,6 +144,60 @@ double graph_ms(F&& fn, cudaStream_t st) {
   return ms;
 }
 
+// Bytes of int32 values, for a DevBuf.
+std::vector<uint8_t> bytes_of(const std::vector<int32_t>& v) {
+  return std::vector<uint8_t>(reinterpret_cast<const uint8_t*>(v.data()),
+                              reinterpret_cast<const uint8_t*>(v.data() + v.size()));
+}
+
+// Routing ids [T * K] (slot order: token i's slots i K .. i K + K - 1) grouped by expert on the host as group.cuh
+// groups them on the device: offsets [E + 1] (expert e's grouped rows offsets[e] .. offsets[e + 1] - 1),
+// token_of_row [T * K] (the slots in order within an expert), and the touched experts ascending, padded with 0 to
+// min(E, T K) entries, then their count (ExpertRows::active, n_active).
+struct HostGrouping {
+  std::vector<int32_t> offsets, token_of_row, active;
+  HostGrouping(const std::vector<int32_t>& ids, int64_t e, int64_t k)
+      : offsets(size_t(e) + 1, 0), token_of_row(ids.size()) {
+    for (const int32_t id : ids) ++offsets[size_t(id) + 1];
+    for (int64_t x = 0; x < e; ++x) {
+      if (offsets[size_t(x) + 1] > 0) active.push_back(int32_t(x));
+      offsets[size_t(x) + 1] += offsets[size_t(x)];
+    }
+    std::vector<int32_t> cur(offsets.begin(), offsets.end() - 1);
+    for (size_t i = 0; i < ids.size(); ++i) token_of_row[size_t(cur[size_t(ids[i])]++)] = int32_t(int64_t(i) / k);
+    const size_t touched = active.size();
+    active.resize(std::min(size_t(e), ids.size()), 0);
+    active.push_back(int32_t(touched));  // n_active after the list
+  }
+};
+
+// A HostGrouping uploaded, and the ExpertRows over it.
+struct GroupedRows {
+  HostGrouping host;
+  DevBuf offsets, token_of_row, active;
+  int64_t slots, tokens;
+
+  GroupedRows(const std::vector<int32_t>& ids, int64_t e, int64_t k)
+      : host(ids, e, k),
+        offsets(host.offsets.size() * 4, bytes_of(host.offsets)),
+        token_of_row(host.token_of_row.size() * 4, bytes_of(host.token_of_row)),
+        active(host.active.size() * 4, bytes_of(host.active)),
+        slots(int64_t(ids.size())),
+        tokens(slots / k) {}
+
+  // Without the touched list (the grouped, tensor-core and cuBLAS paths).
+  kimi::cuda::ExpertRows rows() const {
+    return {static_cast<const int32_t*>(offsets.p), static_cast<const int32_t*>(token_of_row.p), slots, tokens};
+  }
+  // With the touched list (the touched path).
+  kimi::cuda::ExpertRows touched_rows() const {
+    kimi::cuda::ExpertRows r = rows();
+    r.active = static_cast<const int32_t*>(active.p);
+    r.n_active = r.active + (host.active.size() - 1);
+    return r;
+  }
+};
+
 // The routed experts' two launches alone on routing ids (slot order) of a decode row, per path: the grouping of
 // group.cuh done on the host (offsets, token_of_row, the touched experts ascending) and uploaded, a random f32 z,
 // no shared expert (experts_wgmma on a random bf16 zg in grouped order); each timed as a replayed graph. Returns
@@ -151,27 +205,11 @@ double graph_ms(F&& fn, cudaStream_t st) {
 std::array<double, 4> experts_alone(const LayerShape& s, const Layer& L, int64_t t, const std::vector<int32_t>& ids,
                                     cudaStream_t st, std::mt19937& rng) {
   const int64_t dl = s.latent ? s.latent : s.d, slots = t * s.k;
-  std::vector<int32_t> off(size_t(s.e) + 1, 0), tor(static_cast<size_t>(slots)), act;
-  for (const int32_t id : ids) ++off[size_t(id) + 1];
-  for (int64_t e = 0; e < s.e; ++e) {
-    if (off[size_t(e) + 1] > 0) act.push_back(int32_t(e));
-    off[size_t(e) + 1] += off[size_t(e)];
-  }
-  std::vector<int32_t> cur(off.begin(), off.end() - 1);
-  for (int64_t i = 0; i < slots; ++i) tor[size_t(cur[size_t(ids[size_t(i)])]++)] = int32_t(i / s.k);
-  const size_t touched = act.size();
-  act.resize(size_t(std::min(s.e, slots)), 0);
-  act.push_back(int32_t(touched));  // n_active after the list
-  const auto bytes_of = [](const std::vector<int32_t>& v) {
-    return std::vector<uint8_t>(reinterpret_cast<const uint8_t*>(v.data()),
-                                reinterpret_cast<const uint8_t*>(v.data() + v.size()));
-  };
-  DevBuf d_off(off.size() * 4, bytes_of(off)), d_tor(tor.size() * 4, bytes_of(tor));
-  DevBuf d_act(act.size() * 4, bytes_of(act));
+  const GroupedRows grouped_rows(ids, s.e, s.k);
   DevBuf z(size_t(t * dl) * 4, kimi::bench::random_f32(size_t(t * dl), rng, -1, 1));
   DevBuf zg(size_t(slots * dl) * 2, kimi::bench::random_bf16(size_t(slots * dl), rng, -1, 1));
   DevBuf ye(size_t(slots * dl) * 4, {});
-  kimi::cuda::ExpertRows rows{static_cast<const int32_t*>(d_off.p), static_cast<const int32_t*>(d_tor.p), slots, t};
+  kimi::cuda::ExpertRows rows = grouped_rows.rows();
   const kimi::cuda::ExpertLayout layout = kimi::cuda::expert_layout(L.w.experts);
   kimi::GluParams act_p;
   act_p.act = s.situ ? kimi::GluAct::situ : kimi::GluAct::silu;
@@ -186,8 +224,7 @@ std::array<double, 4> experts_alone(const LayerShape& s, const Layer& L, int64_t
         kimi::cuda::experts_wgmma(zg.p, dl, L.w.experts, layout, rows, act_p, static_cast<float*>(ye.p), st);
       },
       st);
-  rows.active = static_cast<const int32_t*>(d_act.p);
-  rows.n_active = rows.active + (act.size() - 1);
+  rows = grouped_rows.touched_rows();
   const auto touched_ms = [&](kimi::cuda::TouchedTile tile) {
     const kimi::cuda::ScopedExpertPathOptions scope(kimi::cuda::ExpertPathOptions{.touched_tile = tile});
     return graph_ms(
@@ -201,22 +238,51 @@ std::array<double, 4> experts_alone(const LayerShape& s, const Layer& L, int64_t
           grouped};
 }
 
+// One latent_moe call of layer L on t tokens x [t, d] (random bf16 in [-1, 1)) into out [t, d], the routing ids
+// [t, k] and weights [t, k], on a stream of its own (destroyed with the object).
+struct LayerCall {
+  DevBuf x, out, ids, wts;
+  TensorView xv, ov, iv, wv;
+  cudaStream_t st = nullptr;
+  kimi::Context ctx;
+  kimi::GluParams act;
+  kimi::RouterParams router;
+  const Layer& L;
+
+  LayerCall(const LayerShape& s, const Layer& layer, int64_t t, std::mt19937& rng)
+      : x(size_t(t * s.d) * 2, kimi::bench::random_bf16(size_t(t * s.d), rng, -1, 1)),
+        out(size_t(t * s.d) * 2, {}),
+        ids(size_t(t * s.k) * 4, {}),
+        wts(size_t(t * s.k) * 4, {}),
+        xv(x.p, DType::bf16, {t, s.d}, kimi::Device::cuda(0)),
+        ov(out.p, DType::bf16, {t, s.d}, kimi::Device::cuda(0)),
+        iv(ids.p, DType::i32, {t, s.k}, kimi::Device::cuda(0)),
+        wv(wts.p, DType::f32, {t, s.k}, kimi::Device::cuda(0)),
+        router{int(s.k), true, s.scaling},
+        L(layer) {
+    CK(cudaStreamCreate(&st));
+    ctx.cuda_stream = st;
+    act.act = s.situ ? kimi::GluAct::situ : kimi::GluAct::silu;
+  }
+  ~LayerCall() { CK(cudaStreamDestroy(st)); }
+  LayerCall(const LayerCall&) = delete;
+  LayerCall& operator=(const LayerCall&) = delete;
+
+  void operator()() const { kimi::latent_moe(xv, L.w, router, act, 1e-5f, ov, iv, wv, ctx); }
+
+  // The routing ids of the last call, [t * k] in slot order.
+  std::vector<int32_t> host_ids() const {
+    std::vector<int32_t> h(size_t(iv.numel()));
+    CK(cudaMemcpy(h.data(), ids.p, h.size() * 4, cudaMemcpyDeviceToHost));
+    return h;
+  }
+};
+
 // The decode rows: the same call (same x, same routing) once per decode path, forced, each as a replayed graph.
 void run_decode(const LayerShape& s, const Layer& L, int64_t t, std::mt19937& rng) {
   using kimi::cuda::DecodeExpertPath;
-  const kimi::Device dev = kimi::Device::cuda(0);
-  DevBuf x(size_t(t * s.d) * 2, kimi::bench::random_bf16(size_t(t * s.d), rng, -1, 1));
-  DevBuf out(size_t(t * s.d) * 2, {}), ids(size_t(t * s.k) * 4, {}), wts(size_t(t * s.k) * 4, {});
-  const TensorView xv(x.p, DType::bf16, {t, s.d}, dev), ov(out.p, DType::bf16, {t, s.d}, dev);
-  const TensorView iv(ids.p, DType::i32, {t, s.k}, dev), wv(wts.p, DType::f32, {t, s.k}, dev);
-  cudaStream_t st;
-  CK(cudaStreamCreate(&st));
-  kimi::Context ctx;
-  ctx.cuda_stream = st;
-  kimi::GluParams act;
-  act.act = s.situ ? kimi::GluAct::situ : kimi::GluAct::silu;
-  const kimi::RouterParams router{int(s.k), true, s.scaling};
-  const auto call = [&] { kimi::latent_moe(xv, L.w, router, act, 1e-5f, ov, iv, wv, ctx); };
+  const LayerCall call(s, L, t, rng);
+  const cudaStream_t st = call.st;
 
   // touched, tensor cores, grouped FFMA; each forced and checked in the record
   const char* names[3] = {"touched", "tensor cores", "grouped"};
@@ -233,14 +299,12 @@ void run_decode(const LayerShape& s, const Layer& L, int64_t t, std::mt19937& rn
       std::printf("decode %-11s T=%-4lld: the forced %s path did not run (touched: E > kGroupMaxExperts; tensor "
                   "cores: not bf16 x with bf16 or MXFP4 experts)\n",
                   s.name, (long long)t, names[i]);
-      CK(cudaStreamDestroy(st));
       return;
     }
     ms[i] = graph_ms(call, st);
   }
 
-  std::vector<int32_t> h(size_t(t * s.k));
-  CK(cudaMemcpy(h.data(), ids.p, h.size() * 4, cudaMemcpyDeviceToHost));
+  const std::vector<int32_t> h = call.host_ids();
   const size_t touched = std::set<int32_t>(h.begin(), h.end()).size();
   const double bytes = double(touched) * L.expert_bytes;  // the touched experts' weights
   const kimi::cuda::ExpertPath rule = kimi::cuda::expert_path(t, t * s.k, DType::bf16, L.w.experts);
@@ -262,27 +326,14 @@ void run_decode(const LayerShape& s, const Layer& L, int64_t t, std::mt19937& rn
               "(%3.0f%%) | touched streaming tile %7.3f ms (%3.0f%%) | tensor cores %7.3f ms (%3.0f%%) | grouped "
               "%7.3f ms (%3.0f%%)\n",
               e[0], pct(e[0]), e[1], pct(e[1]), e[2], pct(e[2]), e[3], pct(e[3]));
-  CK(cudaStreamDestroy(st));
 }
 
 void run(const LayerShape& s, const Layer& L, int64_t t, std::mt19937& rng) {
-  const kimi::Device dev = kimi::Device::cuda(0);
-  DevBuf x(size_t(t * s.d) * 2, kimi::bench::random_bf16(size_t(t * s.d), rng, -1, 1));
-  DevBuf out(size_t(t * s.d) * 2, {}), ids(size_t(t * s.k) * 4, {}), wts(size_t(t * s.k) * 4, {});
-  const TensorView xv(x.p, DType::bf16, {t, s.d}, dev), ov(out.p, DType::bf16, {t, s.d}, dev);
-  const TensorView iv(ids.p, DType::i32, {t, s.k}, dev), wv(wts.p, DType::f32, {t, s.k}, dev);
-  cudaStream_t st;
-  CK(cudaStreamCreate(&st));
-  kimi::Context ctx;
-  ctx.cuda_stream = st;
-  kimi::GluParams act;
-  act.act = s.situ ? kimi::GluAct::situ : kimi::GluAct::silu;
-  const kimi::RouterParams router{int(s.k), true, s.scaling};
-  const auto call = [&] { kimi::latent_moe(xv, L.w, router, act, 1e-5f, ov, iv, wv, ctx); };
+  const LayerCall call(s, L, t, rng);
+  const cudaStream_t st = call.st;
   const double eager = kimi::bench::median_ms(call, 3, 20, st);
 
-  std::vector<int32_t> h(size_t(t * s.k));
-  CK(cudaMemcpy(h.data(), ids.p, h.size() * 4, cudaMemcpyDeviceToHost));
+  const std::vector<int32_t> h = call.host_ids();
   const size_t touched = std::set<int32_t>(h.begin(), h.end()).size();
   const double bytes = L.fixed_bytes + double(touched) * L.expert_bytes;
   const bool decode = t * s.k <= kimi::cuda::kGroupedMaxRowsPerExpert * s.e;  // a decode path (experts.h)
@@ -315,7 +366,6 @@ void run(const LayerShape& s, const Layer& L, int64_t t, std::mt19937& rng) {
                 flops / (eager * 1e-3) / 1e12);
   }
   std::printf("\n");
-  CK(cudaStreamDestroy(st));
 }
 
 // The routed experts alone on grouped rows: experts_wgmma (one launch per projection pair, device offsets) and
@@ -332,16 +382,7 @@ void run_experts(const LayerShape& s, const Layer& L, int64_t t, std::mt19937& r
       ids[size_t(i * s.k + j)] = perm[size_t(j)];
     }
   }
-  std::vector<int32_t> off(static_cast<size_t>(s.e + 1), 0), tok(static_cast<size_t>(slots));
-  for (const int32_t e : ids) ++off[size_t(e + 1)];
-  for (int64_t e = 0; e < s.e; ++e) off[size_t(e + 1)] += off[size_t(e)];
-  std::vector<int32_t> cur(off.begin(), off.end() - 1);
-  for (int64_t i = 0; i < slots; ++i) tok[size_t(cur[size_t(ids[size_t(i)])]++)] = int32_t(i / s.k);
-  const auto bytes_of = [](const std::vector<int32_t>& v) {
-    return std::vector<uint8_t>(reinterpret_cast<const uint8_t*>(v.data()),
-                                reinterpret_cast<const uint8_t*>(v.data() + v.size()));
-  };
-  DevBuf doff(off.size() * 4, bytes_of(off)), dtok(tok.size() * 4, bytes_of(tok));
+  const GroupedRows grouped_rows(ids, s.e, s.k);
   const auto zg = filled(size_t(slots * dl) * 2, true, -1, 1, rng);
   DevBuf ye(size_t(slots * dl) * 4, {});
   cudaStream_t st;
@@ -350,7 +391,7 @@ void run_experts(const LayerShape& s, const Layer& L, int64_t t, std::mt19937& r
   ctx.cuda_stream = st;
   kimi::GluParams act;
   act.act = s.situ ? kimi::GluAct::situ : kimi::GluAct::silu;
-  const kimi::cuda::ExpertRows rows{static_cast<const int32_t*>(doff.p), static_cast<const int32_t*>(dtok.p), slots, t};
+  const kimi::cuda::ExpertRows rows = grouped_rows.rows();
   const kimi::cuda::ExpertLayout layout = kimi::cuda::expert_layout(L.w.experts);
   const double flops = 2.0 * double(slots) * 3.0 * double(s.inter) * double(dl);
   const double tc = kimi::bench::median_ms(

@@ -1,11 +1,13 @@
 // src/cuda/kda/options.h: launch options of the KDA CUDA entry points (kda.h, chunk.h). Each launcher picks its
 // kernels from the shapes and the device (docs/ops/kda.md "CUDA kernels" has the table); tests and benchmarks pass
 // KdaLaunchOptions to force one family where the inputs allow it and to read back, in KdaLaunchRecord, what ran.
-// Product code passes none. Host code built in every build (options.cpp), so the conformance cases set them
+// Product code passes none. Header-only host code, usable in every build, so the conformance cases set them
 // whatever backends are linked.
 #pragma once
 
 #include <cstdint>
+
+#include "core/scoped_options.h"
 
 namespace kimi::cuda {
 
@@ -43,21 +45,13 @@ struct KdaLaunchOptions {
 
 // For calls that reach the launchers through the kimi:: operators (the conformance cases of src/verify/cases): while an
 // object of this class lives, a launcher called without options on this thread uses these (the innermost object
-// wins). Not a process-wide setting: other threads keep the defaults.
-class ScopedKdaLaunchOptions {
- public:
-  explicit ScopedKdaLaunchOptions(const KdaLaunchOptions& options);
-  ~ScopedKdaLaunchOptions();
-  ScopedKdaLaunchOptions(const ScopedKdaLaunchOptions&) = delete;
-  ScopedKdaLaunchOptions& operator=(const ScopedKdaLaunchOptions&) = delete;
-
- private:
-  KdaLaunchOptions options_;
-  const KdaLaunchOptions* outer_;
-};
+// wins; src/core/scoped_options.h). Not a process-wide setting: other threads keep the defaults.
+using ScopedKdaLaunchOptions = ScopedOptions<KdaLaunchOptions>;
 
 // The options of one launch: `given` where the caller passed them, else this thread's innermost
 // ScopedKdaLaunchOptions, else the defaults.
-const KdaLaunchOptions& kda_launch_options(const KdaLaunchOptions* given);
+inline const KdaLaunchOptions& kda_launch_options(const KdaLaunchOptions* given) {
+  return given ? *given : ScopedKdaLaunchOptions::current();
+}
 
 }  // namespace kimi::cuda

@@ -2,10 +2,12 @@
 // tensor cores). The launcher picks by the operands (mla.cu mla_decode; docs/ops/mla.md "CUDA decode"); tests and
 // benchmarks force one family on their thread with ScopedMlaDecodePath and read back, in MlaDecodeRecord, what ran.
 // Benchmarks also stop the op after its first stages (MlaDecodeStages) to time each kernel as a difference of times.
-// Product code sets none. Host code built in every build (decode_options.cpp).
+// Product code sets none. Header-only host code, usable in every build.
 #pragma once
 
 #include <cstdint>
+
+#include "core/scoped_options.h"
 
 namespace kimi::cuda {
 
@@ -26,29 +28,26 @@ struct MlaDecodeRecord {
   int64_t merges = 0;                  // calls that ran the merge kernel (S > 1)
 };
 
+// What mla_decode runs on this thread (the defaults: automatic, no record, the whole op).
+struct MlaDecodeOptions {
+  MlaDecodePath path = MlaDecodePath::automatic;
+  MlaDecodeRecord* record = nullptr;  // where mla_decode counts what it ran, or null
+  MlaDecodeStages stages = MlaDecodeStages::all;
+};
+
 // While an object lives, mla_decode calls on this thread use `path` and `stages` and count into `record` (when not
-// null); the innermost object wins. Not a process-wide setting: other threads keep the defaults.
-class ScopedMlaDecodePath {
+// null); the innermost object wins (src/core/scoped_options.h). Not a process-wide setting: other threads keep the
+// defaults.
+class ScopedMlaDecodePath : public ScopedOptions<MlaDecodeOptions> {
  public:
   explicit ScopedMlaDecodePath(MlaDecodePath path, MlaDecodeRecord* record = nullptr,
-                               MlaDecodeStages stages = MlaDecodeStages::all);
-  ~ScopedMlaDecodePath();
-  ScopedMlaDecodePath(const ScopedMlaDecodePath&) = delete;
-  ScopedMlaDecodePath& operator=(const ScopedMlaDecodePath&) = delete;
-
- private:
-  MlaDecodePath path_;
-  MlaDecodeRecord* record_;
-  MlaDecodeStages stages_;
-  const ScopedMlaDecodePath* outer_;
-  friend MlaDecodePath mla_decode_path();
-  friend MlaDecodeRecord* mla_decode_record();
-  friend MlaDecodeStages mla_decode_stages();
+                               MlaDecodeStages stages = MlaDecodeStages::all)
+      : ScopedOptions(MlaDecodeOptions{.path = path, .record = record, .stages = stages}) {}
 };
 
 // This thread's innermost ScopedMlaDecodePath's settings (automatic / null / all without one).
-MlaDecodePath mla_decode_path();
-MlaDecodeRecord* mla_decode_record();
-MlaDecodeStages mla_decode_stages();
+inline MlaDecodePath mla_decode_path() { return ScopedOptions<MlaDecodeOptions>::current().path; }
+inline MlaDecodeRecord* mla_decode_record() { return ScopedOptions<MlaDecodeOptions>::current().record; }
+inline MlaDecodeStages mla_decode_stages() { return ScopedOptions<MlaDecodeOptions>::current().stages; }
 
 }  // namespace kimi::cuda

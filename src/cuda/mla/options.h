@@ -1,10 +1,12 @@
 // src/cuda/mla/options.h: launch options of the MLA CUDA prefill (mla.h). The launcher picks the attention from the
 // dtypes, layouts and head sizes (docs/ops/mla.md "CUDA implementation"); tests and benchmarks set
 // MlaLaunchOptions to force the cuBLAS score blocks where the fused kernel would run, and read back in
-// MlaLaunchRecord what ran. Product code sets none. Host code built in every build (options.cpp).
+// MlaLaunchRecord what ran. Product code sets none. Header-only host code, usable in every build.
 #pragma once
 
 #include <cstdint>
+
+#include "core/scoped_options.h"
 
 namespace kimi::cuda {
 
@@ -28,20 +30,11 @@ struct MlaLaunchOptions {
 };
 
 // For calls through the kimi:: operators: while an object of this class lives, the MLA launchers on this thread use
-// these options (the innermost object wins). Not a process-wide setting: other threads keep the defaults.
-class ScopedMlaLaunchOptions {
- public:
-  explicit ScopedMlaLaunchOptions(const MlaLaunchOptions& options);
-  ~ScopedMlaLaunchOptions();
-  ScopedMlaLaunchOptions(const ScopedMlaLaunchOptions&) = delete;
-  ScopedMlaLaunchOptions& operator=(const ScopedMlaLaunchOptions&) = delete;
-
- private:
-  MlaLaunchOptions options_;
-  const MlaLaunchOptions* outer_;
-};
+// these options (the innermost object wins; src/core/scoped_options.h). Not a process-wide setting: other threads
+// keep the defaults.
+using ScopedMlaLaunchOptions = ScopedOptions<MlaLaunchOptions>;
 
 // This thread's innermost ScopedMlaLaunchOptions, else the defaults.
-const MlaLaunchOptions& mla_launch_options();
+inline const MlaLaunchOptions& mla_launch_options() { return ScopedMlaLaunchOptions::current(); }
 
 }  // namespace kimi::cuda

@@ -207,6 +207,49 @@ void expert_projs(std::span<const MlpWeights> experts, const ExpertLayout& layou
   }
 }
 
+// The arguments both FFMA decode paths build (grouped.cuh GroupedArgs, touched.cuh TouchedArgs: the same fields
+// by name; the touched path adds its own): the gate/up launch (P = 2: z f32 [T, dl] rows dl apart, the x row of
+// grouped row r token_of_row[r] -> h f32 [T*K, I] = glu(z W1_e^T, z W3_e^T) grouped) and the down launch (P = 1:
+// h -> ye f32 [T*K, dl] = h W2_e^T). vec: the vector loads, legal for rows of a multiple of 4 columns (z and h
+// are aligned scratch) and every expert's projection (vec_ok).
+template <class Args>
+struct FfmaArgs {
+  Args gate_up{}, down{};
+};
+
+template <class Args>
+FfmaArgs<Args> ffma_args(std::span<const MlpWeights> experts, const ExpertRows& rows, const GluParams& act,
+                         const ExpertProj (&proj)[3], const float* z, int64_t dl, float* h, float* ye) {
+  const int64_t inter = experts[0].gate.out_features();
+  FfmaArgs<Args> a;
+  Args& gu = a.gate_up;
+  gu.offsets = rows.offsets;
+  gu.src_row = rows.token_of_row;
+  gu.x = z;
+  gu.ldx = dl;
+  gu.proj[0] = proj[0];
+  gu.proj[1] = proj[1];
+  gu.n = inter;
+  gu.k = dl;
+  gu.y = h;
+  gu.ldy = inter;
+  gu.situ = act.act == GluAct::situ ? 1 : 0;
+  gu.beta = act.situ_beta;
+  gu.lbeta = act.situ_linear_beta;
+  gu.vec = dl % 4 == 0 && vec_ok(experts, kProjs[0]) && vec_ok(experts, kProjs[1]);
+  Args& dn = a.down;
+  dn.offsets = rows.offsets;
+  dn.x = h;
+  dn.ldx = inter;
+  dn.proj[0] = proj[2];
+  dn.n = dl;
+  dn.k = inter;
+  dn.y = ye;
+  dn.ldy = dl;
+  dn.vec = inter % 4 == 0 && vec_ok(experts, kProjs[2]);
+  return a;
+}
+
 // The tensor-core path's requirements on every expert's projection p: dense bf16 or MXFP4 (as expert 0: one
 // format per projection), 16-byte aligned rows (cp.async pieces: ldw a multiple of 8 bf16 elements or of 16 packed
 // bytes), widths multiples of 8.
@@ -344,41 +387,19 @@ void experts_touched(const float* z, int64_t dl, std::span<const MlpWeights> exp
     a.shared_src0 = int32_t(src0);
   };
   const auto shared_vec = [&](int p) { return !shared || vec_ok(std::span<const MlpWeights>(shared, 1), kProjs[p]); };
-  TouchedArgs gu{};
-  gu.offsets = rows.offsets;
-  gu.active = rows.active;
-  gu.n_active = rows.n_active;
-  gu.routed_rows = int32_t(routed_rows);
-  gu.src_row = rows.token_of_row;
-  gu.x = z;
-  gu.ldx = dl;
-  gu.proj[0] = proj[0];
-  gu.proj[1] = proj[1];
-  gu.n = inter;
-  gu.k = dl;
-  gu.y = h.get<float>();
-  gu.ldy = inter;
-  gu.situ = act.act == GluAct::situ ? 1 : 0;
-  gu.beta = act.situ_beta;
-  gu.lbeta = act.situ_linear_beta;
-  gu.vec = dl % 4 == 0 && vec_ok(experts, kProjs[0]) && vec_ok(experts, kProjs[1]) && shared_vec(0) &&
-           shared_vec(1);  // z: aligned scratch
+  FfmaArgs<TouchedArgs> args = ffma_args<TouchedArgs>(experts, rows, act, proj, z, dl, h.get<float>(), ye);
+  for (TouchedArgs* a : {&args.gate_up, &args.down}) {
+    a->active = rows.active;
+    a->n_active = rows.n_active;
+    a->routed_rows = int32_t(routed_rows);
+  }
+  TouchedArgs& gu = args.gate_up;
+  gu.vec = gu.vec && shared_vec(0) && shared_vec(1);
   with_shared(gu, 0, 2, rows.slots);  // x row of shared row T*K + t: token t
   launch_touched<2>(gu, experts[0].gate, mt, stream, blocks_y, s);
 
-  TouchedArgs dn{};
-  dn.offsets = rows.offsets;
-  dn.active = rows.active;
-  dn.n_active = rows.n_active;
-  dn.routed_rows = int32_t(routed_rows);
-  dn.x = h.get<float>();
-  dn.ldx = inter;
-  dn.proj[0] = proj[2];
-  dn.n = dl;
-  dn.k = inter;
-  dn.y = ye;
-  dn.ldy = dl;
-  dn.vec = inter % 4 == 0 && vec_ok(experts, kProjs[2]) && shared_vec(2);
+  TouchedArgs& dn = args.down;
+  dn.vec = dn.vec && shared_vec(2);
   with_shared(dn, 2, 1, 0);  // h row r feeds ye row r
   launch_touched<1>(dn, experts[0].down, mt, stream, blocks_y, s);
   if (opt.record) ++(stream ? opt.record->touched_streaming : opt.record->touched_in_flight);
@@ -394,34 +415,9 @@ void experts_grouped(const float* z, int64_t dl, std::span<const MlpWeights> exp
   expert_projs(experts, layout, s, table, proj);
 
   Scratch h(size_t(rows.slots * inter) * sizeof(float), s);  // [T*K, I] grouped
-  GroupedArgs gu{};
-  gu.offsets = rows.offsets;
-  gu.src_row = rows.token_of_row;
-  gu.x = z;
-  gu.ldx = dl;
-  gu.proj[0] = proj[0];
-  gu.proj[1] = proj[1];
-  gu.n = inter;
-  gu.k = dl;
-  gu.y = h.get<float>();
-  gu.ldy = inter;
-  gu.situ = act.act == GluAct::situ ? 1 : 0;
-  gu.beta = act.situ_beta;
-  gu.lbeta = act.situ_linear_beta;
-  gu.vec = dl % 4 == 0 && vec_ok(experts, kProjs[0]) && vec_ok(experts, kProjs[1]);  // z: aligned scratch
-  launch_grouped<2>(gu, experts[0].gate, mt, e_count, s);
-
-  GroupedArgs dn{};
-  dn.offsets = rows.offsets;
-  dn.x = h.get<float>();
-  dn.ldx = inter;
-  dn.proj[0] = proj[2];
-  dn.n = dl;
-  dn.k = inter;
-  dn.y = ye;
-  dn.ldy = dl;
-  dn.vec = inter % 4 == 0 && vec_ok(experts, kProjs[2]);
-  launch_grouped<1>(dn, experts[0].down, mt, e_count, s);
+  const FfmaArgs<GroupedArgs> args = ffma_args<GroupedArgs>(experts, rows, act, proj, z, dl, h.get<float>(), ye);
+  launch_grouped<2>(args.gate_up, experts[0].gate, mt, e_count, s);
+  launch_grouped<1>(args.down, experts[0].down, mt, e_count, s);
 }
 
 void experts_wgmma(const void* zg, int64_t dl, std::span<const MlpWeights> experts, const ExpertLayout& layout,

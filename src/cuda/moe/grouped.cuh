@@ -14,10 +14,9 @@
 // Each row's sum is computed the same way whatever its position in the group, so the results do not depend
 // on the (atomic) order of rows within an expert: replays are bit-identical.
 //
-// Expert weights: ExpertProj gives expert e's pointers either from a base and a byte stride (stacked experts:
-// one allocation per projection, as place_weights builds) or from a device table of ExpertPtr (experts
-// allocated separately; the launcher uploads it per call). Both read the same bytes: the same results (given
-// the same `vec`, below).
+// Expert weights: ExpertProj (expert_tile.cuh, with the weight-stream steps this kernel shares with touched.cuh) gives
+// expert e's pointers from a base and a byte stride (stacked experts) or from a device table (separately
+// allocated experts, uploaded per call). Both read the same bytes: the same results (given the same `vec`, below).
 // Alignment: `vec` (checked by the launcher over every expert) selects 16-byte (dense) / 8-byte (MXFP4) weight
 // loads and float4 x loads; `vec` = 0 runs the same math with scalar loads.
 #pragma once
@@ -25,34 +24,12 @@
 #include <cstdint>
 
 #include "cuda/linear/gemv.cuh"
+#include "cuda/moe/expert_tile.cuh"
 #include "cuda/moe/glu.cuh"
 
 namespace kimi::cuda {
 
 constexpr int kGroupedThreads = 128;
-
-// One projection of one expert: dense [n, k] (rows ldw elements apart) or MXFP4 packed [n, k/2] (rows ldw bytes
-// apart) with scale [n, k/32] (rows lds bytes apart; null for dense).
-struct ExpertPtr {
-  const void* w;
-  const uint8_t* scale;
-  int64_t ldw, lds;
-};
-
-// One projection of every expert: table[e] when table is set, else expert 0's pointers advanced by e strides.
-struct ExpertProj {
-  ExpertPtr first;
-  int64_t w_stride, s_stride;  // bytes between consecutive experts (stacked form)
-  const ExpertPtr* table;      // device [E] (separately allocated experts) or null
-};
-
-__device__ __forceinline__ ExpertPtr expert_ptr(const ExpertProj& p, int e) {
-  if (p.table) return p.table[e];
-  ExpertPtr r = p.first;
-  r.w = static_cast<const char*>(r.w) + int64_t(e) * p.w_stride;
-  if (r.scale) r.scale += int64_t(e) * p.s_stride;
-  return r;
-}
 
 struct GroupedArgs {
   const int32_t* offsets;  // [E + 1]
@@ -81,14 +58,7 @@ __global__ void __launch_bounds__(kGroupedThreads) grouped_kernel(GroupedArgs a)
   for (int r = 0; r < NR; ++r) rows[r] = min(n0 + r, a.n - 1);  // clamped: loads stay in bounds
   GemvArgs wa[P];
 #pragma unroll
-  for (int p = 0; p < P; ++p) {
-    const ExpertPtr ep = expert_ptr(a.proj[p], e);
-    wa[p] = GemvArgs{};
-    wa[p].w = ep.w;
-    wa[p].ldw = ep.ldw;
-    wa[p].scale = ep.scale;
-    wa[p].lds = ep.lds;
-  }
+  for (int p = 0; p < P; ++p) set_weight_args(wa[p], expert_ptr(a.proj[p], e));
   constexpr int C = WF::kChunk;
   const int64_t kv = a.vec ? (a.k / C) * C : 0;  // columns covered by whole chunks
   __shared__ float red[kWarps][R * MT];
@@ -110,10 +80,7 @@ __global__ void __launch_bounds__(kGroupedThreads) grouped_kernel(GroupedArgs a)
 
     for (int64_t c = int64_t(threadIdx.x) * C; c < kv; c += int64_t(kGroupedThreads) * C) {
       typename WF::Raw raw[R];
-#pragma unroll
-      for (int p = 0; p < P; ++p)
-#pragma unroll
-        for (int r = 0; r < NR; ++r) WF::load(wa[p], rows[r], c, raw[p * NR + r]);  // every row's load first
+      load_chunk<P, NR, WF>(wa, rows, c, raw);  // every row's load first
 #pragma unroll
       for (int part = 0; part < C / 8; ++part) {
         float wv[R][8];
@@ -134,10 +101,7 @@ __global__ void __launch_bounds__(kGroupedThreads) grouped_kernel(GroupedArgs a)
     }
     for (int64_t c = kv + threadIdx.x; c < a.k; c += kGroupedThreads) {  // tail / unaligned: scalar
       float wv[R];
-#pragma unroll
-      for (int p = 0; p < P; ++p)
-#pragma unroll
-        for (int r = 0; r < NR; ++r) wv[p * NR + r] = WF::scalar(wa[p], rows[r], c);
+      tail_weights<P, NR, WF>(wa, rows, c, wv);
 #pragma unroll
       for (int i = 0; i < MT; ++i) {
         if (i >= m) break;
@@ -148,16 +112,7 @@ __global__ void __launch_bounds__(kGroupedThreads) grouped_kernel(GroupedArgs a)
     }
 
     // Block reduction: warps first, then the warp sums through shared memory.
-#pragma unroll
-    for (int j = 0; j < R; ++j)
-#pragma unroll
-      for (int i = 0; i < MT; ++i) {
-        if (i >= m) break;
-        float v = acc[j][i];
-#pragma unroll
-        for (int o = 16; o > 0; o /= 2) v += __shfl_xor_sync(0xffffffffu, v, o);
-        if (lane == 0) red[warp][j * MT + i] = v;
-      }
+    warp_sums(acc, m, lane, red[warp]);
     __syncthreads();
     for (int t = int(threadIdx.x); t < NR * MT; t += kGroupedThreads) {
       const int r = t / MT, i = t % MT;

@@ -5,7 +5,7 @@
 // for every grouped row r of expert e (offsets[e] <= r < offsets[e + 1]). A is bf16 in grouped order ([rows, k],
 // rows lda apart: the gathered z for gate/up, H for down); weights dense bf16 [n, k] (rows ldw elements apart) or
 // MXFP4 (kMx: packed u8 [n, k/2], rows ldw bytes apart, E8M0 scales [n, k/32], rows lds apart), found per expert by
-// grouped.cuh's ExpertProj (stacked base + e * stride, or a device table). bf16 x bf16 products, fp32 accumulation
+// expert_tile.cuh's ExpertProj (stacked base + e * stride, or a device table). bf16 x bf16 products, fp32 accumulation
 // (wgmma m64n256k16), one rounding of H to bf16 (the rounding a bf16 activation implies). MXFP4 weights are decoded
 // into the bf16 weight tile in shared memory (W4A16): code * scale is exact in bf16, so both forms multiply the
 // same values as the CPU's decoder (src/cuda/linear/mxfp4.cuh).

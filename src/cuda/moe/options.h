@@ -1,10 +1,12 @@
 // src/cuda/moe/options.h: the options of expert_path (src/cuda/moe/experts.h), the rule that picks how
 // latent_moe runs its routed experts. Product code sets none: the defaults are the rule. Tests and benchmarks
 // force one decode path on their thread with ScopedExpertPathOptions and read back, in ExpertPathRecord, what
-// ran. Host code built in every build (options.cpp).
+// ran. Header-only host code, usable in every build.
 #pragma once
 
 #include <cstdint>
+
+#include "core/scoped_options.h"
 
 namespace kimi::cuda {
 
@@ -49,20 +51,10 @@ struct ExpertPathOptions {
 };
 
 // While an object of this class lives, latent_moe on this thread uses these options (the innermost object
-// wins). Not a process-wide setting: other threads keep the defaults.
-class ScopedExpertPathOptions {
- public:
-  explicit ScopedExpertPathOptions(const ExpertPathOptions& options);
-  ~ScopedExpertPathOptions();
-  ScopedExpertPathOptions(const ScopedExpertPathOptions&) = delete;
-  ScopedExpertPathOptions& operator=(const ScopedExpertPathOptions&) = delete;
-
- private:
-  ExpertPathOptions options_;
-  const ExpertPathOptions* outer_;
-};
+// wins; src/core/scoped_options.h). Not a process-wide setting: other threads keep the defaults.
+using ScopedExpertPathOptions = ScopedOptions<ExpertPathOptions>;
 
 // This thread's innermost ScopedExpertPathOptions, else the defaults.
-const ExpertPathOptions& expert_path_options();
+inline const ExpertPathOptions& expert_path_options() { return ScopedExpertPathOptions::current(); }
 
 }  // namespace kimi::cuda

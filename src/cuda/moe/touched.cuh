@@ -30,7 +30,9 @@
 // The weight loads of the first row group depend only on active[y] (never on the offsets), so they can be issued
 // before the rows are known.
 //
-// Expert weights: ExpertProj (grouped.cuh) gives expert e's pointers from a base and a byte stride (stacked
+// The weight-stream steps (a chunk's loads, the tail's scalar weights, the streaming tile's warp sums) are
+// expert_tile.cuh's, shared with grouped.cuh.
+// Expert weights: ExpertProj (expert_tile.cuh) gives expert e's pointers from a base and a byte stride (stacked
 // experts) or from a device table (separately allocated experts, uploaded per call).
 // Alignment: `vec` (checked by the launcher over every expert and the shared expert) selects 16-byte (dense) /
 // 8-byte (MXFP4) weight loads and float4 x loads; `vec` = 0 runs the same math with scalar loads.
@@ -39,8 +41,8 @@
 #include <cstdint>
 
 #include "cuda/linear/gemv.cuh"
+#include "cuda/moe/expert_tile.cuh"
 #include "cuda/moe/glu.cuh"
-#include "cuda/moe/grouped.cuh"
 #include "cuda/pdl.cuh"
 
 namespace kimi::cuda {
@@ -95,14 +97,7 @@ __global__ void __launch_bounds__(kTouchedThreads) touched_kernel(TouchedArgs a)
   for (int r = 0; r < NR; ++r) rows[r] = min(n0 + r, a.n - 1);  // clamped: loads stay in bounds
   GemvArgs wa[P];
 #pragma unroll
-  for (int p = 0; p < P; ++p) {
-    const ExpertPtr ep = shared ? a.shared[p] : expert_ptr(a.proj[p], e);
-    wa[p] = GemvArgs{};
-    wa[p].w = ep.w;
-    wa[p].ldw = ep.ldw;
-    wa[p].scale = ep.scale;
-    wa[p].lds = ep.lds;
-  }
+  for (int p = 0; p < P; ++p) set_weight_args(wa[p], shared ? a.shared[p] : expert_ptr(a.proj[p], e));
   constexpr int C = WF::kChunk;
   const int64_t kv = live && a.vec ? (a.k / C) * C : 0;  // columns covered by whole chunks
   const int64_t k_end = live ? a.k : 0;
@@ -142,12 +137,7 @@ __global__ void __launch_bounds__(kTouchedThreads) touched_kernel(TouchedArgs a)
 #pragma unroll
       for (int u = 0; u < U; ++u) {  // every load of the round first
         const int64_t c = c0 + u * step;
-        if (c < kv) {
-#pragma unroll
-          for (int p = 0; p < P; ++p)
-#pragma unroll
-            for (int r = 0; r < NR; ++r) WF::load(wa[p], rows[r], c, raw[u][p * NR + r]);
-        }
+        if (c < kv) load_chunk<P, NR, WF>(wa, rows, c, raw[u]);
       }
       if constexpr (!kStreaming) x_rows();  // after the round's weight loads are issued
 #pragma unroll
@@ -175,10 +165,7 @@ __global__ void __launch_bounds__(kTouchedThreads) touched_kernel(TouchedArgs a)
     }
     for (int64_t c = kv + part_k * 32 + lane; c < k_end; c += 32 * ks) {  // tail / unaligned: scalar
       float wv[R];
-#pragma unroll
-      for (int p = 0; p < P; ++p)
-#pragma unroll
-        for (int r = 0; r < NR; ++r) wv[p * NR + r] = WF::scalar(wa[p], rows[r], c);
+      tail_weights<P, NR, WF>(wa, rows, c, wv);
 #pragma unroll
       for (int i = 0; i < MT; ++i) {
         if (i >= m) break;
@@ -190,16 +177,7 @@ __global__ void __launch_bounds__(kTouchedThreads) touched_kernel(TouchedArgs a)
     }
 
     if constexpr (kStreaming) {
-#pragma unroll
-      for (int j = 0; j < R; ++j)
-#pragma unroll
-        for (int i = 0; i < MT; ++i) {
-          if (i >= m) break;
-          float v = acc[j][i];
-#pragma unroll
-          for (int o = 16; o > 0; o /= 2) v += __shfl_xor_sync(0xffffffffu, v, o);
-          if (lane == 0) red[warp][j * MT + i] = v;
-        }
+      warp_sums(acc, m, lane, red[warp]);
       __syncthreads();
       if (live && part_k == 0) {
         for (int t = lane; t < NR * MT; t += 32) {  // output (r, i): column n0 + r, row g0 + i
