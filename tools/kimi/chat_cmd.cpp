@@ -34,6 +34,7 @@
 #include "kimi/model_cmds.h"
 #include "serve/engine.h"
 #include "text/chat.h"
+#include "text/terminal_filter.h"
 #include "text/tokenizer.h"
 
 namespace kimi::cli {
@@ -117,27 +118,34 @@ class ReplyPrinter {
     if (!d.reasoning.empty()) {
       if (!in_reasoning_) std::fputs(tty_ ? "\x1b[2m" : "[thinking] ", stdout);
       in_reasoning_ = true;
-      std::fwrite(d.reasoning.data(), 1, d.reasoning.size(), stdout);
+      write(d.reasoning);
     }
     if (!d.content.empty()) {
       close_reasoning();
-      std::fwrite(d.content.data(), 1, d.content.size(), stdout);
+      write(d.content);
     }
     std::fflush(stdout);
   }
   void end(const text::ChatMessage& m) {
+    write_raw(filter_.finish());
     close_reasoning();
     std::fputc('\n', stdout);
     for (const text::ToolCall& c : m.tool_calls) {
       nlohmann::json args = nlohmann::json::parse(c.arguments, nullptr, false);
       if (args.is_discarded()) args = c.arguments;  // not JSON (a model's slip): shown as the string it is
       const nlohmann::json j = {{"tool_call", {{"id", c.id}, {"name", c.name}, {"arguments", args}}}};
-      std::fputs((j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n").c_str(), stdout);
+      write(j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
+      write_raw(filter_.finish());
     }
     std::fflush(stdout);
   }
 
  private:
+  // Model text: on a terminal through the filter (control characters shown, never sent: text/terminal_filter.h);
+  // on a pipe as it is.
+  void write(const std::string& t) { write_raw(tty_ ? filter_.feed(t) : t); }
+  void write_raw(const std::string& t) { std::fwrite(t.data(), 1, t.size(), stdout); }
+  text::TerminalFilter filter_;
   void close_reasoning() {
     if (in_reasoning_) std::fputs(tty_ ? "\x1b[0m\n" : "\n", stdout);
     in_reasoning_ = false;
