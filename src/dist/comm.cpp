@@ -12,8 +12,8 @@ namespace {
 
 void check_one(const char* fn, const char* arg, std::span<const int64_t> v) {
   if (v.size() != 1)
-    throw Error(std::string("dist::loopback::") + fn + ": argument '" + arg + "': expected 1 value (world size 1), got " +
-                std::to_string(v.size()));
+    throw Error(std::string("dist::loopback::") + fn + ": argument '" + arg +
+                "': expected 1 value (world size 1), got " + std::to_string(v.size()));
 }
 
 class LoopbackComm final : public Comm {

@@ -23,7 +23,9 @@ void check_capacity(const char* fn, const char* what, int64_t rows, int64_t capa
 }
 
 // Rows of [lo, hi) that segment s covers.
-int64_t overlap(const Segment& s, int64_t lo, int64_t hi) { return std::max<int64_t>(0, std::min(hi, s.end) - std::max(lo, s.begin)); }
+int64_t overlap(const Segment& s, int64_t lo, int64_t hi) {
+  return std::max<int64_t>(0, std::min(hi, s.end) - std::max(lo, s.begin));
+}
 
 }  // namespace
 
@@ -65,7 +67,8 @@ DispatchLayout dispatch_layout(const StepPlan& plan, int rank, std::span<const i
     const auto e = size_t(ids[i]);
     const int64_t g = plan.source_offset[size_t(rank) * se + e] + number[i];
     const auto segs = plan.expert_segments(int(e));
-    const auto it = std::upper_bound(segs.begin(), segs.end(), g, [](int64_t v, const Segment& s) { return v < s.end; });
+    const auto it =
+        std::upper_bound(segs.begin(), segs.end(), g, [](int64_t v, const Segment& s) { return v < s.end; });
     dest[i] = it->rank;
     ++out.send_counts[size_t(it->rank)];
   }

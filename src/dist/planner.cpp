@@ -49,7 +49,8 @@ Placement Placement::from_profile(int ranks, std::span<const double> profile, in
                 std::to_string(experts) + ") and 0 with one rank, got " + std::to_string(replicas));
   std::vector<int32_t> hot(static_cast<size_t>(experts));
   std::iota(hot.begin(), hot.end(), 0);
-  std::stable_sort(hot.begin(), hot.end(), [&](int32_t a, int32_t b) { return profile[size_t(a)] > profile[size_t(b)]; });
+  std::stable_sort(hot.begin(), hot.end(),
+                   [&](int32_t a, int32_t b) { return profile[size_t(a)] > profile[size_t(b)]; });
 
   // Homes: LPT (hottest expert to the least loaded rank) under floor/ceil(E/N) experts per rank.
   Placement p{ranks, experts, std::vector<std::vector<int32_t>>(size_t(experts))};

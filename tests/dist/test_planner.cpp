@@ -79,8 +79,9 @@ void check_step(const Placement& pl, const std::vector<std::vector<int32_t>>& id
     std::vector<std::pair<int, int64_t>> recv(size_t(cap), {-1, -1});
     for (int s = 0; s < n; ++s) {
       ASSERT_EQ(rl.recv_counts[size_t(s)], dl[size_t(s)].send_counts[size_t(d)]) << "source " << s << " dest " << d;
+      const DispatchLayout& src = dl[size_t(s)];
       for (int64_t i = 0; i < rl.recv_counts[size_t(s)]; ++i)
-        recv[size_t(rl.recv_displs[size_t(s)] + i)] = {s, dl[size_t(s)].send_slot[size_t(dl[size_t(s)].send_displs[size_t(d)] + i)]};
+        recv[size_t(rl.recv_displs[size_t(s)] + i)] = {s, src.send_slot[size_t(src.send_displs[size_t(d)] + i)]};
     }
     ASSERT_EQ(int64_t(rl.grouped_from.size()), plan.load[size_t(d)]);
     for (size_t i = 0; i < rl.experts.size(); ++i)
@@ -92,7 +93,8 @@ void check_step(const Placement& pl, const std::vector<std::vector<int32_t>>& id
       }
   }
   for (int s = 0; s < n; ++s)
-    for (size_t i = 0; i < seen[size_t(s)].size(); ++i) ASSERT_EQ(seen[size_t(s)][i], 1) << "source " << s << " slot " << i;
+    for (size_t i = 0; i < seen[size_t(s)].size(); ++i)
+      ASSERT_EQ(seen[size_t(s)][i], 1) << "source " << s << " slot " << i;
 }
 
 class PlannerRoutings : public ::testing::TestWithParam<std::tuple<Routing, int, int, int>> {};
