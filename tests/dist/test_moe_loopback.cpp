@@ -1,0 +1,33 @@
+// tests/dist/test_moe_loopback.cpp: dist::EpMoe on the loopback transport (world size 1) equals latent_moe; bad
+// arguments are clear errors. The multi-rank cases run under mpirun (test_mpi_moe.cpp).
+#include <gtest/gtest.h>
+
+#include "dist/ep_moe_case.h"
+#include "expect_error.h"
+
+namespace kimi::dist {
+namespace {
+
+TEST(EpMoeLoopback, K3TinyEqualsLatentMoe) {
+  auto comm = make_loopback_comm();
+  testutil::run_ep_moe_case(*comm, "k3-tiny", false);
+}
+TEST(EpMoeLoopback, KimiLinearTinySkewed) {
+  auto comm = make_loopback_comm();
+  testutil::run_ep_moe_case(*comm, "kimi-linear-tiny", true);
+}
+
+TEST(EpMoeLoopback, BadArgumentsAreClearErrors) {
+  auto comm = make_loopback_comm();
+  testutil::EpMoeModel m = testutil::make_ep_moe_model("k3-tiny", false);
+  EXPECT_KIMI_ERROR(EpMoe(*comm, Placement::round_robin(2, 16), m.w, m.router, m.act, 1e-5f, 4), "dist::EpMoe",
+                    "'placement'", "expected 1 ranks", "got 2");
+  EXPECT_KIMI_ERROR(EpMoe(*comm, Placement::round_robin(1, 8), m.w, m.router, m.act, 1e-5f, 4), "'placement'",
+                    "16 experts", "got 8");
+  EpMoe ep(*comm, Placement::round_robin(1, 16), m.w, m.router, m.act, 1e-5f, 4);
+  Tensor x(DType::f32, {5, m.d}), out(DType::f32, {5, m.d});
+  EXPECT_KIMI_ERROR(ep.forward(x, out), "dist::EpMoe::forward", "'x'", "T <= max_tokens (4)", "[5, 256]");
+}
+
+}  // namespace
+}  // namespace kimi::dist
