@@ -110,6 +110,9 @@ void EpMoe::forward(TensorView x, TensorView out, TensorView ids_out, TensorView
   if (out.ndim != 2 || out.size(0) != x.size(0) || out.size(1) != d_)
     throw Error(std::string(fn) + ": argument 'out': expected " + x.shape_string() + " (like x), got " +
                 out.shape_string());
+  if (!(x.device == Device::cpu()) || !(out.device == Device::cpu()))
+    throw Error(std::string(fn) + ": arguments 'x', 'out': expected host (cpu) tensors, got " + to_string(x.device) +
+                ", " + to_string(out.device));
   const int64_t t = x.size(0);
   const auto st = size_t(t), sk = size_t(k_), sdl = size_t(dl_);
 

@@ -1,0 +1,55 @@
+// dist/model.cpp: EpModel (the contract: model.h).
+#include "dist/model.h"
+
+#include <string>
+
+#include "kimi/error.h"
+#include "model/blocks.h"
+#include "model/weights.h"
+
+namespace kimi::dist {
+
+uint64_t config_hash(const model::Config& c) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (const char ch : model::config_to_json(c)) h = (h ^ uint8_t(ch)) * 0x100000001b3ull;
+  return h;
+}
+
+EpModel::EpModel(Comm& comm, const model::Model& m, int64_t max_tokens, const Placement* placement) {
+  const char* fn = "dist::EpModel";
+  const model::Config& c = m.config();
+  // The whole configuration first: a collective every rank reaches before anything can throw.
+  const uint64_t mine = config_hash(c);
+  std::vector<uint64_t> all(size_t(comm.size()));
+  comm.all_gather(&mine, sizeof mine, all.data());
+  for (size_t r = 1; r < all.size(); ++r)
+    if (all[r] != all[0])
+      throw Error(std::string(fn) + ": the model configuration differs between ranks: config hash " +
+                  std::to_string(all[0]) + " on rank 0, " + std::to_string(all[r]) + " on rank " + std::to_string(r) +
+                  " (every rank must load the same model)");
+  if (!(m.device() == Device::cpu()))
+    throw Error(std::string(fn) + ": argument 'model': expected a CPU model (the EP step runs on CPU ranks), got " +
+                to_string(m.device()));
+  if (c.num_experts > 0 && c.num_experts < comm.size())
+    throw Error(std::string(fn) + ": expected at most as many ranks as experts (" + std::to_string(c.num_experts) +
+                "), got " + std::to_string(comm.size()) + " ranks");
+  const Placement pl = placement ? *placement : Placement::round_robin(comm.size(), int(c.num_experts));
+  layers_.resize(size_t(c.num_hidden_layers));
+  stats_.resize(size_t(c.num_hidden_layers));
+  for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
+    if (!c.is_moe_layer(i)) continue;
+    const model::FfnWeights& w = m.weights().layers[size_t(i)].ffn;
+    layers_[size_t(i)] = std::make_unique<EpMoe>(comm, pl, model::latent_moe_weights(w), model::moe_router_params(c),
+                                                 model::glu_params(c), c.rms_norm_eps, max_tokens);
+  }
+}
+
+std::function<void(int64_t, TensorView, TensorView)> EpModel::hook() {
+  return [this](int64_t layer, TensorView x, TensorView y) {
+    if (layer < 0 || size_t(layer) >= layers_.size() || !layers_[size_t(layer)])
+      throw Error("dist::EpModel: argument 'layer': expected an MoE layer, got " + std::to_string(layer));
+    layers_[size_t(layer)]->forward(x, y, {}, {}, &stats_[size_t(layer)]);
+  };
+}
+
+}  // namespace kimi::dist

@@ -1,0 +1,39 @@
+// dist/model.h: a CPU Model's MoE layers under expert parallelism, through ForwardOptions::moe.
+//
+// Every rank loads the same model (all experts resident), runs the attention / KDA / dense layers and the shared
+// experts on its own sequences (data parallel), and each MoE layer's routed experts as one EpMoe step (dist/moe.h)
+// over all ranks. Every rank must call forward with the hook for every step, in lockstep (a rank with fewer
+// sequences still calls; each step's per-rank tokens <= max_tokens). The constructor is collective: it compares a
+// hash of the model configuration (config_to_json) across ranks and throws on every rank when they differ, then
+// builds one EpMoe per MoE layer (which compares the MoE fields and the placement).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "dist/moe.h"
+#include "kimi/model/model.h"
+
+namespace kimi::dist {
+
+class EpModel {
+ public:
+  // placement: round-robin over comm.size() ranks when absent.
+  EpModel(Comm& comm, const model::Model& model, int64_t max_tokens, const Placement* placement = nullptr);
+
+  // For ForwardOptions::moe: runs MoE layer `layer` (x [T, d] -> y f32 [T, d]) as an EP step.
+  std::function<void(int64_t layer, TensorView x, TensorView y)> hook();
+  // The last step's statistics of each layer (empty for dense layers).
+  const std::vector<EpStepStats>& last_stats() const { return stats_; }
+
+ private:
+  std::vector<std::unique_ptr<EpMoe>> layers_;  // [num_hidden_layers], null for dense layers
+  std::vector<EpStepStats> stats_;
+};
+
+// FNV-1a of config_to_json(c): equal on ranks that loaded the same configuration.
+uint64_t config_hash(const model::Config& c);
+
+}  // namespace kimi::dist
