@@ -44,6 +44,16 @@ EpModel::EpModel(Comm& comm, const model::Model& m, int64_t max_tokens, const Pl
   }
 }
 
+void EpModel::idle_step() {
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    if (!layers_[i]) continue;
+    const int64_t d = layers_[i]->hidden();
+    std::vector<float> none(1);
+    const TensorView x(none.data(), DType::f32, {0, d}), y(none.data(), DType::f32, {0, d});
+    layers_[i]->forward(x, y, {}, {}, &stats_[i]);
+  }
+}
+
 std::function<void(int64_t, TensorView, TensorView)> EpModel::hook() {
   return [this](int64_t layer, TensorView x, TensorView y) {
     if (layer < 0 || size_t(layer) >= layers_.size() || !layers_[size_t(layer)])

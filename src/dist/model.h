@@ -25,6 +25,9 @@ class EpModel {
 
   // For ForwardOptions::moe: runs MoE layer `layer` (x [T, d] -> y f32 [T, d]) as an EP step.
   std::function<void(int64_t layer, TensorView x, TensorView y)> hook();
+  // Collective: a step in which this rank has no tokens (every MoE layer with T = 0, in layer order), so that the
+  // ranks that still have sequences can run theirs (e.g. a rank whose sequences all finished generating).
+  void idle_step();
   // The last step's statistics of each layer (empty for dense layers).
   const std::vector<EpStepStats>& last_stats() const { return stats_; }
 

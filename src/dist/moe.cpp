@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <chrono>
 #include <cstring>
 #include <numeric>
 
@@ -17,6 +18,17 @@ namespace kimi::dist {
 namespace {
 
 TensorView f32_view(float* data, int64_t rows, int64_t cols) { return TensorView(data, DType::f32, {rows, cols}); }
+
+// Seconds since the last lap (a phase's wall time).
+struct Laps {
+  std::chrono::steady_clock::time_point t = std::chrono::steady_clock::now();
+  double lap() {
+    const auto now = std::chrono::steady_clock::now();
+    const double s = std::chrono::duration<double>(now - t).count();
+    t = now;
+    return s;
+  }
+};
 
 int64_t bits(float v) { return int64_t(std::bit_cast<uint32_t>(v)); }
 
@@ -116,6 +128,8 @@ void EpMoe::forward(TensorView x, TensorView out, TensorView ids_out, TensorView
   const int64_t t = x.size(0);
   const auto st = size_t(t), sk = size_t(k_), sdl = size_t(dl_);
 
+  Laps laps;
+  EpStepStats st_local;
   // 1-2. Local routing and the latent.
   std::vector<float> logits(st * size_t(e_)), wts(st * sk), z(st * sdl);
   std::vector<int32_t> ids(st * sk);
@@ -129,6 +143,7 @@ void EpMoe::forward(TensorView x, TensorView out, TensorView ids_out, TensorView
       z = cpu::to_f32(x);
   }
 
+  st_local.route_s = laps.lap();
   // 3. Counts -> plan -> layouts (identical plan on every rank).
   const auto n = size_t(comm_.size());
   std::vector<int64_t> mine(size_t(e_), 0), counts(n * size_t(e_));
@@ -140,12 +155,14 @@ void EpMoe::forward(TensorView x, TensorView out, TensorView ids_out, TensorView
   const DispatchLayout dl = dispatch_layout(plan, me, ids, k_, cap);
   const ReceiveLayout rl = receive_layout(plan, me, cap);
 
+  st_local.plan_s = laps.lap();
   // 4. Dispatch the latent rows.
   for (size_t i = 0; i < dl.send_slot.size(); ++i)
     std::copy_n(&z[size_t(dl.send_slot[i] / k_) * sdl], sdl, &send_[i * sdl]);
   comm_.all_to_all_v(send_.data(), dl.send_counts, dl.send_displs, recv_.data(), rl.recv_counts, rl.recv_displs,
                      sdl * sizeof(float));
 
+  st_local.dispatch_s = laps.lap();
   // 5. Grouped rows per local expert -> Expert_e -> back into the received rows' places.
   for (size_t j = 0; j < rl.grouped_from.size(); ++j)
     std::copy_n(&recv_[size_t(rl.grouped_from[j]) * sdl], sdl, &grouped_[j * sdl]);
@@ -159,6 +176,7 @@ void EpMoe::forward(TensorView x, TensorView out, TensorView ids_out, TensorView
       std::copy_n(&back_[size_t(j) * sdl], sdl, &recv_[size_t(rl.grouped_from[size_t(j)]) * sdl]);
   }
 
+  st_local.expert_s = laps.lap();
   // 6. Combine: outputs back to their sources (counts swapped), then per slot.
   comm_.all_to_all_v(recv_.data(), rl.recv_counts, rl.recv_displs, back_.data(), dl.send_counts, dl.send_displs,
                      sdl * sizeof(float));
@@ -179,6 +197,7 @@ void EpMoe::forward(TensorView x, TensorView out, TensorView ids_out, TensorView
       for (size_t c = 0; c < sdl; ++c) yt[c] += wk * src[c];
     }
   }
+  st_local.combine_s = laps.lap();
   if (t > 0) {
     const TensorView yv = f32_view(y.data(), t, dl_);
     if (w_.latent_norm.present()) rms_norm(yv, w_.latent_norm, eps_, yv);
@@ -196,7 +215,15 @@ void EpMoe::forward(TensorView x, TensorView out, TensorView ids_out, TensorView
     }
     cpu::from_f32(res.data(), out);
   }
-  if (stats) *stats = {plan.home_load, plan.load, plan.total_pairs, plan.moved_pairs, plan.moved_segments};
+  st_local.tail_s = laps.lap();
+  if (stats) {
+    st_local.home_load = plan.home_load;
+    st_local.load = plan.load;
+    st_local.total_pairs = plan.total_pairs;
+    st_local.moved_pairs = plan.moved_pairs;
+    st_local.moved_segments = plan.moved_segments;
+    *stats = std::move(st_local);
+  }
 }
 
 }  // namespace kimi::dist

@@ -29,6 +29,9 @@ namespace kimi::dist {
 struct EpStepStats {
   std::vector<int64_t> home_load, load;  // [N] pairs homed / computed per rank this step
   int64_t total_pairs = 0, moved_pairs = 0, moved_segments = 0;
+  // This rank's wall time (seconds) in: routing + latent, counts + plan + layouts, dispatch (pack + all_to_all_v),
+  // experts (grouping + MLPs), combine (all_to_all_v + weighted sum), tail (norm, up-projection, shared expert).
+  double route_s = 0, plan_s = 0, dispatch_s = 0, expert_s = 0, combine_s = 0, tail_s = 0;
 };
 
 class EpMoe {
@@ -46,6 +49,7 @@ class EpMoe {
 
   int64_t max_tokens() const { return s_; }
   int64_t width() const { return dl_; }
+  int64_t hidden() const { return d_; }
 
  private:
   Comm& comm_;

@@ -24,11 +24,12 @@ struct Seqs {
   std::vector<int> owner;                     // the rank of each
 };
 
-Seqs make_seqs(int n, int64_t vocab) {
+// Sequences of ranks 0 .. owners-1.
+Seqs make_seqs(int owners, int64_t vocab) {
   Seqs s;
   std::mt19937_64 rng(99);
   std::uniform_int_distribution<int32_t> tok(0, int32_t(vocab - 1));
-  for (int r = 0; r < n; ++r)
+  for (int r = 0; r < owners; ++r)
     for (int j = 0; j < 1 + r % 2; ++j) {
       std::vector<int32_t> p(size_t(3 + 2 * r + 4 * j));
       for (auto& t : p) t = tok(rng);
@@ -66,11 +67,12 @@ std::vector<Tensor> run(const model::Model& m, const std::vector<std::vector<int
   return out;
 }
 
-void check_model(const char* name) {
+// idle_last: the last rank owns no sequence and runs EpModel::idle_step for each of the others' steps.
+void check_model(const char* name, bool idle_last = false) {
   Comm& comm = testutil::world();
   const int n = comm.size(), me = comm.rank();
   const model::Model m = model::Model::random(model::named_config(name), Device::cpu(), 5);
-  const Seqs all = make_seqs(n, m.config().vocab_size);
+  const Seqs all = make_seqs(idle_last ? n - 1 : n, m.config().vocab_size);
   std::vector<std::vector<int32_t>> mine;
   std::vector<size_t> mine_at;  // their rows in the single-process batch
   for (size_t i = 0; i < all.prompts.size(); ++i)
@@ -89,6 +91,10 @@ void check_model(const char* name) {
   EpModel ep(comm, m, s_max);
   model::ForwardOptions opt;
   opt.moe = ep.hook();
+  if (idle_last && me == n - 1) {
+    for (int step = 0; step <= decode; ++step) ep.idle_step();
+    return;
+  }
   const std::vector<Tensor> got = run(m, mine, decode, opt);
   const int64_t vocab = m.config().vocab_size;
   for (int step = 0; step <= decode; ++step)
@@ -119,6 +125,8 @@ void check_model(const char* name) {
 
 TEST(MpiEpModel, K3TinyEqualsSingleProcess) { check_model("k3-tiny"); }
 TEST(MpiEpModel, KimiLinearTinyEqualsSingleProcess) { check_model("kimi-linear-tiny"); }
+
+TEST(MpiEpModel, RankWithoutSequencesIdles) { check_model("k3-tiny", true); }
 
 TEST(MpiEpModel, MismatchedModelConfigsAreErrorsOnEveryRank) {
   Comm& comm = testutil::world();
