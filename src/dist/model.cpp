@@ -15,7 +15,7 @@ uint64_t config_hash(const model::Config& c) {
   return h;
 }
 
-EpModel::EpModel(Comm& comm, const model::Model& m, int64_t max_tokens, const Placement* placement) {
+EpModel::EpModel(Comm& comm, const model::Model& m, int64_t max_tokens, const Placement* placement) : comm_(comm) {
   const char* fn = "dist::EpModel";
   const model::Config& c = m.config();
   // The whole configuration first: a collective every rank reaches before anything can throw.
@@ -52,6 +52,23 @@ void EpModel::idle_step() {
     const TensorView x(none.data(), DType::f32, {0, d}), y(none.data(), DType::f32, {0, d});
     layers_[i]->forward(x, y, {}, {}, &stats_[i]);
   }
+}
+
+bool EpModel::any_active(bool local) {
+  int64_t n = local ? 1 : 0;
+  comm_.all_reduce_sum(std::span<int64_t>(&n, 1));
+  return n > 0;
+}
+
+void EpModel::bind(model::GenerateOptions& opt) {
+  opt.moe = hook();
+  opt.any_active = [this](bool local) { return any_active(local); };
+  opt.idle = [this] { idle_step(); };
+}
+
+void EpModel::generate_idle() {
+  idle_step();
+  while (any_active(false)) idle_step();
 }
 
 std::function<void(int64_t, TensorView, TensorView)> EpModel::hook() {

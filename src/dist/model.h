@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "dist/moe.h"
+#include "kimi/model/generate.h"
 #include "kimi/model/model.h"
 
 namespace kimi::dist {
@@ -28,10 +29,17 @@ class EpModel {
   // Collective: a step in which this rank has no tokens (every MoE layer with T = 0, in layer order), so that the
   // ranks that still have sequences can run theirs (e.g. a rank whose sequences all finished generating).
   void idle_step();
+  // generate() under EP: sets opt.moe, opt.any_active (an all-reduce of the ranks still generating) and opt.idle.
+  void bind(model::GenerateOptions& opt);
+  // generate()'s lockstep on a rank without prompts: one idle step for the prefill, then one per step while any
+  // rank still generates.
+  void generate_idle();
   // The last step's statistics of each layer (empty for dense layers).
   const std::vector<EpStepStats>& last_stats() const { return stats_; }
 
  private:
+  bool any_active(bool local);
+  Comm& comm_;
   std::vector<std::unique_ptr<EpMoe>> layers_;  // [num_hidden_layers], null for dense layers
   std::vector<EpStepStats> stats_;
 };

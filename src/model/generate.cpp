@@ -93,6 +93,11 @@ int64_t context_limit(const Config&) { return int64_t(1) << 20; }
 GenerateResult generate(const Model& model, std::span<const std::vector<int32_t>> prompts, const GenerateOptions& opt,
                         const Context& ctx) {
   check_params(opt.sampling);
+  const bool lockstep = bool(opt.any_active);
+  if (bool(opt.moe) != lockstep || bool(opt.idle) != lockstep)
+    throw Error(std::string("generate: options moe, any_active, idle: expected all three or none, got moe ") +
+                (opt.moe ? "set" : "unset") + ", any_active " + (lockstep ? "set" : "unset") + ", idle " +
+                (opt.idle ? "set" : "unset"));
   const Config& c = model.config();
   const int64_t V = c.vocab_size, limit = context_limit(c);
   if (prompts.empty()) throw Error("generate: prompts: expected at least one prompt, got none");
@@ -173,13 +178,19 @@ GenerateResult generate(const Model& model, std::span<const std::vector<int32_t>
   };
 
   auto t0 = std::chrono::steady_clock::now();
-  forward_into(model, cache, {tokens, cu, slots}, logits, {}, ctx);
+  ForwardOptions fopt;
+  fopt.moe = opt.moe;
+  forward_into(model, cache, {tokens, cu, slots}, logits, fopt, ctx);
   r.prefill_seconds = seconds_since(t0);
   r.prefill_tokens = int64_t(tokens.size());
   active = take(active);
 
   t0 = std::chrono::steady_clock::now();
-  while (!active.empty()) {
+  while (lockstep ? opt.any_active(!active.empty()) : !active.empty()) {
+    if (active.empty()) {  // other ranks still generate: a step without tokens
+      opt.idle();
+      continue;
+    }
     std::vector<int32_t> step;
     std::vector<int64_t> off{0};
     int64_t room = 0;  // the longest any active slot becomes after this step
@@ -188,7 +199,7 @@ GenerateResult generate(const Model& model, std::span<const std::vector<int32_t>
       room = std::max(room, cache.length(n) + 1);
     }
     if (room > cache.max_len()) cache.reserve(std::min(full, std::max(room, 2 * cache.max_len())));
-    forward_into(model, cache, {step, off, active}, logits.view().slice(0, 0, int64_t(active.size())), {}, ctx);
+    forward_into(model, cache, {step, off, active}, logits.view().slice(0, 0, int64_t(active.size())), fopt, ctx);
     r.decode_tokens += int64_t(step.size());
     active = take(active);
   }

@@ -3,7 +3,9 @@
 #include <gtest/gtest.h>
 
 #include "dist/ep_moe_case.h"
+#include "dist/model.h"
 #include "expect_error.h"
+#include "kimi/model/generate.h"
 
 namespace kimi::dist {
 namespace {
@@ -27,6 +29,23 @@ TEST(EpMoeLoopback, BadArgumentsAreClearErrors) {
   EpMoe ep(*comm, Placement::round_robin(1, 16), m.w, m.router, m.act, 1e-5f, 4);
   Tensor x(DType::f32, {5, m.d}), out(DType::f32, {5, m.d});
   EXPECT_KIMI_ERROR(ep.forward(x, out), "dist::EpMoe::forward", "'x'", "T <= max_tokens (4)", "[5, 256]");
+}
+
+// generate() at world size 1 through EpModel equals plain generate(); a partial EP binding is refused.
+TEST(EpModelLoopback, GenerateEqualsPlainAndPartialBindingIsAnError) {
+  auto comm = make_loopback_comm();
+  const model::Model m = model::Model::random(model::named_config("kimi-linear-tiny"), Device::cpu(), 3);
+  const std::vector<std::vector<int32_t>> prompts{{1, 2, 3, 4}, {9, 8}};
+  model::GenerateOptions opt;
+  opt.max_new_tokens = 4;
+  const model::GenerateResult ref = model::generate(m, prompts, opt);
+  EpModel ep(*comm, m, 6);
+  model::GenerateOptions eo = opt;
+  ep.bind(eo);
+  EXPECT_EQ(model::generate(m, prompts, eo).tokens, ref.tokens);
+  eo.idle = nullptr;
+  EXPECT_KIMI_ERROR(model::generate(m, prompts, eo), "generate: options moe, any_active, idle",
+                    "expected all three or none", "idle unset");
 }
 
 }  // namespace

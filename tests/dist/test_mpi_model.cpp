@@ -128,6 +128,38 @@ TEST(MpiEpModel, KimiLinearTinyEqualsSingleProcess) { check_model("kimi-linear-t
 
 TEST(MpiEpModel, RankWithoutSequencesIdles) { check_model("k3-tiny", true); }
 
+// generate() under EP: ranks finish at different steps (rank r: 2 + 3r new tokens) and the last rank has no
+// prompt; every rank's tokens equal a single-process generate() of its prompts.
+TEST(MpiEpModel, GenerateInLockstepEqualsSingleProcess) {
+  Comm& comm = testutil::world();
+  const int n = comm.size(), me = comm.rank();
+  const model::Model m = model::Model::random(model::named_config("k3-tiny"), Device::cpu(), 6);
+  const Seqs all = make_seqs(n - 1, m.config().vocab_size);
+  std::vector<std::vector<int32_t>> mine;
+  int64_t s_max = 0;
+  for (int r = 0; r < n; ++r) {
+    int64_t t = 0;
+    for (size_t i = 0; i < all.prompts.size(); ++i)
+      if (all.owner[i] == r) {
+        t += int64_t(all.prompts[i].size());
+        if (r == me) mine.push_back(all.prompts[i]);
+      }
+    s_max = std::max(s_max, t);
+  }
+  EpModel ep(comm, m, s_max);
+  if (mine.empty()) {
+    ep.generate_idle();
+    return;
+  }
+  model::GenerateOptions opt;
+  opt.max_new_tokens = 2 + 3 * me;
+  const model::GenerateResult ref = model::generate(m, mine, opt);
+  ep.bind(opt);
+  const model::GenerateResult got = model::generate(m, mine, opt);
+  EXPECT_EQ(got.tokens, ref.tokens) << "rank " << me;
+  for (const auto& t : got.tokens) EXPECT_EQ(int64_t(t.size()), opt.max_new_tokens);
+}
+
 TEST(MpiEpModel, MismatchedModelConfigsAreErrorsOnEveryRank) {
   Comm& comm = testutil::world();
   model::Config c = model::named_config("kimi-linear-tiny");

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <vector>
 
@@ -35,6 +36,13 @@ struct GenerateOptions {
   std::vector<int32_t> stop_tokens;   // token ids in [0, vocab_size); a generated stop token ends its
                                       // sequence (and is included)
   SamplingParams sampling;
+  // Expert parallelism (docs/ep.md, src/dist/model.h), all three or none: `moe` runs every step's MoE layers
+  // (ForwardOptions::moe); the ranks step in lockstep: after the prefill and after each decode step,
+  // any_active(this rank still generates) must return whether any rank does (a collective), and while this rank has
+  // nothing left but others do, generate calls idle() (one step without tokens) instead of a decode step.
+  std::function<void(int64_t layer, TensorView x, TensorView y)> moe;
+  std::function<bool(bool local_active)> any_active;
+  std::function<void()> idle;
 };
 
 enum class FinishReason : uint8_t { length, stop };
