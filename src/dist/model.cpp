@@ -1,6 +1,7 @@
 // dist/model.cpp: EpModel (the contract: model.h).
 #include "dist/model.h"
 
+#include <algorithm>
 #include <string>
 
 #include "kimi/error.h"
@@ -51,7 +52,26 @@ void EpModel::idle_step() {
     std::vector<float> none(1);
     const TensorView x(none.data(), DType::f32, {0, d}), y(none.data(), DType::f32, {0, d});
     layers_[i]->forward(x, y, {}, {}, &stats_[i]);
+    add(stats_[i]);
   }
+}
+
+void EpModel::add(const EpStepStats& s) {
+  EpTotals& t = totals_;
+  ++t.layer_steps;
+  t.pairs += s.total_pairs;
+  t.moved_pairs += s.moved_pairs;
+  t.moved_segments += s.moved_segments;
+  t.rank_pairs.resize(s.load.size(), 0);
+  for (size_t r = 0; r < s.load.size(); ++r) t.rank_pairs[r] += s.load[r];
+  if (s.total_pairs > 0) {
+    const double mean = double(s.total_pairs) / double(s.load.size());
+    t.home_imbalance += double(*std::max_element(s.home_load.begin(), s.home_load.end())) / mean;
+    t.planned_imbalance += double(*std::max_element(s.load.begin(), s.load.end())) / mean;
+    ++t.steps_with_pairs;
+  }
+  t.route_s += s.route_s, t.plan_s += s.plan_s, t.dispatch_s += s.dispatch_s;
+  t.expert_s += s.expert_s, t.combine_s += s.combine_s, t.tail_s += s.tail_s;
 }
 
 bool EpModel::any_active(bool local) {
@@ -76,6 +96,7 @@ std::function<void(int64_t, TensorView, TensorView)> EpModel::hook() {
     if (layer < 0 || size_t(layer) >= layers_.size() || !layers_[size_t(layer)])
       throw Error("dist::EpModel: argument 'layer': expected an MoE layer, got " + std::to_string(layer));
     layers_[size_t(layer)]->forward(x, y, {}, {}, &stats_[size_t(layer)]);
+    add(stats_[size_t(layer)]);
   };
 }
 

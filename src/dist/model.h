@@ -19,6 +19,15 @@
 
 namespace kimi::dist {
 
+// Sums over every MoE layer step since construction (this rank's view; the plan's numbers are global).
+struct EpTotals {
+  int64_t layer_steps = 0, pairs = 0, moved_pairs = 0, moved_segments = 0;
+  double home_imbalance = 0, planned_imbalance = 0;  // sums of max / mean load over the steps with pairs
+  int64_t steps_with_pairs = 0;
+  std::vector<int64_t> rank_pairs;  // [N] pairs each rank computed
+  double route_s = 0, plan_s = 0, dispatch_s = 0, expert_s = 0, combine_s = 0, tail_s = 0;  // this rank
+};
+
 class EpModel {
  public:
   // placement: round-robin over comm.size() ranks when absent.
@@ -36,12 +45,15 @@ class EpModel {
   void generate_idle();
   // The last step's statistics of each layer (empty for dense layers).
   const std::vector<EpStepStats>& last_stats() const { return stats_; }
+  const EpTotals& totals() const { return totals_; }
 
  private:
   bool any_active(bool local);
   Comm& comm_;
   std::vector<std::unique_ptr<EpMoe>> layers_;  // [num_hidden_layers], null for dense layers
+  void add(const EpStepStats& s);
   std::vector<EpStepStats> stats_;
+  EpTotals totals_;
 };
 
 // FNV-1a of config_to_json(c): equal on ranks that loaded the same configuration.
