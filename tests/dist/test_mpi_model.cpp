@@ -165,8 +165,9 @@ TEST(MpiEpModel, MismatchedModelConfigsAreErrorsOnEveryRank) {
   model::Config c = model::named_config("kimi-linear-tiny");
   if (comm.rank() == comm.size() - 1) c.vocab_size = 384;  // the last rank loaded another checkpoint
   const model::Model m = model::Model::random(c, Device::cpu(), 5);
+  const std::string last = "on rank " + std::to_string(comm.size() - 1);
   EXPECT_KIMI_ERROR(EpModel(comm, m, 8), "dist::EpModel: the model configuration differs between ranks",
-                    "on rank 0", ("on rank " + std::to_string(comm.size() - 1)).c_str());
+                    "on rank 0", last.c_str());
 }
 
 }  // namespace

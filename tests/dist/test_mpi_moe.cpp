@@ -23,10 +23,10 @@ TEST(MpiEpMoe, MismatchedConfigsAreErrorsOnEveryRank) {
   testutil::EpMoeModel m = testutil::make_ep_moe_model("k3-tiny", false);
   RouterParams router = m.router;
   if (comm.rank() == comm.size() - 1) router.top_k = 2;  // the last rank loaded another top_k
-  const std::string last = std::to_string(comm.size() - 1);
+  const std::string last = "rank " + std::to_string(comm.size() - 1) + " has 2";
   EXPECT_KIMI_ERROR(EpMoe(comm, Placement::round_robin(comm.size(), 16), m.w, router, m.act, 1e-5f, 8),
                     "dist::EpMoe: the configuration differs between ranks", "field 'top_k'", "rank 0 has 4",
-                    ("rank " + last + " has 2").c_str());
+                    last.c_str());
   // A different max_tokens on rank 0 only.
   EXPECT_KIMI_ERROR(EpMoe(comm, Placement::round_robin(comm.size(), 16), m.w, m.router, m.act, 1e-5f,
                           comm.rank() == 0 ? 9 : 8),
