@@ -1,6 +1,7 @@
 // dist/comm.cpp: the loopback transport (world size 1) and the MPI factory's refusal in builds without MPI.
 #include "dist/comm.h"
 
+#include <cstdlib>
 #include <cstring>
 #include <string>
 
@@ -42,6 +43,7 @@ class LoopbackComm final : public Comm {
   void all_reduce_sum(std::span<double>) override {}
   void all_reduce_sum(std::span<int64_t>) override {}
   void barrier() override {}
+  [[noreturn]] void abort(int code) override { std::_Exit(code); }
 };
 
 }  // namespace

@@ -9,7 +9,8 @@
 // Implementations: a loopback (one process, world size 1) and OpenMPI (comm_mpi.cpp, built with KIMI_EP when
 // MPI is found). Errors: every MPI call's return code is checked (MPI_ERRORS_RETURN on the communicator) and
 // a failure throws kimi::Error naming the collective, the rank and MPI's message; a rank that dies leaves the
-// job to mpirun's teardown, which kills the others (tests/dist: the rank-exit test bounds the time).
+// job to mpirun's teardown, which kills the others (tests/dist: the rank-exit test bounds the time). A rank that
+// catches an error mid-step calls abort() (never returns to MPI_Finalize, which would wait for the blocked peers).
 #pragma once
 
 #include <cstddef>
@@ -34,6 +35,9 @@ class Comm {
   virtual void all_reduce_sum(std::span<double> data) = 0;
   virtual void all_reduce_sum(std::span<int64_t> data) = 0;
   virtual void barrier() = 0;
+  // Ends every rank's process with `code` (MPI_Abort); for an error on one rank, so that the others, possibly
+  // blocked in a collective, do not wait for it forever. Print the error first: this does not return.
+  [[noreturn]] virtual void abort(int code) = 0;
 };
 
 // World size 1: every collective is a copy.

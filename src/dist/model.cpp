@@ -80,10 +80,8 @@ bool EpModel::any_active(bool local) {
   return n > 0;
 }
 
-void EpModel::bind(model::GenerateOptions& opt) {
-  opt.moe = hook();
-  opt.any_active = [this](bool local) { return any_active(local); };
-  opt.idle = [this] { idle_step(); };
+model::GenerateLockstep EpModel::lockstep() {
+  return {hook(), [this](bool local) { return any_active(local); }, [this] { idle_step(); }};
 }
 
 void EpModel::generate_idle() {

@@ -38,8 +38,8 @@ class EpModel {
   // Collective: a step in which this rank has no tokens (every MoE layer with T = 0, in layer order), so that the
   // ranks that still have sequences can run theirs (e.g. a rank whose sequences all finished generating).
   void idle_step();
-  // generate() under EP: sets opt.moe, opt.any_active (an all-reduce of the ranks still generating) and opt.idle.
-  void bind(model::GenerateOptions& opt);
+  // generate() under EP: moe = hook(), any_active = an all-reduce of the ranks still generating, idle = idle_step.
+  model::GenerateLockstep lockstep();
   // generate()'s lockstep on a rank without prompts: one idle step for the prefill, then one per step while any
   // rank still generates.
   void generate_idle();

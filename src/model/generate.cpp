@@ -91,13 +91,12 @@ class SampleInputs {
 int64_t context_limit(const Config&) { return int64_t(1) << 20; }
 
 GenerateResult generate(const Model& model, std::span<const std::vector<int32_t>> prompts, const GenerateOptions& opt,
-                        const Context& ctx) {
+                        const Context& ctx, const GenerateLockstep* ep) {
   check_params(opt.sampling);
-  const bool lockstep = bool(opt.any_active);
-  if (bool(opt.moe) != lockstep || bool(opt.idle) != lockstep)
-    throw Error(std::string("generate: options moe, any_active, idle: expected all three or none, got moe ") +
-                (opt.moe ? "set" : "unset") + ", any_active " + (lockstep ? "set" : "unset") + ", idle " +
-                (opt.idle ? "set" : "unset"));
+  if (ep && (!ep->moe || !ep->any_active || !ep->idle))
+    throw Error(std::string("generate: ep: expected moe, any_active and idle all set, got moe ") +
+                (ep->moe ? "set" : "unset") + ", any_active " + (ep->any_active ? "set" : "unset") + ", idle " +
+                (ep->idle ? "set" : "unset"));
   const Config& c = model.config();
   const int64_t V = c.vocab_size, limit = context_limit(c);
   if (prompts.empty()) throw Error("generate: prompts: expected at least one prompt, got none");
@@ -179,16 +178,16 @@ GenerateResult generate(const Model& model, std::span<const std::vector<int32_t>
 
   auto t0 = std::chrono::steady_clock::now();
   ForwardOptions fopt;
-  fopt.moe = opt.moe;
+  if (ep) fopt.moe = ep->moe;
   forward_into(model, cache, {tokens, cu, slots}, logits, fopt, ctx);
   r.prefill_seconds = seconds_since(t0);
   r.prefill_tokens = int64_t(tokens.size());
   active = take(active);
 
   t0 = std::chrono::steady_clock::now();
-  while (lockstep ? opt.any_active(!active.empty()) : !active.empty()) {
+  while (ep ? ep->any_active(!active.empty()) : !active.empty()) {
     if (active.empty()) {  // other ranks still generate: a step without tokens
-      opt.idle();
+      ep->idle();
       continue;
     }
     std::vector<int32_t> step;

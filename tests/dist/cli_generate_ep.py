@@ -4,7 +4,9 @@
 For k3-tiny and kimi-linear-tiny random checkpoints: greedy ids of a 5-prompt varlen batch (stop token included),
 plain vs `mpirun -np N ... --ep N` for N in 2, 4: identical ids and finish reasons; the EP report: N ranks, every
 MoE layer step balanced (per-rank pair totals within one pair per layer step of each other). Errors: --ep that is not
-the world size, a negative --ep, --ep with a GPU device. Usage: cli_generate_ep.py KIMI MPIEXEC [FLAGS...]
+the world size, a negative --ep, --ep with a GPU device; faults within a bounded time (mpirun fails, naming the
+cause): a checkpoint missing on one rank, and ranks that loaded different models.
+Usage: cli_generate_ep.py KIMI MPIEXEC [FLAGS...]
 """
 import json
 import os
@@ -64,6 +66,15 @@ def main():
              "generate: --ep: expected a number of ranks >= 1 (0 = off), got -1"),
             ([KIMI, "generate", model, "--prompt", "1", "--ep", "2", "--device", "cuda"],
              "generate: --ep: expected --device cpu"),
+        ]
+        # Rank 1 gets another directory (OpenMPI sets OMPI_COMM_WORLD_RANK in each rank's environment).
+        def per_rank(other):
+            script = (f'if [ "$OMPI_COMM_WORLD_RANK" = 1 ]; then d={other}; else d={os.path.join(tmp, "k3-tiny")}; fi; '
+                      f'exec {KIMI} generate "$d" --prompt 1,2 --prompt 3 --ep 2')
+            return [MPIEXEC] + FLAGS + ["-np", "2", "sh", "-c", script]
+        errors += [
+            (per_rank(os.path.join(tmp, "missing")), "model directory " + os.path.join(tmp, "missing")),
+            (per_rank(model), "dist::EpModel: the model configuration differs between ranks"),
         ]
         for cmd, msg in errors:
             p = run(cmd, expect_ok=False)

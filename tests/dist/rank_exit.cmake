@@ -1,9 +1,10 @@
-# tests/dist/rank_exit.cmake: runs rank_exit under mpirun (cmake -DMPIEXEC=... -DFLAGS=... -DNP=... -DEXE=... -P) and
-# passes iff mpirun returns nonzero within LIMIT seconds, the exiting rank said so and mpirun reported the exit.
+# tests/dist/rank_exit.cmake: runs rank_exit under mpirun (cmake -DMPIEXEC=... -DFLAGS=... -DNP=... -DEXE=...
+# -DLIMIT=... [-DMODE=--abort] -P) and passes iff mpirun returns nonzero within LIMIT seconds, the failing rank said
+# so, mpirun named it, and no rank completed the step.
 cmake_minimum_required(VERSION 3.25)
 separate_arguments(flags UNIX_COMMAND "${FLAGS}")
 string(TIMESTAMP t0 "%s")
-execute_process(COMMAND ${MPIEXEC} ${flags} -np ${NP} ${EXE} RESULT_VARIABLE rc OUTPUT_VARIABLE out
+execute_process(COMMAND ${MPIEXEC} ${flags} -np ${NP} ${EXE} ${MODE} RESULT_VARIABLE rc OUTPUT_VARIABLE out
                 ERROR_VARIABLE err TIMEOUT ${LIMIT})
 string(TIMESTAMP t1 "%s")
 math(EXPR elapsed "${t1} - ${t0}")
@@ -14,13 +15,22 @@ if(rc STREQUAL "0" OR rc MATCHES "timeout")
   message(FATAL_ERROR "rank_exit: expected mpirun to fail within ${LIMIT} s, got '${rc}'")
 endif()
 math(EXPR last "${NP} - 1")
+if(all MATCHES "completed the step")
+  message(FATAL_ERROR "rank_exit: a rank completed a step its peer left")
+endif()
+if(MODE STREQUAL "--abort")
+  if(NOT all MATCHES "kimi: rank_exit: a failure on rank ${last} \\(aborting every rank\\)")
+    message(FATAL_ERROR "rank_exit: the failing rank's error is missing")
+  endif()
+  if(NOT all MATCHES "MPI_ABORT was invoked on rank ${last}")
+    message(FATAL_ERROR "rank_exit: mpirun's note does not name rank ${last}")
+  endif()
+  return()
+endif()
 if(NOT all MATCHES "rank_exit: rank ${last} exits mid-step")
   message(FATAL_ERROR "rank_exit: the exiting rank's line is missing")
 endif()
 # OpenMPI's teardown note names the first process that exited: [[job,1],rank], with its exit code 3.
 if(NOT all MATCHES "Process name: \\[\\[[0-9]+,[0-9]+\\],${last}\\]" OR NOT all MATCHES "Exit code: +3")
   message(FATAL_ERROR "rank_exit: mpirun's note does not name rank ${last} and its exit code 3")
-endif()
-if(all MATCHES "completed the step")
-  message(FATAL_ERROR "rank_exit: a rank completed a step its peer left")
 endif()

@@ -40,12 +40,11 @@ TEST(EpModelLoopback, GenerateEqualsPlainAndPartialBindingIsAnError) {
   opt.max_new_tokens = 4;
   const model::GenerateResult ref = model::generate(m, prompts, opt);
   EpModel ep(*comm, m, 6);
-  model::GenerateOptions eo = opt;
-  ep.bind(eo);
-  EXPECT_EQ(model::generate(m, prompts, eo).tokens, ref.tokens);
-  eo.idle = nullptr;
-  EXPECT_KIMI_ERROR(model::generate(m, prompts, eo), "generate: options moe, any_active, idle",
-                    "expected all three or none", "idle unset");
+  model::GenerateLockstep lockstep = ep.lockstep();
+  EXPECT_EQ(model::generate(m, prompts, opt, {}, &lockstep).tokens, ref.tokens);
+  lockstep.idle = nullptr;
+  EXPECT_KIMI_ERROR(model::generate(m, prompts, opt, {}, &lockstep), "generate: ep:",
+                    "expected moe, any_active and idle all set", "idle unset");
 }
 
 }  // namespace

@@ -154,8 +154,8 @@ TEST(MpiEpModel, GenerateInLockstepEqualsSingleProcess) {
   model::GenerateOptions opt;
   opt.max_new_tokens = 2 + 3 * me;
   const model::GenerateResult ref = model::generate(m, mine, opt);
-  ep.bind(opt);
-  const model::GenerateResult got = model::generate(m, mine, opt);
+  const model::GenerateLockstep lockstep = ep.lockstep();
+  const model::GenerateResult got = model::generate(m, mine, opt, {}, &lockstep);
   EXPECT_EQ(got.tokens, ref.tokens) << "rank " << me;
   for (const auto& t : got.tokens) EXPECT_EQ(int64_t(t.size()), opt.max_new_tokens);
 }

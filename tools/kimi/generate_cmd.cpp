@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -161,19 +162,17 @@ CheckedFlags check_flags(const GenerateCmdOptions& opt) {
   return f;
 }
 
-}  // namespace
-
-int run_generate(const GenerateCmdOptions& opt) {
+// Loads the model, generates and prints the report (comm: the --ep transport, or null).
+int generate_and_report(const GenerateCmdOptions& opt, const CheckedFlags& f, dist::Comm* comm) {
   using namespace kimi::model;
-  const CheckedFlags f = check_flags(opt);
   const std::vector<std::vector<int32_t>>& prompts = f.prompts;
   const Device dev = f.device;
   // --ep N: one process per rank under mpirun; rank 0 reports, the other ranks' report goes to /dev/null.
-  const std::unique_ptr<dist::Comm> comm = opt.ep > 0 ? open_ep(opt.ep) : nullptr;
   const bool quiet = comm && comm->rank() != 0;
-  std::FILE* const null_out = quiet ? std::fopen("/dev/null", "w") : nullptr;
-  if (quiet && !null_out) throw Error("generate: --ep: cannot open /dev/null for rank " + std::to_string(comm->rank()));
-  std::FILE* const out = quiet ? null_out : opt.json ? stderr : stdout;  // the report; --json: the JSON alone on stdout
+  const std::unique_ptr<std::FILE, int (*)(std::FILE*)> null_out(quiet ? std::fopen("/dev/null", "w") : nullptr,
+                                                                   &std::fclose);
+  if (quiet && !null_out) throw Error("generate: --ep: cannot open /dev/null on rank " + std::to_string(comm->rank()));
+  std::FILE* const out = quiet ? null_out.get() : opt.json ? stderr : stdout;  // --json: the JSON alone on stdout
   Model model(opt.dir, dev);  // notes which blocks fall back to the CPU (stderr, kimi/log.h)
   if (f.dtype) model.set_activation_dtype(*f.dtype);
   const Config& c = model.config();
@@ -239,7 +238,6 @@ int run_generate(const GenerateCmdOptions& opt) {
              to_string(dev), double(m.tensor_peak_bytes) / (1 << 20),
              dev.type == DeviceType::cpu ? std::string(", the mapped checkpoint not counted")
                                          : fmt::format(" + CUDA memory pool {:.2f} MiB", double(m.pool_peak_bytes) / (1 << 20)));
-  if (null_out) std::fclose(null_out);
   if (opt.json && !quiet) {
     nlohmann::json seqs = nlohmann::json::array();
     for (size_t n = 0; n < prompts.size(); ++n) {
@@ -256,6 +254,23 @@ int run_generate(const GenerateCmdOptions& opt) {
     std::printf("%s\n", j.dump().c_str());
   }
   return 0;
+}
+
+}  // namespace
+
+int run_generate(const GenerateCmdOptions& opt) {
+  const CheckedFlags f = check_flags(opt);
+  const std::unique_ptr<dist::Comm> comm = opt.ep > 0 ? open_ep(opt.ep) : nullptr;
+  if (!comm || comm->size() == 1) return generate_and_report(opt, f, comm.get());
+  // An error on one rank (a checkpoint that does not load there, memory, a configuration that differs) must not
+  // leave the other ranks waiting in a collective, nor this one in MPI_Finalize: report it, then end every rank.
+  try {
+    return generate_and_report(opt, f, comm.get());
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "kimi: {} (rank {} of {}; aborting every rank)\n", e.what(), comm->rank(), comm->size());
+    comm->abort(1);
+  }
+  return 1;  // not reached: abort() ends the process
 }
 
 }  // namespace kimi::cli

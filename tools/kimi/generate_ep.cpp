@@ -41,9 +41,8 @@ EpRun generate_ep(dist::Comm& comm, const model::Model& model, std::span<const s
   if (mine.empty()) {
     ep.generate_idle();
   } else {
-    model::GenerateOptions o = opt;
-    ep.bind(o);
-    local = model::generate(model, mine, o, ctx);
+    const model::GenerateLockstep lockstep = ep.lockstep();
+    local = model::generate(model, mine, opt, ctx, &lockstep);
   }
   // Every prompt's row: [length, finish, ids (max_new_tokens)], filled by its rank, summed over ranks.
   const auto w = size_t(opt.max_new_tokens + 2);
