@@ -8,6 +8,9 @@
 //   shares                   replica shares (moved segments) per step, mean and max
 //   plan us                  one rank's planner time per layer: plan_step + its dispatch and receive layouts
 //                            (median; host, one thread)
+//   send MB                  rank 0's dispatch bytes to other ranks per layer, bf16 latent rows (Dl = 3584): one
+//                            row per pair (what EpMoe sends), and once per (token, destination rank) (SPEC 9's
+//                            dedup, not implemented: the saving it would bring)
 // Usage: kimi_bench_ep_plan [zipf_s=1.0] [steps=20]
 #include <algorithm>
 #include <chrono>
@@ -24,7 +27,7 @@ namespace {
 
 using namespace kimi::dist;
 
-constexpr int kExperts = 896, kTopK = 16;
+constexpr int kExperts = 896, kTopK = 16, kLatent = 3584;
 constexpr int64_t kTokens = 256;
 
 std::vector<int32_t> route(std::mt19937_64& rng, std::discrete_distribution<int32_t>& draw,
@@ -55,7 +58,7 @@ void run(int n, double zipf_s, int steps, bool profile) {
   std::vector<double> prof(kExperts);
   for (int i = 0; i < kExperts; ++i) prof[size_t(perm[size_t(i)])] = w[size_t(i)];
   const Placement pl = profile ? Placement::from_profile(n, prof, 2 * n) : Placement::round_robin(n, kExperts);
-  double worst = 0, moved = 0, shares = 0, max_shares = 0, balanced = 0;
+  double worst = 0, moved = 0, shares = 0, max_shares = 0, balanced = 0, send_rows = 0, dedup_rows = 0;
   std::vector<double> us;
   for (int step = 0; step < steps; ++step) {
     std::vector<std::vector<int32_t>> ids;
@@ -79,10 +82,24 @@ void run(int n, double zipf_s, int steps, bool profile) {
     shares += double(plan.moved_segments);
     max_shares = std::max(max_shares, double(plan.moved_segments));
     if (dl.send_slot.size() + rl.grouped_from.size() == 0) std::printf("(empty)\n");
+    // Rank 0's rows to other ranks: per pair, and per (token, destination).
+    std::vector<int32_t> dest(dl.send_slot.size());
+    for (int d = 0; d < n; ++d)
+      for (int64_t i = 0; i < dl.send_counts[size_t(d)]; ++i)
+        dest[size_t(dl.send_slot[size_t(dl.send_displs[size_t(d)] + i)])] = d;
+    for (int64_t t = 0; t < kTokens; ++t) {
+      std::vector<int32_t> ds(dest.begin() + t * kTopK, dest.begin() + (t + 1) * kTopK);
+      send_rows += double(std::count_if(ds.begin(), ds.end(), [](int32_t d) { return d != 0; }));
+      std::sort(ds.begin(), ds.end());
+      ds.erase(std::unique(ds.begin(), ds.end()), ds.end());
+      dedup_rows += double(std::count_if(ds.begin(), ds.end(), [](int32_t d) { return d != 0; }));
+    }
   }
   std::sort(us.begin(), us.end());
-  std::printf("%4d  %-12s  %8.3f  %8.4f  %7.2f  %7.1f  %5.0f  %9.0f\n", n, profile ? "profile+2N" : "round-robin",
-              worst / steps, balanced / steps, moved / steps, shares / steps, max_shares, us[us.size() / 2]);
+  const double mb = double(kLatent) * 2.0 / 1e6 / steps;  // bf16 row bytes, per step, in MB
+  std::printf("%4d  %-12s  %8.3f  %8.4f  %7.2f  %7.1f  %5.0f  %9.0f  %7.1f  %7.1f\n", n,
+              profile ? "profile+2N" : "round-robin", worst / steps, balanced / steps, moved / steps, shares / steps,
+              max_shares, us[us.size() / 2], send_rows * mb, dedup_rows * mb);
 }
 
 }  // namespace
@@ -92,7 +109,7 @@ int main(int argc, char** argv) {
   const int steps = argc > 2 ? std::atoi(argv[2]) : 20;
   std::printf("K3 EP plan: E %d, top-%d, %lld tokens/rank, Zipf s = %.2f, %d steps\n", kExperts, kTopK,
               static_cast<long long>(kTokens), zipf_s, steps);
-  std::printf("   N  placement     worst/mean  bal/mean  moved%%   shares  max     plan us\n");
+  std::printf("   N  placement     worst/mean  bal/mean  moved%%   shares  max     plan us  send MB  dedup MB\n");
   for (int n : {16, 32, 64})
     for (bool profile : {false, true}) run(n, zipf_s, steps, profile);
   return 0;
