@@ -3,7 +3,7 @@
 // Every rank builds the same seeded f32 weights and the same global batch; rank r runs dist::EpMoe on its slice
 // (T_r = 3 + 5r tokens, S = the largest); the reference is latent_moe over the whole batch in one process.
 // skew: router bias +8 on experts 3 and 11 (every token picks both: half of all pairs on two experts, both homed on
-// the same rank under round-robin over 2 or 4 ranks).
+// the same rank under round-robin over 2 or 4 ranks). profile: a load-time placement in which both are replicated.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -85,7 +85,8 @@ inline EpMoeModel make_ep_moe_model(const std::string& name, bool skew) {
 inline int64_t ep_tokens_of(int rank) { return 3 + 5 * int64_t(rank); }
 
 // Runs the step on `comm`, checks the output against latent_moe and the balance; returns the stats.
-inline dist::EpStepStats run_ep_moe_case(dist::Comm& comm, const std::string& name, bool skew) {
+// profile: a placement from a routing profile with experts 3 and 11 hot, each replicated (with >= 2 ranks).
+inline dist::EpStepStats run_ep_moe_case(dist::Comm& comm, const std::string& name, bool skew, bool profile = false) {
   EpMoeModel m = make_ep_moe_model(name, skew);
   const int n = comm.size(), me = comm.rank();
   int64_t total = 0, first = 0;
@@ -98,7 +99,11 @@ inline dist::EpStepStats run_ep_moe_case(dist::Comm& comm, const std::string& na
   Tensor ids(DType::i32, {t, m.k}), ref_ids(DType::i32, {total, m.k});
   fill_random(x, 7, -1.0, 1.0);
   latent_moe(x, m.w, m.router, m.act, 1e-5f, ref, ref_ids);
-  dist::EpMoe ep(comm, dist::Placement::round_robin(n, int(m.e)), m.w, m.router, m.act, 1e-5f, s_max);
+  std::vector<double> prof(size_t(m.e), 1.0);
+  prof[3] = prof[11] = 8.0;
+  const dist::Placement pl = profile && n > 1 ? dist::Placement::from_profile(n, prof, 2)
+                                              : dist::Placement::round_robin(n, int(m.e));
+  dist::EpMoe ep(comm, pl, m.w, m.router, m.act, 1e-5f, s_max);
   const TensorView xs(x.data_as<float>() + first * m.d, DType::f32, {t, m.d});
   dist::EpStepStats stats;
   ep.forward(xs, out, ids, {}, &stats);

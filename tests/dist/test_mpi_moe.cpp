@@ -15,6 +15,11 @@ TEST(MpiEpMoe, K3TinySkewed) {
   const EpStepStats s = testutil::run_ep_moe_case(testutil::world(), "k3-tiny", true);
   EXPECT_GT(s.moved_pairs, 0);  // the hot experts' rank had to give pairs away
 }
+TEST(MpiEpMoe, K3TinySkewedProfilePlacement) {
+  const EpStepStats s = testutil::run_ep_moe_case(testutil::world(), "k3-tiny", true, true);
+  const EpStepStats rr = testutil::run_ep_moe_case(testutil::world(), "k3-tiny", true, false);
+  EXPECT_LT(s.moved_pairs, rr.moved_pairs);  // replicas of the hot experts: fewer pairs move
+}
 TEST(MpiEpMoe, KimiLinearTiny) { testutil::run_ep_moe_case(testutil::world(), "kimi-linear-tiny", false); }
 TEST(MpiEpMoe, KimiLinearTinySkewed) { testutil::run_ep_moe_case(testutil::world(), "kimi-linear-tiny", true); }
 
