@@ -42,8 +42,10 @@ class EpMoe {
   EpMoe(Comm& comm, Placement placement, const LatentMoeWeights& w, const RouterParams& router,
         const GluParams& act, float norm_eps, int64_t max_tokens);
 
-  // Collective. x [T, d] (T <= max_tokens, f32/bf16/f16), out [T, d] (may alias x); ids / weights optional
-  // outputs i32 / f32 [T, K] (the local routing).
+  // Collective. x [T, d] (T <= max_tokens, f32/bf16/f16, host), out [T, d] (may alias x); ids / weights optional
+  // outputs i32 / f32 [T, K] (the local routing). Argument errors are thrown on the offending rank alone, before
+  // any collective: the other ranks then wait in the step's first collective, so the caller ends the job
+  // (Comm::abort) on any error.
   void forward(TensorView x, TensorView out, TensorView ids = {}, TensorView weights = {},
                EpStepStats* stats = nullptr);
 
