@@ -128,7 +128,8 @@ INSTANTIATE_TEST_SUITE_P(
                       std::tuple{Routing::zipf, 5, 64, 1}, std::tuple{Routing::same_experts, 4, 16, 4},
                       std::tuple{Routing::same_experts, 8, 64, 1}, std::tuple{Routing::same_experts, 3, 17, 16},
                       std::tuple{Routing::one_rank, 4, 16, 4}, std::tuple{Routing::one_rank, 8, 64, 8},
-                      std::tuple{Routing::one_rank, 2, 16, 1}));
+                      std::tuple{Routing::one_rank, 2, 16, 1}, std::tuple{Routing::zipf, 16, 16, 4},
+                      std::tuple{Routing::same_experts, 16, 16, 1}));
 
 TEST(Planner, AllPairsOnOneExpertSplitEvenly) {
   // K = 1, every token of every rank on expert 5: P = N*S pairs, each rank computes exactly S.
