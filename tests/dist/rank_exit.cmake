@@ -1,6 +1,6 @@
 # tests/dist/rank_exit.cmake: runs rank_exit under mpirun (cmake -DMPIEXEC=... -DFLAGS=... -DNP=... -DEXE=...
 # -DLIMIT=... [-DMODE=--abort] -P) and passes iff mpirun returns nonzero within LIMIT seconds, the failing rank said
-# so, mpirun named it, and no rank completed the step.
+# so, mpirun named it (exit mode) or returned its abort code (abort mode), and no rank completed the step.
 cmake_minimum_required(VERSION 3.25)
 separate_arguments(flags UNIX_COMMAND "${FLAGS}")
 string(TIMESTAMP t0 "%s")
@@ -22,8 +22,10 @@ if(MODE STREQUAL "--abort")
   if(NOT all MATCHES "kimi: rank_exit: a failure on rank ${last} \\(aborting every rank\\)")
     message(FATAL_ERROR "rank_exit: the failing rank's error is missing")
   endif()
-  if(NOT all MATCHES "MPI_ABORT was invoked on rank ${last}")
-    message(FATAL_ERROR "rank_exit: mpirun's note does not name rank ${last}")
+  # mpirun returns the MPI_Abort error code. (Its "MPI_ABORT was invoked on rank r" note is best effort: it is
+  # lost now and then when the job is torn down, so it is not required.)
+  if(NOT rc STREQUAL "3")
+    message(FATAL_ERROR "rank_exit: expected mpirun to return the abort code 3, got '${rc}'")
   endif()
   return()
 endif()
