@@ -16,7 +16,9 @@ uint64_t config_hash(const model::Config& c) {
   return h;
 }
 
-EpModel::EpModel(Comm& comm, const model::Model& m, int64_t max_tokens, const Placement* placement) : comm_(comm) {
+EpModel::EpModel(Comm& comm, const model::Model& m, int64_t max_tokens, const Placement* placement,
+                 const Context& ctx)
+    : comm_(comm), ctx_(ctx) {
   const char* fn = "dist::EpModel";
   const model::Config& c = m.config();
   // The whole configuration first: a collective every rank reaches before anything can throw.
@@ -51,7 +53,7 @@ void EpModel::idle_step() {
     const int64_t d = layers_[i]->hidden();
     std::vector<float> none(1);
     const TensorView x(none.data(), DType::f32, {0, d}), y(none.data(), DType::f32, {0, d});
-    layers_[i]->forward(x, y, {}, {}, &stats_[i]);
+    layers_[i]->forward(x, y, {}, {}, &stats_[i], ctx_);
     add(stats_[i]);
   }
 }
@@ -93,7 +95,7 @@ std::function<void(int64_t, TensorView, TensorView)> EpModel::hook() {
   return [this](int64_t layer, TensorView x, TensorView y) {
     if (layer < 0 || size_t(layer) >= layers_.size() || !layers_[size_t(layer)])
       throw Error("dist::EpModel: argument 'layer': expected an MoE layer, got " + std::to_string(layer));
-    layers_[size_t(layer)]->forward(x, y, {}, {}, &stats_[size_t(layer)]);
+    layers_[size_t(layer)]->forward(x, y, {}, {}, &stats_[size_t(layer)], ctx_);
     add(stats_[size_t(layer)]);
   };
 }

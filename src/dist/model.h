@@ -30,8 +30,10 @@ struct EpTotals {
 
 class EpModel {
  public:
-  // placement: round-robin over comm.size() ranks when absent.
-  EpModel(Comm& comm, const model::Model& model, int64_t max_tokens, const Placement* placement = nullptr);
+  // placement: round-robin over comm.size() ranks when absent. ctx: the CPU threads of the EP steps' local
+  // operators (give the one the model's forward / generate gets).
+  EpModel(Comm& comm, const model::Model& model, int64_t max_tokens, const Placement* placement = nullptr,
+          const Context& ctx = {});
 
   // For ForwardOptions::moe: runs MoE layer `layer` (x [T, d] -> y f32 [T, d]) as an EP step.
   std::function<void(int64_t layer, TensorView x, TensorView y)> hook();
@@ -50,6 +52,7 @@ class EpModel {
  private:
   bool any_active(bool local);
   Comm& comm_;
+  Context ctx_;
   std::vector<std::unique_ptr<EpMoe>> layers_;  // [num_hidden_layers], null for dense layers
   void add(const EpStepStats& s);
   std::vector<EpStepStats> stats_;

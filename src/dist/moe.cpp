@@ -114,7 +114,8 @@ EpMoe::EpMoe(Comm& comm, Placement placement, const LatentMoeWeights& w, const R
   back_.assign(cap, 0.f);
 }
 
-void EpMoe::forward(TensorView x, TensorView out, TensorView ids_out, TensorView weights_out, EpStepStats* stats) {
+void EpMoe::forward(TensorView x, TensorView out, TensorView ids_out, TensorView weights_out, EpStepStats* stats,
+                    const Context& ctx) {
   const char* fn = "dist::EpMoe::forward";
   if (x.ndim != 2 || x.size(1) != d_ || x.size(0) > s_)
     throw Error(std::string(fn) + ": argument 'x': expected [T, " + std::to_string(d_) + "] with T <= max_tokens (" +
@@ -134,11 +135,11 @@ void EpMoe::forward(TensorView x, TensorView out, TensorView ids_out, TensorView
   std::vector<float> logits(st * size_t(e_)), wts(st * sk), z(st * sdl);
   std::vector<int32_t> ids(st * sk);
   if (t > 0) {
-    linear(x, w_.router, f32_view(logits.data(), t, e_));
+    linear(x, w_.router, f32_view(logits.data(), t, e_), 0.f, ctx);
     moe_router(f32_view(logits.data(), t, e_), w_.router_bias, router_, TensorView(ids.data(), DType::i32, {t, k_}),
-               f32_view(wts.data(), t, k_));
+               f32_view(wts.data(), t, k_), ctx);
     if (w_.latent_down.w.present())
-      linear(x, w_.latent_down, f32_view(z.data(), t, dl_));
+      linear(x, w_.latent_down, f32_view(z.data(), t, dl_), 0.f, ctx);
     else
       z = cpu::to_f32(x);
   }
@@ -171,7 +172,7 @@ void EpMoe::forward(TensorView x, TensorView out, TensorView ids_out, TensorView
     float* g = &grouped_[size_t(r0) * sdl];
     // Expert_e: grouped rows -> back_ (scratch, same rows), then each output over its received row in recv_.
     const TensorView ye = f32_view(&back_[size_t(r0) * sdl], rows, dl_);  // [rows, Dl] scratch
-    mlp(f32_view(g, rows, dl_), w_.experts[size_t(rl.experts[i])], act_, ye);
+    mlp(f32_view(g, rows, dl_), w_.experts[size_t(rl.experts[i])], act_, ye, 0.f, ctx);
     for (int64_t j = r0; j < r0 + rows; ++j)
       std::copy_n(&back_[size_t(j) * sdl], sdl, &recv_[size_t(rl.grouped_from[size_t(j)]) * sdl]);
   }
@@ -200,15 +201,15 @@ void EpMoe::forward(TensorView x, TensorView out, TensorView ids_out, TensorView
   st_local.combine_s = laps.lap();
   if (t > 0) {
     const TensorView yv = f32_view(y.data(), t, dl_);
-    if (w_.latent_norm.present()) rms_norm(yv, w_.latent_norm, eps_, yv);
+    if (w_.latent_norm.present()) rms_norm(yv, w_.latent_norm, eps_, yv, ctx);
     std::vector<float> res;
     if (w_.latent_down.w.present()) {
       res.resize(st * size_t(d_));
-      linear(yv, w_.latent_up, f32_view(res.data(), t, d_));
+      linear(yv, w_.latent_up, f32_view(res.data(), t, d_), 0.f, ctx);
     } else {
       res = std::move(y);
     }
-    if (w_.shared) mlp(x, *w_.shared, act_, f32_view(res.data(), t, d_), 1.f);
+    if (w_.shared) mlp(x, *w_.shared, act_, f32_view(res.data(), t, d_), 1.f, ctx);
     for (size_t i = 0; i < st * sk; ++i) {
       if (ids_out.present()) reinterpret_cast<int32_t*>(cpu::row_ptr(ids_out, int64_t(i / sk)))[i % sk] = ids[i];
       if (weights_out.present()) reinterpret_cast<float*>(cpu::row_ptr(weights_out, int64_t(i / sk)))[i % sk] = wts[i];

@@ -46,8 +46,9 @@ class EpMoe {
   // outputs i32 / f32 [T, K] (the local routing). Argument errors are thrown on the offending rank alone, before
   // any collective: the other ranks then wait in the step's first collective, so the caller ends the job
   // (Comm::abort) on any error.
+  // ctx: the CPU threads of the local operators (the model's Context).
   void forward(TensorView x, TensorView out, TensorView ids = {}, TensorView weights = {},
-               EpStepStats* stats = nullptr);
+               EpStepStats* stats = nullptr, const Context& ctx = {});
 
   int64_t max_tokens() const { return s_; }
   int64_t width() const { return dl_; }

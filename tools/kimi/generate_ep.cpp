@@ -36,7 +36,7 @@ EpRun generate_ep(dist::Comm& comm, const model::Model& model, std::span<const s
     if (int(i % size_t(n)) == me) mine.push_back(prompts[i]);
   }
   const int64_t s_max = std::max<int64_t>(1, *std::max_element(rank_tokens.begin(), rank_tokens.end()));
-  dist::EpModel ep(comm, model, s_max);
+  dist::EpModel ep(comm, model, s_max, nullptr, ctx);
   model::GenerateResult local;
   if (mine.empty()) {
     ep.generate_idle();
