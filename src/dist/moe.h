@@ -10,8 +10,9 @@
 //   7. y[t] = sum_k w_tk out_tk, summed in ascending expert order (latent_moe's order), RMSNorm_latent, W_lu,
 //      + Shared(x) (local), rounded once to out's dtype.
 // The row buffers are allocated once at construction ([S*K, Dl] f32 x 4: send, receive, grouped, back) and never
-// grow; a step also allocates its plan and layouts (O(N*E + S*K)) and its local temporaries (O(T*(E + Dl + d))). Equality with the single-process latent_moe over the
-// concatenated tokens: the same f32 operations per row (tests/dist: within 1e-6 in fp32).
+// grow; a step also allocates its plan and layouts (O(N*E + S*K)) and its local temporaries (O(T*(E + Dl + d))).
+// Equality with the single-process latent_moe over the concatenated tokens: the same f32 operations per row
+// (tests/dist: within 1e-6 in fp32).
 // Weights: every rank holds all E experts (any rank may compute any expert's share); only the experts in
 // placement.held_by(rank) + this step's replica shares are read.
 #pragma once

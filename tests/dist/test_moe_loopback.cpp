@@ -4,6 +4,7 @@
 
 #include "dist/ep_moe_case.h"
 #include "dist/model.h"
+#include "dist/qb_case.h"
 #include "expect_error.h"
 #include "kimi/model/generate.h"
 
@@ -29,6 +30,22 @@ TEST(EpMoeLoopback, BadArgumentsAreClearErrors) {
   EpMoe ep(*comm, Placement::round_robin(1, 16), m.w, m.router, m.act, 1e-5f, 4);
   Tensor x(DType::f32, {5, m.d}), out(DType::f32, {5, m.d});
   EXPECT_KIMI_ERROR(ep.forward(x, out), "dist::EpMoe::forward", "'x'", "T <= max_tokens (4)", "[5, 256]");
+}
+
+TEST(QuantileBalanceLoopback, MatchesTheExactUpdate) {
+  auto comm = make_loopback_comm();
+  testutil::run_qb_case(*comm, 16, 4, 4096);
+  testutil::run_qb_case(*comm, 896, 16, 4096);
+}
+
+TEST(QuantileBalanceLoopback, BadArgumentsAreClearErrors) {
+  auto comm = make_loopback_comm();
+  std::vector<float> s(32), b(8), b7(7);
+  const TensorView sv(s.data(), DType::f32, {4, 8});
+  EXPECT_KIMI_ERROR(quantile_balance(*comm, sv, TensorView(b7.data(), DType::f32, {7}), 2), "dist::quantile_balance",
+                    "'bias'", "[8]", "[7]");
+  EXPECT_KIMI_ERROR(quantile_balance(*comm, sv, TensorView(b.data(), DType::f32, {8}), 8), "'top_k'", "< 8", "got 8");
+  EXPECT_KIMI_ERROR(quantile_balance(*comm, sv, TensorView(b.data(), DType::f32, {8}), 2, 0), "'bins'", "got 0");
 }
 
 // generate() at world size 1 through EpModel equals plain generate(); a partial EP binding is refused.

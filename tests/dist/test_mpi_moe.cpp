@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "dist/ep_moe_case.h"
+#include "dist/qb_case.h"
 #include "dist/mpi_world.h"
 #include "expect_error.h"
 
@@ -22,6 +23,12 @@ TEST(MpiEpMoe, K3TinySkewedProfilePlacement) {
 }
 TEST(MpiEpMoe, KimiLinearTiny) { testutil::run_ep_moe_case(testutil::world(), "kimi-linear-tiny", false); }
 TEST(MpiEpMoe, KimiLinearTinySkewed) { testutil::run_ep_moe_case(testutil::world(), "kimi-linear-tiny", true); }
+
+TEST(MpiQuantileBalance, HistogramsMergedAcrossRanksMatchTheExactUpdate) {
+  testutil::run_qb_case(testutil::world(), 16, 4, 4096);
+  testutil::run_qb_case(testutil::world(), 64, 8, 4096);
+  testutil::run_qb_case(testutil::world(), 64, 8, 64);  // coarse bins: the bound still holds
+}
 
 TEST(MpiEpMoe, MismatchedConfigsAreErrorsOnEveryRank) {
   Comm& comm = testutil::world();
