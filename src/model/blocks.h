@@ -12,11 +12,13 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "kimi/context.h"
 #include "kimi/model/cache.h"
 #include "kimi/model/config.h"
+#include "kimi/ops/moe.h"
 #include "kimi/tensor.h"
 #include "model/weights.h"
 #include "model/workspace.h"
@@ -78,7 +80,15 @@ struct FfnTemps {
   TensorView y;  // f32 [T, d]: the MoE output before it is added into out (latent_moe has no accumulate form)
 };
 FfnTemps ffn_temps(Workspace& ws, const Config& c, bool moe, int64_t T, float beta);
+// An MoE block run elsewhere (ForwardOptions::moe): x [T, d] -> y f32 [T, d], latent_moe's contract.
+using MoeHook = std::function<void(TensorView x, TensorView y)>;
+// With a hook, an MoE layer (beta 1 only) calls it instead of latent_moe.
 void ffn_block(const Config& c, const FfnWeights& w, TensorView x, TensorView out, float beta, Workspace& ws,
-               const Context& ctx);
+               const Context& ctx, const MoeHook& hook = {});
+// The latent_moe weights of an MoE layer (views into w).
+LatentMoeWeights latent_moe_weights(const FfnWeights& w);
+// The MoE parameters of a config: the router's and the GLU activation's.
+RouterParams moe_router_params(const Config& c);
+GluParams glu_params(const Config& c);
 
 }  // namespace kimi::model

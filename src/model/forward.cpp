@@ -192,7 +192,8 @@ TensorView run_body(const Model& model, Cache& cache, StepRuntime& rt, const std
   auto mixer_kind = [&](int64_t i) { return c.is_kda_layer(i) ? "kda" : "mla"; };
   auto ffn_kind = [&](int64_t i) { return c.is_moe_layer(i) ? "moe" : "dense_ffn"; };
   auto ffn = [&](int64_t i, TensorView x, TensorView out) {
-    ffn_block(c, w.layers[size_t(i)].ffn, x, out, 1.f, rt.ws.on(x.device), ctx);
+    const MoeHook hook = opt.moe ? MoeHook([&](TensorView xi, TensorView y) { opt.moe(i, xi, y); }) : MoeHook();
+    ffn_block(c, w.layers[size_t(i)].ffn, x, out, 1.f, rt.ws.on(x.device), ctx, hook);
   };
 
   Mirrored* last = &h;  // the stream the head reads
@@ -349,7 +350,7 @@ void run_step(const Model& model, Cache& cache, const Batch& batch, const Forwar
                       std::move(arenas),
                       cache,
                       c.num_hidden_layers,
-                      bool(opt.on_layer),
+                      bool(opt.on_layer) || bool(opt.moe),
                       logits,
                       ctx};
     const GraphBody body = [&](const Step& gs, TensorView tokens, TensorView rows, const Context& gctx) {

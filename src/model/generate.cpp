@@ -91,8 +91,12 @@ class SampleInputs {
 int64_t context_limit(const Config&) { return int64_t(1) << 20; }
 
 GenerateResult generate(const Model& model, std::span<const std::vector<int32_t>> prompts, const GenerateOptions& opt,
-                        const Context& ctx) {
+                        const Context& ctx, const GenerateLockstep* ep) {
   check_params(opt.sampling);
+  if (ep && (!ep->moe || !ep->any_active || !ep->idle))
+    throw Error(std::string("generate: ep: expected moe, any_active and idle all set, got moe ") +
+                (ep->moe ? "set" : "unset") + ", any_active " + (ep->any_active ? "set" : "unset") + ", idle " +
+                (ep->idle ? "set" : "unset"));
   const Config& c = model.config();
   const int64_t V = c.vocab_size, limit = context_limit(c);
   if (prompts.empty()) throw Error("generate: prompts: expected at least one prompt, got none");
@@ -173,13 +177,19 @@ GenerateResult generate(const Model& model, std::span<const std::vector<int32_t>
   };
 
   auto t0 = std::chrono::steady_clock::now();
-  forward_into(model, cache, {tokens, cu, slots}, logits, {}, ctx);
+  ForwardOptions fopt;
+  if (ep) fopt.moe = ep->moe;
+  forward_into(model, cache, {tokens, cu, slots}, logits, fopt, ctx);
   r.prefill_seconds = seconds_since(t0);
   r.prefill_tokens = int64_t(tokens.size());
   active = take(active);
 
   t0 = std::chrono::steady_clock::now();
-  while (!active.empty()) {
+  while (ep ? ep->any_active(!active.empty()) : !active.empty()) {
+    if (active.empty()) {  // other ranks still generate: a step without tokens
+      ep->idle();
+      continue;
+    }
     std::vector<int32_t> step;
     std::vector<int64_t> off{0};
     int64_t room = 0;  // the longest any active slot becomes after this step
@@ -188,7 +198,7 @@ GenerateResult generate(const Model& model, std::span<const std::vector<int32_t>
       room = std::max(room, cache.length(n) + 1);
     }
     if (room > cache.max_len()) cache.reserve(std::min(full, std::max(room, 2 * cache.max_len())));
-    forward_into(model, cache, {step, off, active}, logits.view().slice(0, 0, int64_t(active.size())), {}, ctx);
+    forward_into(model, cache, {step, off, active}, logits.view().slice(0, 0, int64_t(active.size())), fopt, ctx);
     r.decode_tokens += int64_t(step.size());
     active = take(active);
   }

@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -18,6 +19,7 @@
 #include "kimi/device.h"
 #include "kimi/error.h"
 #include "kimi/model/generate.h"
+#include "generate_ep.h"
 #include "kimi/model_cmds.h"
 #include "model/loader_io.h"
 #include "text/stream_decoder.h"
@@ -149,20 +151,28 @@ CheckedFlags check_flags(const GenerateCmdOptions& opt) {
     if (t < 0 || t >= V)
       throw Error("generate: --stop: expected token ids in [0, " + std::to_string(V) + ") (the vocabulary of " + opt.dir +
                   "), got " + std::to_string(t));
+  if (opt.ep < 0)
+    throw Error("generate: --ep: expected a number of ranks >= 1 (0 = off), got " + std::to_string(opt.ep));
+  if (opt.ep > 0 && f.device.type != DeviceType::cpu)
+    throw Error("generate: --ep: expected --device cpu (expert parallelism runs on CPU ranks; the GPU transport is "
+                "not written), got --device " + opt.device);
   f.gen.max_new_tokens = opt.max_tokens;
   f.gen.stop_tokens = opt.stop;
   f.gen.sampling = {opt.temperature, opt.top_k, opt.top_p, seed};
   return f;
 }
 
-}  // namespace
-
-int run_generate(const GenerateCmdOptions& opt) {
+// Loads the model, generates and prints the report (comm: the --ep transport, or null).
+int generate_and_report(const GenerateCmdOptions& opt, const CheckedFlags& f, dist::Comm* comm) {
   using namespace kimi::model;
-  const CheckedFlags f = check_flags(opt);
   const std::vector<std::vector<int32_t>>& prompts = f.prompts;
   const Device dev = f.device;
-  std::FILE* const out = opt.json ? stderr : stdout;  // the report; --json puts the JSON alone on stdout
+  // --ep N: one process per rank under mpirun; rank 0 reports, the other ranks' report goes to /dev/null.
+  const bool quiet = comm && comm->rank() != 0;
+  const std::unique_ptr<std::FILE, int (*)(std::FILE*)> null_out(quiet ? std::fopen("/dev/null", "w") : nullptr,
+                                                                   &std::fclose);
+  if (quiet && !null_out) throw Error("generate: --ep: cannot open /dev/null on rank " + std::to_string(comm->rank()));
+  std::FILE* const out = quiet ? null_out.get() : opt.json ? stderr : stdout;  // --json: the JSON alone on stdout
   Model model(opt.dir, dev);  // notes which blocks fall back to the CPU (stderr, kimi/log.h)
   if (f.dtype) model.set_activation_dtype(*f.dtype);
   const Config& c = model.config();
@@ -177,14 +187,21 @@ int run_generate(const GenerateCmdOptions& opt) {
   Context ctx;
   ctx.cpu_threads = opt.threads;
   GenerateResult r;
+  dist::EpTotals ep_totals;
+  auto run = [&](const GenerateOptions& go) {
+    if (!comm) return generate(model, prompts, go, ctx);
+    EpRun e = generate_ep(*comm, model, prompts, go, ctx);
+    ep_totals = std::move(e.totals);
+    return std::move(e.result);
+  };
   try {
     if (opt.warmup) {
       GenerateOptions w = g;
       w.max_new_tokens = std::min<int64_t>(g.max_new_tokens, 2);
       w.stop_tokens.clear();
-      generate(model, prompts, w, ctx);
+      run(w);
     }
-    r = generate(model, prompts, g, ctx);
+    r = run(g);
   } catch (const Error& e) {  // a cache that outgrew memory: say which flags size it
     if (std::string(e.what()).rfind("Cache: ", 0) != 0) throw;
     throw Error(std::string("generate: ") + e.what() + " (fewer --prompt or a smaller --max-tokens need less)");
@@ -209,6 +226,7 @@ int run_generate(const GenerateCmdOptions& opt) {
              rate(r.prefill_tokens, r.prefill_seconds));
   fmt::print(out, "decode     {} tokens in {:.3f} s: {:.1f} tokens/s\n", r.decode_tokens, r.decode_seconds,
              rate(r.decode_tokens, r.decode_seconds));
+  if (comm) print_ep_report(out, *comm, ep_totals);
   fmt::print(out, "graphs     decode {}\n", model.decode_graph_status().summary);
   fmt::print(out, "timing     {}\n", opt.warmup ? "after an untimed warm-up of the batch (prefill + one decode step)"
                                             : "cold start included (--no-warmup)");
@@ -220,7 +238,7 @@ int run_generate(const GenerateCmdOptions& opt) {
              to_string(dev), double(m.tensor_peak_bytes) / (1 << 20),
              dev.type == DeviceType::cpu ? std::string(", the mapped checkpoint not counted")
                                          : fmt::format(" + CUDA memory pool {:.2f} MiB", double(m.pool_peak_bytes) / (1 << 20)));
-  if (opt.json) {
+  if (opt.json && !quiet) {
     nlohmann::json seqs = nlohmann::json::array();
     for (size_t n = 0; n < prompts.size(); ++n) {
       nlohmann::json s{{"prompt_ids", prompts[n]}, {"ids", r.tokens[n]},
@@ -228,13 +246,31 @@ int run_generate(const GenerateCmdOptions& opt) {
       if (f.tokenizer) s["prompt_text"] = f.texts[n], s["text"] = generated[n];
       seqs.push_back(std::move(s));
     }
-    const nlohmann::json j{{"model", opt.dir},
-                           {"sequences", seqs},
-                           {"prefill", {{"tokens", r.prefill_tokens}, {"seconds", r.prefill_seconds}}},
-                           {"decode", {{"tokens", r.decode_tokens}, {"seconds", r.decode_seconds}}}};
+    nlohmann::json j{{"model", opt.dir},
+                     {"sequences", seqs},
+                     {"prefill", {{"tokens", r.prefill_tokens}, {"seconds", r.prefill_seconds}}},
+                     {"decode", {{"tokens", r.decode_tokens}, {"seconds", r.decode_seconds}}}};
+    if (comm) j["ep"] = ep_json(*comm, ep_totals);
     std::printf("%s\n", j.dump().c_str());
   }
   return 0;
+}
+
+}  // namespace
+
+int run_generate(const GenerateCmdOptions& opt) {
+  const CheckedFlags f = check_flags(opt);
+  const std::unique_ptr<dist::Comm> comm = opt.ep > 0 ? open_ep(opt.ep) : nullptr;
+  if (!comm || comm->size() == 1) return generate_and_report(opt, f, comm.get());
+  // An error on one rank (a checkpoint that does not load there, memory, a configuration that differs) must not
+  // leave the other ranks waiting in a collective, nor this one in MPI_Finalize: report it, then end every rank.
+  try {
+    return generate_and_report(opt, f, comm.get());
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "kimi: {} (rank {} of {}; aborting every rank)\n", e.what(), comm->rank(), comm->size());
+    comm->abort(1);
+  }
+  return 1;  // not reached: abort() ends the process
 }
 
 }  // namespace kimi::cli

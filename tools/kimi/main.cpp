@@ -6,6 +6,7 @@
 //   kimi generate DIR --prompt 1,2,3        generate tokens (greedy or sampled), tokens per second
 //                 | --text "..."            a text prompt through DIR's tokenizer; prints the generated text
 //                 [--device cuda[:i]]       on a GPU: blocks without CUDA kernels on the CPU (noted)
+//                 [--ep N]                  under `mpirun -np N`: MoE layers expert-parallel over N CPU ranks
 //   kimi plan CONFIG [--chip h200] [--batch N --prompt T --context C --target-tps R] [--json F --csv F]
 //                                           bytes, FLOPs and roofline speed of prefill and decode (cost.h)
 //   kimi bench DIR | --random CONFIG       prefill (ppN) and decode (tgN) speed at batch sizes, llama-bench style
@@ -88,6 +89,9 @@ int main(int argc, char** argv) {
   generate->add_option("--dtype", gen.dtype,
                        "Activation dtype between operators: auto (bf16 on a GPU, f32 on the CPU), f32 or bf16; the "
                        "residual stream, norms, router, KDA state, caches and logits stay f32");
+  generate->add_option("--ep", gen.ep,
+                       "Expert parallelism over N CPU ranks: run as `mpirun -np N kimi generate ... --ep N`; prompt i "
+                       "runs on rank i mod N, rank 0 prints the report with the per-rank load (docs/ep.md); 0 = off");
 
   kimi::cli::PlanOptions plan_opt;
   auto* plan = app.add_subcommand("plan", "Bytes, FLOPs and roofline speed of a prefill and a decode step on chips");

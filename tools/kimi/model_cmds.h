@@ -54,6 +54,7 @@ struct GenerateCmdOptions {
   bool warmup = true;
   std::string device = "cpu";  // cpu, cuda or cuda:i
   std::string dtype = "auto";  // the activation dtype: auto (bf16 on a GPU, f32 on the CPU), f32 or bf16
+  int ep = 0;                  // expert parallelism over this many CPU ranks (mpirun -np N); 0: off (docs/ep.md)
 };
 int run_generate(const GenerateCmdOptions& opt);  // tools/kimi/generate_cmd.cpp
 

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <vector>
 
@@ -37,6 +38,16 @@ struct GenerateOptions {
   SamplingParams sampling;
 };
 
+// Expert parallelism (docs/ep.md, src/dist/model.h: EpModel::lockstep), all three set: `moe` runs every step's MoE
+// layers (ForwardOptions::moe); the ranks step in lockstep: after the prefill and after each decode step,
+// any_active(this rank still generates) must return whether any rank does (a collective), and while this rank has
+// nothing left but others do, generate calls idle() (one step without tokens) instead of a decode step.
+struct GenerateLockstep {
+  std::function<void(int64_t layer, TensorView x, TensorView y)> moe;
+  std::function<bool(bool local_active)> any_active;
+  std::function<void()> idle;
+};
+
 enum class FinishReason : uint8_t { length, stop };
 
 struct GenerateResult {
@@ -54,7 +65,8 @@ struct GenerateResult {
 // The steps run in the model's plan: the prefill (all prompts) plans the model for itself unless Model::plan set
 // limits (then prompts beyond them are a kimi::Error before anything runs), so no decode step allocates; the
 // activation dtype is the model's (Model::activation_dtype).
+// ep: expert parallelism in lockstep with the other ranks (GenerateLockstep), or null.
 GenerateResult generate(const Model& model, std::span<const std::vector<int32_t>> prompts,
-                        const GenerateOptions& opt, const Context& ctx = {});
+                        const GenerateOptions& opt, const Context& ctx = {}, const GenerateLockstep* ep = nullptr);
 
 }  // namespace kimi::model

@@ -164,6 +164,11 @@ struct ForwardOptions {
   // [T, d] f32 (with Block AttnRes: the running `partial` sum, SPEC 8). For per-layer parity tests.
   // The view is always a HOST view (copied from the GPU when the stream is there), valid during the call.
   std::function<void(int64_t layer, TensorView hidden)> on_layer;
+  // Runs MoE layer `layer`'s block (routed experts, latent norm / up-projection and shared expert: latent_moe's
+  // contract) in place of latent_moe: x [T, d] its input (the normalized residual, activation dtype), y f32 [T, d]
+  // its output before the residual add. Expert parallelism sets it (src/dist/model.h: every rank calls forward for
+  // every step, in lockstep); CPU models only (a step with it runs eagerly, never from a CUDA graph).
+  std::function<void(int64_t layer, TensorView x, TensorView y)> moe;
 };
 
 // Runs the batch through the model, appends its tokens to the cache slots and returns f32 logits as a HOST

@@ -1,0 +1,38 @@
+# tests/dist/rank_exit.cmake: runs rank_exit under mpirun (cmake -DMPIEXEC=... -DFLAGS=... -DNP=... -DEXE=...
+# -DLIMIT=... [-DMODE=--abort] -P) and passes iff mpirun returns nonzero within LIMIT seconds, the failing rank said
+# so, mpirun named it (exit mode) or returned its abort code (abort mode), and no rank completed the step.
+cmake_minimum_required(VERSION 3.25)
+separate_arguments(flags UNIX_COMMAND "${FLAGS}")
+string(TIMESTAMP t0 "%s")
+execute_process(COMMAND ${MPIEXEC} ${flags} -np ${NP} ${EXE} ${MODE} RESULT_VARIABLE rc OUTPUT_VARIABLE out
+                ERROR_VARIABLE err TIMEOUT ${LIMIT})
+string(TIMESTAMP t1 "%s")
+math(EXPR elapsed "${t1} - ${t0}")
+set(all "${out}${err}")
+message("${all}")
+message("rank_exit: mpirun returned '${rc}' after ${elapsed} s (limit ${LIMIT} s)")
+if(rc STREQUAL "0" OR rc MATCHES "timeout")
+  message(FATAL_ERROR "rank_exit: expected mpirun to fail within ${LIMIT} s, got '${rc}'")
+endif()
+math(EXPR last "${NP} - 1")
+if(all MATCHES "completed the step")
+  message(FATAL_ERROR "rank_exit: a rank completed a step its peer left")
+endif()
+if(MODE STREQUAL "--abort")
+  if(NOT all MATCHES "kimi: rank_exit: a failure on rank ${last} \\(aborting every rank\\)")
+    message(FATAL_ERROR "rank_exit: the failing rank's error is missing")
+  endif()
+  # mpirun returns the MPI_Abort error code. (Its "MPI_ABORT was invoked on rank r" note is best effort: it is
+  # lost now and then when the job is torn down, so it is not required.)
+  if(NOT rc STREQUAL "3")
+    message(FATAL_ERROR "rank_exit: expected mpirun to return the abort code 3, got '${rc}'")
+  endif()
+  return()
+endif()
+if(NOT all MATCHES "rank_exit: rank ${last} exits mid-step")
+  message(FATAL_ERROR "rank_exit: the exiting rank's line is missing")
+endif()
+# OpenMPI's teardown note names the first process that exited: [[job,1],rank], with its exit code 3.
+if(NOT all MATCHES "Process name: \\[\\[[0-9]+,[0-9]+\\],${last}\\]" OR NOT all MATCHES "Exit code: +3")
+  message(FATAL_ERROR "rank_exit: mpirun's note does not name rank ${last} and its exit code 3")
+endif()
