@@ -1,5 +1,6 @@
-// kimi/model/cost_ep.h: the expert-parallel step against byte counts worked by hand on a tiny config, N = 1 against
-// the one-device model, monotonic properties on K3 (more link bandwidth is never slower), and argument errors.
+// kimi/model/cost_ep.h: the expert-parallel step against byte counts worked by hand on a tiny config, N = 1
+// against the one-device model, monotonic properties on K3 (more link bandwidth is never slower), and
+// argument errors.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -10,8 +11,8 @@
 namespace kimi::model {
 namespace {
 
-// test_cost.cpp's tiny config: layer 0 = KDA + dense FFN, layer 1 = MLA + MoE; d 64 (no latent: rows are 64 wide),
-// 8 experts top-2 of moe_intermediate 32, 1 shared.
+// test_cost.cpp's tiny config: layer 0 = KDA + dense FFN, layer 1 = MLA + MoE; d 64 (no latent: rows are 64
+// wide), 8 experts top-2 of moe_intermediate 32, 1 shared.
 Config tiny() {
   return parse_config(R"({"vocab_size":100,"hidden_size":64,"num_hidden_layers":2,
  "linear_attn_config":{"num_heads":2,"head_dim":16,"short_conv_kernel_size":4,"kda_layers":[1],"full_attn_layers":[2]},
@@ -32,8 +33,8 @@ double op_weights(const ForwardCost& f, const std::string& name) {
 }
 
 TEST(CostEp, VolumesByHand) {
-  // N = 4 ranks in nodes of 2: the worst rank has 1 NVLink peer and 2 IB peers. M_r = 3 tokens x k = 2 rows of
-  // 64 bf16 = 128 bytes: 6 rows, 3/4 leave; NVLink 6*128*1/4 = 192 bytes, IB 6*128*2/4 = 384 bytes.
+  // N = 4 ranks in nodes of 2: the worst rank has 1 NVLink peer and 2 IB peers. M_r = 3 tokens x k = 2 rows
+  // of 64 bf16 = 128 bytes: 6 rows, 3/4 leave; NVLink 6*128*1/4 = 192 bytes, IB 6*128*2/4 = 384 bytes.
   const EpCost c = ep_cost(tiny(), {4, kDecode3, 0, DType::bf16}, kBf16, {100, 10, 2});
   EXPECT_EQ(c.moe_layers, 1);
   EXPECT_EQ(c.expert_slots, 2);
@@ -58,7 +59,8 @@ TEST(CostEp, VolumesByHand) {
   EXPECT_DOUBLE_EQ(c.rank.flops, one.flops);
   EXPECT_DOUBLE_EQ(c.rank.bytes_activations, one.bytes_activations);
 
-  // Times: NVLink 100 B/s, IB 10 B/s side by side: dispatch = combine = max(1.92, 38.4), all-gather max(0.64, 12.8).
+  // Times: NVLink 100 B/s, IB 10 B/s side by side: dispatch = combine = max(1.92, 38.4), all-gather
+  // max(0.64, 12.8).
   const Chip chip{"t", 1e12, 1e15, 0, ""};
   const EpPrediction p = predict_ep(c, chip, {100, 10, 2});
   const Prediction base = predict(c.rank, chip);
@@ -151,15 +153,20 @@ TEST(CostEp, MoreBandwidthIsNeverSlower) {
 
 TEST(CostEp, Errors) {
   const Config c = tiny();
-  EXPECT_KIMI_ERROR(ep_cost(c, {0, kDecode3, 0, DType::bf16}, kBf16, {}), "argument 'ranks'", "[1, 8]", "got 0");
-  EXPECT_KIMI_ERROR(ep_cost(c, {9, kDecode3, 0, DType::bf16}, kBf16, {}), "argument 'ranks'", "[1, 8]", "got 9");
-  EXPECT_KIMI_ERROR(ep_cost(c, {2, kDecode3, -1, DType::bf16}, kBf16, {}), "'redundant_experts'", ">= 0", "got -1");
+  EXPECT_KIMI_ERROR(ep_cost(c, {0, kDecode3, 0, DType::bf16}, kBf16, {}), "argument 'ranks'", "[1, 8]",
+                    "got 0");
+  EXPECT_KIMI_ERROR(ep_cost(c, {9, kDecode3, 0, DType::bf16}, kBf16, {}), "argument 'ranks'", "[1, 8]",
+                    "got 9");
+  EXPECT_KIMI_ERROR(ep_cost(c, {2, kDecode3, -1, DType::bf16}, kBf16, {}), "'redundant_experts'", ">= 0",
+                    "got -1");
   EXPECT_KIMI_ERROR(ep_cost(c, {2, kDecode3, 0, DType::i32}, kBf16, {}), "'rows'", "bf16");
-  EXPECT_KIMI_ERROR(ep_cost(c, {2, kDecode3, 0, DType::bf16}, kBf16, {1, 1, 0}), "'links.gpus_per_node'", "got 0");
+  EXPECT_KIMI_ERROR(ep_cost(c, {2, kDecode3, 0, DType::bf16}, kBf16, {1, 1, 0}), "'links.gpus_per_node'",
+                    "got 0");
   EXPECT_KIMI_ERROR(ep_cost(c, {2, {0, 1, 0, DType::bf16}, 0, DType::bf16}, kBf16, {}), "workload.batch");
   Config dense = c;
   dense.num_experts = 0;
-  EXPECT_KIMI_ERROR(ep_cost(dense, {1, kDecode3, 0, DType::bf16}, kBf16, {}), "'config.num_experts'", "routed experts");
+  EXPECT_KIMI_ERROR(ep_cost(dense, {1, kDecode3, 0, DType::bf16}, kBf16, {}), "'config.num_experts'",
+                    "routed experts");
   const EpCost ok = ep_cost(c, {2, kDecode3, 0, DType::bf16}, kBf16, {});
   const Chip& h200 = named_chip("h200");
   EXPECT_KIMI_ERROR(predict_ep(ok, h200, {0, 50e9, 8}), "'links.nvlink_bytes_per_s'", "> 0", "got 0");

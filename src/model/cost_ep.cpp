@@ -1,4 +1,5 @@
-// Implementation of kimi/model/cost_ep.h: one rank's step under expert parallelism (the formulas are in the header).
+// Implementation of kimi/model/cost_ep.h: one rank's step under expert parallelism (the formulas are in the
+// header).
 #include "kimi/model/cost_ep.h"
 
 #include <algorithm>
@@ -29,7 +30,8 @@ EpCost ep_cost(const Config& c, const EpWorkload& w, const WeightFormat& f, cons
   };
   if (c.num_experts < 1) fail("config.num_experts", ">= 1 (expert parallelism needs routed experts)", "0");
   const int64_t E = c.num_experts, N = w.ranks;
-  if (N < 1 || N > E) fail("ranks", "an integer in [1, " + std::to_string(E) + "] (the routed experts)", std::to_string(N));
+  if (N < 1 || N > E)
+    fail("ranks", "an integer in [1, " + std::to_string(E) + "] (the routed experts)", std::to_string(N));
   if (w.redundant_experts < 0) fail("redundant_experts", ">= 0", std::to_string(w.redundant_experts));
   if (!is_float(w.rows)) fail("rows", "f32, bf16 or f16", std::string(dtype_name(w.rows)));
   if (links.gpus_per_node < 1) fail("links.gpus_per_node", ">= 1", std::to_string(links.gpus_per_node));
@@ -57,7 +59,8 @@ EpCost ep_cost(const Config& c, const EpWorkload& w, const WeightFormat& f, cons
   }
   r.touched_experts = out.touched_slots;
   r.touched_expert_fraction = out.touched_slots / double(out.expert_slots);
-  out.weights_resident = r.weights_resident - double(out.moe_layers) * (double(E) - double(out.expert_slots)) * per_expert;
+  out.weights_resident =
+      r.weights_resident - double(out.moe_layers) * (double(E) - double(out.expert_slots)) * per_expert;
   r.weights_resident = out.weights_resident;
   out.cache = double(w.per_rank.batch) * r.cache_per_seq;
 
@@ -78,10 +81,13 @@ EpPrediction predict_ep(const EpCost& cost, const Chip& chip, const Links& links
   for (const auto& [field, v] : {std::pair{"nvlink_bytes_per_s", links.nvlink_bytes_per_s},
                                  std::pair{"ib_bytes_per_s", links.ib_bytes_per_s}})
     if (!(v > 0) || !std::isfinite(v))
-      throw Error(std::string("predict_ep: argument 'links.") + field + "': expected > 0 (finite), got " + num(v));
+      throw Error(std::string("predict_ep: argument 'links.") + field + "': expected > 0 (finite), got " +
+                  num(v));
   const Prediction p = predict(cost.rank, chip);
   const EpComm& m = cost.comm;
-  auto link_time = [&](double nv, double ib) { return std::max(nv / links.nvlink_bytes_per_s, ib / links.ib_bytes_per_s); };
+  auto link_time = [&](double nv, double ib) {
+    return std::max(nv / links.nvlink_bytes_per_s, ib / links.ib_bytes_per_s);
+  };
   const double ag = link_time(m.allgather_nvlink, m.allgather_ib);
   const double dispatch = link_time(m.dispatch_nvlink, m.dispatch_ib);
   const double combine = link_time(m.combine_nvlink, m.combine_ib);

@@ -118,9 +118,12 @@ int main(int argc, char** argv) {
                    "and memory on the first chip, instead of the one-chip table");
   plan->add_option("--ep-batch", plan_opt.ep_batch, "With --ep: decode sequences per GPU (default 64); prefill is "
                    "--batch sequences of --prompt tokens per GPU");
-  plan->add_option("--ep-redundant", plan_opt.ep_redundant, "With --ep: redundant expert replica slots over all GPUs (default 0)");
-  plan->add_option("--nvlink-gbs", plan_opt.nvlink_gbs, "With --ep: NVLink GB/s per GPU per direction (default 450, H200)");
-  plan->add_option("--ib-gbs", plan_opt.ib_gbs, "With --ep: InfiniBand GB/s per GPU per direction (default 50, NDR 400 Gb/s)");
+  plan->add_option("--ep-redundant", plan_opt.ep_redundant,
+                   "With --ep: redundant expert replica slots over all GPUs (default 0)");
+  plan->add_option("--nvlink-gbs", plan_opt.nvlink_gbs,
+                   "With --ep: NVLink GB/s per GPU per direction (default 450, H200)");
+  plan->add_option("--ib-gbs", plan_opt.ib_gbs,
+                   "With --ep: InfiniBand GB/s per GPU per direction (default 50, NDR 400 Gb/s)");
   plan->add_option("--gpus-per-node", plan_opt.gpus_per_node, "With --ep: GPUs per NVLink node (default 8)");
   plan->add_option("--ep-published", plan_opt.ep_published,
                    "With --ep: a published decode tok/s per GPU to print beside the prediction");
@@ -220,7 +223,8 @@ int main(int argc, char** argv) {
     if (plan->parsed()) {
       plan_opt.json_given = plan->count("--json") > 0;
       plan_opt.csv_given = plan->count("--csv") > 0;
-      for (const char* f : {"--ep-batch", "--ep-redundant", "--nvlink-gbs", "--ib-gbs", "--gpus-per-node", "--ep-published"})
+      for (const char* f :
+           {"--ep-batch", "--ep-redundant", "--nvlink-gbs", "--ib-gbs", "--gpus-per-node", "--ep-published"})
         if (plan->count(f) > 0) plan_opt.ep_given.push_back(f);
       return kimi::cli::run_plan(plan_opt);
     }

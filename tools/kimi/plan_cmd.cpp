@@ -98,11 +98,13 @@ std::vector<std::string> split_commas(const std::string& s) {
 EpPlan check_ep_flags(const PlanOptions& opt) {
   if (opt.ep.empty()) {
     if (!opt.ep_given.empty())
-      throw Error("plan: " + opt.ep_given[0] + ": expected --ep N[,N...] with it (it describes an expert-parallel plan), "
-                  "got " + opt.ep_given[0] + " without --ep");
+      throw Error("plan: " + opt.ep_given[0] +
+                  ": expected --ep N[,N...] with it (it describes an expert-parallel plan), got " + opt.ep_given[0] +
+                  " without --ep");
     return {};
   }
-  if (opt.per_op) throw Error("plan: --per-op: expected no --per-op with --ep (the EP table has no per-op rows), got both");
+  if (opt.per_op)
+    throw Error("plan: --per-op: expected no --per-op with --ep (the EP table has no per-op rows), got both");
   if (!opt.target_tps.empty())
     throw Error("plan: --target-tps: expected no --target-tps with --ep (the EP table predicts speeds), got both");
   EpPlan e;
@@ -202,8 +204,8 @@ Plan check_flags(const PlanOptions& opt) {
   if (ep) {
     const int64_t E = p.config.num_experts;
     if (E == 0)
-      throw Error("plan: --ep: expected a config with routed experts (they are what the GPUs share), got " + opt.config +
-                  " (no routed experts)");
+      throw Error("plan: --ep: expected a config with routed experts (they are what the GPUs share), got " +
+                  opt.config + " (no routed experts)");
     for (const std::string& n : split_commas(opt.ep)) {
       const int64_t v = parse_int(n, "--ep", 1, E, " (GPUs, at most the " + std::to_string(E) + " routed experts)");
       if (std::find(ep->ranks.begin(), ep->ranks.end(), v) == ep->ranks.end()) ep->ranks.push_back(v);
