@@ -79,6 +79,14 @@ TEST(CostEp, VolumesByHand) {
   }
   EXPECT_GT(other, 0);
   EXPECT_DOUBLE_EQ(p.step_overlap_seconds, base.seconds + 89.6 - other);
+  ASSERT_EQ(p.layers.size(), 2u);
+  EXPECT_DOUBLE_EQ(p.layers[0].comm, 0);  // the KDA + dense FFN layer
+  EXPECT_DOUBLE_EQ(p.layers[0].overlap, p.layers[0].compute);
+  EXPECT_DOUBLE_EQ(p.layers[1].comm, 89.6);
+  EXPECT_DOUBLE_EQ(p.layers[1].hideable, other);
+  EXPECT_DOUBLE_EQ(p.layers[1].overlap, p.layers[1].compute + 89.6 - other);
+  EXPECT_LT(p.layers[0].compute + p.layers[1].compute,
+            base.seconds);  // embed and head are outside the layers
   EXPECT_DOUBLE_EQ(p.tokens_per_s_per_gpu, 3 / p.step_seconds);
   EXPECT_DOUBLE_EQ(p.tokens_per_s_total, 4 * 3 / p.step_seconds);
 }

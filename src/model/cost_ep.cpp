@@ -49,6 +49,7 @@ EpCost ep_cost(const Config& c, const EpWorkload& w, const WeightFormat& f, cons
   out.pairs_per_rank = Mr * k;
   out.touched_slots = double(out.expert_slots) * (1 - std::pow(1 - k / double(E), double(N) * Mr));
   for (int64_t i = 0; i < c.num_hidden_layers; ++i) out.moe_layers += c.is_moe_layer(i) ? 1 : 0;
+  out.rank_layers = c.num_hidden_layers;
 
   // The rank's routed-expert weights: its touched slots, not the step's touched experts.
   r.bytes_weights = 0;
@@ -105,24 +106,23 @@ EpPrediction predict_ep(const EpCost& cost, const Chip& chip, const Links& links
 
   // Overlap: per MoE layer, the time of its ops other than the routed experts hides the communication.
   const ForwardCost& r = cost.rank;
-  std::vector<double> other;  // per layer
-  std::vector<char> moe;
+  out.layers.resize(size_t(cost.rank_layers));
   for (size_t i = 0; i < r.ops.size(); ++i) {
     const OpCost& o = r.ops[i];
     if (o.layer < 0) continue;
-    if (size_t(o.layer) >= other.size()) {
-      other.resize(size_t(o.layer) + 1, 0);
-      moe.resize(size_t(o.layer) + 1, 0);
-    }
+    EpLayerTime& t = out.layers[size_t(o.layer)];
+    t.compute += p.ops[i].seconds;
     if (is_routed_expert_op(o.op)) {
-      moe[size_t(o.layer)] = 1;
+      t.comm = per_layer;
     } else {
-      other[size_t(o.layer)] += p.ops[i].seconds;
+      t.hideable += p.ops[i].seconds;
     }
   }
   out.step_overlap_seconds = p.seconds;
-  for (size_t l = 0; l < other.size(); ++l)
-    if (moe[l]) out.step_overlap_seconds += std::max(0.0, per_layer - other[l]);
+  for (EpLayerTime& t : out.layers) {
+    t.overlap = t.compute + std::max(0.0, t.comm - t.hideable);
+    out.step_overlap_seconds += t.overlap - t.compute;
+  }
 
   const double tokens = double(r.tokens()), ranks = double(cost.workload.ranks);
   out.tokens_per_s_per_gpu = tokens / out.step_seconds;

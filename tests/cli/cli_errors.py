@@ -298,7 +298,9 @@ class Cli(unittest.TestCase):
                               "--json", out)
         self.assertEqual(rc, 0, err)
         self.assertRegex(stdout, r"\nGPUs \(EP ranks\) +1 +4 +16\n")
-        self.assertIn("\npublished  1000 decode tok/s per GPU; predicted here: EP 1: ", stdout)
+        self.assertIn("\npublished  1000 decode tok/s per GPU; predicted here:\n           EP 1: ", stdout)
+        self.assertRegex(stdout,
+                         r"\n           EP 16: \d+ without overlap \([\d.]+x\), \d+ with full overlap \([\d.]+x\)\n")
         with open(out) as f:
             j = json.load(f)
         self.assertEqual([e["ranks"] for e in j["ep"]], [1, 4, 16])
@@ -325,6 +327,11 @@ class Cli(unittest.TestCase):
                 self.assertAlmostEqual(s["step_seconds"], s["compute_seconds"] + comm,
                                        delta=1e-12 + 1e-9 * s["step_seconds"])
                 self.assertLessEqual(s["step_overlap_seconds"], s["step_seconds"])
+                self.assertEqual(len(s["layers"]), 9)  # k3-tiny: 9 decoder layers, layer 0 dense
+                self.assertEqual(s["layers"][0]["comm_seconds"], 0)
+                hidden = sum(l["overlap_seconds"] - l["compute_seconds"] for l in s["layers"])
+                self.assertAlmostEqual(s["step_overlap_seconds"], s["compute_seconds"] + hidden,
+                                       delta=1e-12 + 1e-9 * s["step_seconds"])
         # One rank: the one-chip decode step of the same workload.
         rc, single, err = run("plan", "k3-tiny", "--batch", 3, "--context", 10, "--prompt", 8, "--json", "-")
         dec = json.loads(single)["steps"]["decode"]

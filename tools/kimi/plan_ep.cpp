@@ -25,7 +25,14 @@ struct Column {
 
 json step_json(const EpCost& c, const EpPrediction& p) {
   const EpComm& m = c.comm;
-  return {{"tokens_per_rank", c.tokens_per_rank()},
+  json layers = json::array();
+  for (const EpLayerTime& t : p.layers)
+    layers.push_back({{"compute_seconds", t.compute},
+                      {"hideable_seconds", t.hideable},
+                      {"comm_seconds", t.comm},
+                      {"overlap_seconds", t.overlap}});
+  return {{"layers", layers},
+          {"tokens_per_rank", c.tokens_per_rank()},
           {"pairs_per_rank", c.pairs_per_rank},
           {"touched_slots", c.touched_slots},
           {"bytes", c.rank.bytes()},
@@ -197,12 +204,11 @@ void print_table(const EpPlan& p, const std::vector<Column>& cols) {
     return p.chip.memory_bytes <= 0 ? std::string("?") : x.need() <= p.chip.memory_bytes ? "yes" : "no";
   });
   if (p.published > 0) {
-    fmt::print("\npublished  {:.0f} decode tok/s per GPU; predicted here:", p.published);
+    fmt::print("\npublished  {:.0f} decode tok/s per GPU; predicted here:\n", p.published);
     for (const Column& x : cols)
-      fmt::print(" EP {}: {:.0f} (no overlap, {:.2f}x) / {:.0f} (full overlap, {:.2f}x);", x.ranks,
-                 x.dec.tokens_per_s_per_gpu, x.dec.tokens_per_s_per_gpu / p.published,
+      fmt::print("           EP {}: {:.0f} without overlap ({:.2f}x), {:.0f} with full overlap ({:.2f}x)\n",
+                 x.ranks, x.dec.tokens_per_s_per_gpu, x.dec.tokens_per_s_per_gpu / p.published,
                  x.dec.tokens_per_s_overlap_per_gpu, x.dec.tokens_per_s_overlap_per_gpu / p.published);
-    fmt::print("\n");
   }
   fmt::print(
       "\ndata-parallel attention and shared experts, routed experts dealt over the GPUs, perfect balance, "

@@ -65,7 +65,8 @@ struct EpComm {
 
 struct EpCost {
   EpWorkload workload;
-  ForwardCost rank;  // one rank's step: routed-expert weight bytes of its touched slots only
+  ForwardCost rank;         // one rank's step: routed-expert weight bytes of its touched slots only
+  int64_t rank_layers = 0;  // decoder layers
   int64_t moe_layers = 0;
   int64_t expert_slots = 0;     // routed experts held by the fullest rank: ceil(E/N) + ceil(R/N)
   double pairs_per_rank = 0;    // M_r * k
@@ -81,6 +82,15 @@ struct EpCost {
 // float rows, gpus_per_node >= 1, bandwidths checked by predict_ep; the per-rank workload as forward_cost.
 EpCost ep_cost(const Config& c, const EpWorkload& w, const WeightFormat& f, const Links& links);
 
+// One decoder layer's time on the rank (seconds).
+struct EpLayerTime {
+  double compute = 0;  // its ops' roofline
+  double hideable =
+      0;  // of which the ops other than the routed experts (what overlap hides communication behind)
+  double comm = 0;     // all-gather + dispatch + combine (0 outside MoE layers)
+  double overlap = 0;  // compute + max(0, comm - hideable)
+};
+
 struct EpPrediction {
   double compute_seconds = 0;    // roofline over the rank's ops
   double allgather_seconds = 0;  // summed over MoE layers
@@ -92,6 +102,7 @@ struct EpPrediction {
   double tokens_per_s_per_gpu = 0;  // tokens per rank / step_seconds
   double tokens_per_s_overlap_per_gpu = 0;
   double tokens_per_s_total = 0, tokens_per_s_overlap_total = 0;
+  std::vector<EpLayerTime> layers;  // decoder layers 0..L-1 (embed and head: compute_seconds less their sum)
 };
 // kimi::Error when a link bandwidth is not > 0 (and as predict() for the chip).
 EpPrediction predict_ep(const EpCost& cost, const Chip& chip, const Links& links);
