@@ -268,6 +268,80 @@ class Cli(unittest.TestCase):
         self.fails(["plan", cfg, "--json", same, "--csv", same], f"plan: --csv: expected a path other than --json's, got '{same}'")
         self.assertFalse(os.path.exists(same))  # refused before anything is written
 
+    def test_plan_ep_flags(self):
+        cfg = "k3-tiny"  # 16 routed experts
+        self.fails(["plan", cfg, "--ep", "0"],
+                   "plan: --ep: expected an integer in [1, 16] (GPUs, at most the 16 routed experts), got '0'")
+        self.fails(["plan", cfg, "--ep", "4,17"], "plan: --ep: expected an integer in [1, 16]", "got '17'")
+        self.fails(["plan", cfg, "--ep", "4,"], "plan: --ep: expected an integer in [1, 16]", "got ''")
+        self.fails(["plan", "kimi-linear-tiny", "--ep", "0"], "plan: --ep: expected an integer in [1, ")
+        self.fails(["plan", cfg, "--ep-batch", "8"],
+                   "plan: --ep-batch: expected --ep N[,N...] with it (it describes an expert-parallel plan), got "
+                   "--ep-batch without --ep")
+        self.fails(["plan", cfg, "--ep", "4", "--ep-batch", "0"],
+                   "plan: --ep-batch: expected an integer in [1, 1048576] (decode sequences per GPU), got '0'")
+        self.fails(["plan", cfg, "--ep", "4", "--ib-gbs", "0"],
+                   "plan: --ib-gbs: expected a finite number > 0 (GB/s per GPU per direction), got '0'")
+        self.fails(["plan", cfg, "--ep", "4", "--nvlink-gbs", "x"], "plan: --nvlink-gbs: expected a finite number > 0")
+        self.fails(["plan", cfg, "--ep", "4", "--gpus-per-node", "0"],
+                   "plan: --gpus-per-node: expected an integer in [1, 1024], got '0'")
+        self.fails(["plan", cfg, "--ep", "4", "--ep-redundant", "-1"],
+                   "plan: --ep-redundant: expected an integer in [0, ")
+        self.fails(["plan", cfg, "--ep", "4", "--per-op"], "plan: --per-op: expected no --per-op with --ep")
+        self.fails(["plan", cfg, "--ep", "4", "--target-tps", "5"],
+                   "plan: --target-tps: expected no --target-tps with --ep")
+
+    def test_plan_ep_json_and_table(self):
+        out = os.path.join(self.tmp.name, "plan-ep.json")
+        rc, stdout, err = run("plan", "k3-tiny", "--ep", "1,4,16", "--ep-batch", 3, "--context", 10, "--prompt", 8,
+                              "--gpus-per-node", 2, "--ib-gbs", 10, "--nvlink-gbs", 100, "--ep-published", 1000,
+                              "--json", out)
+        self.assertEqual(rc, 0, err)
+        self.assertRegex(stdout, r"\nGPUs \(EP ranks\) +1 +4 +16\n")
+        self.assertIn("\npublished  1000 decode tok/s per GPU; predicted here:\n           EP 1: ", stdout)
+        self.assertRegex(stdout,
+                         r"\n           EP 16: \d+ without overlap \([\d.]+x\), \d+ with full overlap \([\d.]+x\)\n")
+        with open(out) as f:
+            j = json.load(f)
+        self.assertEqual([e["ranks"] for e in j["ep"]], [1, 4, 16])
+        self.assertEqual(j["links"], {"nvlink_bytes_per_s": 100e9, "ib_bytes_per_s": 10e9, "gpus_per_node": 2})
+        # k3-tiny: latent rows of routed_expert_hidden_size bf16, top-k picks; 4 ranks in nodes of 2: 1 NVLink peer and
+        # 2 IB peers of the 3 others.
+        rc, cfg_out, err = run("plan", "k3-tiny", "--json", "-")
+        one = json.loads(cfg_out)
+        k = one["config"]["num_experts_per_token"]
+        e1, e4 = j["ep"][0], j["ep"][1]
+        self.assertEqual(e1["decode"]["per_moe_layer_bytes"]["dispatch_ib"], 0)
+        d4 = e4["decode"]["per_moe_layer_bytes"]
+        self.assertGreater(d4["dispatch_nvlink"], 0)
+        self.assertEqual(d4["dispatch_ib"], 2 * d4["dispatch_nvlink"])
+        self.assertEqual(d4["dispatch_ib"], d4["combine_ib"])
+        self.assertEqual(d4["allgather_nvlink"], 16 * 8)
+        self.assertEqual(e4["decode"]["pairs_per_rank"], 3 * k)
+        self.assertEqual(e4["expert_slots_per_rank"], 4)
+        self.assertEqual(j["ep"][2]["expert_slots_per_rank"], 1)
+        for e in j["ep"]:
+            for step in ("decode", "prefill"):
+                s = e[step]
+                comm = s["allgather_seconds"] + s["dispatch_seconds"] + s["combine_seconds"]
+                self.assertAlmostEqual(s["step_seconds"], s["compute_seconds"] + comm,
+                                       delta=1e-12 + 1e-9 * s["step_seconds"])
+                self.assertLessEqual(s["step_overlap_seconds"], s["step_seconds"])
+                self.assertEqual(len(s["layers"]), 9)  # k3-tiny: 9 decoder layers, layer 0 dense
+                self.assertEqual(s["layers"][0]["comm_seconds"], 0)
+                hidden = sum(l["overlap_seconds"] - l["compute_seconds"] for l in s["layers"])
+                self.assertAlmostEqual(s["step_overlap_seconds"], s["compute_seconds"] + hidden,
+                                       delta=1e-12 + 1e-9 * s["step_seconds"])
+        # One rank: the one-chip decode step of the same workload.
+        rc, single, err = run("plan", "k3-tiny", "--batch", 3, "--context", 10, "--prompt", 8, "--json", "-")
+        dec = json.loads(single)["steps"]["decode"]
+        self.assertAlmostEqual(e1["decode"]["step_seconds"], dec["predictions"][0]["seconds"], delta=1e-15)
+        self.assertEqual(e1["decode"]["bytes"], dec["bytes"])
+        rc, csv_out, err = run("plan", "k3-tiny", "--ep", "2", "--csv", "-")
+        self.assertEqual(rc, 0, err)
+        rows = list(csv.DictReader(csv_out.splitlines()))
+        self.assertEqual([(r["ranks"], r["step"]) for r in rows], [("2", "prefill"), ("2", "decode")])
+
     def test_plan_json_and_csv(self):
         out = os.path.join(self.tmp.name, "plan.json")
         csv_path = os.path.join(self.tmp.name, "plan.csv")

@@ -8,6 +8,7 @@
 //                 [--device cuda[:i]]       on a GPU: blocks without CUDA kernels on the CPU (noted)
 //                 [--ep N]                  under `mpirun -np N`: MoE layers expert-parallel over N CPU ranks
 //   kimi plan CONFIG [--chip h200] [--batch N --prompt T --context C --target-tps R] [--json F --csv F]
+//             [--ep N[,N...] --ep-batch B --ep-redundant R --nvlink-gbs X --ib-gbs Y --gpus-per-node G]
 //                                           bytes, FLOPs and roofline speed of prefill and decode (cost.h)
 //   kimi bench DIR | --random CONFIG       prefill (ppN) and decode (tgN) speed at batch sizes, llama-bench style
 //                 [-p 512 -n 128 -b 1,8]    table, --json / --csv for plots, peak device memory per row
@@ -116,6 +117,20 @@ int main(int argc, char** argv) {
   plan->add_option("--json", plan_opt.json, "Also write everything as JSON to this file ('-': stdout, no table)");
   plan->add_option("--csv", plan_opt.csv, "Also write the per-op rows as CSV to this file ('-': stdout, no table)");
   plan->add_flag("--per-op", plan_opt.per_op, "Print every op of both steps (timed on the first chip)");
+  plan->add_option("--ep", plan_opt.ep,
+                   "Expert parallelism over N GPUs (comma-separated list): per-GPU step time, dispatch/combine volumes "
+                   "and memory on the first chip, instead of the one-chip table");
+  plan->add_option("--ep-batch", plan_opt.ep_batch, "With --ep: decode sequences per GPU (default 64); prefill is "
+                   "--batch sequences of --prompt tokens per GPU");
+  plan->add_option("--ep-redundant", plan_opt.ep_redundant,
+                   "With --ep: redundant expert replica slots over all GPUs (default 0)");
+  plan->add_option("--nvlink-gbs", plan_opt.nvlink_gbs,
+                   "With --ep: NVLink GB/s per GPU per direction (default 450, H200)");
+  plan->add_option("--ib-gbs", plan_opt.ib_gbs,
+                   "With --ep: InfiniBand GB/s per GPU per direction (default 50, NDR 400 Gb/s)");
+  plan->add_option("--gpus-per-node", plan_opt.gpus_per_node, "With --ep: GPUs per NVLink node (default 8)");
+  plan->add_option("--ep-published", plan_opt.ep_published,
+                   "With --ep: a published decode tok/s per GPU to print beside the prediction");
 
   kimi::cli::BenchCmdOptions bench_opt;
   auto* bench = app.add_subcommand("bench", "Time prefill (ppN) and decode (tgN) at batch sizes, llama-bench style");
@@ -212,6 +227,9 @@ int main(int argc, char** argv) {
     if (plan->parsed()) {
       plan_opt.json_given = plan->count("--json") > 0;
       plan_opt.csv_given = plan->count("--csv") > 0;
+      for (const char* f :
+           {"--ep-batch", "--ep-redundant", "--nvlink-gbs", "--ib-gbs", "--gpus-per-node", "--ep-published"})
+        if (plan->count(f) > 0) plan_opt.ep_given.push_back(f);
       return kimi::cli::run_plan(plan_opt);
     }
     if (bench->parsed()) return kimi::cli::run_bench(bench_opt);

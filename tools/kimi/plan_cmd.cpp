@@ -14,6 +14,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <tuple>
 #include <nlohmann/json.hpp>
 
@@ -21,6 +22,7 @@
 #include "kimi/model/config.h"
 #include "kimi/model/cost.h"
 #include "kimi/model/generate.h"
+#include "plan_ep.h"
 
 namespace kimi::cli {
 namespace {
@@ -78,7 +80,44 @@ struct Plan {
   std::vector<Chip> chips;
   Workload prefill, decode;
   double target_tps = 0;  // 0: none
+  std::optional<EpPlan> ep;
 };
+
+std::vector<std::string> split_commas(const std::string& s) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  for (size_t i = 0; i <= s.size(); ++i)
+    if (i == s.size() || s[i] == ',') {
+      out.push_back(s.substr(start, i - start));
+      start = i + 1;
+    }
+  return out;
+}
+
+// The --ep flags but the rank list (which needs the config's expert count).
+EpPlan check_ep_flags(const PlanOptions& opt) {
+  if (opt.ep.empty()) {
+    if (!opt.ep_given.empty())
+      throw Error("plan: " + opt.ep_given[0] +
+                  ": expected --ep N[,N...] with it (it describes an expert-parallel plan), got " + opt.ep_given[0] +
+                  " without --ep");
+    return {};
+  }
+  if (opt.per_op)
+    throw Error("plan: --per-op: expected no --per-op with --ep (the EP table has no per-op rows), got both");
+  if (!opt.target_tps.empty())
+    throw Error("plan: --target-tps: expected no --target-tps with --ep (the EP table predicts speeds), got both");
+  EpPlan e;
+  const int64_t limit = context_limit(Config{});
+  e.decode.batch = parse_int(opt.ep_batch, "--ep-batch", 1, limit, " (decode sequences per GPU)");
+  e.redundant = parse_int(opt.ep_redundant, "--ep-redundant", 0, int64_t(1) << 20, " (replica slots over all GPUs)");
+  e.links.nvlink_bytes_per_s = parse_positive(opt.nvlink_gbs, "--nvlink-gbs", "GB/s per GPU per direction") * 1e9;
+  e.links.ib_bytes_per_s = parse_positive(opt.ib_gbs, "--ib-gbs", "GB/s per GPU per direction") * 1e9;
+  e.links.gpus_per_node = parse_int(opt.gpus_per_node, "--gpus-per-node", 1, 1024);
+  if (!opt.ep_published.empty())
+    e.published = parse_positive(opt.ep_published, "--ep-published", "decode tokens/s per GPU");
+  return e;
+}
 
 // Every flag, before anything is computed or written.
 Plan check_flags(const PlanOptions& opt) {
@@ -126,6 +165,8 @@ Plan check_flags(const PlanOptions& opt) {
     if (const std::string why = output_problem(*path); !why.empty())
       throw Error(std::string("plan: ") + flag + " '" + *path + "': " + why);
   }
+  std::optional<EpPlan> ep;
+  if (!opt.ep.empty() || !opt.ep_given.empty()) ep = check_ep_flags(opt);
   if (opt.json == "-" && opt.csv == "-")
     throw Error("plan: --csv: expected a file path when --json is '-' (one of them may take stdout), got '-'");
   if (!opt.json.empty() && opt.json == opt.csv)
@@ -160,6 +201,25 @@ Plan check_flags(const PlanOptions& opt) {
   }
   p.prefill = {batch, prompt, 0, act};
   p.decode = {batch, 1, context, act};
+  if (ep) {
+    const int64_t E = p.config.num_experts;
+    if (E == 0)
+      throw Error("plan: --ep: expected a config with routed experts (they are what the GPUs share), got " +
+                  opt.config + " (no routed experts)");
+    for (const std::string& n : split_commas(opt.ep)) {
+      const int64_t v = parse_int(n, "--ep", 1, E, " (GPUs, at most the " + std::to_string(E) + " routed experts)");
+      if (std::find(ep->ranks.begin(), ep->ranks.end(), v) == ep->ranks.end()) ep->ranks.push_back(v);
+    }
+    ep->config = p.config;
+    ep->source = p.source;
+    ep->weights = p.weights;
+    ep->chip = p.chips[0];
+    ep->prefill = p.prefill;
+    ep->decode = {ep->decode.batch, 1, context, act};
+    ep->json = opt.json;
+    ep->csv = opt.csv;
+    p.ep = std::move(ep);
+  }
   return p;
 }
 
@@ -351,6 +411,7 @@ void print_table(const Plan& p, const std::vector<Step>& steps, bool per_op) {
 
 int run_plan(const PlanOptions& opt) {
   const Plan p = check_flags(opt);
+  if (p.ep) return run_plan_ep(*p.ep);
   std::vector<Step> steps = {{"prefill", forward_cost(p.config, p.prefill, p.weights), {}},
                              {"decode", forward_cost(p.config, p.decode, p.weights), {}}};
   for (Step& s : steps)
