@@ -314,15 +314,6 @@ std::string plan_csv(const Plan& p, const std::vector<Step>& steps) {
   return s;
 }
 
-void write_file(const std::string& flag, const std::string& path, const std::string& text) {
-  if (path == "-") {
-    fmt::print("{}", text);
-    return;
-  }
-  std::ofstream f(path, std::ios::binary | std::ios::trunc);
-  if (f) f << text;
-  if (!f) throw Error("plan: " + flag + " '" + path + "': cannot write it: " + std::strerror(errno));
-}
 
 void print_table(const Plan& p, const std::vector<Step>& steps, bool per_op) {
   const Config& c = p.config;
@@ -417,9 +408,19 @@ int run_plan(const PlanOptions& opt) {
   for (Step& s : steps)
     for (const Chip& ch : p.chips) s.pred.push_back(predict(s.cost, ch));
   if (opt.json != "-" && opt.csv != "-") print_table(p, steps, opt.per_op);
-  if (!opt.json.empty()) write_file("--json", opt.json, plan_json(p, steps).dump(1) + "\n");
-  if (!opt.csv.empty()) write_file("--csv", opt.csv, plan_csv(p, steps));
+  if (!opt.json.empty()) write_plan_output("--json", opt.json, plan_json(p, steps).dump(1) + "\n");
+  if (!opt.csv.empty()) write_plan_output("--csv", opt.csv, plan_csv(p, steps));
   return 0;
+}
+
+void write_plan_output(const std::string& flag, const std::string& path, const std::string& text) {
+  if (path == "-") {
+    fmt::print("{}", text);
+    return;
+  }
+  std::ofstream f(path, std::ios::binary | std::ios::trunc);
+  if (f) f << text;
+  if (!f) throw Error("plan: " + flag + " '" + path + "': cannot write it: " + std::strerror(errno));
 }
 
 }  // namespace kimi::cli

@@ -3,10 +3,6 @@
 #include "plan_ep.h"
 
 #include <fmt/core.h>
-
-#include <cerrno>
-#include <cstring>
-#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "kimi/error.h"
@@ -104,16 +100,6 @@ std::string ep_csv(const std::vector<Column>& cols) {
                       pr->tokens_per_s_per_gpu, pr->tokens_per_s_overlap_per_gpu, pr->tokens_per_s_total,
                       c.decode.weights_resident, c.decode.cache);
   return s;
-}
-
-void write_file(const std::string& flag, const std::string& path, const std::string& text) {
-  if (path == "-") {
-    fmt::print("{}", text);
-    return;
-  }
-  std::ofstream f(path, std::ios::binary | std::ios::trunc);
-  if (f) f << text;
-  if (!f) throw Error("plan: " + flag + " '" + path + "': cannot write it: " + std::strerror(errno));
 }
 
 // One table row: a label and one value per column.
@@ -230,8 +216,8 @@ int run_plan_ep(const EpPlan& p) {
     cols.push_back(std::move(c));
   }
   if (p.json != "-" && p.csv != "-") print_table(p, cols);
-  if (!p.json.empty()) write_file("--json", p.json, ep_json(p, cols).dump(1) + "\n");
-  if (!p.csv.empty()) write_file("--csv", p.csv, ep_csv(cols));
+  if (!p.json.empty()) write_plan_output("--json", p.json, ep_json(p, cols).dump(1) + "\n");
+  if (!p.csv.empty()) write_plan_output("--csv", p.csv, ep_csv(cols));
   return 0;
 }
 

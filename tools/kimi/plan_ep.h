@@ -25,4 +25,8 @@ struct EpPlan {
 };
 int run_plan_ep(const EpPlan& p);
 
+// `kimi plan`'s --json / --csv output: text to `path` ("-": stdout); an error naming the flag when it cannot be
+// written (plan_cmd.cpp).
+void write_plan_output(const std::string& flag, const std::string& path, const std::string& text);
+
 }  // namespace kimi::cli
