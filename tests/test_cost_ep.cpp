@@ -5,22 +5,16 @@
 
 #include <cmath>
 
+#include "cost_testutil.h"
 #include "expect_error.h"
 #include "kimi/model/cost_ep.h"
 
 namespace kimi::model {
 namespace {
 
-// test_cost.cpp's tiny config: layer 0 = KDA + dense FFN, layer 1 = MLA + MoE; d 64 (no latent: rows are 64
-// wide), 8 experts top-2 of moe_intermediate 32, 1 shared.
-Config tiny() {
-  return parse_config(R"({"vocab_size":100,"hidden_size":64,"num_hidden_layers":2,
- "linear_attn_config":{"num_heads":2,"head_dim":16,"short_conv_kernel_size":4,"kda_layers":[1],"full_attn_layers":[2]},
- "num_attention_heads":2,"q_lora_rank":null,"kv_lora_rank":16,"qk_nope_head_dim":8,"qk_rope_head_dim":4,
- "v_head_dim":8,"intermediate_size":32,"first_k_dense_replace":1,"num_experts":8,"num_experts_per_token":2,
- "num_shared_experts":1,"moe_intermediate_size":32})",
-                      "tiny");
-}
+// test_cost.cpp's tiny config (cost_testutil.h): layer 0 = KDA + dense FFN, layer 1 = MLA + MoE; d 64 (no latent:
+// rows are 64 wide), 8 experts top-2 of moe_intermediate 32, 1 shared.
+Config tiny() { return kimi::testutil::tiny_cost_config(); }
 
 const WeightFormat kBf16{DType::bf16, false};
 const Workload kDecode3{3, 1, 10, DType::bf16};  // 3 sequences per rank, 10 tokens cached
