@@ -5,7 +5,9 @@
 // its writes are visible (and so, by induction, all earlier work). Before the wait a kernel may only read what no
 // step writes, such as weights: a decode step's weight-streaming kernels (the GEMV, the touched experts) issue
 // their first weight loads there, so a layer's next projection streams while the previous kernel finishes,
-// instead of after its launch gap and load ramp.
+// instead of after its launch gap and load ramp. The decode step's other kernels (norms, router, grouping,
+// combine, the KDA step, convert, the residual add) are launched the same way and wait first: their launch
+// latency then overlaps the kernel before them.
 // Invariants: every kernel launched by programmatic_launch() calls pdl_wait() on every path that reads or writes
 // stream-ordered memory; pdl_launch_dependents() is a hint that any kernel may call (a kernel launched the plain
 // way waits for full completion as always). Graph capture keeps the programmatic edges.

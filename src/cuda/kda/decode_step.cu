@@ -19,6 +19,7 @@
 #include "cuda/kernel_attrs.cuh"
 #include "cuda/runtime.h"
 #include "cuda/scratch.cuh"
+#include "cuda/pdl.cuh"
 
 namespace kimi::cuda {
 
@@ -45,7 +46,7 @@ ConvPool conv_pool(const TensorView& w, const TensorView& cache) {
 template <auto kKernel>
 void launch(const DecodeParams& p, int64_t ctas, int smem, int dev, cudaStream_t s) {
   if (smem > 0) allow_dynamic_smem<kKernel>(dev, kBulkMaxBytes);
-  kKernel<<<dim3(unsigned(ctas)), dim3(kThreads), size_t(smem), s>>>(p);
+  programmatic_launch(kKernel, dim3(unsigned(ctas)), dim3(kThreads), size_t(smem), s, p);
 }
 
 // kv: CG column groups of 4 (BV = 4 CG), RG = 512 / CG row groups, NR >= K / RG rows each.

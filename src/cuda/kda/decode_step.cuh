@@ -279,7 +279,8 @@ __device__ __forceinline__ void kv_prefetch(const float* at, int V, int K, int r
 }
 template <int CG, int NR, int MIN_CTAS>
 __global__ void __launch_bounds__(kThreads, MIN_CTAS) kda_decode_step_kv_kernel(const __grid_constant__ DecodeParams p) {
-  pdl_launch_dependents();  // pdl.cuh: the output projection's GEMV may start streaming W_o
+  pdl_launch_dependents();  // pdl.cuh: launched with programmatic_launch
+  pdl_wait();
   constexpr int RG = kThreads / CG;  // row groups
   constexpr int BV = 4 * CG;         // columns per tile
   constexpr int KMAX = RG * NR;
@@ -355,6 +356,8 @@ __device__ __forceinline__ void vk_prefetch(const float* at, int K, int V, int j
 // columns by vk_load / vk_store (kda_device.cuh) from and to the pool.
 template <int KG, int KC, int NV, int MIN_CTAS>
 __global__ void __launch_bounds__(kThreads, MIN_CTAS) kda_decode_step_vk_kernel(const __grid_constant__ DecodeParams p) {
+  pdl_launch_dependents();  // pdl.cuh: launched with programmatic_launch
+  pdl_wait();
   constexpr int VG = kThreads / KG;  // column groups
   constexpr int BV = VG * NV;        // columns per tile
   constexpr int KMAX = 4 * KG * KC;

@@ -12,11 +12,14 @@
 #include <cstdint>
 
 #include "cuda/elementwise.cuh"
+#include "cuda/pdl.cuh"
 
 namespace kimi::cuda {
 
 __global__ void convert_kernel(const void* __restrict__ src, int ts, int64_t lds, void* __restrict__ dst, int td,
                                int64_t ldd, int64_t rows, int64_t cols) {
+  pdl_launch_dependents();  // pdl.cuh: launched with programmatic_launch
+  pdl_wait();
   const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= rows * cols) return;
   const int64_t r = i / cols, c = i % cols;

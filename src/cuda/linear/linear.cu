@@ -33,6 +33,7 @@
 #include "cuda/linear/linear.h"
 #include "cuda/linear/mxfp4.cuh"
 #include "cuda/scratch.cuh"
+#include "cuda/pdl.cuh"
 
 namespace kimi::cuda {
 
@@ -49,8 +50,8 @@ int64_t row_stride(const TensorView& t, int64_t cols) { return t.size(0) > 1 ? t
 void convert(const void* src, DType ts, int64_t lds, void* dst, DType td, int64_t ldd, int64_t rows, int64_t cols,
              cudaStream_t s) {
   if (rows * cols == 0) return;
-  convert_kernel<<<grid_1d(rows * cols, kThreads, "linear"), kThreads, 0, s>>>(src, elem_type(ts), lds, dst,
-                                                                                  elem_type(td), ldd, rows, cols);
+  programmatic_launch(convert_kernel, dim3(grid_1d(rows * cols, kThreads, "linear")), dim3(kThreads), 0, s, src,
+                      elem_type(ts), lds, dst, elem_type(td), ldd, rows, cols);
   KIMI_CUDA_CHECK(cudaGetLastError());
 }
 

@@ -26,7 +26,8 @@ __global__ void add_into_kernel(float* __restrict__ out, int64_t out_ld, const f
 
 __global__ void add_into4_kernel(float4* __restrict__ out, int64_t out_ld4, const float4* __restrict__ y, int64_t T,
                                  int64_t d4) {
-  pdl_launch_dependents();  // pdl.cuh
+  pdl_launch_dependents();  // pdl.cuh: launched with programmatic_launch
+  pdl_wait();
   const int64_t col = int64_t(blockIdx.x) * kThreads + threadIdx.x;
   if (col >= d4) return;
   for (int64_t t = blockIdx.y; t < T; t += gridDim.y) {
@@ -47,8 +48,8 @@ void add_into(TensorView out, TensorView y, const Context& ctx) {
   const auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
   if (d % 4 == 0 && out.stride(0) % 4 == 0 && aligned(out.data) && aligned(y.data)) {
     const dim3 grid = grid_cols_rows(d / 4, T, kThreads, "add_into");
-    add_into4_kernel<<<grid, kThreads, 0, s>>>(static_cast<float4*>(out.data), out.stride(0) / 4,
-                                               static_cast<const float4*>(y.data), T, d / 4);
+    programmatic_launch(add_into4_kernel, grid, dim3(kThreads), 0, s, static_cast<float4*>(out.data),
+                        out.stride(0) / 4, static_cast<const float4*>(y.data), T, d / 4);
     KIMI_CUDA_CHECK(cudaGetLastError());
     return;
   }

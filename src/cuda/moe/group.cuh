@@ -99,7 +99,8 @@ struct GroupArgs {
 // (touched, count) packed in one int64 (touched experts in the high word, rows in the low word: both < 2^31),
 // so the offsets and the active list come out of one pass.
 __global__ void __launch_bounds__(kGroupThreads) group_kernel(GroupArgs a) {
-  pdl_launch_dependents();  // pdl.cuh: the touched experts' launch may start (it waits for this kernel)
+  pdl_launch_dependents();  // pdl.cuh: launched with programmatic_launch
+  pdl_wait();
   extern __shared__ int32_t cnt[];  // [E]: counts, then cursors
   constexpr int kWarps = kGroupThreads / 32;
   __shared__ int64_t warp_sum[kWarps];
@@ -180,7 +181,8 @@ __global__ void gather_kernel(const float* __restrict__ z, const int32_t* __rest
 __global__ void combine_kernel(const float* __restrict__ ye, const int32_t* __restrict__ row_of_slot,
                                const float* __restrict__ w, int k, int64_t tokens, int64_t d, int64_t shared_row0,
                                void* __restrict__ y, int ty, int64_t ldy) {
-  pdl_launch_dependents();  // pdl.cuh
+  pdl_launch_dependents();  // pdl.cuh: launched with programmatic_launch
+  pdl_wait();
   const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= tokens * d) return;
   const int64_t t = i / d, c = i % d;

@@ -40,6 +40,7 @@
 #include "cuda/moe/moe.h"
 #include "cuda/norm/norm.h"
 #include "cuda/scratch.cuh"
+#include "cuda/pdl.cuh"
 
 namespace kimi::cuda {
 
@@ -137,7 +138,7 @@ void latent_moe(TensorView x, const LatentMoeWeights& w, const RouterParams& rou
     g.n_active = active->get<int32_t>() + std::min(e_count, slots);
     if (ids.present()) g.ids_out = static_cast<int32_t*>(ids.data), g.ldi = t_count > 1 ? ids.stride(0) : k;
     if (weights.present()) g.w_out = static_cast<float*>(weights.data), g.ldw = t_count > 1 ? weights.stride(0) : k;
-    group_kernel<<<1, kGroupThreads, size_t(e_count) * 4, s>>>(g);
+    programmatic_launch(group_kernel, dim3(1), dim3(kGroupThreads), size_t(e_count) * 4, s, g);
     KIMI_CUDA_CHECK(cudaGetLastError());
   } else {
     copy_out(sel, t_count, k, ids, s);
@@ -183,18 +184,18 @@ void latent_moe(TensorView x, const LatentMoeWeights& w, const RouterParams& rou
   const bool direct = touched && !latent && (fuse_shared || !w.shared);
   const int64_t shared_row0 = fuse_shared ? slots : -1;
   if (direct) {
-    combine_kernel<<<grid_1d(t_count * dl, kThreads, "latent_moe"), kThreads, 0, s>>>(
-        ye.get<float>(), row_of_slot.get<int32_t>(), wts.get<float>(), int(k), t_count, dl, shared_row0, out.data,
-        elem_type(out.dtype), t_count > 1 ? out.stride(0) : d);
+    programmatic_launch(combine_kernel, dim3(grid_1d(t_count * dl, kThreads, "latent_moe")), dim3(kThreads), 0, s,
+                        ye.get<float>(), row_of_slot.get<int32_t>(), wts.get<float>(), int(k), t_count, dl,
+                        shared_row0, out.data, elem_type(out.dtype), t_count > 1 ? out.stride(0) : d);
     KIMI_CUDA_CHECK(cudaGetLastError());
     return;
   }
   Scratch y(size_t(t_count * dl) * 4, s);
   std::optional<Scratch> yn;
   const Scratch* yl = &y;
-  combine_kernel<<<grid_1d(t_count * dl, kThreads, "latent_moe"), kThreads, 0, s>>>(
-      ye.get<float>(), row_of_slot.get<int32_t>(), wts.get<float>(), int(k), t_count, dl, shared_row0, y.get(),
-      elem_type(DType::f32), dl);
+  programmatic_launch(combine_kernel, dim3(grid_1d(t_count * dl, kThreads, "latent_moe")), dim3(kThreads), 0, s,
+                      ye.get<float>(), row_of_slot.get<int32_t>(), wts.get<float>(), int(k), t_count, dl,
+                      shared_row0, y.get(), elem_type(DType::f32), dl);
   KIMI_CUDA_CHECK(cudaGetLastError());
   if (w.latent_norm.present()) {
     TensorView nw = w.latent_norm;

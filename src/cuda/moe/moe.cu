@@ -12,6 +12,7 @@
 #include "cuda/moe/moe.h"
 #include "cuda/moe/router.cuh"
 #include "cuda/scratch.cuh"
+#include "cuda/pdl.cuh"
 
 namespace kimi::cuda {
 
@@ -47,10 +48,11 @@ void moe_router(TensorView logits, TensorView bias, const RouterParams& p, Tenso
   a.w = static_cast<float*>(weights.data);
   a.ldw = t > 1 ? weights.stride(0) : p.top_k;
   const unsigned grid = grid_1d(t, kRouterWarps, "moe_router"), block = kRouterWarps * 32;
-  if (p.top_k > 32 || e > 32 * 32) router_kernel<<<grid, block, 0, s>>>(a);
-  else if (e <= 32 * 8) router_reg_kernel<8><<<grid, block, 0, s>>>(a);
-  else if (e <= 32 * 16) router_reg_kernel<16><<<grid, block, 0, s>>>(a);
-  else router_reg_kernel<32><<<grid, block, 0, s>>>(a);
+  const auto kernel = p.top_k > 32 || e > 32 * 32 ? router_kernel
+                      : e <= 32 * 8                ? router_reg_kernel<8>
+                      : e <= 32 * 16               ? router_reg_kernel<16>
+                                                   : router_reg_kernel<32>;
+  programmatic_launch(kernel, dim3(grid), dim3(block), 0, s, a);
   KIMI_CUDA_CHECK(cudaGetLastError());
 }
 

@@ -56,7 +56,8 @@ __device__ __forceinline__ int64_t router_unpack_index(uint64_t packed) { return
 // PL: experts per lane (E <= 32 PL); k <= 32.
 template <int PL>
 __global__ void __launch_bounds__(kRouterWarps * 32) router_reg_kernel(RouterArgs a) {
-  pdl_launch_dependents();  // pdl.cuh
+  pdl_launch_dependents();  // pdl.cuh: launched with programmatic_launch
+  pdl_wait();
   const int64_t t = int64_t(blockIdx.x) * kRouterWarps + threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
   if (t >= a.t) return;
@@ -99,6 +100,8 @@ __global__ void __launch_bounds__(kRouterWarps * 32) router_reg_kernel(RouterArg
 }
 
 __global__ void __launch_bounds__(kRouterWarps * 32) router_kernel(RouterArgs a) {
+  pdl_launch_dependents();  // pdl.cuh: launched with programmatic_launch
+  pdl_wait();
   const int64_t t = int64_t(blockIdx.x) * kRouterWarps + threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
   if (t >= a.t) return;

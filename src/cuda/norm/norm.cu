@@ -17,6 +17,7 @@
 #include "cuda/norm/rms_norm.cuh"
 #include "cuda/rows.cuh"
 #include "cuda/scratch.cuh"
+#include "cuda/pdl.cuh"
 
 namespace kimi::cuda {
 
@@ -39,9 +40,9 @@ void rms_norm(TensorView x, TensorView w, float eps, TensorView y, const Context
   if (l.rows == 0) return;
   const VecRowLaunch v = vec_row_launch("rms_norm", l.rows, x.size(-1));
   if (v.ok && vec8_view(x) && vec8_view(w) && vec8_view(y)) {
-    rms_norm_vec_kernel<<<v.blocks, v.threads, 0, s>>>(x.data, elem_type(x.dtype), vec_row_map(x), w.data,
-                                                       elem_type(w.dtype), y.data, elem_type(y.dtype), vec_row_map(y),
-                                                       l.rows, int(x.size(-1)), eps, v.lanes);
+    programmatic_launch(rms_norm_vec_kernel, dim3(v.blocks), dim3(v.threads), 0, s, x.data, elem_type(x.dtype),
+                        vec_row_map(x), w.data, elem_type(w.dtype), y.data, elem_type(y.dtype), vec_row_map(y), l.rows,
+                        int(x.size(-1)), eps, v.lanes);
     KIMI_CUDA_CHECK(cudaGetLastError());
     return;
   }

@@ -23,7 +23,8 @@ namespace kimi::cuda {
 
 __global__ void __launch_bounds__(kRowMaxLanes) rms_norm_vec_kernel(const void* x, int tx, RowMap x_off, const void* w, int tw, void* y, int ty,
                                     RowMap y_off, int64_t rows, int d, float eps, int lanes) {
-  pdl_launch_dependents();  // pdl.cuh: lets a programmatic launch after this one start streaming weights
+  pdl_launch_dependents();  // pdl.cuh: launched with programmatic_launch (norm.cu)
+  pdl_wait();
   __shared__ float red[kRowMaxLanes / 32];
   const RowSlot rs = row_slot(lanes, rows);
   const int nch = d / kVec;
