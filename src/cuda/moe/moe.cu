@@ -1,6 +1,9 @@
 // Launchers of src/cuda/moe/moe.h: the router, the GLU activation and the dense MLP
-//   mlp: g = x W_gate^T, u = x W_up^T (f32 scratch [T, I], cuda::linear), g = act(g) * u (glu_kernel),
-//        y (=|+=) g W_down^T (cuda::linear). x is fully read before y is written, so y may alias x.
+//   mlp: g = x W_gate^T, u = x W_up^T (f32 scratch [T, I], cuda::linear), h = act(g) * u (glu_kernel),
+//        y (=|+=) h W_down^T (cuda::linear). x is fully read before y is written, so y may alias x.
+//        h, the down-projection's input, is an activation between ops: it follows x's dtype when x is bf16 (the
+//        activation dtype policy, docs/model/runtime.md), so the down-projection is one bf16 GEMM; an f32 h would
+//        be split into three bf16 parts there (cuda::linear's exact-f32 rule: 3x the down-projection's FLOPs).
 #include <optional>
 #include <string>
 
@@ -82,12 +85,16 @@ void mlp(TensorView x, const MlpWeights& w, const GluParams& p, TensorView y, fl
   if (m == 0) return;
   const DeviceGuard device_guard(x.device.index);
   const cudaStream_t s = static_cast<cudaStream_t>(ctx.cuda_stream);
+  const DType ht = x.dtype == DType::bf16 ? DType::bf16 : DType::f32;
   Scratch g(size_t(m * inter) * sizeof(float), s), u(size_t(m * inter) * sizeof(float), s);
   const TensorView gv(g.get(), DType::f32, {m, inter}, x.device), uv(u.get(), DType::f32, {m, inter}, x.device);  // [T, I]
+  std::optional<Scratch> h;  // a bf16 h has its own buffer: written over g, element i would land in g[i / 2]'s bytes
+  if (ht != DType::f32) h.emplace(size_t(m * inter) * dtype_size(ht), s);
+  const TensorView hv(h ? h->get() : g.get(), ht, {m, inter}, x.device);  // [T, I]
   cuda::linear(x, w.gate, gv, 0.f, ctx);
   cuda::linear(x, w.up, uv, 0.f, ctx);
-  cuda::glu(gv, uv, p, gv, ctx);
-  cuda::linear(gv, w.down, y, beta, ctx);
+  cuda::glu(gv, uv, p, hv, ctx);
+  cuda::linear(hv, w.down, y, beta, ctx);
 }
 
 }  // namespace kimi::cuda
