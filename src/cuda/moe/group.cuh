@@ -11,7 +11,6 @@
 //   offsets_kernel: offsets[e] = sum_{e' < e} count[e'], offsets[E] = T*K; cursor = offsets[0..E)
 //                   (ONE block: a chunked scan over E, any E)
 //   place_kernel:   row = cursor[ids[i]]++; row_of_slot[i] = row; token_of_row[row] = i / K
-//   gather_kernel:  zg[row_of_slot[i], :] = round_tz(z[i / K, :])        z f32 [T, D], zg [T*K, D] dtype tz
 //   combine_kernel: y[t, c] = sum_j w[t*K + j] * ye[row_of_slot[t*K + j], c]  (j ascending, fp32)
 //                   (+ ye[T*K + t, c], the fused shared expert), stored as y's dtype
 // Nothing here reads a count on the host: the expert kernels (touched.cuh, grouped.cuh, grouped_gemm.cuh) take
@@ -166,14 +165,6 @@ __global__ void place_kernel(const int32_t* __restrict__ ids, int64_t slots, int
   const int32_t row = atomicAdd(&cursor[ids[i]], 1);
   row_of_slot[i] = row;
   token_of_row[row] = int32_t(i / k);
-}
-
-__global__ void gather_kernel(const float* __restrict__ z, const int32_t* __restrict__ row_of_slot, int k,
-                              int64_t slots, int64_t d, void* __restrict__ zg, int tz) {
-  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i >= slots * d) return;
-  const int64_t slot = i / d, c = i % d;
-  store_f32(zg, int64_t(row_of_slot[slot]) * d + c, tz, z[(slot / k) * d + c]);
 }
 
 // shared_row0 >= 0: ye[shared_row0 + t] (the fused shared expert, weight 1) is added after the routed sum; y is

@@ -1,6 +1,7 @@
 // Launcher of cuda::latent_moe (kimi/ops/moe.h, SPEC 7): the latent MoE block on the device.
 //   1. logits = x W_r^T (f32 [T, E]); router_kernel -> ids i32 [T, K], w f32 [T, K]
-//   2. z = x W_ld^T (f32 [T, Dl]), or z = f32(x) without the latent projections (Dl = d)
+//   2. z = x W_ld^T [T, Dl], or x without the latent projections (Dl = d): f32 on the touched and grouped paths,
+//      which read it in place; the gathering paths' operand dtype (bf16 for bf16 x) on the others
 //   3. group the T*K slots by expert on the device (group.cuh): on the touched path ONE launch, group_kernel
 //      (offsets, row_of_slot, token_of_row, the list of touched experts, and the optional ids / weights copies);
 //      otherwise count_kernel, offsets_kernel (exclusive scan), place_kernel; no count reaches the host here
@@ -9,7 +10,7 @@
 //      touched (decode, T <= touched_max_tokens): experts_touched, one gate+up+GLU launch and one down launch
 //        over the touched experts, straight from z (no gather), no host sync;
 //      wgmma (otherwise: bf16 x, dense bf16 or MXFP4 experts, prefill and decode): gather z into zg bf16
-//        [T*K, Dl], then experts_wgmma (one tensor-core launch for gate+up+GLU, one for down), no host sync;
+//        [T*K, Dl] (cuda::gather_rows by token_of_row: 16-byte row copies), then experts_wgmma (one tensor-core launch for gate+up+GLU, one for down), no host sync;
 //      grouped (otherwise, T*K <= kGroupedMaxRowsPerExpert E: f32 / f16 x at decode): experts_grouped,
 //        one gate+up+GLU launch and one down launch for every expert, straight from z (no gather), no host sync;
 //      gemm (prefill otherwise): gather z into zg [T*K, Dl] of the operand dtype (bf16 when x is bf16, else f32:
@@ -33,6 +34,7 @@
 
 #include "cuda/check.cuh"
 #include "cuda/elementwise.cuh"
+#include "cuda/gather/gather.h"
 #include "cuda/grid.cuh"
 #include "cuda/linear/linear.h"
 #include "cuda/moe/experts.h"
@@ -115,10 +117,19 @@ void latent_moe(TensorView x, const LatentMoeWeights& w, const RouterParams& rou
   cuda::moe_router(f32(logits, t_count, e_count), w.router_bias, router,
              TensorView(sel.get(), DType::i32, {t_count, k}, dev), f32(wts, t_count, k), ctx);
 
-  // 2. The expert input z [T, Dl] f32.
-  Scratch z(size_t(t_count * dl) * 4, s);
-  if (latent) cuda::linear(x, w.latent_down, f32(z, t_count, dl), 0.f, ctx);
-  else convert_view(x, z.get(), DType::f32, dl, ctx);
+  // 2. The expert input z [T, Dl]: f32 for the paths that read it in place (touched, grouped); in the operand
+  //    dtype zt for the paths that gather it (bf16 when x is bf16: the rounding the gather would apply), and x
+  //    itself without a latent when x already is zt (no copy).
+  const bool gathers = path == ExpertPath::wgmma || path == ExpertPath::gemm;
+  const DType zt = gathers && x.dtype == DType::bf16 ? DType::bf16 : DType::f32;
+  std::optional<Scratch> z;
+  TensorView zv = x;  // [T, Dl]
+  if (latent || !gathers || x.dtype != zt) {
+    z.emplace(size_t(t_count * dl) * dtype_size(zt), s);
+    zv = TensorView(z->get(), zt, {t_count, dl}, dev);
+    if (latent) cuda::linear(x, w.latent_down, zv, 0.f, ctx);
+    else convert_view(x, z->get(), zt, dl, ctx);
+  }
 
   // 3. Group slots by expert, all on the device.
   Scratch offsets(size_t(e_count + 1) * 4, s), row_of_slot(size_t(slots) * 4, s), token_of_row(size_t(slots) * 4, s);
@@ -164,18 +175,16 @@ void latent_moe(TensorView x, const LatentMoeWeights& w, const RouterParams& rou
   const bool fuse_shared = touched && !latent && w.shared && touched_takes_shared(w.experts, *w.shared, t_count);
   Scratch ye(size_t((slots + (fuse_shared ? t_count : 0)) * dl) * 4, s);
   if (touched) {
-    experts_touched(z.get<float>(), dl, w.experts, layout, rows, act, fuse_shared ? w.shared : nullptr,
+    experts_touched(z->get<float>(), dl, w.experts, layout, rows, act, fuse_shared ? w.shared : nullptr,
                     ye.get<float>(), s);
   } else if (path == ExpertPath::grouped) {
-    experts_grouped(z.get<float>(), dl, w.experts, layout, rows, act, ye.get<float>(), s);
+    experts_grouped(z->get<float>(), dl, w.experts, layout, rows, act, ye.get<float>(), s);
   } else {
-    const DType op = x.dtype == DType::bf16 ? DType::bf16 : DType::f32;
-    Scratch zg(size_t(slots * dl) * dtype_size(op), s);
-    gather_kernel<<<grid_1d(slots * dl, kThreads, "latent_moe"), kThreads, 0, s>>>(
-        z.get<float>(), row_of_slot.get<int32_t>(), int(k), slots, dl, zg.get(), elem_type(op));
-    KIMI_CUDA_CHECK(cudaGetLastError());
+    Scratch zg(size_t(slots * dl) * dtype_size(zt), s);  // zg [T*K, Dl] zt: zg[r] = z[token_of_row[r]]
+    cuda::gather_rows(zv, Index{{}, TensorView(token_of_row.get(), DType::i32, {slots}, dev)},
+                      TensorView(zg.get(), zt, {slots, dl}, dev), ctx);
     if (path == ExpertPath::wgmma) experts_wgmma(zg.get(), dl, w.experts, layout, rows, act, ye.get<float>(), s);
-    else experts_gemm(zg.get(), op, dl, w.experts, rows, act, ye.get<float>(), ctx);
+    else experts_gemm(zg.get(), zt, dl, w.experts, rows, act, ye.get<float>(), ctx);
   }
 
   // 5. Weighted sum per token (plus the fused shared rows), latent RMSNorm (into yn: rms_norm does not promise
