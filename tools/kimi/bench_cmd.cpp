@@ -407,8 +407,8 @@ std::string csv(const std::string& name, Device dev, const std::vector<BenchRow>
       (ranks ? ep_csv_header() : std::string()) + "\n";
   auto opt = [](const std::optional<double>& v) { return v ? fmt::format("{}", *v) : std::string(); };
   for (const BenchRow& r : rows)
-    s += fmt::format("\"{}\",{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}{}\n", name, to_string(dev), r.test(), r.kind,
-                     r.n, r.batch, r.context, r.tokens_per_s(), r.tokens_per_s_sd(), r.ms_per_step(),
+    s += fmt::format("\"{}\",{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}{}\n", name, to_string(dev), r.test(),
+                     r.kind, r.n, r.batch, r.context, r.tokens_per_s(), r.tokens_per_s_sd(), r.ms_per_step(),
                      1e3 * r.min_s() / r.steps(), 1e3 * r.max_s() / r.steps(), r.peak_bytes, r.tensor_peak_bytes,
                      r.pool_peak_bytes, opt(r.predicted_ms), opt(r.floor_ms),
                      r.ep ? ep_csv_fields(*r.ep, ranks, double(ranks) * r.tokens_per_s()) : "");
@@ -484,7 +484,8 @@ int bench_and_report(const BenchCmdOptions& opt, const CheckedFlags& f, dist::Co
     const int64_t dl = c.routed_expert_hidden_size.value_or(c.hidden_size);
     fmt::print(table_out, "ep         {} ranks ({}), round-robin placement, every expert resident on every rank\n",
                comm->size(), comm->name());
-    fmt::print(table_out, "ep batch   -b is the batch PER RANK: each rank runs b sequences of its own, the job {} x b\n",
+    fmt::print(table_out,
+               "ep batch   -b is the batch PER RANK: each rank runs b sequences of its own, the job {} x b\n",
                comm->size());
     fmt::print(table_out, "ep buffers {} tokens per rank per forward at most: {:.1f} MiB of f32 rows per rank "
                "({} MoE layers x 4 x [{} x {}, {}])\n", s_max,
