@@ -9,7 +9,7 @@ slowest/mean after planning is ceil(P/N) / (P/N) and not above the home imbalanc
 one rank's; the max over ranks of each phase time is >= rank 0's; the CSV has the same rows and the EP columns; only
 rank 0 reports (one table on stderr, one JSON object). `--ep 1` without mpirun: one rank, nothing moved, balanced.
 Errors (named flag, expected vs actual): --ep other than the world size, negative, more ranks than experts, with
---device cuda, --profile or --chip h200.
+--device cuda, --profile or --chip h200; ranks that made different models end the job with the cause.
 Usage: cli_bench_ep.py KIMI MPIEXEC [FLAGS...]
 """
 import csv
@@ -121,6 +121,12 @@ def main():
          f"bench: --ep: expected at most as many ranks as the model's routed experts ({EXPERTS}), got {EXPERTS + 1}"),
         (mpi("--ep", "2", "--profile"), "bench: --profile: expected without --ep"),
         (mpi("--ep", "2", "--chip", "h200"), "bench: --chip: expected auto or none with --ep"),
+        # ranks that made different models: an error on every rank, then every rank ends (OpenMPI sets
+        # OMPI_COMM_WORLD_RANK in each rank's environment)
+        ([MPIEXEC] + FLAGS + ["-np", "2", "sh", "-c",
+                              'if [ "$OMPI_COMM_WORLD_RANK" = 1 ]; then m=kimi-linear-tiny; else m=k3-tiny; fi; '
+                              f'exec {KIMI} bench --random "$m" -p 8 -n 0 -r 1 --ep 2'],
+         "dist::EpModel: the model configuration differs between ranks"),
     ]
     for cmd, msg in errors:
         p = run(cmd, expect_ok=False)
