@@ -11,6 +11,9 @@
 // device's Tensor peak plus its CUDA memory pool's high-water mark (kimi::device_memory_stats), counted from
 // the row's start (weights made or uploaded to the device included; a mapped checkpoint on the CPU is not).
 // Every flag is checked before the model is loaded or anything is allocated or written.
+// --ep N (under `mpirun -np N`, CPU ranks): every row runs on every rank with -b sequences per rank, the MoE layers
+// as expert-parallel steps; rank 0 prints the table (the job's and one rank's tokens/s) and the per-row EP table
+// (bench_ep.h); the other ranks print nothing and write no file.
 #include <fmt/core.h>
 
 #include <algorithm>
@@ -20,6 +23,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <memory>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -29,7 +33,9 @@
 #include <utility>
 #include <vector>
 
+#include "bench_ep.h"
 #include "bench_profile.h"
+#include "ep_cli.h"
 #include "kimi/device.h"
 #include "kimi/error.h"
 #include "kimi/model/cost.h"
@@ -110,6 +116,13 @@ CheckedFlags check_flags(const BenchCmdOptions& opt) {
     throw Error("bench: --threads: expected a value in [0, " + std::to_string(max_cpu_threads()) +
                 "] (0 = OpenMP's default; at most the " + std::to_string(max_cpu_threads()) +
                 " CPUs of this machine), got " + std::to_string(opt.threads));
+  check_ep_flag("bench", opt.ep, f.device, opt.device);
+  if (opt.ep > 0 && opt.profile)
+    throw Error("bench: --profile: expected without --ep (the operator profile does not see the expert-parallel "
+                "step's exchange), got --ep " + std::to_string(opt.ep));
+  if (opt.ep > 0 && opt.chip != "auto" && opt.chip != "none")
+    throw Error("bench: --chip: expected auto or none with --ep (the cost model times one chip's forward, not the "
+                "expert-parallel step; `kimi plan --ep` predicts that), got '" + opt.chip + "'");
   if (opt.json == "-" && opt.csv == "-")
     throw Error("bench: --csv: expected a file path when --json writes to stdout, got '-'");
   check_out_path(opt.json, "--json");
@@ -143,6 +156,9 @@ CheckedFlags check_flags(const BenchCmdOptions& opt) {
                   opt.experts + "'");
     f.config = load_model_config(opt.model);
   }
+  if (opt.ep > f.config.num_experts)
+    throw Error("bench: --ep: expected at most as many ranks as the model's routed experts (" +
+                std::to_string(f.config.num_experts) + "), got " + std::to_string(opt.ep));
   const int64_t limit = context_limit(f.config);
   f.prompt = parse_list(opt.prompt, "-p/--prompt", 1, limit, "no prefill rows");
   f.gen = parse_list(opt.gen, "-n/--gen", 1, limit, "no decode rows");
@@ -175,6 +191,7 @@ struct BenchRow {
   size_t peak_bytes = 0, tensor_peak_bytes = 0, pool_peak_bytes = 0;
   std::optional<double> predicted_ms, floor_ms;  // per forward / step
   std::optional<RowProfile> profile;             // --profile
+  std::optional<BenchEpRow> ep;                  // --ep: seconds and peaks above are then the max over ranks
 
   std::string test() const { return kind + std::to_string(n) + (context ? "@" + std::to_string(context) : ""); }
   int64_t tokens() const { return n * batch; }                  // per repetition
@@ -204,12 +221,15 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
-// Times one row on `model`; fills r.seconds and the peaks.
+// Times one row on `model`; fills r.seconds and the peaks. With `ep` (--ep: collective, every rank runs the same
+// row): the MoE layers run through ep's hook on this rank's own sequences, r.ep gets the EP numbers of the timed
+// runs, and r.seconds / the peaks become the max over ranks.
 // A tg row's context is prefilled in forwards of at most this many tokens (whole sequences): its memory is that of
 // a pp row of this size, not of batch x context tokens at once.
 constexpr int64_t kContextTokens = 8192;
 
-void run_row(const model::Model& m, BenchRow& r, int warmup, int reps, uint64_t seed, bool profile, const Context& ctx) {
+void run_row(const model::Model& m, BenchRow& r, int warmup, int reps, uint64_t seed, bool profile, const Context& ctx,
+             dist::Comm* comm, dist::EpModel* ep) {
   using namespace kimi::model;
   const Config& c = m.config();
   const Device dev = m.device();
@@ -224,7 +244,11 @@ void run_row(const model::Model& m, BenchRow& r, int warmup, int reps, uint64_t 
     throw Error("bench: " + r.test() + " at batch " + std::to_string(B) + ": " + e.what() +
                 " (a smaller -b/--batch, -p/--prompt, -n/--gen or --context needs less)");
   }
-  std::mt19937_64 rng(seed ^ uint64_t(r.n * 1000003 + B));
+  // each rank its own tokens; rank 0's are the single-process run's
+  const uint64_t rank_salt = comm ? uint64_t(comm->rank()) * 0x9e3779b97f4a7c15ull : 0;
+  std::mt19937_64 rng(seed ^ uint64_t(r.n * 1000003 + B) ^ rank_salt);
+  ForwardOptions fo;
+  if (ep) fo.moe = ep->hook();
   auto tokens = [&](int64_t per_seq) {
     std::vector<int32_t> t(size_t(B * per_seq));
     for (int32_t& x : t) x = int32_t(rng() % uint64_t(c.vocab_size));
@@ -240,18 +264,22 @@ void run_row(const model::Model& m, BenchRow& r, int warmup, int reps, uint64_t 
   // the logits of every forward land in one buffer on the head's device, where generate keeps them to sample
   // (forward_into: no allocation, and no copy to the host, per step)
   const Tensor logits = Tensor::uninitialized(DType::f32, {B, c.vocab_size}, m.placement().head);
-  // One run; with `prof`, its timed part (not the tg row's context prefill) runs under an OpProfiler.
+  // One run; with `prof`, its timed part (not the tg row's context prefill) runs under an OpProfiler; with
+  // `ep_into`, the EP numbers of its timed part are added there.
   std::optional<OpProfiler> profiler;
-  auto one = [&](bool prof = false) -> double {
+  auto one = [&](bool prof = false, dist::EpTotals* ep_into = nullptr) -> double {
     for (int64_t b = 0; b < B; ++b) cache->reset(b);
     if (r.kind == "pp") {
       const std::vector<int32_t> t = tokens(r.n);
       const std::vector<int64_t> cu = offsets(r.n);
       if (prof) profiler.emplace();
+      const dist::EpTotals before = ep ? ep->totals() : dist::EpTotals{};
       const auto t0 = std::chrono::steady_clock::now();
-      forward_into(m, *cache, {t, cu, slots}, logits, {}, ctx);
+      forward_into(m, *cache, {t, cu, slots}, logits, fo, ctx);
       synchronize(dev, ctx);
-      return seconds_since(t0);
+      const double sec = seconds_since(t0);
+      if (ep_into) add_since(*ep_into, ep->totals(), before);
+      return sec;
     }
     if (r.context > 0) {  // untimed: groups of sequences of at most kContextTokens tokens per forward
       const std::vector<int32_t> t = tokens(r.context);
@@ -263,21 +291,25 @@ void run_row(const model::Model& m, BenchRow& r, int warmup, int reps, uint64_t 
         forward_into(m, *cache,
                      {std::span<const int32_t>(t.data() + b0 * r.context, size_t(nb * r.context)), cu,
                       std::span<const int64_t>(slots.data() + b0, size_t(nb))},
-                     logits.view().slice(0, 0, nb), {}, ctx);
+                     logits.view().slice(0, 0, nb), fo, ctx);
       }
     }
     const std::vector<int32_t> steps = tokens(r.n);  // [n][B]
     const std::vector<int64_t> cu = offsets(1);
     synchronize(dev, ctx);
     if (prof) profiler.emplace();
+    const dist::EpTotals before = ep ? ep->totals() : dist::EpTotals{};
     const auto t0 = std::chrono::steady_clock::now();
     for (int64_t i = 0; i < r.n; ++i)
-      forward_into(m, *cache, {std::span<const int32_t>(steps.data() + i * B, size_t(B)), cu, slots}, logits, {}, ctx);
+      forward_into(m, *cache, {std::span<const int32_t>(steps.data() + i * B, size_t(B)), cu, slots}, logits, fo, ctx);
     synchronize(dev, ctx);
-    return seconds_since(t0);
+    const double sec = seconds_since(t0);
+    if (ep_into) add_since(*ep_into, ep->totals(), before);
+    return sec;
   };
   for (int i = 0; i < warmup; ++i) one();
-  for (int i = 0; i < reps; ++i) r.seconds.push_back(one());
+  if (ep) r.ep.emplace(BenchEpRow{{}, {}, reps, r.steps()});
+  for (int i = 0; i < reps; ++i) r.seconds.push_back(one(false, ep ? &r.ep->totals : nullptr));
   if (profile) {
     const double s = one(true);
     r.profile = RowProfile{profiler->results(), 1e3 * s, r.steps(), {}};
@@ -285,6 +317,16 @@ void run_row(const model::Model& m, BenchRow& r, int warmup, int reps, uint64_t 
   }
   const DeviceMemoryStats s = device_memory_stats(dev);
   r.peak_bytes = s.peak_bytes(), r.tensor_peak_bytes = s.tensor_peak_bytes, r.pool_peak_bytes = s.pool_peak_bytes;
+  if (!ep) return;
+  // The job's numbers: [seconds per repetition (reps), the 3 peaks, the 6 phase times] -> max over ranks.
+  std::vector<double> v = r.seconds;
+  for (size_t b : {r.peak_bytes, r.tensor_peak_bytes, r.pool_peak_bytes}) v.push_back(double(b));
+  for (double x : r.ep->seconds()) v.push_back(x);
+  const std::vector<double> mx = max_over_ranks(*comm, v);
+  const size_t n = r.seconds.size();
+  std::copy_n(mx.begin(), n, r.seconds.begin());
+  r.peak_bytes = size_t(mx[n]), r.tensor_peak_bytes = size_t(mx[n + 1]), r.pool_peak_bytes = size_t(mx[n + 2]);
+  std::copy_n(mx.begin() + ptrdiff_t(n + 3), r.ep->max_seconds.size(), r.ep->max_seconds.begin());
 }
 
 double mib(size_t b) { return double(b) / double(1 << 20); }
@@ -304,17 +346,25 @@ size_t weight_bytes(const model::Model& m, const model::SchemaOptions& random_sc
   return b;
 }
 
-std::string table(const std::string& name, Device dev, const std::vector<BenchRow>& rows) {
+// ranks: --ep's world size (0 without --ep): the batch is then per rank, tokens/s the job's (ranks x one rank's)
+// beside one rank's, and the peak the largest rank's.
+std::string table(const std::string& name, Device dev, const std::vector<BenchRow>& rows, int ranks = 0) {
   const bool predicted = std::any_of(rows.begin(), rows.end(), [](const BenchRow& r) { return r.predicted_ms.has_value(); });
-  std::string s = fmt::format("| {:<24} | {:<7} | {:>12} | {:>6} | {:>20} | {:>30} | {:>10} |{}\n", "model", "device", "test",
-                              "batch", "tokens/s", "ms/step (min-max)", "peak MiB",
+  const std::string per_rank_head = ranks ? fmt::format(" {:>20} |", "tokens/s per rank") : "";
+  std::string s = fmt::format("| {:<24} | {:<7} | {:>12} | {:>6} | {:>20} |{} {:>30} | {:>10} |{}\n", "model", "device",
+                              "test", ranks ? "b/rank" : "batch", ranks ? "tokens/s (job)" : "tokens/s", per_rank_head,
+                              "ms/step (min-max)", ranks ? "peak MiB/r" : "peak MiB",
                               predicted ? " predicted ms | floor ms |" : "");
-  s += fmt::format("|{:-<26}|{:-<9}|{:->14}|{:->8}|{:->22}|{:->32}|{:->12}|{}\n", "", "", "", "", "", "", "",
-                   predicted ? "-------------:|---------:|" : "");
+  s += fmt::format("|{:-<26}|{:-<9}|{:->14}|{:->8}|{:->22}|{}{:->32}|{:->12}|{}\n", "", "", "", "", "",
+                   ranks ? fmt::format("{:->22}|", "") : "", "", "", predicted ? "-------------:|---------:|" : "");
   for (const BenchRow& r : rows) {
     const double st = r.steps();
-    s += fmt::format("| {:<24} | {:<7} | {:>12} | {:>6} | {:>20} | {:>30} | {:>10.1f} |", name.substr(0, 24), to_string(dev),
-                     r.test(), r.batch, fmt::format("{:.1f} ± {:.1f}", r.tokens_per_s(), r.tokens_per_s_sd()),
+    const double job = ranks ? double(ranks) : 1.0;
+    const std::string per_rank =
+        ranks ? fmt::format(" {:>20} |", fmt::format("{:.1f} ± {:.1f}", r.tokens_per_s(), r.tokens_per_s_sd())) : "";
+    s += fmt::format("| {:<24} | {:<7} | {:>12} | {:>6} | {:>20} |{} {:>30} | {:>10.1f} |", name.substr(0, 24),
+                     to_string(dev), r.test(), r.batch,
+                     fmt::format("{:.1f} ± {:.1f}", job * r.tokens_per_s(), job * r.tokens_per_s_sd()), per_rank,
                      fmt::format("{:.3f} ({:.3f}-{:.3f})", r.ms_per_step(), 1e3 * r.min_s() / st, 1e3 * r.max_s() / st),
                      mib(r.peak_bytes));
     if (predicted)
@@ -325,7 +375,8 @@ std::string table(const std::string& name, Device dev, const std::vector<BenchRo
   return s;
 }
 
-nlohmann::json row_json(const BenchRow& r) {
+// With --ep (ranks > 0): batch, tokens and tokens_per_s are one rank's; "ep" has the job's and the EP numbers.
+nlohmann::json row_json(const BenchRow& r, int ranks = 0) {
   nlohmann::json j = {{"test", r.test()},
                       {"kind", r.kind},
                       {"n", r.n},
@@ -344,19 +395,23 @@ nlohmann::json row_json(const BenchRow& r) {
   if (r.predicted_ms) j["predicted_ms"] = *r.predicted_ms;
   if (r.floor_ms) j["floor_ms"] = *r.floor_ms;
   if (r.profile) j["profile"] = profile_json(*r.profile);
+  if (r.ep) j["ep"] = ep_row_json(*r.ep, ranks, double(ranks) * r.tokens_per_s());
   return j;
 }
 
-std::string csv(const std::string& name, Device dev, const std::vector<BenchRow>& rows) {
+// With --ep (ranks > 0): the columns of row_json, then bench_ep.h's.
+std::string csv(const std::string& name, Device dev, const std::vector<BenchRow>& rows, int ranks = 0) {
   std::string s =
       "model,device,test,kind,n,batch,context,tokens_per_s,tokens_per_s_sd,ms_per_step,ms_per_step_min,ms_per_step_max,"
-      "peak_bytes,tensor_peak_bytes,pool_peak_bytes,predicted_ms,floor_ms\n";
+      "peak_bytes,tensor_peak_bytes,pool_peak_bytes,predicted_ms,floor_ms" +
+      (ranks ? ep_csv_header() : std::string()) + "\n";
   auto opt = [](const std::optional<double>& v) { return v ? fmt::format("{}", *v) : std::string(); };
   for (const BenchRow& r : rows)
-    s += fmt::format("\"{}\",{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n", name, to_string(dev), r.test(), r.kind, r.n,
-                     r.batch, r.context, r.tokens_per_s(), r.tokens_per_s_sd(), r.ms_per_step(),
+    s += fmt::format("\"{}\",{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}{}\n", name, to_string(dev), r.test(),
+                     r.kind, r.n, r.batch, r.context, r.tokens_per_s(), r.tokens_per_s_sd(), r.ms_per_step(),
                      1e3 * r.min_s() / r.steps(), 1e3 * r.max_s() / r.steps(), r.peak_bytes, r.tensor_peak_bytes,
-                     r.pool_peak_bytes, opt(r.predicted_ms), opt(r.floor_ms));
+                     r.pool_peak_bytes, opt(r.predicted_ms), opt(r.floor_ms),
+                     r.ep ? ep_csv_fields(*r.ep, ranks, double(ranks) * r.tokens_per_s()) : "");
   return s;
 }
 
@@ -378,18 +433,29 @@ bool has_mxfp4_experts(const model::Model& m) {
   return false;
 }
 
-}  // namespace
+// The most tokens one forward of a row puts on a rank (the EP steps' S, dist/moe.h).
+int64_t max_rank_tokens(const std::vector<BenchRow>& rows) {
+  int64_t s = 1;
+  for (const BenchRow& r : rows) {
+    s = std::max(s, r.kind == "pp" ? r.batch * r.n : r.batch);
+    if (r.kind == "tg" && r.context > 0)  // the untimed prefill's groups of whole sequences
+      s = std::max(s, std::min(r.batch, std::max<int64_t>(1, kContextTokens / r.context)) * r.context);
+  }
+  return s;
+}
 
-int run_bench(const BenchCmdOptions& opt) {
+// Loads the model, runs the rows and reports (comm: the --ep transport, or null).
+int bench_and_report(const BenchCmdOptions& opt, const CheckedFlags& f, dist::Comm* comm) {
   using namespace kimi::model;
-  const CheckedFlags f = check_flags(opt);
   const Device dev = f.device;
+  const int ranks = comm ? comm->size() : 0;
   const auto t0 = std::chrono::steady_clock::now();
   const Model model = opt.random ? Model::random(f.config, dev, f.seed, f.schema) : Model(opt.model, dev);
   synchronize(dev);
   const double load_s = seconds_since(t0);
-  // The table goes to stdout, or to stderr when stdout carries the JSON / CSV.
-  FILE* table_out = opt.json == "-" || opt.csv == "-" ? stderr : stdout;
+  // The table goes to stdout, or to stderr when stdout carries the JSON / CSV; under --ep, rank 0's alone.
+  const ReportOut report(comm, opt.json == "-" || opt.csv == "-" ? stderr : stdout, "bench");
+  FILE* table_out = report.get();
   const Config& c = model.config();
   fmt::print(table_out, "model      {}{} ({} layers, hidden {}, vocab {})\n", opt.model,
              opt.random ? fmt::format(" (random weights, seed {}, {} experts)", f.seed, f.schema.mxfp4_experts ? "MXFP4" : "bf16")
@@ -399,21 +465,39 @@ int run_bench(const BenchCmdOptions& opt) {
   fmt::print(table_out, "weights    {:.1f} MiB{} ({} in {:.2f} s)\n", mib(weight_bytes(model, f.schema)),
              dev == Device::cpu() ? "" : fmt::format(", {:.1f} MiB of them on {}", mib(model.device_weight_bytes()), to_string(dev)),
              opt.random ? "made" : "opened", load_s);
-  fmt::print(table_out, "timing     median of {} run(s) after {} untimed warm-up run(s) per row\n", opt.repetitions,
-             opt.warmup);
-  std::fflush(table_out);
+  fmt::print(table_out, "timing     median of {} run(s) after {} untimed warm-up run(s) per row{}\n", opt.repetitions,
+             opt.warmup, comm ? "; a run's time is the slowest rank's" : "");
 
   std::vector<BenchRow> rows;
   for (int64_t n : f.prompt)
-    for (int64_t b : f.batch) rows.push_back({"pp", n, b, 0, {}, 0, 0, 0, {}, {}, {}});
+    for (int64_t b : f.batch) rows.push_back({"pp", n, b, 0, {}, 0, 0, 0, {}, {}, {}, {}});
   for (int64_t n : f.gen)
-    for (int64_t b : f.batch) rows.push_back({"tg", n, b, opt.context, {}, 0, 0, 0, {}, {}, {}});
+    for (int64_t b : f.batch) rows.push_back({"tg", n, b, opt.context, {}, 0, 0, 0, {}, {}, {}, {}});
   Context ctx;
   ctx.cpu_threads = opt.threads;
+  std::unique_ptr<dist::EpModel> ep;
+  if (comm) {
+    const int64_t s_max = max_rank_tokens(rows);
+    ep = std::make_unique<dist::EpModel>(*comm, model, s_max, nullptr, ctx);  // collective
+    int64_t moe_layers = 0;
+    for (int64_t i = 0; i < c.num_hidden_layers; ++i) moe_layers += c.is_moe_layer(i) ? 1 : 0;
+    const int64_t dl = c.routed_expert_hidden_size.value_or(c.hidden_size);
+    fmt::print(table_out, "ep         {} ranks ({}), round-robin placement, every expert resident on every rank\n",
+               comm->size(), comm->name());
+    fmt::print(table_out,
+               "ep batch   -b is the batch PER RANK: each rank runs b sequences of its own, the job {} x b\n",
+               comm->size());
+    fmt::print(table_out, "ep buffers {} tokens per rank per forward at most: {:.1f} MiB of f32 rows per rank "
+               "({} MoE layers x 4 x [{} x {}, {}])\n", s_max,
+               mib(size_t(moe_layers * 4 * s_max * c.num_experts_per_token * dl) * sizeof(float)), moe_layers, s_max,
+               c.num_experts_per_token, dl);
+  }
+  std::fflush(table_out);
   for (size_t i = 0; i < rows.size(); ++i) {
-    std::fprintf(stderr, "bench: [%zu/%zu] %s batch %lld\n", i + 1, rows.size(), rows[i].test().c_str(),
-                 static_cast<long long>(rows[i].batch));
-    run_row(model, rows[i], opt.warmup, opt.repetitions, f.seed, opt.profile, ctx);
+    if (!report.quiet())
+      std::fprintf(stderr, "bench: [%zu/%zu] %s batch %lld%s\n", i + 1, rows.size(), rows[i].test().c_str(),
+                   static_cast<long long>(rows[i].batch), comm ? " per rank" : "");
+    run_row(model, rows[i], opt.warmup, opt.repetitions, f.seed, opt.profile, ctx, comm, ep.get());
   }
   if (f.chip) {  // the cost model's step time for each row (kimi/model/cost.h)
     model::WeightFormat wf = model::default_weight_format(c);
@@ -433,7 +517,14 @@ int run_bench(const BenchCmdOptions& opt) {
     }
   }
   const std::string name = opt.random ? opt.model + " (random)" : opt.model;
-  std::fputs(table(name, dev, rows).c_str(), table_out);
+  std::fputs(table(name, dev, rows, ranks).c_str(), table_out);
+  if (comm) {
+    std::vector<EpTableRow> ep_rows;
+    for (const BenchRow& r : rows) ep_rows.push_back({r.test(), r.batch, &*r.ep});
+    fmt::print(table_out, "ep per row (summed over the timed runs and the MoE layers; imbalance: slowest rank / mean "
+               "per MoE layer step, averaged; ms: per step, rank 0 / the slowest rank)\n");
+    std::fputs(ep_table(ep_rows).c_str(), table_out);
+  }
   // Whether the tg rows' decode steps replayed CUDA graphs, and why not when they did not.
   const model::DecodeGraphStatus graphs = model.decode_graph_status();
   fmt::print(table_out, "graphs     decode {}\n", graphs.summary);
@@ -456,10 +547,24 @@ int run_bench(const BenchCmdOptions& opt) {
                       {"repetitions", opt.repetitions},
                       {"warmup", opt.warmup},
                       {"rows", nlohmann::json::array()}};
-  for (const BenchRow& r : rows) j["rows"].push_back(row_json(r));
+  if (comm)
+    j["ep"] = {{"ranks", comm->size()},
+               {"transport", comm->name()},
+               {"placement", "round-robin"},
+               {"batch_is_per_rank", true},
+               {"max_rank_tokens", max_rank_tokens(rows)}};
+  for (const BenchRow& r : rows) j["rows"].push_back(row_json(r, ranks));
+  if (report.quiet()) return 0;
   write_out(opt.json, j.dump(2) + "\n", "--json");
-  write_out(opt.csv, csv(name, dev, rows), "--csv");
+  write_out(opt.csv, csv(name, dev, rows, ranks), "--csv");
   return 0;
+}
+
+}  // namespace
+
+int run_bench(const BenchCmdOptions& opt) {
+  const CheckedFlags f = check_flags(opt);
+  return run_ep_job("bench", opt.ep, [&](dist::Comm* comm) { return bench_and_report(opt, f, comm); });
 }
 
 }  // namespace kimi::cli

@@ -19,6 +19,7 @@
 #include "kimi/device.h"
 #include "kimi/error.h"
 #include "kimi/model/generate.h"
+#include "ep_cli.h"
 #include "generate_ep.h"
 #include "kimi/model_cmds.h"
 #include "model/loader_io.h"
@@ -151,11 +152,7 @@ CheckedFlags check_flags(const GenerateCmdOptions& opt) {
     if (t < 0 || t >= V)
       throw Error("generate: --stop: expected token ids in [0, " + std::to_string(V) + ") (the vocabulary of " + opt.dir +
                   "), got " + std::to_string(t));
-  if (opt.ep < 0)
-    throw Error("generate: --ep: expected a number of ranks >= 1 (0 = off), got " + std::to_string(opt.ep));
-  if (opt.ep > 0 && f.device.type != DeviceType::cpu)
-    throw Error("generate: --ep: expected --device cpu (expert parallelism runs on CPU ranks; the GPU transport is "
-                "not written), got --device " + opt.device);
+  check_ep_flag("generate", opt.ep, f.device, opt.device);
   f.gen.max_new_tokens = opt.max_tokens;
   f.gen.stop_tokens = opt.stop;
   f.gen.sampling = {opt.temperature, opt.top_k, opt.top_p, seed};
@@ -168,11 +165,9 @@ int generate_and_report(const GenerateCmdOptions& opt, const CheckedFlags& f, di
   const std::vector<std::vector<int32_t>>& prompts = f.prompts;
   const Device dev = f.device;
   // --ep N: one process per rank under mpirun; rank 0 reports, the other ranks' report goes to /dev/null.
-  const bool quiet = comm && comm->rank() != 0;
-  const std::unique_ptr<std::FILE, int (*)(std::FILE*)> null_out(quiet ? std::fopen("/dev/null", "w") : nullptr,
-                                                                   &std::fclose);
-  if (quiet && !null_out) throw Error("generate: --ep: cannot open /dev/null on rank " + std::to_string(comm->rank()));
-  std::FILE* const out = quiet ? null_out.get() : opt.json ? stderr : stdout;  // --json: the JSON alone on stdout
+  const ReportOut report(comm, opt.json ? stderr : stdout, "generate");  // --json: the JSON alone on stdout
+  const bool quiet = report.quiet();
+  std::FILE* const out = report.get();
   Model model(opt.dir, dev);  // notes which blocks fall back to the CPU (stderr, kimi/log.h)
   if (f.dtype) model.set_activation_dtype(*f.dtype);
   const Config& c = model.config();
@@ -260,17 +255,7 @@ int generate_and_report(const GenerateCmdOptions& opt, const CheckedFlags& f, di
 
 int run_generate(const GenerateCmdOptions& opt) {
   const CheckedFlags f = check_flags(opt);
-  const std::unique_ptr<dist::Comm> comm = opt.ep > 0 ? open_ep(opt.ep) : nullptr;
-  if (!comm || comm->size() == 1) return generate_and_report(opt, f, comm.get());
-  // An error on one rank (a checkpoint that does not load there, memory, a configuration that differs) must not
-  // leave the other ranks waiting in a collective, nor this one in MPI_Finalize: report it, then end every rank.
-  try {
-    return generate_and_report(opt, f, comm.get());
-  } catch (const std::exception& e) {
-    fmt::print(stderr, "kimi: {} (rank {} of {}; aborting every rank)\n", e.what(), comm->rank(), comm->size());
-    comm->abort(1);
-  }
-  return 1;  // not reached: abort() ends the process
+  return run_ep_job("generate", opt.ep, [&](dist::Comm* comm) { return generate_and_report(opt, f, comm); });
 }
 
 }  // namespace kimi::cli

@@ -6,24 +6,7 @@
 #include <algorithm>
 #include <string>
 
-#include "kimi/error.h"
-
 namespace kimi::cli {
-
-std::unique_ptr<dist::Comm> open_ep(int ep) {
-  if (ep < 1) throw Error("generate: --ep: expected a number of ranks >= 1, got " + std::to_string(ep));
-  if (!dist::mpi_available()) {
-    if (ep == 1) return dist::make_loopback_comm();
-    throw Error("generate: --ep: this build has no MPI transport (configure with -DKIMI_EP=ON and OpenMPI "
-                "installed: libopenmpi-dev, openmpi-bin), so only --ep 1 runs; got --ep " + std::to_string(ep));
-  }
-  std::unique_ptr<dist::Comm> comm = dist::make_mpi_comm();
-  if (comm->size() != ep)
-    throw Error("generate: --ep: expected the number of ranks mpirun started (" + std::to_string(comm->size()) +
-                "; run as `mpirun -np " + std::to_string(ep) + " kimi generate ... --ep " + std::to_string(ep) +
-                "`), got " + std::to_string(ep));
-  return comm;
-}
 
 EpRun generate_ep(dist::Comm& comm, const model::Model& model, std::span<const std::vector<int32_t>> prompts,
                   const model::GenerateOptions& opt, const Context& ctx) {

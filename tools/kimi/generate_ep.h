@@ -3,11 +3,10 @@
 // prompt i is generated on rank i mod N (ranks step in lockstep, a rank without prompts idles); the results are
 // summed into every rank (all_reduce_sum of a [prompts, max_tokens + 2] table), so rank 0 prints the same report as
 // a single-process run, plus the EP lines: pairs per rank, the imbalance before / after planning, moved pairs and
-// replica shares, and rank 0's time per phase.
+// replica shares, and rank 0's time per phase. The --ep flag, the transport and the errors: ep_cli.h.
 #pragma once
 
 #include <cstdio>
-#include <memory>
 #include <span>
 #include <vector>
 
@@ -18,10 +17,6 @@
 #include "kimi/model/generate.h"
 
 namespace kimi::cli {
-
-// The transport for --ep N: MPI (world size must be N), or the loopback for N = 1 in a build without MPI.
-// Throws kimi::Error naming --ep otherwise.
-std::unique_ptr<dist::Comm> open_ep(int ep);
 
 struct EpRun {
   model::GenerateResult result;  // every prompt's tokens (on every rank); token counts summed over ranks

@@ -12,6 +12,7 @@
 //                                           bytes, FLOPs and roofline speed of prefill and decode (cost.h)
 //   kimi bench DIR | --random CONFIG       prefill (ppN) and decode (tgN) speed at batch sizes, llama-bench style
 //                 [-p 512 -n 128 -b 1,8]    table, --json / --csv for plots, peak device memory per row
+//                 [--ep N]                  under `mpirun -np N`: MoE layers expert-parallel, -b sequences per rank
 //   kimi tokenize DIR --text "..." | --ids 1,2,3   a checkpoint's tokenizer: text to ids, ids to text [--json]
 //   kimi serve DIR --port P [--slots N ...]  an OpenAI-compatible HTTP server with continuous batching
 //   kimi chat DIR [--system TEXT ...]       an interactive chat in the terminal (one user turn per line of stdin)
@@ -158,6 +159,11 @@ int main(int argc, char** argv) {
   bench->add_flag("--profile", bench_opt.profile,
                   "Per row, one more run timed operator by operator, beside the cost model's layer kinds");
   bench->add_flag("--csv{-}", bench_opt.csv, "Also write CSV: --csv (stdout; the table goes to stderr) or --csv=PATH");
+  bench->add_option("--ep", bench_opt.ep,
+                    "Expert parallelism over N CPU ranks: run as `mpirun -np N kimi bench ... --ep N`; -b is the batch "
+                    "PER RANK (each rank runs every row on b sequences of its own); rank 0 prints the job's and one "
+                    "rank's tokens/s and per row the pairs per rank, imbalance, moved pairs and EP phase times "
+                    "(docs/ep.md); 0 = off");
 
   kimi::cli::TokenizeOptions tok_opt;
   auto* tokenize = app.add_subcommand("tokenize", "Text to token ids and ids to text with a checkpoint's tokenizer");

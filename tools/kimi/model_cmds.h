@@ -76,6 +76,8 @@ struct BenchCmdOptions {
   bool profile = false;             // one more run per row under an OpProfiler: time per operator (kimi/profile.h)
   std::string chip = "auto";        // the cost model's chip for the predicted / floor columns: auto (h200 on a
                                     // CUDA device, none on the CPU), none, or a named chip (kimi/model/cost.h)
+  int ep = 0;                       // expert parallelism over this many CPU ranks (mpirun -np N), -b sequences
+                                    // per rank; 0: off (docs/ep.md, tools/kimi/bench_ep.h)
 };
 int run_bench(const BenchCmdOptions& opt);
 
