@@ -51,10 +51,10 @@ class LoopbackComm final : public Comm {
 
 }  // namespace
 
-void require_host_memory(const Comm& comm, const char* fn) {
+void require_host_memory(const Comm& comm, const char* fn, const char* arg) {
   if (comm.memory() != CommMemory::host)
-    throw Error(std::string(fn) + ": argument 'comm': expected a host-memory transport (loopback, mpi), got '" +
-                comm.name() + "', whose buffers are device memory (this step runs on CPU ranks)");
+    throw Error(std::string(fn) + ": argument '" + arg + "': expected a host-memory transport (loopback, mpi), got '" +
+                comm.name() + "', whose buffers are device memory");
 }
 
 std::unique_ptr<Comm> make_loopback_comm() { return std::make_unique<LoopbackComm>(); }

@@ -61,9 +61,9 @@ class Comm {
   [[noreturn]] virtual void abort(int code) = 0;
 };
 
-// Throws kimi::Error naming `fn` when `comm`'s buffers are not host memory (for the CPU EP step, whose buffers are
-// host vectors).
-void require_host_memory(const Comm& comm, const char* fn);
+// Throws kimi::Error naming `fn` and the argument `arg` when `comm`'s buffers are not host memory (the CPU EP step,
+// whose buffers are host vectors; the NCCL bootstrap).
+void require_host_memory(const Comm& comm, const char* fn, const char* arg = "comm");
 
 // World size 1: every collective is a copy.
 std::unique_ptr<Comm> make_loopback_comm();

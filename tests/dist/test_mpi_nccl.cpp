@@ -1,0 +1,53 @@
+// tests/dist/test_mpi_nccl.cpp (under mpirun, CUDA builds with NCCL): the NCCL transport bootstrapped through the
+// MPI comm, each rank on device rank mod the visible count, against the MPI comm's results on the same data
+// (tests/dist/nccl_case.h); a rank that skips a collective makes the other's wait end in a timeout error, not a hang.
+// N ranks need N GPUs (NCCL refuses two ranks on one device): with fewer the tests skip and say so.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "dist/mpi_world.h"
+#include "dist/nccl_case.h"
+#include "expect_error.h"
+#include "kimi/device.h"
+
+namespace kimi::dist {
+namespace {
+
+// Every rank reaches the same verdict (the device count is the node's), so no rank is left in a collective.
+#define KIMI_NEEDS_ONE_GPU_PER_RANK(comm)                                                                       \
+  if (cuda_device_count() < (comm).size())                                                                      \
+  GTEST_SKIP() << "not run: " << (comm).size() << " ranks need " << (comm).size() << " CUDA devices, "          \
+               << cuda_device_count() << " visible (runs in a session with >= " << (comm).size() << " GPUs)"
+
+TEST(MpiNccl, CollectivesEqualMpi) {
+  Comm& mpi = testutil::world();
+  KIMI_NEEDS_ONE_GPU_PER_RANK(mpi);
+  auto nccl = make_nccl_comm(mpi, {.timeout_s = 120.0});
+  EXPECT_EQ(nccl->rank(), mpi.rank());
+  EXPECT_EQ(nccl->size(), mpi.size());
+  testutil::nccl_round_trips(*nccl, mpi);
+  // Twice over the same comm: no state leaks from one round to the next.
+  testutil::nccl_round_trips(*nccl, mpi);
+}
+
+TEST(MpiNccl, MissingPeerIsATimeoutError) {
+  Comm& mpi = testutil::world();
+  if (mpi.size() < 2) GTEST_SKIP() << "not run: needs >= 2 ranks (a peer that does not call)";
+  KIMI_NEEDS_ONE_GPU_PER_RANK(mpi);
+  {
+    auto nccl = make_nccl_comm(mpi, {.timeout_s = 5.0});
+    nccl->barrier();  // connected and healthy
+    if (mpi.rank() == 0) {
+      // Rank 0 all-reduces alone: its wait must end in an error naming the cause, within the bound.
+      testutil::DeviceBytes buf(8 * sizeof(double));
+      nccl->all_reduce_sum(std::span<double>(static_cast<double*>(buf.p), 8));
+      EXPECT_KIMI_ERROR(nccl->synchronize(), "dist::nccl", "rank 0 of", "timed out", "communicator was aborted");
+      EXPECT_KIMI_ERROR(nccl->barrier(), "dist::nccl::barrier", "was aborted");
+    }
+  }  // the other ranks destroy their comms (a bounded wait too)
+  mpi.barrier();
+}
+
+}  // namespace
+}  // namespace kimi::dist
