@@ -42,10 +42,14 @@ struct DeviceBytes {
 // collective are ordered by the stream alone.
 inline void upload(cudaStream_t s, DeviceBytes& d, const void* h, size_t bytes) {
   ASSERT_NE(d.p, nullptr);
-  if (bytes) KIMI_CUDA_OK(cudaMemcpyAsync(d.p, h, bytes, cudaMemcpyHostToDevice, s));
+  if (bytes) {
+    KIMI_CUDA_OK(cudaMemcpyAsync(d.p, h, bytes, cudaMemcpyHostToDevice, s));
+  }
 }
 inline void download(cudaStream_t s, void* h, const DeviceBytes& d, size_t bytes) {
-  if (bytes) KIMI_CUDA_OK(cudaMemcpyAsync(h, d.p, bytes, cudaMemcpyDeviceToHost, s));
+  if (bytes) {
+    KIMI_CUDA_OK(cudaMemcpyAsync(h, d.p, bytes, cudaMemcpyDeviceToHost, s));
+  }
 }
 
 inline std::vector<uint8_t> random_bytes(size_t n, uint64_t seed) {
@@ -78,7 +82,8 @@ inline void nccl_all_to_all_case(dist::Comm& nccl, dist::Comm& ref, int round) {
   const int n = ref.size(), me = ref.rank();
   constexpr size_t kRow = 12;
   auto s = static_cast<cudaStream_t>(nccl.cuda_stream());
-  std::vector<int64_t> sc(size_t(n)), sd(size_t(n)), rc(size_t(n)), rd(size_t(n));
+  const auto un = size_t(n);
+  std::vector<int64_t> sc(un), sd(un), rc(un), rd(un);
   int64_t at = 1;  // a gap row before every send block
   for (int d = 0; d < n; ++d) {
     sc[size_t(d)] = block_rows(me, d, round);
@@ -107,8 +112,9 @@ inline void nccl_all_to_all_case(dist::Comm& nccl, dist::Comm& ref, int round) {
   EXPECT_EQ(got, want) << "all_to_all_v round " << round << " on rank " << me;
   // The reference really moved rows: every received block holds the sender's bytes (checked on the diagonal).
   const auto self = size_t(me);
-  if (sc[self] > 0)
+  if (sc[self] > 0) {
     EXPECT_EQ(0, std::memcmp(&want[size_t(rd[self]) * kRow], &send[size_t(sd[self]) * kRow], size_t(sc[self]) * kRow));
+  }
 }
 
 inline void nccl_all_reduce_case(dist::Comm& nccl, dist::Comm& ref, size_t count) {

@@ -2,8 +2,10 @@
 // MPI comm, each rank on device rank mod the visible count, against the MPI comm's results on the same data
 // (tests/dist/nccl_case.h); a rank that skips a collective makes the other's wait end in a timeout error, not a hang.
 // N ranks need N GPUs (NCCL refuses two ranks on one device): with fewer the tests skip and say so.
+#include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <string>
 
 #include "dist/mpi_world.h"
@@ -23,6 +25,8 @@ namespace {
 TEST(MpiNccl, CollectivesEqualMpi) {
   Comm& mpi = testutil::world();
   KIMI_NEEDS_ONE_GPU_PER_RANK(mpi);
+  // The test's buffers on the device the comm picks (rank mod count).
+  ASSERT_EQ(cudaSetDevice(mpi.rank() % cuda_device_count()), cudaSuccess);
   auto nccl = make_nccl_comm(mpi, {.timeout_s = 120.0});
   EXPECT_EQ(nccl->rank(), mpi.rank());
   EXPECT_EQ(nccl->size(), mpi.size());
@@ -35,14 +39,21 @@ TEST(MpiNccl, MissingPeerIsATimeoutError) {
   Comm& mpi = testutil::world();
   if (mpi.size() < 2) GTEST_SKIP() << "not run: needs >= 2 ranks (a peer that does not call)";
   KIMI_NEEDS_ONE_GPU_PER_RANK(mpi);
+  ASSERT_EQ(cudaSetDevice(mpi.rank() % cuda_device_count()), cudaSuccess);
   {
     auto nccl = make_nccl_comm(mpi, {.timeout_s = 5.0});
     nccl->barrier();  // connected and healthy
     if (mpi.rank() == 0) {
-      // Rank 0 all-reduces alone: its wait must end in an error naming the cause, within the bound.
+      // Rank 0 all-reduces alone: the enqueue or the wait must end in an error naming the cause, within the bound.
       testutil::DeviceBytes buf(8 * sizeof(double));
-      nccl->all_reduce_sum(std::span<double>(static_cast<double*>(buf.p), 8));
-      EXPECT_KIMI_ERROR(nccl->synchronize(), "dist::nccl", "rank 0 of", "timed out", "communicator was aborted");
+      const auto start = std::chrono::steady_clock::now();
+      auto alone = [&] {
+        nccl->all_reduce_sum(std::span<double>(static_cast<double*>(buf.p), 8));
+        nccl->synchronize();
+      };
+      EXPECT_KIMI_ERROR(alone(), "dist::nccl", "rank 0 of", "timed out", "communicator was aborted");
+      const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      EXPECT_LT(waited, 30.0) << "the 5 s bound took " << waited << " s";
       EXPECT_KIMI_ERROR(nccl->barrier(), "dist::nccl::barrier", "was aborted");
     }
   }  // the other ranks destroy their comms (a bounded wait too)

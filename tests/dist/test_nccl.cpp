@@ -141,7 +141,7 @@ TEST(NcclComm, CpuEpStepRefusesDeviceMemory) {
                     "'comm'", "host-memory transport", "'nccl'");
   Tensor scores(DType::f32, {4, 16}), bias(DType::f32, {16});
   EXPECT_KIMI_ERROR(quantile_balance(*nccl, scores.view(), bias.view(), 4), "dist::quantile_balance", "'comm'");
-  EXPECT_KIMI_ERROR(make_nccl_comm(*nccl), "dist::make_nccl_comm", "host-memory transport");
+  EXPECT_KIMI_ERROR(make_nccl_comm(*nccl), "dist::make_nccl_comm", "'bootstrap'", "host-memory transport");
 }
 
 TEST(NcclComm, NvlsEnabledInTheEnvironmentIsAnError) {
