@@ -24,6 +24,10 @@
 #include "dist/comm.h"
 #include "kimi/error.h"
 
+#if NCCL_VERSION_CODE < NCCL_VERSION(2, 14, 0)
+#error "the NCCL transport needs NCCL 2.14 or later (non-blocking communicators, ncclCommFinalize)"
+#endif
+
 namespace kimi::dist {
 
 namespace {
