@@ -14,6 +14,7 @@
 #include <nccl.h>
 
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -65,6 +66,12 @@ void set_nvls_off(bool allow_nvls) {
                 "shared host's GPUs out of service); unset it, or set NcclOptions::allow_nvls to use multicast");
 }
 
+// What each rank all-gathers before ncclCommInitRankConfig: whether its checks passed, and (rank 0) the unique id.
+struct Hello {
+  int32_t ok;
+  ncclUniqueId id;
+};
+
 class NcclComm final : public Comm {
  public:
   NcclComm(Comm& bootstrap, const NcclOptions& opt) : boot_(bootstrap), timeout_s_(opt.timeout_s) {
@@ -72,25 +79,37 @@ class NcclComm final : public Comm {
     require_host_memory(bootstrap, fn, "bootstrap");
     rank_ = bootstrap.rank();
     size_ = bootstrap.size();
-    if (!(opt.timeout_s > 0))
-      throw Error(std::string(fn) + ": argument 'timeout_s': expected > 0 seconds, got " +
-                  std::to_string(opt.timeout_s));
-    int count = 0;
-    cuda_check("cudaGetDeviceCount", cudaGetDeviceCount(&count));
-    if (count == 0) throw Error(std::string(fn) + ": no CUDA device visible on rank " + std::to_string(rank_));
-    device_ = opt.device < 0 ? rank_ % count : opt.device;
-    if (device_ >= count)
-      throw Error(std::string(fn) + ": argument 'device': expected 0 <= device < " + std::to_string(count) +
-                  " (visible devices), got " + std::to_string(device_) + " on rank " + std::to_string(rank_));
-    set_nvls_off(opt.allow_nvls);
-
-    // Rank 0's id to every rank, over the host transport (an all-gather: every transport has it).
-    ncclUniqueId id;
-    std::memset(&id, 0, sizeof id);
-    if (rank_ == 0) nccl_check("ncclGetUniqueId", ncclGetUniqueId(&id));
-    std::vector<char> ids(sizeof id * size_t(size_));
-    bootstrap.all_gather(&id, sizeof id, ids.data());
-    std::memcpy(&id, ids.data(), sizeof id);
+    // The local checks and rank 0's id travel together in one all-gather that every rank reaches, so that an error on
+    // one rank is an error on every rank (none is left waiting in the bootstrap or in NCCL's init).
+    std::string local_error;
+    Hello hello;
+    std::memset(&hello, 0, sizeof hello);
+    try {
+      if (!(opt.timeout_s > 0))
+        throw Error(std::string(fn) + ": argument 'timeout_s': expected > 0 seconds, got " +
+                    std::to_string(opt.timeout_s));
+      int count = 0;
+      cuda_check("cudaGetDeviceCount", cudaGetDeviceCount(&count));
+      if (count == 0) throw Error(std::string(fn) + ": no CUDA device visible on rank " + std::to_string(rank_));
+      device_ = opt.device < 0 ? rank_ % count : opt.device;
+      if (device_ >= count)
+        throw Error(std::string(fn) + ": argument 'device': expected 0 <= device < " + std::to_string(count) +
+                    " (visible devices), got " + std::to_string(device_) + " on rank " + std::to_string(rank_));
+      set_nvls_off(opt.allow_nvls);
+      if (rank_ == 0) nccl_check("ncclGetUniqueId", ncclGetUniqueId(&hello.id));
+      hello.ok = 1;
+    } catch (const Error& e) {
+      local_error = e.what();
+    }
+    std::vector<Hello> all(static_cast<size_t>(size_));
+    bootstrap.all_gather(&hello, sizeof hello, all.data());
+    if (!local_error.empty()) throw Error(local_error);
+    for (int r = 0; r < size_; ++r)
+      if (!all[size_t(r)].ok)
+        throw Error(std::string(fn) + ": rank " + std::to_string(r) + " of " + std::to_string(size_) +
+                    " could not set up its NCCL transport (its error is reported there); no comm on rank " +
+                    std::to_string(rank_) + " either");
+    const ncclUniqueId id = all[0].id;
 
     DeviceScope scope(device_);
     try {
