@@ -89,8 +89,11 @@ class NcclComm final : public Comm {
         throw Error(std::string(fn) + ": argument 'timeout_s': expected > 0 seconds, got " +
                     std::to_string(opt.timeout_s));
       int count = 0;
-      cuda_check("cudaGetDeviceCount", cudaGetDeviceCount(&count));
-      if (count == 0) throw Error(std::string(fn) + ": no CUDA device visible on rank " + std::to_string(rank_));
+      const cudaError_t rc = cudaGetDeviceCount(&count);
+      if (rc == cudaErrorNoDevice || rc == cudaErrorInsufficientDriver || (rc == cudaSuccess && count == 0))
+        throw Error(std::string(fn) + ": no CUDA device visible on rank " + std::to_string(rank_) +
+                    " (cudaGetDeviceCount: " + cudaGetErrorString(rc) + ", " + std::to_string(count) + " devices)");
+      cuda_check("cudaGetDeviceCount", rc);
       device_ = opt.device < 0 ? rank_ % count : opt.device;
       if (device_ >= count)
         throw Error(std::string(fn) + ": argument 'device': expected 0 <= device < " + std::to_string(count) +

@@ -1,6 +1,7 @@
 // tests/dist/test_mpi_nccl.cpp (under mpirun, CUDA builds with NCCL): the NCCL transport bootstrapped through the
 // MPI comm, each rank on device rank mod the visible count, against the MPI comm's results on the same data
-// (tests/dist/nccl_case.h); a rank that skips a collective makes the other's wait end in a timeout error, not a hang.
+// (tests/dist/nccl_case.h); a rank that skips a collective makes the other's wait end in a timeout error, not a hang;
+// a setup error on one rank is an error on every rank.
 // N ranks need N GPUs (NCCL refuses two ranks on one device): with fewer the tests skip and say so.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
@@ -57,6 +58,23 @@ TEST(MpiNccl, MissingPeerIsATimeoutError) {
       EXPECT_KIMI_ERROR(nccl->barrier(), "dist::nccl::barrier", "was aborted");
     }
   }  // the other ranks destroy their comms (a bounded wait too)
+  mpi.barrier();
+}
+
+TEST(MpiNccl, SetupErrorOnOneRankIsAnErrorOnEvery) {
+  Comm& mpi = testutil::world();
+  if (mpi.size() < 2) GTEST_SKIP() << "not run: needs >= 2 ranks";
+  KIMI_NEEDS_ONE_GPU_PER_RANK(mpi);
+  // The last rank asks for a device that does not exist; no rank may be left waiting.
+  const bool bad = mpi.rank() == mpi.size() - 1;
+  NcclOptions opt{.device = bad ? cuda_device_count() : -1, .timeout_s = 30.0};
+  const std::string culprit = "rank " + std::to_string(mpi.size() - 1) + " of";
+  if (bad) {
+    EXPECT_KIMI_ERROR(make_nccl_comm(mpi, opt), "dist::make_nccl_comm", "'device'");
+  } else {
+    EXPECT_KIMI_ERROR(make_nccl_comm(mpi, opt), "dist::make_nccl_comm", "could not set up its NCCL transport",
+                      culprit.c_str());
+  }
   mpi.barrier();
 }
 
