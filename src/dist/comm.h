@@ -56,8 +56,9 @@ class Comm {
   virtual void barrier() = 0;
   // Blocks until every collective this rank enqueued has completed (host transports: returns at once).
   virtual void synchronize() = 0;
-  // Ends every rank's process with `code` (MPI_Abort; NCCL: ncclCommAbort, then the bootstrap comm's abort); for an error on one rank, so that the others, possibly
-  // blocked in a collective, do not wait for it forever. Print the error first: this does not return.
+  // Ends every rank's process with `code` (MPI_Abort; NCCL: ncclCommAbort, then the bootstrap comm's abort); for an
+  // error on one rank, so that the others, possibly blocked in a collective, do not wait for it forever. Print the
+  // error first: this does not return.
   [[noreturn]] virtual void abort(int code) = 0;
 };
 
