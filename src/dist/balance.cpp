@@ -15,6 +15,7 @@ namespace kimi::dist {
 
 QuantileBalanceStats quantile_balance(Comm& comm, TensorView scores, TensorView bias, int top_k, int bins) {
   const std::string fn = "dist::quantile_balance";
+  require_host_memory(comm, fn.c_str());
   if (scores.ndim != 2 || scores.dtype != DType::f32)
     throw Error(fn + ": argument 'scores': expected f32 [T, E], got " + scores.shape_string());
   const int64_t t_local = scores.size(0), e = scores.size(1);

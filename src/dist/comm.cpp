@@ -1,4 +1,4 @@
-// dist/comm.cpp: the loopback transport (world size 1) and the MPI factory's refusal in builds without MPI.
+// dist/comm.cpp: the loopback transport (world size 1) and the MPI / NCCL factories' refusal in builds without them.
 #include "dist/comm.h"
 
 #include <cstdlib>
@@ -22,6 +22,8 @@ class LoopbackComm final : public Comm {
   int rank() const override { return 0; }
   int size() const override { return 1; }
   std::string name() const override { return "loopback"; }
+  CommMemory memory() const override { return CommMemory::host; }
+  void* cuda_stream() const override { return nullptr; }
   void all_gather(const void* send, size_t bytes, void* recv) override {
     if (bytes) std::memmove(recv, send, bytes);
   }
@@ -43,10 +45,17 @@ class LoopbackComm final : public Comm {
   void all_reduce_sum(std::span<double>) override {}
   void all_reduce_sum(std::span<int64_t>) override {}
   void barrier() override {}
+  void synchronize() override {}
   [[noreturn]] void abort(int code) override { std::_Exit(code); }
 };
 
 }  // namespace
+
+void require_host_memory(const Comm& comm, const char* fn, const char* arg) {
+  if (comm.memory() != CommMemory::host)
+    throw Error(std::string(fn) + ": argument '" + arg + "': expected a host-memory transport (loopback, mpi), got '" +
+                comm.name() + "', whose buffers are device memory");
+}
 
 std::unique_ptr<Comm> make_loopback_comm() { return std::make_unique<LoopbackComm>(); }
 
@@ -55,6 +64,14 @@ bool mpi_available() { return false; }
 std::unique_ptr<Comm> make_mpi_comm() {
   throw Error("dist::make_mpi_comm: this build has no MPI transport (configure with -DKIMI_EP=ON and OpenMPI "
               "installed: libopenmpi-dev, openmpi-bin; scripts/install-deps.sh)");
+}
+#endif
+
+#ifndef KIMI_WITH_NCCL
+bool nccl_available() { return false; }
+std::unique_ptr<Comm> make_nccl_comm(Comm&, const NcclOptions&) {
+  throw Error("dist::make_nccl_comm: this build has no NCCL transport (configure the cuda preset with "
+              "-DKIMI_EP_NCCL=ON and NCCL installed: nccl.h and libnccl, e.g. in the CUDA toolkit)");
 }
 #endif
 

@@ -45,6 +45,8 @@ class MpiComm final : public Comm {
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   std::string name() const override { return "mpi"; }
+  CommMemory memory() const override { return CommMemory::host; }
+  void* cuda_stream() const override { return nullptr; }
 
   void all_gather(const void* send, size_t bytes, void* recv) override {
     check("MPI_Allgather", MPI_Allgather(send, to_int("bytes", int64_t(bytes)), MPI_BYTE, recv,
@@ -84,6 +86,7 @@ class MpiComm final : public Comm {
                                          MPI_SUM, MPI_COMM_WORLD));
   }
   void barrier() override { check("MPI_Barrier", MPI_Barrier(MPI_COMM_WORLD)); }
+  void synchronize() override {}
   [[noreturn]] void abort(int code) override {
     std::fflush(stdout);
     std::fflush(stderr);

@@ -20,6 +20,7 @@ EpModel::EpModel(Comm& comm, const model::Model& m, int64_t max_tokens, const Pl
                  const Context& ctx)
     : comm_(comm), ctx_(ctx) {
   const char* fn = "dist::EpModel";
+  require_host_memory(comm, fn);
   const model::Config& c = m.config();
   // The whole configuration first: a collective every rank reaches before anything can throw.
   const uint64_t mine = config_hash(c);

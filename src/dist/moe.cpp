@@ -77,6 +77,7 @@ EpMoe::EpMoe(Comm& comm, Placement placement, const LatentMoeWeights& w, const R
     : comm_(comm), placement_(std::move(placement)), w_(w), router_(router), act_(act), eps_(norm_eps),
       s_(max_tokens) {
   const char* fn = "dist::EpMoe";
+  require_host_memory(comm, fn);
   // Compare the configuration first (a collective every rank reaches), then validate locally.
   const auto fields = ep_config_fields(placement_, w, router, act, norm_eps, max_tokens);
   const auto n = size_t(comm.size()), nf = fields.size();
