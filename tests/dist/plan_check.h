@@ -1,10 +1,11 @@
 // tests/dist/plan_check.h: a StepPlan's layouts checked by a simulated all-to-all in one process: every rank's
 // dispatch layout against every rank's receive layout (counts agree), each grouped row of its expert, every pair
-// (source, slot) computed exactly once, each rank's received rows = its planned load.
+// (source, slot) computed exactly once, each rank's received rows = its planned load; and Hall's bound.
 #pragma once
 
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <cstdint>
 #include <utility>
 #include <vector>
@@ -44,6 +45,24 @@ inline void check_simulated_dispatch(const dist::StepPlan& plan, const std::vect
   for (int s = 0; s < n; ++s)
     for (size_t i = 0; i < seen[size_t(s)].size(); ++i)
       ASSERT_EQ(seen[size_t(s)][i], 1) << "source " << s << " slot " << i;
+}
+
+// The holders-only optimum max load, independently: max over rank subsets Y (N <= 16) of
+// ceil(sum of c_e over the experts whose holders all lie in Y / |Y|) (Hall's bound, attained by a flow).
+inline int64_t hall_bound(const dist::Placement& pl, const std::vector<int64_t>& c) {
+  const int n = pl.ranks;
+  std::vector<uint32_t> mask(c.size(), 0);
+  for (size_t e = 0; e < c.size(); ++e)
+    for (int32_t r : pl.holders[e]) mask[e] |= 1u << r;
+  int64_t best = 0;
+  for (uint32_t y = 1; y < (1u << n); ++y) {
+    int64_t inside = 0;
+    for (size_t e = 0; e < c.size(); ++e)
+      if ((mask[e] & ~y) == 0) inside += c[e];
+    const int64_t size = std::popcount(y);
+    best = std::max(best, (inside + size - 1) / size);
+  }
+  return best;
 }
 
 }  // namespace kimi::testutil

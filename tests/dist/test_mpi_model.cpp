@@ -2,7 +2,8 @@
 // (dist::EpModel through ForwardOptions::moe) equals the single-process run. Every rank builds the same random
 // k3-tiny / kimi-linear-tiny model; rank r owns 1 + (r % 2) sequences of different lengths (varlen prefill), then
 // 3 greedy decode steps. Reference: one process running every rank's sequences as one batch without the hook.
-// Checked per step: my sequences' logits within 1e-6 (relative L2 per row) and identical greedy tokens.
+// Checked per step: my sequences' logits within 1e-6 (relative L2 per row) and identical greedy tokens; also with
+// each rank keeping only its held experts (PlanPolicy::holders_only).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -68,7 +69,8 @@ std::vector<Tensor> run(const model::Model& m, const std::vector<std::vector<int
 }
 
 // idle_last: the last rank owns no sequence and runs EpModel::idle_step for each of the others' steps.
-void check_model(const char* name, bool idle_last = false) {
+// holders_only: a profile placement (experts 0 and 1 hot, replicated) and each rank keeping only its held experts.
+void check_model(const char* name, bool idle_last = false, PlanPolicy policy = PlanPolicy::any_rank) {
   Comm& comm = testutil::world();
   const int n = comm.size(), me = comm.rank();
   const model::Model m = model::Model::random(model::named_config(name), Device::cpu(), 5);
@@ -88,7 +90,14 @@ void check_model(const char* name, bool idle_last = false) {
     for (size_t i = 0; i < all.prompts.size(); ++i) t += all.owner[i] == r ? int64_t(all.prompts[i].size()) : 0;
     s_max = std::max(s_max, t);
   }
-  EpModel ep(comm, m, s_max);
+  const model::Config& c = m.config();
+  std::vector<double> prof(size_t(c.num_experts), 1.0);
+  prof[0] = prof[1] = 4.0;
+  const Placement pl = policy == PlanPolicy::holders_only && n > 1 ? Placement::from_profile(n, prof, 2)
+                                                                   : Placement::round_robin(n, int(c.num_experts));
+  EpModel ep(comm, m, s_max, &pl, {}, policy);
+  EXPECT_EQ(ep.resident_experts_per_layer(),
+            policy == PlanPolicy::holders_only ? int64_t(pl.held_by(me).size()) : c.num_experts);
   model::ForwardOptions opt;
   opt.moe = ep.hook();
   if (idle_last && me == n - 1) {
@@ -110,23 +119,39 @@ void check_model(const char* name, bool idle_last = false) {
       EXPECT_EQ(std::max_element(a, a + vocab) - a, std::max_element(b, b + vocab) - b)
           << name << " greedy token, rank " << me << " step " << step << " seq " << j;
     }
-  // Every MoE layer ran as an EP step (the last one: one token per sequence of every rank) and was balanced.
-  const model::Config& c = m.config();
+  // Every MoE layer ran as an EP step (the last one: one token per sequence of every rank) and was balanced
+  // (holders-only: no rank above the largest home load, the loads exactly cover the pairs).
   for (int64_t i = 0; i < c.num_hidden_layers; ++i)
     if (c.is_moe_layer(i)) {
       EXPECT_EQ(ep.last_stats()[size_t(i)].total_pairs, int64_t(all.prompts.size()) * c.num_experts_per_token);
     }
-  for (const EpStepStats& s : ep.last_stats())
+  for (const EpStepStats& s : ep.last_stats()) {
+    if (policy == PlanPolicy::holders_only) {
+      if (s.load.empty()) continue;
+      EXPECT_LE(*std::max_element(s.load.begin(), s.load.end()),
+                *std::max_element(s.home_load.begin(), s.home_load.end()));
+      int64_t sum = 0;
+      for (int64_t l : s.load) sum += l;
+      EXPECT_EQ(sum, s.total_pairs);
+      continue;
+    }
     for (int64_t l : s.load) {
       EXPECT_GE(l, s.total_pairs / n);
       EXPECT_LE(l, (s.total_pairs + n - 1) / n);
     }
+  }
 }
 
 TEST(MpiEpModel, K3TinyEqualsSingleProcess) { check_model("k3-tiny"); }
 TEST(MpiEpModel, KimiLinearTinyEqualsSingleProcess) { check_model("kimi-linear-tiny"); }
 
 TEST(MpiEpModel, RankWithoutSequencesIdles) { check_model("k3-tiny", true); }
+TEST(MpiEpModel, K3TinyHeldExpertsOnlyEqualsSingleProcess) {
+  check_model("k3-tiny", false, PlanPolicy::holders_only);
+}
+TEST(MpiEpModel, KimiLinearTinyHeldExpertsOnlyEqualsSingleProcess) {
+  check_model("kimi-linear-tiny", true, PlanPolicy::holders_only);
+}
 
 // generate() under EP: ranks finish at different steps (rank r: 2 + 3r new tokens) and the last rank has no
 // prompt; every rank's tokens equal a single-process generate() of its prompts.

@@ -32,23 +32,6 @@ std::vector<int64_t> expert_totals(const std::vector<int64_t>& counts, int n, in
   return c;
 }
 
-// max over rank subsets Y of ceil(sum of c_e with holders(e) inside Y / |Y|).
-int64_t hall_bound(const Placement& pl, const std::vector<int64_t>& c) {
-  const int n = pl.ranks;
-  std::vector<uint32_t> mask(c.size(), 0);
-  for (size_t e = 0; e < c.size(); ++e)
-    for (int32_t r : pl.holders[e]) mask[e] |= 1u << r;
-  int64_t best = 0;
-  for (uint32_t y = 1; y < (1u << n); ++y) {
-    int64_t inside = 0;
-    for (size_t e = 0; e < c.size(); ++e)
-      if ((mask[e] & ~y) == 0) inside += c[e];
-    const int64_t size = std::popcount(y);
-    best = std::max(best, (inside + size - 1) / size);
-  }
-  return best;
-}
-
 // Piece j of expert e: floor/ceil(c_e / m_e), the larger ones first.
 int64_t piece_len(int64_t c, size_t m, size_t j) { return c / int64_t(m) + (int64_t(j) < c % int64_t(m) ? 1 : 0); }
 
@@ -133,7 +116,7 @@ StepPlan check_restricted(const Placement& pl, const std::vector<int64_t>& count
   EXPECT_LE(max_load, *std::max_element(plan.home_load.begin(), plan.home_load.end()));
   for (int r = 0; r < n; ++r) EXPECT_LE(load[size_t(r)], held_pairs[size_t(r)]) << "rank " << r;
   if (n <= 16) {
-    EXPECT_EQ(max_load, hall_bound(pl, c));
+    EXPECT_EQ(max_load, testutil::hall_bound(pl, c));
   }
   return plan;
 }
