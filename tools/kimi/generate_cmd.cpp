@@ -156,6 +156,7 @@ CheckedFlags check_flags(const GenerateCmdOptions& opt) {
   if (opt.ep > 0 && f.device.type != DeviceType::cpu)
     throw Error("generate: --ep: expected --device cpu (expert parallelism runs on CPU ranks; the GPU transport is "
                 "not written), got --device " + opt.device);
+  check_ep_flags(opt);
   f.gen.max_new_tokens = opt.max_tokens;
   f.gen.stop_tokens = opt.stop;
   f.gen.sampling = {opt.temperature, opt.top_k, opt.top_p, seed};
@@ -187,12 +188,11 @@ int generate_and_report(const GenerateCmdOptions& opt, const CheckedFlags& f, di
   Context ctx;
   ctx.cpu_threads = opt.threads;
   GenerateResult r;
-  dist::EpTotals ep_totals;
+  EpRun ep_run;
   auto run = [&](const GenerateOptions& go) {
     if (!comm) return generate(model, prompts, go, ctx);
-    EpRun e = generate_ep(*comm, model, prompts, go, ctx);
-    ep_totals = std::move(e.totals);
-    return std::move(e.result);
+    ep_run = generate_ep(*comm, model, prompts, go, ctx, opt);
+    return ep_run.result;
   };
   try {
     if (opt.warmup) {
@@ -226,7 +226,7 @@ int generate_and_report(const GenerateCmdOptions& opt, const CheckedFlags& f, di
              rate(r.prefill_tokens, r.prefill_seconds));
   fmt::print(out, "decode     {} tokens in {:.3f} s: {:.1f} tokens/s\n", r.decode_tokens, r.decode_seconds,
              rate(r.decode_tokens, r.decode_seconds));
-  if (comm) print_ep_report(out, *comm, ep_totals);
+  if (comm) print_ep_report(out, *comm, ep_run);
   fmt::print(out, "graphs     decode {}\n", model.decode_graph_status().summary);
   fmt::print(out, "timing     {}\n", opt.warmup ? "after an untimed warm-up of the batch (prefill + one decode step)"
                                             : "cold start included (--no-warmup)");
@@ -250,7 +250,7 @@ int generate_and_report(const GenerateCmdOptions& opt, const CheckedFlags& f, di
                      {"sequences", seqs},
                      {"prefill", {{"tokens", r.prefill_tokens}, {"seconds", r.prefill_seconds}}},
                      {"decode", {{"tokens", r.decode_tokens}, {"seconds", r.decode_seconds}}}};
-    if (comm) j["ep"] = ep_json(*comm, ep_totals);
+    if (comm) j["ep"] = ep_json(*comm, ep_run);
     std::printf("%s\n", j.dump().c_str());
   }
   return 0;
