@@ -1,7 +1,8 @@
 // bench/dist/plan_stats.cpp (kimi_bench_ep_plan): the EP planner on K3-shaped steps (docs/ep.md).
 // E = 896 routed experts, top-16, S = 256 tokens per rank, N in {16, 32, 64} ranks; each rank's routing draws
 // 16 distinct experts per token from a Zipf law (weight 1/(i+1)^s over a fixed random permutation of experts).
-// Per N and placement (round-robin; from the Zipf profile with R replicas) and plan policy (any: any rank computes
+// Per N and placement (round-robin; from a routing profile, the mean pairs per expert of 4 calibration steps, with
+// R replicas dealt by water-filling) and plan policy (any: any rank computes
 // any expert; held: only an expert's holders, PlanPolicy::holders_only), over `steps` steps:
 //   worst home load / mean   the slowest rank without redundancy, relative to perfect balance P/N
 //   balanced max / mean      after planning: ceil(P/N) / (P/N) (any), the restricted optimum L* / (P/N) (held)
@@ -57,8 +58,10 @@ void run(int n, double zipf_s, int steps, bool profile, int replicas, PlanPolicy
   std::vector<int32_t> perm(kExperts);
   std::iota(perm.begin(), perm.end(), 0);
   std::shuffle(perm.begin(), perm.end(), rng);
-  std::vector<double> prof(kExperts);
-  for (int i = 0; i < kExperts; ++i) prof[size_t(perm[size_t(i)])] = w[size_t(i)];
+  // The routing profile: mean pairs per expert over 4 calibration steps (routings drawn like the measured ones).
+  std::vector<double> prof(kExperts, 0.0);
+  for (int cal = 0; cal < 4 * n; ++cal)
+    for (int32_t e : route(rng, draw, perm)) prof[size_t(e)] += 1.0 / 4;
   const Placement pl = profile ? Placement::from_profile(n, prof, replicas) : Placement::round_robin(n, kExperts);
   const int64_t recv_cap = policy == PlanPolicy::any_rank ? kTokens * kTopK : int64_t(n) * kTokens * kTopK;
   double worst = 0, moved = 0, shares = 0, max_shares = 0, balanced = 0, send_rows = 0, dedup_rows = 0;

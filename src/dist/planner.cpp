@@ -71,9 +71,16 @@ Placement Placement::from_profile(int ranks, std::span<const double> profile, in
     load[size_t(best)] += profile[size_t(e)];
     p.holders[size_t(e)] = {best};
   }
-  // Replicas: the hottest experts, one extra holder each, on the least expected-loaded rank not holding it.
+  // Replicas, one at a time: to the expert of largest expected pairs per holder profile[e] / m_e (ties: hotter,
+  // then lower e; experts on every rank are skipped), on the least expected-loaded rank not holding it.
   for (int i = 0; i < replicas; ++i) {
-    const int32_t e = hot[size_t(i)];
+    int32_t e = -1;
+    for (int32_t x : hot) {
+      const auto m = double(p.holders[size_t(x)].size());
+      if (int(m) == ranks) continue;
+      if (e < 0 || profile[size_t(x)] / m > profile[size_t(e)] / double(p.holders[size_t(e)].size())) e = x;
+    }
+    if (e < 0) break;  // every expert on every rank
     const std::vector<double> l = expected_loads(p, profile);
     int best = -1;
     for (int r = 0; r < ranks; ++r) {

@@ -4,7 +4,8 @@
 // Placement. N ranks, E routed experts. Expert e has holders[e] (m_e >= 1 distinct ranks, holders[e][0] = its
 // home). Round-robin: holders[e] = {e mod N}. From a routing profile (expected pairs per expert): E home slots
 // dealt so that every rank homes floor/ceil(E/N) experts and the expected home loads are balanced (LPT), plus R
-// replica slots given to the hottest experts, one extra holder each on the rank of least expected load.
+// replica slots dealt one at a time by water-filling: to the expert of largest expected pairs per holder
+// profile[e] / m_e (so a very hot expert may get several), on the rank of least expected load not holding it.
 //
 // Step plan. counts[s, e] = pairs (token, slot) of expert e routed on source rank s (one all-gather of [E] per
 // rank), c_e = sum_s counts[s, e], P = sum_e c_e. Expert e's pairs are ordered globally by (source rank, local
@@ -55,8 +56,9 @@ struct Placement {
 
   // holders[e] = {e mod N}. Requires 1 <= ranks <= experts.
   static Placement round_robin(int ranks, int experts);
-  // Balanced homes from expected pairs per expert (profile [E], finite, >= 0) + `replicas` extra holders for
-  // the hottest experts (each expert at most ranks - 1 replicas). Requires 1 <= ranks <= experts.
+  // Balanced homes from expected pairs per expert (profile [E], finite, >= 0) + `replicas` extra holders dealt by
+  // water-filling (each expert at most ranks - 1 replicas; fewer in all when every expert is on every rank).
+  // Requires 1 <= ranks <= experts and replicas <= experts.
   static Placement from_profile(int ranks, std::span<const double> profile, int replicas);
 
   // The experts rank r holds (ascending).

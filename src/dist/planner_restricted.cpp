@@ -43,6 +43,13 @@ void balance_holders_only(const Placement& pl, std::span<const int64_t> c, std::
     const auto m = int64_t(pl.holders[e].size());
     lo = std::max(lo, (c[e] + m - 1) / m);
   }
+  // With enough replicas the lower bound is usually reached: try it first (one max flow instead of log2(hi - lo)).
+  if (lo < hi) {
+    if (feasible(pl, c, total, lo))
+      hi = lo;
+    else
+      ++lo;
+  }
   while (lo < hi) {
     const int64_t mid = lo + (hi - lo) / 2;
     if (feasible(pl, c, total, mid))

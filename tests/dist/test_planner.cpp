@@ -144,6 +144,17 @@ TEST(Placement, RoundRobinAndProfile) {
   EXPECT_EQ(p.held_by(0).size() + p.held_by(1).size(), 9u);
   EXPECT_EQ(p.holders[0].size(), 2u);
   EXPECT_NE(p.holders[0][0], p.holders[4][0]);  // the two hot experts on different homes
+  // Water-filling: expert 0 expects 12 pairs per holder, the others 1: the first 3 replicas all go to it (12 -> 6 ->
+  // 4 -> 3 pairs per holder); it is then on every rank, so the 4th goes to one of the others.
+  const std::vector<double> hot{12, 1, 1, 1, 1, 1, 1, 1};
+  const Placement w = Placement::from_profile(4, hot, 4);
+  EXPECT_EQ(w.holders[0].size(), 4u);
+  size_t extra = 0;
+  for (int e = 1; e < 8; ++e) extra += w.holders[size_t(e)].size() - 1;
+  EXPECT_EQ(extra, 1u);
+  std::vector<int32_t> h0 = w.holders[0];
+  std::sort(h0.begin(), h0.end());
+  EXPECT_EQ(h0, (std::vector<int32_t>{0, 1, 2, 3}));
 }
 
 TEST(Placement, BadLayoutsAreClearErrors) {
