@@ -8,7 +8,8 @@ the world size, a negative --ep, --ep with a GPU device; faults within a bounded
 cause): a checkpoint missing on one rank, and ranks that loaded different models.
 Resident experts (--ep-resident held, round-robin and --ep-placement profile with replicas): identical ids; each
 rank keeps only its held experts (round-robin: E/N per layer, and the ranks' resident bytes sum to one rank's bytes
-with every expert resident); bad --ep-* flags are errors naming the flag.
+with every expert resident) and its Model binds only those from the checkpoint; bad --ep-* flags are errors naming
+the flag.
 Usage: cli_generate_ep.py KIMI MPIEXEC [FLAGS...]
 """
 import json
@@ -64,6 +65,8 @@ def main():
                 config = json.load(open(os.path.join(model, "config.json")))
                 experts = config.get("text_config", config)["num_experts"]
                 all_bytes = ep["resident_expert_bytes"]
+                if ep["loaded_expert_bytes"] != all_bytes:
+                    failures.append(f"{name} --ep {n}: loaded {ep['loaded_expert_bytes']} != resident {all_bytes}")
                 if ep["resident"] != "all" or ep["resident_experts_per_layer"] != [experts] * n:
                     failures.append(f"{name} --ep {n}: default residency {ep['resident']} "
                                     f"{ep['resident_experts_per_layer']}")
@@ -85,6 +88,9 @@ def main():
                                                    all_bytes[0]):
                         failures.append(f"{label}: held experts {held}, bytes {ep['resident_expert_bytes']} vs "
                                         f"{all_bytes[0]} for every expert")
+                    if ep["loaded_expert_bytes"] != ep["resident_expert_bytes"]:
+                        failures.append(f"{label}: the model bound {ep['loaded_expert_bytes']} expert bytes, "
+                                        f"EP keeps {ep['resident_expert_bytes']}")
                     if "profile" in extra and sum(held) != experts + 2:
                         failures.append(f"{label}: held experts {held}, expected {experts} + 2 replicas in all")
                     print(f"{label}: ids equal, held experts {held}, rank pairs {ep['rank_pairs']}, "

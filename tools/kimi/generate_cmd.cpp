@@ -174,7 +174,18 @@ int generate_and_report(const GenerateCmdOptions& opt, const CheckedFlags& f, di
                                                                    &std::fclose);
   if (quiet && !null_out) throw Error("generate: --ep: cannot open /dev/null on rank " + std::to_string(comm->rank()));
   std::FILE* const out = quiet ? null_out.get() : opt.json ? stderr : stdout;  // --json: the JSON alone on stdout
-  Model model(opt.dir, dev);  // notes which blocks fall back to the CPU (stderr, kimi/log.h)
+  // --ep: the experts' placement; with --ep-resident held, only this rank's experts are bound from the checkpoint.
+  std::optional<dist::Placement> ep_pl;
+  ExpertFilter keep;
+  if (comm) {
+    ep_pl = ep_placement(opt, comm->size(), int(load_model_config(opt.dir).num_experts));
+    if (opt.ep_resident == "held") {
+      std::vector<char> held(size_t(ep_pl->experts), 0);
+      for (int32_t e : ep_pl->held_by(comm->rank())) held[size_t(e)] = 1;
+      keep = [held](int64_t, int64_t e) { return held[size_t(e)] != 0; };
+    }
+  }
+  Model model(opt.dir, dev, {}, keep);  // notes which blocks fall back to the CPU (stderr, kimi/log.h)
   if (f.dtype) model.set_activation_dtype(*f.dtype);
   const Config& c = model.config();
   fmt::print(out, "model      {} ({} layers, hidden {}, vocab {})\n", opt.dir, c.num_hidden_layers, c.hidden_size,
@@ -191,7 +202,7 @@ int generate_and_report(const GenerateCmdOptions& opt, const CheckedFlags& f, di
   EpRun ep_run;
   auto run = [&](const GenerateOptions& go) {
     if (!comm) return generate(model, prompts, go, ctx);
-    ep_run = generate_ep(*comm, model, prompts, go, ctx, opt);
+    ep_run = generate_ep(*comm, model, prompts, go, ctx, opt, *ep_pl);
     return ep_run.result;
   };
   try {

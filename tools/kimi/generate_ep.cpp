@@ -80,7 +80,8 @@ dist::Placement ep_placement(const GenerateCmdOptions& opt, int ranks, int exper
 }
 
 EpRun generate_ep(dist::Comm& comm, const model::Model& model, std::span<const std::vector<int32_t>> prompts,
-                  const model::GenerateOptions& opt, const Context& ctx, const GenerateCmdOptions& flags) {
+                  const model::GenerateOptions& opt, const Context& ctx, const GenerateCmdOptions& flags,
+                  const dist::Placement& pl) {
   const int n = comm.size(), me = comm.rank();
   const size_t p = prompts.size();
   std::vector<std::vector<int32_t>> mine;
@@ -90,7 +91,6 @@ EpRun generate_ep(dist::Comm& comm, const model::Model& model, std::span<const s
     if (int(i % size_t(n)) == me) mine.push_back(prompts[i]);
   }
   const int64_t s_max = std::max<int64_t>(1, *std::max_element(rank_tokens.begin(), rank_tokens.end()));
-  const dist::Placement pl = ep_placement(flags, n, int(model.config().num_experts));
   const bool held = flags.ep_resident == "held";
   dist::EpModel ep(comm, model, s_max, &pl, ctx, held ? dist::PlanPolicy::holders_only : dist::PlanPolicy::any_rank);
   EpRun run;
@@ -98,12 +98,14 @@ EpRun generate_ep(dist::Comm& comm, const model::Model& model, std::span<const s
                       ? "profile + " + std::to_string(flags.ep_replicas) + " replicas"
                       : flags.ep_placement;
   run.held_only = held;
-  const int64_t mine_res[2] = {ep.resident_expert_bytes(), ep.resident_experts_per_layer()};
-  std::vector<int64_t> res(2 * size_t(n));
+  const int64_t mine_res[3] = {ep.resident_expert_bytes(), ep.resident_experts_per_layer(),
+                               int64_t(model.routed_expert_bytes())};
+  std::vector<int64_t> res(3 * size_t(n));
   comm.all_gather(mine_res, sizeof mine_res, res.data());
   for (size_t r = 0; r < size_t(n); ++r) {
-    run.resident_bytes.push_back(res[2 * r]);
-    run.resident_experts.push_back(res[2 * r + 1]);
+    run.resident_bytes.push_back(res[3 * r]);
+    run.resident_experts.push_back(res[3 * r + 1]);
+    run.model_bytes.push_back(res[3 * r + 2]);
   }
   model::GenerateResult local;
   if (mine.empty()) {
@@ -145,16 +147,20 @@ double ratio(double sum, int64_t n) { return n > 0 ? sum / double(n) : 0.0; }
 
 void print_ep_report(std::FILE* out, const dist::Comm& comm, const EpRun& run) {
   const dist::EpTotals& t = run.totals;
-  std::string per_rank, resident;
+  std::string per_rank, resident, bound;
   for (size_t r = 0; r < t.rank_pairs.size(); ++r)
     per_rank += fmt::format("{}r{} {}", r ? ", " : "", r, t.rank_pairs[r]);
   for (size_t r = 0; r < run.resident_bytes.size(); ++r)
     resident += fmt::format("{}r{} {:.2f} MiB ({} experts/layer)", r ? ", " : "", r,
                             double(run.resident_bytes[r]) / (1 << 20), run.resident_experts[r]);
+  for (size_t r = 0; r < run.model_bytes.size(); ++r)
+    bound += fmt::format("{}r{} {:.2f} MiB", r ? ", " : "", r, double(run.model_bytes[r]) / (1 << 20));
   fmt::print(out, "ep         {} ranks ({}), {} placement, {}\n", comm.size(), comm.name(), run.placement,
              run.held_only ? "each rank keeps and computes only the experts it holds (holders-only plan)"
                            : "every expert resident on every rank (any-rank plan)");
   fmt::print(out, "ep experts routed-expert weights resident per rank: {}\n", resident);
+  fmt::print(out, "ep loaded  routed-expert weights bound from the checkpoint per rank (the rest never read): {}\n",
+             bound);
   fmt::print(out, "ep load    token-expert pairs computed per rank over {} MoE layer steps: {}\n", t.layer_steps,
              per_rank);
   fmt::print(out, "ep balance slowest rank / mean: {:.3f} before planning (home experts), {:.3f} after\n",
@@ -175,6 +181,7 @@ nlohmann::json ep_json(const dist::Comm& comm, const EpRun& run) {
           {"resident", run.held_only ? "held" : "all"},
           {"resident_expert_bytes", run.resident_bytes},
           {"resident_experts_per_layer", run.resident_experts},
+          {"loaded_expert_bytes", run.model_bytes},
           {"layer_steps", t.layer_steps},
           {"rank_pairs", t.rank_pairs},
           {"pairs", t.pairs},

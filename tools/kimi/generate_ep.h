@@ -39,9 +39,12 @@ struct EpRun {
   std::string placement;         // "round-robin" or "profile + R replicas"
   bool held_only = false;        // --ep-resident held
   std::vector<int64_t> resident_bytes, resident_experts;  // [N] routed-expert weight bytes, experts per MoE layer
+  std::vector<int64_t> model_bytes;  // [N] routed-expert bytes each rank's Model bound from the checkpoint
 };
+// placement: ep_placement(flags, ...); with --ep-resident held the model may bind only this rank's experts.
 EpRun generate_ep(dist::Comm& comm, const model::Model& model, std::span<const std::vector<int32_t>> prompts,
-                  const model::GenerateOptions& opt, const Context& ctx, const GenerateCmdOptions& flags);
+                  const model::GenerateOptions& opt, const Context& ctx, const GenerateCmdOptions& flags,
+                  const dist::Placement& placement);
 
 void print_ep_report(std::FILE* out, const dist::Comm& comm, const EpRun& run);
 nlohmann::json ep_json(const dist::Comm& comm, const EpRun& run);
