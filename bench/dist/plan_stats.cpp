@@ -105,8 +105,8 @@ void run(int n, double zipf_s, int steps, bool profile, int replicas, PlanPolicy
   const double mb = double(kLatent) * 2.0 / 1e6 / steps;  // bf16 row bytes, per step, in MB
   const std::string name = profile ? "profile+" + std::to_string(replicas / n) + "N" : "round-robin";
   std::printf("%4d  %-12s  %-4s  %8.3f  %8.4f  %7.2f  %7.1f  %5.0f  %9.0f  %7.1f  %7.1f\n", n, name.c_str(),
-              policy == PlanPolicy::any_rank ? "any" : "held", worst / steps, balanced / steps, moved / steps, shares / steps,
-              max_shares, us[us.size() / 2], send_rows * mb, dedup_rows * mb);
+              policy == PlanPolicy::any_rank ? "any" : "held", worst / steps, balanced / steps, moved / steps,
+              shares / steps, max_shares, us[us.size() / 2], send_rows * mb, dedup_rows * mb);
 }
 
 }  // namespace

@@ -1,8 +1,8 @@
 // dist/model.h: a CPU Model's MoE layers under expert parallelism, through ForwardOptions::moe.
 //
-// Every rank loads the same model (all experts resident, or with holders_only only its own), runs the attention / KDA / dense layers and the shared
-// experts on its own sequences (data parallel), and each MoE layer's routed experts as one EpMoe step (dist/moe.h)
-// over all ranks. Every rank must call forward with the hook for every step, in lockstep (a rank with fewer
+// Every rank loads the same model (all experts resident, or with holders_only only its own experts: Model's
+// keep_experts filter), runs the attention / KDA / dense layers and the shared experts on its own sequences (data
+// parallel), and each MoE layer's routed experts as one EpMoe step (dist/moe.h) over all ranks. Every rank must call forward with the hook for every step, in lockstep (a rank with fewer
 // sequences still calls; each step's per-rank tokens <= max_tokens). The constructor is collective: it compares a
 // hash of the model configuration (config_to_json) across ranks and throws on every rank when they differ, then
 // builds one EpMoe per MoE layer (which compares the MoE fields and the placement).

@@ -238,7 +238,8 @@ TEST(PlannerRestricted, Deterministic) {
   const Placement pl = random_holders(8, 64, 3, rng);
   std::vector<int64_t> counts(size_t(8 * 64));
   for (auto& v : counts) v = std::uniform_int_distribution<int64_t>(0, 9)(rng);
-  const StepPlan a = plan_step(pl, counts, PlanPolicy::holders_only), b = plan_step(pl, counts, PlanPolicy::holders_only);
+  const StepPlan a = plan_step(pl, counts, PlanPolicy::holders_only);
+  const StepPlan b = plan_step(pl, counts, PlanPolicy::holders_only);
   ASSERT_EQ(a.segments.size(), b.segments.size());
   for (size_t i = 0; i < a.segments.size(); ++i) {
     EXPECT_EQ(a.segments[i].rank, b.segments[i].rank);
