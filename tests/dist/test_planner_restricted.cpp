@@ -5,7 +5,8 @@
 //   on tiny cases, an exhaustive search over every assignment of every expert's pairs to its holders: the least max
 //   load, and the fewest pairs off their home piece at that load;
 // plus the invariants: only holders compute, every pair exactly once (a simulated all-to-all of every rank's
-// layouts), per-expert share bound, and with every expert on every rank the any-rank balance ceil(P/N).
+// layouts), per-expert share bound, and with every expert on every rank the any-rank balance ceil(P/N); the flow
+// network (dist/flow.h) on known small networks.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -15,6 +16,7 @@
 #include <tuple>
 #include <vector>
 
+#include "dist/flow.h"
 #include "dist/plan_check.h"
 #include "dist/planner.h"
 #include "dist/routing.h"
@@ -231,6 +233,35 @@ TEST(PlannerRestricted, ChainOfReplicasMovesAlongAPath) {
   EXPECT_EQ(plan.load, (std::vector<int64_t>{6, 6, 6}));
   EXPECT_EQ(plan.moved_pairs, 6);
   EXPECT_EQ(plan.moved_segments, 2);
+}
+
+TEST(FlowNetwork, MaxFlowAndMinCostOnAKnownNetwork) {
+  // s=0 -> a=1 (3), s -> b=2 (3), a -> t=3 (2, cost 1), b -> t (5, cost 3), a -> b (1, cost 1): the max flow 6
+  // needs a's third unit through b; the only max flow costs 2*1 + 1*(1 + 3) + 3*3 = 15.
+  auto build = [](FlowNetwork& f, std::vector<int>& ids) {
+    ids = {f.add_edge(0, 1, 3), f.add_edge(0, 2, 3), f.add_edge(1, 3, 2, 1), f.add_edge(2, 3, 5, 3),
+           f.add_edge(1, 2, 1, 1)};
+  };
+  FlowNetwork a(4), b(4);
+  std::vector<int> ia, ib;
+  build(a, ia), build(b, ib);
+  EXPECT_EQ(a.max_flow(0, 3), 6);
+  EXPECT_EQ(b.min_cost_flow(0, 3), (std::pair<int64_t, int64_t>{6, 15}));
+  EXPECT_EQ(b.flow(ib[2]), 2);
+  EXPECT_EQ(b.flow(ib[3]), 4);
+  EXPECT_EQ(b.flow(ib[4]), 1);
+  // A cheaper path is used before a dearer one: s -> t directly (cost 5) and s -> m -> t (cost 1 + 1), one unit of
+  // demand through the sink's single edge.
+  FlowNetwork c(4);
+  c.add_edge(0, 2, 1, 5);
+  const int cheap = c.add_edge(0, 1, 1, 1);
+  c.add_edge(1, 2, 1, 1);
+  c.add_edge(2, 3, 1);
+  EXPECT_EQ(c.min_cost_flow(0, 3), (std::pair<int64_t, int64_t>{1, 2}));
+  EXPECT_EQ(c.flow(cheap), 1);
+  EXPECT_KIMI_ERROR(FlowNetwork(1), "dist::FlowNetwork", "'nodes'", "got 1");
+  EXPECT_KIMI_ERROR(a.add_edge(0, 4, 1), "dist::FlowNetwork::add_edge", "0 -> 4");
+  EXPECT_KIMI_ERROR(a.add_edge(0, 1, -1), "cap -1");
 }
 
 TEST(PlannerRestricted, Deterministic) {
