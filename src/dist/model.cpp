@@ -17,7 +17,7 @@ uint64_t config_hash(const model::Config& c) {
 }
 
 EpModel::EpModel(Comm& comm, const model::Model& m, int64_t max_tokens, const Placement* placement,
-                 const Context& ctx)
+                 const Context& ctx, PlanPolicy policy)
     : comm_(comm), ctx_(ctx) {
   const char* fn = "dist::EpModel";
   require_host_memory(comm, fn);
@@ -37,15 +37,29 @@ EpModel::EpModel(Comm& comm, const model::Model& m, int64_t max_tokens, const Pl
   if (c.num_experts > 0 && c.num_experts < comm.size())
     throw Error(std::string(fn) + ": expected at most as many ranks as experts (" + std::to_string(c.num_experts) +
                 "), got " + std::to_string(comm.size()) + " ranks");
-  const Placement pl = placement ? *placement : Placement::round_robin(comm.size(), int(c.num_experts));
+  placement_ = placement ? *placement : Placement::round_robin(comm.size(), int(c.num_experts));
   layers_.resize(size_t(c.num_hidden_layers));
   stats_.resize(size_t(c.num_hidden_layers));
   for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
     if (!c.is_moe_layer(i)) continue;
     const model::FfnWeights& w = m.weights().layers[size_t(i)].ffn;
-    layers_[size_t(i)] = std::make_unique<EpMoe>(comm, pl, model::latent_moe_weights(w), model::moe_router_params(c),
-                                                 model::glu_params(c), c.rms_norm_eps, max_tokens);
+    layers_[size_t(i)] = std::make_unique<EpMoe>(comm, placement_, model::latent_moe_weights(w),
+                                                 model::moe_router_params(c), model::glu_params(c), c.rms_norm_eps,
+                                                 max_tokens, policy);
   }
+}
+
+int64_t EpModel::resident_expert_bytes() const {
+  int64_t b = 0;
+  for (const auto& l : layers_)
+    if (l) b += l->resident_expert_bytes();
+  return b;
+}
+
+int64_t EpModel::resident_experts_per_layer() const {
+  for (const auto& l : layers_)
+    if (l) return int64_t(l->resident_experts().size());
+  return 0;
 }
 
 void EpModel::idle_step() {

@@ -49,10 +49,12 @@ int64_t placement_hash(const Placement& p) {
 
 std::vector<std::pair<std::string, int64_t>> ep_config_fields(const Placement& placement, const LatentMoeWeights& w,
                                                               const RouterParams& router, const GluParams& act,
-                                                              float norm_eps, int64_t max_tokens) {
+                                                              float norm_eps, int64_t max_tokens,
+                                                              PlanPolicy policy) {
   const bool latent = w.latent_down.w.present();
-  int64_t inter = w.experts.empty() ? 0 : w.experts[0].gate.out_features();
-  for (const MlpWeights& e : w.experts) inter = std::max(inter, e.gate.out_features());
+  int64_t inter = 0;  // over the experts this rank has (absent ones: holders_only)
+  for (const MlpWeights& e : w.experts)
+    if (e.gate.w.present()) inter = std::max(inter, e.gate.out_features());
   return {{"ranks", placement.ranks},
           {"experts", int64_t(w.experts.size())},
           {"top_k", router.top_k},
@@ -69,17 +71,26 @@ std::vector<std::pair<std::string, int64_t>> ep_config_fields(const Placement& p
           {"situ linear beta (f32 bits)", bits(act.situ_linear_beta)},
           {"norm eps (f32 bits)", bits(norm_eps)},
           {"max_tokens", max_tokens},
-          {"placement (hash)", placement_hash(placement)}};
+          {"placement (hash)", placement_hash(placement)},
+          {"plan policy", int64_t(policy)}};
+}
+
+int64_t expert_bytes(const MlpWeights& w) {
+  int64_t b = 0;
+  for (const Weight* x : {&w.gate, &w.up, &w.down})
+    for (const TensorView* t : {&x->w, &x->scale})
+      if (t->present()) b += t->numel() * int64_t(t->element_size());
+  return b;
 }
 
 EpMoe::EpMoe(Comm& comm, Placement placement, const LatentMoeWeights& w, const RouterParams& router,
-             const GluParams& act, float norm_eps, int64_t max_tokens)
+             const GluParams& act, float norm_eps, int64_t max_tokens, PlanPolicy policy)
     : comm_(comm), placement_(std::move(placement)), w_(w), router_(router), act_(act), eps_(norm_eps),
-      s_(max_tokens) {
+      s_(max_tokens), policy_(policy) {
   const char* fn = "dist::EpMoe";
   require_host_memory(comm, fn);
   // Compare the configuration first (a collective every rank reaches), then validate locally.
-  const auto fields = ep_config_fields(placement_, w, router, act, norm_eps, max_tokens);
+  const auto fields = ep_config_fields(placement_, w, router, act, norm_eps, max_tokens, policy);
   const auto n = size_t(comm.size()), nf = fields.size();
   std::vector<int64_t> mine(nf), all(n * nf);
   for (size_t i = 0; i < nf; ++i) mine[i] = fields[i].second;
@@ -108,11 +119,28 @@ EpMoe::EpMoe(Comm& comm, Placement placement, const LatentMoeWeights& w, const R
                 (w.router.w.present() ? "[" + std::to_string(w.router.out_features()) + ", d]" : "absent"));
   d_ = w.router.in_features();
   dl_ = w.latent_down.w.present() ? w.latent_down.out_features() : d_;
-  const size_t cap = size_t(s_ * k_ * dl_);
-  send_.assign(cap, 0.f);
-  recv_.assign(cap, 0.f);
-  grouped_.assign(cap, 0.f);
-  back_.assign(cap, 0.f);
+  // The experts kept: all (any_rank) or this rank's (holders_only); each must be present.
+  const int me = comm.rank();
+  resident_ = policy_ == PlanPolicy::holders_only ? placement_.held_by(me) : std::vector<int32_t>(size_t(e_));
+  if (policy_ == PlanPolicy::any_rank) std::iota(resident_.begin(), resident_.end(), 0);
+  experts_.assign(size_t(e_), MlpWeights{});
+  for (int32_t e : resident_) {
+    const MlpWeights& x = w.experts[size_t(e)];
+    if (!x.gate.w.present() || !x.up.w.present() || !x.down.w.present())
+      throw Error(std::string(fn) + ": argument 'w.experts[" + std::to_string(e) + "]': expected its weights (rank " +
+                  std::to_string(me) + (policy_ == PlanPolicy::holders_only ? " holds it" : " keeps every expert") +
+                  "), got an absent weight");
+    experts_[size_t(e)] = x;
+    resident_bytes_ += expert_bytes(x);
+  }
+  w_.experts = {};  // only experts_ is read
+  const int64_t ranks = comm.size();
+  recv_cap_ = policy_ == PlanPolicy::holders_only ? std::min(ranks * s_ * k_, ranks * s_ * int64_t(resident_.size()))
+                                                  : s_ * k_;
+  send_.assign(size_t(s_ * k_ * dl_), 0.f);
+  recv_.assign(size_t(recv_cap_ * dl_), 0.f);
+  grouped_.assign(size_t(recv_cap_ * dl_), 0.f);
+  back_.assign(size_t(std::max(recv_cap_, s_ * k_) * dl_), 0.f);
 }
 
 void EpMoe::forward(TensorView x, TensorView out, TensorView ids_out, TensorView weights_out, EpStepStats* stats,
@@ -151,11 +179,10 @@ void EpMoe::forward(TensorView x, TensorView out, TensorView ids_out, TensorView
   std::vector<int64_t> mine(size_t(e_), 0), counts(n * size_t(e_));
   for (int32_t e : ids) ++mine[size_t(e)];
   comm_.all_gather(mine.data(), mine.size() * sizeof(int64_t), counts.data());
-  const StepPlan plan = plan_step(placement_, counts);
-  const int64_t cap = s_ * k_;
+  const StepPlan plan = plan_step(placement_, counts, policy_);
   const int me = comm_.rank();
-  const DispatchLayout dl = dispatch_layout(plan, me, ids, k_, cap);
-  const ReceiveLayout rl = receive_layout(plan, me, cap);
+  const DispatchLayout dl = dispatch_layout(plan, me, ids, k_, s_ * k_);
+  const ReceiveLayout rl = receive_layout(plan, me, recv_cap_);
 
   st_local.plan_s = laps.lap();
   // 4. Dispatch the latent rows.
@@ -173,7 +200,11 @@ void EpMoe::forward(TensorView x, TensorView out, TensorView ids_out, TensorView
     float* g = &grouped_[size_t(r0) * sdl];
     // Expert_e: grouped rows -> back_ (scratch, same rows), then each output over its received row in recv_.
     const TensorView ye = f32_view(&back_[size_t(r0) * sdl], rows, dl_);  // [rows, Dl] scratch
-    mlp(f32_view(g, rows, dl_), w_.experts[size_t(rl.experts[i])], act_, ye, 0.f, ctx);
+    const MlpWeights& we = experts_[size_t(rl.experts[i])];
+    if (!we.gate.w.present())
+      throw Error(std::string(fn) + ": internal: the plan gave rank " + std::to_string(me) + " expert " +
+                  std::to_string(rl.experts[i]) + ", which it does not keep");
+    mlp(f32_view(g, rows, dl_), we, act_, ye, 0.f, ctx);
     for (int64_t j = r0; j < r0 + rows; ++j)
       std::copy_n(&back_[size_t(j) * sdl], sdl, &recv_[size_t(rl.grouped_from[size_t(j)]) * sdl]);
   }

@@ -13,8 +13,13 @@
 // grow; a step also allocates its plan and layouts (O(N*E + S*K)) and its local temporaries (O(T*(E + Dl + d))).
 // Equality with the single-process latent_moe over the concatenated tokens: the same f32 operations per row
 // (tests/dist: within 1e-6 in fp32).
-// Weights: every rank holds all E experts (any rank may compute any expert's share); only the experts in
-// placement.held_by(rank) + this step's replica shares are read.
+// Weights (the plan policy, dist/planner.h):
+//   any_rank      every rank keeps all E experts (any rank may compute any expert's share); only the experts in
+//                 placement.held_by(rank) + this step's replica shares are read. Receive buffers [S*K, Dl].
+//   holders_only  this rank keeps only placement.held_by(rank) (w.experts[e] may be absent for the others: they are
+//                 never read nor kept); the plan computes each expert on its holders only (max load = the
+//                 restricted optimum L*). Receive buffers [min(N*S*K, N*S*|held|), Dl]: a rank's load is at most
+//                 the pairs of its experts, each expert at most one pair per token of every rank (c_e <= N*S).
 #pragma once
 
 #include <cstdint>
@@ -40,8 +45,9 @@ class EpMoe {
   // Collective. Validates the weights (as latent_moe does) and that every rank was given the same
   // configuration (widths, experts, top_k, router / activation parameters, eps, S, placement): a mismatch throws
   // kimi::Error on every rank, naming the field and the ranks' values. placement.ranks must equal comm.size().
+  // policy: every rank must pass the same (compared with the configuration).
   EpMoe(Comm& comm, Placement placement, const LatentMoeWeights& w, const RouterParams& router,
-        const GluParams& act, float norm_eps, int64_t max_tokens);
+        const GluParams& act, float norm_eps, int64_t max_tokens, PlanPolicy policy = PlanPolicy::any_rank);
 
   // Collective. x [T, d] (T <= max_tokens, f32/bf16/f16, host), out [T, d] (may alias x); ids / weights optional
   // outputs i32 / f32 [T, K] (the local routing). Argument errors are thrown on the offending rank alone, before
@@ -54,6 +60,10 @@ class EpMoe {
   int64_t max_tokens() const { return s_; }
   int64_t width() const { return dl_; }
   int64_t hidden() const { return d_; }
+  PlanPolicy policy() const { return policy_; }
+  // The experts this rank keeps (ascending) and their weight bytes (w, and MXFP4 scales, of gate / up / down).
+  const std::vector<int32_t>& resident_experts() const { return resident_; }
+  int64_t resident_expert_bytes() const { return resident_bytes_; }
 
  private:
   Comm& comm_;
@@ -64,12 +74,21 @@ class EpMoe {
   float eps_;
   int64_t s_, d_, dl_;
   int e_, k_;
-  std::vector<float> send_, recv_, grouped_, back_;  // static [S*K, Dl] f32
+  PlanPolicy policy_;
+  std::vector<MlpWeights> experts_;  // [E]; absent for experts this rank does not keep
+  std::vector<int32_t> resident_;
+  int64_t resident_bytes_ = 0, recv_cap_ = 0;
+  std::vector<float> send_;                   // static [S*K, Dl] f32
+  std::vector<float> recv_, grouped_, back_;  // static [recv_cap, Dl], [recv_cap, Dl], [max(recv_cap, S*K), Dl]
 };
 
 // The fields EpMoe compares across ranks (name, value), in order; exposed for the tests.
 std::vector<std::pair<std::string, int64_t>> ep_config_fields(const Placement& placement, const LatentMoeWeights& w,
                                                               const RouterParams& router, const GluParams& act,
-                                                              float norm_eps, int64_t max_tokens);
+                                                              float norm_eps, int64_t max_tokens,
+                                                              PlanPolicy policy = PlanPolicy::any_rank);
+
+// Bytes of one expert's weights (w and scales of gate, up, down; 0 when absent).
+int64_t expert_bytes(const MlpWeights& w);
 
 }  // namespace kimi::dist

@@ -1,4 +1,5 @@
-// dist/planner.cpp: placement and the per-step balanced plan (the math and invariants: planner.h, docs/ep.md).
+// dist/planner.cpp: placement and the per-step balanced plan, any-rank policy (the math and invariants: planner.h,
+// docs/ep.md; the holders-only policy: planner_restricted.cpp).
 #include "dist/planner.h"
 
 #include <algorithm>
@@ -6,6 +7,7 @@
 #include <numeric>
 #include <string>
 
+#include "dist/planner_detail.h"
 #include "kimi/error.h"
 
 namespace kimi::dist {
@@ -69,9 +71,16 @@ Placement Placement::from_profile(int ranks, std::span<const double> profile, in
     load[size_t(best)] += profile[size_t(e)];
     p.holders[size_t(e)] = {best};
   }
-  // Replicas: the hottest experts, one extra holder each, on the least expected-loaded rank not holding it.
+  // Replicas, one at a time: to the expert of largest expected pairs per holder profile[e] / m_e (ties: hotter,
+  // then lower e; experts on every rank are skipped), on the least expected-loaded rank not holding it.
   for (int i = 0; i < replicas; ++i) {
-    const int32_t e = hot[size_t(i)];
+    int32_t e = -1;
+    for (int32_t x : hot) {
+      const auto m = double(p.holders[size_t(x)].size());
+      if (int(m) == ranks) continue;
+      if (e < 0 || profile[size_t(x)] / m > profile[size_t(e)] / double(p.holders[size_t(e)].size())) e = x;
+    }
+    if (e < 0) break;  // every expert on every rank
     const std::vector<double> l = expected_loads(p, profile);
     int best = -1;
     for (int r = 0; r < ranks; ++r) {
@@ -91,7 +100,7 @@ std::vector<int32_t> Placement::held_by(int rank) const {
   return out;
 }
 
-StepPlan plan_step(const Placement& placement, std::span<const int64_t> counts) {
+StepPlan plan_step(const Placement& placement, std::span<const int64_t> counts, PlanPolicy policy) {
   const char* fn = "dist::plan_step";
   const int n = placement.ranks, e_count = placement.experts;
   const auto sn = size_t(n), se = size_t(e_count);
@@ -116,11 +125,7 @@ StepPlan plan_step(const Placement& placement, std::span<const int64_t> counts) 
   plan.total_pairs = std::accumulate(c.begin(), c.end(), int64_t(0));
 
   // Pieces: expert e's range split floor/ceil over its holders; piece (e, j) = [piece_begin, piece_end).
-  struct Piece {
-    int32_t expert, rank;
-    int64_t begin, end, give;  // give: pairs of its tail moved away
-  };
-  std::vector<Piece> pieces;
+  std::vector<detail::Piece> pieces;
   std::vector<size_t> piece_start(se + 1, 0);
   plan.home_load.assign(sn, 0);
   for (size_t e = 0; e < se; ++e) {
@@ -136,6 +141,11 @@ StepPlan plan_step(const Placement& placement, std::span<const int64_t> counts) 
     }
   }
   piece_start[se] = pieces.size();
+  plan.policy = policy;
+  if (policy == PlanPolicy::holders_only) {
+    detail::balance_holders_only(placement, c, pieces, piece_start, plan);
+    return plan;
+  }
 
   // Targets: the P mod N ranks of largest home load get q + 1.
   const int64_t q = plan.total_pairs / n, rem = plan.total_pairs % n;
@@ -173,7 +183,7 @@ StepPlan plan_step(const Placement& placement, std::span<const int64_t> counts) 
   std::vector<int64_t> filled(sn, 0);
   for (size_t r2 = 0; r2 < sn; ++r2) plan.underloaded_ranks += deficit(r2) > 0 ? 1 : 0;
   for (size_t i : donors) {
-    Piece& pc = pieces[i];
+    detail::Piece& pc = pieces[i];
     int64_t pos = pc.end - pc.give;
     while (pos < pc.end) {
       while (r < sn && filled[r] >= deficit(r)) ++r;
@@ -190,7 +200,7 @@ StepPlan plan_step(const Placement& placement, std::span<const int64_t> counts) 
   for (size_t e = 0; e < se; ++e) {
     plan.seg_start[e] = int64_t(plan.segments.size());
     for (size_t i = piece_start[e]; i < piece_start[e + 1]; ++i) {
-      const Piece& pc = pieces[i];
+      const detail::Piece& pc = pieces[i];
       if (pc.end - pc.give > pc.begin) plan.segments.push_back({pc.rank, pc.begin, pc.end - pc.give, false});
       for (const Segment& s : moved[i]) plan.segments.push_back(s);
     }

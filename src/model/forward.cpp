@@ -24,16 +24,24 @@
 
 namespace kimi::model {
 
-Model::Model(const std::string& dir, Device device, const OpSupported& supported)
-    : Model(dir, [&] {
-        const Config c = load_model_config(dir);  // the weights are opened once, below
-        return plan_placement(c, device, supported ? supported : OpSupported(op_supported));
-      }()) {}
+Model::Model(const std::string& dir, Device device, const OpSupported& supported, const ExpertFilter& keep_experts)
+    : Model(
+          dir,
+          [&] {
+            const Config c = load_model_config(dir);  // the weights are opened once, below
+            return plan_placement(c, device, supported ? supported : OpSupported(op_supported));
+          }(),
+          keep_experts) {}
 
-Model::Model(const std::string& dir, Placement placement)
+Model::Model(const std::string& dir, Placement placement, const ExpertFilter& keep_experts)
     : files_(open_model(dir)), config_(files_->config), placement_(std::move(placement)) {
   check_placement_devices(config_, placement_);
-  weights_ = std::make_unique<ModelWeights>(bind_weights(*files_));
+  if (keep_experts && !(placement_.device == Device::cpu()))
+    throw Error("Model: argument 'keep_experts': expected a CPU model (expert parallelism's holders-only ranks), got "
+                "device " + to_string(placement_.device));
+  weights_ = std::make_unique<ModelWeights>(bind_weights(*files_, keep_experts));
+  for (const LayerWeights& L : weights_->layers)
+    for (const MlpWeights& e : L.ffn.experts) every_expert_ = every_expert_ && e.gate.w.present();
   place_weights(*weights_, config_, placement_);
   for (const std::string& n : placement_.notes) note(n);
 }
@@ -44,6 +52,16 @@ size_t Model::device_weight_bytes() const {
   for (const Tensor& t : weights_->device_copies) b += t.nbytes();
   for (const Tensor& t : weights_->created)
     if (t.device() != Device::cpu()) b += t.nbytes();
+  return b;
+}
+
+size_t Model::routed_expert_bytes() const {
+  size_t b = 0;
+  for (const LayerWeights& L : weights_->layers)
+    for (const MlpWeights& e : L.ffn.experts)
+      for (const Weight* w : {&e.gate, &e.up, &e.down})
+        for (const TensorView* t : {&w->w, &w->scale})
+          if (t->present()) b += size_t(t->numel()) * t->element_size();
   return b;
 }
 
@@ -302,6 +320,9 @@ void run_step(const Model& model, Cache& cache, const Batch& batch, const Forwar
   const Placement& P = model.placement();
   StepRuntime& rt = runtime_of(model);  // locked by the caller (StepLock)
   Step& s = rt.step;
+  if (!model.has_every_expert() && !opt.moe)
+    throw Error("forward: the model keeps only some routed experts (its keep_experts filter): it runs only with "
+                "ForwardOptions::moe (an expert-parallel step, src/dist)");
   check_step(c, P, cache, batch, s);
   const int64_t T = s.T;
   const bool all = opt.logits == LogitsFor::all;

@@ -35,12 +35,14 @@ TensorView as_vector(TensorView t) {
 
 }  // namespace
 
-ModelWeights bind_weights(const ModelFiles& files) {
+ModelWeights bind_weights(const ModelFiles& files, const ExpertFilter& keep_experts) {
   const Checkpoint& ck = files.checkpoint;
-  return bind_weights(files.config, files.schema_options, [&](const std::string& name) { return ck.get(name); });
+  return bind_weights(files.config, files.schema_options, [&](const std::string& name) { return ck.get(name); },
+                      keep_experts);
 }
 
-ModelWeights bind_weights(const Config& c, const SchemaOptions& opt, const TensorLookup& get) {
+ModelWeights bind_weights(const Config& c, const SchemaOptions& opt, const TensorLookup& get,
+                          const ExpertFilter& keep_experts) {
   const std::string pre = tensor_prefix(c);
   auto view = [&](const std::string& name) { return get(name); };
   auto dense = [&](const std::string& name) { return Weight{get(name + ".weight"), {}}; };
@@ -117,6 +119,10 @@ ModelWeights bind_weights(const Config& c, const SchemaOptions& opt, const Tenso
     }
     f.experts.reserve(size_t(c.num_experts));
     for (int64_t e = 0; e < c.num_experts; ++e) {
+      if (keep_experts && !keep_experts(i, e)) {
+        f.experts.emplace_back();  // absent: never looked up
+        continue;
+      }
       const std::string x = m + "experts." + std::to_string(e) + ".";
       f.experts.push_back({weight_or_mxfp4(x + "w1"), weight_or_mxfp4(x + "w3"), weight_or_mxfp4(x + "w2")});
     }

@@ -81,10 +81,12 @@ using TensorLookup = std::function<TensorView(const std::string& name)>;
 
 // Binds the weights of config c by role: each tensor of checkpoint_schema(c, opt) from `get`. The small f32
 // parameters are copied (converted when stored in another dtype, which needs a host tensor) onto the device
-// their source lives on.
-ModelWeights bind_weights(const Config& c, const SchemaOptions& opt, const TensorLookup& get);
+// their source lives on. keep_experts: the routed experts it rejects stay absent (MlpWeights{}) and their tensors
+// are never passed to `get`.
+ModelWeights bind_weights(const Config& c, const SchemaOptions& opt, const TensorLookup& get,
+                          const ExpertFilter& keep_experts = {});
 // Binds the weights of an opened (validated) checkpoint.
-ModelWeights bind_weights(const ModelFiles& files);
+ModelWeights bind_weights(const ModelFiles& files, const ExpertFilter& keep_experts = {});
 
 // Throws kimi::Error ("Model: argument 'device' / 'placement'") unless placement p fits config c (one entry
 // per layer) and its devices exist in this build and process, at most one of them a GPU (one Context, one

@@ -6,6 +6,10 @@ plain vs `mpirun -np N ... --ep N` for N in 2, 4: identical ids and finish reaso
 MoE layer step balanced (per-rank pair totals within one pair per layer step of each other). Errors: --ep that is not
 the world size, a negative --ep, --ep with a GPU device; faults within a bounded time (mpirun fails, naming the
 cause): a checkpoint missing on one rank, and ranks that loaded different models.
+Resident experts (--ep-resident held, round-robin and --ep-placement profile with replicas): identical ids; each
+rank keeps only its held experts (round-robin: E/N per layer, and the ranks' resident bytes sum to one rank's bytes
+with every expert resident) and its Model binds only those from the checkpoint; bad --ep-* flags are errors naming
+the flag.
 Usage: cli_generate_ep.py KIMI MPIEXEC [FLAGS...]
 """
 import json
@@ -25,8 +29,8 @@ def run(cmd, expect_ok=True):
     return p
 
 
-def generate(model, ep=None):
-    args = ["generate", model, "--max-tokens", "6", "--stop", "7", "--json", "--no-warmup"]
+def generate(model, ep=None, extra=()):
+    args = ["generate", model, "--max-tokens", "6", "--stop", "7", "--json", "--no-warmup"] + list(extra)
     for p in PROMPTS:
         args += ["--prompt", p]
     if ep is None:
@@ -58,7 +62,43 @@ def main():
                                     f"{ref['decode']['tokens']}")
                 print(f"{name} --ep {n}: ids equal, rank pairs {pairs}, imbalance "
                       f"{ep['imbalance_before']:.3f} -> {ep['imbalance_after']:.3f}")
+                config = json.load(open(os.path.join(model, "config.json")))
+                experts = config.get("text_config", config)["num_experts"]
+                all_bytes = ep["resident_expert_bytes"]
+                if ep["loaded_expert_bytes"] != all_bytes:
+                    failures.append(f"{name} --ep {n}: loaded {ep['loaded_expert_bytes']} != resident {all_bytes}")
+                if ep["resident"] != "all" or ep["resident_experts_per_layer"] != [experts] * n:
+                    failures.append(f"{name} --ep {n}: default residency {ep['resident']} "
+                                    f"{ep['resident_experts_per_layer']}")
+                profile = os.path.join(tmp, f"{name}.profile")
+                with open(profile, "w") as f:  # experts 0 and 1 hot
+                    f.write(",".join(["6", "6"] + ["1"] * (experts - 2)) + "\n")
+                for extra in (["--ep-resident", "held"],
+                              ["--ep-resident", "held", "--ep-placement", "profile", "--ep-profile", profile,
+                               "--ep-replicas", "2"]):
+                    got = generate(model, n, extra)
+                    label = f"{name} --ep {n} {' '.join(extra[:4])}"
+                    if [a["ids"] for a in got["sequences"]] != [b["ids"] for b in ref["sequences"]]:
+                        failures.append(f"{label}: ids differ from the single-process run")
+                    ep = got["ep"]
+                    held = ep["resident_experts_per_layer"]
+                    if ep["resident"] != "held" or sum(ep["rank_pairs"]) != ep["pairs"]:
+                        failures.append(f"{label}: residency {ep['resident']}, pairs {ep['rank_pairs']}")
+                    if "profile" not in extra and (held != [experts // n] * n or sum(ep["resident_expert_bytes"]) !=
+                                                   all_bytes[0]):
+                        failures.append(f"{label}: held experts {held}, bytes {ep['resident_expert_bytes']} vs "
+                                        f"{all_bytes[0]} for every expert")
+                    if ep["loaded_expert_bytes"] != ep["resident_expert_bytes"]:
+                        failures.append(f"{label}: the model bound {ep['loaded_expert_bytes']} expert bytes, "
+                                        f"EP keeps {ep['resident_expert_bytes']}")
+                    if "profile" in extra and sum(held) != experts + 2:
+                        failures.append(f"{label}: held experts {held}, expected {experts} + 2 replicas in all")
+                    print(f"{label}: ids equal, held experts {held}, rank pairs {ep['rank_pairs']}, "
+                          f"bytes {ep['resident_expert_bytes']}")
         model = os.path.join(tmp, "kimi-linear-tiny")
+        short = os.path.join(tmp, "short.profile")
+        with open(short, "w") as f:
+            f.write("1 2 3\n")
         errors = [
             ([MPIEXEC] + FLAGS + ["-np", "2", KIMI, "generate", model, "--prompt", "1", "--ep", "3"],
              "generate: --ep: expected the number of ranks mpirun started (2"),
@@ -66,6 +106,17 @@ def main():
              "generate: --ep: expected a number of ranks >= 1 (0 = off), got -1"),
             ([KIMI, "generate", model, "--prompt", "1", "--ep", "2", "--device", "cuda"],
              "generate: --ep: expected --device cpu"),
+            ([KIMI, "generate", model, "--prompt", "1", "--ep-resident", "held"],
+             "expected --ep N with them"),
+            ([KIMI, "generate", model, "--prompt", "1", "--ep", "1", "--ep-resident", "some"],
+             "generate: --ep-resident: expected all or held, got 'some'"),
+            ([KIMI, "generate", model, "--prompt", "1", "--ep", "1", "--ep-placement", "profile"],
+             "generate: --ep-profile: expected a file with --ep-placement profile"),
+            ([KIMI, "generate", model, "--prompt", "1", "--ep", "1", "--ep-replicas", "2"],
+             "generate: --ep-replicas: expected >= 0, and 0 unless --ep-placement profile, got 2"),
+            ([MPIEXEC] + FLAGS + ["-np", "2", KIMI, "generate", model, "--prompt", "1", "--ep", "2",
+                                  "--ep-placement", "profile", "--ep-profile", short],
+             "generate: --ep-profile: expected 16 numbers (the routed experts)"),
         ]
         # Rank 1 gets another directory (OpenMPI sets OMPI_COMM_WORLD_RANK in each rank's environment).
         def per_rank(other):

@@ -8,11 +8,13 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <vector>
 
 #include "dist/moe.h"
+#include "dist/plan_check.h"
 #include "kimi/model/config.h"
 #include "kimi/ops/moe.h"
 #include "kimi/ops/random.h"
@@ -86,7 +88,10 @@ inline int64_t ep_tokens_of(int rank) { return 3 + 5 * int64_t(rank); }
 
 // Runs the step on `comm`, checks the output against latent_moe and the balance; returns the stats.
 // profile: a placement from a routing profile with experts 3 and 11 hot, each replicated (with >= 2 ranks).
-inline dist::EpStepStats run_ep_moe_case(dist::Comm& comm, const std::string& name, bool skew, bool profile = false) {
+// holders_only: each rank is given only its held experts' weights (the others absent); the loads must be the
+// independent holders-only plan's, whose max is Hall's bound.
+inline dist::EpStepStats run_ep_moe_case(dist::Comm& comm, const std::string& name, bool skew, bool profile = false,
+                                         dist::PlanPolicy policy = dist::PlanPolicy::any_rank) {
   EpMoeModel m = make_ep_moe_model(name, skew);
   const int n = comm.size(), me = comm.rank();
   int64_t total = 0, first = 0;
@@ -103,7 +108,15 @@ inline dist::EpStepStats run_ep_moe_case(dist::Comm& comm, const std::string& na
   prof[3] = prof[11] = 8.0;
   const dist::Placement pl = profile && n > 1 ? dist::Placement::from_profile(n, prof, 2)
                                               : dist::Placement::round_robin(n, int(m.e));
-  dist::EpMoe ep(comm, pl, m.w, m.router, m.act, 1e-5f, s_max);
+  std::vector<MlpWeights> held(size_t(m.e));  // holders_only: absent unless this rank holds it
+  LatentMoeWeights w = m.w;
+  if (policy == dist::PlanPolicy::holders_only) {
+    for (int32_t e : pl.held_by(me)) held[size_t(e)] = m.experts[size_t(e)];
+    w.experts = held;
+  }
+  dist::EpMoe ep(comm, pl, w, m.router, m.act, 1e-5f, s_max, policy);
+  EXPECT_EQ(ep.resident_experts().size(), policy == dist::PlanPolicy::holders_only ? pl.held_by(me).size()
+                                                                                    : size_t(m.e));
   const TensorView xs(x.data_as<float>() + first * m.d, DType::f32, {t, m.d});
   dist::EpStepStats stats;
   ep.forward(xs, out, ids, {}, &stats);
@@ -119,11 +132,25 @@ inline dist::EpStepStats run_ep_moe_case(dist::Comm& comm, const std::string& na
   EXPECT_LE(std::sqrt(err / norm), 1e-6) << name << " rank " << me << " max |diff| " << max_abs;
   for (int64_t i = 0; i < t * m.k; ++i)
     EXPECT_EQ(ids.data_as<int32_t>()[i], ref_ids.data_as<int32_t>()[first * m.k + i]) << "slot " << i;
-  // Nothing dropped, loads equal.
+  // Nothing dropped; loads floor/ceil (any_rank) or the restricted optimum (holders_only).
   EXPECT_EQ(stats.total_pairs, total * m.k);
-  for (int r = 0; r < n; ++r) {
-    EXPECT_GE(stats.load[size_t(r)], stats.total_pairs / n) << "rank " << r;
-    EXPECT_LE(stats.load[size_t(r)], (stats.total_pairs + n - 1) / n) << "rank " << r;
+  if (policy == dist::PlanPolicy::holders_only) {
+    std::vector<int64_t> counts(size_t(n * m.e), 0), c(size_t(m.e), 0);
+    int64_t at = 0;
+    for (int r = 0; r < n; ++r)
+      for (int64_t i = 0; i < ep_tokens_of(r) * m.k; ++i, ++at) {
+        const int32_t e = ref_ids.data_as<int32_t>()[at];
+        ++counts[size_t(r * m.e + e)];
+        ++c[size_t(e)];
+      }
+    const dist::StepPlan plan = dist::plan_step(pl, counts, dist::PlanPolicy::holders_only);
+    EXPECT_EQ(stats.load, plan.load);
+    EXPECT_EQ(*std::max_element(stats.load.begin(), stats.load.end()), hall_bound(pl, c));
+  } else {
+    for (int r = 0; r < n; ++r) {
+      EXPECT_GE(stats.load[size_t(r)], stats.total_pairs / n) << "rank " << r;
+      EXPECT_LE(stats.load[size_t(r)], (stats.total_pairs + n - 1) / n) << "rank " << r;
+    }
   }
   if (skew) {  // the two hot experts carry every token
     int64_t hot = 0;

@@ -14,6 +14,7 @@
 
 #include "dist/layout.h"
 #include "dist/planner.h"
+#include "dist/plan_check.h"
 #include "dist/routing.h"
 #include "expect_error.h"
 
@@ -68,33 +69,7 @@ void check_step(const Placement& pl, const std::vector<std::vector<int32_t>>& id
     EXPECT_EQ(at, c) << "expert " << x;
   }
 
-  // Simulated all-to-all: rank r's received rows carry (source, slot) tags.
-  const int64_t cap = s_max * k;
-  std::vector<DispatchLayout> dl;
-  for (int r = 0; r < n; ++r) dl.push_back(dispatch_layout(plan, r, ids[size_t(r)], k, cap));
-  std::vector<std::vector<int>> seen(static_cast<size_t>(n));  // seen[s][slot]: times computed
-  for (int r = 0; r < n; ++r) seen[size_t(r)].assign(ids[size_t(r)].size(), 0);
-  for (int d = 0; d < n; ++d) {
-    const ReceiveLayout rl = receive_layout(plan, d, cap);
-    std::vector<std::pair<int, int64_t>> recv(size_t(cap), {-1, -1});
-    for (int s = 0; s < n; ++s) {
-      ASSERT_EQ(rl.recv_counts[size_t(s)], dl[size_t(s)].send_counts[size_t(d)]) << "source " << s << " dest " << d;
-      const DispatchLayout& src = dl[size_t(s)];
-      for (int64_t i = 0; i < rl.recv_counts[size_t(s)]; ++i)
-        recv[size_t(rl.recv_displs[size_t(s)] + i)] = {s, src.send_slot[size_t(src.send_displs[size_t(d)] + i)]};
-    }
-    ASSERT_EQ(int64_t(rl.grouped_from.size()), plan.load[size_t(d)]);
-    for (size_t i = 0; i < rl.experts.size(); ++i)
-      for (int64_t j = rl.expert_rows[i]; j < rl.expert_rows[i + 1]; ++j) {
-        const auto [s, slot] = recv[size_t(rl.grouped_from[size_t(j)])];
-        ASSERT_GE(s, 0);
-        EXPECT_EQ(ids[size_t(s)][size_t(slot)], rl.experts[i]) << "dest " << d << " grouped row " << j;
-        ++seen[size_t(s)][size_t(slot)];
-      }
-  }
-  for (int s = 0; s < n; ++s)
-    for (size_t i = 0; i < seen[size_t(s)].size(); ++i)
-      ASSERT_EQ(seen[size_t(s)][i], 1) << "source " << s << " slot " << i;
+  testutil::check_simulated_dispatch(plan, ids, k, s_max * k, s_max * k);
 }
 
 class PlannerRoutings : public ::testing::TestWithParam<std::tuple<Routing, int, int, int>> {};
@@ -169,6 +144,17 @@ TEST(Placement, RoundRobinAndProfile) {
   EXPECT_EQ(p.held_by(0).size() + p.held_by(1).size(), 9u);
   EXPECT_EQ(p.holders[0].size(), 2u);
   EXPECT_NE(p.holders[0][0], p.holders[4][0]);  // the two hot experts on different homes
+  // Water-filling: expert 0 expects 12 pairs per holder, the others 1: the first 3 replicas all go to it (12 -> 6 ->
+  // 4 -> 3 pairs per holder); it is then on every rank, so the 4th goes to one of the others.
+  const std::vector<double> hot{12, 1, 1, 1, 1, 1, 1, 1};
+  const Placement w = Placement::from_profile(4, hot, 4);
+  EXPECT_EQ(w.holders[0].size(), 4u);
+  size_t extra = 0;
+  for (int e = 1; e < 8; ++e) extra += w.holders[size_t(e)].size() - 1;
+  EXPECT_EQ(extra, 1u);
+  std::vector<int32_t> h0 = w.holders[0];
+  std::sort(h0.begin(), h0.end());
+  EXPECT_EQ(h0, (std::vector<int32_t>{0, 1, 2, 3}));
 }
 
 TEST(Placement, BadLayoutsAreClearErrors) {

@@ -153,6 +153,7 @@ CheckedFlags check_flags(const GenerateCmdOptions& opt) {
       throw Error("generate: --stop: expected token ids in [0, " + std::to_string(V) + ") (the vocabulary of " + opt.dir +
                   "), got " + std::to_string(t));
   check_ep_flag("generate", opt.ep, f.device, opt.device);
+  check_ep_flags(opt);
   f.gen.max_new_tokens = opt.max_tokens;
   f.gen.stop_tokens = opt.stop;
   f.gen.sampling = {opt.temperature, opt.top_k, opt.top_p, seed};
@@ -168,7 +169,18 @@ int generate_and_report(const GenerateCmdOptions& opt, const CheckedFlags& f, di
   const ReportOut report(comm, opt.json ? stderr : stdout, "generate");  // --json: the JSON alone on stdout
   const bool quiet = report.quiet();
   std::FILE* const out = report.get();
-  Model model(opt.dir, dev);  // notes which blocks fall back to the CPU (stderr, kimi/log.h)
+  // --ep: the experts' placement; with --ep-resident held, only this rank's experts are bound from the checkpoint.
+  std::optional<dist::Placement> ep_pl;
+  ExpertFilter keep;
+  if (comm) {
+    ep_pl = ep_placement(opt, comm->size(), int(load_model_config(opt.dir).num_experts));
+    if (opt.ep_resident == "held") {
+      std::vector<char> held(size_t(ep_pl->experts), 0);
+      for (int32_t e : ep_pl->held_by(comm->rank())) held[size_t(e)] = 1;
+      keep = [held](int64_t, int64_t e) { return held[size_t(e)] != 0; };
+    }
+  }
+  Model model(opt.dir, dev, {}, keep);  // notes which blocks fall back to the CPU (stderr, kimi/log.h)
   if (f.dtype) model.set_activation_dtype(*f.dtype);
   const Config& c = model.config();
   fmt::print(out, "model      {} ({} layers, hidden {}, vocab {})\n", opt.dir, c.num_hidden_layers, c.hidden_size,
@@ -182,12 +194,11 @@ int generate_and_report(const GenerateCmdOptions& opt, const CheckedFlags& f, di
   Context ctx;
   ctx.cpu_threads = opt.threads;
   GenerateResult r;
-  dist::EpTotals ep_totals;
+  EpRun ep_run;
   auto run = [&](const GenerateOptions& go) {
     if (!comm) return generate(model, prompts, go, ctx);
-    EpRun e = generate_ep(*comm, model, prompts, go, ctx);
-    ep_totals = std::move(e.totals);
-    return std::move(e.result);
+    ep_run = generate_ep(*comm, model, prompts, go, ctx, opt, *ep_pl);
+    return ep_run.result;
   };
   try {
     if (opt.warmup) {
@@ -221,7 +232,7 @@ int generate_and_report(const GenerateCmdOptions& opt, const CheckedFlags& f, di
              rate(r.prefill_tokens, r.prefill_seconds));
   fmt::print(out, "decode     {} tokens in {:.3f} s: {:.1f} tokens/s\n", r.decode_tokens, r.decode_seconds,
              rate(r.decode_tokens, r.decode_seconds));
-  if (comm) print_ep_report(out, *comm, ep_totals);
+  if (comm) print_ep_report(out, *comm, ep_run);
   fmt::print(out, "graphs     decode {}\n", model.decode_graph_status().summary);
   fmt::print(out, "timing     {}\n", opt.warmup ? "after an untimed warm-up of the batch (prefill + one decode step)"
                                             : "cold start included (--no-warmup)");
@@ -245,7 +256,7 @@ int generate_and_report(const GenerateCmdOptions& opt, const CheckedFlags& f, di
                      {"sequences", seqs},
                      {"prefill", {{"tokens", r.prefill_tokens}, {"seconds", r.prefill_seconds}}},
                      {"decode", {{"tokens", r.decode_tokens}, {"seconds", r.decode_seconds}}}};
-    if (comm) j["ep"] = ep_json(*comm, ep_totals);
+    if (comm) j["ep"] = ep_json(*comm, ep_run);
     std::printf("%s\n", j.dump().c_str());
   }
   return 0;

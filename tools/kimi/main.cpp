@@ -94,6 +94,19 @@ int main(int argc, char** argv) {
   generate->add_option("--ep", gen.ep,
                        "Expert parallelism over N CPU ranks: run as `mpirun -np N kimi generate ... --ep N`; prompt i "
                        "runs on rank i mod N, rank 0 prints the report with the per-rank load (docs/ep.md); 0 = off");
+  generate->add_option("--ep-placement", gen.ep_placement,
+                       "With --ep: the experts' holders: round-robin (expert e on rank e mod N) or profile (homes "
+                       "balanced on --ep-profile's expected loads, plus --ep-replicas extra holders of the hottest)");
+  generate->add_option("--ep-profile", gen.ep_profile,
+                       "With --ep-placement profile: a file of the E routed experts' expected pairs (numbers >= 0, "
+                       "separated by whitespace or commas), the same for every MoE layer");
+  generate->add_option("--ep-replicas", gen.ep_replicas,
+                       "With --ep-placement profile: extra holders for the hottest experts (one each, 0..E)");
+  generate->add_option("--ep-resident", gen.ep_resident,
+                       "With --ep: all (every rank keeps every expert; any rank may compute any expert's pairs, loads "
+                       "balanced to within one) or held (a rank keeps only the experts it holds and computes only "
+                       "those: the least possible slowest-rank load under the placement); prints each rank's expert "
+                       "weight memory");
 
   kimi::cli::PlanOptions plan_opt;
   auto* plan = app.add_subcommand("plan", "Bytes, FLOPs and roofline speed of a prefill and a decode step on chips");

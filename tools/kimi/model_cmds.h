@@ -55,6 +55,10 @@ struct GenerateCmdOptions {
   std::string device = "cpu";  // cpu, cuda or cuda:i
   std::string dtype = "auto";  // the activation dtype: auto (bf16 on a GPU, f32 on the CPU), f32 or bf16
   int ep = 0;                  // expert parallelism over this many CPU ranks (mpirun -np N); 0: off (docs/ep.md)
+  std::string ep_placement = "round-robin";  // round-robin or profile (needs ep_profile)
+  std::string ep_profile;                    // a file of E expected pairs per expert (whitespace or commas)
+  int ep_replicas = 0;                       // profile: extra holders for the hottest experts
+  std::string ep_resident = "all";           // all (every expert on every rank) or held (a rank's own experts)
 };
 int run_generate(const GenerateCmdOptions& opt);  // tools/kimi/generate_cmd.cpp
 

@@ -3,6 +3,8 @@
 // for its role). Errors name the tensor, the expected and the actual value.
 #pragma once
 
+#include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -11,6 +13,11 @@
 #include "kimi/model/schema.h"
 
 namespace kimi::model {
+
+// Which routed experts a loaded Model keeps: keep(layer, expert); empty keeps all. The others are bound absent:
+// never looked up in the checkpoint, so their mapped pages are never read (expert parallelism's holders-only ranks,
+// docs/ep.md). A model missing experts runs only with ForwardOptions::moe (an EP step), and only on the CPU.
+using ExpertFilter = std::function<bool(int64_t layer, int64_t expert)>;
 
 struct ModelFiles {
   Config config;

@@ -75,11 +75,14 @@ class Model {
   // (supported: kimi::op_supported when empty; tests pass fakes to force blocks onto the CPU). The weights of
   // the GPU blocks are uploaded once each; the plan's notes go to kimi::note once. Throws kimi::Error when
   // the device does not exist (a build without CUDA, an index past the visible devices).
-  explicit Model(const std::string& dir, Device device = Device::cpu(), const OpSupported& supported = {});
+  // keep_experts: the routed experts to bind (ExpertFilter, kimi/model/checkpoint.h); the others are never read.
+  // With a filter the model must be on the CPU (kimi::Error naming 'keep_experts' otherwise).
+  explicit Model(const std::string& dir, Device device = Device::cpu(), const OpSupported& supported = {},
+                 const ExpertFilter& keep_experts = {});
   // An explicit placement (place_blocks; e.g. tests put blocks on a second host device, Device{cpu, 1}, to run
   // the cross-device path without a GPU). Its notes are printed once like the planned ones. Throws
   // kimi::Error when it does not fit the config or names a device that does not exist.
-  Model(const std::string& dir, Placement placement);
+  Model(const std::string& dir, Placement placement, const ExpertFilter& keep_experts = {});
 
   // A model of config c with random weights and no checkpoint: every tensor of checkpoint_schema(c, opt) is
   // allocated on the device of the block that reads it (the placement a loaded model of c would get: the
@@ -106,6 +109,10 @@ class Model {
   // Bytes of weights held on devices other than the host's cpu:0: the GPU blocks' copies of a loaded
   // checkpoint (0 on the CPU), or the random weights made there.
   size_t device_weight_bytes() const;
+  // Bytes of the routed experts' weights bound (all of them, or those keep_experts kept), and whether every
+  // routed expert is bound (false: the model runs only with ForwardOptions::moe).
+  size_t routed_expert_bytes() const;
+  bool has_every_expert() const { return every_expert_; }
 
   // The activation dtype: the dtype of every block's normalized input and temporaries (docs/model/runtime.md).
   // Default: bf16 when the model's device is a GPU, f32 on the CPU (the reference).
@@ -143,6 +150,7 @@ class Model {
   Config config_;
   Placement placement_;
   std::unique_ptr<ModelWeights> weights_;
+  bool every_expert_ = true;
   std::unique_ptr<StepRuntime, RuntimeDeleter> runtime_ = new_runtime();  // the dtype setting and the plan
 };
 
