@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "kimi/error.h"
+
 namespace kimi::cli {
 
 void check_ep_flags(const GenerateCmdOptions& opt) {
