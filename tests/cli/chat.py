@@ -130,8 +130,10 @@ class Chat(unittest.TestCase):
                 p = subprocess.Popen([KIMI, "chat", self.models[model], "--print-ids", "--ignore-eos",
                                       "--max-tokens", "60000", "--ctx-size", "65536"],
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=ENV)
+                err_bytes = b""
                 try:
                     os.set_blocking(p.stdout.fileno(), False)
+                    os.set_blocking(p.stderr.fileno(), False)
                     for k, line in enumerate([b"hello\n", b"second\n"]):
                         p.stdin.write(line)
                         p.stdin.flush()
@@ -142,11 +144,21 @@ class Chat(unittest.TestCase):
                         self.assertTrue(got, f"turn {k}: no output within 60 s")
                         self.assertIsNone(p.poll())
                         p.send_signal(signal.SIGINT)
-                    time.sleep(0.2)
+                        # The reply has stopped (and the chat waits for the next line) before the next turn: a
+                        # line sent earlier could find the chat still streaming turn k, and the next SIGINT the
+                        # chat at its prompt, which ends it.
+                        stopped, deadline = b"kimi chat: reply stopped (Ctrl-C)\n", time.monotonic() + 60
+                        while err_bytes.count(stopped) <= k and time.monotonic() < deadline:
+                            err_bytes += p.stderr.read() or b""
+                            time.sleep(0.05)
+                        self.assertEqual(err_bytes.count(stopped), k + 1, err_bytes.decode())
+                        while p.stdout.read():  # the stopped reply's last bytes
+                            pass
                     p.stdin.write(b"/exit\n")
                     p.stdin.close()
                     p.wait(timeout=60)
-                    err = p.stderr.read().decode()
+                    os.set_blocking(p.stderr.fileno(), True)
+                    err = (err_bytes + p.stderr.read()).decode()
                 finally:
                     if p.poll() is None:
                         p.kill()
