@@ -164,6 +164,7 @@ __global__ void __launch_bounds__(kWsThreads, 1) grouped_gemm_ws_kernel(const __
     int s = 0, prev = 0;
     uint32_t parity = 0;
     for (int t = int(blockIdx.x); t < tiles; t += int(gridDim.x)) {
+      const WsTile w = ws_tile<P>(a, t);  // its loads in flight during the main loop
       for (int kt = 0; kt < a.k_tiles; ++kt) {
         mbar_wait(&full[s], parity);  // k-tile kt of this tile has landed
         const __nv_bfloat16* const sA = sm + s * kStageElems;
@@ -184,7 +185,6 @@ __global__ void __launch_bounds__(kWsThreads, 1) grouped_gemm_ws_kernel(const __
       wgmma::wait<0>();
       if (lane == 0) mbar_arrive(&empty[prev]);  // the tile's last k-tile: the producer may refill it now
       wgmma::fence_operands(acc);
-      const WsTile w = ws_tile<P>(a, t);
       store_tile<P>(acc, a.g, w.r0 + cw * 64, w.r_end, w.n0, t128);
 #pragma unroll
       for (int j = 0; j < 32; ++j)
