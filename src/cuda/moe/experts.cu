@@ -9,8 +9,11 @@
 //            Both FFMA paths take each expert's weight pointers from base + e * stride when the experts are
 //            stacked, else from a table uploaded here per call.
 //   wgmma:   the same pointers; a one-block M-tile scan of the device offsets, then H = bf16(glu(zg W1_e^T,
-//            zg W3_e^T)) (one tensor-core launch, grouped_gemm.cuh, P = 2) and ye = H W2_e^T (one launch, P = 1);
-//            H bf16 [T*K, I] scratch; no host sync.
+//            zg W3_e^T)) (one tensor-core launch, P = 2) and ye = H W2_e^T (one launch, P = 1); H bf16 [T*K, I]
+//            scratch; no host sync. The kernel (grouped_gemm_kernel, options.h GroupedGemmKernel): stacked dense
+//            bf16 experts take grouped_gemm_ws.cuh (warp-specialized, persistent: tensor maps of zg / H and of
+//            each projection's stacked [E, n, k] weights, encoded on the host per call), all others
+//            grouped_gemm.cuh (cp.async; MXFP4 decoded in shared memory).
 //   gemm:    offsets -> host (the one sync), per expert with rows: G = zg_e W1^T, U = zg_e W3^T (f32), one glu
 //            over all rows into H (the operand dtype), per expert ye_e = H_e W2^T (cuda::linear: one cuBLAS GEMM
 //            per projection when the operands are bf16, GEMV for experts with <= 16 rows).
@@ -295,12 +298,14 @@ void launch_wgmma(const moe_gemm::Args& a, const Weight& w, int64_t m_tiles, cud
 // Why the warp-specialized kernel (grouped_gemm_ws.cuh) cannot take these experts, or null where it can: dense
 // bf16 experts (wgmma_ok holds: the caller is the tensor-core path), stacked, each projection's expert stride a
 // positive multiple of 16 bytes (a tensor-map stride) unless there is one expert.
-const char* ws_refusal(std::span<const MlpWeights> experts, const ExpertLayout& layout, const ExpertProj (&proj)[3]) {
+const char* ws_refusal(std::span<const MlpWeights> experts, const ExpertLayout& layout) {
   if (experts[0].gate.is_mxfp4() || experts[0].down.is_mxfp4()) return "MXFP4 experts";
   if (!layout.stacked) return "experts not stacked (separately allocated)";
   if (experts.size() > 1)
-    for (const ExpertProj& p : proj)
-      if (p.w_stride <= 0 || p.w_stride % 16 != 0) return "an expert stride not a positive multiple of 16 bytes";
+    for (const Proj p : kProjs) {
+      const int64_t stride = addr((experts[1].*p).w.data) - addr((experts[0].*p).w.data);
+      if (stride <= 0 || stride % 16 != 0) return "an expert stride not a positive multiple of 16 bytes";
+    }
   return nullptr;
 }
 
@@ -381,6 +386,16 @@ ExpertPath expert_path(int64_t tokens, int64_t slots, DType x_dtype, std::span<c
   if (tensor_cores) return ExpertPath::wgmma;
   if (slots <= kGroupedMaxRowsPerExpert * e_count) return ExpertPath::grouped;
   return ExpertPath::gemm;
+}
+
+GroupedGemmKernel grouped_gemm_kernel(std::span<const MlpWeights> experts, const ExpertLayout& layout) {
+  const GroupedGemmKernel want = expert_path_options().grouped_gemm;
+  const char* refusal = ws_refusal(experts, layout);
+  if (want == GroupedGemmKernel::warp_specialized && refusal)
+    throw Error(std::string("latent_moe: ExpertPathOptions::grouped_gemm = warp_specialized, but the experts cannot "
+                            "take the warp-specialized kernel: ") + refusal);
+  return !refusal && want != GroupedGemmKernel::cp_async ? GroupedGemmKernel::warp_specialized
+                                                         : GroupedGemmKernel::cp_async;
 }
 
 ExpertLayout expert_layout(std::span<const MlpWeights> experts) {
@@ -486,6 +501,8 @@ void experts_grouped(const float* z, int64_t dl, std::span<const MlpWeights> exp
 void experts_wgmma(const void* zg, int64_t dl, std::span<const MlpWeights> experts, const ExpertLayout& layout,
                    const ExpertRows& rows, const GluParams& act, float* ye, cudaStream_t s) {
   const int64_t e_count = int64_t(experts.size()), inter = experts[0].gate.out_features();
+  const bool ws = grouped_gemm_kernel(experts, layout) == GroupedGemmKernel::warp_specialized;  // throws first
+  if (ExpertPathRecord* rec = expert_path_options().record) ++(ws ? rec->wgmma_warp_specialized : rec->wgmma_cp_async);
   std::optional<Scratch> table;
   ExpertProj proj[3];
   expert_projs(experts, layout, s, table, proj);
@@ -513,15 +530,6 @@ void experts_wgmma(const void* zg, int64_t dl, std::span<const MlpWeights> exper
   gu.situ = act.act == GluAct::situ ? 1 : 0;
   gu.beta = act.situ_beta;
   gu.lbeta = act.situ_linear_beta;
-  // The kernel (options.h GroupedGemmKernel): warp-specialized for stacked dense bf16 experts unless cp_async is
-  // forced; a forced warp-specialized kernel the experts cannot take is an error.
-  const ExpertPathOptions& opt = expert_path_options();
-  const char* refusal = ws_refusal(experts, layout, proj);
-  if (opt.grouped_gemm == GroupedGemmKernel::warp_specialized && refusal)
-    throw Error(std::string("latent_moe: ExpertPathOptions::grouped_gemm = warp_specialized, but the experts cannot "
-                            "take it: ") + refusal);
-  const bool ws = !refusal && opt.grouped_gemm != GroupedGemmKernel::cp_async;
-  if (opt.record) ++(ws ? opt.record->wgmma_warp_specialized : opt.record->wgmma_cp_async);
   if (ws) launch_wgmma_ws<2>(gu, rows.slots, e_count, m_tiles, s);
   else launch_wgmma<2>(gu, experts[0].gate, m_tiles, s);
 
