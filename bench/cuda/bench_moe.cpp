@@ -17,9 +17,12 @@
 // experts_wgmma on a random bf16 zg, experts_grouped; on the row's routing, grouped on the host, no shared
 // expert), separating the expert kernels from the router, grouping, shared expert and launches around them.
 // `kimi_bench_moe decode` prints the decode rows only.
-// Then the routed experts alone (kimi::cuda::experts_wgmma against experts_gemm, the per-expert cuBLAS loop, on
-// the same grouped rows: uniform random top-k routing, bf16 z) at Kimi-Linear's shapes (T = 2048, 8192) and K3's
-// latent shapes with MXFP4 and with bf16 experts (T = 1024, 4096): time, TFLOP/s and the ratio.
+// Then the routed experts alone (kimi::cuda::experts_wgmma with each grouped GEMM kernel, ExpertPathOptions::
+// grouped_gemm: cp.async, grouped_gemm.cuh, and warp-specialized, grouped_gemm_ws.cuh, where it applies (stacked
+// dense bf16 experts), against experts_gemm, the per-expert cuBLAS loop, on the same grouped rows: uniform random
+// top-k routing, bf16 z) at Kimi-Linear's shapes (T = 2048, 8192) and K3's latent shapes with MXFP4 and with bf16
+// experts (T = 1024, 4096): time, TFLOP/s (both launches and the M-tile scan) and the ratios.
+// `kimi_bench_moe experts` prints these rows only.
 // Experts are stacked (one pool per projection, as place_weights builds them), filled on the device by tiling a
 // random block. Decode shapes are timed eagerly and as a replayed CUDA graph (the capture also checks that the
 // path never waits on the host). Prints time, the experts the routing touched, the weight bytes one call must
@@ -394,16 +397,29 @@ void run_experts(const LayerShape& s, const Layer& L, int64_t t, std::mt19937& r
   const kimi::cuda::ExpertRows rows = grouped_rows.rows();
   const kimi::cuda::ExpertLayout layout = kimi::cuda::expert_layout(L.w.experts);
   const double flops = 2.0 * double(slots) * 3.0 * double(s.inter) * double(dl);
-  const double tc = kimi::bench::median_ms(
-      [&] { kimi::cuda::experts_wgmma(zg->p, dl, L.w.experts, layout, rows, act, static_cast<float*>(ye.p), st); }, 3,
-      20, st);
+  const auto tflops = [&](double ms) { return flops / (ms * 1e-3) / 1e12; };
+  // experts_wgmma with one grouped GEMM kernel forced (options.h GroupedGemmKernel)
+  const auto wgmma_ms = [&](kimi::cuda::GroupedGemmKernel kernel) {
+    const kimi::cuda::ScopedExpertPathOptions scope(kimi::cuda::ExpertPathOptions{.grouped_gemm = kernel});
+    return kimi::bench::median_ms(
+        [&] { kimi::cuda::experts_wgmma(zg->p, dl, L.w.experts, layout, rows, act, static_cast<float*>(ye.p), st); },
+        3, 20, st);
+  };
+  const double cp = wgmma_ms(kimi::cuda::GroupedGemmKernel::cp_async);
+  const bool ws_applies = kimi::cuda::grouped_gemm_kernel(L.w.experts, layout) ==
+                          kimi::cuda::GroupedGemmKernel::warp_specialized;
+  const double ws = ws_applies ? wgmma_ms(kimi::cuda::GroupedGemmKernel::warp_specialized) : 0.0;
   const double cb = kimi::bench::median_ms(
       [&] { kimi::cuda::experts_gemm(zg->p, DType::bf16, dl, L.w.experts, rows, act, static_cast<float*>(ye.p), ctx); },
       3, 20, st);
-  std::printf("experts    %-11s T=%-5lld E=%lld K=%lld  grouped wgmma %8.3f ms %6.1f TFLOP/s | per-expert cuBLAS "
-              "%8.3f ms %6.1f TFLOP/s | x%.2f\n",
-              s.name, (long long)t, (long long)s.e, (long long)s.k, tc, flops / (tc * 1e-3) / 1e12, cb,
-              flops / (cb * 1e-3) / 1e12, cb / tc);
+  std::printf("experts    %-11s T=%-5lld E=%lld K=%lld  grouped wgmma cp.async %8.3f ms %6.1f TFLOP/s | ", s.name,
+              (long long)t, (long long)s.e, (long long)s.k, cp, tflops(cp));
+  if (ws_applies)
+    std::printf("warp-specialized %8.3f ms %6.1f TFLOP/s (x%.2f) | ", ws, tflops(ws), cp / ws);
+  else
+    std::printf("warp-specialized: n/a (MXFP4 or unstacked experts) | ");
+  std::printf("per-expert cuBLAS %8.3f ms %6.1f TFLOP/s | best wgmma / cuBLAS x%.2f\n", cb, tflops(cb),
+              cb / (ws_applies ? std::min(cp, ws) : cp));
   CK(cudaStreamDestroy(st));
 }
 
@@ -415,6 +431,7 @@ int main(int argc, char** argv) {
     return 0;
   }
   const bool decode_only = argc > 1 && std::string(argv[1]) == "decode";
+  const bool experts_only = argc > 1 && std::string(argv[1]) == "experts";
   const std::vector<int64_t> decode_t = {1, 2, 4, 8, 16, 32, 64, 128};
   std::printf("decode rows: ms per layer (graph replay); GB/s and %% of the copy rate %.2f TB/s on the touched "
               "experts' bytes; default rule: touched at T <= %lld, else tensor cores where they apply\n",
@@ -423,18 +440,22 @@ int main(int argc, char** argv) {
   {
     const LayerShape s{"kimi-linear", 2304, 0, 256, 8, 1024, 1024, false, false, 2.446f};
     const Layer L(s, rng);
-    for (int64_t t : decode_t) run_decode(s, L, t, rng);
+    if (!experts_only)
+      for (int64_t t : decode_t) run_decode(s, L, t, rng);
     if (!decode_only) {
-      for (int64_t t : {2048, 8192}) run(s, L, t, rng);
+      if (!experts_only)
+        for (int64_t t : {2048, 8192}) run(s, L, t, rng);
       for (int64_t t : {2048, 8192}) run_experts(s, L, t, rng);
     }
   }
   {
     const LayerShape s{"k3", 7168, 3584, 896, 16, 3072, 6144, true, true, 1.f};
     const Layer L(s, rng);
-    for (int64_t t : decode_t) run_decode(s, L, t, rng);
+    if (!experts_only)
+      for (int64_t t : decode_t) run_decode(s, L, t, rng);
     if (!decode_only) {
-      for (int64_t t : {1024, 4096}) run(s, L, t, rng);
+      if (!experts_only)
+        for (int64_t t : {1024, 4096}) run(s, L, t, rng);
       for (int64_t t : {1024, 4096}) run_experts(s, L, t, rng);  // MXFP4 on tensor cores against the cuBLAS path
     }
   }
