@@ -34,6 +34,7 @@
 #ifdef KIMI_WITH_CUDA
 #include <cuda_runtime.h>
 
+#include "cuda/moe/experts.h"
 #include "cuda/moe/options.h"
 
 namespace kimi {
@@ -161,7 +162,8 @@ struct Layer {
       return TensorView(static_cast<char*>(pool.data) + e * pool.stride(0) * int64_t(pool.element_size()),
                         pool.dtype, {pool.size(1), pool.size(2)}, pool.device);
     };
-    // Separate: expert e's slice of each pool copied into an allocation of its own (the same values).
+    // Separate: expert e's slice of each pool copied into an allocation of its own (the same values), expert 1's
+    // allocated before expert 0's, so that the experts cannot be evenly strided (expert_layout: not stacked).
     const auto own = [&](const TensorView& v) {
       if (!c.separate || !v.present()) return v;
       keep.emplace_back(v.dtype, std::span<const int64_t>(v.shape.data(), size_t(v.ndim)), dev);
@@ -169,10 +171,13 @@ struct Layer {
       return TensorView(keep.back());
     };
     keep.reserve(keep.size() + size_t(c.separate ? 6 * c.e : 0));
-    for (int64_t e = 0; e < c.e; ++e)
-      experts.push_back(MlpWeights{Weight{own(slice(pools[0], e)), own(slice(scales[0], e))},
-                                   Weight{own(slice(pools[1], e)), own(slice(scales[1], e))},
-                                   Weight{own(slice(pools[2], e)), own(slice(scales[2], e))}});
+    experts.resize(size_t(c.e));
+    for (int64_t i = 0; i < c.e; ++i) {
+      const int64_t e = i < 2 && c.e > 1 ? 1 - i : i;
+      experts[size_t(e)] = MlpWeights{Weight{own(slice(pools[0], e)), own(slice(scales[0], e))},
+                                      Weight{own(slice(pools[1], e)), own(slice(scales[1], e))},
+                                      Weight{own(slice(pools[2], e)), own(slice(scales[2], e))}};
+    }
     w.experts = experts;
   }
 };
@@ -231,6 +236,7 @@ void check_against_cpu(const Shape& c) {
   const Device dev = Device::cuda(0);
   const Layer gpu(h, c, dev);
   const Tensor xg = to_device(xh, dev);
+  EXPECT_EQ(cuda::expert_layout(gpu.experts).stacked, !c.separate);
   using cuda::GroupedGemmKernel;
   // Runs the layer with the given kernel choice; returns the output bytes; checks the kernel that ran.
   const auto run = [&](GroupedGemmKernel kernel, bool want_ws) {
