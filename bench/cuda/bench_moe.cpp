@@ -14,8 +14,9 @@
 // touched_max_tokens, else tensor cores) and the fastest, so the rule's threshold can be read off one run (the
 // touched path with its default register tile: in flight at T = 1, streaming above); a second line times the
 // routed experts' two launches alone per path and tile (kimi::cuda::experts_touched with each TouchedTile,
-// experts_wgmma on a random bf16 zg, experts_grouped; on the row's routing, grouped on the host, no shared
-// expert), separating the expert kernels from the router, grouping, shared expert and launches around them.
+// experts_wgmma on a random bf16 zg with its automatic kernel and with the cp.async kernel forced,
+// experts_grouped; on the row's routing, grouped on the host, no shared expert), separating the expert kernels
+// from the router, grouping, shared expert and launches around them.
 // `kimi_bench_moe decode` prints the decode rows only.
 // Then the routed experts alone (kimi::cuda::experts_wgmma with each grouped GEMM kernel, ExpertPathOptions::
 // grouped_gemm: cp.async, grouped_gemm.cuh, and warp-specialized, grouped_gemm_ws.cuh, where it applies (stacked
@@ -203,9 +204,10 @@ struct GroupedRows {
 
 // The routed experts' two launches alone on routing ids (slot order) of a decode row, per path: the grouping of
 // group.cuh done on the host (offsets, token_of_row, the touched experts ascending) and uploaded, a random f32 z,
-// no shared expert (experts_wgmma on a random bf16 zg in grouped order); each timed as a replayed graph. Returns
-// {touched in-flight tile, touched streaming tile, tensor cores, grouped} ms.
-std::array<double, 4> experts_alone(const LayerShape& s, const Layer& L, int64_t t, const std::vector<int32_t>& ids,
+// no shared expert (experts_wgmma on a random bf16 zg in grouped order, with its automatic kernel and with the
+// cp.async kernel forced); each timed as a replayed graph. Returns {touched in-flight tile, touched streaming tile,
+// tensor cores (automatic kernel), tensor cores (cp.async kernel), grouped} ms.
+std::array<double, 5> experts_alone(const LayerShape& s, const Layer& L, int64_t t, const std::vector<int32_t>& ids,
                                     cudaStream_t st, std::mt19937& rng) {
   const int64_t dl = s.latent ? s.latent : s.d, slots = t * s.k;
   const GroupedRows grouped_rows(ids, s.e, s.k);
@@ -222,11 +224,17 @@ std::array<double, 4> experts_alone(const LayerShape& s, const Layer& L, int64_t
                                     static_cast<float*>(ye.p), st);
       },
       st);
-  const double tensor_cores = graph_ms(
-      [&] {
-        kimi::cuda::experts_wgmma(zg.p, dl, L.w.experts, layout, rows, act_p, static_cast<float*>(ye.p), st);
-      },
-      st);
+  // the tensor-core path with one grouped GEMM kernel forced (options.h GroupedGemmKernel)
+  const auto wgmma_ms = [&](kimi::cuda::GroupedGemmKernel kernel) {
+    const kimi::cuda::ScopedExpertPathOptions scope(kimi::cuda::ExpertPathOptions{.grouped_gemm = kernel});
+    return graph_ms(
+        [&] {
+          kimi::cuda::experts_wgmma(zg.p, dl, L.w.experts, layout, rows, act_p, static_cast<float*>(ye.p), st);
+        },
+        st);
+  };
+  const double tensor_cores = wgmma_ms(kimi::cuda::GroupedGemmKernel::automatic);
+  const double cp_async = wgmma_ms(kimi::cuda::GroupedGemmKernel::cp_async);
   rows = grouped_rows.touched_rows();
   const auto touched_ms = [&](kimi::cuda::TouchedTile tile) {
     const kimi::cuda::ScopedExpertPathOptions scope(kimi::cuda::ExpertPathOptions{.touched_tile = tile});
@@ -238,7 +246,7 @@ std::array<double, 4> experts_alone(const LayerShape& s, const Layer& L, int64_t
         st);
   };
   return {touched_ms(kimi::cuda::TouchedTile::in_flight), touched_ms(kimi::cuda::TouchedTile::streaming), tensor_cores,
-          grouped};
+          cp_async, grouped};
 }
 
 // One latent_moe call of layer L on t tokens x [t, d] (random bf16 in [-1, 1)) into out [t, d], the routing ids
@@ -324,11 +332,11 @@ void run_decode(const LayerShape& s, const Layer& L, int64_t t, std::mt19937& rn
               s.name, (long long)t, (long long)s.e, (long long)s.k, touched, bytes / 1e9,
               double(t * s.k) / double(touched), ms[0], rate(ms[0]) / 1e9, pct(ms[0]), ms[1], rate(ms[1]) / 1e9,
               pct(ms[1]), ms[2], rate(ms[2]) / 1e9, pct(ms[2]), rule_name, names[fastest]);
-  const std::array<double, 4> e = experts_alone(s, L, t, h, st, rng);
+  const std::array<double, 5> e = experts_alone(s, L, t, h, st, rng);
   std::printf("       routed experts alone (2 launches, no shared; %% of copy): touched in-flight tile %7.3f ms "
-              "(%3.0f%%) | touched streaming tile %7.3f ms (%3.0f%%) | tensor cores %7.3f ms (%3.0f%%) | grouped "
-              "%7.3f ms (%3.0f%%)\n",
-              e[0], pct(e[0]), e[1], pct(e[1]), e[2], pct(e[2]), e[3], pct(e[3]));
+              "(%3.0f%%) | touched streaming tile %7.3f ms (%3.0f%%) | tensor cores %7.3f ms (%3.0f%%), cp.async "
+              "kernel %7.3f ms (%3.0f%%) | grouped %7.3f ms (%3.0f%%)\n",
+              e[0], pct(e[0]), e[1], pct(e[1]), e[2], pct(e[2]), e[3], pct(e[3]), e[4], pct(e[4]));
 }
 
 void run(const LayerShape& s, const Layer& L, int64_t t, std::mt19937& rng) {

@@ -8,7 +8,8 @@
 // expert_tile.cuh's ExpertProj (stacked base + e * stride, or a device table). bf16 x bf16 products, fp32 accumulation
 // (wgmma m64n256k16), one rounding of H to bf16 (the rounding a bf16 activation implies). MXFP4 weights are decoded
 // into the bf16 weight tile in shared memory (W4A16): code * scale is exact in bf16, so both forms multiply the
-// same values as the CPU's decoder (src/cuda/linear/mxfp4.cuh).
+// same values as the CPU's decoder (src/cuda/linear/mxfp4.cuh). grouped_gemm_ws.cuh is the warp-specialized,
+// persistent form of this kernel for stacked dense bf16 experts (TMA loads; the same tiles and epilogue, store_tile).
 //
 // Tiles. A CTA computes BM = 128 rows of ONE expert against a weight tile of BW = 256 rows: for gate/up, 128
 // output columns of W1 and the same 128 of W3 (so the GLU's two inputs land in the same thread, same fragment
