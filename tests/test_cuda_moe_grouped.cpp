@@ -9,6 +9,8 @@
 //     not multiples of the tiles; separately allocated experts; many tiles per CTA of the persistent kernel; the
 //     routing (ids) equals the CPU's exactly; the two kernels' outputs are bit-identical where both apply, the
 //     automatic choice is the warp-specialized kernel exactly where it applies, and forcing it elsewhere throws;
+//   - experts_wgmma itself on hand-made expert row counts, each kernel against an fp64 reference and the two
+//     bit-identical;
 //   - the path recorded into a CUDA graph on a non-default stream (any host synchronisation or host table would
 //     fail the capture) replays bit-identically to eager runs, on the captured input and on a new one.
 // Routing is made exact in any precision: the router is the identity on x's first E columns (W_r[e, e] = 1, else
@@ -326,6 +328,80 @@ TEST(CudaMoeGrouped, DecodeRowCountsMatchTheCpu) {
   check_against_cpu({256, 0, 16, 4, 64, 1, false, false});
   check_against_cpu({256, 128, 16, 4, 192, 8, true, false});
   check_against_cpu({2304, 0, 32, 8, 1024, 2, false, false});
+}
+
+// experts_wgmma itself on hand-made expert row counts (the first expert empty, exactly one M-tile, one row past
+// it, empty experts between and at the end, a single row, several M-tiles with a partial last one; the experts'
+// rows start at offsets that are not multiples of 128), with each grouped GEMM kernel forced: the two outputs
+// bit-identical, and each within kBar of an fp64 reference of the same math (H = bf16(glu(zg W1_e^T, zg W3_e^T))
+// rounded to bf16 like the kernels' H, ye = H W2_e^T). SiLU at P = 2's partial N tile (I = 192) and a partial
+// last k-tile for down (k = 192 = 3 k-tiles; d = 320: 5 k-tiles, 2 N-tiles of down, the second partial).
+TEST(CudaMoeGrouped, KernelsAgreeOnHandMadeRowCounts) {
+  SKIP_WITHOUT_GPU();
+  constexpr int64_t d = 320, inter = 192;
+  const std::vector<int32_t> counts = {0, 128, 129, 0, 1, 300, 0, 0, 62, 0};
+  const int64_t e_count = int64_t(counts.size());
+  std::vector<int32_t> off(counts.size() + 1, 0);
+  for (size_t e = 0; e < counts.size(); ++e) off[e + 1] = off[e] + counts[e];
+  const int64_t rows = off.back();
+  std::mt19937_64 rng(99);
+  const double aw = std::sqrt(3.0 / double(d)), ad = std::sqrt(3.0 / double(inter));
+  const Tensor zh = host_bf16({rows, d}, rng, -1, 1), w1 = host_bf16({e_count, inter, d}, rng, -aw, aw),
+               w3 = host_bf16({e_count, inter, d}, rng, -aw, aw), w2 = host_bf16({e_count, d, inter}, rng, -ad, ad);
+  Tensor offh(DType::i32, {e_count + 1});
+  std::copy(off.begin(), off.end(), offh.data_as<int32_t>());
+
+  // fp64 reference: expert e of row r
+  const auto bf = [](const Tensor& t, int64_t i) { return double(bf16_to_f32(t.data_as<uint16_t>()[i])); };
+  std::vector<float> ref(size_t(rows * d));
+  std::vector<double> hrow(static_cast<size_t>(inter));
+  for (int64_t e = 0; e < e_count; ++e)
+    for (int64_t r = off[size_t(e)]; r < off[size_t(e) + 1]; ++r) {
+      for (int64_t n = 0; n < inter; ++n) {
+        double g = 0, u = 0;
+        for (int64_t c = 0; c < d; ++c) {
+          g += bf(zh, r * d + c) * bf(w1, (e * inter + n) * d + c);
+          u += bf(zh, r * d + c) * bf(w3, (e * inter + n) * d + c);
+        }
+        hrow[size_t(n)] = double(bf16_to_f32(f32_to_bf16(float(g / (1 + std::exp(-g)) * u))));
+      }
+      for (int64_t n = 0; n < d; ++n) {
+        double y = 0;
+        for (int64_t c = 0; c < inter; ++c) y += hrow[size_t(c)] * bf(w2, (e * d + n) * inter + c);
+        ref[size_t(r * d + n)] = float(y);
+      }
+    }
+
+  const Device dev = Device::cuda(0);
+  const Tensor zg = to_device(zh, dev), p1 = to_device(w1, dev), p3 = to_device(w3, dev), p2 = to_device(w2, dev),
+               offd = to_device(offh, dev);
+  const auto slice = [&](const Tensor& pool, int64_t e, int64_t out, int64_t in) {
+    return Weight{TensorView(static_cast<char*>(pool.view().data) + e * out * in * 2, DType::bf16, {out, in}, dev), {}};
+  };
+  std::vector<MlpWeights> experts;
+  for (int64_t e = 0; e < e_count; ++e)
+    experts.push_back(MlpWeights{slice(p1, e, inter, d), slice(p3, e, inter, d), slice(p2, e, d, inter)});
+  const cuda::ExpertLayout layout = cuda::expert_layout(experts);
+  ASSERT_TRUE(layout.stacked);
+  const cuda::ExpertRows er{static_cast<const int32_t*>(offd.view().data), nullptr, rows, rows};
+  const GluParams act;
+  const auto run = [&](cuda::GroupedGemmKernel kernel) {
+    const Tensor ye(DType::f32, {rows, d}, dev);
+    cuda::ExpertPathRecord rec;
+    const cuda::ScopedExpertPathOptions o(cuda::ExpertPathOptions{.grouped_gemm = kernel, .record = &rec});
+    cuda::experts_wgmma(zg.view().data, d, experts, layout, er, act, static_cast<float*>(ye.view().data), nullptr);
+    synchronize(dev);
+    EXPECT_EQ(rec.wgmma_warp_specialized, kernel == cuda::GroupedGemmKernel::warp_specialized ? 1 : 0);
+    const std::vector<float> got = to_host_f32(ye);
+    for (const float v : got) EXPECT_TRUE(std::isfinite(v));
+    const double err = rel_rms(got, ref);
+    EXPECT_LE(err, kBar);
+    std::printf("  hand-made row counts (%s kernel): relative RMS %.3g against fp64\n",
+                kernel == cuda::GroupedGemmKernel::warp_specialized ? "warp-specialized" : "cp.async", err);
+    return bytes_of(ye);
+  };
+  const std::vector<uint8_t> cp_async = run(cuda::GroupedGemmKernel::cp_async);
+  EXPECT_EQ(run(cuda::GroupedGemmKernel::warp_specialized), cp_async) << "the two kernels differ";
 }
 
 // The tensor-core path recorded into a CUDA graph replays bit-identically to the eager runs.
