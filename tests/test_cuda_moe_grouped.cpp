@@ -1,10 +1,16 @@
-// latent_moe's tensor-core path on CUDA (src/cuda/moe/grouped_gemm.cuh: bf16 x, dense bf16 or MXFP4 experts, any
-// T) through the public operator, against the CPU operator on the same bytes:
+// latent_moe's tensor-core path on CUDA (bf16 x, dense bf16 or MXFP4 experts, any T) through the public operator,
+// with each of its two grouped GEMM kernels (src/cuda/moe/grouped_gemm.cuh, cp.async, every layout and format;
+// grouped_gemm_ws.cuh, warp-specialized and persistent, stacked dense bf16 experts only), against the CPU operator
+// on the same bytes:
 //   - relative RMS error of out <= 5e-3 (bf16 operands; the CPU computes in f32 with f32 activations) at small
 //     widths and at the Kimi-Linear (d 2304, I 1024) and K3 latent (d 7168, latent 3584, I 3072) widths, SiLU and
 //     SiTU, with and without the latent projections; ragged expert counts (a quarter of the experts get no token,
 //     expert 0 gets every token: several M-tiles, the last one partial), all tokens on one expert (K = 1), T and I
-//     not multiples of the tiles; the routing (ids) equals the CPU's exactly;
+//     not multiples of the tiles; separately allocated experts; many tiles per CTA of the persistent kernel; the
+//     routing (ids) equals the CPU's exactly; the two kernels' outputs are bit-identical where both apply, the
+//     automatic choice is the warp-specialized kernel exactly where it applies, and forcing it elsewhere throws;
+//   - experts_wgmma itself on hand-made expert row counts, each kernel against an fp64 reference and the two
+//     bit-identical;
 //   - the path recorded into a CUDA graph on a non-default stream (any host synchronisation or host table would
 //     fail the capture) replays bit-identically to eager runs, on the captured input and on a new one.
 // Routing is made exact in any precision: the router is the identity on x's first E columns (W_r[e, e] = 1, else
@@ -24,11 +30,13 @@
 
 #include "kimi/device.h"
 #include "kimi/dtype.h"
+#include "kimi/error.h"
 #include "kimi/ops/moe.h"
 
 #ifdef KIMI_WITH_CUDA
 #include <cuda_runtime.h>
 
+#include "cuda/moe/experts.h"
 #include "cuda/moe/options.h"
 
 namespace kimi {
@@ -79,12 +87,14 @@ struct Shape {
   bool situ;
   bool one_expert;      // every token on expert 3 (K = 1); else ragged (below)
   bool mxfp4 = false;   // routed experts in MXFP4 (random codes, scales 2^-9 .. 2^-5) instead of bf16
+  bool separate = false;  // every expert projection in its own allocation (not stacked: per-call pointer tables)
 };
 
 std::string name_of(const Shape& c) {
   return "d=" + std::to_string(c.d) + " latent=" + std::to_string(c.latent) + " E=" + std::to_string(c.e) +
          " K=" + std::to_string(c.k) + " I=" + std::to_string(c.inter) + " T=" + std::to_string(c.t) +
-         (c.situ ? " situ" : " silu") + (c.one_expert ? " one-expert" : " ragged") + (c.mxfp4 ? " mxfp4" : " bf16-w");
+         (c.situ ? " situ" : " silu") + (c.one_expert ? " one-expert" : " ragged") + (c.mxfp4 ? " mxfp4" : " bf16-w") +
+         (c.separate ? " separate" : "");
 }
 
 // The layer's weights on the host (bf16): the identity router, optional latent projections and norm, a shared
@@ -154,10 +164,22 @@ struct Layer {
       return TensorView(static_cast<char*>(pool.data) + e * pool.stride(0) * int64_t(pool.element_size()),
                         pool.dtype, {pool.size(1), pool.size(2)}, pool.device);
     };
-    for (int64_t e = 0; e < c.e; ++e)
-      experts.push_back(MlpWeights{Weight{slice(pools[0], e), slice(scales[0], e)},
-                                   Weight{slice(pools[1], e), slice(scales[1], e)},
-                                   Weight{slice(pools[2], e), slice(scales[2], e)}});
+    // Separate: expert e's slice of each pool copied into an allocation of its own (the same values), expert 1's
+    // allocated before expert 0's, so that the experts cannot be evenly strided (expert_layout: not stacked).
+    const auto own = [&](const TensorView& v) {
+      if (!c.separate || !v.present()) return v;
+      keep.emplace_back(v.dtype, std::span<const int64_t>(v.shape.data(), size_t(v.ndim)), dev);
+      copy(keep.back(), v);
+      return TensorView(keep.back());
+    };
+    keep.reserve(keep.size() + size_t(c.separate ? 6 * c.e : 0));
+    experts.resize(size_t(c.e));
+    for (int64_t i = 0; i < c.e; ++i) {
+      const int64_t e = i < 2 && c.e > 1 ? 1 - i : i;
+      experts[size_t(e)] = MlpWeights{Weight{own(slice(pools[0], e)), own(slice(scales[0], e))},
+                                      Weight{own(slice(pools[1], e)), own(slice(scales[1], e))},
+                                      Weight{own(slice(pools[2], e)), own(slice(scales[2], e))}};
+    }
     w.experts = experts;
   }
 };
@@ -193,6 +215,13 @@ GluParams act_of(const Shape& c) {
   return a;
 }
 
+// Whether the warp-specialized kernel takes these experts (options.h GroupedGemmKernel): stacked dense bf16.
+bool ws_applies(const Shape& c) { return !c.mxfp4 && !c.separate; }
+
+// The layer on the GPU (tensor-core path forced) against the CPU, once per grouped GEMM kernel that applies
+// (cp_async always; warp_specialized for stacked dense bf16 experts, where the automatic choice must pick it): each
+// within kBar of the CPU, and the two kernels' outputs bit-identical (the same wgmma sequence per element:
+// grouped_gemm_ws.cuh "Numerics"). A forced warp_specialized kernel on experts it cannot take throws.
 void check_against_cpu(const Shape& c) {
   SCOPED_TRACE(name_of(c));
   std::mt19937_64 rng(uint64_t(c.d * 7 + c.e * 13 + c.k * 17 + c.inter + c.t + (c.situ ? 1 : 0)));
@@ -204,26 +233,47 @@ void check_against_cpu(const Shape& c) {
   const Tensor xc = to_device(xh, Device::cpu());
   const Tensor out_c(DType::f32, {c.t, c.d}), ids_c(DType::i32, {c.t, c.k}), w_c(DType::f32, {c.t, c.k});
   latent_moe(xc, cpu.w, router, act_of(c), 1e-5f, out_c, ids_c, w_c);
+  const std::vector<float> ref = to_host_f32(out_c);
 
   const Device dev = Device::cuda(0);
   const Layer gpu(h, c, dev);
   const Tensor xg = to_device(xh, dev);
-  const Tensor out_g(DType::f32, {c.t, c.d}, dev), ids_g(DType::i32, {c.t, c.k}, dev), w_g(DType::f32, {c.t, c.k}, dev);
-  cuda::ExpertPathRecord rec;
-  {
-    const cuda::ScopedExpertPathOptions tc(
-        cuda::ExpertPathOptions{.decode = cuda::DecodeExpertPath::tensor_cores, .record = &rec});
-    latent_moe(xg, gpu.w, router, act_of(c), 1e-5f, out_g, ids_g, w_g);
+  EXPECT_EQ(cuda::expert_layout(gpu.experts).stacked, !c.separate);
+  using cuda::GroupedGemmKernel;
+  // Runs the layer with the given kernel choice; returns the output bytes; checks the kernel that ran.
+  const auto run = [&](GroupedGemmKernel kernel, bool want_ws) {
+    const Tensor out_g(DType::f32, {c.t, c.d}, dev), ids_g(DType::i32, {c.t, c.k}, dev),
+        w_g(DType::f32, {c.t, c.k}, dev);
+    cuda::ExpertPathRecord rec;
+    {
+      const cuda::ScopedExpertPathOptions tc(cuda::ExpertPathOptions{
+          .decode = cuda::DecodeExpertPath::tensor_cores, .grouped_gemm = kernel, .record = &rec});
+      latent_moe(xg, gpu.w, router, act_of(c), 1e-5f, out_g, ids_g, w_g);
+    }
+    synchronize(dev);
+    EXPECT_EQ(rec.wgmma, 1) << "the tensor-core path ran";
+    EXPECT_EQ(rec.wgmma_warp_specialized, want_ws ? 1 : 0) << "the warp-specialized kernel ran";
+    EXPECT_EQ(rec.wgmma_cp_async, want_ws ? 0 : 1) << "the cp.async kernel ran";
+    EXPECT_EQ(bytes_of(ids_g), bytes_of(ids_c)) << "routing differs";
+    const std::vector<float> got = to_host_f32(out_g);
+    for (const float v : got) EXPECT_TRUE(std::isfinite(v));
+    const double err = rel_rms(got, ref);
+    EXPECT_LE(err, kBar);
+    std::printf("  %s (%s kernel): relative RMS %.3g\n", name_of(c).c_str(), want_ws ? "warp-specialized" : "cp.async",
+                err);
+    return bytes_of(out_g);
+  };
+  const std::vector<uint8_t> cp_async = run(GroupedGemmKernel::cp_async, false);
+  if (!ws_applies(c)) {
+    EXPECT_EQ(run(GroupedGemmKernel::automatic, false), cp_async) << "the automatic choice differs";
+    const Tensor out_g(DType::f32, {c.t, c.d}, dev);
+    const cuda::ScopedExpertPathOptions ws(cuda::ExpertPathOptions{
+        .decode = cuda::DecodeExpertPath::tensor_cores, .grouped_gemm = GroupedGemmKernel::warp_specialized});
+    EXPECT_THROW(latent_moe(xg, gpu.w, router, act_of(c), 1e-5f, out_g, {}, {}), Error);
+    return;
   }
-  synchronize(dev);
-  EXPECT_EQ(rec.wgmma, 1) << "the tensor-core path ran";
-
-  ASSERT_EQ(bytes_of(ids_g), bytes_of(ids_c)) << "routing differs";
-  const std::vector<float> got = to_host_f32(out_g), ref = to_host_f32(out_c);
-  for (const float v : got) ASSERT_TRUE(std::isfinite(v));
-  const double err = rel_rms(got, ref);
-  EXPECT_LE(err, kBar);
-  std::printf("  %s: relative RMS %.3g\n", name_of(c).c_str(), err);
+  EXPECT_EQ(run(GroupedGemmKernel::warp_specialized, true), cp_async) << "the two kernels differ";
+  EXPECT_EQ(run(GroupedGemmKernel::automatic, true), cp_async) << "the automatic choice differs";
 }
 
 TEST(CudaMoeGrouped, SmallShapesMatchTheCpu) {
@@ -233,12 +283,24 @@ TEST(CudaMoeGrouped, SmallShapesMatchTheCpu) {
   check_against_cpu({256, 0, 16, 8, 64, 200, true, false});    // expert 0: 200 rows (2 M-tiles)
   check_against_cpu({256, 0, 16, 1, 64, 300, true, true});     // every token on expert 3: 3 M-tiles, 15 empty
   check_against_cpu({192, 0, 16, 1, 64, 260, false, true});    // d = 192: k not a multiple of the 64-wide k-step
+  check_against_cpu({256, 0, 16, 1, 64, 256, false, true});    // one expert: exactly 2 full M-tiles
+  check_against_cpu({256, 0, 16, 4, 64, 100, false, false, false, true});  // separately allocated experts
+}
+
+// Many more tiles than SMs: every CTA of the persistent warp-specialized kernel walks several tiles (the producer
+// runs into the next tile while the consumers store the last), ragged experts (a quarter empty, expert 0 with
+// every token: 33 M-tiles), a partial N tile (I = 192) and a partial last k-tile of down (k = 192).
+TEST(CudaMoeGrouped, ManyTilesPerCtaMatchTheCpu) {
+  SKIP_WITHOUT_GPU();
+  check_against_cpu({256, 0, 64, 8, 192, 4096, true, false});
+  check_against_cpu({256, 0, 16, 1, 192, 3000, false, true});  // 3000 rows on one expert, 15 empty
 }
 
 TEST(CudaMoeGrouped, KimiLinearWidthsMatchTheCpu) {
   SKIP_WITHOUT_GPU();
   check_against_cpu({2304, 0, 32, 8, 1024, 200, false, false});
   check_against_cpu({2304, 0, 32, 8, 1024, 130, true, false});
+  check_against_cpu({2304, 0, 64, 8, 1024, 1024, false, false});  // 8192 rows: ~100 M-tiles x 8 or 9 N-tiles
 }
 
 TEST(CudaMoeGrouped, K3LatentWidthsMatchTheCpu) {
@@ -266,6 +328,80 @@ TEST(CudaMoeGrouped, DecodeRowCountsMatchTheCpu) {
   check_against_cpu({256, 0, 16, 4, 64, 1, false, false});
   check_against_cpu({256, 128, 16, 4, 192, 8, true, false});
   check_against_cpu({2304, 0, 32, 8, 1024, 2, false, false});
+}
+
+// experts_wgmma itself on hand-made expert row counts (the first expert empty, exactly one M-tile, one row past
+// it, empty experts between and at the end, a single row, several M-tiles with a partial last one; the experts'
+// rows start at offsets that are not multiples of 128), with each grouped GEMM kernel forced: the two outputs
+// bit-identical, and each within kBar of an fp64 reference of the same math (H = bf16(glu(zg W1_e^T, zg W3_e^T))
+// rounded to bf16 like the kernels' H, ye = H W2_e^T). SiLU at P = 2's partial N tile (I = 192) and a partial
+// last k-tile for down (k = 192 = 3 k-tiles; d = 320: 5 k-tiles, 2 N-tiles of down, the second partial).
+TEST(CudaMoeGrouped, KernelsAgreeOnHandMadeRowCounts) {
+  SKIP_WITHOUT_GPU();
+  constexpr int64_t d = 320, inter = 192;
+  const std::vector<int32_t> counts = {0, 128, 129, 0, 1, 300, 0, 0, 62, 0};
+  const int64_t e_count = int64_t(counts.size());
+  std::vector<int32_t> off(counts.size() + 1, 0);
+  for (size_t e = 0; e < counts.size(); ++e) off[e + 1] = off[e] + counts[e];
+  const int64_t rows = off.back();
+  std::mt19937_64 rng(99);
+  const double aw = std::sqrt(3.0 / double(d)), ad = std::sqrt(3.0 / double(inter));
+  const Tensor zh = host_bf16({rows, d}, rng, -1, 1), w1 = host_bf16({e_count, inter, d}, rng, -aw, aw),
+               w3 = host_bf16({e_count, inter, d}, rng, -aw, aw), w2 = host_bf16({e_count, d, inter}, rng, -ad, ad);
+  Tensor offh(DType::i32, {e_count + 1});
+  std::copy(off.begin(), off.end(), offh.data_as<int32_t>());
+
+  // fp64 reference: expert e of row r
+  const auto bf = [](const Tensor& t, int64_t i) { return double(bf16_to_f32(t.data_as<uint16_t>()[i])); };
+  std::vector<float> ref(size_t(rows * d));
+  std::vector<double> hrow(static_cast<size_t>(inter));
+  for (int64_t e = 0; e < e_count; ++e)
+    for (int64_t r = off[size_t(e)]; r < off[size_t(e) + 1]; ++r) {
+      for (int64_t n = 0; n < inter; ++n) {
+        double g = 0, u = 0;
+        for (int64_t c = 0; c < d; ++c) {
+          g += bf(zh, r * d + c) * bf(w1, (e * inter + n) * d + c);
+          u += bf(zh, r * d + c) * bf(w3, (e * inter + n) * d + c);
+        }
+        hrow[size_t(n)] = double(bf16_to_f32(f32_to_bf16(float(g / (1 + std::exp(-g)) * u))));
+      }
+      for (int64_t n = 0; n < d; ++n) {
+        double y = 0;
+        for (int64_t c = 0; c < inter; ++c) y += hrow[size_t(c)] * bf(w2, (e * d + n) * inter + c);
+        ref[size_t(r * d + n)] = float(y);
+      }
+    }
+
+  const Device dev = Device::cuda(0);
+  const Tensor zg = to_device(zh, dev), p1 = to_device(w1, dev), p3 = to_device(w3, dev), p2 = to_device(w2, dev),
+               offd = to_device(offh, dev);
+  const auto slice = [&](const Tensor& pool, int64_t e, int64_t out, int64_t in) {
+    return Weight{TensorView(static_cast<char*>(pool.view().data) + e * out * in * 2, DType::bf16, {out, in}, dev), {}};
+  };
+  std::vector<MlpWeights> experts;
+  for (int64_t e = 0; e < e_count; ++e)
+    experts.push_back(MlpWeights{slice(p1, e, inter, d), slice(p3, e, inter, d), slice(p2, e, d, inter)});
+  const cuda::ExpertLayout layout = cuda::expert_layout(experts);
+  ASSERT_TRUE(layout.stacked);
+  const cuda::ExpertRows er{static_cast<const int32_t*>(offd.view().data), nullptr, rows, rows};
+  const GluParams act;
+  const auto run = [&](cuda::GroupedGemmKernel kernel) {
+    const Tensor ye(DType::f32, {rows, d}, dev);
+    cuda::ExpertPathRecord rec;
+    const cuda::ScopedExpertPathOptions o(cuda::ExpertPathOptions{.grouped_gemm = kernel, .record = &rec});
+    cuda::experts_wgmma(zg.view().data, d, experts, layout, er, act, static_cast<float*>(ye.view().data), nullptr);
+    synchronize(dev);
+    EXPECT_EQ(rec.wgmma_warp_specialized, kernel == cuda::GroupedGemmKernel::warp_specialized ? 1 : 0);
+    const std::vector<float> got = to_host_f32(ye);
+    for (const float v : got) EXPECT_TRUE(std::isfinite(v));
+    const double err = rel_rms(got, ref);
+    EXPECT_LE(err, kBar);
+    std::printf("  hand-made row counts (%s kernel): relative RMS %.3g against fp64\n",
+                kernel == cuda::GroupedGemmKernel::warp_specialized ? "warp-specialized" : "cp.async", err);
+    return bytes_of(ye);
+  };
+  const std::vector<uint8_t> cp_async = run(cuda::GroupedGemmKernel::cp_async);
+  EXPECT_EQ(run(cuda::GroupedGemmKernel::warp_specialized), cp_async) << "the two kernels differ";
 }
 
 // The tensor-core path recorded into a CUDA graph replays bit-identically to the eager runs.

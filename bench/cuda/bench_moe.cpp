@@ -14,12 +14,16 @@
 // touched_max_tokens, else tensor cores) and the fastest, so the rule's threshold can be read off one run (the
 // touched path with its default register tile: in flight at T = 1, streaming above); a second line times the
 // routed experts' two launches alone per path and tile (kimi::cuda::experts_touched with each TouchedTile,
-// experts_wgmma on a random bf16 zg, experts_grouped; on the row's routing, grouped on the host, no shared
-// expert), separating the expert kernels from the router, grouping, shared expert and launches around them.
+// experts_wgmma on a random bf16 zg with its automatic kernel and with the cp.async kernel forced,
+// experts_grouped; on the row's routing, grouped on the host, no shared expert), separating the expert kernels
+// from the router, grouping, shared expert and launches around them.
 // `kimi_bench_moe decode` prints the decode rows only.
-// Then the routed experts alone (kimi::cuda::experts_wgmma against experts_gemm, the per-expert cuBLAS loop, on
-// the same grouped rows: uniform random top-k routing, bf16 z) at Kimi-Linear's shapes (T = 2048, 8192) and K3's
-// latent shapes with MXFP4 and with bf16 experts (T = 1024, 4096): time, TFLOP/s and the ratio.
+// Then the routed experts alone (kimi::cuda::experts_wgmma with each grouped GEMM kernel, ExpertPathOptions::
+// grouped_gemm: cp.async, grouped_gemm.cuh, and warp-specialized, grouped_gemm_ws.cuh, where it applies (stacked
+// dense bf16 experts), against experts_gemm, the per-expert cuBLAS loop, on the same grouped rows: uniform random
+// top-k routing, bf16 z) at Kimi-Linear's shapes (T = 2048, 8192) and K3's latent shapes with MXFP4 and with bf16
+// experts (T = 1024, 4096): time, TFLOP/s (both launches and the M-tile scan) and the ratios.
+// `kimi_bench_moe experts` prints these rows only.
 // Experts are stacked (one pool per projection, as place_weights builds them), filled on the device by tiling a
 // random block. Decode shapes are timed eagerly and as a replayed CUDA graph (the capture also checks that the
 // path never waits on the host). Prints time, the experts the routing touched, the weight bytes one call must
@@ -200,9 +204,10 @@ struct GroupedRows {
 
 // The routed experts' two launches alone on routing ids (slot order) of a decode row, per path: the grouping of
 // group.cuh done on the host (offsets, token_of_row, the touched experts ascending) and uploaded, a random f32 z,
-// no shared expert (experts_wgmma on a random bf16 zg in grouped order); each timed as a replayed graph. Returns
-// {touched in-flight tile, touched streaming tile, tensor cores, grouped} ms.
-std::array<double, 4> experts_alone(const LayerShape& s, const Layer& L, int64_t t, const std::vector<int32_t>& ids,
+// no shared expert (experts_wgmma on a random bf16 zg in grouped order, with its automatic kernel and with the
+// cp.async kernel forced); each timed as a replayed graph. Returns {touched in-flight tile, touched streaming tile,
+// tensor cores (automatic kernel), tensor cores (cp.async kernel), grouped} ms.
+std::array<double, 5> experts_alone(const LayerShape& s, const Layer& L, int64_t t, const std::vector<int32_t>& ids,
                                     cudaStream_t st, std::mt19937& rng) {
   const int64_t dl = s.latent ? s.latent : s.d, slots = t * s.k;
   const GroupedRows grouped_rows(ids, s.e, s.k);
@@ -219,11 +224,17 @@ std::array<double, 4> experts_alone(const LayerShape& s, const Layer& L, int64_t
                                     static_cast<float*>(ye.p), st);
       },
       st);
-  const double tensor_cores = graph_ms(
-      [&] {
-        kimi::cuda::experts_wgmma(zg.p, dl, L.w.experts, layout, rows, act_p, static_cast<float*>(ye.p), st);
-      },
-      st);
+  // the tensor-core path with one grouped GEMM kernel forced (options.h GroupedGemmKernel)
+  const auto wgmma_ms = [&](kimi::cuda::GroupedGemmKernel kernel) {
+    const kimi::cuda::ScopedExpertPathOptions scope(kimi::cuda::ExpertPathOptions{.grouped_gemm = kernel});
+    return graph_ms(
+        [&] {
+          kimi::cuda::experts_wgmma(zg.p, dl, L.w.experts, layout, rows, act_p, static_cast<float*>(ye.p), st);
+        },
+        st);
+  };
+  const double tensor_cores = wgmma_ms(kimi::cuda::GroupedGemmKernel::automatic);
+  const double cp_async = wgmma_ms(kimi::cuda::GroupedGemmKernel::cp_async);
   rows = grouped_rows.touched_rows();
   const auto touched_ms = [&](kimi::cuda::TouchedTile tile) {
     const kimi::cuda::ScopedExpertPathOptions scope(kimi::cuda::ExpertPathOptions{.touched_tile = tile});
@@ -235,7 +246,7 @@ std::array<double, 4> experts_alone(const LayerShape& s, const Layer& L, int64_t
         st);
   };
   return {touched_ms(kimi::cuda::TouchedTile::in_flight), touched_ms(kimi::cuda::TouchedTile::streaming), tensor_cores,
-          grouped};
+          cp_async, grouped};
 }
 
 // One latent_moe call of layer L on t tokens x [t, d] (random bf16 in [-1, 1)) into out [t, d], the routing ids
@@ -321,11 +332,11 @@ void run_decode(const LayerShape& s, const Layer& L, int64_t t, std::mt19937& rn
               s.name, (long long)t, (long long)s.e, (long long)s.k, touched, bytes / 1e9,
               double(t * s.k) / double(touched), ms[0], rate(ms[0]) / 1e9, pct(ms[0]), ms[1], rate(ms[1]) / 1e9,
               pct(ms[1]), ms[2], rate(ms[2]) / 1e9, pct(ms[2]), rule_name, names[fastest]);
-  const std::array<double, 4> e = experts_alone(s, L, t, h, st, rng);
+  const std::array<double, 5> e = experts_alone(s, L, t, h, st, rng);
   std::printf("       routed experts alone (2 launches, no shared; %% of copy): touched in-flight tile %7.3f ms "
-              "(%3.0f%%) | touched streaming tile %7.3f ms (%3.0f%%) | tensor cores %7.3f ms (%3.0f%%) | grouped "
-              "%7.3f ms (%3.0f%%)\n",
-              e[0], pct(e[0]), e[1], pct(e[1]), e[2], pct(e[2]), e[3], pct(e[3]));
+              "(%3.0f%%) | touched streaming tile %7.3f ms (%3.0f%%) | tensor cores %7.3f ms (%3.0f%%), cp.async "
+              "kernel %7.3f ms (%3.0f%%) | grouped %7.3f ms (%3.0f%%)\n",
+              e[0], pct(e[0]), e[1], pct(e[1]), e[2], pct(e[2]), e[3], pct(e[3]), e[4], pct(e[4]));
 }
 
 void run(const LayerShape& s, const Layer& L, int64_t t, std::mt19937& rng) {
@@ -394,16 +405,29 @@ void run_experts(const LayerShape& s, const Layer& L, int64_t t, std::mt19937& r
   const kimi::cuda::ExpertRows rows = grouped_rows.rows();
   const kimi::cuda::ExpertLayout layout = kimi::cuda::expert_layout(L.w.experts);
   const double flops = 2.0 * double(slots) * 3.0 * double(s.inter) * double(dl);
-  const double tc = kimi::bench::median_ms(
-      [&] { kimi::cuda::experts_wgmma(zg->p, dl, L.w.experts, layout, rows, act, static_cast<float*>(ye.p), st); }, 3,
-      20, st);
+  const auto tflops = [&](double ms) { return flops / (ms * 1e-3) / 1e12; };
+  // experts_wgmma with one grouped GEMM kernel forced (options.h GroupedGemmKernel)
+  const auto wgmma_ms = [&](kimi::cuda::GroupedGemmKernel kernel) {
+    const kimi::cuda::ScopedExpertPathOptions scope(kimi::cuda::ExpertPathOptions{.grouped_gemm = kernel});
+    return kimi::bench::median_ms(
+        [&] { kimi::cuda::experts_wgmma(zg->p, dl, L.w.experts, layout, rows, act, static_cast<float*>(ye.p), st); },
+        3, 20, st);
+  };
+  const double cp = wgmma_ms(kimi::cuda::GroupedGemmKernel::cp_async);
+  const bool ws_applies = kimi::cuda::grouped_gemm_kernel(L.w.experts, layout) ==
+                          kimi::cuda::GroupedGemmKernel::warp_specialized;
+  const double ws = ws_applies ? wgmma_ms(kimi::cuda::GroupedGemmKernel::warp_specialized) : 0.0;
   const double cb = kimi::bench::median_ms(
       [&] { kimi::cuda::experts_gemm(zg->p, DType::bf16, dl, L.w.experts, rows, act, static_cast<float*>(ye.p), ctx); },
       3, 20, st);
-  std::printf("experts    %-11s T=%-5lld E=%lld K=%lld  grouped wgmma %8.3f ms %6.1f TFLOP/s | per-expert cuBLAS "
-              "%8.3f ms %6.1f TFLOP/s | x%.2f\n",
-              s.name, (long long)t, (long long)s.e, (long long)s.k, tc, flops / (tc * 1e-3) / 1e12, cb,
-              flops / (cb * 1e-3) / 1e12, cb / tc);
+  std::printf("experts    %-11s T=%-5lld E=%lld K=%lld  grouped wgmma cp.async %8.3f ms %6.1f TFLOP/s | ", s.name,
+              (long long)t, (long long)s.e, (long long)s.k, cp, tflops(cp));
+  if (ws_applies)
+    std::printf("warp-specialized %8.3f ms %6.1f TFLOP/s (x%.2f) | ", ws, tflops(ws), cp / ws);
+  else
+    std::printf("warp-specialized: n/a (MXFP4 or unstacked experts) | ");
+  std::printf("per-expert cuBLAS %8.3f ms %6.1f TFLOP/s | best wgmma / cuBLAS x%.2f\n", cb, tflops(cb),
+              cb / (ws_applies ? std::min(cp, ws) : cp));
   CK(cudaStreamDestroy(st));
 }
 
@@ -415,6 +439,7 @@ int main(int argc, char** argv) {
     return 0;
   }
   const bool decode_only = argc > 1 && std::string(argv[1]) == "decode";
+  const bool experts_only = argc > 1 && std::string(argv[1]) == "experts";
   const std::vector<int64_t> decode_t = {1, 2, 4, 8, 16, 32, 64, 128};
   std::printf("decode rows: ms per layer (graph replay); GB/s and %% of the copy rate %.2f TB/s on the touched "
               "experts' bytes; default rule: touched at T <= %lld, else tensor cores where they apply\n",
@@ -423,18 +448,22 @@ int main(int argc, char** argv) {
   {
     const LayerShape s{"kimi-linear", 2304, 0, 256, 8, 1024, 1024, false, false, 2.446f};
     const Layer L(s, rng);
-    for (int64_t t : decode_t) run_decode(s, L, t, rng);
+    if (!experts_only)
+      for (int64_t t : decode_t) run_decode(s, L, t, rng);
     if (!decode_only) {
-      for (int64_t t : {2048, 8192}) run(s, L, t, rng);
+      if (!experts_only)
+        for (int64_t t : {2048, 8192}) run(s, L, t, rng);
       for (int64_t t : {2048, 8192}) run_experts(s, L, t, rng);
     }
   }
   {
     const LayerShape s{"k3", 7168, 3584, 896, 16, 3072, 6144, true, true, 1.f};
     const Layer L(s, rng);
-    for (int64_t t : decode_t) run_decode(s, L, t, rng);
+    if (!experts_only)
+      for (int64_t t : decode_t) run_decode(s, L, t, rng);
     if (!decode_only) {
-      for (int64_t t : {1024, 4096}) run(s, L, t, rng);
+      if (!experts_only)
+        for (int64_t t : {1024, 4096}) run(s, L, t, rng);
       for (int64_t t : {1024, 4096}) run_experts(s, L, t, rng);  // MXFP4 on tensor cores against the cuBLAS path
     }
   }

@@ -1,4 +1,4 @@
-// src/cuda/bulk_copy.cuh: the Hopper bulk copy engine (cp.async.bulk, and its tensor-map form for 4-d tiles) and the
+// src/cuda/bulk_copy.cuh: the Hopper bulk copy engine (cp.async.bulk, and its tensor-map form for 2-4-d tiles) and the
 // shared-memory mbarrier that tracks its global -> shared copies, as small device functions (sm_90).
 //
 // Protocol of a global -> shared load tracked by one mbarrier (phase u = its u-th use, from 0):
@@ -70,6 +70,24 @@ __device__ __forceinline__ void tma_load_4d(void* dst, const void* map, int c0, 
       "cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4, %5}], "
       "[%6];" ::"r"(smem_u32(dst)), "l"(map), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(smem_u32(bar))
       : "memory");
+}
+// The 2-d and 3-d forms of tma_load_4d (the same rules): c0 innermost.
+__device__ __forceinline__ void tma_load_2d(void* dst, const void* map, int c0, int c1, uint64_t* bar) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];"
+      ::"r"(smem_u32(dst)), "l"(map), "r"(c0), "r"(c1), "r"(smem_u32(bar))
+      : "memory");
+}
+__device__ __forceinline__ void tma_load_3d(void* dst, const void* map, int c0, int c1, int c2, uint64_t* bar) {
+  asm volatile(
+      "cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4}], "
+      "[%5];" ::"r"(smem_u32(dst)), "l"(map), "r"(c0), "r"(c1), "r"(c2), "r"(smem_u32(bar))
+      : "memory");
+}
+// Fetches a tensor map (generic address of a __grid_constant__ parameter, or global) into the copy engine's
+// descriptor cache ahead of its first use.
+__device__ __forceinline__ void tma_prefetch_map(const void* map) {
+  asm volatile("prefetch.tensormap [%0];" ::"l"(map) : "memory");
 }
 // Generic-proxy writes to shared memory (st.shared, cp.async) made visible to the async proxy (a bulk_s2g source,
 // wgmma operands): every writer thread, after its last such store, before the barrier that orders the reader.

@@ -67,6 +67,18 @@ __device__ __forceinline__ void fence_operands(float (&d)[NT][4]) {
     for (int e = 0; e < 4; ++e) asm volatile("" : "+f"(d[j][e])::"memory");
 }
 
+// Register budget per thread of the calling warpgroup (setmaxnreg, sm_90a; N a multiple of 8 in 24 .. 256): every
+// thread of the warpgroup executes it. Takes effect only under a register cap at entry (__launch_bounds__(threads,
+// 1)) with each warpgroup's role one branch of a single if/else; ptxas warns (C7508) where it ignores it.
+template <int N>
+__device__ __forceinline__ void regs_dec() {
+  asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(N));
+}
+template <int N>
+__device__ __forceinline__ void regs_inc() {
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(N));
+}
+
 // D[64][N] += A[64][16] B[16][N] (bf16, fp32 accumulate); a, b: descriptors; kTransA / kTransB: MN-major
 // operand.
 template <int kTransA, int kTransB>

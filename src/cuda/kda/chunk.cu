@@ -26,7 +26,6 @@
 //    model costs 25-120 us of host time). Measured: 1 x 65536 H8 2.650 ms plain, 1.196 ms with 9 segments
 //    (docs/gpu/2026-11-30-h200-run43.txt).
 #include <cuda.h>
-#include <cudaTypedefs.h>  // PFN_cuTensorMapEncodeTiled
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -48,6 +47,7 @@
 #include "cuda/kda/walk_rs.cuh"
 #include "cuda/runtime.h"
 #include "cuda/scratch.cuh"
+#include "cuda/tensor_map.h"
 #include "kimi/error.h"
 #include "cuda/kda/segment_plan.h"
 
@@ -61,23 +61,6 @@ static_assert(kda_chunk::kDtF32 == int(DType::f32) && kda_chunk::kDtBf16 == int(
 
 void strides3(const TensorView& t, int64_t (&s)[3]) {
   for (int d = 0; d < 3; ++d) s[d] = t.strides[d];
-}
-
-// cuTensorMapEncodeTiled from the driver (through the runtime: no link against libcuda), or null where the driver
-// lacks it.
-PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder() {
-  static const PFN_cuTensorMapEncodeTiled_v12000 fn = [] {
-    void* f = nullptr;
-    cudaDriverEntryPointQueryResult found{};
-    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000, cudaEnableDefault, &found) !=
-            cudaSuccess ||
-        found != cudaDriverEntryPointSuccess) {
-      (void)cudaGetLastError();
-      f = nullptr;
-    }
-    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(f);
-  }();
-  return fn;
 }
 
 // Whether every tensor is bf16 [B][T][H][D] with rows of `bytes`-aligned pieces: its base and the strides of its

@@ -9,8 +9,11 @@
 //            Both FFMA paths take each expert's weight pointers from base + e * stride when the experts are
 //            stacked, else from a table uploaded here per call.
 //   wgmma:   the same pointers; a one-block M-tile scan of the device offsets, then H = bf16(glu(zg W1_e^T,
-//            zg W3_e^T)) (one tensor-core launch, grouped_gemm.cuh, P = 2) and ye = H W2_e^T (one launch, P = 1);
-//            H bf16 [T*K, I] scratch; no host sync.
+//            zg W3_e^T)) (one tensor-core launch, P = 2) and ye = H W2_e^T (one launch, P = 1); H bf16 [T*K, I]
+//            scratch; no host sync. The kernel (grouped_gemm_kernel, options.h GroupedGemmKernel): stacked dense
+//            bf16 experts take grouped_gemm_ws.cuh (warp-specialized, persistent: tensor maps of zg / H and of
+//            each projection's stacked [E, n, k] weights, encoded on the host per call), all others
+//            grouped_gemm.cuh (cp.async; MXFP4 decoded in shared memory).
 //   gemm:    offsets -> host (the one sync), per expert with rows: G = zg_e W1^T, U = zg_e W3^T (f32), one glu
 //            over all rows into H (the operand dtype), per expert ye_e = H_e W2^T (cuda::linear: one cuBLAS GEMM
 //            per projection when the operands are bf16, GEMV for experts with <= 16 rows).
@@ -29,9 +32,12 @@
 #include "cuda/kernel_attrs.cuh"
 #include "cuda/moe/grouped.cuh"
 #include "cuda/moe/grouped_gemm.cuh"
+#include "cuda/moe/grouped_gemm_ws.cuh"
 #include "cuda/moe/moe.h"
 #include "cuda/moe/touched.cuh"
+#include "cuda/runtime.h"
 #include "cuda/scratch.cuh"
+#include "cuda/tensor_map.h"
 
 namespace kimi::cuda {
 
@@ -289,6 +295,68 @@ void launch_wgmma(const moe_gemm::Args& a, const Weight& w, int64_t m_tiles, cud
   launch_wgmma_as<P, false>(a, m_tiles, s);
 }
 
+// Why the warp-specialized kernel (grouped_gemm_ws.cuh) cannot take these experts, or null where it can: dense
+// bf16 experts (wgmma_ok holds: the caller is the tensor-core path), stacked, each projection's expert stride a
+// positive multiple of 16 bytes (a tensor-map stride) unless there is one expert.
+const char* ws_refusal(std::span<const MlpWeights> experts, const ExpertLayout& layout) {
+  if (experts[0].gate.is_mxfp4() || experts[0].down.is_mxfp4()) return "MXFP4 experts";
+  if (!layout.stacked) return "experts not stacked (separately allocated)";
+  if (experts.size() > 1)
+    for (const Proj p : kProjs) {
+      const int64_t stride = addr((experts[1].*p).w.data) - addr((experts[0].*p).w.data);
+      if (stride <= 0 || stride % 16 != 0) return "an expert stride not a positive multiple of 16 bytes";
+    }
+  return nullptr;
+}
+
+// Encodes a bf16 tensor map of rank 2 or 3 (dims innermost first, strides in bytes of dims 1 ..), 128B swizzle,
+// zeros outside the tensor; throws naming `what` where the driver refuses it.
+void encode_bf16_map(CUtensorMap& map, const void* base, int rank, const cuuint64_t* dims, const cuuint64_t* strides,
+                     const cuuint32_t* box, const char* what) {
+  const auto encode = tensor_map_encoder();
+  if (!encode)
+    throw Error("latent_moe: the warp-specialized grouped GEMM needs the driver's cuTensorMapEncodeTiled, which this "
+                "driver lacks (force ExpertPathOptions::grouped_gemm = cp_async)");
+  const cuuint32_t unit[3] = {1, 1, 1};
+  const CUresult r = encode(&map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, cuuint32_t(rank), const_cast<void*>(base), dims,
+                            strides, box, unit, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                            CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (r != CUDA_SUCCESS)
+    throw Error(std::string("latent_moe: cuTensorMapEncodeTiled refused the ") + what + " map (CUresult " +
+                std::to_string(int(r)) + ")");
+}
+
+// One launch of grouped_gemm_ws.cuh for the projection(s) of `a` (a.proj[0], and a.proj[1] at P = 2): A [rows, k]
+// and the weights as tensor maps, a persistent grid of min(SMs, n_tiles * m_tiles) CTAs.
+template <int P>
+void launch_wgmma_ws(const moe_gemm::Args& a, int64_t rows, int64_t e_count, int64_t m_tiles, cudaStream_t s) {
+  moe_gemm::WsArgs w{};
+  w.g = a;
+  w.n_tiles = int((a.n + moe_gemm::kBN<P> - 1) / moe_gemm::kBN<P>);
+  w.k_tiles = int((a.k + moe_gemm::kBK - 1) / moe_gemm::kBK);
+  const cuuint64_t a_dims[2] = {cuuint64_t(a.k), cuuint64_t(std::max<int64_t>(rows, 1))};
+  const cuuint64_t a_strides[1] = {cuuint64_t(a.lda * 2)};
+  const cuuint32_t a_box[2] = {moe_gemm::kBK, moe_gemm::kBM};
+  encode_bf16_map(w.a_map, a.a, 2, a_dims, a_strides, a_box, "grouped rows (A)");
+  for (int p = 0; p < P; ++p) {
+    const ExpertPtr& f = a.proj[p].first;
+    const int64_t row_bytes = f.ldw * 2;
+    const int64_t e_bytes = e_count > 1 ? a.proj[p].w_stride : row_bytes * a.n;  // one expert: never stepped
+    const cuuint64_t dims[3] = {cuuint64_t(a.k), cuuint64_t(a.n), cuuint64_t(e_count)};
+    const cuuint64_t strides[2] = {cuuint64_t(row_bytes), cuuint64_t(e_bytes)};
+    const cuuint32_t box[3] = {moe_gemm::kBK, moe_gemm::kWsBoxRows<P>, 1};
+    encode_bf16_map(w.w_map[p], f.w, 3, dims, strides, box,
+                    p == 0 ? "expert weights (W1 or W2)" : "expert weights (W3)");
+  }
+  constexpr auto kernel = moe_gemm::grouped_gemm_ws_kernel<P>;
+  int dev = 0;
+  KIMI_CUDA_CHECK(cudaGetDevice(&dev));
+  allow_dynamic_smem<kernel>(dev, moe_gemm::kWsSmemBytes);
+  const int64_t grid = std::min<int64_t>(sm_count(dev), int64_t(w.n_tiles) * m_tiles);
+  kernel<<<unsigned(std::max<int64_t>(grid, 1)), moe_gemm::kWsThreads, moe_gemm::kWsSmemBytes, s>>>(w);
+  KIMI_CUDA_CHECK(cudaGetLastError());
+}
+
 }  // namespace
 
 ExpertPath expert_path(int64_t tokens, int64_t slots, DType x_dtype, std::span<const MlpWeights> experts) {
@@ -318,6 +386,16 @@ ExpertPath expert_path(int64_t tokens, int64_t slots, DType x_dtype, std::span<c
   if (tensor_cores) return ExpertPath::wgmma;
   if (slots <= kGroupedMaxRowsPerExpert * e_count) return ExpertPath::grouped;
   return ExpertPath::gemm;
+}
+
+GroupedGemmKernel grouped_gemm_kernel(std::span<const MlpWeights> experts, const ExpertLayout& layout) {
+  const GroupedGemmKernel want = expert_path_options().grouped_gemm;
+  const char* refusal = ws_refusal(experts, layout);
+  if (want == GroupedGemmKernel::warp_specialized && refusal)
+    throw Error(std::string("latent_moe: ExpertPathOptions::grouped_gemm = warp_specialized, but the experts cannot "
+                            "take the warp-specialized kernel: ") + refusal);
+  return !refusal && want != GroupedGemmKernel::cp_async ? GroupedGemmKernel::warp_specialized
+                                                         : GroupedGemmKernel::cp_async;
 }
 
 ExpertLayout expert_layout(std::span<const MlpWeights> experts) {
@@ -423,6 +501,8 @@ void experts_grouped(const float* z, int64_t dl, std::span<const MlpWeights> exp
 void experts_wgmma(const void* zg, int64_t dl, std::span<const MlpWeights> experts, const ExpertLayout& layout,
                    const ExpertRows& rows, const GluParams& act, float* ye, cudaStream_t s) {
   const int64_t e_count = int64_t(experts.size()), inter = experts[0].gate.out_features();
+  const bool ws = grouped_gemm_kernel(experts, layout) == GroupedGemmKernel::warp_specialized;  // throws first
+  if (ExpertPathRecord* rec = expert_path_options().record) ++(ws ? rec->wgmma_warp_specialized : rec->wgmma_cp_async);
   std::optional<Scratch> table;
   ExpertProj proj[3];
   expert_projs(experts, layout, s, table, proj);
@@ -450,7 +530,8 @@ void experts_wgmma(const void* zg, int64_t dl, std::span<const MlpWeights> exper
   gu.situ = act.act == GluAct::situ ? 1 : 0;
   gu.beta = act.situ_beta;
   gu.lbeta = act.situ_linear_beta;
-  launch_wgmma<2>(gu, experts[0].gate, m_tiles, s);
+  if (ws) launch_wgmma_ws<2>(gu, rows.slots, e_count, m_tiles, s);
+  else launch_wgmma<2>(gu, experts[0].gate, m_tiles, s);
 
   moe_gemm::Args dn = gu;
   dn.a = h.get<__nv_bfloat16>();
@@ -461,7 +542,8 @@ void experts_wgmma(const void* zg, int64_t dl, std::span<const MlpWeights> exper
   dn.k = inter;
   dn.y = ye;
   dn.ldy = dl;
-  launch_wgmma<1>(dn, experts[0].down, m_tiles, s);
+  if (ws) launch_wgmma_ws<1>(dn, rows.slots, e_count, m_tiles, s);
+  else launch_wgmma<1>(dn, experts[0].down, m_tiles, s);
 }
 
 void experts_gemm(const void* zg, DType op, int64_t dl, std::span<const MlpWeights> experts, const ExpertRows& rows,

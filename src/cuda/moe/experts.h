@@ -82,8 +82,14 @@ void experts_touched(const float* z, int64_t dl, std::span<const MlpWeights> exp
                      const ExpertRows& rows, const GluParams& act, const MlpWeights* shared, float* ye,
                      cudaStream_t s);
 
-// The same result on tensor cores (grouped_gemm.cuh): zg bf16 [T*K, dl] (grouped order) -> H bf16 [T*K, I] ->
-// ye. For the shapes expert_path sends here; uploads per-call pointer tables when the layout is not stacked.
+// The grouped GEMM kernel experts_wgmma runs on these experts (options.h GroupedGemmKernel, resolved:
+// warp_specialized or cp_async): warp_specialized for stacked dense bf16 experts unless cp_async is forced. Throws
+// kimi::Error where warp_specialized is forced on experts it cannot take (before anything is launched).
+GroupedGemmKernel grouped_gemm_kernel(std::span<const MlpWeights> experts, const ExpertLayout& layout);
+
+// The same result on tensor cores (grouped_gemm.cuh, or grouped_gemm_ws.cuh: grouped_gemm_kernel): zg bf16 [T*K,
+// dl] (grouped order) -> H bf16 [T*K, I] -> ye. For the shapes expert_path sends here; uploads per-call pointer
+// tables when the layout is not stacked.
 void experts_wgmma(const void* zg, int64_t dl, std::span<const MlpWeights> experts, const ExpertLayout& layout,
                    const ExpertRows& rows, const GluParams& act, float* ye, cudaStream_t s);
 

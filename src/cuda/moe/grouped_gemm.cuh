@@ -8,7 +8,8 @@
 // expert_tile.cuh's ExpertProj (stacked base + e * stride, or a device table). bf16 x bf16 products, fp32 accumulation
 // (wgmma m64n256k16), one rounding of H to bf16 (the rounding a bf16 activation implies). MXFP4 weights are decoded
 // into the bf16 weight tile in shared memory (W4A16): code * scale is exact in bf16, so both forms multiply the
-// same values as the CPU's decoder (src/cuda/linear/mxfp4.cuh).
+// same values as the CPU's decoder (src/cuda/linear/mxfp4.cuh). grouped_gemm_ws.cuh is the warp-specialized,
+// persistent form of this kernel for stacked dense bf16 experts (TMA loads; the same tiles and epilogue, store_tile).
 //
 // Tiles. A CTA computes BM = 128 rows of ONE expert against a weight tile of BW = 256 rows: for gate/up, 128
 // output columns of W1 and the same 128 of W3 (so the GLU's two inputs land in the same thread, same fragment
@@ -221,17 +222,53 @@ __device__ __forceinline__ void decode_mxfp4_row(const uint8_t* staging, const u
   }
 }
 
+// The expert of M-tile mt < tile_off[E]: the largest e with tile_off[e] <= mt (binary search; empty experts
+// before it share its value).
+__device__ __forceinline__ int expert_of_mtile(const int32_t* tile_off, int e_count, int mt) {
+  int lo = 0, hi = e_count - 1;
+  while (lo < hi) {
+    const int mid = (lo + hi + 1) / 2;
+    if (tile_off[mid] <= mt) lo = mid;
+    else hi = mid - 1;
+  }
+  return lo;
+}
+
+// The epilogue of one consumer warpgroup: its accumulators acc (rows row0 .. row0 + 63 of the grouped rows, the
+// weight tile's 256 rows at output column n0) straight to y, rows at or past r_end and columns past n skipped.
+// Fragment (j, q) of thread t (t < 128 in the warpgroup): row 16 (t / 32) + t % 32 / 4 + 8 (q / 2), weight row
+// 8 j + 2 (t % 4) + q % 2 of the tile; for gate/up, j < 16 is W1's column n0 + 8 j + .. and j + 16 is W3's same
+// column.
+template <int P>
+__device__ __forceinline__ void store_tile(const float (&acc)[32][4], const Args& a, int32_t row0, int32_t r_end,
+                                           int64_t n0, int t) {
+  const int lane = t % 32, warp = t / 32;
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int32_t row = row0 + warp * 16 + lane / 4 + 8 * h;
+    if (row >= r_end) continue;
+#pragma unroll
+    for (int j = 0; j < (P == 2 ? 16 : 32); ++j) {
+      const int64_t col = n0 + 8 * j + 2 * (lane % 4);
+      if (col >= a.n) continue;  // n even: the pair is whole
+      if constexpr (P == 2) {
+        const float v0 = glu_value(acc[j][2 * h], acc[j + 16][2 * h], a.situ, a.beta, a.lbeta);
+        const float v1 = glu_value(acc[j][2 * h + 1], acc[j + 16][2 * h + 1], a.situ, a.beta, a.lbeta);
+        *reinterpret_cast<__nv_bfloat162*>(static_cast<__nv_bfloat16*>(a.y) + int64_t(row) * a.ldy + col) =
+            __floats2bfloat162_rn(v0, v1);
+      } else {
+        *reinterpret_cast<float2*>(static_cast<float*>(a.y) + int64_t(row) * a.ldy + col) =
+            make_float2(acc[j][2 * h], acc[j][2 * h + 1]);
+      }
+    }
+  }
+}
+
 template <int P, bool kMx>
 __global__ void __launch_bounds__(kThreads, 1) grouped_gemm_kernel(const __grid_constant__ Args a) {
   const int mt = int(blockIdx.y);
   if (mt >= a.tile_off[a.e_count]) return;
-  int lo = 0, hi = a.e_count - 1;  // the largest e with tile_off[e] <= mt (empty experts before it share its value)
-  while (lo < hi) {
-    const int mid = (lo + hi + 1) / 2;
-    if (a.tile_off[mid] <= mt) lo = mid;
-    else hi = mid - 1;
-  }
-  const int e = lo;
+  const int e = expert_of_mtile(a.tile_off, a.e_count, mt);
   const int32_t r0 = a.offsets[e] + (mt - a.tile_off[e]) * kBM, r_end = a.offsets[e + 1];
   const int64_t n0 = int64_t(blockIdx.x) * kBN<P>;
   const ExpertPtr w0 = expert_ptr(a.proj[0], e), w1 = P == 2 ? expert_ptr(a.proj[1], e) : w0;
@@ -345,28 +382,7 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_gemm_kernel(const __grid_
   wgmma::fence_operands(acc);
   cp_async_wait<0>();  // only empty groups can be pending; nothing may be in flight at exit
 
-  // Fragment (j, q): row 16 warp + lane / 4 + 8 (q / 2), weight row 8 j + 2 (lane % 4) + q % 2 of the tile; for
-  // gate/up, j < 16 is W1's column n0 + 8 j + .. and j + 16 is W3's same column.
-  const int lane = tid % 32, warp = (tid % 128) / 32;
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    const int32_t row = r0 + wg * 64 + warp * 16 + lane / 4 + 8 * h;
-    if (row >= r_end) continue;
-#pragma unroll
-    for (int j = 0; j < (P == 2 ? 16 : 32); ++j) {
-      const int64_t col = n0 + 8 * j + 2 * (lane % 4);
-      if (col >= a.n) continue;  // n even: the pair is whole
-      if constexpr (P == 2) {
-        const float v0 = glu_value(acc[j][2 * h], acc[j + 16][2 * h], a.situ, a.beta, a.lbeta);
-        const float v1 = glu_value(acc[j][2 * h + 1], acc[j + 16][2 * h + 1], a.situ, a.beta, a.lbeta);
-        *reinterpret_cast<__nv_bfloat162*>(static_cast<__nv_bfloat16*>(a.y) + int64_t(row) * a.ldy + col) =
-            __floats2bfloat162_rn(v0, v1);
-      } else {
-        *reinterpret_cast<float2*>(static_cast<float*>(a.y) + int64_t(row) * a.ldy + col) =
-            make_float2(acc[j][2 * h], acc[j][2 * h + 1]);
-      }
-    }
-  }
+  store_tile<P>(acc, a, r0 + wg * 64, r_end, n0, tid % 128);
 }
 
 }  // namespace kimi::cuda::moe_gemm

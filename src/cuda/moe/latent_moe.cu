@@ -96,6 +96,7 @@ void latent_moe(TensorView x, const LatentMoeWeights& w, const RouterParams& rou
   const ExpertPath path = expert_path(t_count, slots, x.dtype, w.experts);  // no counts needed
   const bool touched = path == ExpertPath::touched;
   refuse_capture_of(s, path, layout.stacked, slots, e_count);
+  if (path == ExpertPath::wgmma) (void)grouped_gemm_kernel(w.experts, layout);  // a forced kernel it cannot take
   if (ExpertPathRecord* rec = expert_path_options().record) {
     int64_t& n = path == ExpertPath::touched ? rec->touched
                  : path == ExpertPath::grouped ? rec->grouped

@@ -33,10 +33,24 @@ enum class DecodeExpertPath { automatic, touched, tensor_cores, grouped };
 // The two tiles split K differently, so their sums may differ in the last bits; each is deterministic.
 enum class TouchedTile { automatic, in_flight, streaming };
 
-// latent_moe calls counted per expert path (and, on the touched path, per tile) since the record was reset.
+// The kernel of the tensor-core path (experts_wgmma) for its two launches:
+//   warp_specialized: grouped_gemm_ws.cuh: one TMA producer warp and two wgmma consumer warpgroups over mbarriers,
+//                     a persistent grid of one CTA per SM walking the tiles; only for STACKED dense bf16 experts
+//                     (every projection at base + e * stride with the stride a positive multiple of 16 bytes, or one
+//                     expert): its weight tensor maps span all experts;
+//   cp_async:         grouped_gemm.cuh: every thread loads by cp.async, one CTA per tile; any layout, dense bf16
+//                     or MXFP4 experts;
+//   automatic:        warp_specialized where it applies, else cp_async.
+// A forced warp_specialized where it does not apply throws kimi::Error naming the reason (no fallback). Both
+// kernels run the same wgmma sequence per output element: the same results.
+enum class GroupedGemmKernel { automatic, warp_specialized, cp_async };
+
+// latent_moe calls counted per expert path (and, on the touched path, per tile; on the tensor-core path, per
+// kernel: experts_wgmma counts its calls) since the record was reset.
 struct ExpertPathRecord {
   int64_t touched = 0, grouped = 0, wgmma = 0, gemm = 0;
   int64_t touched_in_flight = 0, touched_streaming = 0;
+  int64_t wgmma_warp_specialized = 0, wgmma_cp_async = 0;
 };
 
 struct ExpertPathOptions {
@@ -47,6 +61,7 @@ struct ExpertPathOptions {
   // from T = 16 (Kimi-Linear) / 32 (K3) (docs/ops/moe.md "The decode rule").
   int64_t touched_max_tokens = 8;
   TouchedTile touched_tile = TouchedTile::automatic;
+  GroupedGemmKernel grouped_gemm = GroupedGemmKernel::automatic;
   ExpertPathRecord* record = nullptr;  // where latent_moe counts the path it ran, or null
 };
 
