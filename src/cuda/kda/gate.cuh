@@ -47,20 +47,25 @@ __global__ void __launch_bounds__(kRowMaxLanes) kda_gate_vec_kernel(const void* 
   const float a = expf(A_log[h * a_stride]);
   const int64_t fb = row_offset(f_off, rs.row), gb = row_offset(g_off, rs.row);
   const int nch = K / kVec;
-  float v[kRowChunks][kVec];
+  // All raw loads (f and its dt_bias chunks) before the first unpack: 2 x kRowChunks accesses in flight per thread.
+  Raw8 raw_f[kRowChunks], raw_b[kRowChunks];
 #pragma unroll
   for (int i = 0; i < kRowChunks; ++i) {
     const int q = rs.lane + i * lanes;
-    if (q < nch) load8(f, fb + int64_t(q) * kVec, tf, v[i]);
+    if (q < nch) {
+      load_raw8(f, fb + int64_t(q) * kVec, tf, raw_f[i]);
+      load_raw8(dt_bias, int64_t(h) * K + int64_t(q) * kVec, el_f32, raw_b[i]);
+    }
   }
 #pragma unroll
   for (int i = 0; i < kRowChunks; ++i) {
     const int q = rs.lane + i * lanes;
     if (q < nch) {
-      float bias[kVec], out[kVec];
-      load8(dt_bias, int64_t(h) * K + int64_t(q) * kVec, el_f32, bias);
+      float v[kVec], bias[kVec], out[kVec];
+      unpack8(raw_f[i], tf, v);
+      unpack8(raw_b[i], el_f32, bias);
 #pragma unroll
-      for (int k = 0; k < kVec; ++k) out[k] = kda_gate_value(v[i][k] + bias[k], a, form, lb);
+      for (int k = 0; k < kVec; ++k) out[k] = kda_gate_value(v[k] + bias[k], a, form, lb);
       store8(g, gb + int64_t(q) * kVec, tg, out);
     }
   }
@@ -72,12 +77,18 @@ __global__ void __launch_bounds__(kRowMaxLanes) kda_beta_vec_kernel(const void* 
   if (!rs.active) return;
   const int64_t bb = row_offset(b_off, rs.row), ob = row_offset(beta_off, rs.row);
   const int nch = H / kVec;
+  Raw8 raw[kRowChunks];
+#pragma unroll
+  for (int i = 0; i < kRowChunks; ++i) {
+    const int q = rs.lane + i * lanes;
+    if (q < nch) load_raw8(b, bb + int64_t(q) * kVec, tb, raw[i]);
+  }
 #pragma unroll
   for (int i = 0; i < kRowChunks; ++i) {
     const int q = rs.lane + i * lanes;
     if (q < nch) {
       float v[kVec];
-      load8(b, bb + int64_t(q) * kVec, tb, v);
+      unpack8(raw[i], tb, v);
 #pragma unroll
       for (int k = 0; k < kVec; ++k) v[k] = 1.f / (1.f + expf(-v[k]));
       store8(beta, ob + int64_t(q) * kVec, tbeta, v);
