@@ -38,8 +38,12 @@ __global__ void kda_gate_kernel(const void* f, int tf, RowMap f_off, const float
   }
 }
 
+// kForm (a KdaGateCode) is a template parameter: a run-time form made every element its own branch, so the
+// accurate expf / log1pf chains of a chunk's 8 elements could not interleave (the kernel is nearly as much
+// arithmetic as memory at prefill sizes: ~40 instructions per element).
+template <int kForm>
 __global__ void __launch_bounds__(kRowMaxLanes) kda_gate_vec_kernel(const void* f, int tf, RowMap f_off, const float* A_log, int64_t a_stride,
-                                    const float* dt_bias, int form, float lb, void* g, int tg, RowMap g_off,
+                                    const float* dt_bias, float lb, void* g, int tg, RowMap g_off,
                                     int64_t rows, int H, int K, int lanes) {
   const RowSlot rs = row_slot(lanes, rows);
   if (!rs.active) return;
@@ -65,7 +69,7 @@ __global__ void __launch_bounds__(kRowMaxLanes) kda_gate_vec_kernel(const void* 
       unpack8(raw_f[i], tf, v);
       unpack8(raw_b[i], el_f32, bias);
 #pragma unroll
-      for (int k = 0; k < kVec; ++k) out[k] = kda_gate_value(v[k] + bias[k], a, form, lb);
+      for (int k = 0; k < kVec; ++k) out[k] = kda_gate_value(v[k] + bias[k], a, kForm, lb);
       store8(g, gb + int64_t(q) * kVec, tg, out);
     }
   }
