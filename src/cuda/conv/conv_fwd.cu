@@ -33,6 +33,7 @@
 // (src/cuda/elementwise.cuh). Device table (one upload of 2N+1 values, nothing per token): [N+1] flat start
 // of each sequence (starts[N] = all tokens), then [N] cache rows.
 #include <algorithm>
+#include <atomic>
 #include <string>
 #include <vector>
 
@@ -292,12 +293,21 @@ __global__ void conv_cache_kernel(FwdParams p, int64_t cblocks) {
 
 // Launch 1 over `cblocks` channel blocks x tile columns: one wave of resident blocks (the runtime's occupancy
 // calculator), each column walking its tiles.
+// The resident blocks per SM of 128-thread blocks are asked once per instance (sm_90a only: the same on every
+// device this binary runs on); smaller blocks (C < 1024) ask each call.
 template <int W, int kIo>
 void launch_io(const FwdParams& p, int threads, int64_t cvecs, int64_t cblocks, int sms, cudaStream_t s) {
-  int per_sm = 0;
-  KIMI_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, conv_fwd_kernel<W, kIo>, threads, 0));
-  const int64_t wave = (int64_t(std::max(per_sm, 1)) * sms + cblocks - 1) / cblocks;
-  const int64_t cols = std::min<int64_t>(p.tiles, std::max<int64_t>(wave, 1));
+  static std::atomic<int> full_blocks{0};
+  int per_sm = threads == kConvThreads ? full_blocks.load(std::memory_order_relaxed) : 0;
+  if (per_sm == 0) {
+    KIMI_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, conv_fwd_kernel<W, kIo>, threads, 0));
+    per_sm = std::max(per_sm, 1);
+    if (threads == kConvThreads) full_blocks.store(per_sm, std::memory_order_relaxed);
+  }
+  // Columns: at most one wave, as few as give every column the same number of tiles (+-1 -> none short of work).
+  const int64_t wave = std::max<int64_t>(int64_t(per_sm) * sms / cblocks, 1);
+  const int64_t per_col = (p.tiles + wave - 1) / wave;
+  const int64_t cols = (p.tiles + per_col - 1) / per_col;
   if (cols * cblocks > int64_t(0x7fffffff)) throw Error("cuda short_conv_fwd: grid too large");
   conv_fwd_kernel<W, kIo><<<unsigned(cols * cblocks), threads, 0, s>>>(p, cvecs, cblocks);
 }
