@@ -51,23 +51,21 @@ __global__ void __launch_bounds__(kRowMaxLanes) kda_gate_vec_kernel(const void* 
   const float a = expf(A_log[h * a_stride]);
   const int64_t fb = row_offset(f_off, rs.row), gb = row_offset(g_off, rs.row);
   const int nch = K / kVec;
-  // All raw loads (f and its dt_bias chunks) before the first unpack: 2 x kRowChunks accesses in flight per thread.
-  Raw8 raw_f[kRowChunks], raw_b[kRowChunks];
+  // All raw loads of f before the first unpack (kRowChunks accesses in flight per thread); dt_bias [H, K] (L1 / L2
+  // hits) chunk by chunk with the outputs, which keeps the registers (and occupancy) of the load pass.
+  Raw8 raw_f[kRowChunks];
 #pragma unroll
   for (int i = 0; i < kRowChunks; ++i) {
     const int q = rs.lane + i * lanes;
-    if (q < nch) {
-      load_raw8(f, fb + int64_t(q) * kVec, tf, raw_f[i]);
-      load_raw8(dt_bias, int64_t(h) * K + int64_t(q) * kVec, el_f32, raw_b[i]);
-    }
+    if (q < nch) load_raw8(f, fb + int64_t(q) * kVec, tf, raw_f[i]);
   }
 #pragma unroll
   for (int i = 0; i < kRowChunks; ++i) {
     const int q = rs.lane + i * lanes;
     if (q < nch) {
       float v[kVec], bias[kVec], out[kVec];
+      load8(dt_bias, int64_t(h) * K + int64_t(q) * kVec, el_f32, bias);
       unpack8(raw_f[i], tf, v);
-      unpack8(raw_b[i], el_f32, bias);
 #pragma unroll
       for (int k = 0; k < kVec; ++k) out[k] = kda_gate_value(v[k] + bias[k], a, kForm, lb);
       store8(g, gb + int64_t(q) * kVec, tg, out);
