@@ -166,7 +166,8 @@ __device__ __forceinline__ void tap_input(const FwdParams& p, int64_t n, int64_t
 // One thread: channels c0 .. c0+7 of the tiles blockIdx.x / cblocks + i * cols. W is the kernel width (compile
 // time, so the window and taps stay in registers).
 template <int W, int kIo>
-__global__ void __launch_bounds__(kConvThreads, W <= 4 ? 4 : 1) conv_fwd_kernel(FwdParams p, int64_t cvecs, int64_t cblocks) {
+__global__ void __launch_bounds__(kConvThreads, W <= 4 ? 4 : 1)
+    conv_fwd_kernel(FwdParams p, int64_t cvecs, int64_t cblocks) {
   constexpr int H = W - 1;
   constexpr int kTile = conv_tile(W, kIo);
   constexpr int R = kTile + H;  // window rows

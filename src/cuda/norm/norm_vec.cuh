@@ -11,9 +11,10 @@
 // Loads in flight: each thread issues all of its chunks' 16-byte loads (raw, cuda/elementwise_vec.cuh Raw8) before
 // it unpacks any, so a thread has kRowChunks (x2 with two inputs) accesses outstanding, not one; the weights of the
 // output pass (a [D] vector, L1 / L2 hits) are loaded chunk by chunk, which keeps the registers (and occupancy) of
-// the load pass. Bytes in flight per SM at 8192 rows: D = 4096 and D = 128 (4 lanes x 4 chunks) -> ~60 registers,
-// 1024 threads x 64 bytes = 64 KB; gated (o and z, ~100 registers) 512 threads x 128 bytes = 64 KB: all above the
-// ~26 KB per SM that 4.3 TB/s x ~0.8 us of latency asks for (Little's law, 132 SMs).
+// the load pass. Bytes in flight per SM at 8192 rows (ptxas registers): rms_norm (64) and l2_norm (58), D = 4096 or
+// D = 128 (4 lanes x 4 chunks): 1024 threads x 64 bytes = 64 KB; add_rms_norm (90, x and r, 128-thread blocks):
+// 640 x 128 bytes = 80 KB; gated_rms_norm (94, o and z, 256-thread blocks at D = 128): 512 x 128 bytes = 64 KB. All
+// above the ~26 KB per SM that 4.3 TB/s x ~0.8 us of latency asks for (Little's law, 132 SMs).
 // NOTE: add_rms_norm's sum may alias x or r (exactly): each thread reads its chunks of x and r before it writes
 //   the same chunks of sum, and keeps the rounded sum in registers for the second pass.
 #pragma once
