@@ -1,12 +1,15 @@
 // The KDA block's streaming kernels on CUDA (short_conv_fwd, the norms, kda_gate / kda_beta, the runtime's add_into)
 // against the CPU backend at the models' widths, on a CUDA device (registered in a CUDA build only,
 // tests/cuda_tests.h; skipped there without a device, run on the GPU machine):
-//   - short_conv_fwd, C = 4096 (32 heads x 128), W = 4, SiLU, f32 and bf16: T = 1 and 7 (one sequence, and a
-//     [3, 7, C] batch), 8192 tokens packed as sequences of odd lengths including lengths below W - 1 and zero, with
+//   - short_conv_fwd, C = 4096 (32 heads x 128), W = 4, SiLU, f32, bf16 and f16: T = 1 and 7 (one sequence, and a
+//     [3, 7, C] batch), [3, 1499] and [2, 2051] batches (4-token tiles crossing batch rows), C = 300 / 1000 / 2056
+//     (a per-element path, partial channel blocks; bf16 taps at 2056),
+//     8192 tokens packed as sequences of odd lengths including lengths below W - 1 and zero, with
 //     cache_in / cache_out pools addressed by shuffled slots and written in place; x and y as slices of wider rows
 //     (a q / k / v slice of a fused projection: the 16-byte path) and with odd row strides (the per-element path).
 //     y within tol_for(dtype) (relative RMS) of the CPU, the cache pools bit for bit (they hold copied inputs), and
-//     GPU prefill(T) == GPU prefill(T - n) + n short_conv_update steps bit for bit (the same fp32 arithmetic).
+//     GPU prefill(T) == GPU prefill(T - n) + n short_conv_update steps bit for bit (the same fp32 arithmetic), T up
+//     to 4099 (the 4-token tiles and the per-token path at the sequence start).
 //   - rms_norm / add_rms_norm (sum over x) at D = 2304 and 4096, gated_rms_norm (with and without z) and l2_norm at
 //     [T, 32, 128], kda_gate (both forms) and kda_beta at [T, 32, 128] / [T, 32], for T = 8192 and decode-sized
 //     T = 1, 7, 32, 128; aligned views (the vectorized row launch) and, up to T = 128, padded rows (strided vector
@@ -102,6 +105,7 @@ struct ConvCase {
   int64_t T;
   int64_t x_pad, y_pad;       // extra elements per row (x, y slices of wider rows)
   bool caches;                // cache_in = cache_out (in place) in a pool addressed by shuffled slots
+  DType wdt = DType::f32;     // the taps' dtype
 };
 
 void run_conv_case(const ConvCase& k) {
@@ -109,7 +113,7 @@ void run_conv_case(const ConvCase& k) {
   const int64_t W = 4, H = W - 1, C = k.C;
   const int64_t T = k.lens.empty() ? k.T : std::accumulate(k.lens.begin(), k.lens.end(), int64_t(0));
   const int64_t N = k.lens.empty() ? k.B : int64_t(k.lens.size());
-  const Pair xw(uniform(k.dt, {k.B, T, C + k.x_pad}, 11)), w(uniform(DType::f32, {C, 1, W}, 12, -0.6, 0.6));
+  const Pair xw(uniform(k.dt, {k.B, T, C + k.x_pad}, 11)), w(uniform(k.wdt, {C, 1, W}, 12, -0.6, 0.6));
   Pair yw(uniform(k.dt, {k.B, T, C + k.y_pad}, 13));
   const int64_t Nc = N + 3;
   Pair pool(uniform(k.dt, {Nc, C, H}, 14));
@@ -136,7 +140,7 @@ TEST_F(CudaElementwise, ShortConvFwdMatchesCpu) {
   // 8192 tokens: lengths below W - 1, zero, odd lengths crossing the kernel's token tiles.
   const std::vector<int64_t> lens{1, 2, 0, 3, 977, 5, 2049, 1, 0, 4093, 7, 1054};
   ASSERT_EQ(std::accumulate(lens.begin(), lens.end(), int64_t(0)), 8192);
-  for (DType dt : {DType::f32, DType::bf16}) {
+  for (DType dt : {DType::f32, DType::bf16, DType::f16}) {
     const std::vector<ConvCase> cases{
         {"T=1", dt, 1, 4096, {}, 1, 0, 0, true},
         {"T=7", dt, 1, 4096, {}, 7, 0, 0, true},
@@ -147,6 +151,12 @@ TEST_F(CudaElementwise, ShortConvFwdMatchesCpu) {
         {"packed 8192, odd row strides", dt, 1, 4096, lens, 0, 3, 5, true},
         {"packed, C = 300 (not a multiple of 8)", dt, 1, 300, {3, 0, 1, 250, 2}, 0, 0, 0, true},
         {"decode-sized: 32 one-token sequences", dt, 1, 4096, std::vector<int64_t>(32, 1), 0, 0, 0, true},
+        // Tiles of 4 tokens (>= ~1056 tokens at C = 4096): batch rows whose tiles cross row starts, a partial
+        // channel block (C = 1000: 125 vectors) and one of a single vector (C = 2056), 16-bit taps.
+        {"[3, 1499] batch", dt, 3, 4096, {}, 1499, 0, 0, true},
+        {"[2, 2051] batch, no cache, odd row strides", dt, 2, 4096, {}, 2051, 3, 5, false},
+        {"packed, C = 1000", dt, 1, 1000, {5, 3001, 2, 0, 4990, 1}, 0, 0, 0, true},
+        {"packed, C = 2056, bf16 taps", dt, 1, 2056, {2, 6001, 3}, 0, 0, 0, true, DType::bf16},
     };
     for (const ConvCase& k : cases) run_conv_case(k);
   }
@@ -157,7 +167,7 @@ TEST_F(CudaElementwise, ShortConvFwdMatchesCpu) {
 TEST_F(CudaElementwise, ShortConvPrefillThenDecodeMatchesFullPrefill) {
   const int64_t C = 4096, W = 4, H = W - 1;
   for (DType dt : {DType::f32, DType::bf16}) {
-    for (int64_t T : {1, 2, 3, 7, 40}) {
+    for (int64_t T : {1, 2, 3, 7, 40, 1500, 4099}) {  // from ~1056 tokens: tiles of 4 tokens
       for (int64_t n : {1, 3}) {
         if (n > T) continue;
         SCOPED_TRACE(std::string(dtype_name(dt)) + " T=" + std::to_string(T) + " n=" + std::to_string(n));

@@ -4,7 +4,7 @@
 // Shapes: Kimi-Linear's, prefill [8192, d] and decode-sized [32, d], d = 4096 = 32 heads x 128 (and d = 2304, the
 // hidden size, for rms_norm / add_rms_norm / add_into). Activations bf16 (x, y, o, z, f, b), weights f32, KDA's g and
 // beta f32, add_into f32 (the runtime's residual stream); short_conv_fwd: one sequence, W = 4, SiLU, bf16 cache
-// read and written in place.
+// read and written in place, and 10 sequences x 819 tokens packed (cu_seqlens, a cache row each).
 // Time: mean per call of 20 calls queued back to back (bench_util.h streamed_ms), median of 20 such runs after 10
 // warm-ups. Bytes: every input read once and every output written once (the minimum the op must move); GB/s and
 // the fraction of the H200's 4.25 TB/s copy rate (read + written) follow.
@@ -56,6 +56,24 @@ void conv(int64_t T, int64_t C, std::mt19937& rng) {
   const double bytes = double(n) * 4 + double(C * W) * 4 + double(C * (W - 1)) * 4;
   report("short_conv_fwd", dims(T, C), bytes,
          [&] { kimi::short_conv_fwd(xv, wv, cv, cv, {}, {}, kimi::ConvActivation::silu, yv); });
+}
+
+// Packed varlen: N sequences of L tokens with cu_seqlens (host offsets) and one cache row each (slots 0 .. N-1).
+void conv_varlen(int64_t N, int64_t L, int64_t C, std::mt19937& rng) {
+  constexpr int64_t W = 4;
+  const int64_t T = N * L;
+  const size_t n = size_t(T * C);
+  DevBuf x(n * 2, random_bf16(n, rng, -2, 2)), y(n * 2, {});
+  DevBuf w(size_t(C * W) * 4, random_f32(size_t(C * W), rng, -0.6f, 0.6f));
+  DevBuf cache(size_t(N * C * (W - 1)) * 2, random_bf16(size_t(N * C * (W - 1)), rng, -2, 2));
+  std::vector<int64_t> cu(size_t(N + 1));
+  for (int64_t i = 0; i <= N; ++i) cu[size_t(i)] = i * L;
+  const TensorView xv(x.p, DType::bf16, {1, T, C}, kDev), yv(y.p, DType::bf16, {1, T, C}, kDev);
+  const TensorView wv(w.p, DType::f32, {C, 1, W}, kDev), cv(cache.p, DType::bf16, {N, C, W - 1}, kDev);
+  const TensorView cuv(cu.data(), DType::i64, {N + 1}, kimi::Device::cpu());
+  const double bytes = double(n) * 4 + double(C * W) * 4 + double(N * C * (W - 1)) * 4;
+  report("short_conv_fwd", std::to_string(N) + " x " + std::to_string(L) + " packed, " + std::to_string(C), bytes,
+         [&] { kimi::short_conv_fwd(xv, wv, cv, cv, cuv, {}, kimi::ConvActivation::silu, yv); });
 }
 
 void gated(int64_t T, int64_t H, int64_t K, std::mt19937& rng) {
@@ -111,6 +129,7 @@ int main(int argc, char** argv) {
   std::printf("%-16s %-22s %12s %13s %13s %17s\n", "op", "shape", "time", "bytes", "rate", "fraction");
   for (int64_t T : {8192, 32}) {
     if (want("short_conv_fwd")) conv(T, 4096, rng);
+    if (want("short_conv_fwd") && T == 8192) conv_varlen(10, 819, 4096, rng);
     if (want("gated_rms_norm")) gated(T, 32, 128, rng);
     for (int64_t d : {4096, 2304})
       if (want("rms_norm")) rms(T, d, rng);

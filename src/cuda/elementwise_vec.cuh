@@ -42,16 +42,38 @@ __device__ __forceinline__ void unpack_f16x8(uint4 u, float (&v)[kVec]) {
   }
 }
 
-__device__ __forceinline__ void load8(const void* p, int64_t i, int t, float (&v)[kVec]) {
+// 8 elements as stored (lo: the 16 bytes of bf16 / f16, or f32 elements 0..3; hi: f32 elements 4..7). Kernels that
+// want several loads in flight load raw first and unpack after the last load: an unpack right after its load makes
+// the thread wait for that load before it issues the next one (one 16-byte access in flight per thread).
+struct Raw8 {
+  uint4 lo, hi;
+};
+
+__device__ __forceinline__ void load_raw8(const void* p, int64_t i, int t, Raw8& r) {
   if (t == el_f32) {
-    const float4* q = reinterpret_cast<const float4*>(static_cast<const float*>(p) + i);
-    const float4 a = q[0], b = q[1];
-    v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w, v[4] = b.x, v[5] = b.y, v[6] = b.z, v[7] = b.w;
+    const uint4* q = reinterpret_cast<const uint4*>(static_cast<const float*>(p) + i);
+    r.lo = q[0], r.hi = q[1];
     return;
   }
-  const uint4 u = *reinterpret_cast<const uint4*>(static_cast<const uint16_t*>(p) + i);
-  if (t == el_bf16) unpack_bf16x8(u, v);
-  else unpack_f16x8(u, v);
+  r.lo = *reinterpret_cast<const uint4*>(static_cast<const uint16_t*>(p) + i);
+  r.hi = make_uint4(0, 0, 0, 0);
+}
+
+__device__ __forceinline__ void unpack8(const Raw8& r, int t, float (&v)[kVec]) {
+  if (t == el_f32) {
+    const uint32_t w[8] = {r.lo.x, r.lo.y, r.lo.z, r.lo.w, r.hi.x, r.hi.y, r.hi.z, r.hi.w};
+#pragma unroll
+    for (int k = 0; k < kVec; ++k) v[k] = __uint_as_float(w[k]);
+    return;
+  }
+  if (t == el_bf16) unpack_bf16x8(r.lo, v);
+  else unpack_f16x8(r.lo, v);
+}
+
+__device__ __forceinline__ void load8(const void* p, int64_t i, int t, float (&v)[kVec]) {
+  Raw8 r;
+  load_raw8(p, i, t, r);
+  unpack8(r, t, v);
 }
 
 __device__ __forceinline__ uint32_t pack2(float a, float b, int t) {

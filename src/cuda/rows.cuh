@@ -26,9 +26,15 @@ inline constexpr int kRowWarps = 8;  // rows per CTA: one warp per row
 struct RowMap {
   int nd = 0;
   int64_t size[kMaxDims - 1] = {}, stride[kMaxDims - 1] = {};
+  // NOTE: unrolled over the largest rank with guards: a run-time index into size / stride would copy the whole
+  //   map from the kernel's parameters to local memory in every thread (a stack frame and ~100 bytes of stores).
   __host__ __device__ __forceinline__ int64_t operator[](int64_t r) const {
     int64_t o = 0;
-    for (int d = nd - 1; d >= 0; --d) {
+#ifdef __CUDA_ARCH__
+#pragma unroll
+#endif
+    for (int d = kMaxDims - 2; d >= 0; --d) {
+      if (d >= nd) continue;
       o += (r % size[d]) * stride[d];
       r /= size[d];
     }

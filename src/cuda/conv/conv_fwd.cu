@@ -7,14 +7,24 @@
 //      every value read before any is written, so cache_out may be cache_in (zero-length sequences pass
 //      cache_in through, zeros without one). Launch 2 runs after launch 1 has read cache_in.
 //
-// Launch 1's shape: a thread owns 8 consecutive channels (one 16-byte vector of bf16 / f16, two of f32) and a
-// tile of `tile` consecutive flat tokens; it keeps the W-1 previous inputs of its 8 channels in registers (the
-// halo: read from x, or from the cache before a sequence's start) and slides them along the tile, so x is read
-// once plus W-1 halo rows per tile (neighbouring tiles' rows: L2 hits) and y written once, in 16-byte accesses.
-// A tile may cross sequence boundaries (packed varlen): the thread finds the sequence of its first token by a
-// binary search of the sequence starts and restarts the halo at each boundary it crosses. Blocks: channel
-// vectors fastest (a warp reads 32 x 16 contiguous bytes of one token row), tiles over the flat tokens. `tile`
-// shrinks for few tokens (decode-sized calls) so that the grid still fills the GPU.
+// Launch 1's shape: a thread owns 8 consecutive channels (one 16-byte vector of bf16 / f16, two of f32) and walks
+// tiles of conv_tile(W, io) consecutive flat tokens (4 for 16-bit rows and W <= 4) grid-stride (tile i, i + cols,
+// ...; one wave of resident blocks), so its taps are loaded once per thread: staged through shared memory tap-major
+// by coalesced loads of the block's taps (per-thread loads of 8 x W taps would touch 32 lines per warp each). For
+// each tile it first issues the loads of the whole window, the H = W-1 rows before the tile and its own rows
+// (W = 4: 7 x 16 bytes in flight per thread), then unpacks, computes and stores the tile's outputs. A thread never
+// waits on a load before it has issued the rest of its tile, and no address of the window depends on a load (the
+// sequence of the tile is looked up while the rows are in flight).
+// Bytes in flight per SM (H200, W = 4, bf16): __launch_bounds__(128, 4) caps the kernel at 128 registers (ptxas:
+// 127, no spills), 4 blocks x 128 threads x 112 bytes = 57 KB, twice the ~26 KB that 4.3 TB/s x ~0.8 us asks per SM
+// (Little's law over 132 SMs). The H rows before a tile are the previous tile's last rows, read by a neighbouring
+// block at about the same time: L2 hits, so HBM sees x once and y once; the L2 sees (tile + H) / tile reads per row.
+// Fast path: the window [r0 - H, r0 + tile) lies in one sequence, so every tap is a row of x. Otherwise (a tile
+// within H tokens of a sequence start, or crossing a sequence end; packed varlen) the tile takes the per-token path,
+// which reads each tap from x, the cache row or zero by the sequence of each output token. Both paths accumulate
+// in fp32 in tap order j = 0 .. W-1 with the same expression (conv_out), so their results are identical.
+// Blocks: channel vectors fastest (a warp reads 32 x 16 contiguous bytes of one token row), tile columns over the
+// flat tokens. Few tokens (decode-sized calls): the tile shrinks (p.tile < conv_tile) until the grid fills the GPU.
 // Unaligned views (C, a row stride or a base address not a multiple of 8 elements / 16 bytes) take the same
 // kernel with per-element loads and a channel guard.
 //
@@ -23,6 +33,7 @@
 // (src/cuda/elementwise.cuh). Device table (one upload of 2N+1 values, nothing per token): [N+1] flat start
 // of each sequence (starts[N] = all tokens), then [N] cache rows.
 #include <algorithm>
+#include <atomic>
 #include <string>
 #include <vector>
 
@@ -44,9 +55,10 @@ struct FwdParams {
   const void* cin; int tci; int64_t ci_n, ci_c, ci_j;
   void* cout; int tco; int64_t co_n, co_c, co_j;
   const int64_t* seq;  // device: [N+1] flat starts, then [N] cache rows
-  int64_t N, tokens, T, C;
-  int64_t tile;        // flat tokens per thread
-  int W, silu, vec;    // vec: 16-byte accesses allowed (C, strides and bases multiples of 8 elements)
+  int64_t N, tokens, B, T, C;
+  int64_t tile;        // flat tokens per tile, <= conv_tile(W, io)
+  int64_t tiles;       // ceil(tokens / tile)
+  int W, silu;
 };
 
 // The 8 channels c0 .. c0+7 of x / y at element offset `off` (a token row + c0); per element past C when unaligned.
@@ -75,93 +87,187 @@ __device__ __forceinline__ int64_t sequence_of(const int64_t* starts, int64_t N,
   return lo;
 }
 
-// One thread: channels c0 .. c0+7, flat tokens [r0, r0 + tile). W is the kernel width (compile time, so the
-// halo and taps stay in registers).
-template <int W, bool kVecIo>
-__global__ void __launch_bounds__(128, W <= 4 ? 4 : 1) conv_fwd_kernel(FwdParams p, int64_t cvecs, int64_t cblocks) {
+inline constexpr int kConvThreads = 128;  // channel vectors per block (1024 channels)
+
+// How a thread reads its 8 channels of a row: one 16-byte vector of bf16 / f16 (kept packed until used: 4
+// registers per row), two of f32, or per element (unaligned views; a channel guard past C).
+enum ConvIo : int { io_scalar = 0, io_vec16 = 1, io_vec32 = 2 };
+
+// Flat tokens per tile: the window (tile + W-1 rows) stays in registers under the launch bound.
+__host__ __device__ constexpr int conv_tile(int W, int io) {
+  return io == io_scalar ? 1 : io == io_vec16 && W <= 4 ? 4 : 2;
+}
+
+template <int kIo>
+struct ConvRow {  // f32 values (io_vec32, io_scalar)
+  float v[kVec];
+};
+template <>
+struct ConvRow<io_vec16> {  // 8 packed 16-bit values
+  uint4 u;
+};
+
+// No use of the value here, so a run of these keeps every load in flight.
+template <int kIo>
+__device__ __forceinline__ void load_row(const void* p, int64_t off, int t, int nc, ConvRow<kIo>& r) {
+  if constexpr (kIo == io_vec16) {
+    r.u = *reinterpret_cast<const uint4*>(static_cast<const uint16_t*>(p) + off);
+  } else if constexpr (kIo == io_vec32) {
+    load8(p, off, el_f32, r.v);
+  } else {
+#pragma unroll
+    for (int k = 0; k < kVec; ++k) r.v[k] = k < nc ? load_f32(p, off + k, t) : 0.f;
+  }
+}
+
+template <int kIo>
+__device__ __forceinline__ void unpack_row(const ConvRow<kIo>& r, int t, float (&v)[kVec]) {
+  if constexpr (kIo == io_vec16) {
+    if (t == el_bf16) unpack_bf16x8(r.u, v);
+    else unpack_f16x8(r.u, v);
+  } else {
+#pragma unroll
+    for (int k = 0; k < kVec; ++k) v[k] = r.v[k];
+  }
+}
+
+// One output vector: y = act(sum_j w[j] * in[j]), fp32, tap order j = 0 .. W-1 (the CPU's and conv_step.cuh's).
+template <int W>
+__device__ __forceinline__ void conv_out(const float (&wt)[W][kVec], const float (&in)[W][kVec], bool silu,
+                                         float (&acc)[kVec]) {
+#pragma unroll
+  for (int k = 0; k < kVec; ++k) {
+    float a = 0.f;
+#pragma unroll
+    for (int j = 0; j < W - 1; ++j) a += wt[j][k] * in[j][k];
+    acc[k] = a + wt[W - 1][k] * in[W - 1][k];
+  }
+  if (!silu) return;  // one branch per vector, not per element
+#pragma unroll
+  for (int k = 0; k < kVec; ++k) acc[k] = acc[k] * sigmoid_f32(acc[k]);
+}
+
+// Tap input k (a flat token index, s0 <= k + H) of output token t of sequence n (starts at flat s0, batch row at
+// flat tb): x inside the sequence, else the cache row, else zero.
+__device__ __forceinline__ void tap_input(const FwdParams& p, int64_t n, int64_t s0, int64_t xb, int64_t tb, int64_t k,
+                                          int64_t c0, int nc, bool vec, float (&v)[kVec]) {
+  const int H = p.W - 1;
+  if (k >= s0) return load_ch(p.x, xb + (k - tb) * p.x_t, p.tx, vec, nc, v);
+  if (p.cin != nullptr) {
+    const int64_t base = p.seq[p.N + 1 + n] * p.ci_n + c0 * p.ci_c + (H + k - s0) * p.ci_j;
+#pragma unroll
+    for (int q = 0; q < kVec; ++q) v[q] = q < nc ? load_f32(p.cin, base + q * p.ci_c, p.tci) : 0.f;
+    return;
+  }
+#pragma unroll
+  for (int q = 0; q < kVec; ++q) v[q] = 0.f;
+}
+
+// One thread: channels c0 .. c0+7 of the tiles blockIdx.x / cblocks + i * cols. W is the kernel width (compile
+// time, so the window and taps stay in registers).
+template <int W, int kIo>
+__global__ void __launch_bounds__(kConvThreads, W <= 4 ? 4 : 1)
+    conv_fwd_kernel(FwdParams p, int64_t cvecs, int64_t cblocks) {
   constexpr int H = W - 1;
-  constexpr int kUnroll = 4;  // tokens loaded before any is computed: 4 x 16 bytes in flight per thread
-  const int64_t v = (int64_t(blockIdx.x) % cblocks) * blockDim.x + threadIdx.x;
-  const int64_t tile_i = int64_t(blockIdx.x) / cblocks;
+  constexpr int kTile = conv_tile(W, kIo);
+  constexpr int R = kTile + H;  // window rows
+  constexpr bool kVecIo = kIo != io_scalar;
+  const int64_t cblock = int64_t(blockIdx.x) % cblocks;
+  const int64_t cols = int64_t(gridDim.x) / cblocks;
+  int64_t tile = int64_t(blockIdx.x) / cblocks;
+  if (tile >= p.tiles) return;  // uniform over the block
+
+  // Taps: the block's channels staged through shared memory tap-major (sw[j][c], fp32), read coalesced from w (one
+  // element per thread per step) and all in flight at once; per thread 8 W scattered loads would each touch 32 lines.
+  __shared__ float sw[W][kConvThreads * kVec];
+  {
+    const int64_t cb0 = cblock * kConvThreads * kVec;
+    const int cnt = int(min(int64_t(kConvThreads) * kVec, p.C - cb0)) * W;  // the block's (channel, tap) pairs
+    const auto off = [&](int e) { return (cb0 + e / W) * p.w_c + (e % W) * p.w_j; };
+    float tmp[kVec * W];
+    if (p.tw == el_f32) {
+      const float* w = static_cast<const float*>(p.w);
+#pragma unroll
+      for (int i = 0; i < kVec * W; ++i) {
+        const int e = int(threadIdx.x) + i * int(blockDim.x);
+        tmp[i] = e < cnt ? w[off(e)] : 0.f;
+      }
+    } else {  // 16-bit: every load issued before the first conversion
+      const uint16_t* w = static_cast<const uint16_t*>(p.w);
+      uint16_t h[kVec * W];
+#pragma unroll
+      for (int i = 0; i < kVec * W; ++i) {
+        const int e = int(threadIdx.x) + i * int(blockDim.x);
+        h[i] = e < cnt ? w[off(e)] : uint16_t(0);
+      }
+#pragma unroll
+      for (int i = 0; i < kVec * W; ++i)
+        tmp[i] = p.tw == el_bf16 ? __uint_as_float(uint32_t(h[i]) << 16) : __half2float(__ushort_as_half(h[i]));
+    }
+#pragma unroll
+    for (int i = 0; i < kVec * W; ++i) {
+      const int e = int(threadIdx.x) + i * int(blockDim.x);
+      if (e < cnt) sw[e % W][e / W] = tmp[i];
+    }
+  }
+  __syncthreads();
+  const int64_t v = cblock * blockDim.x + threadIdx.x;
   if (v >= cvecs) return;
   const int64_t c0 = v * kVec;
   const int nc = kVecIo || p.C - c0 >= kVec ? kVec : int(p.C - c0);
-  constexpr bool vec = kVecIo;
   const int64_t* starts = p.seq;
-  const int64_t* rows = p.seq + p.N + 1;
-
   float wt[W][kVec];  // taps, fp32
 #pragma unroll
-  for (int k = 0; k < kVec; ++k)
+  for (int j = 0; j < W; ++j)
 #pragma unroll
-    for (int j = 0; j < W; ++j) wt[j][k] = k < nc ? load_f32(p.w, (c0 + k) * p.w_c + j * p.w_j, p.tw) : 0.f;
+    for (int k = 0; k < kVec; ++k) wt[j][k] = k < nc ? sw[j][threadIdx.x * kVec + k] : 0.f;
 
-  const auto out = [&](const float (&hist)[H > 0 ? H : 1][kVec], const float (&xv)[kVec], int64_t yoff) {
-    float acc[kVec];
-#pragma unroll
-    for (int k = 0; k < kVec; ++k) {
-      float a = 0.f;
-#pragma unroll
-      for (int j = 0; j < H; ++j) a += wt[j][k] * hist[j][k];
-      a += wt[W - 1][k] * xv[k];
-      acc[k] = p.silu ? a * sigmoid_f32(a) : a;
-    }
-    store_ch(p.y, yoff, p.ty, vec, nc, acc);
-  };
-
-  int64_t r = tile_i * p.tile;
-  const int64_t r_end = min(r + p.tile, p.tokens);
-  int64_t n = r < r_end ? sequence_of(starts, p.N, r) : 0;
-  while (r < r_end) {
-    while (starts[n + 1] <= r) ++n;  // the sequence holding r (skips zero-length ones)
-    const int64_t s0 = starts[n], e = min(starts[n + 1], r_end);
-    const int64_t b = s0 / p.T, t0 = s0 - b * p.T;  // a sequence never crosses a batch row
+  int64_t n = sequence_of(starts, p.N, tile * p.tile);  // tiles only grow: n then only advances
+  for (; tile < p.tiles; tile += cols) {
+    const int64_t r0 = tile * p.tile;
+    const int ntok = int(min(p.tile, p.tokens - r0));
+    const int64_t b = p.B > 1 ? r0 / p.T : 0, tb = b * p.T;  // batch row of r0 and its first flat token
     const int64_t xb = b * p.x_b + c0, yb = b * p.y_b + c0;
-    // Halo: the H inputs before r (flat r-H .. r-1), from x inside the sequence, else from its cache row.
-    float hist[H > 0 ? H : 1][kVec];
+    // The window's rows r0 - H + i (those in r0's batch row), all issued before any is used.
+    ConvRow<kIo> raw[R];
 #pragma unroll
-    for (int j = 0; j < H; ++j) {
-      const int64_t k = r - H + j;
-      if (k >= s0) {
-        load_ch(p.x, xb + (t0 + k - s0) * p.x_t, p.tx, vec, nc, hist[j]);
-      } else if (p.cin != nullptr) {
-        const int64_t base = rows[n] * p.ci_n + c0 * p.ci_c + (H + k - s0) * p.ci_j;
-#pragma unroll
-        for (int q = 0; q < kVec; ++q) hist[j][q] = q < nc ? load_f32(p.cin, base + q * p.ci_c, p.tci) : 0.f;
-      } else {
-#pragma unroll
-        for (int q = 0; q < kVec; ++q) hist[j][q] = 0.f;
-      }
+    for (int i = 0; i < R; ++i) {
+      const int64_t k = r0 - H + i;
+      if (i < H + ntok && k >= tb) load_row<kIo>(p.x, xb + (k - tb) * p.x_t, p.tx, nc, raw[i]);
     }
-    const auto shift_in = [&](const float (&xv)[kVec]) {
+    while (starts[n + 1] <= r0) ++n;  // the sequence holding r0 (skips zero-length ones)
+    const int64_t s0 = starts[n];
+    if (r0 - H >= s0 && r0 + ntok <= starts[n + 1]) {
+      // Slide a window of W unpacked rows along the tile (unrolled: the shifts are register renames).
+      float win[W][kVec], acc[kVec];
 #pragma unroll
-      for (int j = 0; j + 1 < H; ++j)
+      for (int j = 0; j < H; ++j) unpack_row<kIo>(raw[j], p.tx, win[j]);
 #pragma unroll
-        for (int q = 0; q < kVec; ++q) hist[j][q] = hist[j + 1][q];
-      if constexpr (H > 0) {
+      for (int u = 0; u < kTile; ++u) {
+        if (u >= ntok) break;
+        unpack_row<kIo>(raw[u + H], p.tx, win[H]);
+        conv_out<W>(wt, win, p.silu, acc);
+        store_ch(p.y, yb + (r0 + u - tb) * p.y_t, p.ty, kVecIo, nc, acc);
 #pragma unroll
-        for (int q = 0; q < kVec; ++q) hist[H - 1][q] = xv[q];
+        for (int j = 0; j < H; ++j)
+#pragma unroll
+          for (int q = 0; q < kVec; ++q) win[j][q] = win[j + 1][q];
       }
-    };
-    int64_t t = t0 + (r - s0);  // time index in the batch row
-    const int64_t t_end = t0 + (e - s0);
-    for (; t + kUnroll <= t_end; t += kUnroll) {
-      float xv[kUnroll][kVec];
-#pragma unroll
-      for (int u = 0; u < kUnroll; ++u) load_ch(p.x, xb + (t + u) * p.x_t, p.tx, vec, nc, xv[u]);
-#pragma unroll
-      for (int u = 0; u < kUnroll; ++u) {
-        out(hist, xv[u], yb + (t + u) * p.y_t);
-        shift_in(xv[u]);
-      }
+      continue;
     }
-    for (; t < t_end; ++t) {
-      float xv[kVec];
-      load_ch(p.x, xb + t * p.x_t, p.tx, vec, nc, xv);
-      out(hist, xv, yb + t * p.y_t);
-      shift_in(xv);
+    // Per token: the sequence (and batch row) of each output token, its taps from x, the cache or zero.
+    for (int u = 0; u < ntok; ++u) {
+      const int64_t t = r0 + u;
+      while (starts[n + 1] <= t) ++n;
+      const int64_t s = starts[n];
+      const int64_t bt = p.B > 1 ? s / p.T : 0, tbt = bt * p.T;  // a sequence never crosses a batch row
+      const int64_t xbt = bt * p.x_b + c0, ybt = bt * p.y_b + c0;
+      float win[W][kVec], acc[kVec];
+#pragma unroll
+      for (int j = 0; j < W; ++j) tap_input(p, n, s, xbt, tbt, t - H + j, c0, nc, kVecIo, win[j]);
+      conv_out<W>(wt, win, p.silu, acc);
+      store_ch(p.y, ybt + (t - tbt) * p.y_t, p.ty, kVecIo, nc, acc);
     }
-    r = e;
   }
 }
 
@@ -186,10 +292,32 @@ __global__ void conv_cache_kernel(FwdParams p, int64_t cblocks) {
   for (int j = 0; j < H; ++j) store_f32(p.cout, row * p.co_n + c * p.co_c + j * p.co_j, p.tco, v[j]);
 }
 
+// Launch 1 over `cblocks` channel blocks x tile columns: one wave of resident blocks (the runtime's occupancy
+// calculator), each column walking its tiles.
+// The resident blocks per SM of 128-thread blocks are asked once per instance (sm_90a only: the same on every
+// device this binary runs on); smaller blocks (C < 1024) ask each call.
+template <int W, int kIo>
+void launch_io(const FwdParams& p, int threads, int64_t cvecs, int64_t cblocks, int sms, cudaStream_t s) {
+  static std::atomic<int> full_blocks{0};
+  int per_sm = threads == kConvThreads ? full_blocks.load(std::memory_order_relaxed) : 0;
+  if (per_sm == 0) {
+    KIMI_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, conv_fwd_kernel<W, kIo>, threads, 0));
+    per_sm = std::max(per_sm, 1);
+    if (threads == kConvThreads) full_blocks.store(per_sm, std::memory_order_relaxed);
+  }
+  // Columns: at most one wave, as few as give every column the same number of tiles (+-1 -> none short of work).
+  const int64_t wave = std::max<int64_t>(int64_t(per_sm) * sms / cblocks, 1);
+  const int64_t per_col = (p.tiles + wave - 1) / wave;
+  const int64_t cols = (p.tiles + per_col - 1) / per_col;
+  if (cols * cblocks > int64_t(0x7fffffff)) throw Error("cuda short_conv_fwd: grid too large");
+  conv_fwd_kernel<W, kIo><<<unsigned(cols * cblocks), threads, 0, s>>>(p, cvecs, cblocks);
+}
+
 template <int W>
-void launch_fwd(const FwdParams& p, unsigned blocks, int threads, int64_t cvecs, int64_t cblocks, cudaStream_t s) {
-  if (p.vec) conv_fwd_kernel<W, true><<<blocks, threads, 0, s>>>(p, cvecs, cblocks);
-  else conv_fwd_kernel<W, false><<<blocks, threads, 0, s>>>(p, cvecs, cblocks);
+void launch_fwd(const FwdParams& p, int io, int threads, int64_t cvecs, int64_t cblocks, int sms, cudaStream_t s) {
+  if (io == io_vec16) launch_io<W, io_vec16>(p, threads, cvecs, cblocks, sms, s);
+  else if (io == io_vec32) launch_io<W, io_vec32>(p, threads, cvecs, cblocks, sms, s);
+  else launch_io<W, io_scalar>(p, threads, cvecs, cblocks, sms, s);
 }
 
 int sm_count(int device) {
@@ -209,16 +337,12 @@ void short_conv_fwd(TensorView x, TensorView w, TensorView cache_in, TensorView 
   const cudaStream_t s = static_cast<cudaStream_t>(ctx.cuda_stream);
   refuse_capture(s, "short_conv_fwd");
   const DeviceGuard device_guard(x.device.index);
-  constexpr int kThreads = 128;         // channel vectors per block (1024 channels)
-  constexpr int64_t kMaxTile = 16;      // flat tokens per thread at prefill sizes
-  constexpr int64_t kBlocksPerSm = 8;   // the grid to fill before tiles lengthen
+  constexpr int kThreads = kConvThreads;
+  constexpr int64_t kBlocksPerSm = 8;   // few tokens: tiles shrink until the grid has this many blocks per SM
   const int64_t tokens = offsets.back();  // flat tokens of x (B * T, or the packed total)
   const int64_t cvecs = (C + kVec - 1) / kVec, cblocks = (cvecs + kThreads - 1) / kThreads;
-  const int64_t want_tiles = (kBlocksPerSm * sm_count(x.device.index) + cblocks - 1) / cblocks;
-  const int64_t tile = std::clamp<int64_t>(tokens / want_tiles, 1, kMaxTile);
-  const int64_t tiles = (tokens + tile - 1) / tile;
-  if (std::max(tiles * cblocks, N * ((C + kThreads - 1) / kThreads)) > int64_t(0x7fffffff))
-    throw Error("cuda short_conv_fwd: grid too large");
+  const int sms = sm_count(x.device.index);
+  if (N * ((C + kThreads - 1) / kThreads) > int64_t(0x7fffffff)) throw Error("cuda short_conv_fwd: grid too large");
   std::vector<int64_t> table(size_t(2 * N + 1));
   std::copy(offsets.begin(), offsets.end(), table.begin());
   std::copy(rows.begin(), rows.end(), table.begin() + N + 1);
@@ -233,24 +357,27 @@ void short_conv_fwd(TensorView x, TensorView w, TensorView cache_in, TensorView 
   if (cache_out.present())
     p.cout = cache_out.data, p.tco = elem_type(cache_out.dtype), p.co_n = cache_out.strides[0],
     p.co_c = cache_out.strides[1], p.co_j = cache_out.strides[2];
-  p.N = N, p.tokens = tokens, p.T = T, p.C = C, p.tile = tile, p.silu = act == ConvActivation::silu;
+  p.N = N, p.tokens = tokens, p.B = x.shape[0], p.T = T, p.C = C, p.silu = act == ConvActivation::silu;
   // Batch strides matter only with B > 1 (flat tokens of one batch row never reach the next).
-  p.vec = vec8_aligned(x.data) && vec8_aligned(y.data) && vec8_step(C) && vec8_step(p.x_t) && vec8_step(p.y_t) &&
-          (x.shape[0] == 1 || (vec8_step(p.x_b) && vec8_step(p.y_b)));
+  const bool vec = vec8_aligned(x.data) && vec8_aligned(y.data) && vec8_step(C) && vec8_step(p.x_t) &&
+                   vec8_step(p.y_t) && (x.shape[0] == 1 || (vec8_step(p.x_b) && vec8_step(p.y_b)));
+  const int io = !vec ? io_scalar : p.tx == el_f32 ? io_vec32 : io_vec16;
+  const int64_t want_tiles = (kBlocksPerSm * sms + cblocks - 1) / cblocks;
+  p.tile = std::clamp<int64_t>(tokens / want_tiles, 1, conv_tile(p.W, io));
+  p.tiles = (tokens + p.tile - 1) / p.tile;
   const Scratch d_table = upload(table, s);
   p.seq = d_table.get<int64_t>();
   if (tokens > 0) {
-    const unsigned blocks = unsigned(tiles * cblocks);
     const int threads = int(std::min<int64_t>(cvecs, kThreads));
     switch (p.W) {
-      case 1: launch_fwd<1>(p, blocks, threads, cvecs, cblocks, s); break;
-      case 2: launch_fwd<2>(p, blocks, threads, cvecs, cblocks, s); break;
-      case 3: launch_fwd<3>(p, blocks, threads, cvecs, cblocks, s); break;
-      case 4: launch_fwd<4>(p, blocks, threads, cvecs, cblocks, s); break;
-      case 5: launch_fwd<5>(p, blocks, threads, cvecs, cblocks, s); break;
-      case 6: launch_fwd<6>(p, blocks, threads, cvecs, cblocks, s); break;
-      case 7: launch_fwd<7>(p, blocks, threads, cvecs, cblocks, s); break;
-      case 8: launch_fwd<8>(p, blocks, threads, cvecs, cblocks, s); break;
+      case 1: launch_fwd<1>(p, io, threads, cvecs, cblocks, sms, s); break;
+      case 2: launch_fwd<2>(p, io, threads, cvecs, cblocks, sms, s); break;
+      case 3: launch_fwd<3>(p, io, threads, cvecs, cblocks, sms, s); break;
+      case 4: launch_fwd<4>(p, io, threads, cvecs, cblocks, sms, s); break;
+      case 5: launch_fwd<5>(p, io, threads, cvecs, cblocks, sms, s); break;
+      case 6: launch_fwd<6>(p, io, threads, cvecs, cblocks, sms, s); break;
+      case 7: launch_fwd<7>(p, io, threads, cvecs, cblocks, sms, s); break;
+      case 8: launch_fwd<8>(p, io, threads, cvecs, cblocks, sms, s); break;
       default: throw Error("cuda short_conv_fwd: kernel width " + std::to_string(p.W) + " outside [1, 8]");
     }
     KIMI_CUDA_CHECK(cudaGetLastError());

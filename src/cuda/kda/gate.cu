@@ -15,11 +15,12 @@ void kda_gate(TensorView f, const KdaGate& gate, TensorView g, const Context& ct
   const int H = int(f.size(-2)), K = int(f.size(-1));
   const VecRowLaunch v = vec_row_launch("kda_gate", l.rows, K);
   if (v.ok && vec8_view(f) && vec8_view(g) && vec8_aligned(gate.dt_bias.data)) {
-    kda_gate_vec_kernel<<<v.blocks, v.threads, 0, s>>>(
-        f.data, elem_type(f.dtype), vec_row_map(f), static_cast<const float*>(gate.A_log.data), gate.A_log.strides[0],
-        static_cast<const float*>(gate.dt_bias.data),
-        gate.form == GateForm::bounded ? kda_gate_bounded : kda_gate_softplus, gate.lower_bound, g.data,
-        elem_type(g.dtype), vec_row_map(g), l.rows, H, K, v.lanes);
+    const auto kernel = gate.form == GateForm::bounded ? kda_gate_vec_kernel<kda_gate_bounded>
+                                                       : kda_gate_vec_kernel<kda_gate_softplus>;
+    kernel<<<v.blocks, v.threads, 0, s>>>(f.data, elem_type(f.dtype), vec_row_map(f),
+                                          static_cast<const float*>(gate.A_log.data), gate.A_log.strides[0],
+                                          static_cast<const float*>(gate.dt_bias.data), gate.lower_bound, g.data,
+                                          elem_type(g.dtype), vec_row_map(g), l.rows, H, K, v.lanes);
     KIMI_CUDA_CHECK(cudaGetLastError());
     return;
   }

@@ -38,8 +38,12 @@ __global__ void kda_gate_kernel(const void* f, int tf, RowMap f_off, const float
   }
 }
 
+// kForm (a KdaGateCode) is a template parameter: a run-time form made every element its own branch, so the
+// accurate expf / log1pf chains of a chunk's 8 elements could not interleave (the kernel is nearly as much
+// arithmetic as memory at prefill sizes: ~40 instructions per element).
+template <int kForm>
 __global__ void __launch_bounds__(kRowMaxLanes) kda_gate_vec_kernel(const void* f, int tf, RowMap f_off, const float* A_log, int64_t a_stride,
-                                    const float* dt_bias, int form, float lb, void* g, int tg, RowMap g_off,
+                                    const float* dt_bias, float lb, void* g, int tg, RowMap g_off,
                                     int64_t rows, int H, int K, int lanes) {
   const RowSlot rs = row_slot(lanes, rows);
   if (!rs.active) return;
@@ -47,20 +51,23 @@ __global__ void __launch_bounds__(kRowMaxLanes) kda_gate_vec_kernel(const void* 
   const float a = expf(A_log[h * a_stride]);
   const int64_t fb = row_offset(f_off, rs.row), gb = row_offset(g_off, rs.row);
   const int nch = K / kVec;
-  float v[kRowChunks][kVec];
+  // All raw loads of f before the first unpack (kRowChunks accesses in flight per thread); dt_bias [H, K] (L1 / L2
+  // hits) chunk by chunk with the outputs, which keeps the registers (and occupancy) of the load pass.
+  Raw8 raw_f[kRowChunks];
 #pragma unroll
   for (int i = 0; i < kRowChunks; ++i) {
     const int q = rs.lane + i * lanes;
-    if (q < nch) load8(f, fb + int64_t(q) * kVec, tf, v[i]);
+    if (q < nch) load_raw8(f, fb + int64_t(q) * kVec, tf, raw_f[i]);
   }
 #pragma unroll
   for (int i = 0; i < kRowChunks; ++i) {
     const int q = rs.lane + i * lanes;
     if (q < nch) {
-      float bias[kVec], out[kVec];
+      float v[kVec], bias[kVec], out[kVec];
       load8(dt_bias, int64_t(h) * K + int64_t(q) * kVec, el_f32, bias);
+      unpack8(raw_f[i], tf, v);
 #pragma unroll
-      for (int k = 0; k < kVec; ++k) out[k] = kda_gate_value(v[i][k] + bias[k], a, form, lb);
+      for (int k = 0; k < kVec; ++k) out[k] = kda_gate_value(v[k] + bias[k], a, kForm, lb);
       store8(g, gb + int64_t(q) * kVec, tg, out);
     }
   }
@@ -72,12 +79,18 @@ __global__ void __launch_bounds__(kRowMaxLanes) kda_beta_vec_kernel(const void* 
   if (!rs.active) return;
   const int64_t bb = row_offset(b_off, rs.row), ob = row_offset(beta_off, rs.row);
   const int nch = H / kVec;
+  Raw8 raw[kRowChunks];
+#pragma unroll
+  for (int i = 0; i < kRowChunks; ++i) {
+    const int q = rs.lane + i * lanes;
+    if (q < nch) load_raw8(b, bb + int64_t(q) * kVec, tb, raw[i]);
+  }
 #pragma unroll
   for (int i = 0; i < kRowChunks; ++i) {
     const int q = rs.lane + i * lanes;
     if (q < nch) {
       float v[kVec];
-      load8(b, bb + int64_t(q) * kVec, tb, v);
+      unpack8(raw[i], tb, v);
 #pragma unroll
       for (int k = 0; k < kVec; ++k) v[k] = 1.f / (1.f + expf(-v[k]));
       store8(beta, ob + int64_t(q) * kVec, tbeta, v);

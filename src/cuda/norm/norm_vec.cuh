@@ -8,6 +8,13 @@
 // The same element math as the one-warp-per-row kernels (rms_norm.cuh, add_rms_norm.cuh, gated_rms_norm.cuh,
 // l2_norm.cuh); only the summation order of the statistic differs (fp32, fixed: row_vec.cuh).
 // Views: rows at element offsets (RowMap), D contiguous, all vec8_view; dtypes as codes; w [D] 16-byte aligned.
+// Loads in flight: each thread issues all of its chunks' 16-byte loads (raw, cuda/elementwise_vec.cuh Raw8) before
+// it unpacks any, so a thread has kRowChunks (x2 with two inputs) accesses outstanding, not one; the weights of the
+// output pass (a [D] vector, L1 / L2 hits) are loaded chunk by chunk, which keeps the registers (and occupancy) of
+// the load pass. Bytes in flight per SM at 8192 rows (ptxas registers): rms_norm (64) and l2_norm (58), D = 4096 or
+// D = 128 (4 lanes x 4 chunks): 1024 threads x 64 bytes = 64 KB; add_rms_norm (90, x and r, 128-thread blocks):
+// 640 x 128 bytes = 80 KB; gated_rms_norm (94, o and z, 256-thread blocks at D = 128): 512 x 128 bytes = 64 KB. All
+// above the ~26 KB per SM that 4.3 TB/s x ~0.8 us of latency asks for (Little's law, 132 SMs).
 // NOTE: add_rms_norm's sum may alias x or r (exactly): each thread reads its chunks of x and r before it writes
 //   the same chunks of sum, and keeps the rounded sum in registers for the second pass.
 #pragma once
@@ -21,6 +28,22 @@
 
 namespace kimi::cuda {
 
+// The chunks of this thread's row that exist: chunk q = lane + i * lanes, i < kRowChunks.
+__device__ __forceinline__ bool row_chunk(const RowSlot& rs, int i, int lanes, int nch, int& q) {
+  q = rs.lane + i * lanes;
+  return rs.active && q < nch;
+}
+
+// Raw loads of this thread's chunks of a row at element offset `base` (all issued before any is used).
+__device__ __forceinline__ void load_row_raw(const void* p, int64_t base, int t, const RowSlot& rs, int lanes, int nch,
+                                             Raw8 (&raw)[kRowChunks]) {
+#pragma unroll
+  for (int i = 0; i < kRowChunks; ++i) {
+    int q;
+    if (row_chunk(rs, i, lanes, nch, q)) load_raw8(p, base + int64_t(q) * kVec, t, raw[i]);
+  }
+}
+
 __global__ void __launch_bounds__(kRowMaxLanes) rms_norm_vec_kernel(const void* x, int tx, RowMap x_off, const void* w, int tw, void* y, int ty,
                                     RowMap y_off, int64_t rows, int d, float eps, int lanes) {
   pdl_launch_dependents();  // pdl.cuh: launched with programmatic_launch (norm.cu)
@@ -29,13 +52,15 @@ __global__ void __launch_bounds__(kRowMaxLanes) rms_norm_vec_kernel(const void* 
   const RowSlot rs = row_slot(lanes, rows);
   const int nch = d / kVec;
   const int64_t xb = rs.active ? row_offset(x_off, rs.row) : 0;
+  Raw8 raw[kRowChunks];
+  load_row_raw(x, xb, tx, rs, lanes, nch, raw);
   float v[kRowChunks][kVec];
   float ss = 0.f;
 #pragma unroll
   for (int i = 0; i < kRowChunks; ++i) {
-    const int q = rs.lane + i * lanes;
-    if (rs.active && q < nch) {
-      load8(x, xb + int64_t(q) * kVec, tx, v[i]);
+    int q;
+    if (row_chunk(rs, i, lanes, nch, q)) {
+      unpack8(raw[i], tx, v[i]);
 #pragma unroll
       for (int k = 0; k < kVec; ++k) ss += v[i][k] * v[i][k];
     }
@@ -45,8 +70,8 @@ __global__ void __launch_bounds__(kRowMaxLanes) rms_norm_vec_kernel(const void* 
   const int64_t yb = row_offset(y_off, rs.row);
 #pragma unroll
   for (int i = 0; i < kRowChunks; ++i) {
-    const int q = rs.lane + i * lanes;
-    if (q < nch) {
+    int q;
+    if (row_chunk(rs, i, lanes, nch, q)) {
       float wv[kVec], o[kVec];
       load8(w, int64_t(q) * kVec, tw, wv);
 #pragma unroll
@@ -64,15 +89,18 @@ __global__ void __launch_bounds__(kRowMaxLanes) add_rms_norm_vec_kernel(const vo
   const int nch = d / kVec;
   const int64_t xb = rs.active ? row_offset(x_off, rs.row) : 0, rb = rs.active ? row_offset(r_off, rs.row) : 0;
   const int64_t sb = rs.active ? row_offset(s_off, rs.row) : 0;
+  Raw8 raw_x[kRowChunks], raw_r[kRowChunks];
+  load_row_raw(x, xb, tx, rs, lanes, nch, raw_x);
+  load_row_raw(r, rb, tr, rs, lanes, nch, raw_r);
   float v[kRowChunks][kVec];
   float ss = 0.f;
 #pragma unroll
   for (int i = 0; i < kRowChunks; ++i) {
-    const int q = rs.lane + i * lanes;
-    if (rs.active && q < nch) {
+    int q;
+    if (row_chunk(rs, i, lanes, nch, q)) {
       float rv[kVec];
-      load8(x, xb + int64_t(q) * kVec, tx, v[i]);
-      load8(r, rb + int64_t(q) * kVec, tr, rv);
+      unpack8(raw_x[i], tx, v[i]);
+      unpack8(raw_r[i], tr, rv);
 #pragma unroll
       for (int k = 0; k < kVec; ++k) {
         v[i][k] = round_to(v[i][k] + rv[k], ts);
@@ -86,8 +114,8 @@ __global__ void __launch_bounds__(kRowMaxLanes) add_rms_norm_vec_kernel(const vo
   const int64_t yb = row_offset(y_off, rs.row);
 #pragma unroll
   for (int i = 0; i < kRowChunks; ++i) {
-    const int q = rs.lane + i * lanes;
-    if (q < nch) {
+    int q;
+    if (row_chunk(rs, i, lanes, nch, q)) {
       float wv[kVec], o[kVec];
       load8(w, int64_t(q) * kVec, tw, wv);
 #pragma unroll
@@ -106,14 +134,16 @@ __global__ void __launch_bounds__(kRowMaxLanes) gated_rms_norm_vec_kernel(const 
   const int nch = d / kVec;
   const bool has_z = z != nullptr;
   const int64_t ob = rs.active ? row_offset(o_off, rs.row) : 0, zb = rs.active && has_z ? row_offset(z_off, rs.row) : 0;
-  float v[kRowChunks][kVec], g[kRowChunks][kVec];
+  Raw8 raw_o[kRowChunks], raw_z[kRowChunks];
+  load_row_raw(o, ob, to, rs, lanes, nch, raw_o);
+  if (has_z) load_row_raw(z, zb, tz, rs, lanes, nch, raw_z);
+  float v[kRowChunks][kVec];
   float ss = 0.f;
 #pragma unroll
   for (int i = 0; i < kRowChunks; ++i) {
-    const int q = rs.lane + i * lanes;
-    if (rs.active && q < nch) {
-      load8(o, ob + int64_t(q) * kVec, to, v[i]);
-      if (has_z) load8(z, zb + int64_t(q) * kVec, tz, g[i]);
+    int q;
+    if (row_chunk(rs, i, lanes, nch, q)) {
+      unpack8(raw_o[i], to, v[i]);
 #pragma unroll
       for (int k = 0; k < kVec; ++k) ss += v[i][k] * v[i][k];
     }
@@ -123,12 +153,13 @@ __global__ void __launch_bounds__(kRowMaxLanes) gated_rms_norm_vec_kernel(const 
   const int64_t yb = row_offset(y_off, rs.row);
 #pragma unroll
   for (int i = 0; i < kRowChunks; ++i) {
-    const int q = rs.lane + i * lanes;
-    if (q < nch) {
-      float wv[kVec], out[kVec];
+    int q;
+    if (row_chunk(rs, i, lanes, nch, q)) {
+      float wv[kVec], g[kVec], out[kVec];
       load8(w, int64_t(q) * kVec, tw, wv);
+      if (has_z) unpack8(raw_z[i], tz, g);
 #pragma unroll
-      for (int k = 0; k < kVec; ++k) out[k] = gated_rms_out(v[i][k], r, wv[k], has_z, has_z ? g[i][k] : 0.f);
+      for (int k = 0; k < kVec; ++k) out[k] = gated_rms_out(v[i][k], r, wv[k], has_z, has_z ? g[k] : 0.f);
       store8(y, yb + int64_t(q) * kVec, ty, out);
     }
   }
@@ -140,13 +171,15 @@ __global__ void __launch_bounds__(kRowMaxLanes) l2_norm_vec_kernel(const void* x
   const RowSlot rs = row_slot(lanes, rows);
   const int nch = d / kVec;
   const int64_t xb = rs.active ? row_offset(x_off, rs.row) : 0;
+  Raw8 raw[kRowChunks];
+  load_row_raw(x, xb, tx, rs, lanes, nch, raw);
   float v[kRowChunks][kVec];
   float ss = 0.f;
 #pragma unroll
   for (int i = 0; i < kRowChunks; ++i) {
-    const int q = rs.lane + i * lanes;
-    if (rs.active && q < nch) {
-      load8(x, xb + int64_t(q) * kVec, tx, v[i]);
+    int q;
+    if (row_chunk(rs, i, lanes, nch, q)) {
+      unpack8(raw[i], tx, v[i]);
 #pragma unroll
       for (int k = 0; k < kVec; ++k) ss += v[i][k] * v[i][k];
     }
@@ -156,8 +189,8 @@ __global__ void __launch_bounds__(kRowMaxLanes) l2_norm_vec_kernel(const void* x
   const int64_t yb = row_offset(y_off, rs.row);
 #pragma unroll
   for (int i = 0; i < kRowChunks; ++i) {
-    const int q = rs.lane + i * lanes;
-    if (q < nch) {
+    int q;
+    if (row_chunk(rs, i, lanes, nch, q)) {
       float out[kVec];
 #pragma unroll
       for (int k = 0; k < kVec; ++k) out[k] = v[i][k] * s;

@@ -66,9 +66,12 @@ inline RowMap vec_row_map(const TensorView& t) {
 }
 
 // Row r's element offset (r < the map's row count): RowMap::operator[] without the outermost modulo.
+// NOTE: unrolled with guards, as RowMap::operator[] (no run-time index into the parameter: no stack frame).
 __device__ __forceinline__ int64_t row_offset(const RowMap& m, int64_t r) {
   int64_t o = 0;
-  for (int d = m.nd - 1; d > 0; --d) {
+#pragma unroll
+  for (int d = kMaxDims - 2; d > 0; --d) {
+    if (d >= m.nd) continue;
     o += (r % m.size[d]) * m.stride[d];
     r /= m.size[d];
   }
