@@ -6,9 +6,11 @@
 #   KT_ROWS="slice:1 full:1" bash scripts/gpu/kernel_times.sh   ->  $OUT/kernel_times.txt (+ one CSV per row)
 # A row is CONFIG:BATCH, CONFIG one of slice (configs/kimi-linear-48b-slice.json), full (kimi-linear-48b-a3b),
 # k3 (scripts/gpu/k3-gpu-slice.json). Context 0: every profiled step is a decode step.
+# KT_CSV_DIR (default $OUT): where the raw CSVs go (the full model's is too large to bring back: give a local dir).
 set -uo pipefail
 OUT=${OUT:-/tmp/kimi-gpu-out}
-mkdir -p "$OUT"
+CSV=${KT_CSV_DIR:-$OUT}
+mkdir -p "$OUT" "$CSV"
 cd "$(dirname "$0")/../.."
 . scripts/gpu/deps.sh
 [ -x build/cuda/kimi ] && [ -z "${KT_BUILD:-}" ] || cuda_build kimi_cli || exit 1
@@ -23,6 +25,6 @@ for row in ${KT_ROWS:-slice:1 full:1}; do
   timeout 400 ncu --clock-control none --graph-profiling node --csv --page raw --print-units base \
     --metrics gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum,launch__grid_size,launch__block_size \
     ./build/cuda/kimi bench --random "$c" --device cuda -p 0 -n 2 -b "$b" -r 1 --warmup 0 \
-    >"$OUT/ncu_${name}_b$b.csv" 2>"$OUT/ncu_${name}_b$b.err"
-  python3 scripts/gpu/kernel_times_summary.py "$OUT/ncu_${name}_b$b.csv" --steps 2 | tee -a "$OUT/kernel_times.txt"
+    >"$CSV/ncu_${name}_b$b.csv" 2>"$CSV/ncu_${name}_b$b.err"
+  python3 scripts/gpu/kernel_times_summary.py "$CSV/ncu_${name}_b$b.csv" --steps 2 | tee -a "$OUT/kernel_times.txt"
 done
