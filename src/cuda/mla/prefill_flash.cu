@@ -1,5 +1,6 @@
-// src/cuda/mla/prefill_flash.cu: the launcher of the fused bf16 causal attention (flash.cuh on mma.sync, or
-// flash_wgmma.cuh on wgmma: same tiles, parameters and instances) for mla_prefill, run by
+// src/cuda/mla/prefill_flash.cu: the launcher of the fused bf16 causal attention (flash.cuh on mma.sync,
+// flash_wgmma.cuh on wgmma, or flash_fa3.cuh, its FlashAttention-3 schedule: same tiles, parameters and instances)
+// for mla_prefill, run by
 // mla_prefill_gemm (prefill_gemm.cu) on the bf16 kv expansion it made with cuBLAS.
 //   flash_supported: the fused kernel's conditions (flash.cuh "Global layouts"): Dn, P, Dv multiples of 8,
 //     Dn + P <= 256, Dv <= 128, q / k_pe token and head strides multiples of 8 elements, 16-byte aligned data.
@@ -20,6 +21,7 @@
 #include "cuda/check.cuh"
 #include "cuda/elementwise.cuh"
 #include "cuda/mla/flash.cuh"
+#include "cuda/mla/flash_fa3.cuh"
 #include "cuda/mla/flash_wgmma.cuh"
 #include "cuda/mla/mla.h"
 #include "cuda/scratch.cuh"
@@ -31,9 +33,14 @@ namespace {
 bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
 template <int DK, int DV>
-void launch(const mla::FlashParams& p, unsigned ntiles, unsigned heads, bool wgmma, cudaStream_t s) {
-  static_assert(mla::kFlBQ == mla::kFwBQ, "one tile table for both kernels");
-  if (wgmma) {
+void launch(const mla::FlashParams& p, unsigned ntiles, unsigned heads, MlaFlashKernel kernel, cudaStream_t s) {
+  static_assert(mla::kFlBQ == mla::kFwBQ && mla::kFlBQ == mla::kFaBQ, "one tile table for every kernel");
+  if (kernel == MlaFlashKernel::fa3) {
+    constexpr size_t smem = mla::flash_fa3_smem_bytes<DK, DV>();
+    KIMI_CUDA_CHECK(cudaFuncSetAttribute(mla::mla_flash_fa3_kernel<DK, DV>,
+                                         cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+    mla::mla_flash_fa3_kernel<DK, DV><<<dim3(ntiles, heads), mla::kFaThreads, smem, s>>>(p);
+  } else if (kernel == MlaFlashKernel::wgmma) {
     constexpr size_t smem = mla::flash_wgmma_smem_bytes<DK, DV>();
     KIMI_CUDA_CHECK(cudaFuncSetAttribute(mla::mla_flash_wgmma_kernel<DK, DV>,
                                          cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
@@ -57,7 +64,7 @@ bool mla_flash_supported(TensorView q, TensorView k_pe, const MlaDims& d) {
 }
 
 void mla_prefill_flash(TensorView q, const void* kv, TensorView k_pe, TensorView gate, const std::vector<int64_t>& cu,
-                       const MlaDims& d, TensorView o, bool wgmma, const Context& ctx) {
+                       const MlaDims& d, TensorView o, MlaFlashKernel kernel, const Context& ctx) {
   const cudaStream_t s = static_cast<cudaStream_t>(ctx.cuda_stream);
   const int64_t B = q.size(0), T = q.size(1), H = d.heads, Dn = d.qk_nope, P = d.qk_rope, Dv = d.v_dim;
   std::vector<std::pair<int64_t, int64_t>> seqs;  // (first token m0, length)
@@ -93,10 +100,10 @@ void mla_prefill_flash(TensorView q, const void* kv, TensorView k_pe, TensorView
   p.scale_log2 = float(double(d.scale) * 1.4426950408889634);  // log2(e)
   const unsigned n = unsigned(tiles.size()), h = unsigned(H);
   const int64_t Dk = Dn + P;
-  if (Dk <= 64 && Dv <= 64) launch<64, 64>(p, n, h, wgmma, s);
-  else if (Dk <= 128) launch<128, 128>(p, n, h, wgmma, s);
-  else if (Dk <= 192) launch<192, 128>(p, n, h, wgmma, s);
-  else launch<256, 128>(p, n, h, wgmma, s);
+  if (Dk <= 64 && Dv <= 64) launch<64, 64>(p, n, h, kernel, s);
+  else if (Dk <= 128) launch<128, 128>(p, n, h, kernel, s);
+  else if (Dk <= 192) launch<192, 128>(p, n, h, kernel, s);
+  else launch<256, 128>(p, n, h, kernel, s);
 }
 
 }  // namespace kimi::cuda

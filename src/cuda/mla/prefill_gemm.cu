@@ -98,9 +98,15 @@ bool mla_prefill_gemm(TensorView q, TensorView latent, TensorView k_pe, const We
 
   const MlaLaunchOptions& opt = mla_launch_options();
   if (opt.prefill != MlaPrefillPath::blocks && mla_flash_supported(q, k_pe, d)) {
-    const bool wg = opt.prefill != MlaPrefillPath::fused;  // the wgmma form unless the mma.sync one is forced
-    mla_prefill_flash(q, kv.get(), k_pe, gate, cu, d, o, wg, ctx);
-    if (opt.record) ++(wg ? opt.record->prefill_fused_wgmma : opt.record->prefill_fused);
+    // the wgmma form unless the mma.sync or the FlashAttention-3 one is forced
+    const MlaFlashKernel kernel = opt.prefill == MlaPrefillPath::fused       ? MlaFlashKernel::mma_sync
+                                  : opt.prefill == MlaPrefillPath::fused_fa3 ? MlaFlashKernel::fa3
+                                                                             : MlaFlashKernel::wgmma;
+    mla_prefill_flash(q, kv.get(), k_pe, gate, cu, d, o, kernel, ctx);
+    if (opt.record)
+      ++(kernel == MlaFlashKernel::mma_sync ? opt.record->prefill_fused
+         : kernel == MlaFlashKernel::fa3    ? opt.record->prefill_fused_fa3
+                                            : opt.record->prefill_fused_wgmma);
     return true;
   }
   if (opt.record) ++opt.record->prefill_blocks;
