@@ -5,28 +5,39 @@
 // Math and rounding: exactly flash.cuh / flash_wgmma.cuh (S in fp32, online softmax in fp32 in base 2, P rounded to
 // bf16 once, O accumulated in fp32); only the order in which the wgmma groups are issued and waited changes.
 //
-// Tiling: one CTA of 2 warpgroups per (tile of kFaBQ = 128 queries of one sequence, head); warpgroup w owns query
-// rows 64w .. 64w + 63 and runs key tiles 0 .. last_w (its last row's tile: causal), so warpgroup 0 may stop one
-// tile before warpgroup 1. Per warpgroup, intra-warpgroup pipelining: the S of key tile t is issued before the
-// P V of tile t - 1, and the softmax of tile t runs while that P V is on the tensor cores:
+// Tiling: one CTA of 3 warpgroups per (tile of kFaBQ = 128 queries of one sequence, head): consumer warpgroup w
+// (w = 0, 1; 240 registers after setmaxnreg) owns query rows 64w .. 64w + 63 and runs key tiles 0 .. last_w (its
+// last row's tile: causal), so consumer 0 may stop one tile before consumer 1; warpgroup 2 is the producer (24
+// registers; one thread issues every tensor-map box). Per consumer, intra-warpgroup pipelining: the S of key tile t
+// is issued before the P V of tile t - 1, and the softmax of tile t runs while that P V is on the tensor cores:
 //   t = 0:      S_0 = Q K_0^T; wait; softmax(S_0) -> P_0 (bf16 registers), alpha_0 (acc is 0)
 //   t = 1 ..:   issue S_t = Q K_t^T (group a); issue O += P_{t-1} V_{t-1} (group b);
 //               wait<1> (a done); softmax(S_t) -> m, l, alpha_t in registers;
-//               wait<0> (b done); O *= alpha_t; P_t = bf16(p_t)
-//   last:       issue O += P_last V_last; wait<0>
+//               wait<0> (b done; release tile t - 1's stage); O *= alpha_t; P_t = bf16(p_t)
+//   last:       issue O += P_last V_last; wait<0>; release its stage
 // S_t and P_{t-1} live in different registers (s, pf); O is rescaled only after the group that writes it has
 // completed (fence_operands pins the order).
 //
-// Loads: cp.async by all threads into a ring of kFaStages = 3 K / V buffers: at iteration t (after the barrier that
-// ends every thread's iteration t - 1) tile t + 1 is loaded into buffer (t + 1) % 3, which last held tile t - 2,
-// whose P V completed in iteration t - 1 of every warpgroup; tile t's buffer was filled in iteration t - 1 and
-// its P V completes in iteration t + 1 (or in iteration t for a warpgroup's last tile). One __syncthreads per tile.
+// K / V ring of kFaStages = 3 stages, each K [DK / 64][kFaBK][64] and V [DV / 64][kFaBK][64] (one 64 x 64 box per
+// swizzle atom: K's k_nope atoms from the kv map at column h (Dn + Dv) + c, its k_pe atoms from the k_pe map, V's
+// from the kv map at h (Dn + Dv) + Dn + c; rows m0 + 64 t ..; rows past the tensor are zero-filled, rows past the
+// sequence (the next sequence's keys, finite) are masked to p = 0 by the causal mask, as every key past the tile's
+// last query is). mbarriers per stage (bulk_copy.cuh protocol):
+//   full[s]:  1 arrival (the producer's expect_tx of the stage's bytes) + the boxes' bytes; use u of stage s is key
+//             tile t = 3 u + s, waited with parity u & 1 by every consumer thread.
+//   empty[s]: kFaConsumerWarps = 8 arrivals, lane 0 of each consumer warp once its warpgroup's wgmmas reading the
+//             stage have completed (wait<0>); tiles past a warpgroup's rows are released by it once landed (so every
+//             use gets all 8); the producer waits use u - 1's phase (parity (u - 1) & 1) before refilling use u.
+// Q is loaded once by the consumers (cp.async, rows past the tile zero), made visible to the async proxy by
+// fence_proxy_async before a named barrier (id 1) of the 256 consumer threads.
 //
-// Shared memory: bf16 tiles in wgmma.cuh's 128-byte swizzle, atom-major (sw128_off<R>), 1024-byte aligned:
-// Q [kFaBQ][DK], K [3][kFaBK][DK], V [3][kFaBK][DV]: 168 KB + 1 KB slack at DK = 192, DV = 128. Zero fill,
-// conditions and the epilogue as in flash.cuh.
+// Shared memory (1024-byte aligned, wgmma.cuh's 128-byte swizzle, atom-major): Q [kFaBQ][DK], K [3][kFaBK][DK],
+// V [3][kFaBK][DV], 6 mbarriers: 168 KB + slack at DK = 192, DV = 128. Conditions: flash.cuh's, and Dn, P, Dv
+// multiples of 64 with (Dn + P, Dv) = (DK, DV) (no padded columns: TMA never writes them); the epilogue as in
+// flash.cuh.
 #pragma once
 
+#include <cuda.h>  // CUtensorMap
 #include <cuda_bf16.h>
 
 #include <cstdint>
@@ -38,11 +49,15 @@
 
 namespace kimi::cuda::mla {
 
-inline constexpr int kFaBQ = 128, kFaBK = 64, kFaStages = 3, kFaThreads = 256;
+// 2 consumer warpgroups (64 query rows each) and 1 producer warpgroup; register budgets per thread after setmaxnreg
+// (2 x 128 x 240 + 128 x 24 <= 64 K registers).
+inline constexpr int kFaBQ = 128, kFaBK = 64, kFaStages = 3, kFaConsumers = 2, kFaConsumerWarps = 4 * kFaConsumers,
+                     kFaThreads = 128 * (kFaConsumers + 1), kFaConsumerRegs = 240, kFaProducerRegs = 24;
 
 template <int DK, int DV>
 constexpr size_t flash_fa3_smem_bytes() {
-  return sizeof(__nv_bfloat16) * (size_t(kFaBQ) * DK + kFaStages * size_t(kFaBK) * (DK + DV)) + 1024;
+  return sizeof(__nv_bfloat16) * (size_t(kFaBQ) * DK + kFaStages * size_t(kFaBK) * (DK + DV)) +
+         2 * kFaStages * sizeof(uint64_t) + 1024;
 }
 
 namespace fa3 {
@@ -130,56 +145,81 @@ __device__ __forceinline__ void issue_pv(float (&acc)[DV / 64][8][4], const uint
 
 }  // namespace fa3
 
+// Kernel parameters: flash.cuh's, and the tensor maps of the producer's boxes (both 2-d, 128B swizzle, box 64 x 64,
+// zero fill outside the tensor): kv [M][H (Dn + Dv)] (row stride ldkv), k_pe [M][P] (row stride pe_tok).
+struct Fa3Params {
+  FlashParams p;
+  CUtensorMap kv_map, pe_map;
+};
+
+// Needs Dn, P, Dv multiples of 64 with (Dn + P, Dv) = (DK, DV): K and V tiles of whole swizzle atoms, no padded
+// columns (the launcher checks; prefill_flash.cu fa3_applies).
 template <int DK, int DV>
-__global__ void __launch_bounds__(kFaThreads, 1) mla_flash_fa3_kernel(const FlashParams p) {
+__global__ void __launch_bounds__(kFaThreads, 1) mla_flash_fa3_kernel(const __grid_constant__ Fa3Params a) {
   static_assert(DK % 64 == 0 && DV % 64 == 0, "whole 64-column swizzle atoms");
   using bf16 = __nv_bfloat16;
   using wgmma::sw128_off;
+  const FlashParams& p = a.p;
   extern __shared__ __align__(128) unsigned char smem_raw[];
   unsigned char* const smem = smem_raw + ((1024u - (smem_u32(smem_raw) & 1023u)) & 1023u);
   bf16* Qs = reinterpret_cast<bf16*>(smem);
-  bf16* Ks = Qs + kFaBQ * DK;              // [kFaStages][kFaBK * DK]
-  bf16* Vs = Ks + kFaStages * kFaBK * DK;  // [kFaStages][kFaBK * DV]
+  bf16* Ks = Qs + kFaBQ * DK;              // [kFaStages][DK / 64][kFaBK][64]
+  bf16* Vs = Ks + kFaStages * kFaBK * DK;  // [kFaStages][DV / 64][kFaBK][64]
+  uint64_t* full = reinterpret_cast<uint64_t*>(Vs + kFaStages * kFaBK * DV);  // [kFaStages]
+  uint64_t* empty = full + kFaStages;                                         // [kFaStages]
 
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
   const int wg = __shfl_sync(0xffffffffu, tid / 128, 0);  // warp-uniform as ptxas sees it
   const int h = blockIdx.y;
   const int64_t m0 = p.tiles[3 * blockIdx.x], i0 = p.tiles[3 * blockIdx.x + 1];
   const int nq = int(p.tiles[3 * blockIdx.x + 2]);
-  const int Dn = p.Dn, Dk = p.Dn + p.P, Dv = p.Dv;
-  const int64_t kvh = int64_t(h) * (Dn + Dv);
+  const int Dn = p.Dn, Dv = p.Dv;
   const int64_t nkeys = i0 + nq;
   const int ntiles = int((nkeys + kFaBK - 1) / kFaBK);
+  if (tid == 0) {
+    for (int s = 0; s < kFaStages; ++s) {
+      mbar_init(&full[s], 1);
+      mbar_init(&empty[s], kFaConsumerWarps);
+    }
+    mbar_init_fence();
+  }
+  __syncthreads();
 
-  for (int idx = tid; idx < kFaBQ * (DK / 8); idx += kFaThreads) {
+  if (wg == kFaConsumers) {  // producer warpgroup: one thread issues every box
+    wgmma::regs_dec<kFaProducerRegs>();
+    if (tid == kFaConsumers * 128) {
+      tma_prefetch_map(&a.kv_map);
+      tma_prefetch_map(&a.pe_map);
+      const int ckv = h * (Dn + Dv);  // head h's first kv column
+      for (int t = 0; t < ntiles; ++t) {
+        const int st = t % kFaStages;
+        if (t >= kFaStages) mbar_wait(&empty[st], uint32_t((t / kFaStages - 1) & 1));  // use t / 3 - 1 released
+        mbar_expect_tx(&full[st], uint32_t(sizeof(bf16) * kFaBK * (DK + DV)));
+        const int row = int(m0 + int64_t(t) * kFaBK);  // keys past the sequence: masked (p = 0) or zero filled
+        bf16* ks = Ks + st * kFaBK * DK;
+        bf16* vs = Vs + st * kFaBK * DV;
+        // the atom of columns c .. c + 63: kFaBK x 64 elements at (c / 64) kFaBK 64
+        for (int c = 0; c < Dn; c += 64) tma_load_2d(ks + (c / 64) * kFaBK * 64, &a.kv_map, ckv + c, row, &full[st]);
+        for (int c = Dn; c < DK; c += 64) tma_load_2d(ks + (c / 64) * kFaBK * 64, &a.pe_map, c - Dn, row, &full[st]);
+        for (int c = 0; c < DV; c += 64)
+          tma_load_2d(vs + (c / 64) * kFaBK * 64, &a.kv_map, ckv + Dn + c, row, &full[st]);
+      }
+    }
+    return;
+  }
+  wgmma::regs_inc<kFaConsumerRegs>();
+
+  // Q by the consumers' cp.async (rows past the tile zero), visible to the wgmmas after the consumers' barrier
+  for (int idx = tid; idx < kFaBQ * (DK / 8); idx += kFaConsumers * 128) {
     const int r = idx / (DK / 8), c = (idx % (DK / 8)) * 8;
-    const bool valid = r < nq && c < Dk;
+    const bool valid = r < nq;
     const bf16* src = valid ? p.q + (m0 + i0 + r) * p.q_tok + h * p.q_head + c : p.q;
     flash::cp16(Qs + sw128_off<kFaBQ>(r, c), src, valid);
   }
-  const auto load_kv = [&](int t, int buf) {
-    const int64_t k0 = int64_t(t) * kFaBK;
-    bf16* ks = Ks + buf * kFaBK * DK;
-    bf16* vs = Vs + buf * kFaBK * DV;
-    for (int idx = tid; idx < kFaBK * (DK / 8); idx += kFaThreads) {
-      const int j = idx / (DK / 8), c = (idx % (DK / 8)) * 8;
-      const int64_t m = m0 + k0 + j;
-      const bool key = k0 + j < nkeys;
-      const bf16* src = p.kv;
-      bool valid = false;
-      if (key && c < Dn) src = p.kv + m * p.ldkv + kvh + c, valid = true;
-      else if (key && c < Dk) src = p.pe + m * p.pe_tok + (c - Dn), valid = true;
-      flash::cp16(ks + sw128_off<kFaBK>(j, c), src, valid);
-    }
-    for (int idx = tid; idx < kFaBK * (DV / 8); idx += kFaThreads) {
-      const int j = idx / (DV / 8), c = (idx % (DV / 8)) * 8;
-      const bool valid = k0 + j < nkeys && c < Dv;
-      const bf16* src = valid ? p.kv + (m0 + k0 + j) * p.ldkv + kvh + Dn + c : p.kv;
-      flash::cp16(vs + sw128_off<kFaBK>(j, c), src, valid);
-    }
-  };
-  load_kv(0, 0);
   flash::cp_commit();
+  flash::cp_wait<0>();
+  fence_proxy_async();
+  asm volatile("bar.sync 1, %0;\n" ::"n"(kFaConsumers * 128) : "memory");
 
   const int g = lane / 4, t4 = lane % 4;
   const int wrow0 = wg * 64;                 // the warpgroup's first row in the tile
@@ -198,45 +238,46 @@ __global__ void __launch_bounds__(kFaThreads, 1) mla_flash_fa3_kernel(const Flas
   // Q rows of this warpgroup: 64-row slab of every column atom (atoms kFaBQ rows apart)
   const uint64_t dQ = wgmma::desc_sw128(Qs + sw128_off<kFaBQ>(wrow0, 0));
 
-  for (int t = 0; t < ntiles; ++t) {
-    flash::cp_wait<0>();  // tile t (and at t = 0 Q): the only group in flight
-    fence_proxy_async();  // this thread's cp.async writes, visible to the wgmmas after the barrier
-    __syncthreads();      // also: every warpgroup is past iteration t - 1, so buffer (t + 1) % 3 is free
-    if (t + 1 < ntiles) {
-      load_kv(t + 1, (t + 1) % kFaStages);
-      flash::cp_commit();
+  for (int t = 0; t < nt_w; ++t) {
+    const int st = t % kFaStages, pst = (t + kFaStages - 1) % kFaStages;
+    mbar_wait(&full[st], uint32_t((t / kFaStages) & 1));  // tile t has landed
+    const int64_t k0 = int64_t(t) * kFaBK;
+    float s[8][4];
+    fa3::issue_s<DK, kFaBQ>(s, dQ, wgmma::desc_sw128(Ks + st * kFaBK * DK));
+    if (t > 0) {
+      fa3::issue_pv<DV>(acc, pf, wgmma::desc_sw128(Vs + pst * kFaBK * DV));
+      wgmma::wait<1>();  // S_t done; P_{t-1} V_{t-1} may still run
+    } else {
+      wgmma::wait<0>();
     }
-    if (t < nt_w) {
-      const int64_t k0 = int64_t(t) * kFaBK;
-      float s[8][4];
-      fa3::issue_s<DK, kFaBQ>(s, dQ, wgmma::desc_sw128(Ks + (t % kFaStages) * kFaBK * DK));
-      if (t > 0) {
-        fa3::issue_pv<DV>(acc, pf, wgmma::desc_sw128(Vs + ((t - 1) % kFaStages) * kFaBK * DV));
-        wgmma::wait<1>();  // S_t done; P_{t-1} V_{t-1} may still run
-      } else {
-        wgmma::wait<0>();
-      }
-      wgmma::fence_operands(s);
-      float al0, al1;
-      fa3::softmax_tile(s, mx0, mx1, l0, l1, al0, al1, k0 + kFaBK - 1 > i0 + row0, k0, t4, qi0, qi1, p.scale_log2);
-      wgmma::wait<0>();  // P_{t-1} V_{t-1} done: acc and pf are free
+    wgmma::fence_operands(s);
+    float al0, al1;
+    fa3::softmax_tile(s, mx0, mx1, l0, l1, al0, al1, k0 + kFaBK - 1 > i0 + row0, k0, t4, qi0, qi1, p.scale_log2);
+    wgmma::wait<0>();  // P_{t-1} V_{t-1} done: acc and pf are free, and so is tile t - 1's stage
+#pragma unroll
+    for (int hh = 0; hh < DV / 64; ++hh) wgmma::fence_operands(acc[hh]);
+    wgmma::fence_operands(pf);
+    if (t > 0 && lane == 0) mbar_arrive(&empty[pst]);
+#pragma unroll
+    for (int hh = 0; hh < DV / 64; ++hh)
+#pragma unroll
+      for (int n = 0; n < 8; ++n)
+        acc[hh][n][0] *= al0, acc[hh][n][1] *= al0, acc[hh][n][2] *= al1, acc[hh][n][3] *= al1;
+    fa3::pack_p(pf, s);
+    if (t == nt_w - 1) {  // the warpgroup's last tile: its P V now
+      fa3::issue_pv<DV>(acc, pf, wgmma::desc_sw128(Vs + st * kFaBK * DV));
+      wgmma::wait<0>();
 #pragma unroll
       for (int hh = 0; hh < DV / 64; ++hh) wgmma::fence_operands(acc[hh]);
       wgmma::fence_operands(pf);
-#pragma unroll
-      for (int hh = 0; hh < DV / 64; ++hh)
-#pragma unroll
-        for (int n = 0; n < 8; ++n)
-          acc[hh][n][0] *= al0, acc[hh][n][1] *= al0, acc[hh][n][2] *= al1, acc[hh][n][3] *= al1;
-      fa3::pack_p(pf, s);
-      if (t == nt_w - 1) {  // the warpgroup's last tile: its P V now, before buffer t % 3 is refilled
-        fa3::issue_pv<DV>(acc, pf, wgmma::desc_sw128(Vs + (t % kFaStages) * kFaBK * DV));
-        wgmma::wait<0>();
-#pragma unroll
-        for (int hh = 0; hh < DV / 64; ++hh) wgmma::fence_operands(acc[hh]);
-        wgmma::fence_operands(pf);
-      }
+      if (lane == 0) mbar_arrive(&empty[st]);
     }
+  }
+  // tiles past the warpgroup's rows: released once landed (every stage use gets all kFaConsumerWarps arrivals)
+  for (int t = nt_w; t < ntiles; ++t) {
+    const int st = t % kFaStages;
+    mbar_wait(&full[st], uint32_t((t / kFaStages) & 1));
+    if (lane == 0) mbar_arrive(&empty[st]);
   }
 
   if (!wg_active) return;

@@ -102,11 +102,11 @@ bool mla_prefill_gemm(TensorView q, TensorView latent, TensorView k_pe, const We
     const MlaFlashKernel kernel = opt.prefill == MlaPrefillPath::fused       ? MlaFlashKernel::mma_sync
                                   : opt.prefill == MlaPrefillPath::fused_fa3 ? MlaFlashKernel::fa3
                                                                              : MlaFlashKernel::wgmma;
-    mla_prefill_flash(q, kv.get(), k_pe, gate, cu, d, o, kernel, ctx);
+    const MlaFlashKernel ran = mla_prefill_flash(q, kv.get(), k_pe, gate, cu, d, o, kernel, ctx);
     if (opt.record)
-      ++(kernel == MlaFlashKernel::mma_sync ? opt.record->prefill_fused
-         : kernel == MlaFlashKernel::fa3    ? opt.record->prefill_fused_fa3
-                                            : opt.record->prefill_fused_wgmma);
+      ++(ran == MlaFlashKernel::mma_sync ? opt.record->prefill_fused
+         : ran == MlaFlashKernel::fa3    ? opt.record->prefill_fused_fa3
+                                         : opt.record->prefill_fused_wgmma);
     return true;
   }
   if (opt.record) ++opt.record->prefill_blocks;
