@@ -17,6 +17,13 @@
 //   last:       issue O += P_last V_last; wait<0>; release its stage
 // S_t and P_{t-1} live in different registers (s, pf); O is rescaled only after the group that writes it has
 // completed (fence_operands pins the order).
+// Ping-pong of the consumers (named barriers kFaBarIssue + w, 256 threads): slot t of warpgroup w (t = 0 ..
+// ntiles: S_t and P_{t-1} V_{t-1} for t < nt_w, the last P V at t = nt_w, nothing later) is bar.sync on its own
+// barrier, the wgmma issue, then bar.arrive on the other's once S_t has completed (P_{t-1} V_{t-1} still runs), so
+// the warpgroups issue in turn (0, 1, 0, 1, ..) and the tensor cores run one warpgroup's wgmmas while the other
+// does its softmax. Both run ntiles + 1 slots; warpgroup 1 opens with an arrival on barrier 0 and warpgroup 0
+// closes with one more bar.sync on it, so each bar.sync meets exactly one bar.arrive of the other warpgroup, in
+// order (an arrival of slot t + 1 needs the other's slot t), and none is left at exit.
 //
 // K / V ring of kFaStages = 3 stages, each K [DK / 64][kFaBK][64] and V [DV / 64][kFaBK][64] (one 64 x 64 box per
 // swizzle atom: K's k_nope atoms from the kv map at column h (Dn + Dv) + c, its k_pe atoms from the k_pe map, V's
@@ -29,7 +36,7 @@
 //             stage have completed (wait<0>); tiles past a warpgroup's rows are released by it once landed (so every
 //             use gets all 8); the producer waits use u - 1's phase (parity (u - 1) & 1) before refilling use u.
 // Q is loaded once by the consumers (cp.async, rows past the tile zero), made visible to the async proxy by
-// fence_proxy_async before a named barrier (id 1) of the 256 consumer threads.
+// fence_proxy_async before a named barrier (kFaBarQ) of the 256 consumer threads.
 //
 // Shared memory (1024-byte aligned, wgmma.cuh's 128-byte swizzle, atom-major): Q [kFaBQ][DK], K [3][kFaBK][DK],
 // V [3][kFaBK][DV], 6 mbarriers: 168 KB + slack at DK = 192, DV = 128. Conditions: flash.cuh's, and Dn, P, Dv
@@ -53,6 +60,8 @@ namespace kimi::cuda::mla {
 // (2 x 128 x 240 + 128 x 24 <= 64 K registers).
 inline constexpr int kFaBQ = 128, kFaBK = 64, kFaStages = 3, kFaConsumers = 2, kFaConsumerWarps = 4 * kFaConsumers,
                      kFaThreads = 128 * (kFaConsumers + 1), kFaConsumerRegs = 240, kFaProducerRegs = 24;
+// Named barrier ids: 1 = the consumers' Q barrier; kFaBarIssue + w = warpgroup w's turn to issue wgmmas (ping-pong).
+inline constexpr int kFaBarQ = 1, kFaBarIssue = 2;
 
 template <int DK, int DV>
 constexpr size_t flash_fa3_smem_bytes() {
@@ -143,6 +152,15 @@ __device__ __forceinline__ void issue_pv(float (&acc)[DV / 64][8][4], const uint
   wgmma::commit();
 }
 
+// Named barriers of the two consumer warpgroups (256 threads): bar_sync waits (128 threads of one warpgroup) for
+// the other warpgroup's bar_arrive (its 128 threads) on the same id.
+__device__ __forceinline__ void bar_sync(int id) {
+  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "n"(kFaConsumers * 128) : "memory");
+}
+__device__ __forceinline__ void bar_arrive(int id) {
+  asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "n"(kFaConsumers * 128) : "memory");
+}
+
 }  // namespace fa3
 
 // Kernel parameters: flash.cuh's, and the tensor maps of the producer's boxes (both 2-d, 128B swizzle, box 64 x 64,
@@ -219,7 +237,7 @@ __global__ void __launch_bounds__(kFaThreads, 1) mla_flash_fa3_kernel(const __gr
   flash::cp_commit();
   flash::cp_wait<0>();
   fence_proxy_async();
-  asm volatile("bar.sync 1, %0;\n" ::"n"(kFaConsumers * 128) : "memory");
+  fa3::bar_sync(kFaBarQ);
 
   const int g = lane / 4, t4 = lane % 4;
   const int wrow0 = wg * 64;                 // the warpgroup's first row in the tile
@@ -238,47 +256,64 @@ __global__ void __launch_bounds__(kFaThreads, 1) mla_flash_fa3_kernel(const __gr
   // Q rows of this warpgroup: 64-row slab of every column atom (atoms kFaBQ rows apart)
   const uint64_t dQ = wgmma::desc_sw128(Qs + sw128_off<kFaBQ>(wrow0, 0));
 
-  for (int t = 0; t < nt_w; ++t) {
-    const int st = t % kFaStages, pst = (t + kFaStages - 1) % kFaStages;
-    mbar_wait(&full[st], uint32_t((t / kFaStages) & 1));  // tile t has landed
-    const int64_t k0 = int64_t(t) * kFaBK;
-    float s[8][4];
-    fa3::issue_s<DK, kFaBQ>(s, dQ, wgmma::desc_sw128(Ks + st * kFaBK * DK));
-    if (t > 0) {
-      fa3::issue_pv<DV>(acc, pf, wgmma::desc_sw128(Vs + pst * kFaBK * DV));
-      wgmma::wait<1>();  // S_t done; P_{t-1} V_{t-1} may still run
-    } else {
-      wgmma::wait<0>();
+  // Ping-pong (header): slot t = bar.sync on the own issue barrier, wgmma issue, bar.arrive on the other's (after
+  // the wait for S_t: a bar.arrive between a wgmma issue and its wait makes ptxas serialize the wgmmas, C7514).
+  const int nslots = ntiles + 1;
+  const auto issue_begin = [&] { fa3::bar_sync(kFaBarIssue + wg); };
+  const auto issue_end = [&] { fa3::bar_arrive(kFaBarIssue + 1 - wg); };
+  if (wg == 1) fa3::bar_arrive(kFaBarIssue);
+  for (int t = 0; t < nslots; ++t) {
+    if (t < nt_w) {
+      const int st = t % kFaStages, pst = (t + kFaStages - 1) % kFaStages;
+      mbar_wait(&full[st], uint32_t((t / kFaStages) & 1));  // tile t has landed
+      const int64_t k0 = int64_t(t) * kFaBK;
+      float s[8][4];
+      issue_begin();
+      fa3::issue_s<DK, kFaBQ>(s, dQ, wgmma::desc_sw128(Ks + st * kFaBK * DK));
+      if (t > 0) fa3::issue_pv<DV>(acc, pf, wgmma::desc_sw128(Vs + pst * kFaBK * DV));
+      if (t > 0)
+        wgmma::wait<1>();  // S_t done; P_{t-1} V_{t-1} may still run
+      else
+        wgmma::wait<0>();
+      wgmma::fence_operands(s);
+      issue_end();
+      float al0, al1;
+      fa3::softmax_tile(s, mx0, mx1, l0, l1, al0, al1, k0 + kFaBK - 1 > i0 + row0, k0, t4, qi0, qi1, p.scale_log2);
+      wgmma::wait<0>();  // P_{t-1} V_{t-1} done: acc and pf are free, and so is tile t - 1's stage
+#pragma unroll
+      for (int hh = 0; hh < DV / 64; ++hh) wgmma::fence_operands(acc[hh]);
+      wgmma::fence_operands(pf);
+      if (t > 0 && lane == 0) mbar_arrive(&empty[pst]);
+#pragma unroll
+      for (int hh = 0; hh < DV / 64; ++hh)
+#pragma unroll
+        for (int n = 0; n < 8; ++n)
+          acc[hh][n][0] *= al0, acc[hh][n][1] *= al0, acc[hh][n][2] *= al1, acc[hh][n][3] *= al1;
+      fa3::pack_p(pf, s);
+      continue;
     }
-    wgmma::fence_operands(s);
-    float al0, al1;
-    fa3::softmax_tile(s, mx0, mx1, l0, l1, al0, al1, k0 + kFaBK - 1 > i0 + row0, k0, t4, qi0, qi1, p.scale_log2);
-    wgmma::wait<0>();  // P_{t-1} V_{t-1} done: acc and pf are free, and so is tile t - 1's stage
-#pragma unroll
-    for (int hh = 0; hh < DV / 64; ++hh) wgmma::fence_operands(acc[hh]);
-    wgmma::fence_operands(pf);
-    if (t > 0 && lane == 0) mbar_arrive(&empty[pst]);
-#pragma unroll
-    for (int hh = 0; hh < DV / 64; ++hh)
-#pragma unroll
-      for (int n = 0; n < 8; ++n)
-        acc[hh][n][0] *= al0, acc[hh][n][1] *= al0, acc[hh][n][2] *= al1, acc[hh][n][3] *= al1;
-    fa3::pack_p(pf, s);
-    if (t == nt_w - 1) {  // the warpgroup's last tile: its P V now
-      fa3::issue_pv<DV>(acc, pf, wgmma::desc_sw128(Vs + st * kFaBK * DV));
+    const bool last_pv = t == nt_w && nt_w > 0;  // the warpgroup's last tile's P V
+    const int lst = (t + kFaStages - 1) % kFaStages;
+    if (last_pv) {
+      issue_begin();
+      fa3::issue_pv<DV>(acc, pf, wgmma::desc_sw128(Vs + lst * kFaBK * DV));
+      issue_end();
       wgmma::wait<0>();
 #pragma unroll
       for (int hh = 0; hh < DV / 64; ++hh) wgmma::fence_operands(acc[hh]);
       wgmma::fence_operands(pf);
-      if (lane == 0) mbar_arrive(&empty[st]);
+      if (lane == 0) mbar_arrive(&empty[lst]);
+    } else {
+      issue_begin();
+      issue_end();
+    }
+    // a tile past the warpgroup's rows: released once landed (every stage use gets all kFaConsumerWarps arrivals)
+    if (t < ntiles) {
+      mbar_wait(&full[t % kFaStages], uint32_t((t / kFaStages) & 1));
+      if (lane == 0) mbar_arrive(&empty[t % kFaStages]);
     }
   }
-  // tiles past the warpgroup's rows: released once landed (every stage use gets all kFaConsumerWarps arrivals)
-  for (int t = nt_w; t < ntiles; ++t) {
-    const int st = t % kFaStages;
-    mbar_wait(&full[st], uint32_t((t / kFaStages) & 1));
-    if (lane == 0) mbar_arrive(&empty[st]);
-  }
+  if (wg == 0) issue_begin();  // meets warpgroup 1's last bar.arrive: no barrier is left half-arrived at exit
 
   if (!wg_active) return;
 #pragma unroll
