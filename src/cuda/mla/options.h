@@ -11,11 +11,11 @@
 namespace kimi::cuda {
 
 // mla_prefill with bf16 operands: the fused flash-attention kernel on wgmma (flash_wgmma.cuh, the default: 10-18%
-// faster than the mma.sync form on the H200, docs/ops/mla.md), its mma.sync form (flash.cuh), its
-// FlashAttention-3 form (flash_fa3.cuh: S of the next key tile issued before the softmax; never the default until
-// the H200 has timed it; it needs Dn, P, Dv multiples of 64 filling a kernel instance, else a forced fused_fa3 runs
-// the wgmma form and is counted as such), or the cuBLAS score blocks (prefill_gemm.cu). A forced `fused`, `fused_wgmma` or
-// `fused_fa3` still needs inputs the fused kernels take (mla.h mla_flash_supported); otherwise the blocks run.
+// faster than the mma.sync form on the H200, docs/ops/mla.md), its mma.sync form (flash.cuh), its FlashAttention-3
+// form (flash_fa3.cuh: TMA producer, pipelined and ping-ponged consumers; not the default until the H200 has timed
+// it; it needs Dn, P, Dv multiples of 64 filling a kernel instance, else a forced fused_fa3 runs the wgmma form and
+// is counted as such), or the cuBLAS score blocks (prefill_gemm.cu). A forced `fused`, `fused_wgmma` or `fused_fa3`
+// still needs inputs the fused kernels take (mla.h mla_flash_supported); otherwise the blocks run.
 enum class MlaPrefillPath { automatic, fused, fused_wgmma, fused_fa3, blocks };
 
 // Calls counted per attention form since the record was reset.

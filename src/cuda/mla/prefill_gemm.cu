@@ -1,8 +1,8 @@
 // src/cuda/mla/prefill_gemm.cu: mla_prefill for bf16 operands on tensor cores (SPEC 6, explicit form).
 //
 //   kv = latent W_kvb^T                      bf16 [M, H (Dn + Dv)]  one cuBLAS GEMM (fp32 accumulation, rounded once)
-//   then the causal attention, by default fused (flash.cuh through prefill_flash.cu: scores stay on chip; its wgmma
-//   form flash_wgmma.cuh where options.h asks) where
+//   then the causal attention, by default fused (flash_wgmma.cuh through prefill_flash.cu: scores stay on chip; its
+//   mma.sync form flash.cuh or its FlashAttention-3 form flash_fa3.cuh where options.h asks) where
 //   mla_flash_supported holds; otherwise (head sizes or strides not multiples of 8, Dn + P > 256, Dv > 128, or
 //   forced by options.h) the score blocks below:
 //   per sequence, per block of queries [q0, q1) (keys 0 .. q1 - 1 of the same sequence, every head at once):
