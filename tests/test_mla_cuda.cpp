@@ -1,7 +1,7 @@
 // mla_prefill's bf16 attention on CUDA (src/cuda/mla/prefill_gemm.cu, prefill_flash.cu, flash.cuh) through the
 // public operator, on a CUDA device (registered in a build with the CUDA backend only, tests/cuda_tests.h, and
 // skipped there without a device; CI has none, so these run on the GPU machine: scripts/gpu/).
-//   - Both fused kernels (flash.cuh on mma.sync, flash_wgmma.cuh on wgmma; each forced through
+//   - Every fused kernel (flash.cuh on mma.sync, flash_wgmma.cuh on wgmma, flash_fa3.cuh; each forced through
 //     src/cuda/mla/options.h and checked to be what ran) against the CPU backend in f32 on the same bf16-rounded
 //     inputs (itself within 1e-5 of the fp64 oracle: the harness), relative RMS <= 5e-3 (SPEC 14's bf16 bar), no
 //     NaN / Inf: both MLA configs (Kimi-Linear H = 32 and K3 H = 96, R = 512, P = 64, Dn = Dv = 128), gated and
@@ -162,14 +162,24 @@ std::string describe(const Problem& p) {
   return s + (p.gated ? " gate" : "");
 }
 
-// Each fused kernel (mma.sync, wgmma) ran exactly once and is within the bar of `ref`.
+// flash_fa3.cuh's head sizes (prefill_flash.cu fa3_applies: Dn, P, Dv multiples of 64 filling an instance);
+// elsewhere a forced fused_fa3 runs the wgmma form.
+bool fa3_runs(const Cfg& c) {
+  const int64_t dk = c.Dn + c.P;
+  return c.Dn % 64 == 0 && c.P % 64 == 0 && c.Dv % 64 == 0 &&
+         ((dk == 64 && c.Dv == 64) || (dk >= 128 && dk <= 256 && c.Dv == 128));
+}
+
+// Each fused kernel (mma.sync, wgmma, FlashAttention-3 form where the head sizes allow it, else wgmma) ran exactly
+// once and is within the bar of `ref`.
 void expect_fused_matches(const Problem& p, const std::vector<double>& ref, DType o_dtype = DType::bf16) {
-  for (MlaPrefillPath path : {MlaPrefillPath::fused, MlaPrefillPath::fused_wgmma}) {
-    const bool wg = path == MlaPrefillPath::fused_wgmma;
-    const std::string what = describe(p) + (wg ? " [wgmma]" : " [mma.sync]");
+  for (MlaPrefillPath path : {MlaPrefillPath::fused, MlaPrefillPath::fused_wgmma, MlaPrefillPath::fused_fa3}) {
+    const bool wg = path == MlaPrefillPath::fused_wgmma, fa3 = path == MlaPrefillPath::fused_fa3;
+    const std::string what = describe(p) + (fa3 ? " [fa3]" : wg ? " [wgmma]" : " [mma.sync]");
     MlaLaunchRecord rec;
     const std::vector<double> got = p.gpu(path, rec, o_dtype);
-    EXPECT_EQ(wg ? rec.prefill_fused_wgmma : rec.prefill_fused, 1) << what;
+    EXPECT_EQ(fa3 && fa3_runs(p.c) ? rec.prefill_fused_fa3 : wg || fa3 ? rec.prefill_fused_wgmma : rec.prefill_fused, 1)
+        << what;
     EXPECT_EQ(rec.prefill_blocks, 0) << what;
     ASSERT_TRUE(all_finite(got)) << what;
     const double err = rel_rms_or_abs(got, ref);
@@ -211,11 +221,13 @@ TEST_F(MlaPrefillCuda, FusedMatchesOracle) {
 
 TEST_F(MlaPrefillCuda, EveryKernelInstance) {
   // (Dn + P, Dv) -> instance (DK, DV): (48, 32) -> (64, 64); (96, 64) -> (128, 128); (136, 128) -> (192, 128);
-  // (256, 128) -> (256, 128); the K3-tiny head sizes with its gate among them.
+  // (256, 128) -> (256, 128); (128, 128) filled exactly; the K3-tiny head sizes with its gate among them. The fa3
+  // form runs at dk256 and dk128 (whole 64-column boxes), the wgmma form in its place elsewhere.
   const Cfg cfgs[] = {{"k3-tiny", 4, 64, 16, 32, 32},
                       {"dk96", 6, 128, 32, 64, 64},
                       {"dk136", 5, 96, 8, 128, 120},
-                      {"dk256", 3, 128, 64, 192, 128}};
+                      {"dk256", 3, 128, 64, 192, 128},
+                      {"dk128", 4, 96, 64, 64, 128}};  // (128, 128) filled exactly: the fa3 kernel's instance
   uint64_t seed = 31;
   for (const Cfg& c : cfgs) {
     const Problem p(c, 1, 0, {1, 63, 64, 65, 300}, true, seed++);
@@ -230,7 +242,7 @@ TEST_F(MlaPrefillCuda, LauncherPicksFusedWhereItCanAndBlocksElsewhere) {
     MlaLaunchRecord rec;
     const std::vector<double> got = p.gpu(MlaPrefillPath::automatic, rec);
     EXPECT_EQ(rec.prefill_fused_wgmma, 1);
-    EXPECT_EQ(rec.prefill_fused, 0);
+    EXPECT_EQ(rec.prefill_fused + rec.prefill_fused_fa3, 0);
     EXPECT_LE(rel_rms_or_abs(got, ref), kBar);
   }
   {  // forced blocks
@@ -251,11 +263,11 @@ TEST_F(MlaPrefillCuda, LauncherPicksFusedWhereItCanAndBlocksElsewhere) {
   {  // P = 13: not a whole number of 16-byte chunks, blocks even when a fused kernel is asked for
     const Problem odd({"p13", 4, 64, 13, 16, 24}, 1, 0, {65, 3}, true, 42);
     const std::vector<double> odd_ref = odd.cpu();
-    for (MlaPrefillPath path : {MlaPrefillPath::fused, MlaPrefillPath::fused_wgmma}) {
+    for (MlaPrefillPath path : {MlaPrefillPath::fused, MlaPrefillPath::fused_wgmma, MlaPrefillPath::fused_fa3}) {
       MlaLaunchRecord rec;
       EXPECT_LE(rel_rms_or_abs(odd.gpu(path, rec), odd_ref), kBar);
       EXPECT_EQ(rec.prefill_blocks, 1);
-      EXPECT_EQ(rec.prefill_fused + rec.prefill_fused_wgmma, 0);
+      EXPECT_EQ(rec.prefill_fused + rec.prefill_fused_wgmma + rec.prefill_fused_fa3, 0);
     }
   }
 }

@@ -12,8 +12,9 @@
 //     upload), attend, merge + project.
 //   mla_prefill: K3 (H = 96, gate) and Kimi-Linear (H = 32, no gate) MLA, R = 512, P = 64, Dn = Dv = 128, at one
 //     sequence of T = 4096 and 16384 and a varlen batch of 16 x 512, each through the fused attention on mma.sync
-//     (flash.cuh, the default), its wgmma form (flash_wgmma.cuh) and the cuBLAS score blocks (prefill_gemm.cu),
-//     forced through src/cuda/mla/options.h, in the same run. Prints the op's time, the causal attention's rate
+//     (flash.cuh), its wgmma form (flash_wgmma.cuh, the default), its FlashAttention-3 form (flash_fa3.cuh) and the
+//     cuBLAS score blocks (prefill_gemm.cu), forced through src/cuda/mla/options.h, in the same run
+//     (`kimi_bench_mla prefill`: these rows only). Prints the op's time, the causal attention's rate
 //       attention flop = 2 H (Dn + P + Dv) sum_n L_n (L_n + 1) / 2    (Q K^T and P V over the causal pairs)
 //     over the whole op's time (which also holds the kv expansion, 2 T H (Dn + Dv) R flop, printed beside it), and
 //     the whole op's rate.
@@ -124,6 +125,7 @@ void prefill(int64_t Hp, bool gated, const std::vector<int64_t>& seqs, kimi::cud
   const double attn = 2.0 * pairs * Hp * (Dq + Dv), kv = 2.0 * double(T) * Hp * (Dn + Dv) * R;
   const char* ran = rec.prefill_fused > 0         ? "fused"
                     : rec.prefill_fused_wgmma > 0 ? "wgmma"
+                    : rec.prefill_fused_fa3 > 0   ? "fa3"
                     : rec.prefill_blocks > 0      ? "blocks"
                                                   : "ffma";
   std::printf("kimi mla_prefill %-6s T=%-5lld (%zu x %lld) H=%-2lld R=%lld P=%lld Dn=Dv=%lld bf16%s  %8.3f ms  "
@@ -144,21 +146,25 @@ int main(int argc, char** argv) {
            std::string_view(argv[5]) == "bf16" ? DType::bf16 : DType::f32);
     return 0;
   }
-  if (argc != 1) {
-    std::fprintf(stderr, "usage: kimi_bench_mla [decode H N len f32|bf16]\n");
+  const bool prefill_only = argc == 2 && std::string_view(argv[1]) == "prefill";
+  if (argc != 1 && !prefill_only) {
+    std::fprintf(stderr, "usage: kimi_bench_mla [decode H N len f32|bf16 | prefill]\n");
     return 2;
   }
-  for (DType cache_dt : {DType::f32, DType::bf16})
-    for (int64_t heads : {32, 64})
-      for (auto [N, len] : {std::pair<int64_t, int64_t>{1, 32768}, {32, 4096}, {128, 4096}, {1, 512}, {32, 512}, {128, 512}})
-        decode(heads, N, len, cache_dt);
+  if (!prefill_only)
+    for (DType cache_dt : {DType::f32, DType::bf16})
+      for (int64_t heads : {32, 64})
+        for (auto [N, len] :
+             {std::pair<int64_t, int64_t>{1, 32768}, {32, 4096}, {128, 4096}, {1, 512}, {32, 512}, {128, 512}})
+          decode(heads, N, len, cache_dt);
   std::printf("mla_prefill: attention TFLOP/s = 2 H (Dn + P + Dv) sum_n L_n (L_n + 1) / 2 / op time "
               "(the op time includes the kv expansion GEMM)\n");
   using kimi::cuda::MlaPrefillPath;
   for (auto [Hp, gated] : {std::pair<int64_t, bool>{96, true}, {32, false}})  // K3, Kimi-Linear
     for (const std::vector<int64_t>& seqs :
          {std::vector<int64_t>{4096}, std::vector<int64_t>{16384}, std::vector<int64_t>(16, 512)})
-      for (MlaPrefillPath path : {MlaPrefillPath::fused, MlaPrefillPath::fused_wgmma, MlaPrefillPath::blocks})
+      for (MlaPrefillPath path :
+           {MlaPrefillPath::fused, MlaPrefillPath::fused_wgmma, MlaPrefillPath::fused_fa3, MlaPrefillPath::blocks})
         prefill(Hp, gated, seqs, path);
   return 0;
 }

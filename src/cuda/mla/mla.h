@@ -35,9 +35,12 @@ bool mla_prefill_gemm(TensorView q, TensorView latent, TensorView k_pe, const We
 // mla_prefill_gemm come first).
 bool mla_flash_supported(TensorView q, TensorView k_pe, const MlaDims& d);
 // The fused causal attention over kv = latent W_kvb^T (bf16 [B*T, H*(Dn+Dv)], made by mla_prefill_gemm) into o:
-// flash.cuh (mma.sync), or flash_wgmma.cuh where `wgmma`.
-void mla_prefill_flash(TensorView q, const void* kv, TensorView k_pe, TensorView gate, const std::vector<int64_t>& cu,
-                       const MlaDims& d, TensorView o, bool wgmma, const Context& ctx);
+// flash.cuh (mma.sync), flash_wgmma.cuh or flash_fa3.cuh, as `kernel` says; fa3 needs Dn, P, Dv multiples of 64
+// filling an instance (prefill_flash.cu), else the wgmma form runs. Returns the kernel that ran.
+enum class MlaFlashKernel { mma_sync, wgmma, fa3 };
+MlaFlashKernel mla_prefill_flash(TensorView q, const void* kv, TensorView k_pe, TensorView gate,
+                                 const std::vector<int64_t>& cu, const MlaDims& d, TensorView o, MlaFlashKernel kernel,
+                                 const Context& ctx);
 void mla_cache_write(TensorView latent, TensorView k_pe, TensorView cache, const Index& start, const Index& slots,
                      const Context& ctx);
 void mla_decode(TensorView q, TensorView cache, const Index& lens, const Index& slots, const Weight& w_kvb,

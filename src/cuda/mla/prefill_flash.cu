@@ -1,5 +1,6 @@
-// src/cuda/mla/prefill_flash.cu: the launcher of the fused bf16 causal attention (flash.cuh on mma.sync, or
-// flash_wgmma.cuh on wgmma: same tiles, parameters and instances) for mla_prefill, run by
+// src/cuda/mla/prefill_flash.cu: the launcher of the fused bf16 causal attention (flash.cuh on mma.sync,
+// flash_wgmma.cuh on wgmma, or flash_fa3.cuh, its FlashAttention-3 schedule: same tiles, parameters and instances)
+// for mla_prefill, run by
 // mla_prefill_gemm (prefill_gemm.cu) on the bf16 kv expansion it made with cuBLAS.
 //   flash_supported: the fused kernel's conditions (flash.cuh "Global layouts"): Dn, P, Dv multiples of 8,
 //     Dn + P <= 256, Dv <= 128, q / k_pe token and head strides multiples of 8 elements, 16-byte aligned data.
@@ -8,6 +9,10 @@
 //     keys in L2.
 //   Instances (DK, DV): the smallest of (64, 64), (128, 128), (192, 128), (256, 128) that holds (Dn + P, Dv); the
 //     padded columns are zero and cost only their share of the tensor-core work.
+//   The FlashAttention-3 form (flash_fa3.cuh) loads K and V by tensor-map boxes of 64 x 64: it runs where Dn, P and Dv
+//     are multiples of 64 that fill the instance exactly (Kimi's 128 / 64 / 128: (192, 128)) and the tokens fit the
+//     boxes' int32 coordinates (fa3_applies); elsewhere a forced fa3 runs the wgmma form, and says so (the returned
+//     kernel, counted in MlaLaunchRecord).
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
@@ -20,9 +25,11 @@
 #include "cuda/check.cuh"
 #include "cuda/elementwise.cuh"
 #include "cuda/mla/flash.cuh"
+#include "cuda/mla/flash_fa3.cuh"
 #include "cuda/mla/flash_wgmma.cuh"
 #include "cuda/mla/mla.h"
 #include "cuda/scratch.cuh"
+#include "cuda/tensor_map.h"
 
 namespace kimi::cuda {
 
@@ -30,10 +37,43 @@ namespace {
 
 bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
+// A 2-d bf16 tensor map [rows][cols] (row stride ld elements), 128B swizzle, box 64 x 64, zeros outside.
+void encode_box_map(CUtensorMap& map, const void* base, int64_t cols, int64_t rows, int64_t ld, const char* what) {
+  const auto encode = tensor_map_encoder();
+  if (!encode)
+    throw Error("mla_prefill: the FlashAttention-3 kernel needs the driver's cuTensorMapEncodeTiled, which this "
+                "driver lacks (use MlaPrefillPath::fused_wgmma)");
+  const cuuint64_t dims[2] = {cuuint64_t(cols), cuuint64_t(rows)};
+  const cuuint64_t strides[1] = {cuuint64_t(ld) * 2};
+  const cuuint32_t box[2] = {64, 64}, unit[2] = {1, 1};
+  const CUresult r = encode(&map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, const_cast<void*>(base), dims, strides, box,
+                            unit, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                            CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (r != CUDA_SUCCESS)
+    throw Error(std::string("mla_prefill: cuTensorMapEncodeTiled refused the ") + what + " map (CUresult " +
+                std::to_string(int(r)) + ")");
+}
+
+// flash_fa3.cuh's conditions beyond mla_flash_supported: whole 64-column boxes filling the instance (DK, DV) and
+// M + 64 tokens in int32 box coordinates.
+bool fa3_applies(const MlaDims& d, int64_t M) {
+  const int64_t Dn = d.qk_nope, P = d.qk_rope, Dv = d.v_dim, Dk = Dn + P;
+  const int64_t DK = Dk <= 64 && Dv <= 64 ? 64 : Dk <= 128 ? 128 : Dk <= 192 ? 192 : 256, DV = DK == 64 ? 64 : 128;
+  return Dn % 64 == 0 && P % 64 == 0 && Dv % 64 == 0 && Dk == DK && Dv == DV && M + 64 < (int64_t(1) << 31) &&
+         d.heads * (Dn + Dv) < (int64_t(1) << 31);
+}
+
 template <int DK, int DV>
-void launch(const mla::FlashParams& p, unsigned ntiles, unsigned heads, bool wgmma, cudaStream_t s) {
-  static_assert(mla::kFlBQ == mla::kFwBQ, "one tile table for both kernels");
-  if (wgmma) {
+void launch(const mla::FlashParams& p, const CUtensorMap* maps, unsigned ntiles, unsigned heads,
+            MlaFlashKernel kernel, cudaStream_t s) {
+  static_assert(mla::kFlBQ == mla::kFwBQ && mla::kFlBQ == mla::kFaBQ, "one tile table for every kernel");
+  if (kernel == MlaFlashKernel::fa3) {
+    constexpr size_t smem = mla::flash_fa3_smem_bytes<DK, DV>();
+    KIMI_CUDA_CHECK(cudaFuncSetAttribute(mla::mla_flash_fa3_kernel<DK, DV>,
+                                         cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+    const mla::Fa3Params a{p, maps[0], maps[1]};
+    mla::mla_flash_fa3_kernel<DK, DV><<<dim3(ntiles, heads), mla::kFaThreads, smem, s>>>(a);
+  } else if (kernel == MlaFlashKernel::wgmma) {
     constexpr size_t smem = mla::flash_wgmma_smem_bytes<DK, DV>();
     KIMI_CUDA_CHECK(cudaFuncSetAttribute(mla::mla_flash_wgmma_kernel<DK, DV>,
                                          cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
@@ -56,8 +96,9 @@ bool mla_flash_supported(TensorView q, TensorView k_pe, const MlaDims& d) {
          aligned16(q.data) && aligned16(k_pe.data);
 }
 
-void mla_prefill_flash(TensorView q, const void* kv, TensorView k_pe, TensorView gate, const std::vector<int64_t>& cu,
-                       const MlaDims& d, TensorView o, bool wgmma, const Context& ctx) {
+MlaFlashKernel mla_prefill_flash(TensorView q, const void* kv, TensorView k_pe, TensorView gate,
+                                 const std::vector<int64_t>& cu, const MlaDims& d, TensorView o, MlaFlashKernel kernel,
+                                 const Context& ctx) {
   const cudaStream_t s = static_cast<cudaStream_t>(ctx.cuda_stream);
   const int64_t B = q.size(0), T = q.size(1), H = d.heads, Dn = d.qk_nope, P = d.qk_rope, Dv = d.v_dim;
   std::vector<std::pair<int64_t, int64_t>> seqs;  // (first token m0, length)
@@ -73,7 +114,8 @@ void mla_prefill_flash(TensorView q, const void* kv, TensorView k_pe, TensorView
   std::vector<Tile> tiles;
   for (auto [m0, len] : seqs)
     for (int64_t i0 = 0; i0 < len; i0 += mla::kFlBQ) tiles.push_back({m0, i0, std::min<int64_t>(mla::kFlBQ, len - i0)});
-  if (tiles.empty()) return;
+  if (kernel == MlaFlashKernel::fa3 && !fa3_applies(d, B * T)) kernel = MlaFlashKernel::wgmma;
+  if (tiles.empty()) return kernel;
   std::stable_sort(tiles.begin(), tiles.end(), [](const Tile& a, const Tile& b) { return a.i0 > b.i0; });
   if (tiles.size() > 0x7fffffffu)
     throw Error("mla_prefill: CUDA grid too large: query tiles = " + std::to_string(tiles.size()));
@@ -92,11 +134,17 @@ void mla_prefill_flash(TensorView q, const void* kv, TensorView k_pe, TensorView
   p.Dn = int(Dn), p.P = int(P), p.Dv = int(Dv);
   p.scale_log2 = float(double(d.scale) * 1.4426950408889634);  // log2(e)
   const unsigned n = unsigned(tiles.size()), h = unsigned(H);
+  CUtensorMap maps[2]{};  // kv [B T][H (Dn + Dv)], k_pe [B T][P]
+  if (kernel == MlaFlashKernel::fa3) {
+    encode_box_map(maps[0], kv, H * (Dn + Dv), B * T, p.ldkv, "kv");
+    encode_box_map(maps[1], k_pe.data, P, B * T, p.pe_tok, "k_pe");
+  }
   const int64_t Dk = Dn + P;
-  if (Dk <= 64 && Dv <= 64) launch<64, 64>(p, n, h, wgmma, s);
-  else if (Dk <= 128) launch<128, 128>(p, n, h, wgmma, s);
-  else if (Dk <= 192) launch<192, 128>(p, n, h, wgmma, s);
-  else launch<256, 128>(p, n, h, wgmma, s);
+  if (Dk <= 64 && Dv <= 64) launch<64, 64>(p, maps, n, h, kernel, s);
+  else if (Dk <= 128) launch<128, 128>(p, maps, n, h, kernel, s);
+  else if (Dk <= 192) launch<192, 128>(p, maps, n, h, kernel, s);
+  else launch<256, 128>(p, maps, n, h, kernel, s);
+  return kernel;
 }
 
 }  // namespace kimi::cuda

@@ -1,8 +1,8 @@
 // src/cuda/mla/prefill_gemm.cu: mla_prefill for bf16 operands on tensor cores (SPEC 6, explicit form).
 //
 //   kv = latent W_kvb^T                      bf16 [M, H (Dn + Dv)]  one cuBLAS GEMM (fp32 accumulation, rounded once)
-//   then the causal attention, by default fused (flash.cuh through prefill_flash.cu: scores stay on chip; its wgmma
-//   form flash_wgmma.cuh where options.h asks) where
+//   then the causal attention, by default fused (flash_wgmma.cuh through prefill_flash.cu: scores stay on chip; its
+//   mma.sync form flash.cuh or its FlashAttention-3 form flash_fa3.cuh where options.h asks) where
 //   mla_flash_supported holds; otherwise (head sizes or strides not multiples of 8, Dn + P > 256, Dv > 128, or
 //   forced by options.h) the score blocks below:
 //   per sequence, per block of queries [q0, q1) (keys 0 .. q1 - 1 of the same sequence, every head at once):
@@ -98,9 +98,15 @@ bool mla_prefill_gemm(TensorView q, TensorView latent, TensorView k_pe, const We
 
   const MlaLaunchOptions& opt = mla_launch_options();
   if (opt.prefill != MlaPrefillPath::blocks && mla_flash_supported(q, k_pe, d)) {
-    const bool wg = opt.prefill != MlaPrefillPath::fused;  // the wgmma form unless the mma.sync one is forced
-    mla_prefill_flash(q, kv.get(), k_pe, gate, cu, d, o, wg, ctx);
-    if (opt.record) ++(wg ? opt.record->prefill_fused_wgmma : opt.record->prefill_fused);
+    // the wgmma form unless the mma.sync or the FlashAttention-3 one is forced
+    const MlaFlashKernel kernel = opt.prefill == MlaPrefillPath::fused       ? MlaFlashKernel::mma_sync
+                                  : opt.prefill == MlaPrefillPath::fused_fa3 ? MlaFlashKernel::fa3
+                                                                             : MlaFlashKernel::wgmma;
+    const MlaFlashKernel ran = mla_prefill_flash(q, kv.get(), k_pe, gate, cu, d, o, kernel, ctx);
+    if (opt.record)
+      ++(ran == MlaFlashKernel::mma_sync ? opt.record->prefill_fused
+         : ran == MlaFlashKernel::fa3    ? opt.record->prefill_fused_fa3
+                                         : opt.record->prefill_fused_wgmma);
     return true;
   }
   if (opt.record) ++opt.record->prefill_blocks;
