@@ -60,9 +60,9 @@ class EpMoe {
   // Collective. x [T, d] (T <= max_tokens, f32/bf16/f16), out [T, d] (may alias x); ids / weights optional
   // outputs i32 / f32 [T, K] (the local routing). Host tensors with a host-memory comm; CUDA tensors on the
   // weights' device with a device-memory comm (enqueued on comm.cuda_stream(): ctx.cuda_stream must be null or that
-  // stream; the results are ready for later work on it). A tensor on the other side is an error naming it. Argument errors are thrown on the offending rank alone, before
-  // any collective: the other ranks then wait in the step's first collective, so the caller ends the job
-  // (Comm::abort) on any error.
+  // stream; the results are ready for later work on it). A tensor on the other side is an error naming it.
+  // Argument errors are thrown on the offending rank alone, before any collective: the other ranks then wait in
+  // the step's first collective, so the caller ends the job (Comm::abort) on any error.
   // ctx: the CPU threads of the local operators (the model's Context).
   void forward(TensorView x, TensorView out, TensorView ids = {}, TensorView weights = {},
                EpStepStats* stats = nullptr, const Context& ctx = {});
