@@ -5,7 +5,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <numeric>
 #include <string>
 #include <vector>
 
@@ -13,6 +12,7 @@
 #include "cuda/grid.cuh"
 #include "cuda/linear/linear.h"
 #include "cuda/moe/experts.h"
+#include "dist/device_layout.h"
 #include "dist/layout.h"
 #include "kimi/device.h"
 #include "kimi/error.h"
@@ -200,49 +200,18 @@ class EpMoeCuda final : public EpMoeCudaStep {
     const DispatchLayout dl = dispatch_layout(plan, me, ids_h, k_, s_ * k_);
     const ReceiveLayout rl = receive_layout(plan, me, recv_cap_);
     const int64_t load = int64_t(rl.grouped_from.size()), r_count = int64_t(resident_.size());
-    // Layout regions (i32), packed: send_tok [T*K] | grouped_from [load] | ungroup [load] | off [R + 1] |
-    // comb_row [T*K] | comb_slot [T*K].
-    auto* lh = static_cast<int32_t*>(lay_h_.get());
-    int32_t* send_tok = lh;
-    int32_t* grouped_from = send_tok + slots;
-    int32_t* ungroup = grouped_from + load;
-    int32_t* off = ungroup + load;
-    int32_t* comb_row = off + r_count + 1;
-    int32_t* comb_slot = comb_row + slots;
-    const int64_t used = 3 * slots + 2 * load + r_count + 1;
-    if (used > lay_cap_)
-      throw Error(fn + ": internal: the layouts need " + std::to_string(used) + " entries, the static buffer has " +
-                  std::to_string(lay_cap_));
-    for (int64_t i = 0; i < slots; ++i) send_tok[i] = int32_t(dl.send_slot[size_t(i)] / k_);
-    for (int64_t j = 0; j < load; ++j) {
-      grouped_from[j] = int32_t(rl.grouped_from[size_t(j)]);
-      ungroup[rl.grouped_from[size_t(j)]] = int32_t(j);
-    }
-    std::fill(off, off + r_count + 1, 0);
-    for (size_t i = 0; i < rl.experts.size(); ++i) {
-      const int32_t le = local_of_[size_t(rl.experts[i])];
-      if (le < 0)
-        throw Error(fn + ": internal: the plan gave rank " + std::to_string(me) + " expert " +
-                    std::to_string(rl.experts[i]) + ", which it does not keep");
-      off[le + 1] = int32_t(rl.expert_rows[i + 1] - rl.expert_rows[i]);
-    }
-    for (int64_t i = 0; i < r_count; ++i) off[i + 1] += off[i];
-    std::vector<int32_t> row_of(static_cast<size_t>(slots), 0);  // slot -> back row (the send row it left from)
-    for (int64_t i = 0; i < slots; ++i) row_of[size_t(dl.send_slot[size_t(i)])] = int32_t(i);
-    for (int64_t tok = 0; tok < t; ++tok) {  // token's slots by ascending expert (ties: none, experts distinct)
-      int32_t* cs = comb_slot + tok * k_;
-      std::iota(cs, cs + k_, int32_t(tok * k_));
-      std::stable_sort(cs, cs + k_, [&](int32_t a, int32_t b) { return ids_h[size_t(a)] < ids_h[size_t(b)]; });
-      for (int r = 0; r < k_; ++r) comb_row[tok * k_ + r] = row_of[size_t(cs[r])];
-    }
-    int32_t* lay = lay_.data_as<int32_t>();
-    KIMI_CUDA_CHECK(cudaMemcpyAsync(lay, lh, size_t(used) * 4, cudaMemcpyHostToDevice, st));
-    const int32_t* d_send_tok = lay;
-    const int32_t* d_grouped_from = d_send_tok + slots;
-    const int32_t* d_ungroup = d_grouped_from + load;
-    const int32_t* d_off = d_ungroup + load;
-    const int32_t* d_comb_row = d_off + r_count + 1;
-    const int32_t* d_comb_slot = d_comb_row + slots;
+    // The layouts (device_layout.h), packed into the pinned buffer, then ONE upload.
+    const DeviceLayoutOffsets lo =
+        pack_device_layout(dl, rl, ids_h, k_, local_of_, r_count, me,
+                           std::span<int32_t>(static_cast<int32_t*>(lay_h_.get()), size_t(lay_cap_)));
+    const int32_t* lay = lay_.data_as<int32_t>();
+    KIMI_CUDA_CHECK(cudaMemcpyAsync(lay_.data(), lay_h_.get(), size_t(lo.size) * 4, cudaMemcpyHostToDevice, st));
+    const int32_t* d_send_tok = lay + lo.send_tok;
+    const int32_t* d_grouped_from = lay + lo.grouped_from;
+    const int32_t* d_ungroup = lay + lo.ungroup;
+    const int32_t* d_off = lay + lo.off;
+    const int32_t* d_comb_row = lay + lo.comb_row;
+    const int32_t* d_comb_slot = lay + lo.comb_slot;
     st_local.plan_s = laps.lap();
 
     // 4. Dispatch the latent rows.

@@ -10,8 +10,9 @@
 //      HOST SYNC: ONE async D2H copy of meta = [gathered counts N*E | local ids T*K] (i32, pinned) and ONE stream
 //      synchronisation per step: the plan and the layouts are computed on the host (plan_step, dispatch_layout,
 //      receive_layout: the same code as the CPU step). The plan on the device is a later step.
-//      The layouts go back in ONE async H2D copy from a pinned buffer (i32): send row -> token, grouped row ->
-//      received row, received row -> grouped row, local expert offsets [R + 1], combine rows and slots.
+//      The layouts go back in ONE async H2D copy from a pinned buffer (i32, dist/device_layout.h): send row ->
+//      token, grouped row -> received row, received row -> grouped row, local expert offsets [R + 1], combine rows
+//      and slots.
 //   4. dispatch: send[i] = z[token of send row i] (gather_rows); all_to_all_v           send f32 [S*K, Dl]
 //   5. the grouped rows of the local experts, expert i owning rows [off[i], off[i+1]) (received rows in
 //      grouped_from order), through the expert kernels of cuda latent_moe (src/cuda/moe/experts.h), the path from
