@@ -3,12 +3,12 @@
 
 #include <algorithm>
 #include <bit>
-#include <chrono>
 #include <cstring>
 #include <numeric>
 
 #include "cpu/tensor_io.h"
 #include "dist/layout.h"
+#include "dist/laps.h"
 #include "dist/moe_cuda.h"
 #include "kimi/error.h"
 #include "kimi/ops/linear.h"
@@ -19,17 +19,6 @@ namespace kimi::dist {
 namespace {
 
 TensorView f32_view(float* data, int64_t rows, int64_t cols) { return TensorView(data, DType::f32, {rows, cols}); }
-
-// Seconds since the last lap (a phase's wall time).
-struct Laps {
-  std::chrono::steady_clock::time_point t = std::chrono::steady_clock::now();
-  double lap() {
-    const auto now = std::chrono::steady_clock::now();
-    const double s = std::chrono::duration<double>(now - t).count();
-    t = now;
-    return s;
-  }
-};
 
 int64_t bits(float v) { return int64_t(std::bit_cast<uint32_t>(v)); }
 

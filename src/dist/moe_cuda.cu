@@ -4,7 +4,6 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
-#include <chrono>
 #include <string>
 #include <vector>
 
@@ -14,6 +13,7 @@
 #include "cuda/moe/experts.h"
 #include "dist/device_layout.h"
 #include "dist/layout.h"
+#include "dist/laps.h"
 #include "kimi/device.h"
 #include "kimi/error.h"
 #include "kimi/ops/gather.h"
@@ -56,16 +56,6 @@ Pinned pinned(size_t bytes) {
   KIMI_CUDA_CHECK(cudaMallocHost(&p, std::max<size_t>(bytes, 1)));
   return Pinned(p);
 }
-
-struct Laps {
-  std::chrono::steady_clock::time_point t = std::chrono::steady_clock::now();
-  double lap() {
-    const auto now = std::chrono::steady_clock::now();
-    const double s = std::chrono::duration<double>(now - t).count();
-    t = now;
-    return s;
-  }
-};
 
 // Throws unless t (when present) lives on `dev`.
 void check_on(const TensorView& t, const std::string& name, Device dev, const Comm& comm) {
