@@ -62,8 +62,8 @@ class Comm {
   [[noreturn]] virtual void abort(int code) = 0;
 };
 
-// Throws kimi::Error naming `fn` and the argument `arg` when `comm`'s buffers are not host memory (the CPU EP step,
-// whose buffers are host vectors; the NCCL bootstrap).
+// Throws kimi::Error naming `fn` and the argument `arg` when `comm`'s buffers are not host memory (quantile_balance,
+// dist::model's EP layer: host vectors; the NCCL bootstrap). The EP MoE step takes either (moe.h, moe_cuda.h).
 void require_host_memory(const Comm& comm, const char* fn, const char* arg = "comm");
 
 // World size 1: every collective is a copy.

@@ -3,12 +3,13 @@
 
 #include <algorithm>
 #include <bit>
-#include <chrono>
 #include <cstring>
 #include <numeric>
 
 #include "cpu/tensor_io.h"
 #include "dist/layout.h"
+#include "dist/laps.h"
+#include "dist/moe_cuda.h"
 #include "kimi/error.h"
 #include "kimi/ops/linear.h"
 #include "kimi/ops/norm.h"
@@ -18,17 +19,6 @@ namespace kimi::dist {
 namespace {
 
 TensorView f32_view(float* data, int64_t rows, int64_t cols) { return TensorView(data, DType::f32, {rows, cols}); }
-
-// Seconds since the last lap (a phase's wall time).
-struct Laps {
-  std::chrono::steady_clock::time_point t = std::chrono::steady_clock::now();
-  double lap() {
-    const auto now = std::chrono::steady_clock::now();
-    const double s = std::chrono::duration<double>(now - t).count();
-    t = now;
-    return s;
-  }
-};
 
 int64_t bits(float v) { return int64_t(std::bit_cast<uint32_t>(v)); }
 
@@ -88,13 +78,21 @@ EpMoe::EpMoe(Comm& comm, Placement placement, const LatentMoeWeights& w, const R
     : comm_(comm), placement_(std::move(placement)), w_(w), router_(router), act_(act), eps_(norm_eps),
       s_(max_tokens), policy_(policy) {
   const char* fn = "dist::EpMoe";
-  require_host_memory(comm, fn);
+  // A device-memory comm (NCCL) runs the CUDA step (moe_cuda.h): its all_gathers take device buffers.
+  const bool on_device = comm.memory() == CommMemory::device;
   // Compare the configuration first (a collective every rank reaches), then validate locally.
   const auto fields = ep_config_fields(placement_, w, router, act, norm_eps, max_tokens, policy);
   const auto n = size_t(comm.size()), nf = fields.size();
   std::vector<int64_t> mine(nf), all(n * nf);
   for (size_t i = 0; i < nf; ++i) mine[i] = fields[i].second;
-  comm.all_gather(mine.data(), nf * sizeof(int64_t), all.data());
+  if (on_device && !(w.router.w.present() && w.router.w.device.type == DeviceType::cuda))
+    throw Error(std::string(fn) + ": argument 'w.router': expected a CUDA tensor (the comm '" + comm.name() +
+                "' keeps its buffers in device memory), got " +
+                (w.router.w.present() ? to_string(w.router.w.device) : std::string("absent")));
+  if (on_device)
+    all_gather_host_through_device(comm, w.router.w.device.index, mine.data(), nf * sizeof(int64_t), all.data());
+  else
+    comm.all_gather(mine.data(), nf * sizeof(int64_t), all.data());
   for (size_t i = 0; i < nf; ++i)
     for (size_t r = 1; r < n; ++r)
       if (all[r * nf + i] != all[i])
@@ -137,15 +135,51 @@ EpMoe::EpMoe(Comm& comm, Placement placement, const LatentMoeWeights& w, const R
   const int64_t ranks = comm.size();
   recv_cap_ = policy_ == PlanPolicy::holders_only ? std::min(ranks * s_ * k_, ranks * s_ * int64_t(resident_.size()))
                                                   : s_ * k_;
+  if (on_device) {
+    EpCudaConfig c;
+    c.comm = &comm;
+    c.placement = &placement_;
+    c.w = &w_;
+    c.experts = experts_;
+    c.resident = resident_;
+    c.router = router_;
+    c.act = act_;
+    c.eps = eps_;
+    c.s = s_, c.d = d_, c.dl = dl_, c.recv_cap = recv_cap_;
+    c.e = e_, c.k = k_;
+    c.policy = policy_;
+    cuda_ = make_ep_moe_cuda(c);  // copies what it reads
+    return;
+  }
   send_.assign(size_t(s_ * k_ * dl_), 0.f);
   recv_.assign(size_t(recv_cap_ * dl_), 0.f);
   grouped_.assign(size_t(recv_cap_ * dl_), 0.f);
   back_.assign(size_t(std::max(recv_cap_, s_ * k_) * dl_), 0.f);
 }
 
+EpMoe::~EpMoe() = default;
+
+#ifndef KIMI_WITH_NCCL
+// Without the NCCL transport no device-memory comm exists in this build (comm.h); a foreign one is refused here.
+std::unique_ptr<EpMoeCudaStep> make_ep_moe_cuda(const EpCudaConfig& c) {
+  throw Error("dist::EpMoe: argument 'comm': the comm '" + c.comm->name() +
+              "' keeps its buffers in device memory, but this build has no CUDA EP step (it needs KIMI_CUDA=ON and "
+              "KIMI_EP_NCCL=ON with NCCL found)");
+}
+void all_gather_host_through_device(Comm& comm, int, const void*, size_t, void*) {
+  throw Error("dist::EpMoe: argument 'comm': the comm '" + comm.name() +
+              "' keeps its buffers in device memory, but this build has no CUDA EP step (it needs KIMI_CUDA=ON and "
+              "KIMI_EP_NCCL=ON with NCCL found)");
+}
+#endif
+
 void EpMoe::forward(TensorView x, TensorView out, TensorView ids_out, TensorView weights_out, EpStepStats* stats,
                     const Context& ctx) {
   const char* fn = "dist::EpMoe::forward";
+  if (cuda_) {
+    cuda_->forward(x, out, ids_out, weights_out, stats, ctx);
+    return;
+  }
   if (x.ndim != 2 || x.size(1) != d_ || x.size(0) > s_)
     throw Error(std::string(fn) + ": argument 'x': expected [T, " + std::to_string(d_) + "] with T <= max_tokens (" +
                 std::to_string(s_) + "), got " + x.shape_string());
@@ -153,8 +187,8 @@ void EpMoe::forward(TensorView x, TensorView out, TensorView ids_out, TensorView
     throw Error(std::string(fn) + ": argument 'out': expected " + x.shape_string() + " (like x), got " +
                 out.shape_string());
   if (!(x.device == Device::cpu()) || !(out.device == Device::cpu()))
-    throw Error(std::string(fn) + ": arguments 'x', 'out': expected host (cpu) tensors, got " + to_string(x.device) +
-                ", " + to_string(out.device));
+    throw Error(std::string(fn) + ": arguments 'x', 'out': expected host (cpu) tensors (the comm '" + comm_.name() +
+                "' keeps its buffers in host memory), got " + to_string(x.device) + ", " + to_string(out.device));
   const int64_t t = x.size(0);
   const auto st = size_t(t), sk = size_t(k_), sdl = size_t(dl_);
 

@@ -1,4 +1,7 @@
-// dist/moe.h: the latent MoE block (SPEC 7, kimi::latent_moe) under expert parallelism on CPU ranks.
+// dist/moe.h: the latent MoE block (SPEC 7, kimi::latent_moe) under expert parallelism.
+// Two forms behind one class: host-memory comms (loopback, MPI) run the CPU step below on host tensors; a
+// device-memory comm (NCCL) runs the CUDA step on CUDA tensors and weights (dist/moe_cuda.h: the same plan and
+// layouts, the plan still computed on the host after one small D2H copy and stream sync per step).
 //
 // Every rank runs data-parallel on its own T_r <= S tokens x [T_r, d]; one step is (docs/ep.md):
 //   1. route locally: logits = x W_r^T, (ids, w) = moe_router(logits)         ids/w [T_r, K]
@@ -23,6 +26,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -31,6 +35,8 @@
 #include "kimi/ops/moe.h"
 
 namespace kimi::dist {
+
+class EpMoeCudaStep;  // moe_cuda.h
 
 struct EpStepStats {
   std::vector<int64_t> home_load, load;  // [N] pairs homed / computed per rank this step
@@ -45,14 +51,18 @@ class EpMoe {
   // Collective. Validates the weights (as latent_moe does) and that every rank was given the same
   // configuration (widths, experts, top_k, router / activation parameters, eps, S, placement): a mismatch throws
   // kimi::Error on every rank, naming the field and the ranks' values. placement.ranks must equal comm.size().
-  // policy: every rank must pass the same (compared with the configuration).
+  // policy: every rank must pass the same (compared with the configuration). A device-memory comm (NCCL) needs every
+  // weight on one CUDA device (the comm's), and allocates the CUDA step's static buffers (moe_cuda.h) here.
   EpMoe(Comm& comm, Placement placement, const LatentMoeWeights& w, const RouterParams& router,
         const GluParams& act, float norm_eps, int64_t max_tokens, PlanPolicy policy = PlanPolicy::any_rank);
+  ~EpMoe();
 
-  // Collective. x [T, d] (T <= max_tokens, f32/bf16/f16, host), out [T, d] (may alias x); ids / weights optional
-  // outputs i32 / f32 [T, K] (the local routing). Argument errors are thrown on the offending rank alone, before
-  // any collective: the other ranks then wait in the step's first collective, so the caller ends the job
-  // (Comm::abort) on any error.
+  // Collective. x [T, d] (T <= max_tokens, f32/bf16/f16), out [T, d] (may alias x); ids / weights optional
+  // outputs i32 / f32 [T, K] (the local routing). Host tensors with a host-memory comm; CUDA tensors on the
+  // weights' device with a device-memory comm (enqueued on comm.cuda_stream(): ctx.cuda_stream must be null or that
+  // stream; the results are ready for later work on it). A tensor on the other side is an error naming it.
+  // Argument errors are thrown on the offending rank alone, before any collective: the other ranks then wait in
+  // the step's first collective, so the caller ends the job (Comm::abort) on any error.
   // ctx: the CPU threads of the local operators (the model's Context).
   void forward(TensorView x, TensorView out, TensorView ids = {}, TensorView weights = {},
                EpStepStats* stats = nullptr, const Context& ctx = {});
@@ -80,6 +90,7 @@ class EpMoe {
   int64_t resident_bytes_ = 0, recv_cap_ = 0;
   std::vector<float> send_;                   // static [S*K, Dl] f32
   std::vector<float> recv_, grouped_, back_;  // static [recv_cap, Dl], [recv_cap, Dl], [max(recv_cap, S*K), Dl]
+  std::unique_ptr<EpMoeCudaStep> cuda_;       // the CUDA step (device-memory comm), else null
 };
 
 // The fields EpMoe compares across ranks (name, value), in order; exposed for the tests.

@@ -1,6 +1,7 @@
 // tests/dist/test_nccl.cpp: the NCCL transport at world size 1 (bootstrapped through the loopback, no MPI) against
 // the loopback on the same data (tests/dist/nccl_case.h), with the comm's own stream and with a caller's stream;
-// argument errors, the host-memory refusal of the CPU EP step, and NCCL_NVLS_ENABLE. The multi-rank cases run under
+// argument errors, the host-memory refusals (quantile_balance, the bootstrap), the CUDA weights the EP step needs
+// with a device comm, and NCCL_NVLS_ENABLE. The multi-rank cases run under
 // mpirun (test_mpi_nccl.cpp). In a build without the NCCL transport: make_nccl_comm's refusal.
 #include <gtest/gtest.h>
 
@@ -132,13 +133,14 @@ TEST(NcclComm, BadArgumentsAreClearErrors) {
   nccl->barrier();
 }
 
-TEST(NcclComm, CpuEpStepRefusesDeviceMemory) {
+TEST(NcclComm, DeviceCommNeedsCudaWeightsAndHostOnlyOpsRefuseIt) {
   KIMI_NEEDS_GPU();
   auto boot = make_loopback_comm();
   auto nccl = make_nccl_comm(*boot);
+  // A device-memory comm runs the CUDA EP step (test_ep_moe_cuda.cpp), which needs CUDA weights.
   testutil::EpMoeModel m = testutil::make_ep_moe_model("k3-tiny", false);
   EXPECT_KIMI_ERROR(EpMoe(*nccl, Placement::round_robin(1, 16), m.w, m.router, m.act, 1e-5f, 4), "dist::EpMoe",
-                    "'comm'", "host-memory transport", "'nccl'");
+                    "'w.router'", "expected a CUDA tensor", "'nccl'");
   Tensor scores(DType::f32, {4, 16}), bias(DType::f32, {16});
   EXPECT_KIMI_ERROR(quantile_balance(*nccl, scores.view(), bias.view(), 4), "dist::quantile_balance", "'comm'");
   EXPECT_KIMI_ERROR(make_nccl_comm(*nccl), "dist::make_nccl_comm", "'bootstrap'", "host-memory transport");
