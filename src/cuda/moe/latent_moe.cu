@@ -3,7 +3,8 @@
 //   2. z = x W_ld^T [T, Dl], or x without the latent projections (Dl = d): f32 on the touched and grouped paths,
 //      which read it in place; the gathering paths' operand dtype (bf16 for bf16 x) on the others
 //   3. group the T*K slots by expert on the device (group.cuh): on the touched path ONE launch, group_kernel
-//      (offsets, row_of_slot, token_of_row, the list of touched experts, and the optional ids / weights copies);
+//      (offsets, row_of_slot, token_of_row, the list of touched experts, the optional ids / weights copies, and
+//      z = f32(x) without a latent);
 //      otherwise count_kernel, offsets_kernel (exclusive scan), place_kernel; no count reaches the host here
 //   4. the experts over their rows, ye f32 [T*K, Dl] in grouped order (experts.h), the path chosen on the host by
 //      expert_path (T, T*K / E, dtypes, weight format and layout; src/cuda/moe/options.h):
@@ -16,13 +17,14 @@
 //      gemm (prefill otherwise): gather z into zg [T*K, Dl] of the operand dtype (bf16 when x is bf16, else f32:
 //        f32 / f16 x keep exact operands), then experts_gemm (the offsets copied to the host: ONE stream sync)
 //   5. y[t] = sum_j w[t, j] Ye[row of slot (t, j)] (combine_kernel, f32 [T, Dl]); RMSNorm_latent (f32)
-//   6. res = y W_lu^T (f32 [T, d]) (or y), res += Shared(x) (cuda::mlp, beta 1); out = round(res)
+//   6. res = y W_lu^T (f32 [T, d]) (or y), res += Shared(x) (cuda::mlp, beta 1); out = round(res (+ out, beta 1))
 // The touched path without a latent (Kimi-Linear) at T <= kTouchedMaxSharedTokens: the shared expert runs inside
 // the two expert launches (its rows after the routed ones in ye, z = f32(x) being its input) and the combine adds
-// it and rounds into out: router GEMV, router, convert, group, gate+up, down, combine: 7 launches in all (the
-// grouped path: 17).
+// it and rounds into out: router GEMV, router, group (which also writes z = f32(x)), gate+up, down, combine: 6
+// launches in all (the grouped path: 17).
 // z, h, ye, y and res are f32 (the prefill path's operands follow x's dtype, above); out is written once at the
-// end, so it may alias x.
+// end, so it may alias x (beta 0). beta 1 adds out's old value in f32 in that same final write (the combine on the
+// direct path: the model's residual add needs no launch of its own).
 // CUDA graph capture: the touched, grouped and wgmma paths capture when the experts are stacked (one allocation per
 // projection, evenly strided: place_weights builds them so). Separately allocated experts need a per-call
 // pointer-table upload and the gemm path a counts copy: both are refused under capture with an error, before any
@@ -85,7 +87,7 @@ void refuse_capture_of(cudaStream_t s, ExpertPath path, bool stacked, int64_t sl
 }  // namespace
 
 void latent_moe(TensorView x, const LatentMoeWeights& w, const RouterParams& router, const GluParams& act,
-                float norm_eps, TensorView out, TensorView ids, TensorView weights, const Context& ctx) {
+                float norm_eps, TensorView out, TensorView ids, TensorView weights, float beta, const Context& ctx) {
   const int64_t t_count = x.size(0), d = x.size(1), e_count = int64_t(w.experts.size());
   const int64_t k = router.top_k, slots = t_count * k;
   if (t_count == 0) return;
@@ -115,8 +117,8 @@ void latent_moe(TensorView x, const LatentMoeWeights& w, const RouterParams& rou
   // 1. Routing.
   Scratch logits(size_t(t_count * e_count) * 4, s), sel(size_t(slots) * 4, s), wts(size_t(slots) * 4, s);
   cuda::linear(x, w.router, f32(logits, t_count, e_count), 0.f, ctx);
-  cuda::moe_router(f32(logits, t_count, e_count), w.router_bias, router,
-             TensorView(sel.get(), DType::i32, {t_count, k}, dev), f32(wts, t_count, k), ctx);
+  const TensorView sel_v(sel.get(), DType::i32, {t_count, k}, dev);
+  cuda::moe_router(f32(logits, t_count, e_count), w.router_bias, router, sel_v, f32(wts, t_count, k), ctx);
 
   // 2. The expert input z [T, Dl]: f32 for the paths that read it in place (touched, grouped); in the operand
   //    dtype zt for the paths that gather it (bf16 when x is bf16: the rounding the gather would apply), and x
@@ -129,7 +131,7 @@ void latent_moe(TensorView x, const LatentMoeWeights& w, const RouterParams& rou
     z.emplace(size_t(t_count * dl) * dtype_size(zt), s);
     zv = TensorView(z->get(), zt, {t_count, dl}, dev);
     if (latent) cuda::linear(x, w.latent_down, zv, 0.f, ctx);
-    else convert_view(x, z->get(), zt, dl, ctx);
+    else if (!touched) convert_view(x, z->get(), zt, dl, ctx);  // the touched path: group_kernel converts
   }
 
   // 3. Group slots by expert, all on the device.
@@ -150,6 +152,10 @@ void latent_moe(TensorView x, const LatentMoeWeights& w, const RouterParams& rou
     g.n_active = active->get<int32_t>() + std::min(e_count, slots);
     if (ids.present()) g.ids_out = static_cast<int32_t*>(ids.data), g.ldi = t_count > 1 ? ids.stride(0) : k;
     if (weights.present()) g.w_out = static_cast<float*>(weights.data), g.ldw = t_count > 1 ? weights.stride(0) : k;
+    if (!latent) {  // z = f32(x) in the same launch (z is not read before the expert launches)
+      g.x = x.data, g.tx = elem_type(x.dtype), g.ldx = t_count > 1 ? x.stride(0) : d;
+      g.x_rows = t_count, g.x_cols = d, g.z = z->get<float>();
+    }
     programmatic_launch(group_kernel, dim3(1), dim3(kGroupThreads), size_t(e_count) * 4, s, g);
     KIMI_CUDA_CHECK(cudaGetLastError());
   } else {
@@ -196,7 +202,7 @@ void latent_moe(TensorView x, const LatentMoeWeights& w, const RouterParams& rou
   if (direct) {
     programmatic_launch(combine_kernel, dim3(grid_1d(t_count * dl, kThreads, "latent_moe")), dim3(kThreads), 0, s,
                         ye.get<float>(), row_of_slot.get<int32_t>(), wts.get<float>(), int(k), t_count, dl,
-                        shared_row0, out.data, elem_type(out.dtype), t_count > 1 ? out.stride(0) : d);
+                        shared_row0, out.data, elem_type(out.dtype), t_count > 1 ? out.stride(0) : d, beta);
     KIMI_CUDA_CHECK(cudaGetLastError());
     return;
   }
@@ -205,7 +211,7 @@ void latent_moe(TensorView x, const LatentMoeWeights& w, const RouterParams& rou
   const Scratch* yl = &y;
   programmatic_launch(combine_kernel, dim3(grid_1d(t_count * dl, kThreads, "latent_moe")), dim3(kThreads), 0, s,
                       ye.get<float>(), row_of_slot.get<int32_t>(), wts.get<float>(), int(k), t_count, dl,
-                      shared_row0, y.get(), elem_type(DType::f32), dl);
+                      shared_row0, y.get(), elem_type(DType::f32), dl, 0.f);
   KIMI_CUDA_CHECK(cudaGetLastError());
   if (w.latent_norm.present()) {
     TensorView nw = w.latent_norm;
@@ -229,7 +235,8 @@ void latent_moe(TensorView x, const LatentMoeWeights& w, const RouterParams& rou
     res = &*up;
   }
   if (w.shared && !fuse_shared) cuda::mlp(x, *w.shared, act, f32(*res, t_count, d), 1.f, ctx);
-  cuda::convert_rows(res->get(), DType::f32, d, out.data, out.dtype, t_count > 1 ? out.stride(0) : d, t_count, d, ctx);
+  cuda::convert_rows(res->get(), DType::f32, d, out.data, out.dtype, t_count > 1 ? out.stride(0) : d, t_count, d, ctx,
+                     beta);
 }
 
 }  // namespace kimi::cuda
