@@ -4,8 +4,8 @@
 // touched_max_tokens, forced paths, prefill untouched; no device needed); both decode paths of latent_moe (each
 // forced, and checked to be what ran) match the CPU backend (T = 1 to 128, both models' layouts scaled down,
 // ragged counts, experts without tokens, one expert taking every token, bf16 and MXFP4, SiLU and SiTU, the shared
-// expert fused on the touched path) and their graphs replay bit-identically and beta 1 adds exactly the beta-0
-// output; the decode path (T * top_k <= 16 E,
+// expert fused on the touched path) and their graphs replay bit-identically, the touched path's routing (inside its
+// grouping launch) equals moe_router's bit for bit and beta 1 adds exactly the beta-0 output; the decode path (T * top_k <= 16 E,
 // stacked experts) records into a CUDA graph (so it never waits on the host) and replays bit-identically, also on
 // new inputs; stacked and separately allocated experts give identical bytes; graph capture is refused (leaving it
 // valid) for separate experts and for the cuBLAS prefill path (f32 x; bf16 x with bf16 experts takes the
@@ -357,7 +357,8 @@ struct RefShape {
 // experts, with ragged counts (random permutations) and experts without tokens (every shape with T * K < E, and
 // the one-expert shapes). The bf16-expert shapes without a latent fuse the
 // shared expert (the experts' width) into the touched path's launches at T <= 8: ceil(T / MT) grid rows of it.
-// With f32 out, beta 1 (the residual add: in the combine on the direct touched path, in the final convert on the
+// On the touched path (E <= 256 here) the grouping launch routes: ids and weights equal moe_router's on the
+// router GEMV's logits bit for bit. With f32 out, beta 1 (the residual add: in the combine on the direct touched path, in the final convert on the
 // others) gives exactly old + the beta-0 output, element by element in f32.
 TEST(CudaMoe, BothDecodePathsMatchTheCpuReferenceAndReplayBitIdentically) {
   SKIP_WITHOUT_GPU();
@@ -454,6 +455,15 @@ TEST(CudaMoe, BothDecodePathsMatchTheCpuReferenceAndReplayBitIdentically) {
       EXPECT_EQ(rec.touched_in_flight, touched && !streaming ? 1 : 0);
       const MoeOut eager = run.bytes();
       EXPECT_EQ(bytes_of(hi), eager.ids) << "routing ids";
+      if (touched) {  // routed inside the grouping launch (E <= 256): bit-identical to the router launch
+        const Tensor lg(DType::f32, {c.t, c.e}, Device::cuda(0)), ids2(DType::i32, {c.t, c.k}, Device::cuda(0)),
+            w2(DType::f32, {c.t, c.k}, Device::cuda(0));
+        linear(x, m.w.router, lg, 0.f, ctx);
+        moe_router(lg, m.w.router_bias, RouterParams{int(c.k), true, 2.446f}, ids2, w2, ctx);
+        ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+        EXPECT_EQ(bytes_of(ids2), eager.ids) << "ids against moe_router";
+        EXPECT_EQ(bytes_of(w2), eager.weights) << "weights against moe_router";
+      }
       if (c.one_expert) {
         std::vector<int32_t> ids(size_t(c.t));
         std::memcpy(ids.data(), eager.ids.data(), ids.size() * 4);

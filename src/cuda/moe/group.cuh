@@ -7,7 +7,9 @@
 //                   counts in shared memory): count, exclusive scan into offsets [E + 1], the touched experts in
 //                   ascending order active[0 .. n_active) (the grid of touched.cuh: no blocks for untouched
 //                   experts), place; also the optional ids / weights copies (the caller's [T, K] outputs) and the
-//                   optional z = f32(x) [T, d] (the expert input without a latent: one launch fewer than a convert)
+//                   optional z = f32(x) [T, d] (the expert input without a latent: one launch fewer than a convert).
+//                   group_kernel<8> first routes the tokens itself (router_row.cuh router_reg_row<8>: E <= 256,
+//                   K <= 32; warp w routes tokens w, w + 32, ...): the router launch's exact code, one launch fewer
 //   count_kernel:   count[ids[i]] += 1                                  (count zeroed first)
 //   offsets_kernel: offsets[e] = sum_{e' < e} count[e'], offsets[E] = T*K; cursor = offsets[0..E)
 //                   (ONE block: a chunked scan over E, any E)
@@ -23,6 +25,7 @@
 
 #include "cuda/elementwise.cuh"
 #include "cuda/moe/experts.h"
+#include "cuda/moe/router_row.cuh"
 #include "cuda/pdl.cuh"
 
 namespace kimi::cuda {
@@ -81,8 +84,9 @@ constexpr int kGroupThreads = 1024;
 static_assert(kGroupMaxExperts * 4 + 264 <= 48 * 1024);
 
 struct GroupArgs {
-  const int32_t* ids;  // [T*K] routed experts, slot order
+  const int32_t* ids;  // [T*K] routed experts, slot order (group_kernel<PL > 0>: written first by route)
   const float* w;      // [T*K] routing weights (read only for the weights copy)
+  RouterArgs route;    // group_kernel<PL > 0>: logits -> ids, w (route.ids == ids, route.w == w, rows K apart)
   int64_t slots;
   int k, e_count;
   int32_t* offsets;       // [E + 1]
@@ -102,7 +106,10 @@ struct GroupArgs {
 
 // Launch with ONE block of kGroupThreads and e_count * 4 bytes of dynamic shared memory. The scan carries
 // (touched, count) packed in one int64 (touched experts in the high word, rows in the low word: both < 2^31),
-// so the offsets and the active list come out of one pass.
+// so the offsets and the active list come out of one pass. PL > 0: route the tokens first (PL experts per lane:
+// E <= 32 PL, K <= 32; PL 8 keeps the routine's 24 key and score registers within the 64 that 1024 threads
+// allow: ptxas gives group_kernel<8> 49 registers, no spills).
+template <int PL>
 __global__ void __launch_bounds__(kGroupThreads) group_kernel(GroupArgs a) {
   pdl_launch_dependents();  // pdl.cuh: launched with programmatic_launch
   pdl_wait();
@@ -111,6 +118,10 @@ __global__ void __launch_bounds__(kGroupThreads) group_kernel(GroupArgs a) {
   __shared__ int64_t warp_sum[kWarps];
   __shared__ int64_t carry;
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  if constexpr (PL > 0) {
+    for (int64_t t = warp; t < a.route.t; t += kWarps) router_reg_row<PL>(a.route, t, lane);  // warp-uniform
+    __syncthreads();  // the block's global writes of ids and w are visible to all its threads after it
+  }
   for (int e = int(threadIdx.x); e < a.e_count; e += kGroupThreads) cnt[e] = 0;
   if (threadIdx.x == 0) carry = 0;
   __syncthreads();

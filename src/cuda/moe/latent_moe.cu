@@ -1,5 +1,6 @@
 // Launcher of cuda::latent_moe (kimi/ops/moe.h, SPEC 7): the latent MoE block on the device.
-//   1. logits = x W_r^T (f32 [T, E]); router_kernel -> ids i32 [T, K], w f32 [T, K]
+//   1. logits = x W_r^T (f32 [T, E]); router_kernel -> ids i32 [T, K], w f32 [T, K] (on the touched path at
+//      E <= 256: inside the grouping launch of step 3)
 //   2. z = x W_ld^T [T, Dl], or x without the latent projections (Dl = d): f32 on the touched and grouped paths,
 //      which read it in place; the gathering paths' operand dtype (bf16 for bf16 x) on the others
 //   3. group the T*K slots by expert on the device (group.cuh): on the touched path ONE launch, group_kernel
@@ -20,8 +21,8 @@
 //   6. res = y W_lu^T (f32 [T, d]) (or y), res += Shared(x) (cuda::mlp, beta 1); out = round(res (+ out, beta 1))
 // The touched path without a latent (Kimi-Linear) at T <= kTouchedMaxSharedTokens: the shared expert runs inside
 // the two expert launches (its rows after the routed ones in ye, z = f32(x) being its input) and the combine adds
-// it and rounds into out: router GEMV, router, group (which also writes z = f32(x)), gate+up, down, combine: 6
-// launches in all (the grouped path: 17).
+// it and rounds into out: router GEMV, group (which also routes at E <= 256 and writes z = f32(x)), gate+up,
+// down, combine: 5 launches in all (the grouped path: 17).
 // z, h, ye, y and res are f32 (the prefill path's operands follow x's dtype, above); out is written once at the
 // end, so it may alias x (beta 0). beta 1 adds out's old value in f32 in that same final write (the combine on the
 // direct path: the model's residual add needs no launch of its own).
@@ -114,11 +115,14 @@ void latent_moe(TensorView x, const LatentMoeWeights& w, const RouterParams& rou
     return TensorView(b.get(), DType::f32, {rows, cols}, dev);
   };
 
-  // 1. Routing.
+  // 1. Routing. On the touched path with E <= 256 and K <= 32 the grouping launch routes (group_kernel<8>: the
+  //    code of router_reg_kernel<8>, which moe_router would run for these shapes).
   Scratch logits(size_t(t_count * e_count) * 4, s), sel(size_t(slots) * 4, s), wts(size_t(slots) * 4, s);
   cuda::linear(x, w.router, f32(logits, t_count, e_count), 0.f, ctx);
   const TensorView sel_v(sel.get(), DType::i32, {t_count, k}, dev);
-  cuda::moe_router(f32(logits, t_count, e_count), w.router_bias, router, sel_v, f32(wts, t_count, k), ctx);
+  const bool route_in_group = touched && k <= 32 && e_count <= 32 * 8;
+  if (!route_in_group)
+    cuda::moe_router(f32(logits, t_count, e_count), w.router_bias, router, sel_v, f32(wts, t_count, k), ctx);
 
   // 2. The expert input z [T, Dl]: f32 for the paths that read it in place (touched, grouped); in the operand
   //    dtype zt for the paths that gather it (bf16 when x is bf16: the rounding the gather would apply), and x
@@ -140,6 +144,8 @@ void latent_moe(TensorView x, const LatentMoeWeights& w, const RouterParams& rou
   if (touched) {  // one launch (E <= kGroupMaxExperts: expert_path), the touched experts listed for the grids
     active.emplace(size_t(std::min(e_count, slots) + 1) * 4, s);  // [min(E, T*K)] list, then n_active
     GroupArgs g{};
+    if (route_in_group) g.route = router_args(f32(logits, t_count, e_count), w.router_bias, router, sel_v,
+                                              f32(wts, t_count, k));
     g.ids = sel.get<int32_t>();
     g.w = wts.get<float>();
     g.slots = slots;
@@ -156,7 +162,8 @@ void latent_moe(TensorView x, const LatentMoeWeights& w, const RouterParams& rou
       g.x = x.data, g.tx = elem_type(x.dtype), g.ldx = t_count > 1 ? x.stride(0) : d;
       g.x_rows = t_count, g.x_cols = d, g.z = z->get<float>();
     }
-    programmatic_launch(group_kernel, dim3(1), dim3(kGroupThreads), size_t(e_count) * 4, s, g);
+    programmatic_launch(route_in_group ? group_kernel<8> : group_kernel<0>, dim3(1), dim3(kGroupThreads),
+                        size_t(e_count) * 4, s, g);
     KIMI_CUDA_CHECK(cudaGetLastError());
   } else {
     copy_out(sel, t_count, k, ids, s);
