@@ -4,7 +4,8 @@
 // touched_max_tokens, forced paths, prefill untouched; no device needed); both decode paths of latent_moe (each
 // forced, and checked to be what ran) match the CPU backend (T = 1 to 128, both models' layouts scaled down,
 // ragged counts, experts without tokens, one expert taking every token, bf16 and MXFP4, SiLU and SiTU, the shared
-// expert fused on the touched path) and their graphs replay bit-identically; the decode path (T * top_k <= 16 E,
+// expert fused on the touched path) and their graphs replay bit-identically, the touched path's routing (inside its
+// grouping launch) equals moe_router's bit for bit and beta 1 adds exactly the beta-0 output; the decode path (T * top_k <= 16 E,
 // stacked experts) records into a CUDA graph (so it never waits on the host) and replays bit-identically, also on
 // new inputs; stacked and separately allocated experts give identical bytes; graph capture is refused (leaving it
 // valid) for separate experts and for the cuBLAS prefill path (f32 x; bf16 x with bf16 experts takes the
@@ -265,7 +266,7 @@ struct MoeRun {
   void operator()(const Tensor& x, const LatentMoeWeights& w, int64_t k, bool situ, const Context& ctx) const {
     GluParams act;
     act.act = situ ? GluAct::situ : GluAct::silu;
-    latent_moe(x, w, RouterParams{int(k), true, 2.446f}, act, 1e-5f, out, ids, wts, ctx);
+    latent_moe(x, w, RouterParams{int(k), true, 2.446f}, act, 1e-5f, out, ids, wts, 0.f, ctx);
   }
   MoeOut bytes() const { return {bytes_of(out), bytes_of(ids), bytes_of(wts)}; }
 };
@@ -356,6 +357,9 @@ struct RefShape {
 // experts, with ragged counts (random permutations) and experts without tokens (every shape with T * K < E, and
 // the one-expert shapes). The bf16-expert shapes without a latent fuse the
 // shared expert (the experts' width) into the touched path's launches at T <= 8: ceil(T / MT) grid rows of it.
+// On the touched path (E <= 256 here) the grouping launch routes: ids and weights equal moe_router's on the
+// router GEMV's logits bit for bit. With f32 out, beta 1 (the residual add: in the combine on the direct touched path, in the final convert on the
+// others) gives exactly old + the beta-0 output, element by element in f32.
 TEST(CudaMoe, BothDecodePathsMatchTheCpuReferenceAndReplayBitIdentically) {
   SKIP_WITHOUT_GPU();
   const int64_t d = 256;
@@ -451,6 +455,15 @@ TEST(CudaMoe, BothDecodePathsMatchTheCpuReferenceAndReplayBitIdentically) {
       EXPECT_EQ(rec.touched_in_flight, touched && !streaming ? 1 : 0);
       const MoeOut eager = run.bytes();
       EXPECT_EQ(bytes_of(hi), eager.ids) << "routing ids";
+      if (touched) {  // routed inside the grouping launch (E <= 256): bit-identical to the router launch
+        const Tensor lg(DType::f32, {c.t, c.e}, Device::cuda(0)), ids2(DType::i32, {c.t, c.k}, Device::cuda(0)),
+            w2(DType::f32, {c.t, c.k}, Device::cuda(0));
+        linear(x, m.w.router, lg, 0.f, ctx);
+        moe_router(lg, m.w.router_bias, RouterParams{int(c.k), true, 2.446f}, ids2, w2, ctx);
+        ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+        EXPECT_EQ(bytes_of(ids2), eager.ids) << "ids against moe_router";
+        EXPECT_EQ(bytes_of(w2), eager.weights) << "weights against moe_router";
+      }
       if (c.one_expert) {
         std::vector<int32_t> ids(size_t(c.t));
         std::memcpy(ids.data(), eager.ids.data(), ids.size() * 4);
@@ -480,6 +493,16 @@ TEST(CudaMoe, BothDecodePathsMatchTheCpuReferenceAndReplayBitIdentically) {
       }
       cudaGraphExecDestroy(ge);
       cudaGraphDestroy(g);
+      if (c.dt == DType::f32) {  // beta 1 (the residual add in the final write): bit for bit old + the beta-0 out
+        const Tensor acc = gpu_random(DType::f32, {c.t, d}, rng, -2, 2);
+        const std::vector<double> old = testutil::host_values(acc);
+        latent_moe(x, m.w, RouterParams{int(c.k), true, 2.446f}, act, 1e-5f, acc, {}, {}, 1.f, ctx);
+        ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+        const std::vector<double> sum = testutil::host_values(acc);
+        size_t bad = 0;
+        for (size_t i = 0; i < sum.size(); ++i) bad += float(sum[i]) != float(old[i]) + float(got[i]);
+        EXPECT_EQ(bad, 0u) << "beta 1: elements that differ from old + out";
+      }
     }
   }
   cudaStreamDestroy(s);

@@ -423,7 +423,7 @@ TEST(CudaMoeGrouped, PrefillPathCapturesInAGraphAndReplaysBitIdentically) {
     Context ctx;
     ctx.cuda_stream = s;
     const cuda::ScopedExpertPathOptions tc(cuda::ExpertPathOptions{.decode = cuda::DecodeExpertPath::tensor_cores});
-    const auto run = [&] { latent_moe(x, gpu.w, router, act_of(c), 1e-5f, out, {}, {}, ctx); };
+    const auto run = [&] { latent_moe(x, gpu.w, router, act_of(c), 1e-5f, out, {}, {}, 0.f, ctx); };
     copy(x, x1);
     run();
     ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);

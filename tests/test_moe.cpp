@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "expect_error.h"
+#include "kimi/dtype.h"
 #include "kimi/ops/linear.h"
 #include "kimi/ops/moe.h"
 #include "kimi/ops/norm.h"
@@ -308,6 +309,40 @@ TEST(LatentMoe, LatentBlockEqualsComposedPublicOps) {
   linear(yn, w.latent_up, ref);
   mlp(x, shared, act, ref, 1.f);
   for (int64_t i = 0; i < t * d; ++i) EXPECT_NEAR(out.data_as<float>()[i], ref.data_as<float>()[i], 1e-5) << i;
+}
+
+// beta 1 adds out's old value in f32 before the one rounding: f32 out gets exactly old + the beta-0 result; bf16
+// out gets bf16(old + that f32 result), bit for bit (the same f32 sum as the beta-0 call with an f32 out).
+TEST(LatentMoe, BetaOneAddsIntoOutBeforeTheOneRounding) {
+  std::mt19937_64 rng(21);
+  const int64_t t = 4, d = 32, e = 6, inter = 16;
+  Mats m;
+  m.keep.reserve(64);
+  Tensor x = random_f32({t, d}, rng, -1.0, 1.0);
+  std::vector<MlpWeights> experts;
+  for (int64_t j = 0; j < e; ++j) experts.push_back(m.mlp(rng, d, inter));
+  const MlpWeights shared = m.mlp(rng, d, 24);
+  LatentMoeWeights w;
+  w.router = m.make(rng, e, d);
+  w.experts = experts;
+  w.shared = &shared;
+  const RouterParams rp{2, true, 2.f};
+  Tensor y(DType::f32, {t, d});
+  latent_moe(x, w, rp, GluParams{}, 1e-5f, y);
+  Tensor acc = random_f32({t, d}, rng, -2.0, 2.0), old(DType::f32, {t, d});
+  std::copy_n(acc.data_as<float>(), t * d, old.data_as<float>());
+  latent_moe(x, w, rp, GluParams{}, 1e-5f, acc, {}, {}, 1.f);
+  for (int64_t i = 0; i < t * d; ++i)
+    EXPECT_EQ(acc.data_as<float>()[i], old.data_as<float>()[i] + y.data_as<float>()[i]) << i;
+  Tensor acc16(DType::bf16, {t, d});
+  for (int64_t i = 0; i < t * d; ++i) acc16.data_as<uint16_t>()[i] = f32_to_bf16(old.data_as<float>()[i]);
+  std::vector<float> want(size_t(t * d));
+  for (int64_t i = 0; i < t * d; ++i)
+    want[size_t(i)] = bf16_to_f32(f32_to_bf16(bf16_to_f32(acc16.data_as<uint16_t>()[i]) + y.data_as<float>()[i]));
+  latent_moe(x, w, rp, GluParams{}, 1e-5f, acc16, {}, {}, 1.f);
+  for (int64_t i = 0; i < t * d; ++i) EXPECT_EQ(bf16_to_f32(acc16.data_as<uint16_t>()[i]), want[size_t(i)]) << i;
+  EXPECT_KIMI_ERROR(latent_moe(x, w, rp, GluParams{}, 1e-5f, acc, {}, {}, 0.5f), "latent_moe", "'beta'", "0 or 1",
+                    "0.5");
 }
 
 TEST(LatentMoe, EmptyBatchIsANoOp) {

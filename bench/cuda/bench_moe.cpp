@@ -279,7 +279,7 @@ struct LayerCall {
   LayerCall(const LayerCall&) = delete;
   LayerCall& operator=(const LayerCall&) = delete;
 
-  void operator()() const { kimi::latent_moe(xv, L.w, router, act, 1e-5f, ov, iv, wv, ctx); }
+  void operator()() const { kimi::latent_moe(xv, L.w, router, act, 1e-5f, ov, iv, wv, 0.f, ctx); }
 
   // The routing ids of the last call, [t * k] in slot order.
   std::vector<int32_t> host_ids() const {

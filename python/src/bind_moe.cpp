@@ -118,7 +118,7 @@ void bind_moe(nb::module_& m) {
         const TensorView xv = view(op, "x", x), ov = view(op, "out", out), iv = view(op, "ids", ids),
                          wv = view(op, "weights", weights);
         const Context ctx = context(stream);
-        run([&] { kimi::latent_moe(xv, w, rp, gp, norm_eps, ov, iv, wv, ctx); });
+        run([&] { kimi::latent_moe(xv, w, rp, gp, norm_eps, ov, iv, wv, 0.f, ctx); });
       },
       nb::arg("x"), nb::arg("router"), nb::arg("router_scale").none(), nb::arg("router_bias").none(),
       nb::arg("latent_down").none(), nb::arg("latent_down_scale").none(), nb::arg("latent_norm").none(),

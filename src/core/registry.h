@@ -217,7 +217,7 @@ class Registry {
   OpSlot<void(TensorView x, const MlpWeights& w, const GluParams& p, TensorView y, float beta, const Context&)> mlp{
       *this, "mlp", "moe"};
   OpSlot<void(TensorView x, const LatentMoeWeights& w, const RouterParams& router, const GluParams& act,
-              float norm_eps, TensorView out, TensorView ids, TensorView weights, const Context&)>
+              float norm_eps, TensorView out, TensorView ids, TensorView weights, float beta, const Context&)>
       latent_moe{*this, "latent_moe", "moe"};
   // kimi/ops/attn_res.h, kimi/ops/gather.h
   OpSlot<void(TensorView partial, std::span<const TensorView> blocks, TensorView proj_w, TensorView norm_w, float eps,

@@ -184,7 +184,7 @@ void mlp(TensorView x, const MlpWeights& w, const GluParams& p, TensorView y, fl
 }
 
 void latent_moe(TensorView x, const LatentMoeWeights& w, const RouterParams& router, const GluParams& act,
-                float norm_eps, TensorView out, TensorView ids, TensorView weights, const Context& ctx) {
+                float norm_eps, TensorView out, TensorView ids, TensorView weights, float beta, const Context& ctx) {
   const int64_t t_count = x.size(0), d = x.size(1), e_count = int64_t(w.experts.size());
   const int k = router.top_k;
   if (t_count == 0) return;
@@ -252,8 +252,13 @@ void latent_moe(TensorView x, const LatentMoeWeights& w, const RouterParams& rou
     res = std::move(y);
   }
 
-  // 7. + Shared(x), accumulated in f32; out is written once at the end (so it may alias x).
+  // 7. + Shared(x), accumulated in f32; out is written once at the end (so it may alias x at beta 0), after the
+  //    f32 sum with its old value at beta 1.
   if (w.shared) mlp_rows(x, *w.shared, act, f32_view(res.data(), t_count, d), 1.f, ctx, g, u);
+  if (beta != 0.f) {
+    const std::vector<float> old = to_f32(out);  // [T, d] contiguous
+    for (size_t i = 0; i < res.size(); ++i) res[i] = old[i] + res[i];
+  }
   from_f32(res.data(), out);
 }
 

@@ -12,6 +12,7 @@ void moe_quantile_balance(TensorView scores, TensorView bias, int top_k, const C
 void glu(TensorView gate, TensorView up, const GluParams& p, TensorView h, const Context& ctx);
 void mlp(TensorView x, const MlpWeights& w, const GluParams& p, TensorView y, float beta, const Context& ctx);
 void latent_moe(TensorView x, const LatentMoeWeights& w, const RouterParams& router, const GluParams& act,
-                float norm_eps, TensorView out, TensorView ids, TensorView weights, const Context& ctx);
+                float norm_eps, TensorView out, TensorView ids, TensorView weights, float beta,
+                const Context& ctx);
 
 }  // namespace kimi::cpu

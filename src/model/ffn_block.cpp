@@ -1,9 +1,10 @@
 // src/model/ffn_block.cpp: the FFN of a decoder layer (SPEC 7): a dense GLU MLP, or the (latent) MoE
 //   out (+)= W_lu RMSNorm(sum_k w_k Expert_k(W_ld x)) + Shared(x)     (Kimi-Linear: no W_ld / norm / W_lu)
 // with SiLU-GLU (Kimi-Linear) or SiTU-GLU (K3) everywhere. Runs on the device of x and out (its weights'
-// device); the MoE's residual add is add_into (a host loop or a small CUDA kernel).
-// x is in the activation dtype; the router, the expert sums and the MoE output y stay f32 (latent_moe rounds
-// only into its output, and y is f32 so that the residual update is not rounded to the activation dtype).
+// device); the MoE's residual add is latent_moe's beta 1 (in its final write: on the device's decode path the
+// expert combine kernel), or add_into after an MoE hook.
+// x is in the activation dtype; the router, the expert sums and the MoE output stay f32 (latent_moe rounds
+// only into its output, and the residual out is f32 so that the update is not rounded to the activation dtype).
 #include <string>
 
 #include "kimi/error.h"
@@ -55,12 +56,7 @@ void ffn_block(const Config& c, const FfnWeights& w, TensorView x, TensorView ou
     add_into(out, t.y, ctx);
     return;
   }
-  if (beta == 0.f) {
-    latent_moe(x, m, router, act, c.rms_norm_eps, out, {}, {}, ctx);
-    return;
-  }
-  latent_moe(x, m, router, act, c.rms_norm_eps, t.y, {}, {}, ctx);
-  add_into(out, t.y, ctx);
+  latent_moe(x, m, router, act, c.rms_norm_eps, out, {}, {}, beta, ctx);  // beta 1: the residual add inside
 }
 
 }  // namespace kimi::model

@@ -156,7 +156,7 @@ void mlp(TensorView x, const MlpWeights& w, const GluParams& p, TensorView y, fl
 }
 
 void latent_moe(TensorView x, const LatentMoeWeights& w, const RouterParams& router, const GluParams& act,
-                float norm_eps, TensorView out, TensorView ids, TensorView weights, const Context& ctx) {
+                float norm_eps, TensorView out, TensorView ids, TensorView weights, float beta, const Context& ctx) {
   check::Checker c("latent_moe");
   c.rank("x", x, 2);
   c.float_dtype("x", x);
@@ -198,6 +198,7 @@ void latent_moe(TensorView x, const LatentMoeWeights& w, const RouterParams& rou
   c.inner_contiguous("out", out);
   if (ids.present()) check_routing_out(c, "ids", ids, DType::i32, t_count, router.top_k);
   if (weights.present()) check_routing_out(c, "weights", weights, DType::f32, t_count, router.top_k);
+  if (beta != 0.f && beta != 1.f) c.fail("beta", "0 or 1", num(beta));
   const Device dev = c.same_device({{"x", &x}, {"out", &out}, {"ids", &ids}, {"weights", &weights},
                                     {"w.router_bias", &w.router_bias}, {"w.latent_norm", &w.latent_norm}});
   check_weight_device(c, "w.router", w.router, dev);
@@ -208,7 +209,7 @@ void latent_moe(TensorView x, const LatentMoeWeights& w, const RouterParams& rou
   for (int64_t e = 0; e < e_count; ++e)
     check_mlp_device(c, "w.experts[" + std::to_string(e) + "]", w.experts[size_t(e)], dev);
   if (w.shared) check_mlp_device(c, "w.shared", *w.shared, dev);
-  dispatch(c, dev, registry().latent_moe, x, w, router, act, norm_eps, out, ids, weights, ctx);
+  dispatch(c, dev, registry().latent_moe, x, w, router, act, norm_eps, out, ids, weights, beta, ctx);
 }
 
 }  // namespace kimi

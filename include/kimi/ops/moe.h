@@ -65,13 +65,15 @@ struct LatentMoeWeights {
   const MlpWeights* shared = nullptr;  // one MLP on the full x (num_shared * moe_intermediate), optional
 };
 
-// out = up(RMSNorm(sum_k w_k Expert_{sel_k}(down x))) + Shared(x)   (SPEC 7; 48B: no down/norm/up)
-// x [T, d]; out [T, d]; ids/weights optional outputs i32/f32 [T, K] (the routing used).
+// out = up(RMSNorm(sum_k w_k Expert_{sel_k}(down x))) + Shared(x) (+ out when beta = 1)
+//                                                     (SPEC 7; 48B: no down/norm/up)
+// x [T, d]; out [T, d]; ids/weights optional outputs i32/f32 [T, K] (the routing used); beta 0 or 1.
 // Router logits, the latent, the weighted expert sum, the norm and the shared MLP are all f32; out is
-// rounded once at the end (so out may alias x). latent_down and latent_up come together; latent_norm
-// requires them. Each expert runs once over the rows routed to it.
+// rounded once at the end, after the f32 sum with out's old value when beta = 1 (the residual add, bit for bit
+// an f32 out += y of the beta-0 result kept f32); out may alias x only with beta 0. latent_down and latent_up
+// come together; latent_norm requires them. Each expert runs once over the rows routed to it.
 void latent_moe(TensorView x, const LatentMoeWeights& w, const RouterParams& router, const GluParams& act,
-                float norm_eps, TensorView out, TensorView ids = {}, TensorView weights = {},
+                float norm_eps, TensorView out, TensorView ids = {}, TensorView weights = {}, float beta = 0.f,
                 const Context& ctx = {});
 
 }  // namespace kimi

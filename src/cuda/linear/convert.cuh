@@ -1,6 +1,6 @@
 // src/cuda/linear/convert.cuh: the elementwise helpers of the projection launchers, on 2-D row-strided views
 // (rows r < rows, columns c < cols; element (r, c) at r * ld + c; dtypes as codes of src/cuda/elementwise.cuh).
-//   convert_kernel:  dst = round_dst(src)                        (dtype change / repacking)
+//   convert_kernel:  dst = round_dst(src + (beta != 0 ? dst : 0))  (dtype change / repacking; beta 0 or 1)
 //   split_kernel:    src (f32 or f16) = sum_p parts[p], parts bf16 [P, rows, cols] contiguous:
 //                    part 0 = bf16(v), part p = bf16(v - sum_{q<p} part q) -- P = 3 holds every f32 exactly
 //                    (3 x 8 significant bits; only remainders below bf16's range 2^-133 are lost), P = 2 every f16.
@@ -17,13 +17,14 @@
 namespace kimi::cuda {
 
 __global__ void convert_kernel(const void* __restrict__ src, int ts, int64_t lds, void* __restrict__ dst, int td,
-                               int64_t ldd, int64_t rows, int64_t cols) {
+                               int64_t ldd, int64_t rows, int64_t cols, float beta) {
   pdl_launch_dependents();  // pdl.cuh: launched with programmatic_launch
   pdl_wait();
   const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= rows * cols) return;
   const int64_t r = i / cols, c = i % cols;
-  store_f32(dst, r * ldd + c, td, load_f32(src, r * lds + c, ts));
+  const float v = load_f32(src, r * lds + c, ts);
+  store_f32(dst, r * ldd + c, td, beta != 0.f ? load_f32(dst, r * ldd + c, td) + v : v);
 }
 
 __global__ void split_kernel(const void* __restrict__ src, int ts, int64_t lds, __nv_bfloat16* __restrict__ parts,

@@ -48,10 +48,10 @@ bool aligned(const void* p, size_t bytes) { return reinterpret_cast<uintptr_t>(p
 int64_t row_stride(const TensorView& t, int64_t cols) { return t.size(0) > 1 ? t.stride(0) : cols; }
 
 void convert(const void* src, DType ts, int64_t lds, void* dst, DType td, int64_t ldd, int64_t rows, int64_t cols,
-             cudaStream_t s) {
+             cudaStream_t s, float beta = 0.f) {
   if (rows * cols == 0) return;
   programmatic_launch(convert_kernel, dim3(grid_1d(rows * cols, kThreads, "linear")), dim3(kThreads), 0, s, src,
-                      elem_type(ts), lds, dst, elem_type(td), ldd, rows, cols);
+                      elem_type(ts), lds, dst, elem_type(td), ldd, rows, cols, beta);
   KIMI_CUDA_CHECK(cudaGetLastError());
 }
 
@@ -301,8 +301,8 @@ void linear_many(std::span<const LinearJob> jobs, const Context& ctx) {
 }
 
 void convert_rows(const void* src, DType ts, int64_t lds, void* dst, DType td, int64_t ldd, int64_t rows, int64_t cols,
-                  const Context& ctx) {
-  convert(src, ts, lds, dst, td, ldd, rows, cols, static_cast<cudaStream_t>(ctx.cuda_stream));
+                  const Context& ctx, float beta) {
+  convert(src, ts, lds, dst, td, ldd, rows, cols, static_cast<cudaStream_t>(ctx.cuda_stream), beta);
 }
 
 void mxfp4_dequant(TensorView packed, TensorView scale, TensorView w, const Context& ctx) {

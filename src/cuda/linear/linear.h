@@ -19,10 +19,11 @@ void linear_many(std::span<const LinearJob> jobs, const Context& ctx);
 void mxfp4_dequant(TensorView packed, TensorView scale, TensorView w, const Context& ctx);
 void mxfp4_quant(TensorView w, TensorView packed, TensorView scale, const Context& ctx);
 
-// dst (r, c) = round_td(src (r, c)) for r < rows, c < cols; element (r, c) at r * ld + c (float dtypes; a
-// dtype change or a repacking into scratch). Stream-ordered on ctx's stream.
+// dst (r, c) = round_td(src (r, c) + (beta = 1 ? dst (r, c) : 0)) for r < rows, c < cols, the sum in f32; element
+// (r, c) at r * ld + c (float dtypes; a dtype change, a repacking into scratch, or a residual add with beta 1).
+// Stream-ordered on ctx's stream.
 void convert_rows(const void* src, DType ts, int64_t lds, void* dst, DType td, int64_t ldd, int64_t rows, int64_t cols,
-                  const Context& ctx);
+                  const Context& ctx, float beta = 0.f);
 
 // Rows of M at or below which linear uses the GEMV kernel (bf16 x with dense bf16 W: at or below 4; linear.cu).
 inline constexpr int64_t kGemvMaxM = 16;

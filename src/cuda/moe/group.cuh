@@ -6,13 +6,17 @@
 //   group_kernel:   the touched path's grouping in ONE launch of ONE block (E <= kGroupMaxExperts, experts.h:
 //                   counts in shared memory): count, exclusive scan into offsets [E + 1], the touched experts in
 //                   ascending order active[0 .. n_active) (the grid of touched.cuh: no blocks for untouched
-//                   experts), place; also the optional ids / weights copies (the caller's [T, K] outputs)
+//                   experts), place; also the optional ids / weights copies (the caller's [T, K] outputs) and the
+//                   optional z = f32(x) [T, d] (the expert input without a latent: one launch fewer than a convert).
+//                   group_kernel<8> first routes the tokens itself (router_row.cuh router_reg_row<8>: E <= 256,
+//                   K <= 32; warp w routes tokens w, w + 32, ...): the router launch's exact code, one launch fewer
 //   count_kernel:   count[ids[i]] += 1                                  (count zeroed first)
 //   offsets_kernel: offsets[e] = sum_{e' < e} count[e'], offsets[E] = T*K; cursor = offsets[0..E)
 //                   (ONE block: a chunked scan over E, any E)
 //   place_kernel:   row = cursor[ids[i]]++; row_of_slot[i] = row; token_of_row[row] = i / K
 //   combine_kernel: y[t, c] = sum_j w[t*K + j] * ye[row_of_slot[t*K + j], c]  (j ascending, fp32)
-//                   (+ ye[T*K + t, c], the fused shared expert), stored as y's dtype
+//                   (+ ye[T*K + t, c], the fused shared expert), then (beta 1) y's old value + that sum in f32 (the
+//                   residual add), stored as y's dtype
 // Nothing here reads a count on the host: the expert kernels (touched.cuh, grouped.cuh, grouped_gemm.cuh) take
 // offsets (and the active list) on the device.
 #pragma once
@@ -21,6 +25,7 @@
 
 #include "cuda/elementwise.cuh"
 #include "cuda/moe/experts.h"
+#include "cuda/moe/router_row.cuh"
 #include "cuda/pdl.cuh"
 
 namespace kimi::cuda {
@@ -79,8 +84,9 @@ constexpr int kGroupThreads = 1024;
 static_assert(kGroupMaxExperts * 4 + 264 <= 48 * 1024);
 
 struct GroupArgs {
-  const int32_t* ids;  // [T*K] routed experts, slot order
+  const int32_t* ids;  // [T*K] routed experts, slot order (group_kernel<PL > 0>: written first by route)
   const float* w;      // [T*K] routing weights (read only for the weights copy)
+  RouterArgs route;    // group_kernel<PL > 0>: logits -> ids, w (route.ids == ids, route.w == w, rows K apart)
   int64_t slots;
   int k, e_count;
   int32_t* offsets;       // [E + 1]
@@ -92,11 +98,18 @@ struct GroupArgs {
   int64_t ldi;
   float* w_out;
   int64_t ldw;
+  const void* x;  // optional [T, d] of dtype code tx, rows ldx apart: z [T, d] f32 contiguous = f32(x) (exact)
+  int tx;
+  int64_t ldx, x_rows, x_cols;
+  float* z;
 };
 
 // Launch with ONE block of kGroupThreads and e_count * 4 bytes of dynamic shared memory. The scan carries
 // (touched, count) packed in one int64 (touched experts in the high word, rows in the low word: both < 2^31),
-// so the offsets and the active list come out of one pass.
+// so the offsets and the active list come out of one pass. PL > 0: route the tokens first (PL experts per lane:
+// E <= 32 PL, K <= 32; PL 8 keeps the routine's 24 key and score registers within the 64 that 1024 threads
+// allow: ptxas gives group_kernel<8> 49 registers, no spills).
+template <int PL>
 __global__ void __launch_bounds__(kGroupThreads) group_kernel(GroupArgs a) {
   pdl_launch_dependents();  // pdl.cuh: launched with programmatic_launch
   pdl_wait();
@@ -105,6 +118,10 @@ __global__ void __launch_bounds__(kGroupThreads) group_kernel(GroupArgs a) {
   __shared__ int64_t warp_sum[kWarps];
   __shared__ int64_t carry;
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  if constexpr (PL > 0) {
+    for (int64_t t = warp; t < a.route.t; t += kWarps) router_reg_row<PL>(a.route, t, lane);  // warp-uniform
+    __syncthreads();  // the block's global writes of ids and w are visible to all its threads after it
+  }
   for (int e = int(threadIdx.x); e < a.e_count; e += kGroupThreads) cnt[e] = 0;
   if (threadIdx.x == 0) carry = 0;
   __syncthreads();
@@ -156,6 +173,9 @@ __global__ void __launch_bounds__(kGroupThreads) group_kernel(GroupArgs a) {
     a.row_of_slot[i] = row;
     a.token_of_row[row] = int32_t(i / a.k);
   }
+  if (a.z)  // T <= touched_max_tokens rows of d: a few elements per thread, L2-resident
+    for (int64_t i = threadIdx.x; i < a.x_rows * a.x_cols; i += kGroupThreads)
+      a.z[i] = load_f32(a.x, (i / a.x_cols) * a.ldx + i % a.x_cols, a.tx);
 }
 
 __global__ void place_kernel(const int32_t* __restrict__ ids, int64_t slots, int k, int32_t* __restrict__ cursor,
@@ -168,10 +188,11 @@ __global__ void place_kernel(const int32_t* __restrict__ ids, int64_t slots, int
 }
 
 // shared_row0 >= 0: ye[shared_row0 + t] (the fused shared expert, weight 1) is added after the routed sum; y is
-// written as dtype code ty (f32 scratch, or the operator's out: the one rounding), rows ldy apart.
+// written as dtype code ty (f32 scratch, or the operator's out: the one rounding), rows ldy apart; beta 1 adds
+// y's old value first (y is then not read by anything else in the launch).
 __global__ void combine_kernel(const float* __restrict__ ye, const int32_t* __restrict__ row_of_slot,
                                const float* __restrict__ w, int k, int64_t tokens, int64_t d, int64_t shared_row0,
-                               void* __restrict__ y, int ty, int64_t ldy) {
+                               void* __restrict__ y, int ty, int64_t ldy, float beta) {
   pdl_launch_dependents();  // pdl.cuh: launched with programmatic_launch
   pdl_wait();
   const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
@@ -180,6 +201,7 @@ __global__ void combine_kernel(const float* __restrict__ ye, const int32_t* __re
   float acc = 0.f;
   for (int j = 0; j < k; ++j) acc += w[t * k + j] * ye[int64_t(row_of_slot[t * k + j]) * d + c];
   if (shared_row0 >= 0) acc += ye[(shared_row0 + t) * d + c];
+  if (beta != 0.f) acc = load_f32(y, t * ldy + c, ty) + acc;
   store_f32(y, t * ldy + c, ty, acc);
 }
 

@@ -1,9 +1,11 @@
 // Launcher of cuda::latent_moe (kimi/ops/moe.h, SPEC 7): the latent MoE block on the device.
-//   1. logits = x W_r^T (f32 [T, E]); router_kernel -> ids i32 [T, K], w f32 [T, K]
+//   1. logits = x W_r^T (f32 [T, E]); router_kernel -> ids i32 [T, K], w f32 [T, K] (on the touched path at
+//      E <= 256: inside the grouping launch of step 3)
 //   2. z = x W_ld^T [T, Dl], or x without the latent projections (Dl = d): f32 on the touched and grouped paths,
 //      which read it in place; the gathering paths' operand dtype (bf16 for bf16 x) on the others
 //   3. group the T*K slots by expert on the device (group.cuh): on the touched path ONE launch, group_kernel
-//      (offsets, row_of_slot, token_of_row, the list of touched experts, and the optional ids / weights copies);
+//      (offsets, row_of_slot, token_of_row, the list of touched experts, the optional ids / weights copies, and
+//      z = f32(x) without a latent);
 //      otherwise count_kernel, offsets_kernel (exclusive scan), place_kernel; no count reaches the host here
 //   4. the experts over their rows, ye f32 [T*K, Dl] in grouped order (experts.h), the path chosen on the host by
 //      expert_path (T, T*K / E, dtypes, weight format and layout; src/cuda/moe/options.h):
@@ -16,13 +18,14 @@
 //      gemm (prefill otherwise): gather z into zg [T*K, Dl] of the operand dtype (bf16 when x is bf16, else f32:
 //        f32 / f16 x keep exact operands), then experts_gemm (the offsets copied to the host: ONE stream sync)
 //   5. y[t] = sum_j w[t, j] Ye[row of slot (t, j)] (combine_kernel, f32 [T, Dl]); RMSNorm_latent (f32)
-//   6. res = y W_lu^T (f32 [T, d]) (or y), res += Shared(x) (cuda::mlp, beta 1); out = round(res)
+//   6. res = y W_lu^T (f32 [T, d]) (or y), res += Shared(x) (cuda::mlp, beta 1); out = round(res (+ out, beta 1))
 // The touched path without a latent (Kimi-Linear) at T <= kTouchedMaxSharedTokens: the shared expert runs inside
 // the two expert launches (its rows after the routed ones in ye, z = f32(x) being its input) and the combine adds
-// it and rounds into out: router GEMV, router, convert, group, gate+up, down, combine: 7 launches in all (the
-// grouped path: 17).
+// it and rounds into out: router GEMV, group (which also routes at E <= 256 and writes z = f32(x)), gate+up,
+// down, combine: 5 launches in all (the grouped path: 17).
 // z, h, ye, y and res are f32 (the prefill path's operands follow x's dtype, above); out is written once at the
-// end, so it may alias x.
+// end, so it may alias x (beta 0). beta 1 adds out's old value in f32 in that same final write (the combine on the
+// direct path: the model's residual add needs no launch of its own).
 // CUDA graph capture: the touched, grouped and wgmma paths capture when the experts are stacked (one allocation per
 // projection, evenly strided: place_weights builds them so). Separately allocated experts need a per-call
 // pointer-table upload and the gemm path a counts copy: both are refused under capture with an error, before any
@@ -85,7 +88,7 @@ void refuse_capture_of(cudaStream_t s, ExpertPath path, bool stacked, int64_t sl
 }  // namespace
 
 void latent_moe(TensorView x, const LatentMoeWeights& w, const RouterParams& router, const GluParams& act,
-                float norm_eps, TensorView out, TensorView ids, TensorView weights, const Context& ctx) {
+                float norm_eps, TensorView out, TensorView ids, TensorView weights, float beta, const Context& ctx) {
   const int64_t t_count = x.size(0), d = x.size(1), e_count = int64_t(w.experts.size());
   const int64_t k = router.top_k, slots = t_count * k;
   if (t_count == 0) return;
@@ -112,11 +115,14 @@ void latent_moe(TensorView x, const LatentMoeWeights& w, const RouterParams& rou
     return TensorView(b.get(), DType::f32, {rows, cols}, dev);
   };
 
-  // 1. Routing.
+  // 1. Routing. On the touched path with E <= 256 and K <= 32 the grouping launch routes (group_kernel<8>: the
+  //    code of router_reg_kernel<8>, which moe_router would run for these shapes).
   Scratch logits(size_t(t_count * e_count) * 4, s), sel(size_t(slots) * 4, s), wts(size_t(slots) * 4, s);
   cuda::linear(x, w.router, f32(logits, t_count, e_count), 0.f, ctx);
-  cuda::moe_router(f32(logits, t_count, e_count), w.router_bias, router,
-             TensorView(sel.get(), DType::i32, {t_count, k}, dev), f32(wts, t_count, k), ctx);
+  const TensorView sel_v(sel.get(), DType::i32, {t_count, k}, dev);
+  const bool route_in_group = touched && k <= 32 && e_count <= 32 * 8;
+  if (!route_in_group)
+    cuda::moe_router(f32(logits, t_count, e_count), w.router_bias, router, sel_v, f32(wts, t_count, k), ctx);
 
   // 2. The expert input z [T, Dl]: f32 for the paths that read it in place (touched, grouped); in the operand
   //    dtype zt for the paths that gather it (bf16 when x is bf16: the rounding the gather would apply), and x
@@ -129,7 +135,7 @@ void latent_moe(TensorView x, const LatentMoeWeights& w, const RouterParams& rou
     z.emplace(size_t(t_count * dl) * dtype_size(zt), s);
     zv = TensorView(z->get(), zt, {t_count, dl}, dev);
     if (latent) cuda::linear(x, w.latent_down, zv, 0.f, ctx);
-    else convert_view(x, z->get(), zt, dl, ctx);
+    else if (!touched) convert_view(x, z->get(), zt, dl, ctx);  // the touched path: group_kernel converts
   }
 
   // 3. Group slots by expert, all on the device.
@@ -138,6 +144,8 @@ void latent_moe(TensorView x, const LatentMoeWeights& w, const RouterParams& rou
   if (touched) {  // one launch (E <= kGroupMaxExperts: expert_path), the touched experts listed for the grids
     active.emplace(size_t(std::min(e_count, slots) + 1) * 4, s);  // [min(E, T*K)] list, then n_active
     GroupArgs g{};
+    if (route_in_group) g.route = router_args(f32(logits, t_count, e_count), w.router_bias, router, sel_v,
+                                              f32(wts, t_count, k));
     g.ids = sel.get<int32_t>();
     g.w = wts.get<float>();
     g.slots = slots;
@@ -150,7 +158,12 @@ void latent_moe(TensorView x, const LatentMoeWeights& w, const RouterParams& rou
     g.n_active = active->get<int32_t>() + std::min(e_count, slots);
     if (ids.present()) g.ids_out = static_cast<int32_t*>(ids.data), g.ldi = t_count > 1 ? ids.stride(0) : k;
     if (weights.present()) g.w_out = static_cast<float*>(weights.data), g.ldw = t_count > 1 ? weights.stride(0) : k;
-    programmatic_launch(group_kernel, dim3(1), dim3(kGroupThreads), size_t(e_count) * 4, s, g);
+    if (!latent) {  // z = f32(x) in the same launch (z is not read before the expert launches)
+      g.x = x.data, g.tx = elem_type(x.dtype), g.ldx = t_count > 1 ? x.stride(0) : d;
+      g.x_rows = t_count, g.x_cols = d, g.z = z->get<float>();
+    }
+    programmatic_launch(route_in_group ? group_kernel<8> : group_kernel<0>, dim3(1), dim3(kGroupThreads),
+                        size_t(e_count) * 4, s, g);
     KIMI_CUDA_CHECK(cudaGetLastError());
   } else {
     copy_out(sel, t_count, k, ids, s);
@@ -196,7 +209,7 @@ void latent_moe(TensorView x, const LatentMoeWeights& w, const RouterParams& rou
   if (direct) {
     programmatic_launch(combine_kernel, dim3(grid_1d(t_count * dl, kThreads, "latent_moe")), dim3(kThreads), 0, s,
                         ye.get<float>(), row_of_slot.get<int32_t>(), wts.get<float>(), int(k), t_count, dl,
-                        shared_row0, out.data, elem_type(out.dtype), t_count > 1 ? out.stride(0) : d);
+                        shared_row0, out.data, elem_type(out.dtype), t_count > 1 ? out.stride(0) : d, beta);
     KIMI_CUDA_CHECK(cudaGetLastError());
     return;
   }
@@ -205,7 +218,7 @@ void latent_moe(TensorView x, const LatentMoeWeights& w, const RouterParams& rou
   const Scratch* yl = &y;
   programmatic_launch(combine_kernel, dim3(grid_1d(t_count * dl, kThreads, "latent_moe")), dim3(kThreads), 0, s,
                       ye.get<float>(), row_of_slot.get<int32_t>(), wts.get<float>(), int(k), t_count, dl,
-                      shared_row0, y.get(), elem_type(DType::f32), dl);
+                      shared_row0, y.get(), elem_type(DType::f32), dl, 0.f);
   KIMI_CUDA_CHECK(cudaGetLastError());
   if (w.latent_norm.present()) {
     TensorView nw = w.latent_norm;
@@ -229,7 +242,8 @@ void latent_moe(TensorView x, const LatentMoeWeights& w, const RouterParams& rou
     res = &*up;
   }
   if (w.shared && !fuse_shared) cuda::mlp(x, *w.shared, act, f32(*res, t_count, d), 1.f, ctx);
-  cuda::convert_rows(res->get(), DType::f32, d, out.data, out.dtype, t_count > 1 ? out.stride(0) : d, t_count, d, ctx);
+  cuda::convert_rows(res->get(), DType::f32, d, out.data, out.dtype, t_count > 1 ? out.stride(0) : d, t_count, d, ctx,
+                     beta);
 }
 
 }  // namespace kimi::cuda

@@ -35,21 +35,7 @@ void moe_router(TensorView logits, TensorView bias, const RouterParams& p, Tenso
   if (t == 0) return;
   const DeviceGuard device_guard(logits.device.index);
   const cudaStream_t s = static_cast<cudaStream_t>(ctx.cuda_stream);
-  RouterArgs a{};
-  a.logits = logits.data;
-  a.tl = elem_type(logits.dtype);
-  a.ldl = t > 1 ? logits.stride(0) : e;
-  a.bias = bias.present() ? static_cast<const float*>(bias.data) : nullptr;
-  a.bias_stride = bias.present() ? bias.stride(0) : 0;
-  a.t = t;
-  a.e = e;
-  a.k = p.top_k;
-  a.renorm = p.renormalize ? 1 : 0;
-  a.scaling = p.scaling;
-  a.ids = static_cast<int32_t*>(ids.data);
-  a.ldi = t > 1 ? ids.stride(0) : p.top_k;
-  a.w = static_cast<float*>(weights.data);
-  a.ldw = t > 1 ? weights.stride(0) : p.top_k;
+  const RouterArgs a = router_args(logits, bias, p, ids, weights);
   const unsigned grid = grid_1d(t, kRouterWarps, "moe_router"), block = kRouterWarps * 32;
   const auto kernel = p.top_k > 32 || e > 32 * 32 ? router_kernel
                       : e <= 32 * 8                ? router_reg_kernel<8>

@@ -16,6 +16,7 @@ void mlp(TensorView x, const MlpWeights& w, const GluParams& p, TensorView y, fl
 // Decode shapes (T * top_k <= 16 E) run without a host sync and capture in a CUDA graph when the experts are
 // stacked; prefill shapes copy the expert offsets to the host once (src/cuda/moe/latent_moe.cu, experts.h).
 void latent_moe(TensorView x, const LatentMoeWeights& w, const RouterParams& router, const GluParams& act,
-                float norm_eps, TensorView out, TensorView ids, TensorView weights, const Context& ctx);
+                float norm_eps, TensorView out, TensorView ids, TensorView weights, float beta,
+                const Context& ctx);
 
 }  // namespace kimi::cuda

@@ -15,43 +15,12 @@
 #include <cstdint>
 
 #include "cuda/elementwise.cuh"
+#include "cuda/moe/router_row.cuh"
 #include "cuda/pdl.cuh"
 
 namespace kimi::cuda {
 
-struct RouterArgs {
-  const void* logits;  // [t, e], dtype code tl, rows ldl apart
-  int tl;
-  int64_t ldl;
-  const float* bias;  // [e] (stride bias_stride) or null
-  int64_t bias_stride;
-  int64_t t, e;
-  int k;
-  int renorm;
-  float scaling;
-  int32_t* ids;  // [t, k] rows ldi apart
-  int64_t ldi;
-  float* w;  // [t, k] rows ldw apart
-  int64_t ldw;
-};
-
-__device__ __forceinline__ float router_sigmoid(float v) { return 1.f / (1.f + expf(-v)); }
-__device__ __forceinline__ float router_key(float v) { return isnan(v) ? -INFINITY : v; }
-// (ka, ia) comes before (kb, ib): larger key, or equal key and lower index.
-__device__ __forceinline__ bool router_before(float ka, int64_t ia, float kb, int64_t ib) {
-  return ka > kb || (ka == kb && ia < ib);
-}
-
 constexpr int kRouterWarps = 4;
-
-// The packed order key: larger u64 = earlier in the order. Keys are never NaN (router_key).
-__device__ __forceinline__ uint64_t router_pack(float key, int64_t index) {
-  if (key == 0.f) key = 0.f;  // -0 and +0 are equal keys
-  uint32_t b = __float_as_uint(key);
-  b = (b & 0x80000000u) ? ~b : (b | 0x80000000u);  // monotone: float order = unsigned order
-  return (uint64_t(b) << 32) | uint64_t(~uint32_t(index));
-}
-__device__ __forceinline__ int64_t router_unpack_index(uint64_t packed) { return int64_t(~uint32_t(packed)); }
 
 // PL: experts per lane (E <= 32 PL); k <= 32.
 template <int PL>
@@ -59,44 +28,8 @@ __global__ void __launch_bounds__(kRouterWarps * 32) router_reg_kernel(RouterArg
   pdl_launch_dependents();  // pdl.cuh: launched with programmatic_launch
   pdl_wait();
   const int64_t t = int64_t(blockIdx.x) * kRouterWarps + threadIdx.x / 32;
-  const int lane = threadIdx.x % 32;
   if (t >= a.t) return;
-  uint64_t key[PL];  // packed (key, index) of experts lane + 32 i; 0 = absent or already selected
-  float score[PL];   // s_e, the unbiased weight
-#pragma unroll
-  for (int i = 0; i < PL; ++i) {
-    const int64_t e = lane + 32 * i;
-    key[i] = 0, score[i] = 0.f;
-    if (e < a.e) {
-      score[i] = router_sigmoid(load_f32(a.logits, t * a.ldl + e, a.tl));
-      key[i] = router_pack(router_key(a.bias ? score[i] + a.bias[e * a.bias_stride] : score[i]), e);
-    }
-  }
-  int32_t my_id = 0;
-  float my_w = 0.f;  // lane j: pick j
-  for (int j = 0; j < a.k; ++j) {
-    uint64_t best = 0;
-    float best_s = 0.f;
-#pragma unroll
-    for (int i = 0; i < PL; ++i)
-      if (key[i] > best) best = key[i], best_s = score[i];
-    uint64_t win = best;
-#pragma unroll
-    for (int o = 16; o > 0; o /= 2) win = max(win, __shfl_xor_sync(0xffffffffu, win, o));
-    const int64_t e = router_unpack_index(win);
-    const float s = __shfl_sync(0xffffffffu, best_s, int(e % 32));
-    if (lane == int(e % 32)) {
-#pragma unroll
-      for (int i = 0; i < PL; ++i)
-        if (i == e / 32) key[i] = 0;
-    }
-    if (lane == j) my_id = int32_t(e), my_w = s;
-  }
-  double sum = 0;  // the CPU's order: picks 0 .. k-1
-  for (int j = 0; j < a.k; ++j) sum += double(__shfl_sync(0xffffffffu, my_w, j));
-  if (lane >= a.k) return;
-  a.ids[t * a.ldi + lane] = my_id;
-  a.w[t * a.ldw + lane] = (a.renorm ? float(double(my_w) / (sum + 1e-20)) : my_w) * a.scaling;
+  router_reg_row<PL>(a, t, int(threadIdx.x % 32));
 }
 
 __global__ void __launch_bounds__(kRouterWarps * 32) router_kernel(RouterArgs a) {
