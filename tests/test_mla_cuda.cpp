@@ -1,16 +1,18 @@
 // mla_prefill's bf16 attention on CUDA (src/cuda/mla/prefill_gemm.cu, prefill_flash.cu, flash.cuh) through the
 // public operator, on a CUDA device (registered in a build with the CUDA backend only, tests/cuda_tests.h, and
 // skipped there without a device; CI has none, so these run on the GPU machine: scripts/gpu/).
-//   - Every fused kernel (flash.cuh on mma.sync, flash_wgmma.cuh on wgmma, flash_fa3.cuh; each forced through
-//     src/cuda/mla/options.h and checked to be what ran) against the CPU backend in f32 on the same bf16-rounded
-//     inputs (itself within 1e-5 of the fp64 oracle: the harness), relative RMS <= 5e-3 (SPEC 14's bf16 bar), no
-//     NaN / Inf: both MLA configs (Kimi-Linear H = 32 and K3 H = 96, R = 512, P = 64, Dn = Dv = 128), gated and
-//     ungated, the varlen batch [1, 63, 64, 65, 300, 1000] (not multiples of the 128-query or 64-key tiles; 8 query
-//     tiles in the longest), one sequence of 2048, a batch B = 2 without cu_seqlens, f32 o and an f32 gate.
+//   - Both fused kernels (flash.cuh on mma.sync, flash_fa3.cuh on wgmma + TMA where its head sizes fit; each forced
+//     through src/cuda/mla/options.h and checked to be what ran; a forced fa3 elsewhere is an Error) and the default
+//     against the CPU backend in f32 on the same bf16-rounded inputs (itself within 1e-5 of the fp64 oracle: the
+//     harness), relative RMS <= 5e-3 (SPEC 14's bf16 bar), no NaN / Inf: both MLA configs (Kimi-Linear H = 32 and
+//     K3 H = 96, R = 512, P = 64, Dn = Dv = 128), gated and ungated, the varlen batch [1, 63, 64, 65, 300, 1000]
+//     (not multiples of the 128-query or 64-key tiles; 8 query tiles in the longest), one sequence of 2048, a batch
+//     B = 2 without cu_seqlens, f32 o and an f32 gate.
 //   - Against the fp64 oracle directly (src/verify/oracle/mla.h) on a smaller batch.
 //   - Each kernel instance (DK, DV) = (64, 64), (128, 128), (192, 128), (256, 128) at head sizes that select it.
-//   - The launcher's choice: the mma.sync fused kernel by default; the score blocks where the fused kernels cannot
-//     read the inputs (P not a multiple of 8, a q row stride not a multiple of 8) or where forced, both correct.
+//   - The launcher's choice: the fa3 kernel by default at its head sizes, the mma.sync one at the others; the score
+//     blocks where the fused kernels cannot read the inputs (P not a multiple of 8, a q row stride not a multiple of
+//     8) or where forced, all correct.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -162,24 +164,32 @@ std::string describe(const Problem& p) {
   return s + (p.gated ? " gate" : "");
 }
 
-// flash_fa3.cuh's head sizes (prefill_flash.cu fa3_applies: Dn, P, Dv multiples of 64 filling an instance);
-// elsewhere a forced fused_fa3 runs the wgmma form.
+// flash_fa3.cuh's head sizes (mla_flash_fa3_supported: Dn, P, Dv multiples of 64 filling an instance); elsewhere a
+// forced fused_fa3 is an Error and the default runs the mma.sync kernel.
 bool fa3_runs(const Cfg& c) {
   const int64_t dk = c.Dn + c.P;
   return c.Dn % 64 == 0 && c.P % 64 == 0 && c.Dv % 64 == 0 &&
          ((dk == 64 && c.Dv == 64) || (dk >= 128 && dk <= 256 && c.Dv == 128));
 }
 
-// Each fused kernel (mma.sync, wgmma, FlashAttention-3 form where the head sizes allow it, else wgmma) ran exactly
-// once and is within the bar of `ref`.
+// Each fused kernel (mma.sync; FlashAttention-3 where the head sizes allow it, else an Error) and the default (fa3
+// where it runs, else mma.sync) ran exactly once and is within the bar of `ref`.
 void expect_fused_matches(const Problem& p, const std::vector<double>& ref, DType o_dtype = DType::bf16) {
-  for (MlaPrefillPath path : {MlaPrefillPath::fused, MlaPrefillPath::fused_wgmma, MlaPrefillPath::fused_fa3}) {
-    const bool wg = path == MlaPrefillPath::fused_wgmma, fa3 = path == MlaPrefillPath::fused_fa3;
-    const std::string what = describe(p) + (fa3 ? " [fa3]" : wg ? " [wgmma]" : " [mma.sync]");
+  const bool fa3_fits = fa3_runs(p.c);
+  if (!fa3_fits) {
+    MlaLaunchRecord rec;
+    EXPECT_THROW(p.gpu(MlaPrefillPath::fused_fa3, rec, o_dtype), Error) << describe(p) << " [forced fa3]";
+    EXPECT_EQ(rec.prefill_fused + rec.prefill_fused_fa3 + rec.prefill_blocks, 0) << describe(p);
+  }
+  for (MlaPrefillPath path : {MlaPrefillPath::fused, MlaPrefillPath::fused_fa3, MlaPrefillPath::automatic}) {
+    if (path == MlaPrefillPath::fused_fa3 && !fa3_fits) continue;
+    const bool fa3 = path == MlaPrefillPath::fused_fa3 || (path == MlaPrefillPath::automatic && fa3_fits);
+    const std::string what = describe(p) + (path == MlaPrefillPath::automatic ? " [default: " : " [") +
+                             (fa3 ? "fa3]" : "mma.sync]");
     MlaLaunchRecord rec;
     const std::vector<double> got = p.gpu(path, rec, o_dtype);
-    EXPECT_EQ(fa3 && fa3_runs(p.c) ? rec.prefill_fused_fa3 : wg || fa3 ? rec.prefill_fused_wgmma : rec.prefill_fused, 1)
-        << what;
+    EXPECT_EQ(fa3 ? rec.prefill_fused_fa3 : rec.prefill_fused, 1) << what;
+    EXPECT_EQ(rec.prefill_fused + rec.prefill_fused_fa3, 1) << what;
     EXPECT_EQ(rec.prefill_blocks, 0) << what;
     ASSERT_TRUE(all_finite(got)) << what;
     const double err = rel_rms_or_abs(got, ref);
@@ -222,7 +232,7 @@ TEST_F(MlaPrefillCuda, FusedMatchesOracle) {
 TEST_F(MlaPrefillCuda, EveryKernelInstance) {
   // (Dn + P, Dv) -> instance (DK, DV): (48, 32) -> (64, 64); (96, 64) -> (128, 128); (136, 128) -> (192, 128);
   // (256, 128) -> (256, 128); (128, 128) filled exactly; the K3-tiny head sizes with its gate among them. The fa3
-  // form runs at dk256 and dk128 (whole 64-column boxes), the wgmma form in its place elsewhere.
+  // form runs at dk256 and dk128 (whole 64-column boxes) and is refused elsewhere.
   const Cfg cfgs[] = {{"k3-tiny", 4, 64, 16, 32, 32},
                       {"dk96", 6, 128, 32, 64, 64},
                       {"dk136", 5, 96, 8, 128, 120},
@@ -238,11 +248,11 @@ TEST_F(MlaPrefillCuda, EveryKernelInstance) {
 TEST_F(MlaPrefillCuda, LauncherPicksFusedWhereItCanAndBlocksElsewhere) {
   const Problem p(kKimiLinear, 1, 0, {65, 1, 130}, true, 41);
   const std::vector<double> ref = p.cpu();
-  {  // default: the fused kernel on wgmma
+  {  // default at Kimi's head sizes: the FlashAttention-3 kernel
     MlaLaunchRecord rec;
     const std::vector<double> got = p.gpu(MlaPrefillPath::automatic, rec);
-    EXPECT_EQ(rec.prefill_fused_wgmma, 1);
-    EXPECT_EQ(rec.prefill_fused + rec.prefill_fused_fa3, 0);
+    EXPECT_EQ(rec.prefill_fused_fa3, 1);
+    EXPECT_EQ(rec.prefill_fused + rec.prefill_blocks, 0);
     EXPECT_LE(rel_rms_or_abs(got, ref), kBar);
   }
   {  // forced blocks
@@ -263,11 +273,11 @@ TEST_F(MlaPrefillCuda, LauncherPicksFusedWhereItCanAndBlocksElsewhere) {
   {  // P = 13: not a whole number of 16-byte chunks, blocks even when a fused kernel is asked for
     const Problem odd({"p13", 4, 64, 13, 16, 24}, 1, 0, {65, 3}, true, 42);
     const std::vector<double> odd_ref = odd.cpu();
-    for (MlaPrefillPath path : {MlaPrefillPath::fused, MlaPrefillPath::fused_wgmma, MlaPrefillPath::fused_fa3}) {
+    for (MlaPrefillPath path : {MlaPrefillPath::fused, MlaPrefillPath::fused_fa3, MlaPrefillPath::automatic}) {
       MlaLaunchRecord rec;
       EXPECT_LE(rel_rms_or_abs(odd.gpu(path, rec), odd_ref), kBar);
       EXPECT_EQ(rec.prefill_blocks, 1);
-      EXPECT_EQ(rec.prefill_fused + rec.prefill_fused_wgmma + rec.prefill_fused_fa3, 0);
+      EXPECT_EQ(rec.prefill_fused + rec.prefill_fused_fa3, 0);
     }
   }
 }

@@ -11,8 +11,8 @@
 //     the attend, and whole (decode_options.h MlaDecodeStages), differences of medians: absorb (with the host table's
 //     upload), attend, merge + project.
 //   mla_prefill: K3 (H = 96, gate) and Kimi-Linear (H = 32, no gate) MLA, R = 512, P = 64, Dn = Dv = 128, at one
-//     sequence of T = 4096 and 16384 and a varlen batch of 16 x 512, each through the fused attention on mma.sync
-//     (flash.cuh), its wgmma form (flash_wgmma.cuh, the default), its FlashAttention-3 form (flash_fa3.cuh) and the
+//     sequence of T = 4096 and 16384 and a varlen batch of 16 x 512, each through the FlashAttention-3 kernel
+//     (flash_fa3.cuh, the default), the fused mma.sync kernel (flash.cuh, the default at other head sizes) and the
 //     cuBLAS score blocks (prefill_gemm.cu), forced through src/cuda/mla/options.h, in the same run
 //     (`kimi_bench_mla prefill`: these rows only). Prints the op's time, the causal attention's rate
 //       attention flop = 2 H (Dn + P + Dv) sum_n L_n (L_n + 1) / 2    (Q K^T and P V over the causal pairs)
@@ -123,11 +123,10 @@ void prefill(int64_t Hp, bool gated, const std::vector<int64_t>& seqs, kimi::cud
   double pairs = 0;
   for (int64_t l : seqs) pairs += double(l) * double(l + 1) / 2;
   const double attn = 2.0 * pairs * Hp * (Dq + Dv), kv = 2.0 * double(T) * Hp * (Dn + Dv) * R;
-  const char* ran = rec.prefill_fused > 0         ? "fused"
-                    : rec.prefill_fused_wgmma > 0 ? "wgmma"
-                    : rec.prefill_fused_fa3 > 0   ? "fa3"
-                    : rec.prefill_blocks > 0      ? "blocks"
-                                                  : "ffma";
+  const char* ran = rec.prefill_fused > 0       ? "fused"
+                    : rec.prefill_fused_fa3 > 0 ? "fa3"
+                    : rec.prefill_blocks > 0    ? "blocks"
+                                                : "ffma";
   std::printf("kimi mla_prefill %-6s T=%-5lld (%zu x %lld) H=%-2lld R=%lld P=%lld Dn=Dv=%lld bf16%s  %8.3f ms  "
               "attention %6.1f TFLOP/s (%.2f TFLOP causal)  op %6.1f TFLOP/s (+ kv GEMM %.2f TFLOP)\n",
               ran, (long long)T, seqs.size(), (long long)seqs.front(), (long long)Hp, (long long)R, (long long)P,
@@ -163,8 +162,7 @@ int main(int argc, char** argv) {
   for (auto [Hp, gated] : {std::pair<int64_t, bool>{96, true}, {32, false}})  // K3, Kimi-Linear
     for (const std::vector<int64_t>& seqs :
          {std::vector<int64_t>{4096}, std::vector<int64_t>{16384}, std::vector<int64_t>(16, 512)})
-      for (MlaPrefillPath path :
-           {MlaPrefillPath::fused, MlaPrefillPath::fused_wgmma, MlaPrefillPath::fused_fa3, MlaPrefillPath::blocks})
+      for (MlaPrefillPath path : {MlaPrefillPath::fused_fa3, MlaPrefillPath::fused, MlaPrefillPath::blocks})
         prefill(Hp, gated, seqs, path);
   return 0;
 }

@@ -111,6 +111,17 @@ __device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
   return *reinterpret_cast<const uint32_t*>(&v);
 }
 
+// The epilogue of every fused form: a row's l from its quad of lanes (the fragment spreads a row over lanes 4 g ..
+// 4 g + 3), and o[m, h, c] = v * sigmoid(gate[m, h, c]) (gate optional) stored in o's dtype.
+__device__ __forceinline__ float quad_sum(float x) {
+  x += __shfl_xor_sync(0xffffffffu, x, 1);
+  return x + __shfl_xor_sync(0xffffffffu, x, 2);
+}
+__device__ __forceinline__ void store_o(const FlashParams& p, int64_t m, int h, int c, float v) {
+  if (p.gate) v *= sigmoid_f32(load_f32(p.gate, m * p.g_tok + int64_t(h) * p.Dv + c, p.tg));
+  store_f32(p.o, m * p.o_tok + int64_t(h) * p.o_head + c, p.to, v);
+}
+
 }  // namespace flash
 
 // DK >= Dn + P and DV >= Dv, multiples of 64 (the swizzle needs >= 8 chunks per row).
@@ -264,12 +275,7 @@ __global__ void __launch_bounds__(kFlThreads, 1) mla_flash_kernel(const FlashPar
 
   // epilogue: o = acc / l (* sigmoid(gate)), rows past the tile's queries not stored
   if (!warp_active) return;
-#pragma unroll
-  for (int o = 1; o <= 2; o *= 2) {
-    l0 += __shfl_xor_sync(0xffffffffu, l0, o);
-    l1 += __shfl_xor_sync(0xffffffffu, l1, o);
-  }
-  const float inv0 = 1.f / l0, inv1 = 1.f / l1;
+  const float inv0 = 1.f / flash::quad_sum(l0), inv1 = 1.f / flash::quad_sum(l1);
 #pragma unroll
   for (int half = 0; half < 2; ++half) {
     const int r = row0 + g + 8 * half;
@@ -282,9 +288,7 @@ __global__ void __launch_bounds__(kFlThreads, 1) mla_flash_kernel(const FlashPar
       for (int e = 0; e < 2; ++e) {
         const int c = n * 8 + 2 * t4 + e;
         if (c >= Dv) continue;
-        float v = acc[n][2 * half + e] * inv;
-        if (p.gate) v *= sigmoid_f32(load_f32(p.gate, m * p.g_tok + int64_t(h) * Dv + c, p.tg));
-        store_f32(p.o, m * p.o_tok + int64_t(h) * p.o_head + c, p.to, v);
+        flash::store_o(p, m, h, c, acc[n][2 * half + e] * inv);
       }
     }
   }

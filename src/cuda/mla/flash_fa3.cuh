@@ -1,9 +1,9 @@
 // src/cuda/mla/flash_fa3.cuh: the fused causal attention of mla_prefill (flash.cuh's math, parameters and global
-// layouts) on Hopper warpgroup MMA with the FlashAttention-3 schedule: the third form of the fused kernel, chosen
-// through options.h (MlaPrefillPath::fused_fa3); not the default until the H200 has timed it.
+// layouts) on Hopper warpgroup MMA with the FlashAttention-3 schedule: the default fused kernel where its head sizes
+// fit (options.h); flash.cuh (mma.sync) takes the others.
 //
-// Math and rounding: exactly flash.cuh / flash_wgmma.cuh (S in fp32, online softmax in fp32 in base 2, P rounded to
-// bf16 once, O accumulated in fp32); only the order in which the wgmma groups are issued and waited changes.
+// Math and rounding: exactly flash.cuh's (S in fp32, online softmax in fp32 in base 2, P rounded to bf16 once, O
+// accumulated in fp32); only the instructions and the order in which the products are issued and waited differ.
 //
 // Tiling: one CTA of 3 warpgroups per (tile of kFaBQ = 128 queries of one sequence, head): consumer warpgroup w
 // (w = 0, 1; 240 registers after setmaxnreg) owns query rows 64w .. 64w + 63 and runs key tiles 0 .. last_w (its
@@ -316,12 +316,7 @@ __global__ void __launch_bounds__(kFaThreads, 1) mla_flash_fa3_kernel(const __gr
   if (wg == 0) issue_begin();  // meets warpgroup 1's last bar.arrive: no barrier is left half-arrived at exit
 
   if (!wg_active) return;
-#pragma unroll
-  for (int o = 1; o <= 2; o *= 2) {
-    l0 += __shfl_xor_sync(0xffffffffu, l0, o);
-    l1 += __shfl_xor_sync(0xffffffffu, l1, o);
-  }
-  const float inv0 = 1.f / l0, inv1 = 1.f / l1;
+  const float inv0 = 1.f / flash::quad_sum(l0), inv1 = 1.f / flash::quad_sum(l1);
 #pragma unroll
   for (int half = 0; half < 2; ++half) {
     const int r = row0 + g + 8 * half;
@@ -336,9 +331,7 @@ __global__ void __launch_bounds__(kFaThreads, 1) mla_flash_fa3_kernel(const __gr
         for (int e = 0; e < 2; ++e) {
           const int c = hh * 64 + n * 8 + 2 * t4 + e;
           if (c >= Dv) continue;
-          float v = acc[hh][n][2 * half + e] * inv;
-          if (p.gate) v *= sigmoid_f32(load_f32(p.gate, m * p.g_tok + int64_t(h) * Dv + c, p.tg));
-          store_f32(p.o, m * p.o_tok + int64_t(h) * p.o_head + c, p.to, v);
+          flash::store_o(p, m, h, c, acc[hh][n][2 * half + e] * inv);
         }
   }
 }

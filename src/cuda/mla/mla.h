@@ -35,12 +35,14 @@ bool mla_prefill_gemm(TensorView q, TensorView latent, TensorView k_pe, const We
 // mla_prefill_gemm come first).
 bool mla_flash_supported(TensorView q, TensorView k_pe, const MlaDims& d);
 // The fused causal attention over kv = latent W_kvb^T (bf16 [B*T, H*(Dn+Dv)], made by mla_prefill_gemm) into o:
-// flash.cuh (mma.sync), flash_wgmma.cuh or flash_fa3.cuh, as `kernel` says; fa3 needs Dn, P, Dv multiples of 64
-// filling an instance (prefill_flash.cu), else the wgmma form runs. Returns the kernel that ran.
-enum class MlaFlashKernel { mma_sync, wgmma, fa3 };
-MlaFlashKernel mla_prefill_flash(TensorView q, const void* kv, TensorView k_pe, TensorView gate,
-                                 const std::vector<int64_t>& cu, const MlaDims& d, TensorView o, MlaFlashKernel kernel,
-                                 const Context& ctx);
+// flash_fa3.cuh (wgmma, TMA; Dn, P, Dv multiples of 64 filling an instance: mla_flash_fa3_supported) or flash.cuh
+// (mma.sync; any head sizes mla_flash_supported takes), as `kernel` says. A kernel that cannot take the shapes is an
+// Error, not a fallback.
+enum class MlaFlashKernel { mma_sync, fa3 };
+bool mla_flash_fa3_supported(const MlaDims& d, int64_t tokens);
+void mla_prefill_flash(TensorView q, const void* kv, TensorView k_pe, TensorView gate,
+                       const std::vector<int64_t>& cu, const MlaDims& d, TensorView o, MlaFlashKernel kernel,
+                       const Context& ctx);
 void mla_cache_write(TensorView latent, TensorView k_pe, TensorView cache, const Index& start, const Index& slots,
                      const Context& ctx);
 void mla_decode(TensorView q, TensorView cache, const Index& lens, const Index& slots, const Weight& w_kvb,

@@ -10,19 +10,18 @@
 
 namespace kimi::cuda {
 
-// mla_prefill with bf16 operands: the fused flash-attention kernel on wgmma (flash_wgmma.cuh, the default: 10-18%
-// faster than the mma.sync form on the H200, docs/ops/mla.md), its mma.sync form (flash.cuh), its FlashAttention-3
-// form (flash_fa3.cuh: TMA producer, pipelined and ping-ponged consumers; not the default until the H200 has timed
-// it; it needs Dn, P, Dv multiples of 64 filling a kernel instance, else a forced fused_fa3 runs the wgmma form and
-// is counted as such), or the cuBLAS score blocks (prefill_gemm.cu). A forced `fused`, `fused_wgmma` or `fused_fa3`
-// still needs inputs the fused kernels take (mla.h mla_flash_supported); otherwise the blocks run.
-enum class MlaPrefillPath { automatic, fused, fused_wgmma, fused_fa3, blocks };
+// mla_prefill with bf16 operands: `automatic` runs the FlashAttention-3 kernel (flash_fa3.cuh: wgmma, TMA producer,
+// pipelined and ping-ponged consumers; 1.6-1.9x the plain wgmma form on the H200, docs/ops/mla.md) where its head
+// sizes fit (Dn, P, Dv multiples of 64 filling a kernel instance: Kimi's 128 / 64 / 128), else the fused mma.sync
+// kernel (flash.cuh, any head sizes that are multiples of 8), else the cuBLAS score blocks (prefill_gemm.cu).
+// `fused` forces flash.cuh, `fused_fa3` flash_fa3.cuh (an Error on head sizes it cannot take), `blocks` the score
+// blocks. A forced fused form on inputs no fused kernel takes (mla.h mla_flash_supported) runs the blocks.
+enum class MlaPrefillPath { automatic, fused, fused_fa3, blocks };
 
 // Calls counted per attention form since the record was reset.
 struct MlaLaunchRecord {
   int64_t prefill_fused = 0;        // bf16, fused kernel on mma.sync (flash.cuh)
-  int64_t prefill_fused_wgmma = 0;  // bf16, fused kernel on wgmma (flash_wgmma.cuh)
-  int64_t prefill_fused_fa3 = 0;    // bf16, fused kernel on wgmma, FlashAttention-3 form (flash_fa3.cuh)
+  int64_t prefill_fused_fa3 = 0;    // bf16, FlashAttention-3 kernel on wgmma (flash_fa3.cuh)
   int64_t prefill_blocks = 0;  // bf16, cuBLAS score blocks (prefill_gemm.cu)
   int64_t prefill_ffma = 0;    // other dtypes, fp32 FFMA (prefill.cuh)
 };

@@ -1,7 +1,6 @@
-// src/cuda/mla/prefill_flash.cu: the launcher of the fused bf16 causal attention (flash.cuh on mma.sync,
-// flash_wgmma.cuh on wgmma, or flash_fa3.cuh, its FlashAttention-3 schedule: same tiles, parameters and instances)
-// for mla_prefill, run by
-// mla_prefill_gemm (prefill_gemm.cu) on the bf16 kv expansion it made with cuBLAS.
+// src/cuda/mla/prefill_flash.cu: the launcher of the fused bf16 causal attention (flash_fa3.cuh, the FlashAttention-3
+// schedule on wgmma and TMA, or flash.cuh on mma.sync for the head sizes fa3 cannot take: same tiles, parameters and
+// instances) for mla_prefill, run by mla_prefill_gemm (prefill_gemm.cu) on the bf16 kv expansion it made with cuBLAS.
 //   flash_supported: the fused kernel's conditions (flash.cuh "Global layouts"): Dn, P, Dv multiples of 8,
 //     Dn + P <= 256, Dv <= 128, q / k_pe token and head strides multiples of 8 elements, 16-byte aligned data.
 //   Tiles: per sequence, query tiles of kFlBQ (the last one partial), latest tiles first (the longest causal rows
@@ -9,10 +8,9 @@
 //     keys in L2.
 //   Instances (DK, DV): the smallest of (64, 64), (128, 128), (192, 128), (256, 128) that holds (Dn + P, Dv); the
 //     padded columns are zero and cost only their share of the tensor-core work.
-//   The FlashAttention-3 form (flash_fa3.cuh) loads K and V by tensor-map boxes of 64 x 64: it runs where Dn, P and Dv
-//     are multiples of 64 that fill the instance exactly (Kimi's 128 / 64 / 128: (192, 128)) and the tokens fit the
-//     boxes' int32 coordinates (fa3_applies); elsewhere a forced fa3 runs the wgmma form, and says so (the returned
-//     kernel, counted in MlaLaunchRecord).
+//   The FlashAttention-3 form (flash_fa3.cuh) loads K and V by tensor-map boxes of 64 x 64: it takes Dn, P and Dv
+//     multiples of 64 that fill the instance exactly (Kimi's 128 / 64 / 128: (192, 128)) and tokens that fit the
+//     boxes' int32 coordinates (mla_flash_fa3_supported); asked for other shapes, the launcher throws.
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
@@ -26,7 +24,6 @@
 #include "cuda/elementwise.cuh"
 #include "cuda/mla/flash.cuh"
 #include "cuda/mla/flash_fa3.cuh"
-#include "cuda/mla/flash_wgmma.cuh"
 #include "cuda/mla/mla.h"
 #include "cuda/scratch.cuh"
 #include "cuda/tensor_map.h"
@@ -42,7 +39,7 @@ void encode_box_map(CUtensorMap& map, const void* base, int64_t cols, int64_t ro
   const auto encode = tensor_map_encoder();
   if (!encode)
     throw Error("mla_prefill: the FlashAttention-3 kernel needs the driver's cuTensorMapEncodeTiled, which this "
-                "driver lacks (use MlaPrefillPath::fused_wgmma)");
+                "driver lacks (use MlaPrefillPath::fused)");
   const cuuint64_t dims[2] = {cuuint64_t(cols), cuuint64_t(rows)};
   const cuuint64_t strides[1] = {cuuint64_t(ld) * 2};
   const cuuint32_t box[2] = {64, 64}, unit[2] = {1, 1};
@@ -54,30 +51,17 @@ void encode_box_map(CUtensorMap& map, const void* base, int64_t cols, int64_t ro
                 std::to_string(int(r)) + ")");
 }
 
-// flash_fa3.cuh's conditions beyond mla_flash_supported: whole 64-column boxes filling the instance (DK, DV) and
-// M + 64 tokens in int32 box coordinates.
-bool fa3_applies(const MlaDims& d, int64_t M) {
-  const int64_t Dn = d.qk_nope, P = d.qk_rope, Dv = d.v_dim, Dk = Dn + P;
-  const int64_t DK = Dk <= 64 && Dv <= 64 ? 64 : Dk <= 128 ? 128 : Dk <= 192 ? 192 : 256, DV = DK == 64 ? 64 : 128;
-  return Dn % 64 == 0 && P % 64 == 0 && Dv % 64 == 0 && Dk == DK && Dv == DV && M + 64 < (int64_t(1) << 31) &&
-         d.heads * (Dn + Dv) < (int64_t(1) << 31);
-}
 
 template <int DK, int DV>
 void launch(const mla::FlashParams& p, const CUtensorMap* maps, unsigned ntiles, unsigned heads,
             MlaFlashKernel kernel, cudaStream_t s) {
-  static_assert(mla::kFlBQ == mla::kFwBQ && mla::kFlBQ == mla::kFaBQ, "one tile table for every kernel");
+  static_assert(mla::kFlBQ == mla::kFaBQ, "one tile table for both kernels");
   if (kernel == MlaFlashKernel::fa3) {
     constexpr size_t smem = mla::flash_fa3_smem_bytes<DK, DV>();
     KIMI_CUDA_CHECK(cudaFuncSetAttribute(mla::mla_flash_fa3_kernel<DK, DV>,
                                          cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
     const mla::Fa3Params a{p, maps[0], maps[1]};
     mla::mla_flash_fa3_kernel<DK, DV><<<dim3(ntiles, heads), mla::kFaThreads, smem, s>>>(a);
-  } else if (kernel == MlaFlashKernel::wgmma) {
-    constexpr size_t smem = mla::flash_wgmma_smem_bytes<DK, DV>();
-    KIMI_CUDA_CHECK(cudaFuncSetAttribute(mla::mla_flash_wgmma_kernel<DK, DV>,
-                                         cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
-    mla::mla_flash_wgmma_kernel<DK, DV><<<dim3(ntiles, heads), mla::kFwThreads, smem, s>>>(p);
   } else {
     constexpr size_t smem = mla::flash_smem_bytes<DK, DV>();
     KIMI_CUDA_CHECK(cudaFuncSetAttribute(mla::mla_flash_kernel<DK, DV>, cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -89,6 +73,15 @@ void launch(const mla::FlashParams& p, const CUtensorMap* maps, unsigned ntiles,
 
 }  // namespace
 
+// flash_fa3.cuh's conditions beyond mla_flash_supported: whole 64-column boxes filling the instance (DK, DV) and
+// tokens + 64 in int32 box coordinates.
+bool mla_flash_fa3_supported(const MlaDims& d, int64_t tokens) {
+  const int64_t Dn = d.qk_nope, P = d.qk_rope, Dv = d.v_dim, Dk = Dn + P;
+  const int64_t DK = Dk <= 64 && Dv <= 64 ? 64 : Dk <= 128 ? 128 : Dk <= 192 ? 192 : 256, DV = DK == 64 ? 64 : 128;
+  return Dn % 64 == 0 && P % 64 == 0 && Dv % 64 == 0 && Dk == DK && Dv == DV && tokens + 64 < (int64_t(1) << 31) &&
+         d.heads * (Dn + Dv) < (int64_t(1) << 31);
+}
+
 bool mla_flash_supported(TensorView q, TensorView k_pe, const MlaDims& d) {
   const int64_t Dk = d.qk_nope + d.qk_rope;
   return d.qk_nope % 8 == 0 && d.qk_rope % 8 == 0 && d.v_dim % 8 == 0 && Dk <= 256 && d.v_dim <= 128 &&
@@ -96,9 +89,9 @@ bool mla_flash_supported(TensorView q, TensorView k_pe, const MlaDims& d) {
          aligned16(q.data) && aligned16(k_pe.data);
 }
 
-MlaFlashKernel mla_prefill_flash(TensorView q, const void* kv, TensorView k_pe, TensorView gate,
-                                 const std::vector<int64_t>& cu, const MlaDims& d, TensorView o, MlaFlashKernel kernel,
-                                 const Context& ctx) {
+void mla_prefill_flash(TensorView q, const void* kv, TensorView k_pe, TensorView gate,
+                       const std::vector<int64_t>& cu, const MlaDims& d, TensorView o, MlaFlashKernel kernel,
+                       const Context& ctx) {
   const cudaStream_t s = static_cast<cudaStream_t>(ctx.cuda_stream);
   const int64_t B = q.size(0), T = q.size(1), H = d.heads, Dn = d.qk_nope, P = d.qk_rope, Dv = d.v_dim;
   std::vector<std::pair<int64_t, int64_t>> seqs;  // (first token m0, length)
@@ -114,8 +107,12 @@ MlaFlashKernel mla_prefill_flash(TensorView q, const void* kv, TensorView k_pe, 
   std::vector<Tile> tiles;
   for (auto [m0, len] : seqs)
     for (int64_t i0 = 0; i0 < len; i0 += mla::kFlBQ) tiles.push_back({m0, i0, std::min<int64_t>(mla::kFlBQ, len - i0)});
-  if (kernel == MlaFlashKernel::fa3 && !fa3_applies(d, B * T)) kernel = MlaFlashKernel::wgmma;
-  if (tiles.empty()) return kernel;
+  if (kernel == MlaFlashKernel::fa3 && !mla_flash_fa3_supported(d, B * T))
+    throw Error("mla_prefill: the FlashAttention-3 kernel needs qk_nope, qk_rope, v_dim multiples of 64 filling an "
+                "instance ((Dn + P, Dv) one of (64, 64), (128, 128), (192, 128), (256, 128)) and fewer than 2^31 - 64 "
+                "tokens; got qk_nope " + std::to_string(Dn) + ", qk_rope " + std::to_string(P) + ", v_dim " +
+                std::to_string(Dv) + ", " + std::to_string(B * T) + " tokens (use MlaPrefillPath::fused)");
+  if (tiles.empty()) return;
   std::stable_sort(tiles.begin(), tiles.end(), [](const Tile& a, const Tile& b) { return a.i0 > b.i0; });
   if (tiles.size() > 0x7fffffffu)
     throw Error("mla_prefill: CUDA grid too large: query tiles = " + std::to_string(tiles.size()));
@@ -144,7 +141,6 @@ MlaFlashKernel mla_prefill_flash(TensorView q, const void* kv, TensorView k_pe, 
   else if (Dk <= 128) launch<128, 128>(p, maps, n, h, kernel, s);
   else if (Dk <= 192) launch<192, 128>(p, maps, n, h, kernel, s);
   else launch<256, 128>(p, maps, n, h, kernel, s);
-  return kernel;
 }
 
 }  // namespace kimi::cuda

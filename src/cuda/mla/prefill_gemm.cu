@@ -1,10 +1,10 @@
 // src/cuda/mla/prefill_gemm.cu: mla_prefill for bf16 operands on tensor cores (SPEC 6, explicit form).
 //
 //   kv = latent W_kvb^T                      bf16 [M, H (Dn + Dv)]  one cuBLAS GEMM (fp32 accumulation, rounded once)
-//   then the causal attention, by default fused (flash_wgmma.cuh through prefill_flash.cu: scores stay on chip; its
-//   mma.sync form flash.cuh or its FlashAttention-3 form flash_fa3.cuh where options.h asks) where
-//   mla_flash_supported holds; otherwise (head sizes or strides not multiples of 8, Dn + P > 256, Dv > 128, or
-//   forced by options.h) the score blocks below:
+//   then the causal attention, by default fused (prefill_flash.cu: scores stay on chip): flash_fa3.cuh where
+//   mla_flash_fa3_supported holds (Kimi's head sizes), else flash.cuh (mma.sync) where mla_flash_supported holds;
+//   otherwise (head sizes or strides not multiples of 8, Dn + P > 256, Dv > 128, or forced by options.h) the score
+//   blocks below:
 //   per sequence, per block of queries [q0, q1) (keys 0 .. q1 - 1 of the same sequence, every head at once):
 //     S_h = Qn_h Kn_h^T + Qpe_h Kpe^T         f32 [H, nq, q1]         two strided-batched GEMMs (k_pe shared by heads)
 //     P_h = softmax_causal(scale S_h)          bf16 [H, nq, q1]        softmax_rows: key j of query i kept iff j <= q0+i
@@ -87,6 +87,15 @@ bool mla_prefill_gemm(TensorView q, TensorView latent, TensorView k_pe, const We
       (gate.present() && (!rows_flat(gate) || gate.strides[2] != 1)))
     return false;
   if (M == 0) return true;
+  const MlaLaunchOptions& opt = mla_launch_options();
+  const bool fused = opt.prefill != MlaPrefillPath::blocks && mla_flash_supported(q, k_pe, d);
+  // automatic: the FlashAttention-3 form where it takes the shapes, else the mma.sync one
+  const MlaFlashKernel kernel =
+      opt.prefill == MlaPrefillPath::fused_fa3 ||
+              (opt.prefill == MlaPrefillPath::automatic && mla_flash_fa3_supported(d, M))
+          ? MlaFlashKernel::fa3
+          : MlaFlashKernel::mma_sync;
+  // a forced fa3 on head sizes it cannot take: mla_prefill_flash throws before anything is written to o
   const cudaStream_t s = static_cast<cudaStream_t>(ctx.cuda_stream);
   refuse_capture(s, "mla_prefill");
   const DeviceGuard device_guard(q.device.index);
@@ -96,17 +105,9 @@ bool mla_prefill_gemm(TensorView q, TensorView latent, TensorView k_pe, const We
   blas::gemm_xwt(s, M, H * Dkv, R, latent.data, DType::bf16, latent.strides[1], w_kvb.w.data, DType::bf16,
                  w_kvb.w.strides[0], kv.get(), DType::bf16, H * Dkv, 0.f);
 
-  const MlaLaunchOptions& opt = mla_launch_options();
-  if (opt.prefill != MlaPrefillPath::blocks && mla_flash_supported(q, k_pe, d)) {
-    // the wgmma form unless the mma.sync or the FlashAttention-3 one is forced
-    const MlaFlashKernel kernel = opt.prefill == MlaPrefillPath::fused       ? MlaFlashKernel::mma_sync
-                                  : opt.prefill == MlaPrefillPath::fused_fa3 ? MlaFlashKernel::fa3
-                                                                             : MlaFlashKernel::wgmma;
-    const MlaFlashKernel ran = mla_prefill_flash(q, kv.get(), k_pe, gate, cu, d, o, kernel, ctx);
-    if (opt.record)
-      ++(ran == MlaFlashKernel::mma_sync ? opt.record->prefill_fused
-         : ran == MlaFlashKernel::fa3    ? opt.record->prefill_fused_fa3
-                                         : opt.record->prefill_fused_wgmma);
+  if (fused) {
+    mla_prefill_flash(q, kv.get(), k_pe, gate, cu, d, o, kernel, ctx);
+    if (opt.record) ++(kernel == MlaFlashKernel::fa3 ? opt.record->prefill_fused_fa3 : opt.record->prefill_fused);
     return true;
   }
   if (opt.record) ++opt.record->prefill_blocks;
