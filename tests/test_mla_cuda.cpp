@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "kimi/device.h"
+#include "kimi/error.h"
 #include "kimi/ops/mla.h"
 #include "tensor_testutil.h"
 #include "verify/oracle/mla.h"
