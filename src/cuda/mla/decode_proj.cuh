@@ -19,7 +19,8 @@
 //            groups (decode_plan.h): thread (unit, group g) sums the splits s = g, g + SG, ... in order; the SG
 //            partial sums add in group order. m and l by block reductions (shuffle tree, then the 8 warps in order).
 //   project: CTA = (head h, `rows` output rows of W_kvb_v[h], token block). Warp = 2 rows at a time; lane = 8
-//            columns of each 256-column block (R <= 512: 2 blocks); a warp shuffle tree sums the lanes.
+//            columns of each 256-column block (R <= 512: 2 blocks); a warp shuffle tree sums the lanes; lane
+//            j * kProjNT + i gates and stores output (row j, token i) of the step (its gate loaded at the step's start).
 // Launch: all three by programmatic_launch (pdl.cuh): each waits (pdl_wait) before touching q, scratch or o, then
 // lets its dependents start; the absorb and the project first prefetch their weight rows into L2.
 // Fixed reduction orders everywhere and no atomics: replays are bit-identical. All in fp32 FFMA: with bf16 (or f16)
@@ -362,7 +363,14 @@ __global__ void __launch_bounds__(kProjThreads) mla_project_kernel(const ProjPar
   __syncthreads();
 
   constexpr int kKB = kProjMaxR / 256;  // 256-column blocks
+  static_assert(2 * kProjNT <= 32, "a lane per (row, token) output of a warp's step");
+  const int oj = lane / kProjNT, oi = lane % kProjNT;  // this lane's output of each step: row e + oj, token n0 + oi
   for (int e = rb * p.rows + 2 * warp; e < e1; e += 16) {
+    // Lane oj kProjNT + oi stores output (e + oj, n0 + oi); its gate is loaded here and used at the end, so the
+    // warp's gate loads and stores run in parallel rather than one dependent round trip per output.
+    const bool mine = lane < 2 * kProjNT && oi < cnt && e + oj < e1;
+    const int64_t g_at = (n0 + oi) * p.g_s0 + int64_t(h) * p.Dv + e + oj;
+    const float graw = mine && p.gate ? load_f32(p.gate, g_at, p.tg) : 0.f;
     float wv[2][kKB][8];
 #pragma unroll
     for (int j = 0; j < 2; ++j)
@@ -396,6 +404,7 @@ __global__ void __launch_bounds__(kProjThreads) mla_project_kernel(const ProjPar
           for (int k = 0; k < 8; ++k) d[j][i] = fmaf(wv[j][kb][k], x[k], d[j][i]);
       }
     }
+    float out = 0.f;  // the butterfly leaves every sum in every lane; lane j kProjNT + i keeps (j, i)
 #pragma unroll
     for (int i = 0; i < kProjNT; ++i) {
       if (i >= cnt) break;
@@ -404,12 +413,12 @@ __global__ void __launch_bounds__(kProjThreads) mla_project_kernel(const ProjPar
         float v = d[j][i];
 #pragma unroll
         for (int o = 16; o > 0; o /= 2) v += __shfl_xor_sync(0xffffffffu, v, o);
-        if (lane == 0 && e + j < e1) {
-          const int64_t n = n0 + i;
-          if (p.gate) v *= 1.f / (1.f + expf(-load_f32(p.gate, n * p.g_s0 + int64_t(h) * p.Dv + e + j, p.tg)));
-          store_f32(p.o, n * p.o_s0 + int64_t(h) * p.o_s1 + e + j, p.to, v);
-        }
+        if (lane == j * kProjNT + i) out = v;
       }
+    }
+    if (mine) {
+      if (p.gate) out *= 1.f / (1.f + expf(-graw));
+      store_f32(p.o, (n0 + oi) * p.o_s0 + int64_t(h) * p.o_s1 + e + oj, p.to, out);
     }
   }
 }
