@@ -139,24 +139,39 @@ __global__ void __launch_bounds__(kProjThreads) mla_absorb_kernel(const AbsorbPa
     p.tab[n] = ok ? len : 0;
     p.tab[p.N + n] = ok ? sl : 0;
   }
-  if (cb == 0 && p.QL)
-    for (int idx = tid; idx < cnt * p.P; idx += kProjThreads) {
-      const int i = idx / p.P, e = idx % p.P;
-      p.QL[((n0 + i) * p.H + h) * int64_t(RP) + p.R + e] =
-          load_f32(p.q, (n0 + i) * p.q_s0 + h * p.q_s1 + p.Dn + e, p.tq);
-    }
-  if (cb == 0 && !p.QL) {  // q_pe and the zero padding, rounded to bf16 as the attend reads them
-    const int np = p.kp - p.R;
-    for (int idx = tid; idx < cnt * np; idx += kProjThreads) {
-      const int i = idx / np, e = idx % np;
-      const float v = e < p.P ? load_f32(p.q, (n0 + i) * p.q_s0 + h * p.q_s1 + p.Dn + e, p.tq) : 0.f;
-      p.QLb[((n0 + i) * p.H + h) * int64_t(p.kp) + p.R + e] = __float2bfloat16_rn(v);
+  // q's loads are issued kLd at a time before their stores (a store to global memory may alias the next load).
+  constexpr int kLd = 4;
+  if (cb == 0) {  // q_pe (f32), or q_pe and the zero padding rounded to bf16 as the attend reads them
+    const int np = p.QL ? p.P : p.kp - p.R;
+    for (int base = tid; base < cnt * np; base += kLd * kProjThreads) {
+      float v[kLd];
+#pragma unroll
+      for (int u = 0; u < kLd; ++u) {
+        const int idx = base + u * kProjThreads, i = idx / np, e = idx % np;
+        v[u] = idx < cnt * np && e < p.P ? load_f32(p.q, (n0 + i) * p.q_s0 + h * p.q_s1 + p.Dn + e, p.tq) : 0.f;
+      }
+#pragma unroll
+      for (int u = 0; u < kLd; ++u) {
+        const int idx = base + u * kProjThreads, i = idx / np, e = idx % np;
+        if (idx >= cnt * np) break;
+        if (p.QL)
+          p.QL[((n0 + i) * p.H + h) * int64_t(RP) + p.R + e] = v[u];
+        else
+          p.QLb[((n0 + i) * p.H + h) * int64_t(p.kp) + p.R + e] = __float2bfloat16_rn(v[u]);
+      }
     }
   }
   float* qs = ab_sm;
-  for (int idx = tid; idx < cnt * p.Dn; idx += kProjThreads) {
-    const int i = idx / p.Dn, d = idx % p.Dn;
-    qs[idx] = load_f32(p.q, (n0 + i) * p.q_s0 + h * p.q_s1 + d, p.tq);
+  for (int base = tid; base < cnt * p.Dn; base += kLd * kProjThreads) {
+    float v[kLd];
+#pragma unroll
+    for (int u = 0; u < kLd; ++u) {
+      const int idx = base + u * kProjThreads, i = idx / p.Dn, d = idx % p.Dn;
+      v[u] = idx < cnt * p.Dn ? load_f32(p.q, (n0 + i) * p.q_s0 + h * p.q_s1 + d, p.tq) : 0.f;
+    }
+#pragma unroll
+    for (int u = 0; u < kLd; ++u)
+      if (base + u * kProjThreads < cnt * p.Dn) qs[base + u * kProjThreads] = v[u];
   }
   __syncthreads();
 
