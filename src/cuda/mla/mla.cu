@@ -4,7 +4,8 @@
 // Heuristics (mla_decode): the tensor-core attend's splits and head groups from decode_plan.h; the FFMA attend's splits
 // per sequence S = ceil(SMs / (N * head groups)), capped by the tiles of the longest sequence, so that
 // N * groups * S CTAs (one per SM: ~150 KB of shared memory each) fill one wave. The absorb / merge / project work
-// split (decode_proj.cuh) from decode_plan.h.
+// split (decode_proj.cuh) from decode_plan.h. mla_decode's absorb, tensor-core attend, merge and project are launched
+// with programmatic_launch (pdl.cuh; each kernel's wait is documented where it is); the FFMA attend the plain way.
 #include <cuda_runtime.h>
 
 #include <algorithm>
