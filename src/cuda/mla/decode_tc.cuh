@@ -7,7 +7,7 @@
 // Math. Per sequence n (cache row slots[n], rows [0, len)), head h, absorbed query QL[n, h] = [q_lat | q_pe] (bf16,
 // rounded from f32 by the absorb), cache row j = C_j = [c_j | k_pe_j] (RP = R + P wide):
 //   score_hj = (QL_h . bf16(C_j)) * scale      (f32 accumulate: k-step q of 16 columns into sum q % KC; KC = 4
-//                                               where a warp has one score m-block (MB <= 2), else 2;
+//                                               where a warp has one score block (MB <= 2), else 2;
 //                                               the sums added as (s0 + s1) + (s2 + s3))
 //   split s owns rows [row0, row1); online softmax over its tiles of kTcTJ rows, per head:
 //     m' = max(m, max_j score_hj);  p_hj = bf16(exp(score_hj - m'));  alpha = exp(m - m')
@@ -28,9 +28,11 @@
 //           Ps   bf16 [HP][kTcTJ + 8]      the tile's p
 //           red  f32  [HP][4], sum f32 [HP][4]  per-warp-column partial row max / row sum of the tile
 //           m    f32  [2][HP] (by tile parity), l f32 [HP]
-//   scores: warp w = (wm = w / 4, wn = w % 4) computes the m16n8 blocks (m-blocks wm + 2 i < MB, n-block wn) over KP:
-//           A = Qs rows (ldmatrix x4), B = Cs rows wn*8.. (bf16: one ldmatrix x4 for two k-steps; f32: 32-bit pairs
-//           per lane, rounded to bf16 here); k-steps spread over KC accumulators (independent mma chains in flight).
+//   scores: warp w computes NP m16n8 blocks over KP: MB <= 2: m-blocks w / 4 + 2 i < MB, n-block w % 4 (one C
+//           fragment per k-step serves them); MB >= 3: m-block w % 4 (< MB), n-blocks 2 (w / 4) + {0, 1} (one Q
+//           fragment serves both: a fifth fewer shared-memory reads than two m-blocks per warp at 64 heads).
+//           A = Qs rows (ldmatrix x4), B = Cs rows (bf16: one ldmatrix x4 per n-block for two k-steps; f32: 32-bit
+//           pairs per lane, rounded to bf16 here); k-steps spread over KC accumulators (independent mma chains).
 //   softmax: row max of the warp's 8 columns -> red, barrier, p -> Ps (bf16) and row sums -> sum, barrier.
 //   P x C:  warp w owns the latent n-blocks 16 (i / 2) + 2 w + i % 2 (i < RN; R <= 64 RN) for all HP rows: A = Ps
 //           (ldmatrix x4), B = Cs[j][r] along j (bf16: ldmatrix x4 .trans, two n-blocks; f32: element pairs);
@@ -206,7 +208,10 @@ template <class T, int MB, int RN>
 __global__ void __launch_bounds__(kTcThreads, 1) mla_attend_tc_kernel(const TcParams p) {
   constexpr int kStages = kTcStages<T>, HP = 16 * MB, TPW = (MB + 1) / 2;  // TPW: score m-blocks per warp (at most)
   constexpr bool kBf16 = sizeof(T) == 2;
-  constexpr int KC = TPW == 1 ? 4 : 2;  // score accumulator chains: >= 4 mma chains in flight per warp
+  // Score blocks per warp (pm / pn below): MB >= 3 shares a Q fragment over two n-blocks, else a C fragment
+  // over the m-blocks; KC accumulator chains each, >= 4 mma chains in flight per warp.
+  constexpr bool kShareA = MB >= 3;
+  constexpr int NP = kShareA ? 2 : TPW, KC = NP == 1 ? 4 : 2;
   extern __shared__ __align__(16) unsigned char tc_sm[];
   const int kp = tc_kp(p.RP), ld = tc_ld(p.RP);
   const TcSmem lay(HP, p.RP, kStages, int(sizeof(T)));
@@ -264,7 +269,15 @@ __global__ void __launch_bounds__(kTcThreads, 1) mla_attend_tc_kernel(const TcPa
 #pragma unroll
       for (int e = 0; e < 4; ++e) acc[mb][i][e] = 0.f;
 
-  const int wm = warp / 4, wn = warp % 4;
+  // The warp's score blocks (m-block pm[i] of 16 heads, n-block pn[i] of 8 tile rows), i < NP; pm[i] >= MB: none.
+  // kShareA (MB >= 3): one m-block warp % 4, n-blocks 2 (warp / 4) + {0, 1} (a Q fragment serves two n-blocks);
+  // else m-blocks warp / 4 + 2 i, n-block warp % 4 (a C fragment serves the m-blocks).
+  int pm[NP], pn[NP];
+#pragma unroll
+  for (int i = 0; i < NP; ++i) {
+    pm[i] = kShareA ? warp % 4 : warp / 4 + 2 * i;
+    pn[i] = kShareA ? 2 * (warp / 4) + i : warp % 4;
+  }
   for (int64_t t = 0; t < nt; ++t) {
     const int par = int(t & 1);
     const int64_t j0 = row0 + t * kTcTJ;
@@ -277,51 +290,89 @@ __global__ void __launch_bounds__(kTcThreads, 1) mla_attend_tc_kernel(const TcPa
     }
     const T* ct = Cs + int(t % kStages) * kTcTJ * ld;
 
-    // Scores: m-blocks wm + 2 i, n-block wn (cache rows wn*8 .. + 7 of the tile), the k-steps of 16 spread over KC
+    // Scores: the warp's NP (m-block, n-block) pairs (pm / pn), the k-steps of 16 spread over KC
     // accumulators (independent mma chains), added at the end.
-    float scc[KC][TPW][4];
+    float scc[KC][NP][4];
 #pragma unroll
     for (int q = 0; q < KC; ++q)
 #pragma unroll
-      for (int i = 0; i < TPW; ++i)
+      for (int i = 0; i < NP; ++i)
 #pragma unroll
         for (int e = 0; e < 4; ++e) scc[q][i][e] = 0.f;
-    const auto qk = [&](float (&d)[TPW][4], int k0, uint32_t b0, uint32_t b1) {
-#pragma unroll
-      for (int i = 0; i < TPW; ++i) {
-        if (wm + 2 * i >= MB) continue;
+    // One k-step (16 columns from k) into chain q. bf16 with a shared B (kShareA false): b = that k-step's B pair of
+    // the warp's n-block; otherwise B is fetched here per pair.
+    const auto step = [&](float (&d)[NP][4], int k, const uint32_t* b) {
+      if constexpr (kShareA) {
         uint32_t a[4];
-        tc_ldmatrix_a(a, Qs + (wm + 2 * i) * 16 * ld + k0, ld, lane);
-        tc_mma(d[i], a, b0, b1);
+        tc_ldmatrix_a(a, Qs + pm[0] * 16 * ld + k, ld, lane);
+#pragma unroll
+        for (int i = 0; i < NP; ++i) {
+          const T* crow = ct + (pn[i] * 8 + g) * ld + 2 * c + k;
+          uint32_t b0, b1;
+          if constexpr (kBf16) {
+            b0 = b[2 * i], b1 = b[2 * i + 1];
+          } else {
+            b0 = tc_pair(crow), b1 = tc_pair(crow + 8);
+          }
+          tc_mma(d[i], a, b0, b1);
+        }
+      } else {
+        uint32_t b0, b1;
+        if constexpr (kBf16) {
+          b0 = b[0], b1 = b[1];
+        } else {
+          const T* crow = ct + (pn[0] * 8 + g) * ld + 2 * c + k;
+          b0 = tc_pair(crow), b1 = tc_pair(crow + 8);
+        }
+#pragma unroll
+        for (int i = 0; i < NP; ++i) {
+          if (pm[i] >= MB) continue;
+          uint32_t a[4];
+          tc_ldmatrix_a(a, Qs + pm[i] * 16 * ld + k, ld, lane);
+          tc_mma(d[i], a, b0, b1);
+        }
+      }
+    };
+    // The B pairs of k-steps k and k + 16 (two = true) or of k alone, for the warp's n-blocks (bf16: ldmatrix, matrix
+    // q = rows nb*8 + lane % 8, columns k + 8 q; x2: lanes 16 .. 31 repeat lanes 0 .. 15's addresses). Layout
+    // bk[k-step][2 * pair + half].
+    constexpr int NB = kShareA ? NP : 1;  // n-blocks whose B a step needs
+    const auto fetch_b = [&](uint32_t (&bk)[2][2 * NB], int k, bool two) {
+      if constexpr (kBf16) {
+#pragma unroll
+        for (int i = 0; i < NB; ++i) {
+          const T* rowp = ct + (pn[i] * 8 + lane % 8) * ld + k;
+          if (two) {
+            uint32_t r[4];
+            tc_ldmatrix_x4(r, rowp + 8 * (lane / 8));
+            bk[0][2 * i] = r[0], bk[0][2 * i + 1] = r[1], bk[1][2 * i] = r[2], bk[1][2 * i + 1] = r[3];
+          } else {
+            uint32_t r[2];
+            tc_ldmatrix_x2(r, rowp + 8 * ((lane / 8) % 2));
+            bk[0][2 * i] = r[0], bk[0][2 * i + 1] = r[1];
+          }
+        }
       }
     };
     // k-step k0 / 16 goes to chain (k0 / 16) % KC: the outer loop takes KC k-steps, its body is unrolled so that the
     // chain indices are constants.
-    for (int k0 = 0; k0 < kp; k0 += 16 * KC) {
+    // pm[0] >= MB: the warp has no block (pm[0] is its only m-block, or both pairs share it).
+#pragma unroll 2
+    for (int k0 = 0; pm[0] < MB && k0 < kp; k0 += 16 * KC) {
 #pragma unroll
       for (int u = 0; u < KC / 2; ++u) {
         const int k = k0 + 32 * u;
-        if constexpr (kBf16) {
-          if (k + 32 <= kp) {  // B of two k-steps by one ldmatrix.x4: matrix q = rows wn*8 + lane % 8, columns k + 8 q
-            uint32_t b[4];
-            tc_ldmatrix_x4(b, ct + (wn * 8 + lane % 8) * ld + 8 * (lane / 8) + k);
-            qk(scc[2 * u], k, b[0], b[1]);
-            qk(scc[2 * u + 1], k + 16, b[2], b[3]);
-          } else if (k < kp) {  // kp % 32 == 16: the last k-step (lanes 16 .. 31 repeat lanes 0 .. 15's addresses)
-            uint32_t b[2];
-            tc_ldmatrix_x2(b, ct + (wn * 8 + lane % 8) * ld + 8 * ((lane / 8) % 2) + k);
-            qk(scc[2 * u], k, b[0], b[1]);
-          }
-        } else {
-          const T* crow = ct + (wn * 8 + g) * ld + 2 * c;
-          if (k < kp) qk(scc[2 * u], k, tc_pair(crow + k), tc_pair(crow + k + 8));
-          if (k + 16 < kp) qk(scc[2 * u + 1], k + 16, tc_pair(crow + k + 16), tc_pair(crow + k + 24));
-        }
+        if (k >= kp) break;
+        const bool two = k + 32 <= kp;  // else kp % 32 == 16: k is the last k-step
+        uint32_t bk[2][2 * NB] = {};
+        fetch_b(bk, k, two);
+        step(scc[2 * u], k, bk[0]);
+        if (two) step(scc[2 * u + 1], k + 16, bk[1]);
       }
     }
-    float sc[TPW][4];
+    float sc[NP][4];
 #pragma unroll
-    for (int i = 0; i < TPW; ++i)
+    for (int i = 0; i < NP; ++i)
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         if constexpr (KC == 4)
@@ -329,38 +380,40 @@ __global__ void __launch_bounds__(kTcThreads, 1) mla_attend_tc_kernel(const TcPa
         else
           sc[i][e] = scc[0][i][e] + scc[1][i][e];
       }
-    // Lane holds (row g, cols 2c, 2c+1) in [0..1] and (row g + 8, same cols) in [2..3] of each block.
-    const bool v0 = j0 + wn * 8 + 2 * c < row1, v1 = j0 + wn * 8 + 2 * c + 1 < row1;
+    // Lane holds (row g, cols 2c, 2c+1) in [0..1] and (row g + 8, same cols) in [2..3] of each block; pair i's
+    // columns are cache rows pn[i]*8 + 2c, + 1 of the tile.
+    bool v0[NP], v1[NP];
 #pragma unroll
-    for (int i = 0; i < TPW; ++i) {
-      if (wm + 2 * i >= MB) continue;
+    for (int i = 0; i < NP; ++i) {
+      v0[i] = j0 + pn[i] * 8 + 2 * c < row1, v1[i] = j0 + pn[i] * 8 + 2 * c + 1 < row1;
+      if (pm[i] >= MB) continue;
 #pragma unroll
-      for (int e = 0; e < 4; ++e) sc[i][e] = (e % 2 ? v1 : v0) ? sc[i][e] * p.scale : -INFINITY;
+      for (int e = 0; e < 4; ++e) sc[i][e] = (e % 2 ? v1[i] : v0[i]) ? sc[i][e] * p.scale : -INFINITY;
 #pragma unroll
       for (int half = 0; half < 2; ++half) {
         float mx = fmaxf(sc[i][2 * half], sc[i][2 * half + 1]);
         mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
         mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-        if (c == 0) red[((wm + 2 * i) * 16 + g + 8 * half) * 4 + wn] = mx;
+        if (c == 0) red[(pm[i] * 16 + g + 8 * half) * 4 + pn[i]] = mx;
       }
     }
     __syncthreads();
     // p = bf16(exp(score - m')) into Ps, row sums of the rounded p into sum.
 #pragma unroll
-    for (int i = 0; i < TPW; ++i)
+    for (int i = 0; i < NP; ++i)
 #pragma unroll
       for (int half = 0; half < 2; ++half) {
-        if (wm + 2 * i >= MB) continue;
-        const int h = (wm + 2 * i) * 16 + g + 8 * half;
+        if (pm[i] >= MB) continue;
+        const int h = pm[i] * 16 + g + 8 * half;
         const float* r4 = red + h * 4;
         const float mn = fmaxf(fmaxf(ms[par * HP + h], fmaxf(r4[0], r4[1])), fmaxf(r4[2], r4[3]));
-        const float e0 = v0 ? tc_bf16_round(__expf(sc[i][2 * half] - mn)) : 0.f;
-        const float e1 = v1 ? tc_bf16_round(__expf(sc[i][2 * half + 1] - mn)) : 0.f;
-        *reinterpret_cast<uint32_t*>(Ps + h * kTcLdp + wn * 8 + 2 * c) = tc_pack(e0, e1);
+        const float e0 = v0[i] ? tc_bf16_round(__expf(sc[i][2 * half] - mn)) : 0.f;
+        const float e1 = v1[i] ? tc_bf16_round(__expf(sc[i][2 * half + 1] - mn)) : 0.f;
+        *reinterpret_cast<uint32_t*>(Ps + h * kTcLdp + pn[i] * 8 + 2 * c) = tc_pack(e0, e1);
         float sm = e0 + e1;
         sm += __shfl_xor_sync(0xffffffffu, sm, 1);
         sm += __shfl_xor_sync(0xffffffffu, sm, 2);
-        if (c == 0) sum[h * 4 + wn] = sm;
+        if (c == 0) sum[h * 4 + pn[i]] = sm;
       }
     __syncthreads();
     // The running (m, l) of head tid; m' and alpha recomputed below from the same values (bit-identical).
