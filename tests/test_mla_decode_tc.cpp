@@ -164,8 +164,9 @@ TEST_F(MlaDecodeTc, F32QueriesKeepTheFfmaKernel) {
   }
 }
 
-// Captured with device lens / slots: every replay equals the first bit for bit and the uncaptured call with the same
-// device tensors; a length outside [1, L] makes that sequence's o NaN and leaves the others bit-identical.
+// Captured with device lens / slots (read by the attend itself): every replay equals the first bit for bit and the
+// uncaptured call with the same device tensors; a length outside [1, L] or a slot outside [0, Nc) makes that
+// sequence's o NaN and leaves the others bit-identical.
 TEST_F(MlaDecodeTc, CapturedReplaysAreBitIdentical) {
   const MlaCfg c = kKimiLinear;
   std::mt19937_64 rng(99);
@@ -176,7 +177,7 @@ TEST_F(MlaDecodeTc, CapturedReplaysAreBitIdentical) {
   const Tensor q_h = uniform(DType::bf16, {N, c.H, Dq}, rng, -2, 2), q = copy_to(q_h, gpu);
   const std::vector<int64_t> lens{2048, 65, 1}, slots{4, 0, 2};
   Tensor d_lens = ints(DType::i64, lens, gpu);
-  const Tensor d_slots = ints(DType::i32, slots, gpu);
+  Tensor d_slots = ints(DType::i32, slots, gpu);
   Tensor o(DType::f32, {N, c.H, c.Dv}, gpu), direct(DType::f32, {N, c.H, c.Dv}, gpu);
 
   cudaStream_t s = nullptr;
@@ -221,6 +222,18 @@ TEST_F(MlaDecodeTc, CapturedReplaysAreBitIdentical) {
       EXPECT_TRUE(std::isnan(bad[i])) << i;
     else
       EXPECT_EQ(bad[i], first[i]) << i;
+  }
+  // sequence 2's slot out of range (lengths restored): NaN there, the others as the first replay
+  copy(d_lens.view(), ints(DType::i64, lens).view());
+  copy(d_slots.view(), ints(DType::i32, {4, 0, Nc}).view());
+  ASSERT_EQ(cudaGraphLaunch(exec, s), cudaSuccess);
+  ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+  const std::vector<double> bad_slot = host_values(o);
+  for (size_t i = 0; i < bad_slot.size(); ++i) {
+    if (i / per == 2)
+      EXPECT_TRUE(std::isnan(bad_slot[i])) << i;
+    else
+      EXPECT_EQ(bad_slot[i], first[i]) << i;
   }
   cudaGraphExecDestroy(exec);
   cudaStreamDestroy(s);

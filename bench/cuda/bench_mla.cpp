@@ -10,6 +10,10 @@
 //     H200's copy rate (4.25 TB/s); then the tensor-core op's time per stage: the op stopped after the absorb, after
 //     the attend, and whole (decode_options.h MlaDecodeStages), differences of medians: absorb (with the host table's
 //     upload), attend, merge + project.
+//   mla_decode targets (docs/ops/mla.md "CUDA decode"; `kimi_bench_mla target`, also first in the full run): H = 32
+//     and 64, N = 32 / 128 at len 4096 and N = 1 at len 32768, bf16 and f32 caches, the tensor-core op as CUDA graph
+//     replays with device lens / slots (the model's form). Prints the time, GB/s and % of copy over the bytes the op
+//     must move (cache rows + W_kvb + q, gate, o) and over the cache alone, and the stages as differences.
 //   mla_prefill: K3 (H = 96, gate) and Kimi-Linear (H = 32, no gate) MLA, R = 512, P = 64, Dn = Dv = 128, at one
 //     sequence of T = 4096 and 16384 and a varlen batch of 16 x 512, each through the FlashAttention-3 kernel
 //     (flash_fa3.cuh, the default), the fused mma.sync kernel (flash.cuh, the default at other head sizes) and the
@@ -22,6 +26,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <optional>
 #include <random>
 #include <string_view>
@@ -41,8 +46,13 @@ using kimi::bench::random_bf16;
 
 constexpr int64_t H = 64, R = 512, P = 64, Dn = 128, Dv = 128, Dq = Dn + P, RP = R + P;
 
+// Time per call of mla_decode at one shape, ms. Eager (graph = false): host lens / slots, one call between two events
+// (the host's launch work included, as the per-stage differences have always been measured). Graph: device lens /
+// slots (the model's capturable form), `copies` calls (each over its own pool rows) captured into one CUDA graph on a
+// non-blocking stream, the graph replayed and its time divided by the calls: the device time of the op with the
+// launch gaps a captured decode step has (programmatic launches keep their overlap in the graph).
 double decode_ms(int64_t heads, int64_t N, int64_t len, DType cache_dt, kimi::cuda::MlaDecodePath path,
-                 kimi::cuda::MlaDecodeStages stages = kimi::cuda::MlaDecodeStages::all) {
+                 kimi::cuda::MlaDecodeStages stages = kimi::cuda::MlaDecodeStages::all, bool graph = false) {
   std::mt19937 rng(7);
   const kimi::Device dev = kimi::Device::cuda(0);
   const size_t esz = cache_dt == DType::f32 ? 4 : 2;
@@ -71,14 +81,52 @@ double decode_ms(int64_t heads, int64_t N, int64_t len, DType cache_dt, kimi::cu
   const TensorView ov(o.p, DType::bf16, {N, heads, Dv}, dev);
   const TensorView lv(lens.data(), DType::i32, {N}), sv(slots.data(), DType::i32, {N});
   const kimi::cuda::ScopedMlaDecodePath force(path, nullptr, stages);
-  int64_t call = 0;
-  return kimi::bench::median_ms(
-      [&] {
-        const int64_t c = call++ % copies;
-        for (int64_t n = 0; n < N; ++n) slots[size_t(n)] = int32_t(c * N + n);
-        kimi::mla_decode(qv, cv, lv, sv, kimi::Weight{wv, {}}, gv, std::nullopt, ov);
-      },
-      3, 20);
+  if (!graph) {
+    int64_t call = 0;
+    return kimi::bench::median_ms(
+        [&] {
+          const int64_t c = call++ % copies;
+          for (int64_t n = 0; n < N; ++n) slots[size_t(n)] = int32_t(c * N + n);
+          kimi::mla_decode(qv, cv, lv, sv, kimi::Weight{wv, {}}, gv, std::nullopt, ov);
+        },
+        3, 20);
+  }
+  std::vector<int32_t> all_slots(static_cast<size_t>(Nc));
+  for (int64_t i = 0; i < Nc; ++i) all_slots[size_t(i)] = int32_t(i);
+  const auto bytes_of = [](const std::vector<int32_t>& v) {
+    std::vector<uint8_t> b(v.size() * 4);
+    std::memcpy(b.data(), v.data(), b.size());
+    return b;
+  };
+  DevBuf lens_d(size_t(N) * 4, bytes_of(lens)), slots_d(size_t(Nc) * 4, bytes_of(all_slots));
+  const TensorView lvd(lens_d.p, DType::i32, {N}, dev);
+  cudaStream_t st = nullptr;
+  CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+  kimi::Context ctx;
+  ctx.cuda_stream = st;
+  for (int64_t c = 0; c < copies; ++c)  // warm: the scratch pool at its peak before capture
+    kimi::mla_decode(qv, cv, lvd, TensorView(static_cast<int32_t*>(slots_d.p) + c * N, DType::i32, {N}, dev),
+                     kimi::Weight{wv, {}}, gv, std::nullopt, ov, ctx);
+  CK(cudaStreamSynchronize(st));
+  cudaGraph_t gr = nullptr;
+  cudaGraphExec_t ex = nullptr;
+  CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
+  for (int64_t c = 0; c < copies; ++c)
+    kimi::mla_decode(qv, cv, lvd, TensorView(static_cast<int32_t*>(slots_d.p) + c * N, DType::i32, {N}, dev),
+                     kimi::Weight{wv, {}}, gv, std::nullopt, ov, ctx);
+  CK(cudaStreamEndCapture(st, &gr));
+  CK(cudaGraphInstantiate(&ex, gr, 0));
+  const double ms = kimi::bench::median_ms([&] { CK(cudaGraphLaunch(ex, st)); }, 2, 10, st) / double(copies);
+  CK(cudaGraphExecDestroy(ex));
+  CK(cudaGraphDestroy(gr));
+  CK(cudaStreamDestroy(st));
+  return ms;
+}
+
+// Bytes one call must move: the cache rows read, W_kvb (both halves, read once), q, gate and o (bf16).
+double decode_op_bytes(int64_t heads, int64_t N, int64_t len, DType cache_dt) {
+  const double cache = double(N) * len * RP * (cache_dt == DType::f32 ? 4 : 2);
+  return cache + 2.0 * heads * (Dn + Dv) * R + 2.0 * N * heads * (Dq + 2 * Dv);
 }
 
 void decode(int64_t heads, int64_t N, int64_t len, DType cache_dt) {
@@ -97,6 +145,27 @@ void decode(int64_t heads, int64_t N, int64_t len, DType cache_dt) {
               (long long)heads, (long long)N, (long long)len, cache_dt == DType::f32 ? "f32" : "bf16", bytes / 1e6, tc,
               rate(tc) / 1e9, 100.0 * rate(tc) / kimi::bench::kCopyBytesPerS, ffma, rate(ffma) / 1e9,
               100.0 * rate(ffma) / kimi::bench::kCopyBytesPerS, t_absorb, t_attend - t_absorb, tc - t_attend);
+}
+
+// The target rows: graph replays (device lens / slots) of the tensor-core op, whole and stopped after the
+// absorb / the attend; GB/s over the bytes the op must move (decode_op_bytes) and over the cache alone, each as a
+// fraction of the copy rate.
+void decode_target(int64_t heads, int64_t N, int64_t len, DType cache_dt) {
+  using kimi::cuda::MlaDecodePath;
+  using kimi::cuda::MlaDecodeStages;
+  const auto t = [&](MlaDecodeStages st) {
+    return decode_ms(heads, N, len, cache_dt, MlaDecodePath::tensor_cores, st, /*graph=*/true);
+  };
+  const double all = t(MlaDecodeStages::all), ab = t(MlaDecodeStages::absorb), at = t(MlaDecodeStages::absorb_attend);
+  const double cache = double(N) * len * RP * (cache_dt == DType::f32 ? 4 : 2);
+  const double op = decode_op_bytes(heads, N, len, cache_dt);
+  const double copy = kimi::bench::kCopyBytesPerS;
+  std::printf("target mla_decode graph H=%-2lld N=%-3lld len=%-6lld cache %-4s  %8.4f ms  op %7.1f MB %6.0f GB/s "
+              "(%3.0f%% of copy)  cache %7.1f MB %6.0f GB/s (%3.0f%%)  stages: absorb %.4f attend %.4f "
+              "merge+project %.4f ms\n",
+              (long long)heads, (long long)N, (long long)len, cache_dt == DType::f32 ? "f32" : "bf16", all, op / 1e6,
+              op / (all * 1e-3) / 1e9, 100.0 * op / (all * 1e-3) / copy, cache / 1e6, cache / (all * 1e-3) / 1e9,
+              100.0 * cache / (all * 1e-3) / copy, ab, at - ab, all - at);
 }
 
 void prefill(int64_t Hp, bool gated, const std::vector<int64_t>& seqs, kimi::cuda::MlaPrefillPath path) {
@@ -145,17 +214,33 @@ int main(int argc, char** argv) {
            std::string_view(argv[5]) == "bf16" ? DType::bf16 : DType::f32);
     return 0;
   }
+  // `kimi_bench_mla target [H N len f32|bf16]`: the target rows (graph replays), or that one.
+  if ((argc == 2 || argc == 6) && std::string_view(argv[1]) == "target") {
+    if (argc == 6) {
+      decode_target(std::atoll(argv[2]), std::atoll(argv[3]), std::atoll(argv[4]),
+                    std::string_view(argv[5]) == "bf16" ? DType::bf16 : DType::f32);
+      return 0;
+    }
+    for (int64_t heads : {32, 64})
+      for (auto [N, len] : {std::pair<int64_t, int64_t>{32, 4096}, {128, 4096}, {1, 32768}})
+        for (DType dt : {DType::bf16, DType::f32}) decode_target(heads, N, len, dt);
+    return 0;
+  }
   const bool prefill_only = argc == 2 && std::string_view(argv[1]) == "prefill";
   if (argc != 1 && !prefill_only) {
-    std::fprintf(stderr, "usage: kimi_bench_mla [decode H N len f32|bf16 | prefill]\n");
+    std::fprintf(stderr, "usage: kimi_bench_mla [decode H N len f32|bf16 | target [H N len f32|bf16] | prefill]\n");
     return 2;
   }
-  if (!prefill_only)
+  if (!prefill_only) {
+    for (int64_t heads : {32, 64})
+      for (auto [N, len] : {std::pair<int64_t, int64_t>{32, 4096}, {128, 4096}, {1, 32768}})
+        for (DType dt : {DType::bf16, DType::f32}) decode_target(heads, N, len, dt);
     for (DType cache_dt : {DType::f32, DType::bf16})
       for (int64_t heads : {32, 64})
         for (auto [N, len] :
              {std::pair<int64_t, int64_t>{1, 32768}, {32, 4096}, {128, 4096}, {1, 512}, {32, 512}, {128, 512}})
           decode(heads, N, len, cache_dt);
+  }
   std::printf("mla_prefill: attention TFLOP/s = 2 H (Dn + P + Dv) sum_n L_n (L_n + 1) / 2 / op time "
               "(the op time includes the kv expansion GEMM)\n");
   using kimi::cuda::MlaPrefillPath;

@@ -13,7 +13,8 @@ int64_t tiles_of(int64_t max_len) { return std::max<int64_t>(1, ceil_div(max_len
 // The fixed part of a CTA of H heads, in tiles (see the header).
 double tc_c0(int64_t H, int64_t R, int64_t RP, int64_t esz) {
   const double tile_bytes = double(kTcPlanTileRows * RP * esz);
-  return 1.0 + 0.5 * double(H * RP * 4) / tile_bytes + 2.0 * double(H * R * 4) / tile_bytes;
+  const int64_t kp = ceil_div(RP, 16) * 16;  // the bf16 query row (decode_tc.cuh Qs)
+  return 1.0 + 0.5 * double(H * kp * 2) / tile_bytes + 2.0 * double(H * R * 4) / tile_bytes;
 }
 
 double tc_cost(int64_t N, int64_t S, int64_t tiles, double c0, int64_t sms) {

@@ -3,7 +3,7 @@
 //
 // Tensor-core attend (decode_tc.cuh): one CTA per SM (~190-232 KB of shared memory). A CTA costs, in units of one
 // cache tile (kTcTJ = 32 rows of RP elements of esz bytes): its tiles, plus a fixed part c0 = 1 (start, pipeline
-// fill) + 0.5 HG RP 4 / tile (its HG heads' queries, read from L2) + 2 HG R 4 / tile (their f32 partials, written and
+// fill) + 0.5 HG KP 2 / tile (its HG heads' bf16 queries, KP = RP rounded up to 16, read from L2) + 2 HG R 4 / tile (their f32 partials, written and
 // read back by the merge). tc_decode_splits: S minimizes waves(S) * (ceil(tiles / S) + c0), waves = ceil(N S / sms),
 // tiles = ceil(max_len / 32); the smallest such S on ties. N counts CTAs per split (sequences x head groups), H the
 // heads of one CTA. tc_decode_plan also picks the head group: the default (all heads, in groups of <= 64) or, where

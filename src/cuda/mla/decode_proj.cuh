@@ -1,8 +1,9 @@
 // src/cuda/mla/decode_proj.cuh: the weight GEMVs around mla_decode's attend (absorbed form, SPEC 6,
 // kimi/ops/mla.h), written to stream W_kvb at memory speed:
 //
-//  absorb:  QL[n, h] = [W_kvb_k[h]^T q_nope[n, h] | q_pe[n, h]]                f32 [N, H, R+P]
-//           (also the attend's lens / slots table from device index tensors: one launch instead of two)
+//  absorb:  QL[n, h] = [W_kvb_k[h]^T q_nope[n, h] | q_pe[n, h]]                f32 [N, H, R+P] (FFMA attend)
+//           or bf16(QL) [N, H, KP], KP = R+P rounded up to 16, zero padded      (tensor-core attend, decode_tc.cuh)
+//           (also, for the FFMA attend, its lens / slots table from device index tensors: one launch instead of two)
 //  merge:   per (n, h): m = max_s m_s;  w_s = exp(m_s - m) (0 for an empty split, m_s = -inf);  l = sum_s w_s l_s
 //           ol[n, h] = (sum_s w_s Opart[n, s, h]) * (1 / l)                     f32 [N, H, R]   (only for S > 1)
 //  project: o[n, h, e] = (W_kvb_v[h] ol[n, h])_e * sigmoid(gate[n, h, e])       (gate optional)
@@ -18,7 +19,10 @@
 //            groups (decode_plan.h): thread (unit, group g) sums the splits s = g, g + SG, ... in order; the SG
 //            partial sums add in group order. m and l by block reductions (shuffle tree, then the 8 warps in order).
 //   project: CTA = (head h, `rows` output rows of W_kvb_v[h], token block). Warp = 2 rows at a time; lane = 8
-//            columns of each 256-column block (R <= 512: 2 blocks); a warp shuffle tree sums the lanes.
+//            columns of each 256-column block (R <= 512: 2 blocks); a warp shuffle tree sums the lanes; lane
+//            j * kProjNT + i gates and stores output (row j, token i) of the step (its gate loaded at the step's start).
+// Launch: all three by programmatic_launch (pdl.cuh): each waits (pdl_wait) before touching q, scratch or o, then
+// lets its dependents start; the absorb and the project first prefetch their weight rows into L2.
 // Fixed reduction orders everywhere and no atomics: replays are bit-identical. All in fp32 FFMA: with bf16 (or f16)
 // q and weights every product is exact in f32, so only the f32 summation order differs from the CPU backend
 // (~1e-7 relative: the f32 bar of 1e-5 holds; docs/ops/mla.md "CUDA decode").
@@ -33,6 +37,7 @@
 
 #include "cuda/elementwise.cuh"
 #include "cuda/index.cuh"
+#include "cuda/pdl.cuh"
 
 namespace kimi::cuda::mla {
 
@@ -78,6 +83,11 @@ __device__ __forceinline__ void proj_load8(const __half* p, bool vec, int left, 
   }
 }
 
+// A weight chunk into L2 (a hint; weights are never written, so pdl.cuh allows it before pdl_wait).
+__device__ __forceinline__ void proj_prefetch_l2(const void* p) {
+  asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
+}
+
 // ---- 1. absorb: grid (H * ceil(R / kAbCols), ceil(N / nt)), kProjThreads threads, dynamic shared memory
 // absorb_smem_bytes(nt, Dn). blockIdx.x = h * column blocks + column block (a head's CTAs are neighbours).
 struct AbsorbParams {
@@ -87,7 +97,9 @@ struct AbsorbParams {
   const void* w;  // W_kvb [H (Dn + Dv), R] (element type: the kernel's TW), row stride ldw
   int64_t ldw;
   int wvec;   // 1: the weight's data and row stride are 16-byte aligned
-  float* QL;  // [N, H, R + P]
+  float* QL;            // [N, H, R + P] f32 (the FFMA attend), or null: QLb
+  __nv_bfloat16* QLb;   // [N, H, kp] bf16, columns [R + P, kp) zero (the tensor-core attend, decode_tc.cuh)
+  int kp;
   int H, R, P, Dn, Dv, ncb;  // ncb: column blocks per head
   int64_t N;
   int nt;  // tokens per CTA (<= kProjNT)
@@ -111,6 +123,15 @@ __global__ void __launch_bounds__(kProjThreads) mla_absorb_kernel(const AbsorbPa
   const int64_t n0 = int64_t(blockIdx.y) * p.nt;
   const int cnt = p.N - n0 < p.nt ? int(p.N - n0) : p.nt;
   const int RP = p.R + p.P;
+  const int cg = tid % 8, dr = tid / 8;  // columns c0 .. c0 + 7; rows d = dr + 32 i
+  const int c0 = cb * kAbCols + 8 * cg;
+  const TW* wc = static_cast<const TW*>(p.w) + int64_t(h) * (p.Dn + p.Dv) * p.ldw + c0;
+  if (c0 < p.R)
+    for (int d = dr; d < p.Dn; d += 32) proj_prefetch_l2(wc + int64_t(d) * p.ldw);
+  // Launched with programmatic_launch (pdl.cuh): q, the scratch and the table after the previous kernel; the attend
+  // may start once every CTA is past this wait (it reads the cache and the index before its own wait).
+  pdl_wait();
+  pdl_launch_dependents();
 
   if (p.tab && blockIdx.x == 0 && tid < cnt) {
     const int64_t n = n0 + tid, len = p.lens[n], sl = p.slots[n];
@@ -118,28 +139,48 @@ __global__ void __launch_bounds__(kProjThreads) mla_absorb_kernel(const AbsorbPa
     p.tab[n] = ok ? len : 0;
     p.tab[p.N + n] = ok ? sl : 0;
   }
-  if (cb == 0)
-    for (int idx = tid; idx < cnt * p.P; idx += kProjThreads) {
-      const int i = idx / p.P, e = idx % p.P;
-      p.QL[((n0 + i) * p.H + h) * int64_t(RP) + p.R + e] =
-          load_f32(p.q, (n0 + i) * p.q_s0 + h * p.q_s1 + p.Dn + e, p.tq);
+  // q's loads are issued kLd at a time before their stores (a store to global memory may alias the next load).
+  constexpr int kLd = 4;
+  if (cb == 0) {  // q_pe (f32), or q_pe and the zero padding rounded to bf16 as the attend reads them
+    const int np = p.QL ? p.P : p.kp - p.R;
+    for (int base = tid; base < cnt * np; base += kLd * kProjThreads) {
+      float v[kLd];
+#pragma unroll
+      for (int u = 0; u < kLd; ++u) {
+        const int idx = base + u * kProjThreads, i = idx / np, e = idx % np;
+        v[u] = idx < cnt * np && e < p.P ? load_f32(p.q, (n0 + i) * p.q_s0 + h * p.q_s1 + p.Dn + e, p.tq) : 0.f;
+      }
+#pragma unroll
+      for (int u = 0; u < kLd; ++u) {
+        const int idx = base + u * kProjThreads, i = idx / np, e = idx % np;
+        if (idx >= cnt * np) break;
+        if (p.QL)
+          p.QL[((n0 + i) * p.H + h) * int64_t(RP) + p.R + e] = v[u];
+        else
+          p.QLb[((n0 + i) * p.H + h) * int64_t(p.kp) + p.R + e] = __float2bfloat16_rn(v[u]);
+      }
     }
+  }
   float* qs = ab_sm;
-  for (int idx = tid; idx < cnt * p.Dn; idx += kProjThreads) {
-    const int i = idx / p.Dn, d = idx % p.Dn;
-    qs[idx] = load_f32(p.q, (n0 + i) * p.q_s0 + h * p.q_s1 + d, p.tq);
+  for (int base = tid; base < cnt * p.Dn; base += kLd * kProjThreads) {
+    float v[kLd];
+#pragma unroll
+    for (int u = 0; u < kLd; ++u) {
+      const int idx = base + u * kProjThreads, i = idx / p.Dn, d = idx % p.Dn;
+      v[u] = idx < cnt * p.Dn ? load_f32(p.q, (n0 + i) * p.q_s0 + h * p.q_s1 + d, p.tq) : 0.f;
+    }
+#pragma unroll
+    for (int u = 0; u < kLd; ++u)
+      if (base + u * kProjThreads < cnt * p.Dn) qs[base + u * kProjThreads] = v[u];
   }
   __syncthreads();
 
-  const int cg = tid % 8, dr = tid / 8;  // columns c0 .. c0 + 7; rows d = dr + 32 i
-  const int c0 = cb * kAbCols + 8 * cg;
   float acc[kProjNT][8];
 #pragma unroll
   for (int i = 0; i < kProjNT; ++i)
 #pragma unroll
     for (int k = 0; k < 8; ++k) acc[i][k] = 0.f;
   if (c0 < p.R) {
-    const TW* wc = static_cast<const TW*>(p.w) + int64_t(h) * (p.Dn + p.Dv) * p.ldw + c0;
     const bool vec = p.wvec && c0 + 8 <= p.R;
     const int left = p.R - c0;
 #pragma unroll 4
@@ -184,7 +225,10 @@ __global__ void __launch_bounds__(kProjThreads) mla_absorb_kernel(const AbsorbPa
     float v = red[i * kAbCols + c];
 #pragma unroll
     for (int w = 1; w < kProjThreads / 32; ++w) v += red[(w * p.nt + i) * kAbCols + c];
-    p.QL[((n0 + i) * p.H + h) * int64_t(RP) + r] = v;
+    if (p.QL)
+      p.QL[((n0 + i) * p.H + h) * int64_t(RP) + r] = v;
+    else
+      p.QLb[((n0 + i) * p.H + h) * int64_t(p.kp) + r] = __float2bfloat16_rn(v);
   }
 }
 
@@ -234,6 +278,8 @@ __global__ void __launch_bounds__(kProjThreads) mla_merge_kernel(const MergePara
   const int h = int(blockIdx.x) / p.ncb, cb = int(blockIdx.x) % p.ncb;
   const int64_t n = blockIdx.y;
   const int64_t base = n * p.S * int64_t(p.H) + h;  // split s of (n, h): row base + s H
+  pdl_wait();  // programmatic_launch (pdl.cuh): the attend's partials
+  pdl_launch_dependents();
 
   float m = -INFINITY;
   for (int s = tid; s < p.S; s += kProjThreads) m = fmaxf(m, p.ML[(base + int64_t(s) * p.H) * 2]);
@@ -312,6 +358,13 @@ __global__ void __launch_bounds__(kProjThreads) mla_project_kernel(const ProjPar
   const int64_t n0 = int64_t(blockIdx.y) * p.nt;
   const int cnt = p.N - n0 < p.nt ? int(p.N - n0) : p.nt;
   const int ldo = proj_ldo(p.R);
+  const int e1 = (rb + 1) * p.rows < p.Dv ? (rb + 1) * p.rows : p.Dv;
+  const TW* wv_h = static_cast<const TW*>(p.w) + (int64_t(h) * (p.Dn + p.Dv) + p.Dn) * p.ldw;
+  for (int e = rb * p.rows + 2 * warp; e < e1; e += 16)  // the warp's weight rows into L2 (see proj_prefetch_l2)
+    for (int j = 0; j < 2 && e + j < e1; ++j)
+      for (int c = 8 * lane; c < p.R; c += 256) proj_prefetch_l2(wv_h + int64_t(e + j) * p.ldw + c);
+  pdl_wait();  // programmatic_launch (pdl.cuh): ol / the partials, o
+  pdl_launch_dependents();
   for (int idx = tid; idx < cnt * ldo; idx += kProjThreads) {
     const int i = idx / ldo, r = idx % ldo;
     const int64_t row = (n0 + i) * p.H + h;
@@ -324,10 +377,15 @@ __global__ void __launch_bounds__(kProjThreads) mla_project_kernel(const ProjPar
   }
   __syncthreads();
 
-  const int e1 = (rb + 1) * p.rows < p.Dv ? (rb + 1) * p.rows : p.Dv;
-  const TW* wv_h = static_cast<const TW*>(p.w) + (int64_t(h) * (p.Dn + p.Dv) + p.Dn) * p.ldw;
   constexpr int kKB = kProjMaxR / 256;  // 256-column blocks
+  static_assert(2 * kProjNT <= 32, "a lane per (row, token) output of a warp's step");
+  const int oj = lane / kProjNT, oi = lane % kProjNT;  // this lane's output of each step: row e + oj, token n0 + oi
   for (int e = rb * p.rows + 2 * warp; e < e1; e += 16) {
+    // Lane oj kProjNT + oi stores output (e + oj, n0 + oi); its gate is loaded here and used at the end, so the
+    // warp's gate loads and stores run in parallel rather than one dependent round trip per output.
+    const bool mine = lane < 2 * kProjNT && oi < cnt && e + oj < e1;
+    const int64_t g_at = (n0 + oi) * p.g_s0 + int64_t(h) * p.Dv + e + oj;
+    const float graw = mine && p.gate ? load_f32(p.gate, g_at, p.tg) : 0.f;
     float wv[2][kKB][8];
 #pragma unroll
     for (int j = 0; j < 2; ++j)
@@ -361,6 +419,7 @@ __global__ void __launch_bounds__(kProjThreads) mla_project_kernel(const ProjPar
           for (int k = 0; k < 8; ++k) d[j][i] = fmaf(wv[j][kb][k], x[k], d[j][i]);
       }
     }
+    float out = 0.f;  // the butterfly leaves every sum in every lane; lane j kProjNT + i keeps (j, i)
 #pragma unroll
     for (int i = 0; i < kProjNT; ++i) {
       if (i >= cnt) break;
@@ -369,12 +428,12 @@ __global__ void __launch_bounds__(kProjThreads) mla_project_kernel(const ProjPar
         float v = d[j][i];
 #pragma unroll
         for (int o = 16; o > 0; o /= 2) v += __shfl_xor_sync(0xffffffffu, v, o);
-        if (lane == 0 && e + j < e1) {
-          const int64_t n = n0 + i;
-          if (p.gate) v *= 1.f / (1.f + expf(-load_f32(p.gate, n * p.g_s0 + int64_t(h) * p.Dv + e + j, p.tg)));
-          store_f32(p.o, n * p.o_s0 + int64_t(h) * p.o_s1 + e + j, p.to, v);
-        }
+        if (lane == j * kProjNT + i) out = v;
       }
+    }
+    if (mine) {
+      if (p.gate) out *= 1.f / (1.f + expf(-graw));
+      store_f32(p.o, (n0 + oi) * p.o_s0 + int64_t(h) * p.o_s1 + e + oj, p.to, out);
     }
   }
 }

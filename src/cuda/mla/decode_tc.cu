@@ -5,8 +5,10 @@
 #include <algorithm>
 
 #include "cuda/check.cuh"
+#include "cuda/index.cuh"
 #include "cuda/mla/decode_tc.cuh"
 #include "cuda/mla/decode_tc.h"
+#include "cuda/pdl.cuh"
 
 namespace kimi::cuda::mla {
 
@@ -22,8 +24,7 @@ void launch(const TcParams& p, int64_t N, size_t smem, cudaStream_t s) {
   auto* k = mla_attend_tc_kernel<T, MB, RN>;
   KIMI_CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
   const unsigned groups = unsigned((p.H + p.HG - 1) / p.HG);
-  k<<<dim3(groups, unsigned(p.S), unsigned(N)), kTcThreads, smem, s>>>(p);
-  KIMI_CUDA_CHECK(cudaGetLastError());
+  programmatic_launch(k, dim3(groups, unsigned(p.S), unsigned(N)), dim3(kTcThreads), smem, s, p);
 }
 
 template <class T>
@@ -51,13 +52,17 @@ bool tc_attend_fits(DType cache, int64_t H, int64_t R, int64_t RP, int dev) {
   return tc_smem(cache, tc_head_group(H), RP) <= size_t(optin);
 }
 
-void tc_attend(const float* QL, const TensorView& cache, const int64_t* lens, const int64_t* slots, float* Opart,
-               float* ML, int64_t N, int64_t S, int64_t H, int64_t hg, int64_t R, float scale, void* stream) {
+int64_t tc_query_cols(int64_t RP) { return tc_kp(int(RP)); }
+
+void tc_attend(const void* QL, const TensorView& cache, const int64_t* lens, const int64_t* slots,
+               const TensorView* dlens, const TensorView* dslots, float* Opart, float* ML, int64_t N, int64_t S,
+               int64_t H, int64_t hg, int64_t R, float scale, void* stream) {
   const int64_t RP = cache.size(2), esz = cache.dtype == DType::f32 ? 4 : 2;
   TcParams p{};
-  p.QL = QL;
+  p.QL = static_cast<const __nv_bfloat16*>(QL);
   p.cache = cache.data, p.c_s0 = cache.strides[0], p.c_s1 = cache.strides[1];
   p.lens = lens, p.slots = slots, p.Opart = Opart, p.ML = ML;
+  if (!lens) p.dlens = dev_index(*dlens), p.dslots = dev_index(*dslots), p.Nc = cache.size(0), p.L = cache.size(1);
   p.H = int(H), p.HG = int(std::clamp<int64_t>(hg, 1, tc_head_group(H)));
   p.R = int(R), p.RP = int(RP), p.S = int(S), p.scale = scale;
   p.vec = reinterpret_cast<uintptr_t>(cache.data) % 16 == 0 && (cache.strides[0] * esz) % 16 == 0 &&

@@ -4,9 +4,11 @@
 // the groups of a tile are neighbouring CTAs, the second read mostly hits L2). The absorb before it and the merge /
 // project after it are decode_proj.cuh's kernels; this kernel writes the same partials as decode.cuh's FFMA attend.
 //
-// Math. Per sequence n (cache row slots[n], rows [0, len)), head h, absorbed query QL[n, h] = [q_lat | q_pe] (f32,
-// from the absorb), cache row j = C_j = [c_j | k_pe_j] (RP = R + P wide):
-//   score_hj = (bf16(QL_h) . bf16(C_j)) * scale                  (f32 accumulate)
+// Math. Per sequence n (cache row slots[n], rows [0, len)), head h, absorbed query QL[n, h] = [q_lat | q_pe] (bf16,
+// rounded from f32 by the absorb), cache row j = C_j = [c_j | k_pe_j] (RP = R + P wide):
+//   score_hj = (QL_h . bf16(C_j)) * scale      (f32 accumulate: k-step q of 16 columns into sum q % KC; KC = 4
+//                                               where a warp has one score block (MB <= 2), else 2;
+//                                               the sums added as (s0 + s1) + (s2 + s3))
 //   split s owns rows [row0, row1); online softmax over its tiles of kTcTJ rows, per head:
 //     m' = max(m, max_j score_hj);  p_hj = bf16(exp(score_hj - m'));  alpha = exp(m - m')
 //     l = l alpha + sum_j p_hj;   O_h = O_h alpha + sum_j p_hj bf16(c_j)   [R]  (f32 accumulate)
@@ -19,18 +21,28 @@
 // len; splits past the end write m = -inf, l = 0, O = 0 (the merge adds zeros for them). The host picks S (mla.cu).
 //
 // Tiling (kTcThreads = 256 = 8 warps, HP = 16 MB query rows = the group's heads padded with zero rows, MB 1..4):
-//   shared: Qs   bf16 [HP][KP + 8]          KP = RP rounded up to 16, columns >= RP zero
+//   shared: Qs   bf16 [HP][KP + 8]          KP = RP rounded up to 16, columns >= RP zero (the absorb's padding),
+//                                        rows >= the group's heads zero (cp.async zero fill)
 //           Cs   T    [STAGES][kTcTJ][KP + 8] cache tiles as stored (f32 or bf16), cp.async 16-byte chunks
 //                                        (rows 16-byte aligned) or element loads; columns >= RP and rows past row1 zero
 //           Ps   bf16 [HP][kTcTJ + 8]      the tile's p
 //           red  f32  [HP][4], sum f32 [HP][4]  per-warp-column partial row max / row sum of the tile
 //           m    f32  [2][HP] (by tile parity), l f32 [HP]
-//   scores: warp w = (wm = w / 4, wn = w % 4) computes the m16n8 blocks (m-blocks wm + 2 i < MB, n-block wn) over KP:
-//           A = Qs rows (ldmatrix x4), B = Cs rows wn*8.. (two 32-bit pairs per lane, f32 rounded to bf16 here).
+//   scores: warp w computes NP m16n8 blocks over KP: MB <= 2: m-blocks w / 4 + 2 i < MB, n-block w % 4 (one C
+//           fragment per k-step serves them); MB >= 3: m-block w % 4 (< MB), n-blocks 2 (w / 4) + {0, 1} (one Q
+//           fragment serves both: a fifth fewer shared-memory reads than two m-blocks per warp at 64 heads).
+//           A = Qs rows (ldmatrix x4), B = Cs rows (bf16: one ldmatrix x4 per n-block for two k-steps; f32: 32-bit
+//           pairs per lane, rounded to bf16 here); k-steps spread over KC accumulators (independent mma chains).
 //   softmax: row max of the warp's 8 columns -> red, barrier, p -> Ps (bf16) and row sums -> sum, barrier.
-//   P x C:  warp w owns the latent columns of n-blocks w + 8 i (i < RN; R <= 64 RN) for all HP rows: A = Ps
-//           (ldmatrix x4), B = Cs[j][r] pairs along j; accumulators O [MB][RN][4] f32 in registers.
-//   pipeline: STAGES cache tiles in flight (cp.async groups), one barrier per tile before its use.
+//   P x C:  warp w owns the latent n-blocks 16 (i / 2) + 2 w + i % 2 (i < RN; R <= 64 RN) for all HP rows: A = Ps
+//           (ldmatrix x4), B = Cs[j][r] along j (bf16: ldmatrix x4 .trans, two n-blocks; f32: element pairs);
+//           accumulators O [MB][RN][4] f32 in registers.
+//   pipeline: STAGES cache tiles in flight (cp.async groups; the queries ride in the first group), one barrier per
+//           tile before its use.
+// Launch (pdl.cuh, programmatic after the absorb): the index (host table or the caller's device lens / slots,
+//   range-checked here) and the first tiles' copies before pdl_wait (the cache and the index are written by earlier
+//   steps, complete once this grid may start: the absorb triggers its dependents after its own wait), the queries,
+//   partials and state after it.
 // Invariants: every tile has >= 1 valid row, so m' is finite after a tile; masked scores give p = 0 exactly; zero
 //   padding (heads >= H, columns >= RP, rows >= row1) never reaches the outputs. Fixed reduction order everywhere, no
 //   atomics: bit-identical replays.
@@ -42,6 +54,9 @@
 
 #include <cstdint>
 
+#include "cuda/index.cuh"
+#include "cuda/pdl.cuh"
+
 namespace kimi::cuda::mla {
 
 inline constexpr int kTcTJ = 32, kTcThreads = 256, kTcMaxHG = 64, kTcMaxR = 512;
@@ -51,11 +66,13 @@ template <class T>
 inline constexpr int kTcStages = sizeof(T) == 4 ? 2 : 4;
 
 struct TcParams {
-  const float* QL;  // [N, H, RP] f32
+  const __nv_bfloat16* QL;  // [N, H, KP] bf16, columns >= RP zero (decode_proj.cuh's absorb)
   const void* cache;
   int64_t c_s0, c_s1;    // element strides of the cache's slot and row dimensions
-  const int64_t* lens;   // [N]
+  const int64_t* lens;   // [N] (host-built table), or null: dlens / dslots below
   const int64_t* slots;  // [N]
+  DevIndex dlens, dslots;  // the device form (lens null): a length outside [1, L] or a slot outside [0, Nc) -> 0 rows
+  int64_t Nc, L;
   float* Opart;          // [N, S, H, R]
   float* ML;             // [N, S, H, 2]
   int H, HG, R, RP, S;  // heads, heads per group (<= 64)
@@ -118,6 +135,26 @@ __device__ __forceinline__ void tc_ldmatrix_a(uint32_t (&a)[4], const __nv_bfloa
                : "r"(tc_smem_u32(p))
                : "memory");  // ordered after the shared stores it reads
 }
+// Four 8 x 8 bf16 matrices, row addresses from lanes 8q .. 8q + 7 for matrix q (16-byte aligned): r[q] holds this
+// lane's pair (row lane / 4, columns 2 (lane % 4), + 1) of matrix q; `.trans`: (rows 2 (lane % 4), + 1, column lane / 4).
+__device__ __forceinline__ void tc_ldmatrix_x4(uint32_t (&r)[4], const void* p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(tc_smem_u32(p))
+               : "memory");
+}
+__device__ __forceinline__ void tc_ldmatrix_x2(uint32_t (&r)[2], const void* p) {  // lanes 0 .. 15 give addresses
+  asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0,%1}, [%2];\n"
+               : "=r"(r[0]), "=r"(r[1])
+               : "r"(tc_smem_u32(p))
+               : "memory");
+}
+__device__ __forceinline__ void tc_ldmatrix_x4_trans(uint32_t (&r)[4], const void* p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(tc_smem_u32(p))
+               : "memory");
+}
 __device__ __forceinline__ void tc_cp_async16(void* dst, const void* src, bool valid) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(tc_smem_u32(dst)), "l"(src),
                "r"(valid ? 16 : 0)
@@ -153,9 +190,28 @@ __device__ __forceinline__ void tc_load_tile(const TcParams& p, const T* seq, in
   }
 }
 
+// The latent n-block (8 columns) of a warp's i-th accumulator block: pairs of neighbouring blocks (2 warp + 16 (i / 2),
+// + 1), so that one ldmatrix.x4.trans fetches the P x C operands of both.
+__device__ __forceinline__ int tc_nblock(int warp, int i) { return (i / 2) * 16 + 2 * warp + (i % 2); }
+
+// Sequence n's (length, slot): the host table, or the device form range-checked (0 rows where out of range).
+__device__ __forceinline__ void tc_seq(const TcParams& p, int64_t n, int64_t& len, int64_t& slot) {
+  if (p.lens) {
+    len = p.lens[n], slot = p.slots[n];
+    return;
+  }
+  len = p.dlens[n], slot = p.dslots[n];
+  if (len < 1 || len > p.L || slot < 0 || slot >= p.Nc) len = 0, slot = 0;
+}
+
 template <class T, int MB, int RN>
 __global__ void __launch_bounds__(kTcThreads, 1) mla_attend_tc_kernel(const TcParams p) {
   constexpr int kStages = kTcStages<T>, HP = 16 * MB, TPW = (MB + 1) / 2;  // TPW: score m-blocks per warp (at most)
+  constexpr bool kBf16 = sizeof(T) == 2;
+  // Score blocks per warp (pm / pn below): MB >= 3 shares a Q fragment over two n-blocks, else a C fragment
+  // over the m-blocks; KC accumulator chains each, >= 4 mma chains in flight per warp.
+  constexpr bool kShareA = MB >= 3;
+  constexpr int NP = kShareA ? 2 : TPW, KC = NP == 1 ? 4 : 2;
   extern __shared__ __align__(16) unsigned char tc_sm[];
   const int kp = tc_kp(p.RP), ld = tc_ld(p.RP);
   const TcSmem lay(HP, p.RP, kStages, int(sizeof(T)));
@@ -171,30 +227,38 @@ __global__ void __launch_bounds__(kTcThreads, 1) mla_attend_tc_kernel(const TcPa
   const int h0 = blockIdx.x * p.HG, hn = p.H - h0 < p.HG ? p.H - h0 : p.HG;  // the group's heads [h0, h0 + hn)
   const int s = blockIdx.y;
   const int64_t n = blockIdx.z;
-  const int64_t len = p.lens[n];
+  int64_t len = 0, slot = 0;
+  tc_seq(p, n, len, slot);  // written before this call's absorb (host table, caller's index): read before pdl_wait
   const int64_t ntile_seq = (len + kTcTJ - 1) / kTcTJ;
   const int64_t tps = (ntile_seq + p.S - 1) / p.S;
   const int64_t row0 = int64_t(s) * tps * kTcTJ;
   const int64_t row1 = row0 + tps * kTcTJ < len ? row0 + tps * kTcTJ : len;  // may be <= row0: an empty split
   const int64_t nt = row1 > row0 ? (row1 - row0 + kTcTJ - 1) / kTcTJ : 0;
-  const T* seq = static_cast<const T*>(p.cache) + p.slots[n] * p.c_s0;
+  const T* seq = static_cast<const T*>(p.cache) + slot * p.c_s0;
 
-  // Start the first tiles' copies, then fill Qs, the padding columns and the softmax state meanwhile.
-#pragma unroll
-  for (int st = 0; st < kStages - 1; ++st) {
-    if (st < nt) tc_load_tile<T>(p, seq, row0 + int64_t(st) * kTcTJ, row1, Cs + st * kTcTJ * ld, ld);
-    tc_cp_commit();
-  }
-  for (int idx = tid; idx < HP * kp; idx += kTcThreads) {
-    const int h = idx / kp, k = idx % kp;
-    const float v = h < hn && k < p.RP ? p.QL[(n * p.H + h0 + h) * int64_t(p.RP) + k] : 0.f;
-    Qs[h * ld + k] = __float2bfloat16_rn(v);
-  }
-  if (kp > p.RP)
+  // The first tiles' copies start before the wait for the absorb (the cache is written by earlier steps, complete
+  // once the absorb's launch_dependents let this grid start: the absorb calls it after its own pdl_wait); then the
+  // group's queries (bf16, padded by the absorb) join the first group; the padding columns and softmax state.
+  if (kp > p.RP)  // before any copy into the stages: plain stores, published by the first tile's barrier
     for (int idx = tid; idx < kStages * kTcTJ * (kp - p.RP); idx += kTcThreads) {
       const int row = idx / (kp - p.RP), k = p.RP + idx % (kp - p.RP);
       tc_zero(Cs[row * ld + k]);
     }
+#pragma unroll
+  for (int st = 0; st < kStages - 1; ++st) {
+    if (st < nt) tc_load_tile<T>(p, seq, row0 + int64_t(st) * kTcTJ, row1, Cs + st * kTcTJ * ld, ld);
+    if (st == 0) {
+      pdl_wait();  // QL (and Opart / ML, stream-ordered scratch) after the absorb
+      const int cpr = kp / 8;  // 16-byte chunks per query row
+      for (int idx = tid; idx < HP * cpr; idx += kTcThreads) {
+        const int h = idx / cpr, ch = idx % cpr;
+        const bool valid = h < hn;
+        tc_cp_async16(Qs + h * ld + ch * 8, p.QL + ((n * p.H + h0 + (valid ? h : 0)) * int64_t(kp) + ch * 8), valid);
+      }
+    }
+    tc_cp_commit();
+  }
+  pdl_launch_dependents();
   if (tid < HP) ms[tid] = -INFINITY, ls[tid] = 0.f;
 
   float acc[MB][RN][4];
@@ -205,11 +269,19 @@ __global__ void __launch_bounds__(kTcThreads, 1) mla_attend_tc_kernel(const TcPa
 #pragma unroll
       for (int e = 0; e < 4; ++e) acc[mb][i][e] = 0.f;
 
-  const int wm = warp / 4, wn = warp % 4;
+  // The warp's score blocks (m-block pm[i] of 16 heads, n-block pn[i] of 8 tile rows), i < NP; pm[i] >= MB: none.
+  // kShareA (MB >= 3): one m-block warp % 4, n-blocks 2 (warp / 4) + {0, 1} (a Q fragment serves two n-blocks);
+  // else m-blocks warp / 4 + 2 i, n-block warp % 4 (a C fragment serves the m-blocks).
+  int pm[NP], pn[NP];
+#pragma unroll
+  for (int i = 0; i < NP; ++i) {
+    pm[i] = kShareA ? warp % 4 : warp / 4 + 2 * i;
+    pn[i] = kShareA ? 2 * (warp / 4) + i : warp % 4;
+  }
   for (int64_t t = 0; t < nt; ++t) {
     const int par = int(t & 1);
     const int64_t j0 = row0 + t * kTcTJ;
-    tc_cp_wait<kStages - 2>();  // this thread's copies of tile t have landed
+    tc_cp_wait<kStages - 2>();  // this thread's copies of tile t (and of the queries) have landed
     __syncthreads();            // everyone's; the buffer of tile t - 1 and Ps are free
     {
       const int64_t tn = t + kStages - 1;
@@ -218,56 +290,130 @@ __global__ void __launch_bounds__(kTcThreads, 1) mla_attend_tc_kernel(const TcPa
     }
     const T* ct = Cs + int(t % kStages) * kTcTJ * ld;
 
-    // Scores: m-blocks wm + 2 i, n-block wn (cache rows wn*8 .. + 7 of the tile).
-    float sc[TPW][4];
+    // Scores: the warp's NP (m-block, n-block) pairs (pm / pn), the k-steps of 16 spread over KC
+    // accumulators (independent mma chains), added at the end.
+    float scc[KC][NP][4];
 #pragma unroll
-    for (int i = 0; i < TPW; ++i) sc[i][0] = sc[i][1] = sc[i][2] = sc[i][3] = 0.f;
-    {
-      const T* crow = ct + (wn * 8 + g) * ld + 2 * c;
-#pragma unroll 4
-      for (int k0 = 0; k0 < kp; k0 += 16) {
-        const uint32_t b0 = tc_pair(crow + k0), b1 = tc_pair(crow + k0 + 8);
+    for (int q = 0; q < KC; ++q)
 #pragma unroll
-        for (int i = 0; i < TPW; ++i) {
-          if (wm + 2 * i >= MB) continue;
+      for (int i = 0; i < NP; ++i)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) scc[q][i][e] = 0.f;
+    // One k-step (16 columns from k) into chain q. bf16 with a shared B (kShareA false): b = that k-step's B pair of
+    // the warp's n-block; otherwise B is fetched here per pair.
+    const auto step = [&](float (&d)[NP][4], int k, const uint32_t* b) {
+      if constexpr (kShareA) {
+        uint32_t a[4];
+        tc_ldmatrix_a(a, Qs + pm[0] * 16 * ld + k, ld, lane);
+#pragma unroll
+        for (int i = 0; i < NP; ++i) {
+          const T* crow = ct + (pn[i] * 8 + g) * ld + 2 * c + k;
+          uint32_t b0, b1;
+          if constexpr (kBf16) {
+            b0 = b[2 * i], b1 = b[2 * i + 1];
+          } else {
+            b0 = tc_pair(crow), b1 = tc_pair(crow + 8);
+          }
+          tc_mma(d[i], a, b0, b1);
+        }
+      } else {
+        uint32_t b0, b1;
+        if constexpr (kBf16) {
+          b0 = b[0], b1 = b[1];
+        } else {
+          const T* crow = ct + (pn[0] * 8 + g) * ld + 2 * c + k;
+          b0 = tc_pair(crow), b1 = tc_pair(crow + 8);
+        }
+#pragma unroll
+        for (int i = 0; i < NP; ++i) {
+          if (pm[i] >= MB) continue;
           uint32_t a[4];
-          tc_ldmatrix_a(a, Qs + (wm + 2 * i) * 16 * ld + k0, ld, lane);
-          tc_mma(sc[i], a, b0, b1);
+          tc_ldmatrix_a(a, Qs + pm[i] * 16 * ld + k, ld, lane);
+          tc_mma(d[i], a, b0, b1);
         }
       }
+    };
+    // The B pairs of k-steps k and k + 16 (two = true) or of k alone, for the warp's n-blocks (bf16: ldmatrix, matrix
+    // q = rows nb*8 + lane % 8, columns k + 8 q; x2: lanes 16 .. 31 repeat lanes 0 .. 15's addresses). Layout
+    // bk[k-step][2 * pair + half].
+    constexpr int NB = kShareA ? NP : 1;  // n-blocks whose B a step needs
+    const auto fetch_b = [&](uint32_t (&bk)[2][2 * NB], int k, bool two) {
+      if constexpr (kBf16) {
+#pragma unroll
+        for (int i = 0; i < NB; ++i) {
+          const T* rowp = ct + (pn[i] * 8 + lane % 8) * ld + k;
+          if (two) {
+            uint32_t r[4];
+            tc_ldmatrix_x4(r, rowp + 8 * (lane / 8));
+            bk[0][2 * i] = r[0], bk[0][2 * i + 1] = r[1], bk[1][2 * i] = r[2], bk[1][2 * i + 1] = r[3];
+          } else {
+            uint32_t r[2];
+            tc_ldmatrix_x2(r, rowp + 8 * ((lane / 8) % 2));
+            bk[0][2 * i] = r[0], bk[0][2 * i + 1] = r[1];
+          }
+        }
+      }
+    };
+    // k-step k0 / 16 goes to chain (k0 / 16) % KC: the outer loop takes KC k-steps, its body is unrolled so that the
+    // chain indices are constants.
+    // pm[0] >= MB: the warp has no block (pm[0] is its only m-block, or both pairs share it).
+#pragma unroll 2
+    for (int k0 = 0; pm[0] < MB && k0 < kp; k0 += 16 * KC) {
+#pragma unroll
+      for (int u = 0; u < KC / 2; ++u) {
+        const int k = k0 + 32 * u;
+        if (k >= kp) break;
+        const bool two = k + 32 <= kp;  // else kp % 32 == 16: k is the last k-step
+        uint32_t bk[2][2 * NB] = {};
+        fetch_b(bk, k, two);
+        step(scc[2 * u], k, bk[0]);
+        if (two) step(scc[2 * u + 1], k + 16, bk[1]);
+      }
     }
-    // Lane holds (row g, cols 2c, 2c+1) in [0..1] and (row g + 8, same cols) in [2..3] of each block.
-    const bool v0 = j0 + wn * 8 + 2 * c < row1, v1 = j0 + wn * 8 + 2 * c + 1 < row1;
+    float sc[NP][4];
 #pragma unroll
-    for (int i = 0; i < TPW; ++i) {
-      if (wm + 2 * i >= MB) continue;
+    for (int i = 0; i < NP; ++i)
 #pragma unroll
-      for (int e = 0; e < 4; ++e) sc[i][e] = (e % 2 ? v1 : v0) ? sc[i][e] * p.scale : -INFINITY;
+      for (int e = 0; e < 4; ++e) {
+        if constexpr (KC == 4)
+          sc[i][e] = (scc[0][i][e] + scc[1][i][e]) + (scc[2][i][e] + scc[KC - 1][i][e]);
+        else
+          sc[i][e] = scc[0][i][e] + scc[1][i][e];
+      }
+    // Lane holds (row g, cols 2c, 2c+1) in [0..1] and (row g + 8, same cols) in [2..3] of each block; pair i's
+    // columns are cache rows pn[i]*8 + 2c, + 1 of the tile.
+    bool v0[NP], v1[NP];
+#pragma unroll
+    for (int i = 0; i < NP; ++i) {
+      v0[i] = j0 + pn[i] * 8 + 2 * c < row1, v1[i] = j0 + pn[i] * 8 + 2 * c + 1 < row1;
+      if (pm[i] >= MB) continue;
+#pragma unroll
+      for (int e = 0; e < 4; ++e) sc[i][e] = (e % 2 ? v1[i] : v0[i]) ? sc[i][e] * p.scale : -INFINITY;
 #pragma unroll
       for (int half = 0; half < 2; ++half) {
         float mx = fmaxf(sc[i][2 * half], sc[i][2 * half + 1]);
         mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
         mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-        if (c == 0) red[((wm + 2 * i) * 16 + g + 8 * half) * 4 + wn] = mx;
+        if (c == 0) red[(pm[i] * 16 + g + 8 * half) * 4 + pn[i]] = mx;
       }
     }
     __syncthreads();
     // p = bf16(exp(score - m')) into Ps, row sums of the rounded p into sum.
 #pragma unroll
-    for (int i = 0; i < TPW; ++i)
+    for (int i = 0; i < NP; ++i)
 #pragma unroll
       for (int half = 0; half < 2; ++half) {
-        if (wm + 2 * i >= MB) continue;
-        const int h = (wm + 2 * i) * 16 + g + 8 * half;
+        if (pm[i] >= MB) continue;
+        const int h = pm[i] * 16 + g + 8 * half;
         const float* r4 = red + h * 4;
         const float mn = fmaxf(fmaxf(ms[par * HP + h], fmaxf(r4[0], r4[1])), fmaxf(r4[2], r4[3]));
-        const float e0 = v0 ? tc_bf16_round(__expf(sc[i][2 * half] - mn)) : 0.f;
-        const float e1 = v1 ? tc_bf16_round(__expf(sc[i][2 * half + 1] - mn)) : 0.f;
-        *reinterpret_cast<uint32_t*>(Ps + h * kTcLdp + wn * 8 + 2 * c) = tc_pack(e0, e1);
+        const float e0 = v0[i] ? tc_bf16_round(__expf(sc[i][2 * half] - mn)) : 0.f;
+        const float e1 = v1[i] ? tc_bf16_round(__expf(sc[i][2 * half + 1] - mn)) : 0.f;
+        *reinterpret_cast<uint32_t*>(Ps + h * kTcLdp + pn[i] * 8 + 2 * c) = tc_pack(e0, e1);
         float sm = e0 + e1;
         sm += __shfl_xor_sync(0xffffffffu, sm, 1);
         sm += __shfl_xor_sync(0xffffffffu, sm, 2);
-        if (c == 0) sum[h * 4 + wn] = sm;
+        if (c == 0) sum[h * 4 + pn[i]] = sm;
       }
     __syncthreads();
     // The running (m, l) of head tid; m' and alpha recomputed below from the same values (bit-identical).
@@ -295,15 +441,33 @@ __global__ void __launch_bounds__(kTcThreads, 1) mla_attend_tc_kernel(const TcPa
 #pragma unroll
     for (int ks = 0; ks < kTcTJ / 16; ++ks) {
       uint32_t b[RN][2];
+      if constexpr (kBf16) {
+        // Blocks (i, i + 1) = n-blocks (nb, nb + 1): matrices q = (rows ks*16 + 8 (q % 2) + lane % 8, columns
+        // nb*8 + 8 (q / 2)), transposed: b[i] = (q 0, 1), b[i + 1] = (q 2, 3). Columns past R (the second block
+        // only, never used) stay inside the row (ld >= 8 ceil(R / 8) + 8).
 #pragma unroll
-      for (int i = 0; i < RN; ++i) {
-        const int r = (warp + 8 * i) * 8 + g;
-        if ((warp + 8 * i) * 8 < p.R) {
-          const T* cc = ct + (ks * 16 + 2 * c) * ld + r;
-          b[i][0] = tc_pack(tc_f(cc[0]), tc_f(cc[ld]));
-          b[i][1] = tc_pack(tc_f(cc[8 * ld]), tc_f(cc[9 * ld]));
-        } else {
-          b[i][0] = b[i][1] = 0u;
+        for (int i = 0; i < RN; i += 2) {
+          const int nb = tc_nblock(warp, i);
+          if (nb * 8 < p.R) {
+            const int q = lane / 8;
+            uint32_t r[4];
+            tc_ldmatrix_x4_trans(r, ct + (ks * 16 + 8 * (q % 2) + lane % 8) * ld + nb * 8 + 8 * (q / 2));
+            b[i][0] = r[0], b[i][1] = r[1], b[i + 1][0] = r[2], b[i + 1][1] = r[3];
+          } else {
+            b[i][0] = b[i][1] = b[i + 1][0] = b[i + 1][1] = 0u;
+          }
+        }
+      } else {
+#pragma unroll
+        for (int i = 0; i < RN; ++i) {
+          const int r = tc_nblock(warp, i) * 8 + g;
+          if (tc_nblock(warp, i) * 8 < p.R) {
+            const T* cc = ct + (ks * 16 + 2 * c) * ld + r;
+            b[i][0] = tc_pack(tc_f(cc[0]), tc_f(cc[ld]));
+            b[i][1] = tc_pack(tc_f(cc[8 * ld]), tc_f(cc[9 * ld]));
+          } else {
+            b[i][0] = b[i][1] = 0u;
+          }
         }
       }
 #pragma unroll
@@ -312,14 +476,15 @@ __global__ void __launch_bounds__(kTcThreads, 1) mla_attend_tc_kernel(const TcPa
         tc_ldmatrix_a(a, Ps + mb * 16 * kTcLdp + ks * 16, kTcLdp, lane);
 #pragma unroll
         for (int i = 0; i < RN; ++i)
-          if ((warp + 8 * i) * 8 < p.R) tc_mma(acc[mb][i], a, b[i][0], b[i][1]);
+          if (tc_nblock(warp, i) * 8 < p.R) tc_mma(acc[mb][i], a, b[i][0], b[i][1]);
       }
     }
   }
-  tc_cp_wait<0>();  // no copy outstanding at exit (the empty groups of the last tiles)
+  tc_cp_wait<0>();  // no copy outstanding at exit (the empty groups of the last tiles, the queries of an empty split)
 
   // Partials (an empty split: m = -inf, l = 0, O = 0). Thread tid < HP wrote (m, l) of head tid last.
   const int64_t base = (n * p.S + s) * int64_t(p.H);
+  const bool pair_store = p.R % 2 == 0;  // (r, r + 1) 8-byte aligned: one float2 store
 #pragma unroll
   for (int mb = 0; mb < MB; ++mb)
 #pragma unroll
@@ -329,9 +494,13 @@ __global__ void __launch_bounds__(kTcThreads, 1) mla_attend_tc_kernel(const TcPa
       float* out = p.Opart + (base + h0 + h) * p.R;
 #pragma unroll
       for (int i = 0; i < RN; ++i) {
-        const int r = (warp + 8 * i) * 8 + 2 * c;
-        if (r < p.R) out[r] = acc[mb][i][2 * half];
-        if (r + 1 < p.R) out[r + 1] = acc[mb][i][2 * half + 1];
+        const int r = tc_nblock(warp, i) * 8 + 2 * c;
+        if (pair_store && r < p.R) {
+          *reinterpret_cast<float2*>(out + r) = make_float2(acc[mb][i][2 * half], acc[mb][i][2 * half + 1]);
+        } else {
+          if (r < p.R) out[r] = acc[mb][i][2 * half];
+          if (r + 1 < p.R) out[r + 1] = acc[mb][i][2 * half + 1];
+        }
       }
     }
   if (tid < hn && tid < HP) {

@@ -4,7 +4,8 @@
 // Heuristics (mla_decode): the tensor-core attend's splits and head groups from decode_plan.h; the FFMA attend's splits
 // per sequence S = ceil(SMs / (N * head groups)), capped by the tiles of the longest sequence, so that
 // N * groups * S CTAs (one per SM: ~150 KB of shared memory each) fill one wave. The absorb / merge / project work
-// split (decode_proj.cuh) from decode_plan.h.
+// split (decode_proj.cuh) from decode_plan.h. mla_decode's absorb, tensor-core attend, merge and project are launched
+// with programmatic_launch (pdl.cuh; each kernel's wait is documented where it is); the FFMA attend the plain way.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -25,6 +26,7 @@
 #include "cuda/mla/mla.h"
 #include "cuda/mla/options.h"
 #include "cuda/mla/prefill.cuh"
+#include "cuda/pdl.cuh"
 #include "cuda/runtime.h"
 #include "cuda/scratch.cuh"
 #include "kimi/error.h"
@@ -196,19 +198,23 @@ void mla_decode(TensorView q, TensorView cache, const Index& lens, const Index& 
     if (S > 1 && stages == MlaDecodeStages::all) ++rec->merges;
   }
 
-  // The attend's table, lens [N] then slots [N]: uploaded from host values, or written by the absorb from the
-  // device form (an out-of-range length or slot becomes length 0: that sequence's o is NaN).
+  // The attend's table, lens [N] then slots [N]: uploaded from host values, or (FFMA attend) written by the absorb
+  // from the device form (an out-of-range length or slot becomes length 0: that sequence's o is NaN); the
+  // tensor-core attend reads the device form itself, with the same rule.
   std::optional<Scratch> tab_d;
-  if (lens.on_device()) {
-    tab_d.emplace(size_t(2 * N) * sizeof(int64_t), s);
-  } else {
+  if (!lens.on_device()) {
     std::vector<int64_t> tab(lens.host);
     tab.insert(tab.end(), slots.host.begin(), slots.host.end());
     tab_d.emplace(upload(tab, s));
+  } else if (!tc) {
+    tab_d.emplace(size_t(2 * N) * sizeof(int64_t), s);
   }
-  // f32 scratch: QL [N, H, RP], Opart [N, S, H, R], ML [N, S, H, 2], ol [N, H, R] (S > 1), each 16-byte aligned.
+  // Scratch, each part 16-byte aligned: QL [N, H, RP] f32 (FFMA) or [N, H, kpq] bf16 (tensor cores: RP rounded up to
+  // 16, zero padded), Opart [N, S, H, R], ML [N, S, H, 2], ol [N, H, R] (S > 1) f32.
   const auto al4 = [](int64_t n) { return size_t((n + 3) / 4 * 4); };
-  const size_t nql = al4(N * H * RP), npart = al4(N * S * H * R), nml = al4(N * S * H * 2);
+  const int64_t kpq = tc ? mla::tc_query_cols(RP) : RP;
+  const size_t nql = tc ? al4((N * H * kpq + 1) / 2) : al4(N * H * RP);
+  const size_t npart = al4(N * S * H * R), nml = al4(N * S * H * 2);
   const size_t nol = S > 1 ? al4(N * H * R) : 0;
   const Scratch buf((nql + npart + nml + nol) * sizeof(float), s);
   float* QL = buf.get<float>();
@@ -225,28 +231,33 @@ void mla_decode(TensorView q, TensorView cache, const Index& lens, const Index& 
     mla::AbsorbParams p{};
     p.q = q.data, p.tq = elem_type(q.dtype), p.q_s0 = q.strides[0], p.q_s1 = q.strides[1];
     p.w = w_kvb.w.data, p.ldw = w_kvb.w.strides[0], p.wvec = wvec;
-    p.QL = QL;
+    if (tc)
+      p.QLb = reinterpret_cast<__nv_bfloat16*>(QL);
+    else
+      p.QL = QL;
+    p.kp = int(kpq);
     p.H = int(H), p.R = int(R), p.P = int(P), p.Dn = int(Dn), p.Dv = int(Dv);
     p.ncb = int((R + mla::kAbCols - 1) / mla::kAbCols);
     p.N = N, p.nt = int(mla::decode_absorb_tokens(Dn));
-    if (lens.on_device()) {
+    if (lens.on_device() && !tc) {
       p.lens = dev_index(lens.device), p.slots = dev_index(slots.device);
       p.Nc = cache.size(0), p.L = cache.size(1), p.tab = tab_d->get<int64_t>();
     }
     const dim3 grid(unsigned(H * p.ncb), unsigned((N + p.nt - 1) / p.nt));
     const size_t smem = mla::absorb_smem_bytes(p.nt, p.Dn);
     if (tw == el_bf16)
-      mla::mla_absorb_kernel<__nv_bfloat16><<<grid, mla::kProjThreads, smem, s>>>(p);
+      programmatic_launch(mla::mla_absorb_kernel<__nv_bfloat16>, grid, dim3(mla::kProjThreads), smem, s, p);
     else if (tw == el_f16)
-      mla::mla_absorb_kernel<__half><<<grid, mla::kProjThreads, smem, s>>>(p);
+      programmatic_launch(mla::mla_absorb_kernel<__half>, grid, dim3(mla::kProjThreads), smem, s, p);
     else
-      mla::mla_absorb_kernel<float><<<grid, mla::kProjThreads, smem, s>>>(p);
-    KIMI_CUDA_CHECK(cudaGetLastError());
+      programmatic_launch(mla::mla_absorb_kernel<float>, grid, dim3(mla::kProjThreads), smem, s, p);
   }
   if (stages == MlaDecodeStages::absorb) return;
 
   if (tc) {
-    mla::tc_attend(QL, cache, tab_d->get<int64_t>(), tab_d->get<int64_t>() + N, Opart, ML, N, S, H, hg, R, d.scale, s);
+    const int64_t* tab = lens.on_device() ? nullptr : tab_d->get<int64_t>();
+    mla::tc_attend(QL, cache, tab, tab ? tab + N : nullptr, &lens.device, &slots.device, Opart, ML, N, S, H, hg, R,
+                   d.scale, s);
   } else {
     mla::AttendParams p{};
     p.QL = QL;
@@ -277,8 +288,8 @@ void mla_decode(TensorView q, TensorView cache, const Index& lens, const Index& 
     const int64_t lanes = mla::kProjThreads / p.sg;
     p.ncb = int((units + lanes - 1) / lanes);
     const size_t smem = mla::merge_smem_bytes(p.S);  // S <= 4096: <= 20 KB
-    mla::mla_merge_kernel<<<dim3(unsigned(H * p.ncb), unsigned(N)), mla::kProjThreads, smem, s>>>(p);
-    KIMI_CUDA_CHECK(cudaGetLastError());
+    programmatic_launch(mla::mla_merge_kernel, dim3(unsigned(H * p.ncb), unsigned(N)), dim3(mla::kProjThreads), smem,
+                        s, p);
   }
   {  // project through W_kvb_v, gate
     mla::ProjParams p{};
@@ -294,12 +305,11 @@ void mla_decode(TensorView q, TensorView cache, const Index& lens, const Index& 
     const dim3 grid(unsigned(H * p.nrb), unsigned(token_blocks));
     const size_t smem = mla::project_smem_bytes(p.nt, p.R);
     if (tw == el_bf16)
-      mla::mla_project_kernel<__nv_bfloat16><<<grid, mla::kProjThreads, smem, s>>>(p);
+      programmatic_launch(mla::mla_project_kernel<__nv_bfloat16>, grid, dim3(mla::kProjThreads), smem, s, p);
     else if (tw == el_f16)
-      mla::mla_project_kernel<__half><<<grid, mla::kProjThreads, smem, s>>>(p);
+      programmatic_launch(mla::mla_project_kernel<__half>, grid, dim3(mla::kProjThreads), smem, s, p);
     else
-      mla::mla_project_kernel<float><<<grid, mla::kProjThreads, smem, s>>>(p);
-    KIMI_CUDA_CHECK(cudaGetLastError());
+      programmatic_launch(mla::mla_project_kernel<float>, grid, dim3(mla::kProjThreads), smem, s, p);
   }
 }
 
