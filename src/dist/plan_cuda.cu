@@ -75,6 +75,7 @@ unsigned blocks(int64_t items) { return cuda::grid_1d(items, kThreads, "dist::De
 DevicePlan::DevicePlan(const Placement& placement, int rank, std::span<const int32_t> resident, int64_t s, int k,
                        int64_t cap, int64_t recv_cap, Device dev) {
   const char* fn = "dist::DevicePlan";
+  const cuda::DeviceGuard guard(dev.index);
   dims_.n = placement.ranks;
   dims_.e = placement.experts;
   dims_.k = k;
@@ -168,6 +169,9 @@ DevicePlan::DevicePlan(const Placement& placement, int rank, std::span<const int
   up(d_resident, std::vector<int32_t>(resident.begin(), resident.end()));
   // grouped_from past the load is never read by the step; zeroed once so that no table entry is ever undefined.
   KIMI_CUDA_CHECK(cudaMemset(local_.grouped_from, 0, size_t(recv_cap) * 4));
+  // NOTE: a pageable upload may still be in flight when cudaMemcpy returns, and the legacy stream does not order
+  // the caller's non-blocking streams: wait here, once, before any step reads the tables.
+  KIMI_CUDA_CHECK(cudaDeviceSynchronize());
 }
 
 void DevicePlan::enqueue(const int32_t* counts, const int32_t* ids, int64_t t, void* stream) {

@@ -9,7 +9,8 @@
 //     grouped_from = receive_layout's grouped rows, each received row r of source s at s*C + r - recv_displs[s];
 //     expert offsets and combine slots equal pack_device_layout's;
 // and a simulated step through the fixed slots (every row carries (source, token, expert)): each pair is computed
-// once, by the expert it was routed to, and returns to its slot.
+// once, by the expert it was routed to, and returns to its slot. In a build with the NCCL transport, the same
+// functions launched on the GPU (DevicePlan, plan_cuda.h) give the same tables (a GPU test).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -22,29 +23,55 @@
 #include "dist/device_plan_sim.h"
 #include "dist/routing.h"
 
+#ifdef KIMI_WITH_NCCL
+#include <cuda_runtime.h>
+
+#include "dist/plan_cuda.h"
+#include "kimi/device.h"
+#endif
+
 namespace kimi::dist {
 namespace {
 
 using testutil::DevicePlanSim;
 using testutil::Routing;
 
-void check_plan(int n, int e, int k, Routing kind, bool profile, uint64_t seed) {
-  SCOPED_TRACE("N=" + std::to_string(n) + " E=" + std::to_string(e) + " K=" + std::to_string(k) + " routing " +
-               std::to_string(int(kind)) + (profile ? " profile" : " round-robin") + " seed " + std::to_string(seed));
+// N ranks' routings (rank 1 without tokens), their counts and the placement.
+struct Scenario {
+  int n = 0, e = 0, k = 0;
+  int64_t cap = 0;  // C = S*K
+  Placement pl;
+  std::vector<std::vector<int32_t>> ids;
+  std::vector<int64_t> counts;
+};
+
+Scenario make_scenario(int n, int e, int k, Routing kind, bool profile, uint64_t seed) {
   std::mt19937_64 rng(seed);
   std::vector<double> prof(size_t(e), 1.0);
   prof[0] = prof[1] = 8.0;
-  const Placement pl = profile && n > 1 ? Placement::from_profile(n, prof, 2) : Placement::round_robin(n, e);
-  const int64_t s_max = 11, cap = s_max * k;
-  std::vector<std::vector<int32_t>> ids(static_cast<size_t>(n));
-  std::vector<int64_t> counts(size_t(n * e), 0);
+  Scenario sc{n, e, k, 11 * int64_t(k),
+              profile && n > 1 ? Placement::from_profile(n, prof, 2) : Placement::round_robin(n, e), {}, {}};
+  const int64_t s_max = 11;
+  sc.ids.resize(size_t(n));
+  sc.counts.assign(size_t(n * e), 0);
   for (int r = 0; r < n; ++r) {
     const int64_t t = r == 1 ? 0 : 1 + (5 * r + int(seed)) % s_max;  // rank 1 has no tokens
-    ids[size_t(r)] = kind == Routing::one_rank && k > (e + n - 1) / n
-                         ? testutil::make_routing(Routing::same_experts, t, k, e, rng)
-                         : testutil::make_routing(kind, t, k, e, rng, 1.2, n, 0);
-    for (const int32_t x : ids[size_t(r)]) ++counts[size_t(r * e + x)];
+    sc.ids[size_t(r)] = kind == Routing::one_rank && k > (e + n - 1) / n
+                            ? testutil::make_routing(Routing::same_experts, t, k, e, rng)
+                            : testutil::make_routing(kind, t, k, e, rng, 1.2, n, 0);
+    for (const int32_t x : sc.ids[size_t(r)]) ++sc.counts[size_t(r * e + x)];
   }
+  return sc;
+}
+
+void check_plan(int n, int e, int k, Routing kind, bool profile, uint64_t seed) {
+  SCOPED_TRACE("N=" + std::to_string(n) + " E=" + std::to_string(e) + " K=" + std::to_string(k) + " routing " +
+               std::to_string(int(kind)) + (profile ? " profile" : " round-robin") + " seed " + std::to_string(seed));
+  const Scenario sc = make_scenario(n, e, k, kind, profile, seed);
+  const Placement& pl = sc.pl;
+  const int64_t cap = sc.cap;
+  const std::vector<std::vector<int32_t>>& ids = sc.ids;
+  const std::vector<int64_t>& counts = sc.counts;
   const std::vector<int32_t> counts32(counts.begin(), counts.end());
   const StepPlan plan = plan_step(pl, counts);
   std::vector<int32_t> all(static_cast<size_t>(e)), local_of(static_cast<size_t>(e));
@@ -169,3 +196,74 @@ TEST(DevicePlan, FlagsAnExpertThatIsNotResident) {
 
 }  // namespace
 }  // namespace kimi::dist
+
+#ifdef KIMI_WITH_NCCL
+namespace kimi::dist {
+namespace {
+
+template <class T>
+std::vector<T> download(const T* p, int64_t count) {
+  std::vector<T> v(static_cast<size_t>(count));
+  if (count > 0) {
+    EXPECT_EQ(cudaMemcpy(v.data(), p, size_t(count) * sizeof(T), cudaMemcpyDeviceToHost), cudaSuccess);
+  }
+  return v;
+}
+
+Tensor upload(const std::vector<int32_t>& v, Device dev) {
+  Tensor d = Tensor::uninitialized(DType::i32, {std::max<int64_t>(int64_t(v.size()), 1)}, dev);
+  if (!v.empty()) {
+    EXPECT_EQ(cudaMemcpy(d.data(), v.data(), v.size() * 4, cudaMemcpyHostToDevice), cudaSuccess);
+  }
+  EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);  // the upload, before the non-blocking stream reads it
+  return d;
+}
+
+// The device plan's launches (plan_cuda.h) on the GPU, one DevicePlan per simulated rank given every rank's counts
+// directly (no comm): the plan (home loads, loads, stats) and every table (send rows, combine slots, expert offsets,
+// grouped rows) equal the CPU run of the same functions, which equals the host planner (the tests above); the slot
+// numbers come from the one-warp kernel here (a loop on the CPU). GPU test: skips without a device.
+TEST(DevicePlan, GpuLaunchesEqualTheCpuFunctions) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device (these run on the GPU machine)";
+  const Device dev = Device::cuda(0);
+  cudaStream_t st = nullptr;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking), cudaSuccess);
+  uint64_t seed = 500;
+  for (int n = 1; n <= 5; ++n)
+    for (const Routing kind : {Routing::uniform, Routing::zipf, Routing::same_experts, Routing::one_rank})
+      for (const bool profile : {false, true})
+        for (const auto& [e, k] : {std::pair{16, 4}, std::pair{24, 8}, std::pair{64, 8}, std::pair{5, 5}}) {
+          SCOPED_TRACE("N=" + std::to_string(n) + " E=" + std::to_string(e) + " K=" + std::to_string(k) +
+                       " routing " + std::to_string(int(kind)) + (profile ? " profile" : "") + " seed " +
+                       std::to_string(seed));
+          const Scenario sc = make_scenario(n, e, k, kind, profile, seed++);
+          const std::vector<int32_t> counts32(sc.counts.begin(), sc.counts.end());
+          std::vector<int32_t> all(static_cast<size_t>(e));
+          for (int x = 0; x < e; ++x) all[size_t(x)] = x;
+          const Tensor counts_d = upload(counts32, dev);
+          for (int r = 0; r < n; ++r) {
+            SCOPED_TRACE("rank " + std::to_string(r));
+            const std::vector<int32_t>& id = sc.ids[size_t(r)];
+            const DevicePlanSim sim(sc.pl, r, counts32, id, k, all, sc.cap, sc.cap);
+            DevicePlan dp(sc.pl, r, all, sc.cap / k, k, sc.cap, sc.cap, dev);
+            const Tensor ids_d = upload(id, dev);
+            const auto slots = int64_t(id.size());
+            dp.enqueue(counts_d.data_as<int32_t>(), ids_d.data_as<int32_t>(), slots / k, st);
+            ASSERT_EQ(cudaStreamSynchronize(st), cudaSuccess);
+            EXPECT_EQ(download(dp.stats(), dplan::kStats), sim.stats);
+            EXPECT_EQ(download(dp.home_load(), n), sim.home_load);
+            EXPECT_EQ(download(dp.load(), n), sim.load);
+            EXPECT_EQ(download(dp.send_row(), slots), sim.send_row);
+            EXPECT_EQ(download(dp.comb_slot(), slots), sim.comb_slot);
+            EXPECT_EQ(download(dp.offsets(), e + 1), sim.off);
+            const int64_t load = sim.off[size_t(e)];
+            EXPECT_EQ(download(dp.grouped_from(), load),
+                      std::vector<int32_t>(sim.grouped_from.begin(), sim.grouped_from.begin() + load));
+          }
+        }
+  cudaStreamDestroy(st);
+}
+
+}  // namespace
+}  // namespace kimi::dist
+#endif  // KIMI_WITH_NCCL
