@@ -30,7 +30,8 @@ grep -E "kimi: expert parallelism" "$OUT/configure.log"
 grep -q "parallelism over NCCL on" "$OUT/configure.log" || { echo "the configure found no NCCL"; exit 1; }
 
 echo "== world size 1 (no MPI)"
-timeout 300 ./build/cuda/tests/dist/kimi_dist_tests --gtest_filter='NcclComm.*:CommMemory.*:EpMoeCuda.*:DevicePlan.*:DeviceLayout.*'
+timeout 300 ./build/cuda/tests/dist/kimi_dist_tests \
+  --gtest_filter='NcclComm.*:CommMemory.*:EpMoeCuda.*:DevicePlan.*:DeviceLayout.*'
 echo "exit $?"
 
 if grep -q "parallelism over MPI on" "$OUT/configure.log"; then
