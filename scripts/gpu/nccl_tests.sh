@@ -2,7 +2,8 @@
 # The NCCL transport's GPU tests (docs/ep.md, "NCCL") in one call (the device tool's `run`, `.deps` carried):
 #   KIMI_COMMIT=<sha> bash scripts/gpu/nccl_tests.sh
 # Builds kimi_dist_tests in the cuda preset and runs its NCCL cases (world size 1, bootstrapped through the loopback,
-# against the loopback on the same data); then, when the configure found an MPI (the image may have none: OpenMPI is
+# against the loopback on the same data), the CUDA EP step's (EpMoeCuda.*: against latent_moe and the CPU step, the
+# CUDA graph replay) and the device plan's (DevicePlan.*: the GPU launches against the CPU run); then, when the configure found an MPI (the image may have none: OpenMPI is
 # not among the carried .deps), the mpirun cases dist_nccl_mpi_np1 / np2 (np2 needs 2 GPUs, else ctest says Skipped).
 # NCCL: the CUDA toolkit's when it has nccl.h, else the nvidia-nccl wheel of the image's python3 (NCCL_ROOT).
 # NVLink multicast stays off: NCCL_NVLS_ENABLE=0 (the machine sets it; kimi also sets it when unset).
@@ -29,7 +30,8 @@ grep -E "kimi: expert parallelism" "$OUT/configure.log"
 grep -q "parallelism over NCCL on" "$OUT/configure.log" || { echo "the configure found no NCCL"; exit 1; }
 
 echo "== world size 1 (no MPI)"
-timeout 300 ./build/cuda/tests/dist/kimi_dist_tests --gtest_filter='NcclComm.*:CommMemory.*'
+timeout 300 ./build/cuda/tests/dist/kimi_dist_tests \
+  --gtest_filter='NcclComm.*:CommMemory.*:EpMoeCuda.*:DevicePlan.*:DeviceLayout.*'
 echo "exit $?"
 
 if grep -q "parallelism over MPI on" "$OUT/configure.log"; then

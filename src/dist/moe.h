@@ -1,7 +1,8 @@
 // dist/moe.h: the latent MoE block (SPEC 7, kimi::latent_moe) under expert parallelism.
 // Two forms behind one class: host-memory comms (loopback, MPI) run the CPU step below on host tensors; a
 // device-memory comm (NCCL) runs the CUDA step on CUDA tensors and weights (dist/moe_cuda.h: the same plan and
-// layouts, the plan still computed on the host after one small D2H copy and stream sync per step).
+// layouts; any_rank computes them on the device, with no host sync; holders_only on the host after one small D2H
+// copy and stream sync per step).
 //
 // Every rank runs data-parallel on its own T_r <= S tokens x [T_r, d]; one step is (docs/ep.md):
 //   1. route locally: logits = x W_r^T, (ids, w) = moe_router(logits)         ids/w [T_r, K]

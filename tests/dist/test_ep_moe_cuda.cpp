@@ -11,7 +11,8 @@
 //     path rounds its operands z and the GLU output to bf16, the CPU keeps them fp32).
 // Routing (ids) must be identical to both. Policies any_rank and holders_only; a skewed routing (router bias +8 on
 // experts 3 and 11: every token picks both, half of all pairs); T < S and T = S; a second step allocates no
-// device tensor (the buffers are static); argument errors name the argument. GPU tests: they skip without a device.
+// device tensor (the buffers are static); the any-rank step (its plan on the device) captured in a CUDA graph
+// replays bit-identically to eager steps; argument errors name the argument. GPU tests: they skip without a device.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -23,6 +24,8 @@
 #include "expect_error.h"
 
 #ifdef KIMI_WITH_NCCL
+#include <cuda_runtime.h>
+
 #include "dist/ep_moe_case.h"
 #include "kimi/device.h"
 #include "kimi/ops/moe.h"
@@ -70,7 +73,9 @@ struct DeviceModel {
   MlpWeights shared;
   LatentMoeWeights w;
 
-  DeviceModel(const testutil::EpMoeModel& m, DType wt, Device dev) {
+  // stacked: every expert projection a view into one [E * out, in] tensor (evenly strided: the expert kernels'
+  // stacked layout, which CUDA graph capture needs: cuda/moe/experts.h); else one tensor per expert projection.
+  DeviceModel(const testutil::EpMoeModel& m, DType wt, Device dev, bool stacked = false) {
     store.reserve(256);
     const auto put = [&](const Weight& x) {
       if (!x.w.present()) return Weight{};
@@ -87,7 +92,26 @@ struct DeviceModel {
     w.latent_down = put(m.w.latent_down);
     w.latent_up = put(m.w.latent_up);
     w.latent_norm = put_f32(m.w.latent_norm);
-    for (const MlpWeights& e : m.experts) experts.push_back({put(e.gate), put(e.up), put(e.down)});
+    if (stacked) {
+      experts.resize(m.experts.size());
+      for (Weight MlpWeights::*proj : {&MlpWeights::gate, &MlpWeights::up, &MlpWeights::down}) {
+        const int64_t rows = (m.experts[0].*proj).w.size(0), cols = (m.experts[0].*proj).w.size(1);
+        const auto ne = int64_t(m.experts.size());
+        Tensor host(wt, {ne * rows, cols});
+        for (int64_t e = 0; e < ne; ++e)
+          for (int64_t i = 0; i < rows * cols; ++i)
+            store_from_f32(host.data(), wt, e * rows * cols + i,
+                           load_as_f32((m.experts[size_t(e)].*proj).w.data, DType::f32, i));
+        store.emplace_back(wt, std::initializer_list<int64_t>{ne * rows, cols}, dev);
+        copy(store.back(), host);
+        auto* base = static_cast<char*>(store.back().data());
+        for (int64_t e = 0; e < ne; ++e)
+          experts[size_t(e)].*proj =
+              Weight{TensorView(base + e * rows * cols * dtype_size(wt), wt, {rows, cols}, dev), {}};
+      }
+    } else {
+      for (const MlpWeights& e : m.experts) experts.push_back({put(e.gate), put(e.up), put(e.down)});
+    }
     w.experts = experts;
     if (m.w.shared) {
       shared = {put(m.shared.gate), put(m.shared.up), put(m.shared.down)};
@@ -187,6 +211,69 @@ TEST(EpMoeCuda, KimiLinearTinyF32) {
 TEST(EpMoeCuda, KimiLinearTinyBf16) {
   KIMI_NEEDS_GPU();
   check_all("kimi-linear-tiny", DType::bf16);
+}
+
+// The any-rank step (its plan on the device: no host synchronisation) recorded into a CUDA graph on the comm's
+// stream replays bit-identically to eager steps: on the captured input, and on a new input written into the same
+// buffer (the output overwritten with NaN before each replay). Stacked experts (the launchers refuse per-call weight
+// tables under capture); T = 5 of S = 24, so the fixed peer slots carry rows past the counts too.
+TEST(EpMoeCuda, AnyRankStepCapturesInAGraphAndReplaysBitIdentically) {
+  KIMI_NEEDS_GPU();
+  const Device dev = Device::cuda(0);
+  for (const std::string name : {"k3-tiny", "kimi-linear-tiny"})
+    for (const DType dt : {DType::f32, DType::bf16})
+      for (const bool skew : {false, true}) {
+        SCOPED_TRACE(name + (dt == DType::bf16 ? " bf16" : " f32") + (skew ? " skew" : ""));
+        const testutil::EpMoeModel m = testutil::make_ep_moe_model(name, skew);
+        const DeviceModel gpu(m, dt, dev, /*stacked=*/true);
+        const int64_t t = 5;
+        Tensor x1(DType::f32, {t, m.d}), x2(DType::f32, {t, m.d});
+        fill_random(x1, 11, -1.0, 1.0);
+        fill_random(x2, 12, -1.0, 1.0);
+        const Tensor xd1 = convert_to(x1, dt, dev), xd2 = convert_to(x2, dt, dev);
+        const Tensor x(dt, {t, m.d}, dev), out(dt, {t, m.d}, dev);
+        const Tensor ids(DType::i32, {t, m.k}, dev), wts(DType::f32, {t, m.k}, dev);
+        auto boot = make_loopback_comm();
+        auto nccl = make_nccl_comm(*boot);
+        EpMoe ep(*nccl, Placement::round_robin(1, int(m.e)), gpu.w, m.router, m.act, 1e-5f, kMaxTokens);
+        const auto set_x = [&](const Tensor& src) {
+          nccl->synchronize();
+          copy(x, src);
+          synchronize(dev);  // the copy, before the comm's (non-blocking) stream reads x
+        };
+        const auto run = [&] { ep.forward(x, out, ids, wts); };
+        const auto result = [&] {
+          nccl->synchronize();
+          std::vector<float> v = host_f32(out), i = host_f32(ids), w = host_f32(wts);
+          v.insert(v.end(), i.begin(), i.end());
+          v.insert(v.end(), w.begin(), w.end());
+          return v;
+        };
+        set_x(xd1);
+        run();
+        const std::vector<float> want1 = result();
+        set_x(xd2);
+        run();
+        const std::vector<float> want2 = result();
+        EXPECT_NE(want1, want2);
+
+        set_x(xd1);
+        const auto st = static_cast<cudaStream_t>(nccl->cuda_stream());
+        cudaGraph_t g = nullptr;
+        ASSERT_EQ(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal), cudaSuccess);
+        EXPECT_NO_THROW(run());
+        ASSERT_EQ(cudaStreamEndCapture(st, &g), cudaSuccess);
+        cudaGraphExec_t ge = nullptr;
+        ASSERT_EQ(cudaGraphInstantiate(&ge, g, 0), cudaSuccess);
+        for (const auto& [src, want] : {std::pair{&xd1, &want1}, std::pair{&xd2, &want2}}) {
+          set_x(*src);
+          ASSERT_EQ(cudaMemsetAsync(out.data(), 0xff, size_t(out.numel()) * dtype_size(dt), st), cudaSuccess);
+          ASSERT_EQ(cudaGraphLaunch(ge, st), cudaSuccess);
+          EXPECT_EQ(result(), *want) << (src == &xd1 ? "replay on the captured input" : "replay on a new input");
+        }
+        cudaGraphExecDestroy(ge);
+        cudaGraphDestroy(g);
+      }
 }
 
 // T = 0 on this rank: the step still runs its collectives and writes nothing.
