@@ -1,4 +1,5 @@
-// src/cuda/linear/gemv.cuh: the small-M projection y[m, n] (=|+=) sum_k x[m, k] W[n, k], M <= 16 (decode).
+// src/cuda/linear/gemv.cuh: the small-M projection y[m, n] (=|+=) sum_k x[m, k] W[n, k], M <= 16 (decode), on
+// FFMA; bf16 x with dense bf16 W (aligned, k % 8 == 0) takes the tensor-core gemv_mma.cuh instead.
 //
 // Memory-bound: the kernel streams every weight byte from HBM exactly once, converting in registers
 // (bf16/f16 -> f32, MXFP4 codes * E8M0 scale -> f32: the CPU decoder's values), and multiplies each
