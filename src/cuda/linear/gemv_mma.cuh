@@ -50,11 +50,9 @@ __device__ __forceinline__ uint4 ld_weights(const __nv_bfloat16* p) {
   return v;
 }
 
-__device__ __forceinline__ uint4 ld_x(const __nv_bfloat16* p) {
-  uint4 v;
-  asm volatile("ld.global.nc.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
-  return v;
-}
+// x through the read-only path (every row tile reads it: L2 hits); a compiler-visible load, so it stays after
+// pdl_wait().
+__device__ __forceinline__ uint4 ld_x(const __nv_bfloat16* p) { return __ldg(reinterpret_cast<const uint4*>(p)); }
 
 // d (16 x 8 f32) += A (16 x 16 bf16: a0 a1 row g, a2 a3 row g + 8, a4 a5 row g, a6 a7 row g + 8) B (16 x 8 bf16:
 // b0 b1, b2 b3 of column g), the PTX fragment layout of mma.m16n8k16 (g = lane / 4).
