@@ -1,8 +1,9 @@
-// The CUDA decode projection (src/cuda/linear/gemv.cuh, M <= 16) against the CPU backend on the shapes that pick its
-// variants: every M bucket (1, 2, 4, 8, 16 accumulators per row), row counts that leave a partial row group (NR = 2
-// or 4 rows per warp group), K split over 1, 2 or 4 warps (small n, long K), K tails past the last whole chunk,
-// f32 and bf16 x read as they are, bf16 x with unaligned rows (the converted copy), bf16 and MXFP4 weights, beta 0
-// and 1. The CPU backend computes in fp32 with another summation order: relative error <= 1e-5 per element
+// The CUDA decode projections (src/cuda/linear/gemv.cuh and the tensor-core gemv_mma.cuh, M <= 16) against the CPU
+// backend on the shapes that pick their variants: every M bucket (1, 2, 4, 8, 16 accumulators per row; one or two
+// 8-token MMA blocks), row counts that leave a partial row group (NR = 2 or 4 rows per warp group, 16-row MMA
+// tiles), K split over 1 to 8 warps (small n, long K), K tails past the last whole chunk or 32-column MMA step,
+// f32 and bf16 x read as they are, bf16 x with unaligned rows (the converted copy, or cuBLAS at M > 4) or K % 8 != 0
+// (not the tensor-core kernel), padded aligned rows read in place, bf16 and MXFP4 weights, beta 0 and 1. The CPU backend computes in fp32 with another summation order: relative error <= 1e-5 per element
 // (scaled by the row's sum of |x w|). Compiled in CUDA builds only (tests/cuda_tests.h).
 #include <gtest/gtest.h>
 
@@ -58,6 +59,15 @@ TEST(CudaGemv, MatchesTheCpuOnEveryVariant) {
         for (const DType x : {DType::f32, DType::bf16}) cases.push_back({m, n, k, mx, x, 0, m == 3 ? 1.f : 0.f});
   cases.push_back({4, 300, 2304, false, DType::bf16, 3, 0.f});  // unaligned bf16 rows: the converted f32 copy
   cases.push_back({1, 300, 2304, true, DType::bf16, 8, 1.f});   // padded, aligned rows read in place
+  // bf16 x, bf16 W: the tensor-core GEMV (M <= 8: one token block, M > 8: two), its row-tile tails (n % 16), K
+  // tails inside a 32-column step (K % 32 = 8, 24; K = 40 < two steps), split K over 1 to 8 warps, padded rows.
+  for (const int64_t m : {1, 2, 4, 5, 7, 9, 12, 16})
+    for (const auto& [n, k] : std::vector<std::pair<int64_t, int64_t>>{{1, 40}, {17, 264}, {16, 7168}, {130, 520}})
+      cases.push_back({m, n, k, false, DType::bf16, 0, m % 2 ? 1.f : 0.f});
+  cases.push_back({9, 300, 2304, false, DType::bf16, 8, 1.f});   // padded, aligned rows read in place
+  cases.push_back({8, 300, 2304, false, DType::bf16, 3, 0.f});   // unaligned rows: cuBLAS
+  cases.push_back({16, 45, 100, false, DType::bf16, 0, 1.f});    // K % 8 != 0: cuBLAS
+  cases.push_back({3, 45, 100, false, DType::bf16, 0, 0.f});     // K % 8 != 0: the FFMA GEMV
   std::mt19937_64 rng(2026);
   const Device gpu = Device::cuda(0);
   for (const GemvCase& c : cases) {

@@ -1,19 +1,22 @@
-// GPU benchmark: kimi::linear (y = x W^T) on CUDA tensors at Kimi K3 shapes, CUDA events, median of 30
-// timed calls after 5 warm-ups. Weights rotate over enough copies (>= 256 MiB) that every call reads them
-// from HBM, not L2 (the H200 has 50 MiB of L2).
-//   bf16 W [2048, 7168] and [7168, 2048] (K3 hidden 7168 <-> 2048-wide projections), x bf16 and f32;
-//   MXFP4 W [3072, 3584] (a K3 latent routed expert's w1), x f32.
-// M = 1, 8 (decode: GEMV kernel) prints TB/s = (weight + x + y bytes) / time against the H200's copy
-// bandwidth (bench_util.h kCopyBytesPerS), for one call timed alone and per call in a stream of 20 calls queued back
-// to back (as in a model's step: the host's launch overhead hidden); M = 512, 4096 (cuBLAS) prints TFLOP/s =
-// 2 M N K / time. Kimi-Linear shapes (hidden 2304: the lm_head [163840, 2304], a KDA projection [4096, 2304], an
-// expert's w1 [1024, 2304]) at M = 1.
+// GPU benchmark: kimi::linear (y = x W^T) on CUDA tensors at Kimi K3 and Kimi-Linear shapes, CUDA events. Weights
+// rotate over enough copies (>= 256 MiB) that every call reads them from HBM, not L2 (the H200 has 50 MiB of L2).
+// Decode (M = 1, 2, 4, 8, 16, bf16 x: the GEMVs of src/cuda/linear/) on K3 7168 -> 2048 and 2048 -> 7168 and
+// Kimi-Linear 2304 -> 4096, 4096 -> 2304 and an expert's 2304 -> 1024; then x f32 and MXFP4 weights (K3 latent
+// routed expert w1 [3072, 3584]) at M = 1 and 8, the Kimi-Linear lm_head [163840, 2304] at M = 1 and 8, and
+// prefill (M = 512, 4096: cuBLAS) on the K3 shapes.
+// Decode lines: 'single' = median of 30 calls timed alone (launch latency included); 'queued' = per call in 20 calls
+// queued behind a host gate and run back to back (bench_util.h queued_ms: the device's time alone, as the decode
+// graph replays a step), as TB/s of weight bytes read and the fraction of the H200's copy bandwidth
+// (bench_util.h kCopyBytesPerS); the same for the baseline, and kimi / cuBLAS of the queued times (< 1: kimi faster).
+// Prefill lines: TFLOP/s = 2 M N K / time of single calls.
 // Baseline, same run: cublasGemmEx bf16 x bf16 -> f32 (x already bf16: the plain GEMM a bf16 engine runs).
+// KIMI_CUDA_GEMV=ffma in the environment measures the FFMA GEMV instead of the tensor-core one (src/cuda/linear/).
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <memory>
 #include <random>
 #include <vector>
@@ -36,82 +39,95 @@ std::vector<uint8_t> random_bytes(size_t n, std::mt19937& rng, int lo, int hi) {
   return b;
 }
 
-// The baseline over the same rotating weight copies.
-double cublas_bf16_ms(int64_t m, int64_t n, int64_t k, const void* x, const std::vector<std::unique_ptr<DevBuf>>& w,
-                      void* y, int calls) {
+// Rotating copies of one projection's weights: dense bf16 [n, k] or MXFP4 packed [n, k/2] + scales [n, k/32].
+struct Weights {
+  int64_t n, k;
+  bool mxfp4;
+  size_t bytes;  // of one copy: what a call reads
+  std::vector<std::unique_ptr<DevBuf>> w, sc;
+};
+
+Weights make_weights(int64_t n, int64_t k, bool mxfp4, std::mt19937& rng) {
+  Weights r{n, k, mxfp4, mxfp4 ? size_t(n * k / 2 + n * k / 32) : size_t(n * k * 2), {}, {}};
+  const int copies = int(std::max<size_t>(1, (kRotateBytes + r.bytes - 1) / r.bytes));
+  for (int c = 0; c < copies; ++c) {
+    if (mxfp4) {
+      r.w.push_back(std::make_unique<DevBuf>(size_t(n * k / 2), random_bytes(size_t(n * k / 2), rng, 0, 255)));
+      r.sc.push_back(std::make_unique<DevBuf>(size_t(n * k / 32), random_bytes(size_t(n * k / 32), rng, 118, 124)));
+    } else {
+      r.w.push_back(
+          std::make_unique<DevBuf>(r.bytes, kimi::bench::random_bf16(size_t(n * k), rng, -0.02f, 0.02f)));
+    }
+  }
+  return r;
+}
+
+// The baseline over the same rotating weight copies: one call timed alone (calls = 1) or queued (calls > 1).
+double cublas_bf16_ms(int64_t m, const Weights& wt, const void* x, void* y, int calls) {
   static cublasHandle_t h = [] {
     cublasHandle_t hh;
-    cublasCreate(&hh);
+    if (cublasCreate(&hh) != CUBLAS_STATUS_SUCCESS) {
+      std::fprintf(stderr, "bench_linear: cublasCreate failed\n");
+      std::exit(1);
+    }
     return hh;
   }();
   const float alpha = 1.f, beta = 0.f;
   size_t c = 0;
   const auto call = [&] {
-        const void* wc = w[c]->p;
-        c = (c + 1) % w.size();
-        cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, int(n), int(m), int(k), &alpha, wc, CUDA_R_16BF, int(k), x,
-                     CUDA_R_16BF, int(k), &beta, y, CUDA_R_32F, int(n), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
-      };
-  return calls > 1 ? kimi::bench::streamed_ms(call, 5, 5, calls) : kimi::bench::median_ms(call, 5, 30);
+    const void* wc = wt.w[c]->p;
+    c = (c + 1) % wt.w.size();
+    cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, int(wt.n), int(m), int(wt.k), &alpha, wc, CUDA_R_16BF, int(wt.k), x,
+                 CUDA_R_16BF, int(wt.k), &beta, y, CUDA_R_32F, int(wt.n), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+  };
+  return calls > 1 ? kimi::bench::queued_ms(call, 5, 5, calls) : kimi::bench::median_ms(call, 5, 30);
 }
 
-void run(const char* name, int64_t m, int64_t n, int64_t k, bool mxfp4, DType xt) {
-  std::mt19937 rng(7);
+double copy_fraction(size_t bytes, double ms) { return 100.0 * double(bytes) / (ms * 1e-3) / kimi::bench::kCopyBytesPerS; }
+
+void run(const char* name, const Weights& wt, int64_t m, DType xt, std::mt19937& rng) {
+  const int64_t n = wt.n, k = wt.k;
   const kimi::Device dev = kimi::Device::cuda(0);
-  const size_t wbytes = mxfp4 ? size_t(n * k / 2 + n * k / 32) : size_t(n * k * 2);
-  const int copies = int(std::max<size_t>(1, (kRotateBytes + wbytes - 1) / wbytes));
-  std::vector<std::unique_ptr<DevBuf>> w, sc;
-  for (int c = 0; c < copies; ++c) {
-    if (mxfp4) {
-      w.push_back(std::make_unique<DevBuf>(size_t(n * k / 2), random_bytes(size_t(n * k / 2), rng, 0, 255)));
-      sc.push_back(std::make_unique<DevBuf>(size_t(n * k / 32), random_bytes(size_t(n * k / 32), rng, 118, 124)));
-    } else {
-      w.push_back(std::make_unique<DevBuf>(size_t(n * k * 2), kimi::bench::random_bf16(size_t(n * k), rng, -0.02f, 0.02f)));
-    }
-  }
   const size_t xs = size_t(kimi::dtype_size(xt));
   DevBuf x(size_t(m * k) * xs, xt == DType::f32 ? kimi::bench::random_f32(size_t(m * k), rng, -1, 1)
                                                  : kimi::bench::random_bf16(size_t(m * k), rng, -1, 1));
   DevBuf y(size_t(m * n) * xs, {});
   const kimi::TensorView xv(x.p, xt, {m, k}, dev), yv(y.p, xt, {m, n}, dev);
-  int c = 0;
+  size_t c = 0;
   const auto call = [&] {
-        kimi::Weight wt;
-        if (mxfp4) {
-          wt.w = kimi::TensorView(w[size_t(c)]->p, DType::u8, {n, k / 2}, dev);
-          wt.scale = kimi::TensorView(sc[size_t(c)]->p, DType::u8, {n, k / 32}, dev);
-        } else {
-          wt.w = kimi::TensorView(w[size_t(c)]->p, DType::bf16, {n, k}, dev);
-        }
-        c = (c + 1) % copies;
-        kimi::linear(xv, wt, yv);
-      };
+    kimi::Weight w;
+    if (wt.mxfp4) {
+      w.w = kimi::TensorView(wt.w[c]->p, DType::u8, {n, k / 2}, dev);
+      w.scale = kimi::TensorView(wt.sc[c]->p, DType::u8, {n, k / 32}, dev);
+    } else {
+      w.w = kimi::TensorView(wt.w[c]->p, DType::bf16, {n, k}, dev);
+    }
+    c = (c + 1) % wt.w.size();
+    kimi::linear(xv, w, yv);
+  };
   const bool decode = m <= 16;
   const double ms = kimi::bench::median_ms(call, 5, 30);
-  const double ms_streamed = decode ? kimi::bench::streamed_ms(call, 5, 5, 20) : 0;
-  const double bytes = double(wbytes) + double(m * k + m * n) * double(xs);
-  const double flops = 2.0 * double(m) * double(n) * double(k);
-  std::printf("linear %-22s M=%-5lld N=%-5lld K=%-5lld x %-4s  %8.4f ms  ", name, (long long)m, (long long)n,
+  std::printf("linear %-22s M=%-4lld N=%-6lld K=%-5lld x %-4s  single %8.4f ms", name, (long long)m, (long long)n,
               (long long)k, xt == DType::f32 ? "f32" : "bf16", ms);
+  DevBuf xb(size_t(m * k) * 2, kimi::bench::random_bf16(size_t(m * k), rng, -1, 1)), yb(size_t(m * n) * 4, {});
   if (decode) {
-    std::printf("%6.2f TB/s (%3.0f%% of copy)  streamed %8.4f ms %6.2f TB/s (%3.0f%% of copy)",
-                bytes / (ms * 1e-3) / 1e12, 100.0 * bytes / (ms * 1e-3) / kimi::bench::kCopyBytesPerS, ms_streamed,
-                bytes / (ms_streamed * 1e-3) / 1e12,
-                100.0 * bytes / (ms_streamed * 1e-3) / kimi::bench::kCopyBytesPerS);
+    const double q = kimi::bench::queued_ms(call, 5, 5, 20);
+    std::printf("  queued %8.4f ms %5.2f TB/s (%3.0f%% of copy)", q, double(wt.bytes) / (q * 1e-3) / 1e12,
+                copy_fraction(wt.bytes, q));
+    if (!wt.mxfp4) {
+      const double base = cublas_bf16_ms(m, wt, xb.p, yb.p, 20);
+      std::printf("  | cuBLAS queued %8.4f ms (%3.0f%% of copy), kimi / cuBLAS %.2f", base,
+                  copy_fraction(wt.bytes, base), q / base);
+    }
   } else {
-    std::printf("%7.1f TFLOP/s", flops / (ms * 1e-3) / 1e12);
-  }
-  if (!mxfp4) {  // baseline: plain cuBLAS bf16 GEMM, bf16 x, f32 y
-    DevBuf xb(size_t(m * k) * 2, kimi::bench::random_bf16(size_t(m * k), rng, -1, 1)), yb(size_t(m * n) * 4, {});
-    const double base = cublas_bf16_ms(m, n, k, xb.p, w, yb.p, 1);
-    std::printf("  | cuBLAS bf16 %8.4f ms, kimi / cuBLAS %.2f", base, ms / base);
-    if (decode) {
-      const double base_s = cublas_bf16_ms(m, n, k, xb.p, w, yb.p, 20);
-      std::printf("; streamed cuBLAS %8.4f ms (%3.0f%% of copy), kimi / cuBLAS %.2f", base_s,
-                  100.0 * bytes / (base_s * 1e-3) / kimi::bench::kCopyBytesPerS, ms_streamed / base_s);
+    std::printf("  %7.1f TFLOP/s", 2.0 * double(m) * double(n) * double(k) / (ms * 1e-3) / 1e12);
+    if (!wt.mxfp4) {
+      const double base = cublas_bf16_ms(m, wt, xb.p, yb.p, 1);
+      std::printf("  | cuBLAS %8.4f ms, kimi / cuBLAS %.2f", base, ms / base);
     }
   }
   std::printf("\n");
+  std::fflush(stdout);
 }
 
 }  // namespace
@@ -121,17 +137,35 @@ int main() {
     std::printf("bench_linear: no CUDA device\n");
     return 0;
   }
-  for (int64_t m : {1, 8, 512, 4096}) {
-    run("bf16 W 7168->2048", m, 2048, 7168, false, DType::bf16);
-    run("bf16 W 2048->7168", m, 7168, 2048, false, DType::bf16);
-    run("bf16 W 7168->2048", m, 2048, 7168, false, DType::f32);
-    run("mxfp4 expert w1", m, 3072, 3584, true, DType::f32);
+  std::mt19937 rng(7);
+  struct Shape {
+    const char* name;
+    int64_t n, k;
+  };
+  const Shape decode[] = {{"K3 7168->2048", 2048, 7168},   {"K3 2048->7168", 7168, 2048},
+                          {"KL 2304->4096", 4096, 2304},   {"KL 4096->2304", 2304, 4096},
+                          {"KL expert 2304->1024", 1024, 2304}};
+  for (const Shape& s : decode) {
+    const Weights w = make_weights(s.n, s.k, false, rng);
+    for (int64_t m : {1, 2, 4, 8, 16}) run(s.name, w, m, DType::bf16, rng);
   }
-  for (int64_t m : {1, 8}) {
-    run("KL lm_head 2304->163840", m, 163840, 2304, false, DType::bf16);
-    run("KL kda proj 2304->4096", m, 4096, 2304, false, DType::bf16);
-    run("KL expert 2304->1024", m, 1024, 2304, false, DType::bf16);
-    run("mxfp4 expert w1", m, 3072, 3584, true, DType::bf16);
+  {
+    const Weights w = make_weights(163840, 2304, false, rng);
+    for (int64_t m : {1, 8}) run("KL lm_head 2304->163840", w, m, DType::bf16, rng);
+  }
+  {
+    const Weights w = make_weights(3072, 3584, true, rng);
+    for (int64_t m : {1, 8})
+      for (DType xt : {DType::bf16, DType::f32}) run("mxfp4 K3 expert w1", w, m, xt, rng);
+  }
+  {
+    const Weights w = make_weights(2048, 7168, false, rng);
+    for (int64_t m : {1, 8, 512, 4096}) run("K3 7168->2048", w, m, DType::f32, rng);
+    for (int64_t m : {512, 4096}) run("K3 7168->2048", w, m, DType::bf16, rng);
+  }
+  {
+    const Weights w = make_weights(7168, 2048, false, rng);
+    for (int64_t m : {512, 4096}) run("K3 2048->7168", w, m, DType::bf16, rng);
   }
   CK(cudaDeviceSynchronize());
   return 0;

@@ -4,11 +4,13 @@
 
 #include <cuda_runtime.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <algorithm>
 #include <cstring>
 #include <random>
+#include <thread>
 #include <vector>
 
 #include "kimi/dtype.h"
@@ -71,6 +73,44 @@ double streamed_ms(F&& fn, int warmup, int reps, int calls, cudaStream_t stream 
     CK(cudaEventRecord(e0, stream));
     for (int c = 0; c < calls; ++c) fn();
     CK(cudaEventRecord(e1, stream));
+    CK(cudaEventSynchronize(e1));
+    float t;
+    CK(cudaEventElapsedTime(&t, e0, e1));
+    ms.push_back(t / float(calls));
+  }
+  cudaEventDestroy(e0);
+  cudaEventDestroy(e1);
+  std::sort(ms.begin(), ms.end());
+  return ms[ms.size() / 2];
+}
+
+// Like streamed_ms, but the calls are queued behind a host gate (cudaLaunchHostFunc sleeping kGateMs) so the device
+// runs them back to back whatever the host's launch rate: the time of the device's work alone, as a CUDA graph
+// replays a decode step (src/model/decode_graph.h). Exits with an error when the host needed longer than the gate to
+// queue the calls (the time would include host overhead).
+inline constexpr int kGateMs = 10;
+
+template <class F>
+double queued_ms(F&& fn, int warmup, int reps, int calls, cudaStream_t stream = nullptr) {
+  cudaEvent_t e0, e1;
+  CK(cudaEventCreate(&e0));
+  CK(cudaEventCreate(&e1));
+  for (int i = 0; i < warmup; ++i) fn();
+  CK(cudaDeviceSynchronize());
+  std::vector<float> ms;
+  for (int i = 0; i < reps; ++i) {
+    CK(cudaLaunchHostFunc(
+        stream, [](void*) { std::this_thread::sleep_for(std::chrono::milliseconds(kGateMs)); }, nullptr));
+    const auto t0 = std::chrono::steady_clock::now();
+    CK(cudaEventRecord(e0, stream));
+    for (int c = 0; c < calls; ++c) fn();
+    CK(cudaEventRecord(e1, stream));
+    const double host_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    if (host_ms >= 0.8 * kGateMs) {
+      std::fprintf(stderr, "queued_ms: queuing %d calls took %.2f ms on the host, the gate is %d ms\n", calls, host_ms,
+                   kGateMs);
+      std::exit(1);
+    }
     CK(cudaEventSynchronize(e1));
     float t;
     CK(cudaEventElapsedTime(&t, e0, e1));

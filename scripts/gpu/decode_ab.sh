@@ -3,7 +3,10 @@
 # tool's `run`, `.deps` carried): builds kimi and the tests, runs the tests of the ops and the model on the GPU that
 # the change touches (TESTS=0: none), then `kimi bench --random` decode rows on the Kimi-Linear slice, the full
 # Kimi-Linear-48B-A3B and the K3 real-width slice (named config k3-slice), alternating KIMI_CUDA_PDL=1 / 0 so both see the same clocks.
-#   [TESTS=0] [BATCHES=1,32,128] [MODELS="slice full k3"] bash scripts/gpu/decode_ab.sh   ->  $OUT/decode_ab.txt
+# AB_VAR / AB_VALUES alternate another switch instead (AB_VAR=KIMI_CUDA_GEMV AB_VALUES="mma ffma": the tensor-core
+# GEMV against the FFMA GEMV + cuBLAS, src/cuda/linear/linear.cu).
+#   [TESTS=0] [BATCHES=1,32,128] [MODELS="slice full k3"] [AB_VAR=.. AB_VALUES=".."] bash scripts/gpu/decode_ab.sh
+#   ->  $OUT/decode_ab.txt
 set -uo pipefail
 OUT=${OUT:-/tmp/kimi-gpu-out}
 mkdir -p "$OUT"
@@ -22,9 +25,9 @@ fi
 declare -A cfg=([slice]=configs/kimi-linear-48b-slice.json [full]=configs/kimi-linear-48b-a3b.json
                 [k3]=k3-slice)
 for m in ${MODELS:-slice full k3}; do
-  for pdl in 1 0; do
-    echo "== $m KIMI_CUDA_PDL=$pdl" | tee -a "$OUT/decode_ab.txt"
-    KIMI_CUDA_PDL=$pdl timeout 200 ./build/cuda/kimi bench --random "${cfg[$m]}" --device cuda -p 0 -n 16 \
+  for v in ${AB_VALUES:-1 0}; do
+    echo "== $m ${AB_VAR:-KIMI_CUDA_PDL}=$v" | tee -a "$OUT/decode_ab.txt"
+    env "${AB_VAR:-KIMI_CUDA_PDL}=$v" timeout 200 ./build/cuda/kimi bench --random "${cfg[$m]}" --device cuda -p 0 -n 16 \
       -b "${BATCHES:-1,32,128}" --context 512 -r 3 --warmup 1 2>&1 | grep -E "tg16|error" | tee -a "$OUT/decode_ab.txt"
   done
 done

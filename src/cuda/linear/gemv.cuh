@@ -1,4 +1,5 @@
-// src/cuda/linear/gemv.cuh: the small-M projection y[m, n] (=|+=) sum_k x[m, k] W[n, k], M <= 16 (decode).
+// src/cuda/linear/gemv.cuh: the small-M projection y[m, n] (=|+=) sum_k x[m, k] W[n, k], M <= 16 (decode), on
+// FFMA; bf16 x with dense bf16 W (aligned, k % 8 == 0) takes the tensor-core gemv_mma.cuh instead.
 //
 // Memory-bound: the kernel streams every weight byte from HBM exactly once, converting in registers
 // (bf16/f16 -> f32, MXFP4 codes * E8M0 scale -> f32: the CPU decoder's values), and multiplies each
@@ -9,11 +10,11 @@
 // group of ks warps (ks in {1, 2, 4}: GemvArgs::ks) owns NR consecutive weight rows (rows past n are clamped for
 // loads and never written) and splits K: lane l of warp j takes chunks 32 j + l, + 32 ks, ... (a chunk = 8 dense
 // weights = 16 or 32 bytes, or 16 MXFP4 codes = 8 bytes + their scale
-// byte), U chunks per row at a time with all U * NR loads issued before any arithmetic, so a lane keeps U * NR loads
-// in flight (the bandwidth comes from loads in flight, not from threads). Each lane keeps acc[NR][MT] (MT >= m, a
+// byte), U chunks per row in flight in a ring (consuming a chunk requests the one U rounds later), so a lane keeps
+// about U * NR loads in flight at all times (the bandwidth comes from loads in flight, not from threads). Each lane keeps acc[NR][MT] (MT >= m, a
 // power of two); a warp shuffle reduction, then (ks > 1) the group's warps summed through shared memory. ks > 1
 // gives small-n weights (an expert's 1024 rows) enough warps to keep HBM busy; NR > 1 reuses each x load.
-// Launched with programmatic_launch (pdl.cuh): the first round of weight loads is issued before pdl_wait(), so a
+// Launched with programmatic_launch (pdl.cuh): the ring's first weight loads are issued before pdl_wait(), so a
 // projection starts streaming its weights while the kernel before it finishes.
 // Alignment: the vector path needs 16-byte aligned dense weight rows (8-byte for MXFP4 packed rows) and 16-byte
 // aligned x rows; `vec` = 0 runs the same math with scalar loads.
@@ -161,18 +162,21 @@ __global__ void __launch_bounds__(kGemvThreads) gemv_kernel(const __grid_constan
   constexpr int C = WF::kChunk;
   const int64_t kv = live && a.vec ? (a.k / C) * C : 0;  // columns covered by whole chunks
   const int64_t step = int64_t(32) * ks * C;            // between a lane's consecutive chunks
-  bool waited = false;  // pdl_wait() once the first round's weight loads are in flight (pdl.cuh)
-  for (int64_t c0 = (int64_t(part_k) * 32 + lane) * C; c0 < kv; c0 += step * U) {
-    typename WF::Raw raw[U][NR];
+  // The ring: slot u holds the chunk this lane consumes u rounds ahead; consuming a slot refills it at once, so U
+  // chunks per row stay in flight without a gap between rounds. The weights of the first U chunks are requested
+  // before pdl_wait() (pdl.cuh).
+  const int64_t c_first = (int64_t(part_k) * 32 + lane) * C;
+  typename WF::Raw raw[U][NR];
 #pragma unroll
-    for (int u = 0; u < U; ++u) {  // every load of the round first
-      const int64_t c = c0 + u * step;
-      if (c < kv) {
+  for (int u = 0; u < U; ++u) {
+    const int64_t c = c_first + u * step;
+    if (c < kv) {
 #pragma unroll
-        for (int r = 0; r < NR; ++r) WF::load(a, rows[r], c, raw[u][r]);
-      }
+      for (int r = 0; r < NR; ++r) WF::load(a, rows[r], c, raw[u][r]);
     }
-    if (!waited) pdl_wait(), waited = true;  // x (and y) come from earlier kernels
+  }
+  pdl_wait();  // x (and y) come from earlier kernels
+  for (int64_t c0 = c_first; c0 < kv; c0 += step * U) {
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       const int64_t c = c0 + u * step;
@@ -193,9 +197,12 @@ __global__ void __launch_bounds__(kGemvThreads) gemv_kernel(const __grid_constan
             for (int j = 0; j < 8; ++j) acc[r][i] = fmaf(wv[r][j], xv[j], acc[r][i]);
         }
       }
+      if (c + U * step < kv) {
+#pragma unroll
+        for (int r = 0; r < NR; ++r) WF::load(a, rows[r], c + U * step, raw[u][r]);
+      }
     }
   }
-  if (!waited) pdl_wait();
   const int64_t k_end = live ? a.k : 0;
   for (int64_t c = kv + part_k * 32 + lane; c < k_end; c += 32 * ks) {  // tail / unaligned: scalar
     float wv[NR];

@@ -1,9 +1,10 @@
 // Launchers of src/cuda/linear/linear.h: y = x W^T (+ beta y), MXFP4 dequantize / quantize.
 //
 // linear, per M (docs/ops/linear.md has the reasoning and the measurements):
-//   M <= 16 (decode): gemv_kernel streams the weights once (dense f32/bf16/f16 or MXFP4 decoded in
-//     registers) against f32 or bf16 x read as they are (other dtypes and unaligned rows are first converted to an
-//     aligned f32 scratch copy); except bf16 x with dense bf16 W at M > 4, which takes the one cuBLAS GEMM below.
+//   M <= 16 (decode): the weights stream once. bf16 x with dense bf16 W, 16-byte aligned rows and k % 8 == 0:
+//     gemv_mma_kernel (tensor cores, gemv_mma.cuh); otherwise gemv_kernel (dense f32/bf16/f16 or MXFP4 decoded in
+//     registers, FFMA) against f32 or bf16 x read as they are (other dtypes and unaligned rows are first converted to
+//     an aligned f32 scratch copy), except bf16 x with dense bf16 W at M > 4, which takes the one cuBLAS GEMM below.
 //   M > 16 (and the exception above): cuBLAS (src/cuda/blas.h) on an operand dtype chosen so that the result is as
 //     accurate as fp32:
 //     W f32                -> SGEMM (fp32, no TF32); x converted to f32 when needed;
@@ -17,6 +18,8 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
+#include <cstring>
 #include <optional>
 #include <span>
 #include <string>
@@ -30,6 +33,7 @@
 #include "cuda/grid.cuh"
 #include "cuda/linear/convert.cuh"
 #include "cuda/linear/gemv.cuh"
+#include "cuda/linear/gemv_mma.cuh"
 #include "cuda/linear/linear.h"
 #include "cuda/linear/mxfp4.cuh"
 #include "cuda/scratch.cuh"
@@ -99,11 +103,57 @@ void gemv_for_x(std::span<const GemvArgs> jobs, bool x_bf16, cudaStream_t s) {
   return gemv_for_m<WF, float>(jobs, s);
 }
 
-// What selects gemv_kernel's template besides M: the weight format and whether x is read as bf16.
+// Tensor-core GEMV (gemv_mma.cuh): MB token blocks of 8, U steps of 32 columns in flight per lane (a 128-register
+// budget: a step holds 8 registers of weights and 4 MB of x). Warps per row tile ks: doubled while the launch has
+// fewer than kGemvMmaTargetWarps warps for the job (about one 8-warp CTA per SM of an H200's 132, leaving room for
+// the next kernel's CTA to start under PDL) and each warp keeps >= 4 steps.
+constexpr int64_t kGemvMmaTargetWarps = 1024;
+
+template <int MB>
+void launch_gemv_mma(std::span<const GemvArgs> jobs, cudaStream_t s) {
+  constexpr int U = MB == 1 ? 6 : 4;
+  GemvBatch b{};
+  b.count = int(jobs.size());
+  int64_t blocks = 0;
+  for (size_t j = 0; j < jobs.size(); ++j) {  // each job's layout is the one a launch of its own would get
+    GemvArgs a = jobs[j];
+    const int64_t tiles = (a.n + kGemvMmaRows - 1) / kGemvMmaRows, steps = (a.k + kGemvMmaStep - 1) / kGemvMmaStep;
+    a.ks = 1;
+    while (a.ks < kGemvMmaWarps && tiles * a.ks < kGemvMmaTargetWarps && steps >= int64_t(8) * a.ks) a.ks *= 2;
+    blocks += grid_1d(tiles, kGemvMmaWarps / a.ks, "linear");
+    b.job[j] = a;
+    b.block_end[j] = blocks;
+  }
+  if (blocks > int64_t(0x7fffffff)) throw Error("cuda linear: grid too large (" + std::to_string(blocks) + " blocks)");
+  programmatic_launch(gemv_mma_kernel<MB, U>, dim3(unsigned(blocks)), dim3(kGemvMmaThreads), 0, s, b);
+  KIMI_CUDA_CHECK(cudaGetLastError());
+}
+
+// Whether the tensor-core GEMV is allowed (KIMI_CUDA_GEMV=ffma in the environment: no, for A/B measurement against
+// the FFMA GEMV and cuBLAS; read once).
+bool gemv_mma_enabled() {
+  static const bool on = [] {
+    const char* e = std::getenv("KIMI_CUDA_GEMV");
+    return !(e && std::strcmp(e, "ffma") == 0);
+  }();
+  return on;
+}
+
+// Whether gemv_mma_kernel can run x W^T: bf16 x and dense bf16 W with 16-byte aligned rows, k % 8 == 0.
+bool mma_fits(const TensorView& x, const Weight& w) {
+  if (x.dtype != DType::bf16 || w.is_mxfp4() || w.w.dtype != DType::bf16 || !gemv_mma_enabled()) return false;
+  const int64_t m = x.size(0), n = w.out_features(), k = w.in_features();
+  return k % 8 == 0 && aligned(x.data, 16) && (m == 1 || row_stride(x, k) % 8 == 0) && aligned(w.w.data, 16) &&
+         (n == 1 || row_stride(w.w, k) % 8 == 0);
+}
+
+// What selects the GEMV kernel and its template besides M: the weight format, whether x is read as bf16, and
+// whether the tensor-core kernel runs it.
 struct GemvKey {
   DType w;  // the dense dtype, or u8 for MXFP4
   bool x_bf16;
   int m;
+  bool mma;
   bool operator==(const GemvKey&) const = default;
 };
 
@@ -134,7 +184,7 @@ GemvArgs gemv_job(TensorView x, const Weight& w, TensorView y, float beta, std::
   a.ty = elem_type(y.dtype);
   a.ldy = row_stride(y, n);
   a.beta = beta;
-  key = GemvKey{w.is_mxfp4() ? DType::u8 : w.w.dtype, x_bf16, int(m)};
+  key = GemvKey{w.is_mxfp4() ? DType::u8 : w.w.dtype, x_bf16, int(m), mma_fits(x, w)};
   if (w.is_mxfp4()) {
     a.ldw = row_stride(w.w, k / 2);
     a.scale = static_cast<const uint8_t*>(w.scale.data);
@@ -150,6 +200,7 @@ GemvArgs gemv_job(TensorView x, const Weight& w, TensorView y, float beta, std::
 
 // One launch for jobs that share a key.
 void launch_gemv_jobs(std::span<const GemvArgs> jobs, const GemvKey& key, cudaStream_t s) {
+  if (key.mma) return key.m <= 8 ? launch_gemv_mma<1>(jobs, s) : launch_gemv_mma<2>(jobs, s);
   switch (key.w) {
     case DType::u8: return gemv_for_x<Mxfp4W>(jobs, key.x_bf16, s);
     case DType::f32: return gemv_for_x<DenseW<float>>(jobs, key.x_bf16, s);
@@ -159,13 +210,13 @@ void launch_gemv_jobs(std::span<const GemvArgs> jobs, const GemvKey& key, cudaSt
   }
 }
 
-// Whether linear streams this projection through the GEMV: M <= 16, except bf16 x with dense bf16 W at M > 4,
-// where one cuBLAS tensor-core GEMM reads the weights faster than the FFMA GEMV (M = 8: 1.5-2.4x,
-// docs/gpu/2026-12-02-h200-gemv.txt).
+// Whether linear streams this projection through a GEMV: M <= 16, except bf16 x with dense bf16 W at M > 4 that
+// the tensor-core GEMV cannot take (unaligned rows, k % 8 != 0), where one cuBLAS tensor-core GEMM reads the
+// weights faster than the FFMA GEMV (M = 8: 1.5-2.4x, docs/gpu/2026-12-02-h200-gemv.txt).
 bool takes_gemv(const TensorView& x, const Weight& w) {
   const int64_t m = x.size(0);
   const bool one_bf16_gemm = x.dtype == DType::bf16 && w.w.dtype == DType::bf16 && !w.is_mxfp4();
-  return m <= kGemvMaxM && (m <= 4 || !one_bf16_gemm);
+  return m <= kGemvMaxM && (m <= 4 || !one_bf16_gemm || mma_fits(x, w));
 }
 
 void linear_gemv(TensorView x, const Weight& w, TensorView y, float beta, cudaStream_t s) {

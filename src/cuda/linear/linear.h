@@ -11,7 +11,8 @@
 
 namespace kimi::cuda {
 
-// y = x W^T (+ y when beta = 1). M <= 16: the streaming GEMV kernel (gemv.cuh); larger M: cuBLAS.
+// y = x W^T (+ y when beta = 1). M <= 16: a streaming GEMV kernel (gemv_mma.cuh for bf16 x and W, else gemv.cuh);
+// larger M: cuBLAS.
 void linear(TensorView x, const Weight& w, TensorView y, float beta, const Context& ctx);
 // The jobs that take the GEMV (as linear decides) grouped by M, weight format and x dtype, one launch per group of
 // up to kGemvMaxJobs (gemv.cuh GemvBatch); the others through linear, one by one.
@@ -25,7 +26,7 @@ void mxfp4_quant(TensorView w, TensorView packed, TensorView scale, const Contex
 void convert_rows(const void* src, DType ts, int64_t lds, void* dst, DType td, int64_t ldd, int64_t rows, int64_t cols,
                   const Context& ctx, float beta = 0.f);
 
-// Rows of M at or below which linear uses the GEMV kernel (bf16 x with dense bf16 W: at or below 4; linear.cu).
+// Rows of M at or below which linear uses a GEMV kernel (linear.cu has the exceptions).
 inline constexpr int64_t kGemvMaxM = 16;
 
 }  // namespace kimi::cuda

@@ -132,6 +132,10 @@ void add_linear_cases(CaseList& list, Scale scale) {
         {16, 37, 100, 1, false, 1.f}, {9, 70, 256, 0, true, 0.f},   {64, 45, 96, 2, false, 1.f},
         {70, 33, 64, 0, true, 1.f},   {65, 130, 160, 3, true, 0.f},
         {3, 45, 96, 0, false, 1.f, true}, {17, 45, 96, 1, false, 0.f, true}, {64, 33, 200, 0, false, 1.f, true},
+        // bf16: the CUDA tensor-core GEMV (K % 8 == 0, 16-byte aligned rows): 16-row tile tails, K tails inside a
+        // 32-column step, one or two 8-token blocks, padded rows, beta 1
+        {8, 45, 264, 8, false, 1.f},  {16, 130, 512, 0, false, 0.f}, {9, 17, 40, 0, false, 0.f},
+        {2, 1, 32, 0, false, 1.f},    {12, 300, 96, 16, false, 0.f}, {1, 33, 2056, 8, false, 1.f},
     };
   } else {  // Kimi-Linear (d = 2304): q/k/v-like projections, MLP halves, an expert; decode and prefill
     shapes = {
