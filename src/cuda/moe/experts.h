@@ -93,6 +93,18 @@ GroupedGemmKernel grouped_gemm_kernel(std::span<const MlpWeights> experts, const
 void experts_wgmma(const void* zg, int64_t dl, std::span<const MlpWeights> experts, const ExpertLayout& layout,
                    const ExpertRows& rows, const GluParams& act, float* ye, cudaStream_t s);
 
+// Whether glu_wgmma takes the gate and up projections of `w` for x (options.h MlpGluPath; the automatic rule): x
+// bf16 with rows a multiple of 8 elements apart and 16-byte aligned, gate and up dense bf16 (or both MXFP4) with
+// wgmma_ok's widths and alignment, and (automatic) enough tiles to fill the device: ceil(M / 128) * ceil(I / 128)
+// >= the SM count (below it cuBLAS's smaller tiles and split-K keep the SMs busy; decode's M <= 8 never fills).
+// A forced `fused` where the format does not apply throws kimi::Error naming the reason.
+bool glu_wgmma_applies(const TensorView& x, const MlpWeights& w);
+
+// h bf16 [M, I] (rows I apart) = bf16(glu(x W1^T, x W3^T)) for x bf16 [M, k]: the dense / shared MLP's gate, up and
+// GLU in ONE launch of the grouped GEMM (one group of M rows; a one-thread launch writes its offsets first: no host
+// sync, capturable), instead of two f32 GEMM outputs and a GLU pass over them.
+void glu_wgmma(const TensorView& x, const MlpWeights& w, const GluParams& act, void* h, cudaStream_t s);
+
 // The same result through cuBLAS: zg [T*K, dl] (dtype op: bf16 or f32, grouped order) -> ye (the GLU output is
 // rounded to op too). Copies the offsets to the host (a stream sync).
 void experts_gemm(const void* zg, DType op, int64_t dl, std::span<const MlpWeights> experts, const ExpertRows& rows,

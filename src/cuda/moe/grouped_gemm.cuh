@@ -122,6 +122,15 @@ static __global__ void __launch_bounds__(kScanThreads) mtile_offsets_kernel(cons
   if (i == kScanThreads - 1) tile_off[e_count] = part[i];
 }
 
+// The tables of ONE group of m rows (a dense MLP through the grouped kernels): offsets {0, m}, tile_off {0,
+// ceil(m / kBM)}; launch with one thread.
+static __global__ void one_group_kernel(int32_t m, int32_t* __restrict__ offsets, int32_t* __restrict__ tile_off) {
+  offsets[0] = 0;
+  offsets[1] = m;
+  tile_off[0] = 0;
+  tile_off[1] = (m + kBM - 1) / kBM;
+}
+
 // 16 bytes global -> shared by cp.async (L2 only); where !valid nothing is read and 16 zero bytes are written.
 __device__ __forceinline__ void cp_async16(void* dst, const void* src, bool valid) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_u32(dst)), "l"(src), "r"(valid ? 16 : 0)
