@@ -11,7 +11,7 @@
 //     automatic choice is the warp-specialized kernel exactly where it applies, and forcing it elsewhere throws;
 //     the shared MLP through the fused GLU (glu_wgmma) where forced;
 //   - experts_wgmma itself on hand-made expert row counts, each kernel against an fp64 reference and the two
-//     bit-identical;
+//     bit-identical, with ye f32 and bf16 (bf16 ye exactly the rounding of the f32 ye);
 //   - cuda::mlp's fused GLU (glu_wgmma) against an fp64 reference, both kernels, and its automatic rule;
 //   - the path recorded into a CUDA graph on a non-default stream (any host synchronisation or host table would
 //     fail the capture) replays bit-identically to eager runs, on the captured input and on a new one.
@@ -25,6 +25,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <numeric>
 #include <random>
 #include <string>
@@ -406,23 +407,37 @@ TEST(CudaMoeGrouped, KernelsAgreeOnHandMadeRowCounts) {
   ASSERT_TRUE(layout.stacked);
   const cuda::ExpertRows er{static_cast<const int32_t*>(offd.view().data), nullptr, rows, rows};
   const GluParams act;
-  const auto run = [&](cuda::GroupedGemmKernel kernel) {
-    const Tensor ye(DType::f32, {rows, d}, dev);
+  const auto run = [&](cuda::GroupedGemmKernel kernel, DType yt) {
+    const Tensor ye(yt, {rows, d}, dev);
     cuda::ExpertPathRecord rec;
     const cuda::ScopedExpertPathOptions o(cuda::ExpertPathOptions{.grouped_gemm = kernel, .record = &rec});
-    cuda::experts_wgmma(zg.view().data, d, experts, layout, er, act, static_cast<float*>(ye.view().data), nullptr);
+    cuda::experts_wgmma(zg.view().data, d, experts, layout, er, act, ye.view().data, yt, nullptr);
     synchronize(dev);
     EXPECT_EQ(rec.wgmma_warp_specialized, kernel == cuda::GroupedGemmKernel::warp_specialized ? 1 : 0);
     const std::vector<float> got = to_host_f32(ye);
     for (const float v : got) EXPECT_TRUE(std::isfinite(v));
     const double err = rel_rms(got, ref);
     EXPECT_LE(err, kBar);
-    std::printf("  hand-made row counts (%s kernel): relative RMS %.3g against fp64\n",
-                kernel == cuda::GroupedGemmKernel::warp_specialized ? "warp-specialized" : "cp.async", err);
+    std::printf("  hand-made row counts (%s kernel, ye %s): relative RMS %.3g against fp64\n",
+                kernel == cuda::GroupedGemmKernel::warp_specialized ? "warp-specialized" : "cp.async",
+                std::string(dtype_name(yt)).c_str(), err);
     return bytes_of(ye);
   };
-  const std::vector<uint8_t> cp_async = run(cuda::GroupedGemmKernel::cp_async);
-  EXPECT_EQ(run(cuda::GroupedGemmKernel::warp_specialized), cp_async) << "the two kernels differ";
+  const std::vector<uint8_t> cp_async = run(cuda::GroupedGemmKernel::cp_async, DType::f32);
+  EXPECT_EQ(run(cuda::GroupedGemmKernel::warp_specialized, DType::f32), cp_async) << "the two kernels differ";
+  // bf16 ye: each element the one rounding of the same fp32 sum (round to nearest even), bit for bit
+  std::vector<uint8_t> want(cp_async.size() / 2);
+  for (size_t i = 0; i < want.size() / 2; ++i) {
+    float v;
+    std::memcpy(&v, cp_async.data() + 4 * i, 4);
+    const uint16_t b = f32_to_bf16(v);
+    std::memcpy(want.data() + 2 * i, &b, 2);
+  }
+  for (const auto kernel : {cuda::GroupedGemmKernel::cp_async, cuda::GroupedGemmKernel::warp_specialized})
+    EXPECT_EQ(run(kernel, DType::bf16), want) << "bf16 ye is not bf16 of the f32 ye";
+  const Tensor bad(DType::f16, {rows, d}, dev);
+  EXPECT_THROW(cuda::experts_wgmma(zg.view().data, d, experts, layout, er, act, bad.view().data, DType::f16, nullptr),
+               Error);
 }
 
 // cuda::mlp's fused GLU (glu_wgmma: gate, up and the GLU in one grouped-GEMM launch, options.h MlpGluPath) through

@@ -231,7 +231,7 @@ std::array<double, 5> experts_alone(const LayerShape& s, const Layer& L, int64_t
     const kimi::cuda::ScopedExpertPathOptions scope(kimi::cuda::ExpertPathOptions{.grouped_gemm = kernel});
     return graph_ms(
         [&] {
-          kimi::cuda::experts_wgmma(zg.p, dl, L.w.experts, layout, rows, act_p, static_cast<float*>(ye.p), st);
+          kimi::cuda::experts_wgmma(zg.p, dl, L.w.experts, layout, rows, act_p, ye.p, kimi::DType::f32, st);
         },
         st);
   };
@@ -408,11 +408,11 @@ void run_experts(const LayerShape& s, const Layer& L, int64_t t, std::mt19937& r
   const kimi::cuda::ExpertLayout layout = kimi::cuda::expert_layout(L.w.experts);
   const double flops = 2.0 * double(slots) * 3.0 * double(s.inter) * double(dl);
   const auto tflops = [&](double ms) { return flops / (ms * 1e-3) / 1e12; };
-  // experts_wgmma with one grouped GEMM kernel forced (options.h GroupedGemmKernel)
+  // experts_wgmma with one grouped GEMM kernel forced (options.h GroupedGemmKernel), ye bf16 as latent_moe writes it
   const auto wgmma_ms = [&](kimi::cuda::GroupedGemmKernel kernel) {
     const kimi::cuda::ScopedExpertPathOptions scope(kimi::cuda::ExpertPathOptions{.grouped_gemm = kernel});
     return kimi::bench::median_ms(
-        [&] { kimi::cuda::experts_wgmma(zg->p, dl, L.w.experts, layout, rows, act, static_cast<float*>(ye.p), st); },
+        [&] { kimi::cuda::experts_wgmma(zg->p, dl, L.w.experts, layout, rows, act, ye.p, kimi::DType::bf16, st); },
         3, 20, st);
   };
   const double cp = wgmma_ms(kimi::cuda::GroupedGemmKernel::cp_async);

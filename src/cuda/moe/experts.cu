@@ -499,7 +499,9 @@ void experts_grouped(const float* z, int64_t dl, std::span<const MlpWeights> exp
 }
 
 void experts_wgmma(const void* zg, int64_t dl, std::span<const MlpWeights> experts, const ExpertLayout& layout,
-                   const ExpertRows& rows, const GluParams& act, float* ye, cudaStream_t s) {
+                   const ExpertRows& rows, const GluParams& act, void* ye, DType yt, cudaStream_t s) {
+  if (yt != DType::f32 && yt != DType::bf16)
+    throw Error("experts_wgmma: argument 'yt': expected f32 or bf16, got " + std::string(dtype_name(yt)));
   const int64_t e_count = int64_t(experts.size()), inter = experts[0].gate.out_features();
   const bool ws = grouped_gemm_kernel(experts, layout) == GroupedGemmKernel::warp_specialized;  // throws first
   if (ExpertPathRecord* rec = expert_path_options().record) ++(ws ? rec->wgmma_warp_specialized : rec->wgmma_cp_async);
@@ -542,6 +544,7 @@ void experts_wgmma(const void* zg, int64_t dl, std::span<const MlpWeights> exper
   dn.k = inter;
   dn.y = ye;
   dn.ldy = dl;
+  dn.y_bf16 = yt == DType::bf16 ? 1 : 0;
   if (ws) launch_wgmma_ws<1>(dn, rows.slots, e_count, m_tiles, s);
   else launch_wgmma<1>(dn, experts[0].down, m_tiles, s);
 }

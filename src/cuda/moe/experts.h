@@ -23,6 +23,7 @@
 
 #include "cuda/moe/options.h"
 #include "kimi/context.h"
+#include "kimi/dtype.h"
 #include "kimi/ops/moe.h"
 
 namespace kimi::cuda {
@@ -88,10 +89,11 @@ void experts_touched(const float* z, int64_t dl, std::span<const MlpWeights> exp
 GroupedGemmKernel grouped_gemm_kernel(std::span<const MlpWeights> experts, const ExpertLayout& layout);
 
 // The same result on tensor cores (grouped_gemm.cuh, or grouped_gemm_ws.cuh: grouped_gemm_kernel): zg bf16 [T*K,
-// dl] (grouped order) -> H bf16 [T*K, I] -> ye. For the shapes expert_path sends here; uploads per-call pointer
-// tables when the layout is not stacked.
+// dl] (grouped order) -> H bf16 [T*K, I] -> ye of dtype yt: f32, or bf16 (each element's fp32 sum rounded once:
+// exactly bf16 of the f32 result). For the shapes expert_path sends here; uploads per-call pointer tables when the
+// layout is not stacked.
 void experts_wgmma(const void* zg, int64_t dl, std::span<const MlpWeights> experts, const ExpertLayout& layout,
-                   const ExpertRows& rows, const GluParams& act, float* ye, cudaStream_t s);
+                   const ExpertRows& rows, const GluParams& act, void* ye, DType yt, cudaStream_t s);
 
 // Whether glu_wgmma takes the gate and up projections of `w` for x (options.h MlpGluPath; the automatic rule): x
 // bf16 with rows a multiple of 8 elements apart and 16-byte aligned, gate and up dense bf16 (or both MXFP4) with

@@ -14,12 +14,14 @@
 //   offsets_kernel: offsets[e] = sum_{e' < e} count[e'], offsets[E] = T*K; cursor = offsets[0..E)
 //                   (ONE block: a chunked scan over E, any E)
 //   place_kernel:   row = cursor[ids[i]]++; row_of_slot[i] = row; token_of_row[row] = i / K
-//   combine_kernel: y[t, c] = sum_j w[t*K + j] * ye[row_of_slot[t*K + j], c]  (j ascending, fp32)
+//   combine_kernel: y[t, c] = sum_j w[t*K + j] * ye[row_of_slot[t*K + j], c]  (j ascending, fp32; ye f32 or bf16)
 //                   (+ shared[t, c], the shared expert's f32 output), then (beta 1) y's old value + that sum in f32
 //                   (the residual add), stored as y's dtype
 // Nothing here reads a count on the host: the expert kernels (touched.cuh, grouped.cuh, grouped_gemm.cuh) take
 // offsets (and the active list) on the device.
 #pragma once
+
+#include <cuda_bf16.h>
 
 #include <cstdint>
 
@@ -187,11 +189,13 @@ __global__ void place_kernel(const int32_t* __restrict__ ids, int64_t slots, int
   token_of_row[row] = int32_t(i / k);
 }
 
-// ye [T*K, d] f32 in grouped order; shared, when not null, [T, d] f32 rows d apart (the shared expert's output, weight
+// ye [T*K, d] in grouped order, of type YE (float, or __nv_bfloat16 on the tensor-core path: each product w * ye
+// and the sum in fp32 either way); shared, when not null, [T, d] f32 rows d apart (the shared expert's output, weight
 // 1: the touched path's fused rows ye + T*K * d, or cuda::mlp's output) is added after the routed sum; y is written
 // as dtype code ty (f32 scratch, or the operator's out: the one rounding), rows ldy apart; beta 1 adds y's old
 // value first (y is then not read by anything else in the launch).
-__global__ void combine_kernel(const float* __restrict__ ye, const int32_t* __restrict__ row_of_slot,
+template <class YE>
+__global__ void combine_kernel(const YE* __restrict__ ye, const int32_t* __restrict__ row_of_slot,
                                const float* __restrict__ w, int k, int64_t tokens, int64_t d,
                                const float* __restrict__ shared, void* __restrict__ y, int ty, int64_t ldy,
                                float beta) {
@@ -201,7 +205,7 @@ __global__ void combine_kernel(const float* __restrict__ ye, const int32_t* __re
   if (i >= tokens * d) return;
   const int64_t t = i / d, c = i % d;
   float acc = 0.f;
-  for (int j = 0; j < k; ++j) acc += w[t * k + j] * ye[int64_t(row_of_slot[t * k + j]) * d + c];
+  for (int j = 0; j < k; ++j) acc += w[t * k + j] * float(ye[int64_t(row_of_slot[t * k + j]) * d + c]);
   if (shared) acc += shared[t * d + c];
   if (beta != 0.f) acc = load_f32(y, t * ldy + c, ty) + acc;
   store_f32(y, t * ldy + c, ty, acc);
