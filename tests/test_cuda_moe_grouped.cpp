@@ -75,6 +75,18 @@ std::vector<uint8_t> bytes_of(const Tensor& d) {
   return std::vector<uint8_t>(static_cast<uint8_t*>(h.data()), static_cast<uint8_t*>(h.data()) + h.nbytes());
 }
 
+// A bf16 device tensor's values as f32 (copy() keeps the dtype).
+std::vector<float> bf16_to_host_f32(const Tensor& d) {
+  const std::vector<uint8_t> b = bytes_of(d);
+  std::vector<float> v(b.size() / 2);
+  for (size_t i = 0; i < v.size(); ++i) {
+    uint16_t u;
+    std::memcpy(&u, b.data() + 2 * i, 2);
+    v[i] = bf16_to_f32(u);
+  }
+  return v;
+}
+
 double rel_rms(const std::vector<float>& got, const std::vector<float>& ref) {
   double num = 0, den = 0;
   for (size_t i = 0; i < ref.size(); ++i) {
@@ -414,7 +426,7 @@ TEST(CudaMoeGrouped, KernelsAgreeOnHandMadeRowCounts) {
     cuda::experts_wgmma(zg.view().data, d, experts, layout, er, act, ye.view().data, yt, nullptr);
     synchronize(dev);
     EXPECT_EQ(rec.wgmma_warp_specialized, kernel == cuda::GroupedGemmKernel::warp_specialized ? 1 : 0);
-    const std::vector<float> got = to_host_f32(ye);
+    const std::vector<float> got = yt == DType::bf16 ? bf16_to_host_f32(ye) : to_host_f32(ye);
     for (const float v : got) EXPECT_TRUE(std::isfinite(v));
     const double err = rel_rms(got, ref);
     EXPECT_LE(err, kBar);
