@@ -19,9 +19,9 @@
 //      gemm (prefill otherwise): gather z into zg [T*K, Dl] of the operand dtype (bf16 when x is bf16, else f32:
 //        f32 / f16 x keep exact operands), then experts_gemm (the offsets copied to the host: ONE stream sync)
 //   5. without a latent (Kimi-Linear): ys = Shared(x) (f32 [T, d], cuda::mlp, beta 0), unless the touched launches
-//      ran it (ye rows T*K + t); then ONE combine_kernel writes out = round(sum_j w[t, j] Ye[row of slot (t, j)]
+//      ran it (ye rows T*K + t); then ONE combine launch writes out = round(sum_j w[t, j] Ye[row of slot (t, j)]
 //      + ys[t] (+ out, beta 1)): the only write of out, the residual add inside it.
-//   6. with a latent (K3): y[t] = sum_j w[t, j] Ye[row of slot (t, j)] (combine_kernel, f32 [T, Dl]);
+//   6. with a latent (K3): y[t] = sum_j w[t, j] Ye[row of slot (t, j)] (the combine, f32 [T, Dl]);
 //      RMSNorm_latent (f32)
 //   7. res = y W_lu^T (f32 [T, d]), res += Shared(x) (cuda::mlp, beta 1); out = round(res (+ out, beta 1))
 // The touched path without a latent (Kimi-Linear) at T <= kTouchedMaxSharedTokens: the shared expert runs inside
@@ -30,7 +30,7 @@
 // down, combine: 5 launches in all (the grouped path: 17).
 // NOTE: ye bf16 on the wgmma path. The combine reads ye once per (t, j): at the slice's 8192-token prefill that
 // read is 604 MB per layer in f32 (T*K = 65536 rows of 2304) plus the down GEMM's write of the same; bf16 halves
-// both (-604 MB per layer). Each ye element is its fp32 sum rounded once (relative error <= 2^-9, the size of
+// both (-604 MB per layer), and combine_bf16_kernel reads it in 16-byte pieces (8 columns per thread). Each ye element is its fp32 sum rounded once (relative error <= 2^-9, the size of
 // the rounding of H before it); the weighted sum over K stays fp32 and rounds once into out.
 // z, h, ye (but the wgmma path's), y and res are f32 (the prefill path's operands follow x's dtype, above); out is
 // written once at the end, so it may alias x (beta 0). beta 1 adds out's old value in f32 in that same final write
@@ -221,13 +221,16 @@ void latent_moe(TensorView x, const LatentMoeWeights& w, const RouterParams& rou
   const int64_t ldo = t_count > 1 ? out.stride(0) : d;
   // y [T, Dl] of dtype code ty, rows ldy apart (=|+=, beta) sum_j w ye[row of slot (t, j)] (+ shared [T, Dl] f32)
   const auto combine = [&](const float* shared, void* y, int ty, int64_t ldy, float b) {
-    const dim3 grid(grid_1d(t_count * dl, kThreads, "latent_moe")), block(kThreads);
-    if (yt == DType::bf16)
-      programmatic_launch(combine_kernel<__nv_bfloat16>, grid, block, 0, s, ye.get<__nv_bfloat16>(),
-                          row_of_slot.get<int32_t>(), wts.get<float>(), int(k), t_count, dl, shared, y, ty, ldy, b);
-    else
-      programmatic_launch(combine_kernel<float>, grid, block, 0, s, ye.get<float>(), row_of_slot.get<int32_t>(),
-                          wts.get<float>(), int(k), t_count, dl, shared, y, ty, ldy, b);
+    const dim3 block(kThreads);
+    if (yt == DType::bf16) {  // the tensor-core path: dl % 8 == 0 (expert_path's wgmma_ok), ye 256-byte aligned
+      programmatic_launch(combine_bf16_kernel, dim3(grid_1d(t_count * (dl / kCombineCols), kThreads, "latent_moe")),
+                          block, 0, s, ye.get<__nv_bfloat16>(), row_of_slot.get<int32_t>(), wts.get<float>(), int(k),
+                          t_count, dl, shared, y, ty, ldy, b);
+    } else {
+      programmatic_launch(combine_kernel, dim3(grid_1d(t_count * dl, kThreads, "latent_moe")), block, 0, s,
+                          ye.get<float>(), row_of_slot.get<int32_t>(), wts.get<float>(), int(k), t_count, dl, shared,
+                          y, ty, ldy, b);
+    }
     KIMI_CUDA_CHECK(cudaGetLastError());
   };
   if (!latent) {
