@@ -547,12 +547,15 @@ TEST(CudaMoeGrouped, MlpFusedGluMatchesFp64) {
   EXPECT_THROW(mlp(xf, w, GluParams{}, yf), Error);
 }
 
-// The tensor-core path recorded into a CUDA graph replays bit-identically to the eager runs.
+// The tensor-core path recorded into a CUDA graph replays bit-identically to the eager runs (also with the shared
+// MLP through the fused GLU: its offsets written by a launch, nothing from the host).
 TEST(CudaMoeGrouped, PrefillPathCapturesInAGraphAndReplaysBitIdentically) {
   SKIP_WITHOUT_GPU();
   for (const Shape& c : {Shape{256, 0, 16, 4, 64, 100, false, false}, Shape{256, 128, 16, 4, 192, 150, true, false},
                          Shape{256, 0, 16, 1, 64, 300, true, true}, Shape{256, 128, 16, 4, 192, 150, true, false, true},
-                         Shape{256, 0, 16, 4, 64, 2, false, false, true}}) {
+                         Shape{256, 0, 16, 4, 64, 2, false, false, true},
+                         Shape{256, 0, 16, 4, 64, 100, false, false, false, false, 192, true},
+                         Shape{256, 128, 16, 4, 192, 150, true, false, false, false, 192, true}}) {
     SCOPED_TRACE(name_of(c));
     std::mt19937_64 rng(uint64_t(31 + c.t));
     const HostLayer h(c, rng);
@@ -565,7 +568,9 @@ TEST(CudaMoeGrouped, PrefillPathCapturesInAGraphAndReplaysBitIdentically) {
     ASSERT_EQ(cudaStreamCreate(&s), cudaSuccess);
     Context ctx;
     ctx.cuda_stream = s;
-    const cuda::ScopedExpertPathOptions tc(cuda::ExpertPathOptions{.decode = cuda::DecodeExpertPath::tensor_cores});
+    const cuda::ScopedExpertPathOptions tc(cuda::ExpertPathOptions{
+        .decode = cuda::DecodeExpertPath::tensor_cores,
+        .mlp_glu = c.fused_glu ? cuda::MlpGluPath::fused : cuda::MlpGluPath::automatic});
     const auto run = [&] { latent_moe(x, gpu.w, router, act_of(c), 1e-5f, out, {}, {}, 0.f, ctx); };
     copy(x, x1);
     run();
