@@ -358,8 +358,8 @@ struct RefShape {
 // the one-expert shapes). The bf16-expert shapes without a latent fuse the
 // shared expert (the experts' width) into the touched path's launches at T <= 8: ceil(T / MT) grid rows of it.
 // On the touched path (E <= 256 here) the grouping launch routes: ids and weights equal moe_router's on the
-// router GEMV's logits bit for bit. With f32 out, beta 1 (the residual add: in the combine on the direct touched path, in the final convert on the
-// others) gives exactly old + the beta-0 output, element by element in f32.
+// router GEMV's logits bit for bit. With f32 out, beta 1 (the residual add: in the combine without a latent, in the
+// final convert with one) gives exactly old + the beta-0 output, element by element in f32.
 TEST(CudaMoe, BothDecodePathsMatchTheCpuReferenceAndReplayBitIdentically) {
   SKIP_WITHOUT_GPU();
   const int64_t d = 256;

@@ -9,8 +9,10 @@
 //     not multiples of the tiles; separately allocated experts; many tiles per CTA of the persistent kernel; the
 //     routing (ids) equals the CPU's exactly; the two kernels' outputs are bit-identical where both apply, the
 //     automatic choice is the warp-specialized kernel exactly where it applies, and forcing it elsewhere throws;
+//     the shared MLP through the fused GLU (glu_wgmma) where forced;
 //   - experts_wgmma itself on hand-made expert row counts, each kernel against an fp64 reference and the two
-//     bit-identical;
+//     bit-identical, with ye f32 and bf16 (bf16 ye exactly the rounding of the f32 ye);
+//   - cuda::mlp's fused GLU (glu_wgmma) against an fp64 reference, both kernels, and its automatic rule;
 //   - the path recorded into a CUDA graph on a non-default stream (any host synchronisation or host table would
 //     fail the capture) replays bit-identically to eager runs, on the captured input and on a new one.
 // Routing is made exact in any precision: the router is the identity on x's first E columns (W_r[e, e] = 1, else
@@ -23,6 +25,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <numeric>
 #include <random>
 #include <string>
@@ -72,6 +75,18 @@ std::vector<uint8_t> bytes_of(const Tensor& d) {
   return std::vector<uint8_t>(static_cast<uint8_t*>(h.data()), static_cast<uint8_t*>(h.data()) + h.nbytes());
 }
 
+// A bf16 device tensor's values as f32 (copy() keeps the dtype).
+std::vector<float> bf16_to_host_f32(const Tensor& d) {
+  const std::vector<uint8_t> b = bytes_of(d);
+  std::vector<float> v(b.size() / 2);
+  for (size_t i = 0; i < v.size(); ++i) {
+    uint16_t u;
+    std::memcpy(&u, b.data() + 2 * i, 2);
+    v[i] = bf16_to_f32(u);
+  }
+  return v;
+}
+
 double rel_rms(const std::vector<float>& got, const std::vector<float>& ref) {
   double num = 0, den = 0;
   for (size_t i = 0; i < ref.size(); ++i) {
@@ -88,13 +103,16 @@ struct Shape {
   bool one_expert;      // every token on expert 3 (K = 1); else ragged (below)
   bool mxfp4 = false;   // routed experts in MXFP4 (random codes, scales 2^-9 .. 2^-5) instead of bf16
   bool separate = false;  // every expert projection in its own allocation (not stacked: per-call pointer tables)
+  int64_t shared_inter = 64;  // the shared MLP's width
+  bool fused_glu = false;     // the shared MLP's GLU forced through glu_wgmma (options.h MlpGluPath::fused)
 };
 
 std::string name_of(const Shape& c) {
   return "d=" + std::to_string(c.d) + " latent=" + std::to_string(c.latent) + " E=" + std::to_string(c.e) +
          " K=" + std::to_string(c.k) + " I=" + std::to_string(c.inter) + " T=" + std::to_string(c.t) +
          (c.situ ? " situ" : " silu") + (c.one_expert ? " one-expert" : " ragged") + (c.mxfp4 ? " mxfp4" : " bf16-w") +
-         (c.separate ? " separate" : "");
+         (c.separate ? " separate" : "") + " shared I=" + std::to_string(c.shared_inter) +
+         (c.fused_glu ? " fused-glu" : "");
 }
 
 // The layer's weights on the host (bf16): the identity router, optional latent projections and norm, a shared
@@ -115,9 +133,9 @@ struct HostLayer {
       latent_up = dense(c.d, dl);
       latent_norm = host_bf16({dl}, rng, 0.5, 1.5);
     }
-    shared[0] = dense(64, c.d);
-    shared[1] = dense(64, c.d);
-    shared[2] = dense(c.d, 64);
+    shared[0] = dense(c.shared_inter, c.d);
+    shared[1] = dense(c.shared_inter, c.d);
+    shared[2] = dense(c.d, c.shared_inter);
     for (int p = 0; p < 3; ++p) {
       const int64_t out = p < 2 ? c.inter : dl, in = p < 2 ? dl : c.inter;
       if (c.mxfp4) {
@@ -247,11 +265,15 @@ void check_against_cpu(const Shape& c) {
     cuda::ExpertPathRecord rec;
     {
       const cuda::ScopedExpertPathOptions tc(cuda::ExpertPathOptions{
-          .decode = cuda::DecodeExpertPath::tensor_cores, .grouped_gemm = kernel, .record = &rec});
+          .decode = cuda::DecodeExpertPath::tensor_cores,
+          .grouped_gemm = kernel,
+          .mlp_glu = c.fused_glu ? cuda::MlpGluPath::fused : cuda::MlpGluPath::automatic,
+          .record = &rec});
       latent_moe(xg, gpu.w, router, act_of(c), 1e-5f, out_g, ids_g, w_g);
     }
     synchronize(dev);
     EXPECT_EQ(rec.wgmma, 1) << "the tensor-core path ran";
+    EXPECT_EQ(rec.mlp_fused, c.fused_glu ? 1 : 0) << "the shared MLP's GLU path";
     EXPECT_EQ(rec.wgmma_warp_specialized, want_ws ? 1 : 0) << "the warp-specialized kernel ran";
     EXPECT_EQ(rec.wgmma_cp_async, want_ws ? 0 : 1) << "the cp.async kernel ran";
     EXPECT_EQ(bytes_of(ids_g), bytes_of(ids_c)) << "routing differs";
@@ -301,6 +323,18 @@ TEST(CudaMoeGrouped, KimiLinearWidthsMatchTheCpu) {
   check_against_cpu({2304, 0, 32, 8, 1024, 200, false, false});
   check_against_cpu({2304, 0, 32, 8, 1024, 130, true, false});
   check_against_cpu({2304, 0, 64, 8, 1024, 1024, false, false});  // 8192 rows: ~100 M-tiles x 8 or 9 N-tiles
+  // the shared expert at its real width through the fused GLU (2 M-tiles, the second partial)
+  check_against_cpu({2304, 0, 32, 8, 1024, 200, false, false, false, false, 1024, true});
+}
+
+// The shared MLP's GLU through glu_wgmma inside latent_moe at small widths: without and with a latent (SiTU), a
+// partial N tile (I = 192), T not a multiple of the 128-row tile, and beside MXFP4 experts (the shared MLP stays
+// bf16).
+TEST(CudaMoeGrouped, SharedMlpThroughTheFusedGluMatchesTheCpu) {
+  SKIP_WITHOUT_GPU();
+  check_against_cpu({256, 0, 16, 4, 64, 100, false, false, false, false, 192, true});
+  check_against_cpu({256, 128, 16, 4, 192, 150, true, false, false, false, 192, true});
+  check_against_cpu({256, 0, 16, 8, 64, 300, true, false, true, false, 128, true});
 }
 
 TEST(CudaMoeGrouped, K3LatentWidthsMatchTheCpu) {
@@ -385,31 +419,143 @@ TEST(CudaMoeGrouped, KernelsAgreeOnHandMadeRowCounts) {
   ASSERT_TRUE(layout.stacked);
   const cuda::ExpertRows er{static_cast<const int32_t*>(offd.view().data), nullptr, rows, rows};
   const GluParams act;
-  const auto run = [&](cuda::GroupedGemmKernel kernel) {
-    const Tensor ye(DType::f32, {rows, d}, dev);
+  const auto run = [&](cuda::GroupedGemmKernel kernel, DType yt) {
+    const Tensor ye(yt, {rows, d}, dev);
     cuda::ExpertPathRecord rec;
     const cuda::ScopedExpertPathOptions o(cuda::ExpertPathOptions{.grouped_gemm = kernel, .record = &rec});
-    cuda::experts_wgmma(zg.view().data, d, experts, layout, er, act, static_cast<float*>(ye.view().data), nullptr);
+    cuda::experts_wgmma(zg.view().data, d, experts, layout, er, act, ye.view().data, yt, nullptr);
     synchronize(dev);
     EXPECT_EQ(rec.wgmma_warp_specialized, kernel == cuda::GroupedGemmKernel::warp_specialized ? 1 : 0);
-    const std::vector<float> got = to_host_f32(ye);
+    const std::vector<float> got = yt == DType::bf16 ? bf16_to_host_f32(ye) : to_host_f32(ye);
     for (const float v : got) EXPECT_TRUE(std::isfinite(v));
     const double err = rel_rms(got, ref);
     EXPECT_LE(err, kBar);
-    std::printf("  hand-made row counts (%s kernel): relative RMS %.3g against fp64\n",
-                kernel == cuda::GroupedGemmKernel::warp_specialized ? "warp-specialized" : "cp.async", err);
+    std::printf("  hand-made row counts (%s kernel, ye %s): relative RMS %.3g against fp64\n",
+                kernel == cuda::GroupedGemmKernel::warp_specialized ? "warp-specialized" : "cp.async",
+                std::string(dtype_name(yt)).c_str(), err);
     return bytes_of(ye);
   };
-  const std::vector<uint8_t> cp_async = run(cuda::GroupedGemmKernel::cp_async);
-  EXPECT_EQ(run(cuda::GroupedGemmKernel::warp_specialized), cp_async) << "the two kernels differ";
+  const std::vector<uint8_t> cp_async = run(cuda::GroupedGemmKernel::cp_async, DType::f32);
+  EXPECT_EQ(run(cuda::GroupedGemmKernel::warp_specialized, DType::f32), cp_async) << "the two kernels differ";
+  // bf16 ye: each element the one rounding of the same fp32 sum (round to nearest even), bit for bit
+  std::vector<uint8_t> want(cp_async.size() / 2);
+  for (size_t i = 0; i < want.size() / 2; ++i) {
+    float v;
+    std::memcpy(&v, cp_async.data() + 4 * i, 4);
+    const uint16_t b = f32_to_bf16(v);
+    std::memcpy(want.data() + 2 * i, &b, 2);
+  }
+  for (const auto kernel : {cuda::GroupedGemmKernel::cp_async, cuda::GroupedGemmKernel::warp_specialized})
+    EXPECT_EQ(run(kernel, DType::bf16), want) << "bf16 ye is not bf16 of the f32 ye";
+  const Tensor bad(DType::f16, {rows, d}, dev);
+  EXPECT_THROW(cuda::experts_wgmma(zg.view().data, d, experts, layout, er, act, bad.view().data, DType::f16, nullptr),
+               Error);
 }
 
-// The tensor-core path recorded into a CUDA graph replays bit-identically to the eager runs.
+// cuda::mlp's fused GLU (glu_wgmma: gate, up and the GLU in one grouped-GEMM launch, options.h MlpGluPath) through
+// the public operator against an fp64 reference of the same math (h = bf16(act(x W1^T) * x W3^T), y = h W2^T
+// (+ y0 with beta 1)): T not a multiple of the 128-row tile (300, and 1), I = 192 (a partial N tile), d = 320 (a
+// partial k-tile of down), SiLU and SiTU, beta 0 and 1, each grouped GEMM kernel forced (bit-identical to each other,
+// each within kBar); the separate path (cuBLAS + glu_kernel, forced) within kBar too; and the automatic rule: fused
+// exactly when ceil(T / 128) ceil(I / 128) >= the SM count, separate at decode sizes and for f32 x (where a forced
+// fused throws).
+TEST(CudaMoeGrouped, MlpFusedGluMatchesFp64) {
+  SKIP_WITHOUT_GPU();
+  constexpr int64_t d = 320, inter = 192;
+  std::mt19937_64 rng(7);
+  const double aw = std::sqrt(3.0 / double(d)), ad = std::sqrt(3.0 / double(inter));
+  const Tensor w1 = host_bf16({inter, d}, rng, -aw, aw), w3 = host_bf16({inter, d}, rng, -aw, aw),
+               w2 = host_bf16({d, inter}, rng, -ad, ad);
+  const Device dev = Device::cuda(0);
+  const Tensor g1 = to_device(w1, dev), g3 = to_device(w3, dev), g2 = to_device(w2, dev);
+  const MlpWeights w{Weight{g1, {}}, Weight{g3, {}}, Weight{g2, {}}};
+  const auto bf = [](const Tensor& t, int64_t i) { return double(bf16_to_f32(t.data_as<uint16_t>()[i])); };
+  using cuda::MlpGluPath;
+  for (const int64_t t : {int64_t(300), int64_t(1)})
+    for (const bool situ : {false, true})
+      for (const float beta : {0.f, 1.f}) {
+        SCOPED_TRACE("T=" + std::to_string(t) + (situ ? " situ" : " silu") + " beta=" + std::to_string(beta));
+        GluParams act;
+        act.act = situ ? GluAct::situ : GluAct::silu;
+        const Tensor xh = host_bf16({t, d}, rng, -1, 1);
+        Tensor y0(DType::f32, {t, d});
+        for (int64_t i = 0; i < y0.numel(); ++i) y0.data_as<float>()[i] = float(std::sin(double(i)));
+        std::vector<float> ref(size_t(t * d));
+        std::vector<double> h(static_cast<size_t>(inter));
+        for (int64_t r = 0; r < t; ++r) {
+          for (int64_t n = 0; n < inter; ++n) {
+            double g = 0, u = 0;
+            for (int64_t c = 0; c < d; ++c) {
+              g += bf(xh, r * d + c) * bf(w1, n * d + c);
+              u += bf(xh, r * d + c) * bf(w3, n * d + c);
+            }
+            const double sg = 1 / (1 + std::exp(-g));
+            const double v = situ ? double(act.situ_beta) * std::tanh(g / double(act.situ_beta)) * sg *
+                                        double(act.situ_linear_beta) * std::tanh(u / double(act.situ_linear_beta))
+                                  : g * sg * u;
+            h[size_t(n)] = double(bf16_to_f32(f32_to_bf16(float(v))));
+          }
+          for (int64_t n = 0; n < d; ++n) {
+            double y = beta != 0.f ? double(y0.data_as<float>()[r * d + n]) : 0.0;
+            for (int64_t c = 0; c < inter; ++c) y += h[size_t(c)] * bf(w2, n * inter + c);
+            ref[size_t(r * d + n)] = float(y);
+          }
+        }
+        const Tensor x = to_device(xh, dev);
+        const auto run = [&](MlpGluPath path, cuda::GroupedGemmKernel kernel, const char* what) {
+          const Tensor y = to_device(y0, dev);
+          cuda::ExpertPathRecord rec;
+          {
+            const cuda::ScopedExpertPathOptions o(
+                cuda::ExpertPathOptions{.grouped_gemm = kernel, .mlp_glu = path, .record = &rec});
+            mlp(x, w, act, y, beta);
+          }
+          synchronize(dev);
+          EXPECT_EQ(rec.mlp_fused, path == MlpGluPath::fused ? 1 : 0);
+          EXPECT_EQ(rec.mlp_separate, path == MlpGluPath::separate ? 1 : 0);
+          const std::vector<float> got = to_host_f32(y);
+          for (const float v : got) EXPECT_TRUE(std::isfinite(v));
+          const double err = rel_rms(got, ref);
+          EXPECT_LE(err, kBar);
+          std::printf("  mlp T=%lld %s beta=%g (%s): relative RMS %.3g against fp64\n", static_cast<long long>(t),
+                      situ ? "situ" : "silu", double(beta), what, err);
+          return bytes_of(y);
+        };
+        const std::vector<uint8_t> cp = run(MlpGluPath::fused, cuda::GroupedGemmKernel::cp_async, "fused, cp.async");
+        EXPECT_EQ(run(MlpGluPath::fused, cuda::GroupedGemmKernel::warp_specialized, "fused, warp-specialized"), cp)
+            << "the two kernels differ";
+        run(MlpGluPath::separate, cuda::GroupedGemmKernel::automatic, "separate");
+      }
+
+  // The automatic rule: the tile count against the SM count.
+  int sms = 0;
+  ASSERT_EQ(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0), cudaSuccess);
+  const int64_t n_tiles = (inter + 127) / 128, fill = (sms + n_tiles - 1) / n_tiles * 128;  // rows that fill
+  for (const int64_t t : {int64_t(8), fill - 128, fill}) {
+    const Tensor x = to_device(host_bf16({t, d}, rng, -1, 1), dev), y(DType::f32, {t, d}, dev);
+    cuda::ExpertPathRecord rec;
+    {
+      const cuda::ScopedExpertPathOptions o(cuda::ExpertPathOptions{.record = &rec});
+      mlp(x, w, GluParams{}, y);
+    }
+    synchronize(dev);
+    EXPECT_EQ(rec.mlp_fused, t == fill ? 1 : 0) << "T=" << t << " on " << sms << " SMs";
+  }
+  // f32 x: never fused; forcing it throws before any work
+  const Tensor xf(DType::f32, {300, d}, dev), yf(DType::f32, {300, d}, dev);
+  const cuda::ScopedExpertPathOptions o(cuda::ExpertPathOptions{.mlp_glu = MlpGluPath::fused});
+  EXPECT_THROW(mlp(xf, w, GluParams{}, yf), Error);
+}
+
+// The tensor-core path recorded into a CUDA graph replays bit-identically to the eager runs (also with the shared
+// MLP through the fused GLU: its offsets written by a launch, nothing from the host).
 TEST(CudaMoeGrouped, PrefillPathCapturesInAGraphAndReplaysBitIdentically) {
   SKIP_WITHOUT_GPU();
   for (const Shape& c : {Shape{256, 0, 16, 4, 64, 100, false, false}, Shape{256, 128, 16, 4, 192, 150, true, false},
                          Shape{256, 0, 16, 1, 64, 300, true, true}, Shape{256, 128, 16, 4, 192, 150, true, false, true},
-                         Shape{256, 0, 16, 4, 64, 2, false, false, true}}) {
+                         Shape{256, 0, 16, 4, 64, 2, false, false, true},
+                         Shape{256, 0, 16, 4, 64, 100, false, false, false, false, 192, true},
+                         Shape{256, 128, 16, 4, 192, 150, true, false, false, false, 192, true}}) {
     SCOPED_TRACE(name_of(c));
     std::mt19937_64 rng(uint64_t(31 + c.t));
     const HostLayer h(c, rng);
@@ -422,7 +568,9 @@ TEST(CudaMoeGrouped, PrefillPathCapturesInAGraphAndReplaysBitIdentically) {
     ASSERT_EQ(cudaStreamCreate(&s), cudaSuccess);
     Context ctx;
     ctx.cuda_stream = s;
-    const cuda::ScopedExpertPathOptions tc(cuda::ExpertPathOptions{.decode = cuda::DecodeExpertPath::tensor_cores});
+    const cuda::ScopedExpertPathOptions tc(cuda::ExpertPathOptions{
+        .decode = cuda::DecodeExpertPath::tensor_cores,
+        .mlp_glu = c.fused_glu ? cuda::MlpGluPath::fused : cuda::MlpGluPath::automatic});
     const auto run = [&] { latent_moe(x, gpu.w, router, act_of(c), 1e-5f, out, {}, {}, 0.f, ctx); };
     copy(x, x1);
     run();

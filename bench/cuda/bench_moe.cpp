@@ -24,6 +24,8 @@
 // top-k routing, bf16 z) at Kimi-Linear's shapes (T = 2048, 8192) and K3's latent shapes with MXFP4 and with bf16
 // experts (T = 1024, 4096): time, TFLOP/s (both launches and the M-tile scan) and the ratios.
 // `kimi_bench_moe experts` prints these rows only.
+// `kimi_bench_moe mlp` times cuda::mlp alone with each GLU path forced (options.h MlpGluPath) at the Kimi-Linear
+// dense (d 2304, I 9216) and shared (I 1024) and K3 shared (d 7168, I 6144) shapes, T = 512, 2048, 8192.
 // Experts are stacked (one pool per projection, as place_weights builds them), filled on the device by tiling a
 // random block. Decode shapes are timed eagerly and as a replayed CUDA graph (the capture also checks that the
 // path never waits on the host). Prints time, the experts the routing touched, the weight bytes one call must
@@ -229,7 +231,7 @@ std::array<double, 5> experts_alone(const LayerShape& s, const Layer& L, int64_t
     const kimi::cuda::ScopedExpertPathOptions scope(kimi::cuda::ExpertPathOptions{.grouped_gemm = kernel});
     return graph_ms(
         [&] {
-          kimi::cuda::experts_wgmma(zg.p, dl, L.w.experts, layout, rows, act_p, static_cast<float*>(ye.p), st);
+          kimi::cuda::experts_wgmma(zg.p, dl, L.w.experts, layout, rows, act_p, ye.p, kimi::DType::f32, st);
         },
         st);
   };
@@ -406,11 +408,11 @@ void run_experts(const LayerShape& s, const Layer& L, int64_t t, std::mt19937& r
   const kimi::cuda::ExpertLayout layout = kimi::cuda::expert_layout(L.w.experts);
   const double flops = 2.0 * double(slots) * 3.0 * double(s.inter) * double(dl);
   const auto tflops = [&](double ms) { return flops / (ms * 1e-3) / 1e12; };
-  // experts_wgmma with one grouped GEMM kernel forced (options.h GroupedGemmKernel)
+  // experts_wgmma with one grouped GEMM kernel forced (options.h GroupedGemmKernel), ye bf16 as latent_moe writes it
   const auto wgmma_ms = [&](kimi::cuda::GroupedGemmKernel kernel) {
     const kimi::cuda::ScopedExpertPathOptions scope(kimi::cuda::ExpertPathOptions{.grouped_gemm = kernel});
     return kimi::bench::median_ms(
-        [&] { kimi::cuda::experts_wgmma(zg->p, dl, L.w.experts, layout, rows, act, static_cast<float*>(ye.p), st); },
+        [&] { kimi::cuda::experts_wgmma(zg->p, dl, L.w.experts, layout, rows, act, ye.p, kimi::DType::bf16, st); },
         3, 20, st);
   };
   const double cp = wgmma_ms(kimi::cuda::GroupedGemmKernel::cp_async);
@@ -431,6 +433,40 @@ void run_experts(const LayerShape& s, const Layer& L, int64_t t, std::mt19937& r
   CK(cudaStreamDestroy(st));
 }
 
+// cuda::mlp (the dense MLP, latent_moe's shared expert) with each GLU path forced (options.h MlpGluPath: fused,
+// gate + up + GLU in one grouped-GEMM launch; separate, two cuBLAS GEMMs into f32 and glu_kernel), y f32 beta 1 as
+// the model adds into the residual: ms, TFLOP/s (2 T * 3 I * d) and the path the automatic rule takes.
+void run_mlp(const char* name, int64_t d, int64_t inter, int64_t t, std::mt19937& rng) {
+  const kimi::Device dev = kimi::Device::cuda(0);
+  const double ad = 1.7 / std::sqrt(double(d)), ai = 1.7 / std::sqrt(double(inter));
+  const auto w1 = filled(size_t(inter * d * 2), true, -ad, ad, rng);
+  const auto w3 = filled(size_t(inter * d * 2), true, -ad, ad, rng);
+  const auto w2 = filled(size_t(d * inter * 2), true, -ai, ai, rng);
+  const auto x = filled(size_t(t * d * 2), true, -1, 1, rng);
+  DevBuf y(size_t(t * d) * 4, {});
+  CK(cudaMemset(y.p, 0, size_t(t * d) * 4));
+  const kimi::MlpWeights w{kimi::Weight{TensorView(w1->p, DType::bf16, {inter, d}, dev), {}},
+                           kimi::Weight{TensorView(w3->p, DType::bf16, {inter, d}, dev), {}},
+                           kimi::Weight{TensorView(w2->p, DType::bf16, {d, inter}, dev), {}}};
+  const TensorView xv(x->p, DType::bf16, {t, d}, dev), yv(y.p, DType::f32, {t, d}, dev);
+  cudaStream_t st;
+  CK(cudaStreamCreate(&st));
+  kimi::Context ctx;
+  ctx.cuda_stream = st;
+  const double flops = 2.0 * double(t) * 3.0 * double(inter) * double(d);
+  const auto ms_of = [&](kimi::cuda::MlpGluPath path) {
+    const kimi::cuda::ScopedExpertPathOptions scope(kimi::cuda::ExpertPathOptions{.mlp_glu = path});
+    return kimi::bench::median_ms([&] { kimi::mlp(xv, w, kimi::GluParams{}, yv, 1.f, ctx); }, 3, 20, st);
+  };
+  const double fused = ms_of(kimi::cuda::MlpGluPath::fused), separate = ms_of(kimi::cuda::MlpGluPath::separate);
+  const bool rule = kimi::cuda::glu_wgmma_applies(xv, w);
+  std::printf("mlp        %-16s T=%-5lld d=%lld I=%lld  fused %8.3f ms %6.1f TFLOP/s | separate %8.3f ms %6.1f "
+              "TFLOP/s | separate / fused x%.2f | rule: %s\n",
+              name, (long long)t, (long long)d, (long long)inter, fused, flops / (fused * 1e-3) / 1e12, separate,
+              flops / (separate * 1e-3) / 1e12, separate / fused, rule ? "fused" : "separate");
+  CK(cudaStreamDestroy(st));
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -440,6 +476,16 @@ int main(int argc, char** argv) {
   }
   const bool decode_only = argc > 1 && std::string(argv[1]) == "decode";
   const bool experts_only = argc > 1 && std::string(argv[1]) == "experts";
+  const bool mlp_only = argc > 1 && std::string(argv[1]) == "mlp";
+  if (mlp_only) {
+    std::mt19937 rng(7);
+    for (int64_t t : {512, 2048, 8192}) {
+      run_mlp("kimi-linear dense", 2304, 9216, t, rng);
+      run_mlp("kimi-linear shared", 2304, 1024, t, rng);
+      run_mlp("k3 shared", 7168, 6144, t, rng);
+    }
+    return 0;
+  }
   const std::vector<int64_t> decode_t = {1, 2, 4, 8, 16, 32, 64, 128};
   std::printf("decode rows: ms per layer (graph replay); GB/s and %% of the copy rate %.2f TB/s on the touched "
               "experts' bytes; default rule: touched at T <= %lld, else tensor cores where they apply\n",

@@ -296,7 +296,7 @@ class EpMoeCuda final : public EpMoeCudaStep {
                                                       zg_.data_as<float>());
         KIMI_CUDA_CHECK(cudaGetLastError());
         if (path == cuda::ExpertPath::wgmma)
-          cuda::experts_wgmma(zg_.data(), dl_, local_, layout_, rows, act_, ye_.data_as<float>(), st);
+          cuda::experts_wgmma(zg_.data(), dl_, local_, layout_, rows, act_, ye_.data(), DType::f32, st);
         else  // NOTE: cuBLAS takes its shapes from the host: experts_gemm reads the offsets back (a stream sync)
           cuda::experts_gemm(zg_.data(), zt, dl_, local_, rows, act_, ye_.data_as<float>(), cx);
       } else {  // grouped FFMA (also for latent_moe's touched decode path): z read through grouped_from

@@ -1,7 +1,7 @@
 // src/model/ffn_block.cpp: the FFN of a decoder layer (SPEC 7): a dense GLU MLP, or the (latent) MoE
 //   out (+)= W_lu RMSNorm(sum_k w_k Expert_k(W_ld x)) + Shared(x)     (Kimi-Linear: no W_ld / norm / W_lu)
 // with SiLU-GLU (Kimi-Linear) or SiTU-GLU (K3) everywhere. Runs on the device of x and out (its weights'
-// device); the MoE's residual add is latent_moe's beta 1 (in its final write: on the device's decode path the
+// device); the MoE's residual add is latent_moe's beta 1 (in its final write: on the device without a latent the
 // expert combine kernel), or add_into after an MoE hook.
 // x is in the activation dtype; the router, the expert sums and the MoE output stay f32 (latent_moe rounds
 // only into its output, and the residual out is f32 so that the update is not rounded to the activation dtype).

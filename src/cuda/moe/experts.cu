@@ -499,7 +499,9 @@ void experts_grouped(const float* z, int64_t dl, std::span<const MlpWeights> exp
 }
 
 void experts_wgmma(const void* zg, int64_t dl, std::span<const MlpWeights> experts, const ExpertLayout& layout,
-                   const ExpertRows& rows, const GluParams& act, float* ye, cudaStream_t s) {
+                   const ExpertRows& rows, const GluParams& act, void* ye, DType yt, cudaStream_t s) {
+  if (yt != DType::f32 && yt != DType::bf16)
+    throw Error("experts_wgmma: argument 'yt': expected f32 or bf16, got " + std::string(dtype_name(yt)));
   const int64_t e_count = int64_t(experts.size()), inter = experts[0].gate.out_features();
   const bool ws = grouped_gemm_kernel(experts, layout) == GroupedGemmKernel::warp_specialized;  // throws first
   if (ExpertPathRecord* rec = expert_path_options().record) ++(ws ? rec->wgmma_warp_specialized : rec->wgmma_cp_async);
@@ -542,8 +544,62 @@ void experts_wgmma(const void* zg, int64_t dl, std::span<const MlpWeights> exper
   dn.k = inter;
   dn.y = ye;
   dn.ldy = dl;
+  dn.y_bf16 = yt == DType::bf16 ? 1 : 0;
   if (ws) launch_wgmma_ws<1>(dn, rows.slots, e_count, m_tiles, s);
   else launch_wgmma<1>(dn, experts[0].down, m_tiles, s);
+}
+
+bool glu_wgmma_applies(const TensorView& x, const MlpWeights& w) {
+  const MlpGluPath want = expert_path_options().mlp_glu;
+  if (want == MlpGluPath::separate) return false;
+  const std::span<const MlpWeights> one(&w, 1);
+  const int64_t m = x.size(0), inter = w.gate.out_features();
+  const char* refusal = x.dtype != DType::bf16                              ? "x is not bf16"
+                        : !wgmma_ok(one, kProjs[0]) || !wgmma_ok(one, kProjs[1]) ? "gate / up not tensor-core weights"
+                        : w.gate.is_mxfp4() != w.up.is_mxfp4()                ? "gate and up in different formats"
+                        : (m > 1 && x.stride(0) % 8 != 0) || addr(x.data) % 16 != 0
+                            ? "x rows not 16-byte aligned"
+                            : m / moe_gemm::kBM + 1 > kMaxGridY ? "more than 65535 M-tiles"
+                                                                : nullptr;
+  if (want == MlpGluPath::fused) {
+    if (refusal) throw Error(std::string("mlp: ExpertPathOptions::mlp_glu = fused, but it cannot apply: ") + refusal);
+    return true;
+  }
+  if (refusal) return false;
+  int dev = 0;
+  KIMI_CUDA_CHECK(cudaGetDevice(&dev));
+  const int64_t tiles = ((m + moe_gemm::kBM - 1) / moe_gemm::kBM) * ((inter + moe_gemm::kBN<2> - 1) / moe_gemm::kBN<2>);
+  return tiles >= sm_count(dev);
+}
+
+void glu_wgmma(const TensorView& x, const MlpWeights& w, const GluParams& act, void* h, cudaStream_t s) {
+  const std::span<const MlpWeights> one(&w, 1);
+  const ExpertLayout layout;  // one expert: stacked
+  const bool ws = grouped_gemm_kernel(one, layout) == GroupedGemmKernel::warp_specialized;  // throws first
+  const int64_t m = x.size(0), inter = w.gate.out_features(), m_tiles = (m + moe_gemm::kBM - 1) / moe_gemm::kBM;
+  std::optional<Scratch> table;  // stays empty: one expert is stacked
+  ExpertProj proj[3];
+  expert_projs(one, layout, s, table, proj);
+  Scratch tables(4 * sizeof(int32_t), s);  // offsets [2], tile_off [2]
+  moe_gemm::one_group_kernel<<<1, 1, 0, s>>>(int32_t(m), tables.get<int32_t>(), tables.get<int32_t>() + 2);
+  KIMI_CUDA_CHECK(cudaGetLastError());
+  moe_gemm::Args gu{};
+  gu.offsets = tables.get<int32_t>();
+  gu.tile_off = tables.get<int32_t>() + 2;
+  gu.e_count = 1;
+  gu.a = static_cast<const __nv_bfloat16*>(x.data);
+  gu.lda = m > 1 ? x.stride(0) : x.size(1);
+  gu.proj[0] = proj[0];
+  gu.proj[1] = proj[1];
+  gu.n = inter;
+  gu.k = x.size(1);
+  gu.y = h;
+  gu.ldy = inter;
+  gu.situ = act.act == GluAct::situ ? 1 : 0;
+  gu.beta = act.situ_beta;
+  gu.lbeta = act.situ_linear_beta;
+  if (ws) launch_wgmma_ws<2>(gu, m, 1, m_tiles, s);
+  else launch_wgmma<2>(gu, w.gate, m_tiles, s);
 }
 
 void experts_gemm(const void* zg, DType op, int64_t dl, std::span<const MlpWeights> experts, const ExpertRows& rows,

@@ -23,6 +23,7 @@
 
 #include "cuda/moe/options.h"
 #include "kimi/context.h"
+#include "kimi/dtype.h"
 #include "kimi/ops/moe.h"
 
 namespace kimi::cuda {
@@ -88,10 +89,23 @@ void experts_touched(const float* z, int64_t dl, std::span<const MlpWeights> exp
 GroupedGemmKernel grouped_gemm_kernel(std::span<const MlpWeights> experts, const ExpertLayout& layout);
 
 // The same result on tensor cores (grouped_gemm.cuh, or grouped_gemm_ws.cuh: grouped_gemm_kernel): zg bf16 [T*K,
-// dl] (grouped order) -> H bf16 [T*K, I] -> ye. For the shapes expert_path sends here; uploads per-call pointer
-// tables when the layout is not stacked.
+// dl] (grouped order) -> H bf16 [T*K, I] -> ye of dtype yt: f32, or bf16 (each element's fp32 sum rounded once:
+// exactly bf16 of the f32 result). For the shapes expert_path sends here; uploads per-call pointer tables when the
+// layout is not stacked.
 void experts_wgmma(const void* zg, int64_t dl, std::span<const MlpWeights> experts, const ExpertLayout& layout,
-                   const ExpertRows& rows, const GluParams& act, float* ye, cudaStream_t s);
+                   const ExpertRows& rows, const GluParams& act, void* ye, DType yt, cudaStream_t s);
+
+// Whether glu_wgmma takes the gate and up projections of `w` for x (options.h MlpGluPath; the automatic rule): x
+// bf16 with rows a multiple of 8 elements apart and 16-byte aligned, gate and up dense bf16 (or both MXFP4) with
+// wgmma_ok's widths and alignment, and (automatic) enough tiles to fill the device: ceil(M / 128) * ceil(I / 128)
+// >= the SM count (below it cuBLAS's smaller tiles and split-K keep the SMs busy; decode's M <= 8 never fills).
+// A forced `fused` where the format does not apply throws kimi::Error naming the reason.
+bool glu_wgmma_applies(const TensorView& x, const MlpWeights& w);
+
+// h bf16 [M, I] (rows I apart) = bf16(glu(x W1^T, x W3^T)) for x bf16 [M, k]: the dense / shared MLP's gate, up and
+// GLU in ONE launch of the grouped GEMM (one group of M rows; a one-thread launch writes its offsets first: no host
+// sync, capturable), instead of two f32 GEMM outputs and a GLU pass over them.
+void glu_wgmma(const TensorView& x, const MlpWeights& w, const GluParams& act, void* h, cudaStream_t s);
 
 // The same result through cuBLAS: zg [T*K, dl] (dtype op: bf16 or f32, grouped order) -> ye (the GLU output is
 // rounded to op too). Copies the offsets to the host (a stream sync).

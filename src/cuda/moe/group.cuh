@@ -14,12 +14,15 @@
 //   offsets_kernel: offsets[e] = sum_{e' < e} count[e'], offsets[E] = T*K; cursor = offsets[0..E)
 //                   (ONE block: a chunked scan over E, any E)
 //   place_kernel:   row = cursor[ids[i]]++; row_of_slot[i] = row; token_of_row[row] = i / K
-//   combine_kernel: y[t, c] = sum_j w[t*K + j] * ye[row_of_slot[t*K + j], c]  (j ascending, fp32)
-//                   (+ ye[T*K + t, c], the fused shared expert), then (beta 1) y's old value + that sum in f32 (the
-//                   residual add), stored as y's dtype
+//   combine_kernel: y[t, c] = sum_j w[t*K + j] * ye[row_of_slot[t*K + j], c]  (j ascending, fp32; ye f32;
+//                   combine_bf16_kernel: the same on bf16 ye, 8 columns per thread)
+//                   (+ shared[t, c], the shared expert's f32 output), then (beta 1) y's old value + that sum in f32
+//                   (the residual add), stored as y's dtype
 // Nothing here reads a count on the host: the expert kernels (touched.cuh, grouped.cuh, grouped_gemm.cuh) take
 // offsets (and the active list) on the device.
 #pragma once
+
+#include <cuda_bf16.h>
 
 #include <cstdint>
 
@@ -187,12 +190,14 @@ __global__ void place_kernel(const int32_t* __restrict__ ids, int64_t slots, int
   token_of_row[row] = int32_t(i / k);
 }
 
-// shared_row0 >= 0: ye[shared_row0 + t] (the fused shared expert, weight 1) is added after the routed sum; y is
-// written as dtype code ty (f32 scratch, or the operator's out: the one rounding), rows ldy apart; beta 1 adds
-// y's old value first (y is then not read by anything else in the launch).
+// ye [T*K, d] f32 in grouped order; shared, when not null, [T, d] f32 rows d apart (the shared expert's output,
+// weight 1: the touched path's fused rows ye + T*K * d, or cuda::mlp's output) is added after the routed sum; y is
+// written as dtype code ty (f32 scratch, or the operator's out: the one rounding), rows ldy apart; beta 1 adds y's
+// old value first (y is then not read by anything else in the launch). One thread per output element.
 __global__ void combine_kernel(const float* __restrict__ ye, const int32_t* __restrict__ row_of_slot,
-                               const float* __restrict__ w, int k, int64_t tokens, int64_t d, int64_t shared_row0,
-                               void* __restrict__ y, int ty, int64_t ldy, float beta) {
+                               const float* __restrict__ w, int k, int64_t tokens, int64_t d,
+                               const float* __restrict__ shared, void* __restrict__ y, int ty, int64_t ldy,
+                               float beta) {
   pdl_launch_dependents();  // pdl.cuh: launched with programmatic_launch
   pdl_wait();
   const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
@@ -200,9 +205,48 @@ __global__ void combine_kernel(const float* __restrict__ ye, const int32_t* __re
   const int64_t t = i / d, c = i % d;
   float acc = 0.f;
   for (int j = 0; j < k; ++j) acc += w[t * k + j] * ye[int64_t(row_of_slot[t * k + j]) * d + c];
-  if (shared_row0 >= 0) acc += ye[(shared_row0 + t) * d + c];
+  if (shared) acc += shared[t * d + c];
   if (beta != 0.f) acc = load_f32(y, t * ldy + c, ty) + acc;
   store_f32(y, t * ldy + c, ty, acc);
+}
+
+constexpr int kCombineCols = 8;  // combine_bf16_kernel: output columns per thread (one 16-byte ye load per row)
+
+// combine_kernel's math on bf16 ye (the tensor-core path), kCombineCols columns per thread: d % 8 == 0 (the
+// tensor-core path's widths) and ye's base 16-byte aligned, so each (t, j) is ONE 16-byte load of 8 bf16, and the
+// index math runs once per 8 outputs. Each element's products and sums in fp32 in combine_kernel's order.
+__global__ void combine_bf16_kernel(const __nv_bfloat16* __restrict__ ye, const int32_t* __restrict__ row_of_slot,
+                                    const float* __restrict__ w, int k, int64_t tokens, int64_t d,
+                                    const float* __restrict__ shared, void* __restrict__ y, int ty, int64_t ldy,
+                                    float beta) {
+  pdl_launch_dependents();  // pdl.cuh: launched with programmatic_launch
+  pdl_wait();
+  const int64_t groups = d / kCombineCols;
+  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= tokens * groups) return;
+  const int64_t t = i / groups, c0 = (i % groups) * kCombineCols;
+  float acc[kCombineCols];
+#pragma unroll
+  for (int q = 0; q < kCombineCols; ++q) acc[q] = 0.f;
+  for (int j = 0; j < k; ++j) {
+    const float wj = w[t * k + j];
+    const uint4 raw = *reinterpret_cast<const uint4*>(ye + int64_t(row_of_slot[t * k + j]) * d + c0);
+    const __nv_bfloat162* pairs = reinterpret_cast<const __nv_bfloat162*>(&raw);
+#pragma unroll
+    for (int q = 0; q < kCombineCols / 2; ++q) {
+      const float2 f = __bfloat1622float2(pairs[q]);
+      acc[2 * q] += wj * f.x;
+      acc[2 * q + 1] += wj * f.y;
+    }
+  }
+#pragma unroll
+  for (int q = 0; q < kCombineCols; ++q) {
+    const int64_t c = c0 + q;
+    float v = acc[q];
+    if (shared) v += shared[t * d + c];
+    if (beta != 0.f) v = load_f32(y, t * ldy + c, ty) + v;
+    store_f32(y, t * ldy + c, ty, v);
+  }
 }
 
 // 4-byte elements [rows, cols] contiguous -> rows ld apart (the optional ids / weights outputs).

@@ -1,7 +1,7 @@
 // src/cuda/moe/grouped_gemm.cuh: the routed experts of one MoE layer over grouped rows (group.cuh) on Hopper tensor
 // cores, for many rows per expert (prefill), as ONE launch for gate+up with the GLU fused and ONE launch for down:
 //   gate/up (P = 2): H[r, n] = bf16(glu(sum_c A[r, c] W1_e[n, c], sum_c A[r, c] W3_e[n, c]))   (glu.cuh's glu_value)
-//   down    (P = 1): Y[r, n] = sum_c A[r, c] W2_e[n, c]                                          (f32 out)
+//   down    (P = 1): Y[r, n] = sum_c A[r, c] W2_e[n, c]                             (f32 out, or bf16: y_bf16)
 // for every grouped row r of expert e (offsets[e] <= r < offsets[e + 1]). A is bf16 in grouped order ([rows, k],
 // rows lda apart: the gathered z for gate/up, H for down); weights dense bf16 [n, k] (rows ldw elements apart) or
 // MXFP4 (kMx: packed u8 [n, k/2], rows ldw bytes apart, E8M0 scales [n, k/32], rows lds apart), found per expert by
@@ -45,7 +45,7 @@
 //   second __syncthreads, then the wgmma. The decode overlaps k-tile kt - 1's
 //   wgmma (still in flight); the B tile it writes was last read by k-tile kt - 4's wgmma (done at step kt - 3).
 // Epilogue straight from the accumulator fragments (wgmma.cuh's layout): bf16x2 stores of H (gate/up) or float2
-// stores of Y (down), rows past the expert's end and columns past n skipped.
+// (bf16x2 with y_bf16) stores of Y (down), rows past the expert's end and columns past n skipped.
 // Requirements (checked by the launcher): k % 8 == 0, n % 8 == 0, lda and ldw multiples of 8 elements, A and every
 // expert's weights 16-byte aligned (cp.async 16-byte pieces); y rows ldy apart with ldy even. MXFP4: k % 32 == 0,
 // ldw a multiple of 16 bytes (scales: any alignment, byte loads).
@@ -88,8 +88,9 @@ struct Args {
   int64_t lda;
   ExpertProj proj[2];  // gate, up (P = 2) or down (proj[0]); dense bf16, or MXFP4 (the kernel's kMx)
   int64_t n, k;
-  void* y;  // P = 2: bf16 H; P = 1: f32 Y; [rows, n], rows ldy apart
+  void* y;  // P = 2: bf16 H; P = 1: Y f32, or bf16 when y_bf16; [rows, n], rows ldy apart
   int64_t ldy;
+  int y_bf16;  // P = 1: Y rounded once to bf16 (the fp32 sums' one rounding)
   int situ;
   float beta, lbeta;
 };
@@ -120,6 +121,15 @@ static __global__ void __launch_bounds__(kScanThreads) mtile_offsets_kernel(cons
     run += tiles(e);
   }
   if (i == kScanThreads - 1) tile_off[e_count] = part[i];
+}
+
+// The tables of ONE group of m rows (a dense MLP through the grouped kernels): offsets {0, m}, tile_off {0,
+// ceil(m / kBM)}; launch with one thread.
+static __global__ void one_group_kernel(int32_t m, int32_t* __restrict__ offsets, int32_t* __restrict__ tile_off) {
+  offsets[0] = 0;
+  offsets[1] = m;
+  tile_off[0] = 0;
+  tile_off[1] = (m + kBM - 1) / kBM;
 }
 
 // 16 bytes global -> shared by cp.async (L2 only); where !valid nothing is read and 16 zero bytes are written.
@@ -256,6 +266,9 @@ __device__ __forceinline__ void store_tile(const float (&acc)[32][4], const Args
         const float v1 = glu_value(acc[j][2 * h + 1], acc[j + 16][2 * h + 1], a.situ, a.beta, a.lbeta);
         *reinterpret_cast<__nv_bfloat162*>(static_cast<__nv_bfloat16*>(a.y) + int64_t(row) * a.ldy + col) =
             __floats2bfloat162_rn(v0, v1);
+      } else if (a.y_bf16) {
+        *reinterpret_cast<__nv_bfloat162*>(static_cast<__nv_bfloat16*>(a.y) + int64_t(row) * a.ldy + col) =
+            __floats2bfloat162_rn(acc[j][2 * h], acc[j][2 * h + 1]);
       } else {
         *reinterpret_cast<float2*>(static_cast<float*>(a.y) + int64_t(row) * a.ldy + col) =
             make_float2(acc[j][2 * h], acc[j][2 * h + 1]);

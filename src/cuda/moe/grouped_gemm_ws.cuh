@@ -2,7 +2,7 @@
 // expert GEMM on Hopper, for STACKED dense bf16 experts (expert e's projection at base + e * stride); the same math,
 // tiles, Args and epilogue:
 //   gate/up (P = 2): H[r, n] = bf16(glu(sum_c A[r, c] W1_e[n, c], sum_c A[r, c] W3_e[n, c]))   (glu.cuh's glu_value)
-//   down    (P = 1): Y[r, n] = sum_c A[r, c] W2_e[n, c]                                          (f32 out)
+//   down    (P = 1): Y[r, n] = sum_c A[r, c] W2_e[n, c]                             (f32 out, or bf16: y_bf16)
 // for every grouped row r of expert e (offsets[e] <= r < offsets[e + 1]). bf16 x bf16 products, fp32 accumulation
 // (wgmma m64n256k16), one rounding of H to bf16. MXFP4 and separately allocated experts keep grouped_gemm.cuh
 // (experts.cu's launcher decides: docs/ops/moe.md "The grouped GEMM kernels").

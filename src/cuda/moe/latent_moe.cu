@@ -7,29 +7,40 @@
 //      (offsets, row_of_slot, token_of_row, the list of touched experts, the optional ids / weights copies, and
 //      z = f32(x) without a latent);
 //      otherwise count_kernel, offsets_kernel (exclusive scan), place_kernel; no count reaches the host here
-//   4. the experts over their rows, ye f32 [T*K, Dl] in grouped order (experts.h), the path chosen on the host by
-//      expert_path (T, T*K / E, dtypes, weight format and layout; src/cuda/moe/options.h):
+//   4. the experts over their rows, ye [T*K, Dl] in grouped order (experts.h; bf16 on the wgmma path, else f32),
+//      the path chosen on the host by expert_path (T, T*K / E, dtypes, weight format and layout; options.h):
 //      touched (decode, T <= touched_max_tokens): experts_touched, one gate+up+GLU launch and one down launch
 //        over the touched experts, straight from z (no gather), no host sync;
 //      wgmma (otherwise: bf16 x, dense bf16 or MXFP4 experts, prefill and decode): gather z into zg bf16
-//        [T*K, Dl] (cuda::gather_rows by token_of_row: 16-byte row copies), then experts_wgmma (one tensor-core launch for gate+up+GLU, one for down), no host sync;
+//        [T*K, Dl] (cuda::gather_rows by token_of_row: 16-byte row copies), then experts_wgmma (one tensor-core
+//        launch for gate+up+GLU, one for down writing ye bf16), no host sync;
 //      grouped (otherwise, T*K <= kGroupedMaxRowsPerExpert E: f32 / f16 x at decode): experts_grouped,
 //        one gate+up+GLU launch and one down launch for every expert, straight from z (no gather), no host sync;
 //      gemm (prefill otherwise): gather z into zg [T*K, Dl] of the operand dtype (bf16 when x is bf16, else f32:
 //        f32 / f16 x keep exact operands), then experts_gemm (the offsets copied to the host: ONE stream sync)
-//   5. y[t] = sum_j w[t, j] Ye[row of slot (t, j)] (combine_kernel, f32 [T, Dl]); RMSNorm_latent (f32)
-//   6. res = y W_lu^T (f32 [T, d]) (or y), res += Shared(x) (cuda::mlp, beta 1); out = round(res (+ out, beta 1))
+//   5. without a latent (Kimi-Linear): ys = Shared(x) (f32 [T, d], cuda::mlp, beta 0), unless the touched launches
+//      ran it (ye rows T*K + t); then ONE combine launch writes out = round(sum_j w[t, j] Ye[row of slot (t, j)]
+//      + ys[t] (+ out, beta 1)): the only write of out, the residual add inside it.
+//   6. with a latent (K3): y[t] = sum_j w[t, j] Ye[row of slot (t, j)] (the combine, f32 [T, Dl]);
+//      RMSNorm_latent (f32)
+//   7. res = y W_lu^T (f32 [T, d]), res += Shared(x) (cuda::mlp, beta 1); out = round(res (+ out, beta 1))
 // The touched path without a latent (Kimi-Linear) at T <= kTouchedMaxSharedTokens: the shared expert runs inside
 // the two expert launches (its rows after the routed ones in ye, z = f32(x) being its input) and the combine adds
 // it and rounds into out: router GEMV, group (which also routes at E <= 256 and writes z = f32(x)), gate+up,
 // down, combine: 5 launches in all (the grouped path: 17).
-// z, h, ye, y and res are f32 (the prefill path's operands follow x's dtype, above); out is written once at the
-// end, so it may alias x (beta 0). beta 1 adds out's old value in f32 in that same final write (the combine on the
-// direct path: the model's residual add needs no launch of its own).
+// NOTE: ye bf16 on the wgmma path. The combine reads ye once per (t, j): at the slice's 8192-token prefill that
+// read is 604 MB per layer in f32 (T*K = 65536 rows of 2304) plus the down GEMM's write of the same; bf16 halves
+// both (-604 MB per layer), and combine_bf16_kernel reads it in 16-byte pieces (8 columns per thread). Each ye element is its fp32 sum rounded once (relative error <= 2^-9, the size of
+// the rounding of H before it); the weighted sum over K stays fp32 and rounds once into out.
+// z, h, ye (but the wgmma path's), y and res are f32 (the prefill path's operands follow x's dtype, above); out is
+// written once at the end, so it may alias x (beta 0). beta 1 adds out's old value in f32 in that same final write
+// (the combine without a latent: the model's residual add needs no launch of its own).
 // CUDA graph capture: the touched, grouped and wgmma paths capture when the experts are stacked (one allocation per
 // projection, evenly strided: place_weights builds them so). Separately allocated experts need a per-call
 // pointer-table upload and the gemm path a counts copy: both are refused under capture with an error, before any
 // work.
+#include <cuda_bf16.h>
+
 #include <algorithm>
 #include <optional>
 #include <string>
@@ -184,10 +195,13 @@ void latent_moe(TensorView x, const LatentMoeWeights& w, const RouterParams& rou
   ExpertRows rows{offsets.get<int32_t>(), token_of_row.get<int32_t>(), slots, t_count};
   if (active) rows.active = active->get<int32_t>(), rows.n_active = active->get<int32_t>() + std::min(e_count, slots);
 
-  // 4. The experts over their rows: ye [T*K, Dl] f32, grouped order; the shared expert in the same launches when
-  //    it reads z (no latent) and has the experts' shapes and format (ye rows T*K + t).
+  // 4. The experts over their rows: ye [T*K, Dl] grouped order, bf16 on the tensor-core path (an activation between
+  //    two ops: its fp32 sums rounded once, half the bytes of the down GEMM's write and the combine's read), else f32;
+  //    the shared expert in the same launches when it reads z (no latent) and has the experts' shapes and format
+  //    (ye rows T*K + t).
   const bool fuse_shared = touched && !latent && w.shared && touched_takes_shared(w.experts, *w.shared, t_count);
-  Scratch ye(size_t((slots + (fuse_shared ? t_count : 0)) * dl) * 4, s);
+  const DType yt = path == ExpertPath::wgmma ? DType::bf16 : DType::f32;
+  Scratch ye(size_t((slots + (fuse_shared ? t_count : 0)) * dl) * dtype_size(yt), s);
   if (touched) {
     experts_touched(z->get<float>(), dl, w.experts, layout, rows, act, fuse_shared ? w.shared : nullptr,
                     ye.get<float>(), s);
@@ -197,29 +211,46 @@ void latent_moe(TensorView x, const LatentMoeWeights& w, const RouterParams& rou
     Scratch zg(size_t(slots * dl) * dtype_size(zt), s);  // zg [T*K, Dl] zt: zg[r] = z[token_of_row[r]]
     cuda::gather_rows(zv, Index{{}, TensorView(token_of_row.get(), DType::i32, {slots}, dev)},
                       TensorView(zg.get(), zt, {slots, dl}, dev), ctx);
-    if (path == ExpertPath::wgmma) experts_wgmma(zg.get(), dl, w.experts, layout, rows, act, ye.get<float>(), s);
+    if (path == ExpertPath::wgmma) experts_wgmma(zg.get(), dl, w.experts, layout, rows, act, ye.get(), yt, s);
     else experts_gemm(zg.get(), zt, dl, w.experts, rows, act, ye.get<float>(), ctx);
   }
 
-  // 5. Weighted sum per token (plus the fused shared rows), latent RMSNorm (into yn: rms_norm does not promise
-  //    in-place). On the touched path without a latent and with no shared expert left to add, the combine is the
-  //    one rounding into out (x, which out may alias, is no longer read).
-  const bool direct = touched && !latent && (fuse_shared || !w.shared);
-  const int64_t shared_row0 = fuse_shared ? slots : -1;
-  if (direct) {
-    programmatic_launch(combine_kernel, dim3(grid_1d(t_count * dl, kThreads, "latent_moe")), dim3(kThreads), 0, s,
-                        ye.get<float>(), row_of_slot.get<int32_t>(), wts.get<float>(), int(k), t_count, dl,
-                        shared_row0, out.data, elem_type(out.dtype), t_count > 1 ? out.stride(0) : d, beta);
+  // 5. Without a latent the combine is the one rounding into out: the weighted routed sum, plus the shared
+  //    expert's f32 output (the touched launches' rows T*K .. T*K + T of ye, or cuda::mlp's ys [T, d], computed
+  //    before the combine: x, which out may alias, is read by nothing after it), plus out's old value (beta 1).
+  const int64_t ldo = t_count > 1 ? out.stride(0) : d;
+  // y [T, Dl] of dtype code ty, rows ldy apart (=|+=, beta) sum_j w ye[row of slot (t, j)] (+ shared [T, Dl] f32)
+  const auto combine = [&](const float* shared, void* y, int ty, int64_t ldy, float b) {
+    const dim3 block(kThreads);
+    if (yt == DType::bf16) {  // the tensor-core path: dl % 8 == 0 (expert_path's wgmma_ok), ye 256-byte aligned
+      programmatic_launch(combine_bf16_kernel, dim3(grid_1d(t_count * (dl / kCombineCols), kThreads, "latent_moe")),
+                          block, 0, s, ye.get<__nv_bfloat16>(), row_of_slot.get<int32_t>(), wts.get<float>(), int(k),
+                          t_count, dl, shared, y, ty, ldy, b);
+    } else {
+      programmatic_launch(combine_kernel, dim3(grid_1d(t_count * dl, kThreads, "latent_moe")), block, 0, s,
+                          ye.get<float>(), row_of_slot.get<int32_t>(), wts.get<float>(), int(k), t_count, dl, shared,
+                          y, ty, ldy, b);
+    }
     KIMI_CUDA_CHECK(cudaGetLastError());
+  };
+  if (!latent) {
+    std::optional<Scratch> ys;
+    const float* shared = fuse_shared ? ye.get<float>() + slots * dl : nullptr;
+    if (w.shared && !fuse_shared) {
+      ys.emplace(size_t(t_count * d) * 4, s);
+      cuda::mlp(x, *w.shared, act, f32(*ys, t_count, d), 0.f, ctx);  // ys [T, d]
+      shared = ys->get<float>();
+    }
+    combine(shared, out.data, elem_type(out.dtype), ldo, beta);
     return;
   }
+
+  // 6. With a latent: the weighted sum into y f32 [T, Dl], latent RMSNorm (into yn: rms_norm does not promise
+  //    in-place).
   Scratch y(size_t(t_count * dl) * 4, s);
   std::optional<Scratch> yn;
   const Scratch* yl = &y;
-  programmatic_launch(combine_kernel, dim3(grid_1d(t_count * dl, kThreads, "latent_moe")), dim3(kThreads), 0, s,
-                      ye.get<float>(), row_of_slot.get<int32_t>(), wts.get<float>(), int(k), t_count, dl,
-                      shared_row0, y.get(), elem_type(DType::f32), dl, 0.f);
-  KIMI_CUDA_CHECK(cudaGetLastError());
+  combine(nullptr, y.get(), elem_type(DType::f32), dl, 0.f);
   if (w.latent_norm.present()) {
     TensorView nw = w.latent_norm;
     std::optional<Scratch> nws;
@@ -233,17 +264,11 @@ void latent_moe(TensorView x, const LatentMoeWeights& w, const RouterParams& rou
     yl = &*yn;
   }
 
-  // 6. Up-projection, shared expert, the one rounding into out.
-  std::optional<Scratch> up;
-  const Scratch* res = yl;
-  if (latent) {
-    up.emplace(size_t(t_count * d) * 4, s);
-    cuda::linear(f32(*yl, t_count, dl), w.latent_up, f32(*up, t_count, d), 0.f, ctx);
-    res = &*up;
-  }
-  if (w.shared && !fuse_shared) cuda::mlp(x, *w.shared, act, f32(*res, t_count, d), 1.f, ctx);
-  cuda::convert_rows(res->get(), DType::f32, d, out.data, out.dtype, t_count > 1 ? out.stride(0) : d, t_count, d, ctx,
-                     beta);
+  // 7. Up-projection res f32 [T, d], the shared expert added into it, the one rounding into out.
+  const Scratch res(size_t(t_count * d) * 4, s);
+  cuda::linear(f32(*yl, t_count, dl), w.latent_up, f32(res, t_count, d), 0.f, ctx);
+  if (w.shared) cuda::mlp(x, *w.shared, act, f32(res, t_count, d), 1.f, ctx);
+  cuda::convert_rows(res.get(), DType::f32, d, out.data, out.dtype, ldo, t_count, d, ctx, beta);
 }
 
 }  // namespace kimi::cuda

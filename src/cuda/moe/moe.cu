@@ -1,6 +1,11 @@
 // Launchers of src/cuda/moe/moe.h: the router, the GLU activation and the dense MLP
-//   mlp: g = x W_gate^T, u = x W_up^T (f32 scratch [T, I], cuda::linear), h = act(g) * u (glu_kernel),
-//        y (=|+=) h W_down^T (cuda::linear). x is fully read before y is written, so y may alias x.
+//   mlp: h = act(x W_gate^T) * (x W_up^T), then y (=|+=) h W_down^T (cuda::linear). h is formed
+//        fused (glu_wgmma_applies: bf16 x, tensor-core weights, enough tiles to fill the device: prefill): ONE
+//          grouped-GEMM launch (experts.h glu_wgmma) writes h bf16 [T, I] from its fp32 accumulators; against the
+//          separate form it saves the f32 g and u round trip (16 bytes per element of [T, I]) and the glu launch;
+//        separate (otherwise): g = x W_gate^T, u = x W_up^T (f32 scratch [T, I], cuda::linear), h = act(g) * u
+//          (glu_kernel).
+//        x is fully read before y is written, so y may alias x.
 //        h, the down-projection's input, is an activation between ops: it follows x's dtype when x is bf16 (the
 //        activation dtype policy, docs/model/runtime.md), so the down-projection is one bf16 GEMM; an f32 h would
 //        be split into three bf16 parts there (cuda::linear's exact-f32 rule: 3x the down-projection's FLOPs).
@@ -11,8 +16,10 @@
 #include "cuda/elementwise.cuh"
 #include "cuda/grid.cuh"
 #include "cuda/linear/linear.h"
+#include "cuda/moe/experts.h"
 #include "cuda/moe/glu.cuh"
 #include "cuda/moe/moe.h"
+#include "cuda/moe/options.h"
 #include "cuda/moe/router.cuh"
 #include "cuda/scratch.cuh"
 #include "cuda/pdl.cuh"
@@ -71,6 +78,15 @@ void mlp(TensorView x, const MlpWeights& w, const GluParams& p, TensorView y, fl
   if (m == 0) return;
   const DeviceGuard device_guard(x.device.index);
   const cudaStream_t s = static_cast<cudaStream_t>(ctx.cuda_stream);
+  ExpertPathRecord* const rec = expert_path_options().record;
+  if (glu_wgmma_applies(x, w)) {  // h bf16 [T, I] from one grouped-GEMM launch
+    if (rec) ++rec->mlp_fused;
+    const Scratch h(size_t(m * inter) * 2, s);
+    cuda::glu_wgmma(x, w, p, h.get(), s);
+    cuda::linear(TensorView(h.get(), DType::bf16, {m, inter}, x.device), w.down, y, beta, ctx);
+    return;
+  }
+  if (rec && x.dtype == DType::bf16) ++rec->mlp_separate;
   const DType ht = x.dtype == DType::bf16 ? DType::bf16 : DType::f32;
   Scratch g(size_t(m * inter) * sizeof(float), s), u(size_t(m * inter) * sizeof(float), s);
   const TensorView gv(g.get(), DType::f32, {m, inter}, x.device), uv(u.get(), DType::f32, {m, inter}, x.device);  // [T, I]

@@ -45,12 +45,21 @@ enum class TouchedTile { automatic, in_flight, streaming };
 // kernels run the same wgmma sequence per output element: the same results.
 enum class GroupedGemmKernel { automatic, warp_specialized, cp_async };
 
+// How cuda::mlp (the dense MLP, and the shared expert of latent_moe) forms h = act(x W1^T) * (x W3^T) on bf16 x:
+//   fused:     glu_wgmma (experts.h): one grouped-GEMM launch with the GLU in its epilogue, h bf16 written once;
+//   separate:  two cuBLAS GEMMs into f32 g and u, then glu_kernel over them (h rounded once too);
+//   automatic: fused where glu_wgmma_applies (the format, and enough tiles to fill the device), else separate.
+// A forced fused where the format does not apply throws kimi::Error (no fallback). Both paths round h once from
+// fp32 sums; the sums' order differs, so they may differ in the last bit of h.
+enum class MlpGluPath { automatic, fused, separate };
+
 // latent_moe calls counted per expert path (and, on the touched path, per tile; on the tensor-core path, per
-// kernel: experts_wgmma counts its calls) since the record was reset.
+// kernel: experts_wgmma counts its calls; cuda::mlp's calls per GLU path) since the record was reset.
 struct ExpertPathRecord {
   int64_t touched = 0, grouped = 0, wgmma = 0, gemm = 0;
   int64_t touched_in_flight = 0, touched_streaming = 0;
   int64_t wgmma_warp_specialized = 0, wgmma_cp_async = 0;
+  int64_t mlp_fused = 0, mlp_separate = 0;  // cuda::mlp calls on bf16 x per MlpGluPath taken
 };
 
 struct ExpertPathOptions {
@@ -62,6 +71,7 @@ struct ExpertPathOptions {
   int64_t touched_max_tokens = 8;
   TouchedTile touched_tile = TouchedTile::automatic;
   GroupedGemmKernel grouped_gemm = GroupedGemmKernel::automatic;
+  MlpGluPath mlp_glu = MlpGluPath::automatic;
   ExpertPathRecord* record = nullptr;  // where latent_moe counts the path it ran, or null
 };
 
