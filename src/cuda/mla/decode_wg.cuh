@@ -293,11 +293,15 @@ __global__ void __launch_bounds__(kWgThreads, 1) mla_attend_wg_kernel(const __gr
 
     // O_w = O_w alpha + P_w C[32 w .., cols] (RS) + P_1-w C[32 (1 - w) .., cols] (SS); C MN-major: atom 4 w + a4,
     // k-step of 16 tile rows = 2048 bytes.
+    // NOTE: skipped where every alpha of the warp is exactly 1 (no row's max moved; __expf(0) = 1): x * 1 = x,
+    // bit-identical, and the 128 multiplies per thread would run while the tensor cores wait for this P C.
+    if (__any_sync(0xffffffffu, al0 != 1.f || al1 != 1.f)) {
 #pragma unroll
-    for (int a4 = 0; a4 < 4; ++a4)
+      for (int a4 = 0; a4 < 4; ++a4)
 #pragma unroll
-      for (int j = 0; j < 8; ++j)
-        acc[a4][j][0] *= al0, acc[a4][j][1] *= al0, acc[a4][j][2] *= al1, acc[a4][j][3] *= al1;
+        for (int j = 0; j < 8; ++j)
+          acc[a4][j][0] *= al0, acc[a4][j][1] *= al0, acc[a4][j][2] *= al1, acc[a4][j][3] *= al1;
+    }
     // Pinned before the fence: the rescale and the packing may not sink below it (ptxas would then insert a
     // warpgroup.arrive of its own, C7519).
 #pragma unroll
