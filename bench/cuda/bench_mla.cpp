@@ -13,7 +13,9 @@
 //   mla_decode targets (docs/ops/mla.md "CUDA decode"; `kimi_bench_mla target`, also first in the full run): H = 32
 //     and 64, N = 32 / 128 at len 4096 and N = 1 at len 32768, bf16 and f32 caches, the tensor-core op as CUDA graph
 //     replays with device lens / slots (the model's form). Prints the time, GB/s and % of copy over the bytes the op
-//     must move (cache rows + W_kvb + q, gate, o) and over the cache alone, and the stages as differences.
+//     must move (cache rows + W_kvb + q, gate, o) and over the cache alone, and the stages as differences. bf16
+//     cache rows are printed twice: the mma.sync attend (decode_tc.cuh, "tc") and the warpgroup-MMA attend
+//     (decode_wg.cuh, "wgmma", forced by MlaDecodePath::wgmma).
 //   mla_prefill: K3 (H = 96, gate) and Kimi-Linear (H = 32, no gate) MLA, R = 512, P = 64, Dn = Dv = 128, at one
 //     sequence of T = 4096 and 16384 and a varlen batch of 16 x 512, each through the FlashAttention-3 kernel
 //     (flash_fa3.cuh, the default), the fused mma.sync kernel (flash.cuh, the default at other head sizes) and the
@@ -80,7 +82,8 @@ double decode_ms(int64_t heads, int64_t N, int64_t len, DType cache_dt, kimi::cu
   const TensorView wv(w.p, DType::bf16, {heads * (Dn + Dv), R}, dev), gv(g.p, DType::bf16, {N, heads * Dv}, dev);
   const TensorView ov(o.p, DType::bf16, {N, heads, Dv}, dev);
   const TensorView lv(lens.data(), DType::i32, {N}), sv(slots.data(), DType::i32, {N});
-  const kimi::cuda::ScopedMlaDecodePath force(path, nullptr, stages);
+  kimi::cuda::MlaDecodeRecord rec;
+  const kimi::cuda::ScopedMlaDecodePath force(path, &rec, stages);
   if (!graph) {
     int64_t call = 0;
     return kimi::bench::median_ms(
@@ -108,6 +111,10 @@ double decode_ms(int64_t heads, int64_t N, int64_t len, DType cache_dt, kimi::cu
     kimi::mla_decode(qv, cv, lvd, TensorView(static_cast<int32_t*>(slots_d.p) + c * N, DType::i32, {N}, dev),
                      kimi::Weight{wv, {}}, gv, std::nullopt, ov, ctx);
   CK(cudaStreamSynchronize(st));
+  if (path == kimi::cuda::MlaDecodePath::wgmma && rec.wgmma == 0) {
+    std::fprintf(stderr, "kimi_bench_mla: the wgmma attend does not take this shape (decode_wg.h wg_attend_fits)\n");
+    std::exit(1);
+  }
   cudaGraph_t gr = nullptr;
   cudaGraphExec_t ex = nullptr;
   CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
@@ -150,20 +157,19 @@ void decode(int64_t heads, int64_t N, int64_t len, DType cache_dt) {
 // The target rows: graph replays (device lens / slots) of the tensor-core op, whole and stopped after the
 // absorb / the attend; GB/s over the bytes the op must move (decode_op_bytes) and over the cache alone, each as a
 // fraction of the copy rate.
-void decode_target(int64_t heads, int64_t N, int64_t len, DType cache_dt) {
-  using kimi::cuda::MlaDecodePath;
+void decode_target(int64_t heads, int64_t N, int64_t len, DType cache_dt,
+                   kimi::cuda::MlaDecodePath path = kimi::cuda::MlaDecodePath::tensor_cores) {
   using kimi::cuda::MlaDecodeStages;
-  const auto t = [&](MlaDecodeStages st) {
-    return decode_ms(heads, N, len, cache_dt, MlaDecodePath::tensor_cores, st, /*graph=*/true);
-  };
+  const auto t = [&](MlaDecodeStages st) { return decode_ms(heads, N, len, cache_dt, path, st, /*graph=*/true); };
   const double all = t(MlaDecodeStages::all), ab = t(MlaDecodeStages::absorb), at = t(MlaDecodeStages::absorb_attend);
   const double cache = double(N) * len * RP * (cache_dt == DType::f32 ? 4 : 2);
   const double op = decode_op_bytes(heads, N, len, cache_dt);
   const double copy = kimi::bench::kCopyBytesPerS;
-  std::printf("target mla_decode graph H=%-2lld N=%-3lld len=%-6lld cache %-4s  %8.4f ms  op %7.1f MB %6.0f GB/s "
-              "(%3.0f%% of copy)  cache %7.1f MB %6.0f GB/s (%3.0f%%)  stages: absorb %.4f attend %.4f "
+  std::printf("target mla_decode %-5s graph H=%-2lld N=%-3lld len=%-6lld cache %-4s  %8.4f ms  op %7.1f MB %6.0f "
+              "GB/s (%3.0f%% of copy)  cache %7.1f MB %6.0f GB/s (%3.0f%%)  stages: absorb %.4f attend %.4f "
               "merge+project %.4f ms\n",
-              (long long)heads, (long long)N, (long long)len, cache_dt == DType::f32 ? "f32" : "bf16", all, op / 1e6,
+              path == kimi::cuda::MlaDecodePath::wgmma ? "wgmma" : "tc", (long long)heads, (long long)N,
+              (long long)len, cache_dt == DType::f32 ? "f32" : "bf16", all, op / 1e6,
               op / (all * 1e-3) / 1e9, 100.0 * op / (all * 1e-3) / copy, cache / 1e6, cache / (all * 1e-3) / 1e9,
               100.0 * cache / (all * 1e-3) / copy, ab, at - ab, all - at);
 }
@@ -214,27 +220,34 @@ int main(int argc, char** argv) {
            std::string_view(argv[5]) == "bf16" ? DType::bf16 : DType::f32);
     return 0;
   }
-  // `kimi_bench_mla target [H N len f32|bf16]`: the target rows (graph replays), or that one.
-  if ((argc == 2 || argc == 6) && std::string_view(argv[1]) == "target") {
-    if (argc == 6) {
+  // `kimi_bench_mla target [H N len f32|bf16 [wgmma]]`: the target rows (graph replays), or that one.
+  const auto target_rows = [](int64_t heads, int64_t N, int64_t len, DType dt) {
+    decode_target(heads, N, len, dt);
+    if (dt == DType::bf16) decode_target(heads, N, len, dt, kimi::cuda::MlaDecodePath::wgmma);
+  };
+  if ((argc == 2 || argc == 6 || argc == 7) && std::string_view(argv[1]) == "target") {
+    if (argc >= 6) {
+      const bool wg = argc == 7 && std::string_view(argv[6]) == "wgmma";
       decode_target(std::atoll(argv[2]), std::atoll(argv[3]), std::atoll(argv[4]),
-                    std::string_view(argv[5]) == "bf16" ? DType::bf16 : DType::f32);
+                    std::string_view(argv[5]) == "bf16" ? DType::bf16 : DType::f32,
+                    wg ? kimi::cuda::MlaDecodePath::wgmma : kimi::cuda::MlaDecodePath::tensor_cores);
       return 0;
     }
     for (int64_t heads : {32, 64})
       for (auto [N, len] : {std::pair<int64_t, int64_t>{32, 4096}, {128, 4096}, {1, 32768}})
-        for (DType dt : {DType::bf16, DType::f32}) decode_target(heads, N, len, dt);
+        for (DType dt : {DType::bf16, DType::f32}) target_rows(heads, N, len, dt);
     return 0;
   }
   const bool prefill_only = argc == 2 && std::string_view(argv[1]) == "prefill";
   if (argc != 1 && !prefill_only) {
-    std::fprintf(stderr, "usage: kimi_bench_mla [decode H N len f32|bf16 | target [H N len f32|bf16] | prefill]\n");
+    std::fprintf(stderr,
+                 "usage: kimi_bench_mla [decode H N len f32|bf16 | target [H N len f32|bf16 [wgmma]] | prefill]\n");
     return 2;
   }
   if (!prefill_only) {
     for (int64_t heads : {32, 64})
       for (auto [N, len] : {std::pair<int64_t, int64_t>{32, 4096}, {128, 4096}, {1, 32768}})
-        for (DType dt : {DType::bf16, DType::f32}) decode_target(heads, N, len, dt);
+        for (DType dt : {DType::bf16, DType::f32}) target_rows(heads, N, len, dt);
     for (DType cache_dt : {DType::f32, DType::bf16})
       for (int64_t heads : {32, 64})
         for (auto [N, len] :

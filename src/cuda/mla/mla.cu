@@ -22,6 +22,7 @@
 #include "cuda/mla/decode_plan.h"
 #include "cuda/mla/decode_proj.cuh"
 #include "cuda/mla/decode_tc.h"
+#include "cuda/mla/decode_wg.h"
 #include "cuda/mla/gemm.cuh"
 #include "cuda/mla/mla.h"
 #include "cuda/mla/options.h"
@@ -150,10 +151,13 @@ void mla_decode(TensorView q, TensorView cache, const Index& lens, const Index& 
   // The attend's family (decode_options.h): bf16 tensor cores (decode_tc.cuh) for bf16 queries over an f32 or bf16
   // cache, else (or where its shapes do not fit) the fp32 FFMA kernel (decode.cuh), which keeps the f32 bar.
   const MlaDecodePath path = mla_decode_path();
-  bool tc = false;
-  if (path != MlaDecodePath::ffma && (path == MlaDecodePath::tensor_cores || q.dtype == DType::bf16)) {
+  // MlaDecodePath::wgmma: the tensor-core family with decode_wg.cuh's attend where it fits, else decode_tc.cuh's.
+  bool tc = false, wg = false;
+  if (path != MlaDecodePath::ffma &&
+      (path == MlaDecodePath::tensor_cores || path == MlaDecodePath::wgmma || q.dtype == DType::bf16)) {
     const DeviceGuard device_guard(dev);
     tc = mla::tc_attend_fits(cache.dtype, H, R, RP, dev);
+    wg = tc && path == MlaDecodePath::wgmma && mla::wg_attend_fits(cache, H, R, RP, dev);
   }
   if (!tc && R > 2 * mla::kDecThreads)
     throw Error("mla_decode: the CUDA backend supports R <= " + to_string(2 * mla::kDecThreads) + "; got R = " + to_string(R));
@@ -193,6 +197,7 @@ void mla_decode(TensorView q, TensorView cache, const Index& lens, const Index& 
   const MlaDecodeStages stages = mla_decode_stages();
   if (MlaDecodeRecord* rec = mla_decode_record()) {
     ++(tc ? rec->tensor_cores : rec->ffma);
+    if (wg) ++rec->wgmma;
     rec->splits = S;
     rec->head_group = hg;
     if (S > 1 && stages == MlaDecodeStages::all) ++rec->merges;
@@ -256,8 +261,12 @@ void mla_decode(TensorView q, TensorView cache, const Index& lens, const Index& 
 
   if (tc) {
     const int64_t* tab = lens.on_device() ? nullptr : tab_d->get<int64_t>();
-    mla::tc_attend(QL, cache, tab, tab ? tab + N : nullptr, &lens.device, &slots.device, Opart, ML, N, S, H, hg, R,
-                   d.scale, s);
+    if (wg)
+      mla::wg_attend(QL, cache, tab, tab ? tab + N : nullptr, &lens.device, &slots.device, Opart, ML, N, S, H, hg,
+                     d.scale, s);
+    else
+      mla::tc_attend(QL, cache, tab, tab ? tab + N : nullptr, &lens.device, &slots.device, Opart, ML, N, S, H, hg, R,
+                     d.scale, s);
   } else {
     mla::AttendParams p{};
     p.QL = QL;
