@@ -5,7 +5,7 @@
 //   renormalize: w_j / (sum_j w_j + 1e-20) in fp64, the sum over j ascending (the CPU's order); then * scaling.
 // The keys are unique, so the ranks are a permutation and pick j is the j-th pick of the CPU's sequential top-k:
 // ids and weights are bit-equal to router_reg_row's and the CPU's.
-// A pass routes up to 32 / G tokens (G = ceil(E / 32) warps per token, warp (token, g) holds experts 32 g .. 32 g + 31):
+// A pass routes 32 / G tokens (G = ceil(E / 32) warps per token; warp (token, g) holds experts 32 g .. 32 g + 31):
 //   1. each lane computes its key and counts the keys of its warp above it (shared memory, broadcast reads);
 //      rank-in-warp < k makes it a candidate, compacted by ballot into the token's slots [g k, g k + k);
 //   2. each candidate counts the token's candidates above it (G k slots, empty slots 0 < every key): that is its
