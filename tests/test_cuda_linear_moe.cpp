@@ -8,10 +8,10 @@
 // grouping launch) equals moe_router's bit for bit (also T up to 17, E up to 896, K up to 32, bias or not,
 // renormalize on and off, ties and NaN logits) and beta 1 adds exactly the beta-0 output; the decode path
 // (T * top_k <= 16 E, stacked experts) records into a CUDA graph (so it never waits on the host) and replays
-// bit-identically, also on new inputs; stacked and separately allocated experts give identical bytes; graph capture is refused (leaving it
-// valid) for separate experts and for the cuBLAS prefill path (f32 x; bf16 x with bf16 experts takes the
-// capturable tensor-core path, tests/test_cuda_moe_grouped.cpp); experts of different widths or formats are
-// refused; moe_quantile_balance is CPU-only.
+// bit-identically, also on new inputs; stacked and separately allocated experts give identical bytes; graph
+// capture is refused (leaving it valid) for separate experts and for the cuBLAS prefill path (f32 x; bf16 x with
+// bf16 experts takes the capturable tensor-core path, tests/test_cuda_moe_grouped.cpp); experts of different
+// widths or formats are refused; moe_quantile_balance is CPU-only.
 // Skipped without a CUDA device (but the rule test).
 #include <gtest/gtest.h>
 
