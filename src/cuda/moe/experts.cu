@@ -447,10 +447,11 @@ void experts_touched(const float* z, int64_t dl, std::span<const MlpWeights> exp
   ExpertProj proj[3];
   expert_projs(experts, layout, s, table, proj);
 
-  // Grid rows: the touched experts (at most min(E, T*K)), then ceil(T / MT) rows of the fused shared expert, over
-  // T rows after the routed ones (in h and ye). grid.y <= kGroupMaxExperts + kTouchedMaxSharedTokens.
+  // Grid rows: ceil(T / MT) rows of the fused shared expert (over T rows after the routed ones in h and ye), then
+  // the touched experts (at most min(E, T*K)). grid.y <= kGroupMaxExperts + kTouchedMaxSharedTokens.
   const int64_t routed_rows = std::min(e_count, rows.slots);
-  const int64_t blocks_y = routed_rows + (shared ? (rows.tokens + mt - 1) / mt : 0);
+  const int64_t shared_grid = shared ? (rows.tokens + mt - 1) / mt : 0;
+  const int64_t blocks_y = shared_grid + routed_rows;
   if (!rows.active || !rows.n_active || blocks_y > kMaxExperts)  // latent_moe passes group_kernel's list, E <= 12000
     throw Error("latent_moe: the touched-expert path needs the device list of touched experts and at most " +
                 std::to_string(kMaxExperts) + " grid rows, got " + std::to_string(blocks_y) +
@@ -463,14 +464,15 @@ void experts_touched(const float* z, int64_t dl, std::span<const MlpWeights> exp
     a.shared_rows = int32_t(rows.tokens);
     a.shared_row0 = int32_t(rows.slots);
     a.shared_src0 = int32_t(src0);
+    a.shared_grid = int32_t(shared_grid);
   };
   const auto shared_vec = [&](int p) { return !shared || vec_ok(std::span<const MlpWeights>(shared, 1), kProjs[p]); };
   FfmaArgs<TouchedArgs> args = ffma_args<TouchedArgs>(experts, rows, act, proj, z, dl, h.get<float>(), ye);
   for (TouchedArgs* a : {&args.gate_up, &args.down}) {
     a->active = rows.active;
     a->n_active = rows.n_active;
-    a->routed_rows = int32_t(routed_rows);
   }
+  args.down.list_ready = 1;  // the gate/up launch triggers its dependents after its wait (touched.cuh)
   TouchedArgs& gu = args.gate_up;
   gu.vec = gu.vec && shared_vec(0) && shared_vec(1);
   with_shared(gu, 0, 2, rows.slots);  // x row of shared row T*K + t: token t

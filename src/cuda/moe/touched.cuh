@@ -9,13 +9,14 @@
 // Mxfp4W (the CPU decoder's values), and streamed once per row group of MT rows: bandwidth-bound on the bytes of
 // the touched experts.
 //
-// Grid: (ceil(n / (NR * kTouchedWarps / ks)), routed_rows + shared grid rows). Grid row y < routed_rows is the
-// y-th touched expert, active[y] (group_kernel writes the list on the device; the host sizes routed_rows by the
+// Grid: (ceil(n / (NR * kTouchedWarps / ks)), shared_grid + routed rows). Grid row shared_grid + y is the y-th
+// touched expert, active[y] (group_kernel writes the list on the device; the host sizes the routed rows by the
 // bound min(E, T*K) and rows at or past n_active exit at once): no block is spent on an untouched expert.
 // Inside a block (gemv.cuh's structure): kTouchedWarps warps in groups of ks (1, 2 or 4: from K alone for the
-// in-flight tile, 4 for the streaming tile; experts.cu launch_touched_mt has both tiles); a group owns NR consecutive output columns of each of the P projections (columns past n are
-// clamped for loads and never written) and splits K: lane l of the group's warp j takes chunks (32 j + l) +
-// 32 ks u, with U chunks per weight row loaded before any arithmetic, so a lane keeps U * P * NR loads in flight.
+// in-flight tile, 4 for the streaming tile; experts.cu launch_touched_mt has both tiles); a group owns NR
+// consecutive output columns of each of the P projections (columns past n are clamped for loads and never
+// written) and splits K: lane l of the group's warp j takes chunks (32 j + l) + 32 ks u, with U chunks per weight
+// row loaded before any arithmetic, so a lane keeps U * P * NR loads in flight.
 // A group walks its expert's rows in groups of MT (looping when the expert has more: the weight tile is then
 // re-read, from L2), each lane holding acc[P * NR][MT] over its chunks, so one streamed weight tile serves all
 // MT rows of the group; then a warp-shuffle reduction, the group's warps summed through shared memory (ks > 1),
@@ -24,11 +25,16 @@
 // on the row's position in its group, on MT, NR, U or on the (atomic) order of rows within an expert: replays are
 // bit-identical, and a token's result does not depend on which other tokens share its experts.
 // The shared expert can ride along (shared_rows > 0, the launcher's choice when it has the experts' shapes and
-// format): ceil(shared_rows / MT) more grid rows, row routed_rows + j running the same code on the shared weights
+// format): shared_grid = ceil(shared_rows / MT) grid rows FIRST, row j running the same code on the shared weights
 // over shared rows [j MT, (j + 1) MT) (placed after the routed rows in x / y), so a decode step streams routed
 // and shared weights in the same two launches without raising MT (the routed experts' register tile) to T.
-// The weight loads of the first row group depend only on active[y] (never on the offsets), so they can be issued
-// before the rows are known.
+// PDL (pdl.cuh): the in-flight tile at MT = 1 issues its first round of weight loads before pdl_wait (the other
+// tiles after it). They depend only on the expert: the shared rows know theirs from the arguments, so the first wave
+// of the gate/up launch (the shared rows, first in the grid) streams while group_kernel runs; a touched expert's
+// comes from the list, which the gate/up launch reads after its wait and the down launch (list_ready) before it:
+// every block of the launch before the down launch (gate/up) calls pdl_launch_dependents only after its own
+// pdl_wait returned, so the down launch starts after group_kernel (and any pointer-table upload) completed, and
+// reads the list from L2 (ld.global.cg).
 //
 // The weight-stream steps (a chunk's loads, the tail's scalar weights, the streaming tile's warp sums) are
 // expert_tile.cuh's, shared with grouped.cuh.
@@ -52,9 +58,9 @@ constexpr int kTouchedWarps = kTouchedThreads / 32;
 
 struct TouchedArgs {
   const int32_t* offsets;   // [E + 1]
-  const int32_t* active;    // [routed_rows]: touched experts ascending (group_kernel)
+  const int32_t* active;    // [min(E, T*K)]: touched experts ascending (group_kernel)
   const int32_t* n_active;  // [1]: entries of active that are set
-  int32_t routed_rows;      // grid rows of routed experts (min(E, T*K)); the rows after them run the shared expert
+  int list_ready;           // 1: active / n_active are complete before this launch's pdl_wait (the down launch)
   const int32_t* src_row;   // [rows]: the x row of grouped row r; null: r itself
   const float* x;           // f32, rows ldx apart
   int64_t ldx;
@@ -67,9 +73,10 @@ struct TouchedArgs {
   int vec;
   int ks;  // warps per column group splitting K: 1, 2 or 4
   // The fused shared expert (shared_rows > 0): rows [shared_row0, shared_row0 + shared_rows) of x / y with x row
-  // r - shared_src0 (gate/up: the token, shared_src0 = shared_row0; down: r, 0).
+  // r - shared_src0 (gate/up: the token, shared_src0 = shared_row0; down: r, 0), on grid rows 0 .. shared_grid - 1
+  // (ceil(shared_rows / MT); the touched experts' grid rows follow).
   ExpertPtr shared[2];
-  int32_t shared_rows, shared_row0, shared_src0;
+  int32_t shared_rows, shared_row0, shared_src0, shared_grid;
 };
 
 // U: chunks per weight row in flight per lane. kStreaming (the streaming tile, as grouped.cuh): the x rows are
@@ -80,14 +87,16 @@ struct TouchedArgs {
 template <int MT, int NR, int U, int P, class WF, bool kStreaming>
 __global__ void __launch_bounds__(kTouchedThreads) touched_kernel(TouchedArgs a) {
   constexpr int R = P * NR;  // weight rows of a column group: NR of each projection
-  pdl_launch_dependents();  // pdl.cuh: launched with programmatic_launch; the expert list comes from group_kernel
-  pdl_wait();
   const int gy = int(blockIdx.y);
-  const bool shared = gy >= a.routed_rows;
+  const bool shared = gy < a.shared_grid;  // the shared expert's grid rows come first
+  const int ry = gy - a.shared_grid;       // the routed row: the ry-th touched expert
+  bool waited = false;
+  if (!shared && !a.list_ready) pdl_wait(), waited = true;  // the list comes from the kernel before
   int e = 0;
-  if (!shared) {
-    if (gy >= *a.n_active) return;
-    e = a.active[gy];
+  if (!shared) {  // two independent L2 reads (active has routed_rows entries; those from n_active on are stale)
+    const int32_t n_active = __ldcg(a.n_active);
+    e = __ldcg(a.active + ry);
+    if (ry >= n_active) return;  // an exit counts as the PDL trigger
   }
   const int lane = int(threadIdx.x) % 32, warp = int(threadIdx.x) / 32, ks = a.ks, part_k = warp % ks;
   const int64_t n0 = (int64_t(blockIdx.x) * (kTouchedWarps / ks) + warp / ks) * NR;
@@ -102,10 +111,25 @@ __global__ void __launch_bounds__(kTouchedThreads) touched_kernel(TouchedArgs a)
   const int64_t kv = live && a.vec ? (a.k / C) * C : 0;  // columns covered by whole chunks
   const int64_t k_end = live ? a.k : 0;
   const int64_t step = int64_t(32) * ks * C;  // between a lane's consecutive chunks
+  const int64_t c_first = (int64_t(part_k) * 32 + lane) * C;
+  typename WF::Raw raw[U][R];  // one round: U chunks of every weight row
+  const auto load_round = [&](int64_t c0) {
+#pragma unroll
+    for (int u = 0; u < U; ++u) {  // every load of the round first
+      const int64_t c = c0 + u * step;
+      if (c < kv) load_chunk<P, NR, WF>(wa, rows, c, raw[u]);
+    }
+  };
+  // The in-flight tile at MT = 1 (T = 1) issues the first row group's first round (weights only) before the wait;
+  // the other tiles keep their loads in the loop (hoisting them costs them registers or spills: ptxas -v).
+  constexpr bool kEarly = !kStreaming && MT == 1;
+  if constexpr (kEarly) load_round(c_first);
+  if (!waited) pdl_wait();
+  pdl_launch_dependents();  // after the wait: the next launch may read the list before its own wait (list_ready)
   __shared__ float red[kTouchedWarps][R * MT];
   int32_t r_begin, r_end;
   if (shared) {  // one MT-row group of the shared rows per grid row
-    r_begin = a.shared_row0 + (gy - a.routed_rows) * MT;
+    r_begin = a.shared_row0 + gy * MT;
     r_end = min(a.shared_row0 + a.shared_rows, r_begin + MT);
   } else {  // a listed expert always has rows
     r_begin = a.offsets[e];
@@ -114,6 +138,7 @@ __global__ void __launch_bounds__(kTouchedThreads) touched_kernel(TouchedArgs a)
   const int32_t* src = shared ? nullptr : a.src_row;  // x row of grouped row r: src[r], else r - src0
   const int64_t src0 = shared ? a.shared_src0 : 0;
 
+  bool loaded = kEarly;  // raw holds the next round's loads
   int32_t g0 = r_begin;
   do {  // row groups; the first one's weight loads do not wait for the offsets
     const int m = min(MT, int(r_end - g0));  // rows in this group (block-uniform)
@@ -132,13 +157,9 @@ __global__ void __launch_bounds__(kTouchedThreads) touched_kernel(TouchedArgs a)
     };
     if constexpr (kStreaming) x_rows();  // once per row group, before the loop
 
-    for (int64_t c0 = (int64_t(part_k) * 32 + lane) * C; c0 < kv; c0 += step * U) {
-      typename WF::Raw raw[U][R];
-#pragma unroll
-      for (int u = 0; u < U; ++u) {  // every load of the round first
-        const int64_t c = c0 + u * step;
-        if (c < kv) load_chunk<P, NR, WF>(wa, rows, c, raw[u]);
-      }
+    for (int64_t c0 = c_first; c0 < kv; c0 += step * U) {
+      if (!loaded) load_round(c0);
+      loaded = false;
       if constexpr (!kStreaming) x_rows();  // after the round's weight loads are issued
 #pragma unroll
       for (int u = 0; u < U; ++u) {
@@ -163,6 +184,7 @@ __global__ void __launch_bounds__(kTouchedThreads) touched_kernel(TouchedArgs a)
         }
       }
     }
+    loaded = false;
     for (int64_t c = kv + part_k * 32 + lane; c < k_end; c += 32 * ks) {  // tail / unaligned: scalar
       float wv[R];
       tail_weights<P, NR, WF>(wa, rows, c, wv);
