@@ -581,6 +581,37 @@ TEST(CudaMoe, RoutingInTheGroupingLaunchEqualsTheRouterBitForBit) {
   cudaStreamDestroy(s);
 }
 
+// The touched path's in-flight tile at T = 1 streams several column tiles per block (touched.cuh: the next tile's
+// first weight round before the current tile's reduction; ExpertPathOptions::touched_tiles_per_block, 0 = one
+// wave of blocks): 1, 2, 5 and 64 tiles per block and the automatic choice give identical bytes (ks 1 and 4: d 256
+// and 2304; uneven last blocks; more tiles per block than tiles), with the shared expert fused; at T = 2 (MT 2) the
+// option does not apply and the bytes match too.
+TEST(CudaMoe, TouchedTilesPerBlockLeaveTheBytesUnchanged) {
+  SKIP_WITHOUT_GPU();
+  for (const int64_t d : {256, 2304})
+    for (const int64_t t : {1, 2}) {
+      SCOPED_TRACE("d=" + std::to_string(d) + " T=" + std::to_string(t));
+      std::mt19937_64 rng(uint64_t(500 + d + t));
+      GpuMoe m(d, 0, 64, 64, false, rng);
+      m.shared_w = MlpWeights{m.stacked[5].gate, m.stacked[5].up, m.stacked[5].down};  // fused: experts' shapes
+      const Tensor x = gpu_random(DType::bf16, {t, d}, rng, -1, 1);
+      const MoeRun run(t, d, 8, DType::f32);
+      std::vector<MoeOut> outs;
+      for (const int per_block : {1, 2, 5, 64, 0}) {
+        cuda::ExpertPathRecord rec;
+        const cuda::ScopedExpertPathOptions scope(cuda::ExpertPathOptions{.decode = cuda::DecodeExpertPath::touched,
+                                                                          .touched_tile = cuda::TouchedTile::in_flight,
+                                                                          .touched_tiles_per_block = per_block,
+                                                                          .record = &rec});
+        run(x, m.w, 8, false, {});
+        EXPECT_EQ(rec.touched_in_flight, 1) << per_block << " tiles per block";
+        outs.push_back(run.bytes());
+        EXPECT_TRUE(outs.back() == outs.front()) << per_block << " tiles per block";
+      }
+      for (const double v : testutil::host_values(run.out)) ASSERT_TRUE(std::isfinite(v));
+    }
+}
+
 // Stacked experts (base + e * stride) and separately allocated ones (per-call pointer tables on both decode
 // paths, per-expert views on the prefill path) read the same bytes: identical results.
 TEST(CudaMoe, StackedAndSeparateExpertsGiveIdenticalBytes) {

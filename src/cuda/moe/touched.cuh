@@ -72,6 +72,7 @@ struct TouchedArgs {
   float beta, lbeta;
   int vec;
   int ks;  // warps per column group splitting K: 1, 2 or 4
+  int32_t tiles_x;  // column tiles per grid row (ceil(n / columns per block)); more than gridDim.x: kEarly only
   // The fused shared expert (shared_rows > 0): rows [shared_row0, shared_row0 + shared_rows) of x / y with x row
   // r - shared_src0 (gate/up: the token, shared_src0 = shared_row0; down: r, 0), on grid rows 0 .. shared_grid - 1
   // (ceil(shared_rows / MT); the touched experts' grid rows follow).
@@ -84,8 +85,14 @@ struct TouchedArgs {
 // adds them (the accumulators die at their shuffle: fewer registers for the wide tile); else (the in-flight tile)
 // the x rows are found after each round's weight loads are issued, and the first warp adds the others' sums to
 // its own shuffled accumulators. Both add warp 0's sum, then warps 1 .. ks-1 in order: the same bits.
+// Blocks per SM that ptxas must fit (__launch_bounds__): the in-flight tile at MT = 1 keeps the next tile's round
+// in flight during the reduction, which raises its registers (bf16: 148 / 107 for gate+up / down unbounded); 4 and
+// 6 blocks (at most 128 / 80 registers) keep the one-tile-per-block occupancy without spills (ptxas -v, sm_90a).
+template <int MT, int P, bool kStreaming>
+constexpr int kTouchedMinBlocks = !kStreaming && MT == 1 ? (P == 2 ? 4 : 6) : 1;
+
 template <int MT, int NR, int U, int P, class WF, bool kStreaming>
-__global__ void __launch_bounds__(kTouchedThreads) touched_kernel(TouchedArgs a) {
+__global__ void __launch_bounds__(kTouchedThreads, kTouchedMinBlocks<MT, P, kStreaming>) touched_kernel(TouchedArgs a) {
   constexpr int R = P * NR;  // weight rows of a column group: NR of each projection
   const int gy = int(blockIdx.y);
   const bool shared = gy < a.shared_grid;  // the shared expert's grid rows come first
@@ -99,17 +106,23 @@ __global__ void __launch_bounds__(kTouchedThreads) touched_kernel(TouchedArgs a)
     if (ry >= n_active) return;  // an exit counts as the PDL trigger
   }
   const int lane = int(threadIdx.x) % 32, warp = int(threadIdx.x) / 32, ks = a.ks, part_k = warp % ks;
-  const int64_t n0 = (int64_t(blockIdx.x) * (kTouchedWarps / ks) + warp / ks) * NR;
-  const bool live = n0 < a.n;  // a dead group still reaches the barriers below
-  int64_t rows[NR];
-#pragma unroll
-  for (int r = 0; r < NR; ++r) rows[r] = min(n0 + r, a.n - 1);  // clamped: loads stay in bounds
   GemvArgs wa[P];
 #pragma unroll
   for (int p = 0; p < P; ++p) set_weight_args(wa[p], shared ? a.shared[p] : expert_ptr(a.proj[p], e));
   constexpr int C = WF::kChunk;
-  const int64_t kv = live && a.vec ? (a.k / C) * C : 0;  // columns covered by whole chunks
-  const int64_t k_end = live ? a.k : 0;
+  // The column tile bx (blockIdx.x, + gridDim.x, ... < tiles_x): this group's first column n0, its weight rows.
+  int bx = int(blockIdx.x);
+  int64_t n0, kv, k_end, rows[NR];
+  bool live;
+  const auto set_tile = [&] {
+    n0 = (int64_t(bx) * (kTouchedWarps / ks) + warp / ks) * NR;
+    live = n0 < a.n;  // a dead group still reaches the barriers below
+#pragma unroll
+    for (int r = 0; r < NR; ++r) rows[r] = min(n0 + r, a.n - 1);  // clamped: loads stay in bounds
+    kv = live && a.vec ? (a.k / C) * C : 0;  // columns covered by whole chunks
+    k_end = live ? a.k : 0;
+  };
+  set_tile();
   const int64_t step = int64_t(32) * ks * C;  // between a lane's consecutive chunks
   const int64_t c_first = (int64_t(part_k) * 32 + lane) * C;
   typename WF::Raw raw[U][R];  // one round: U chunks of every weight row
@@ -139,119 +152,132 @@ __global__ void __launch_bounds__(kTouchedThreads) touched_kernel(TouchedArgs a)
   const int64_t src0 = shared ? a.shared_src0 : 0;
 
   bool loaded = kEarly;  // raw holds the next round's loads
-  int32_t g0 = r_begin;
-  do {  // row groups; the first one's weight loads do not wait for the offsets
-    const int m = min(MT, int(r_end - g0));  // rows in this group (block-uniform)
-    float acc[R][MT];
-#pragma unroll
-    for (int j = 0; j < R; ++j)
-#pragma unroll
-      for (int i = 0; i < MT; ++i) acc[j][i] = 0.f;
-    const float* xr[MT];  // the group's x rows (row g0 + i, the last one repeated past m)
-    const auto x_rows = [&] {
-#pragma unroll
-      for (int i = 0; i < MT; ++i) {
-        const int32_t r = g0 + min(i, m - 1);
-        xr[i] = a.x + (src ? int64_t(src[r]) : r - src0) * a.ldx;
-      }
-    };
-    if constexpr (kStreaming) x_rows();  // once per row group, before the loop
-
-    for (int64_t c0 = c_first; c0 < kv; c0 += step * U) {
-      if (!loaded) load_round(c0);
-      loaded = false;
-      if constexpr (!kStreaming) x_rows();  // after the round's weight loads are issued
-#pragma unroll
-      for (int u = 0; u < U; ++u) {
-        const int64_t c = c0 + u * step;
-        if (c >= kv) break;
-#pragma unroll
-        for (int part = 0; part < C / 8; ++part) {
-          float wv[R][8];
-#pragma unroll
-          for (int j = 0; j < R; ++j) WF::decode(raw[u][j], part, wv[j]);
-#pragma unroll
-          for (int i = 0; i < MT; ++i) {
-            if (i >= m) break;
-            const float4* xp = reinterpret_cast<const float4*>(xr[i] + c + part * 8);
-            const float4 x0 = __ldg(xp), x1 = __ldg(xp + 1);
-            const float xv[8] = {x0.x, x0.y, x0.z, x0.w, x1.x, x1.y, x1.z, x1.w};
-#pragma unroll
-            for (int j = 0; j < R; ++j)
-#pragma unroll
-              for (int q = 0; q < 8; ++q) acc[j][i] = fmaf(wv[j][q], xv[q], acc[j][i]);
-          }
-        }
-      }
-    }
-    loaded = false;
-    for (int64_t c = kv + part_k * 32 + lane; c < k_end; c += 32 * ks) {  // tail / unaligned: scalar
-      float wv[R];
-      tail_weights<P, NR, WF>(wa, rows, c, wv);
-#pragma unroll
-      for (int i = 0; i < MT; ++i) {
-        if (i >= m) break;
-        const int32_t row = g0 + i;
-        const float xv = a.x[(src ? int64_t(src[row]) : row - src0) * a.ldx + c];
-#pragma unroll
-        for (int j = 0; j < R; ++j) acc[j][i] = fmaf(wv[j], xv, acc[j][i]);
-      }
-    }
-
-    if constexpr (kStreaming) {
-      warp_sums(acc, m, lane, red[warp]);
-      __syncthreads();
-      if (live && part_k == 0) {
-        for (int t = lane; t < NR * MT; t += 32) {  // output (r, i): column n0 + r, row g0 + i
-          const int r = t / MT, i = t % MT;
-          if (i >= m || n0 + r >= a.n) continue;
-          float s[P];
-#pragma unroll
-          for (int p = 0; p < P; ++p) {
-            s[p] = red[warp][(p * NR + r) * MT + i];
-            for (int j = 1; j < ks; ++j) s[p] += red[warp + j][(p * NR + r) * MT + i];
-          }
-          float v = s[0];
-          if constexpr (P == 2) v = glu_value(s[0], s[1], a.situ, a.beta, a.lbeta);
-          a.y[int64_t(g0 + i) * a.ldy + n0 + r] = v;
-        }
-      }
-      __syncthreads();  // red is reused by the next row group
-    } else {
-      // Warp reduction (every lane ends with every sum), then the group's other warps through shared memory;
-      // output (r, i) (column n0 + r, row g0 + i) is written by lane (r MT + i) % 32 of the group's first warp.
+  for (bool more = true; more;) {  // column tiles (several per block only for kEarly: tiles_x > gridDim.x)
+    more = false;
+    const int64_t n0c = n0;  // this tile's columns (set_tile moves on to the next tile before the reduction)
+    const bool livec = live;
+    int32_t g0 = r_begin;
+    do {  // row groups; the first one's weight loads do not wait for the offsets
+      const int m = min(MT, int(r_end - g0));  // rows in this group (block-uniform)
+      float acc[R][MT];
 #pragma unroll
       for (int j = 0; j < R; ++j)
 #pragma unroll
+        for (int i = 0; i < MT; ++i) acc[j][i] = 0.f;
+      const float* xr[MT];  // the group's x rows (row g0 + i, the last one repeated past m)
+      const auto x_rows = [&] {
+#pragma unroll
         for (int i = 0; i < MT; ++i) {
-          float v = acc[j][i];
-#pragma unroll
-          for (int o = 16; o > 0; o /= 2) v += __shfl_xor_sync(0xffffffffu, v, o);
-          acc[j][i] = v;
-          if (ks > 1 && lane == 0) red[warp][j * MT + i] = v;
+          const int32_t r = g0 + min(i, m - 1);
+          xr[i] = a.x + (src ? int64_t(src[r]) : r - src0) * a.ldx;
         }
-      if (ks > 1) __syncthreads();
-      if (live && part_k == 0) {
+      };
+      if constexpr (kStreaming) x_rows();  // once per row group, before the loop
+
+      for (int64_t c0 = c_first; c0 < kv; c0 += step * U) {
+        if (!loaded) load_round(c0);
+        loaded = false;
+        if constexpr (!kStreaming) x_rows();  // after the round's weight loads are issued
 #pragma unroll
-        for (int r = 0; r < NR; ++r)
+        for (int u = 0; u < U; ++u) {
+          const int64_t c = c0 + u * step;
+          if (c >= kv) break;
 #pragma unroll
-          for (int i = 0; i < MT; ++i) {
-            if (i >= m || lane != (r * MT + i) % 32 || n0 + r >= a.n) continue;
+          for (int part = 0; part < C / 8; ++part) {
+            float wv[R][8];
+#pragma unroll
+            for (int j = 0; j < R; ++j) WF::decode(raw[u][j], part, wv[j]);
+#pragma unroll
+            for (int i = 0; i < MT; ++i) {
+              if (i >= m) break;
+              const float4* xp = reinterpret_cast<const float4*>(xr[i] + c + part * 8);
+              const float4 x0 = __ldg(xp), x1 = __ldg(xp + 1);
+              const float xv[8] = {x0.x, x0.y, x0.z, x0.w, x1.x, x1.y, x1.z, x1.w};
+#pragma unroll
+              for (int j = 0; j < R; ++j)
+#pragma unroll
+                for (int q = 0; q < 8; ++q) acc[j][i] = fmaf(wv[j][q], xv[q], acc[j][i]);
+            }
+          }
+        }
+      }
+      loaded = false;
+      for (int64_t c = kv + part_k * 32 + lane; c < k_end; c += 32 * ks) {  // tail / unaligned: scalar
+        float wv[R];
+        tail_weights<P, NR, WF>(wa, rows, c, wv);
+#pragma unroll
+        for (int i = 0; i < MT; ++i) {
+          if (i >= m) break;
+          const int32_t row = g0 + i;
+          const float xv = a.x[(src ? int64_t(src[row]) : row - src0) * a.ldx + c];
+#pragma unroll
+          for (int j = 0; j < R; ++j) acc[j][i] = fmaf(wv[j], xv, acc[j][i]);
+        }
+      }
+      if constexpr (kEarly) {  // the last row group: the next tile's first round before this tile's reduction
+        if (g0 + MT >= r_end && bx + int(gridDim.x) < a.tiles_x) {
+          bx += int(gridDim.x);
+          set_tile();
+          load_round(c_first);
+          loaded = more = true;
+        }
+      }
+
+      if constexpr (kStreaming) {
+        warp_sums(acc, m, lane, red[warp]);
+        __syncthreads();
+        if (livec && part_k == 0) {
+          for (int t = lane; t < NR * MT; t += 32) {  // output (r, i): column n0c + r, row g0 + i
+            const int r = t / MT, i = t % MT;
+            if (i >= m || n0c + r >= a.n) continue;
             float s[P];
 #pragma unroll
             for (int p = 0; p < P; ++p) {
-              s[p] = acc[p * NR + r][i];
+              s[p] = red[warp][(p * NR + r) * MT + i];
               for (int j = 1; j < ks; ++j) s[p] += red[warp + j][(p * NR + r) * MT + i];
             }
             float v = s[0];
             if constexpr (P == 2) v = glu_value(s[0], s[1], a.situ, a.beta, a.lbeta);
-            a.y[int64_t(g0 + i) * a.ldy + n0 + r] = v;
+            a.y[int64_t(g0 + i) * a.ldy + n0c + r] = v;
           }
+        }
+        __syncthreads();  // red is reused by the next row group
+      } else {
+        // Warp reduction (every lane ends with every sum), then the group's other warps through shared memory;
+        // output (r, i) (column n0c + r, row g0 + i) is written by lane (r MT + i) % 32 of the group's first warp.
+#pragma unroll
+        for (int j = 0; j < R; ++j)
+#pragma unroll
+          for (int i = 0; i < MT; ++i) {
+            float v = acc[j][i];
+#pragma unroll
+            for (int o = 16; o > 0; o /= 2) v += __shfl_xor_sync(0xffffffffu, v, o);
+            acc[j][i] = v;
+            if (ks > 1 && lane == 0) red[warp][j * MT + i] = v;
+          }
+        if (ks > 1) __syncthreads();
+        if (livec && part_k == 0) {
+#pragma unroll
+          for (int r = 0; r < NR; ++r)
+#pragma unroll
+            for (int i = 0; i < MT; ++i) {
+              if (i >= m || lane != (r * MT + i) % 32 || n0c + r >= a.n) continue;
+              float s[P];
+#pragma unroll
+              for (int p = 0; p < P; ++p) {
+                s[p] = acc[p * NR + r][i];
+                for (int j = 1; j < ks; ++j) s[p] += red[warp + j][(p * NR + r) * MT + i];
+              }
+              float v = s[0];
+              if constexpr (P == 2) v = glu_value(s[0], s[1], a.situ, a.beta, a.lbeta);
+              a.y[int64_t(g0 + i) * a.ldy + n0c + r] = v;
+            }
+        }
+        if (ks > 1) __syncthreads();  // red is reused by the next row group
       }
-      if (ks > 1) __syncthreads();  // red is reused by the next row group
-    }
-    g0 += MT;
-  } while (g0 < r_end);
+      g0 += MT;
+    } while (g0 < r_end);
+  }
 }
 
 }  // namespace kimi::cuda
