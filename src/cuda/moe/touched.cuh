@@ -29,12 +29,16 @@
 // over shared rows [j MT, (j + 1) MT) (placed after the routed rows in x / y), so a decode step streams routed
 // and shared weights in the same two launches without raising MT (the routed experts' register tile) to T.
 // PDL (pdl.cuh): the in-flight tile at MT = 1 issues its first round of weight loads before pdl_wait (the other
-// tiles after it). They depend only on the expert: the shared rows know theirs from the arguments, so the first wave
-// of the gate/up launch (the shared rows, first in the grid) streams while group_kernel runs; a touched expert's
+// tiles after it). They depend only on the expert: the shared rows know theirs from the arguments, so the gate/up
+// launch's shared-row blocks (first in the grid) start streaming while group_kernel runs; a touched expert's
 // comes from the list, which the gate/up launch reads after its wait and the down launch (list_ready) before it:
 // every block of the launch before the down launch (gate/up) calls pdl_launch_dependents only after its own
 // pdl_wait returned, so the down launch starts after group_kernel (and any pointer-table upload) completed, and
 // reads the list from L2 (ld.global.cg).
+// Column tiles: grid.x blocks walk tiles_x column tiles (bx, bx + gridDim.x, ...). One each, except the in-flight
+// tile at MT = 1 (T = 1: one row per expert), whose launcher fits the launch in one wave of blocks; a block then
+// issues the next tile's first round before the current tile's reduction, so its loads stay in flight through
+// the reductions and the prologue (list, pointers) is paid once.
 //
 // The weight-stream steps (a chunk's loads, the tail's scalar weights, the streaming tile's warp sums) are
 // expert_tile.cuh's, shared with grouped.cuh.
@@ -85,11 +89,12 @@ struct TouchedArgs {
 // adds them (the accumulators die at their shuffle: fewer registers for the wide tile); else (the in-flight tile)
 // the x rows are found after each round's weight loads are issued, and the first warp adds the others' sums to
 // its own shuffled accumulators. Both add warp 0's sum, then warps 1 .. ks-1 in order: the same bits.
-// Blocks per SM that ptxas must fit (__launch_bounds__): the in-flight tile at MT = 1 keeps the next tile's round
-// in flight during the reduction, which raises its registers (bf16: 148 / 107 for gate+up / down unbounded); 4 and
-// 6 blocks (at most 128 / 80 registers) keep the one-tile-per-block occupancy without spills (ptxas -v, sm_90a).
+// Blocks per SM that ptxas must fit (__launch_bounds__; 0: no bound, ptxas's own choice, which an explicit 1 would
+// change): the in-flight tile at MT = 1 keeps the next tile's round in flight during the reduction, which raises
+// its registers (bf16: 148 / 107 for gate+up / down unbounded); 4 and 6 blocks (at most 128 / 80 registers) keep
+// the one-tile-per-block occupancy without spills (ptxas -v, sm_90a).
 template <int MT, int P, bool kStreaming>
-constexpr int kTouchedMinBlocks = !kStreaming && MT == 1 ? (P == 2 ? 4 : 6) : 1;
+constexpr int kTouchedMinBlocks = !kStreaming && MT == 1 ? (P == 2 ? 4 : 6) : 0;
 
 template <int MT, int NR, int U, int P, class WF, bool kStreaming>
 __global__ void __launch_bounds__(kTouchedThreads, kTouchedMinBlocks<MT, P, kStreaming>) touched_kernel(TouchedArgs a) {
