@@ -97,7 +97,8 @@ template <int MT, int P, bool kStreaming>
 constexpr int kTouchedMinBlocks = !kStreaming && MT == 1 ? (P == 2 ? 4 : 6) : 0;
 
 template <int MT, int NR, int U, int P, class WF, bool kStreaming>
-__global__ void __launch_bounds__(kTouchedThreads, kTouchedMinBlocks<MT, P, kStreaming>) touched_kernel(TouchedArgs a) {
+__global__ void __launch_bounds__(kTouchedThreads, kTouchedMinBlocks<MT, P, kStreaming>)
+    touched_kernel(TouchedArgs a) {
   constexpr int R = P * NR;  // weight rows of a column group: NR of each projection
   const int gy = int(blockIdx.y);
   const bool shared = gy < a.shared_grid;  // the shared expert's grid rows come first
@@ -105,7 +106,7 @@ __global__ void __launch_bounds__(kTouchedThreads, kTouchedMinBlocks<MT, P, kStr
   bool waited = false;
   if (!shared && !a.list_ready) pdl_wait(), waited = true;  // the list comes from the kernel before
   int e = 0;
-  if (!shared) {  // two independent L2 reads (active has routed_rows entries; those from n_active on are stale)
+  if (!shared) {  // two independent L2 reads (active has min(E, T*K) entries; those from n_active on are stale)
     const int32_t n_active = __ldcg(a.n_active);
     e = __ldcg(a.active + ry);
     if (ry >= n_active) return;  // an exit counts as the PDL trigger
