@@ -5,12 +5,13 @@
 // forced, and checked to be what ran) match the CPU backend (T = 1 to 128, both models' layouts scaled down,
 // ragged counts, experts without tokens, one expert taking every token, bf16 and MXFP4, SiLU and SiTU, the shared
 // expert fused on the touched path) and their graphs replay bit-identically, the touched path's routing (inside its
-// grouping launch) equals moe_router's bit for bit and beta 1 adds exactly the beta-0 output; the decode path (T * top_k <= 16 E,
-// stacked experts) records into a CUDA graph (so it never waits on the host) and replays bit-identically, also on
-// new inputs; stacked and separately allocated experts give identical bytes; graph capture is refused (leaving it
-// valid) for separate experts and for the cuBLAS prefill path (f32 x; bf16 x with bf16 experts takes the
-// capturable tensor-core path, tests/test_cuda_moe_grouped.cpp); experts of different widths or formats are
-// refused; moe_quantile_balance is CPU-only.
+// grouping launch) equals moe_router's bit for bit (also T up to 17, E up to 896, K up to 32, bias or not,
+// renormalize on and off, ties and NaN logits) and beta 1 adds exactly the beta-0 output; the decode path
+// (T * top_k <= 16 E, stacked experts) records into a CUDA graph (so it never waits on the host) and replays
+// bit-identically, also on new inputs; stacked and separately allocated experts give identical bytes; graph
+// capture is refused (leaving it valid) for separate experts and for the cuBLAS prefill path (f32 x; bf16 x with
+// bf16 experts takes the capturable tensor-core path, tests/test_cuda_moe_grouped.cpp); experts of different
+// widths or formats are refused; moe_quantile_balance is CPU-only.
 // Skipped without a CUDA device (but the rule test).
 #include <gtest/gtest.h>
 
@@ -506,6 +507,109 @@ TEST(CudaMoe, BothDecodePathsMatchTheCpuReferenceAndReplayBitIdentically) {
     }
   }
   cudaStreamDestroy(s);
+}
+
+// The touched path's routing (inside its grouping launch at E <= 256, K <= 32: router_rank.cuh; above that
+// moe_router and the grouping launch's copies) against moe_router on the same logits, ids and weights bit for bit:
+// T = 1 .. 17 (one to three passes of the rank routine), E = 32 .. 256 and 896 (K3: the router launch), K = 1 .. 32,
+// with and without bias, renormalize on and off, heavy ties and NaN logits. The router reads column e % d of x
+// for expert e (W_r one-hot: exact f32 logits), so experts d apart tie before the bias (lower index first);
+// x holds multiples of 1/8 in [-2, 2] (more ties); a NaN in a token's row makes all its logits NaN (0 * NaN).
+TEST(CudaMoe, RoutingInTheGroupingLaunchEqualsTheRouterBitForBit) {
+  SKIP_WITHOUT_GPU();
+  struct Shape {
+    int64_t t, e, k;
+    bool bias, renorm, nan;
+  };
+  const std::vector<Shape> shapes = {
+      {1, 256, 8, true, true, false},    {2, 256, 8, true, true, true},    {3, 256, 8, false, true, false},
+      {4, 256, 8, true, false, false},   {5, 256, 16, true, true, false},  {8, 256, 8, true, true, false},
+      {8, 256, 16, false, false, true},  {9, 256, 32, true, true, false},  {17, 40, 8, true, true, true},
+      {6, 32, 1, false, true, false},    {7, 100, 5, true, false, false},  {3, 896, 16, true, true, false},
+      {1, 896, 16, false, true, true}};
+  const int64_t d = 128;
+  cudaStream_t s;
+  ASSERT_EQ(cudaStreamCreate(&s), cudaSuccess);
+  Context ctx;
+  ctx.cuda_stream = s;
+  for (const Shape& c : shapes) {
+    SCOPED_TRACE("T=" + std::to_string(c.t) + " E=" + std::to_string(c.e) + " K=" + std::to_string(c.k) +
+                 (c.bias ? " bias" : "") + (c.renorm ? " renorm" : "") + (c.nan ? " nan" : ""));
+    std::mt19937_64 rng(uint64_t(900 + c.t * 7 + c.e + c.k));
+    GpuMoe m(d, 0, c.e, 32, false, rng);
+    Tensor r(DType::bf16, {c.e, d});
+    std::memset(r.data(), 0, size_t(r.nbytes()));
+    for (int64_t e = 0; e < c.e; ++e) r.data_as<uint16_t>()[e * d + e % d] = f32_to_bf16(1.f);
+    copy(m.w.router.w, r.view());
+    std::uniform_int_distribution<int> grid(-16, 16);
+    if (c.bias) {
+      Tensor b(DType::f32, {c.e});
+      for (int64_t e = 0; e < c.e; ++e) b.data_as<float>()[e] = float(grid(rng)) / 64.f;
+      copy(m.w.router_bias, b.view());
+    } else {
+      m.w.router_bias = TensorView{};
+    }
+    Tensor xh(DType::f32, {c.t, d});
+    for (int64_t i = 0; i < xh.numel(); ++i) xh.data_as<float>()[i] = float(grid(rng)) / 8.f;
+    if (c.nan) xh.data_as<float>()[(c.t / 2) * d] = std::nanf("");
+    const Tensor x = testutil::copy_to(xh, Device::cuda(0));
+    const RouterParams rp{int(c.k), c.renorm, 2.446f};
+
+    cuda::ExpertPathRecord rec;
+    const cuda::ScopedExpertPathOptions scope(
+        cuda::ExpertPathOptions{.decode = cuda::DecodeExpertPath::touched, .record = &rec});
+    const Tensor out(DType::f32, {c.t, d}, Device::cuda(0)), ids(DType::i32, {c.t, c.k}, Device::cuda(0)),
+        wts(DType::f32, {c.t, c.k}, Device::cuda(0));
+    latent_moe(x, m.w, rp, GluParams{}, 1e-5f, out, ids, wts, 0.f, ctx);
+    const Tensor lg(DType::f32, {c.t, c.e}, Device::cuda(0)), ids2(DType::i32, {c.t, c.k}, Device::cuda(0)),
+        w2(DType::f32, {c.t, c.k}, Device::cuda(0));
+    linear(x, m.w.router, lg, 0.f, ctx);
+    moe_router(lg, m.w.router_bias, rp, ids2, w2, ctx);
+    ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+    EXPECT_EQ(rec.touched, 1) << "the touched path ran";
+    EXPECT_EQ(bytes_of(ids), bytes_of(ids2)) << "ids against moe_router";
+    EXPECT_EQ(bytes_of(wts), bytes_of(w2)) << "weights against moe_router";
+    if (!c.bias) {  // no bias: every CPU key is the CUDA key's logit order (ties by index), so the ids agree
+      Tensor lh(DType::f32, {c.t, c.e}), ih(DType::i32, {c.t, c.k}), wh(DType::f32, {c.t, c.k});
+      copy(lh, lg);
+      moe_router(lh, TensorView{}, rp, ih, wh);
+      EXPECT_EQ(bytes_of(ids), std::vector<uint8_t>(static_cast<uint8_t*>(ih.data()),
+                                                    static_cast<uint8_t*>(ih.data()) + ih.nbytes()))
+          << "ids against the CPU router";
+    }
+  }
+  cudaStreamDestroy(s);
+}
+
+// The touched path's in-flight tile at T = 1 streams several column tiles per block (touched.cuh: the next tile's
+// first weight round before the current tile's reduction; ExpertPathOptions::touched_tiles_per_block, 0 = one
+// wave of blocks): 1, 2, 5 and 64 tiles per block and the automatic choice give identical bytes (ks 1 and 4: d 256
+// and 2304; uneven last blocks; more tiles per block than tiles), with the shared expert fused; at T = 2 (MT 2) the
+// option does not apply and the bytes match too.
+TEST(CudaMoe, TouchedTilesPerBlockLeaveTheBytesUnchanged) {
+  SKIP_WITHOUT_GPU();
+  for (const int64_t d : {256, 2304})
+    for (const int64_t t : {1, 2}) {
+      SCOPED_TRACE("d=" + std::to_string(d) + " T=" + std::to_string(t));
+      std::mt19937_64 rng(uint64_t(500 + d + t));
+      GpuMoe m(d, 0, 64, 64, false, rng);
+      m.shared_w = MlpWeights{m.stacked[5].gate, m.stacked[5].up, m.stacked[5].down};  // fused: experts' shapes
+      const Tensor x = gpu_random(DType::bf16, {t, d}, rng, -1, 1);
+      const MoeRun run(t, d, 8, DType::f32);
+      std::vector<MoeOut> outs;
+      for (const int per_block : {1, 2, 5, 64, 0}) {
+        cuda::ExpertPathRecord rec;
+        const cuda::ScopedExpertPathOptions scope(cuda::ExpertPathOptions{.decode = cuda::DecodeExpertPath::touched,
+                                                                          .touched_tile = cuda::TouchedTile::in_flight,
+                                                                          .touched_tiles_per_block = per_block,
+                                                                          .record = &rec});
+        run(x, m.w, 8, false, {});
+        EXPECT_EQ(rec.touched_in_flight, 1) << per_block << " tiles per block";
+        outs.push_back(run.bytes());
+        EXPECT_TRUE(outs.back() == outs.front()) << per_block << " tiles per block";
+      }
+      for (const double v : testutil::host_values(run.out)) ASSERT_TRUE(std::isfinite(v));
+    }
 }
 
 // Stacked experts (base + e * stride) and separately allocated ones (per-call pointer tables on both decode

@@ -9,7 +9,9 @@
 // combine, the KDA step, convert, the residual add) are launched the same way and wait first: their launch
 // latency then overlaps the kernel before them.
 // Invariants: every kernel launched by programmatic_launch() calls pdl_wait() on every path that reads or writes
-// stream-ordered memory; pdl_launch_dependents() is a hint that any kernel may call (a kernel launched the plain
+// stream-ordered memory (one documented exception: touched.cuh's down launch reads the expert list before its
+// wait, complete by then because the launch before it triggers only after its own wait);
+// pdl_launch_dependents() is a hint that any kernel may call (a kernel launched the plain
 // way waits for full completion as always). Graph capture keeps the programmatic edges.
 // KIMI_CUDA_PDL=0 in the environment launches these kernels the plain way (for A/B measurement; docs/model/runtime.md).
 #pragma once

@@ -131,7 +131,9 @@ int touched_ks(int64_t k, int chunk) {
 //   in flight (kStream false): ks from K (touched_ks); at MT <= 2 two columns of each projection and 4 chunks per
 //     row (gate+up: 16 loads = 256 bytes of bf16 in flight per lane, down: 8 = 128 bytes); with more rows per
 //     group the accumulators grow, so U drops to 2 (down's columns grow to 4, sharing each x load). f32 chunks are
-//     twice as wide: half the chunks (a quarter for down at MT = 2, which spills at 2). 72-168 registers.
+//     twice as wide: half the chunks (a quarter for down at MT = 2, which spills at 2). 72-168 registers. At
+//     MT = 1 (T = 1) a block streams several column tiles (tiles_per_block: one wave of blocks), the next tile's
+//     first round issued before the current tile's reduction.
 //   streaming (kStream true): the grouped kernels' tile (grouped.cuh): all four warps split K (ks = 4), one chunk
 //     per weight row in flight, NR = 2 (MT <= 2) or 4 columns of each projection, twice that for down: 4 or 8
 //     weight rows per lane, so each x value loaded serves twice as many weight rows as the in-flight tile's at
@@ -139,16 +141,43 @@ int touched_ks(int64_t k, int chunk) {
 //     die at their shuffle). 61-128 registers at MT <= 2, 168 at MT = 4 (MXFP4: 254), 214-254 at MT = 8 (the
 //     grouped kernels: 128-168, MXFP4 254); 8-20 byte spills in two instantiations of the non-production
 //     formats (f16 gate+up at MT 2, f32 gate+up at MT 1) (ptxas -v, sm_90a).
+// Column tiles per block of the in-flight tile at MT = 1 (touched.cuh kEarly: the next tile's first round is
+// issued before the current tile's reduction): `forced` when > 0 (ExpertPathOptions::touched_tiles_per_block),
+// else the fewest that fit every block of the launch in one wave (per_sm blocks, the kernel's occupancy, on all
+// SMs but one, which may still run group_kernel), so the blocks pay their prologue once and keep loads in flight
+// across tiles.
+int tiles_per_block(int per_sm, int64_t tiles_x, int64_t blocks_y, int forced) {
+  if (forced > 0) return forced;
+  int dev = 0;
+  KIMI_CUDA_CHECK(cudaGetDevice(&dev));
+  const int64_t capacity = std::max<int64_t>(1, int64_t(per_sm) * (sm_count(dev) - 1));
+  int64_t f = std::max<int64_t>(1, (tiles_x * blocks_y + capacity - 1) / capacity);
+  while (f < tiles_x && blocks_y * ((tiles_x + f - 1) / f) > capacity) ++f;
+  return int(f);
+}
+
 template <int MT, int P, class WF, bool kStream>
 void launch_touched_mt(TouchedArgs a, int64_t blocks_y, cudaStream_t s) {
   constexpr bool wide = sizeof(typename WF::Raw) >= 32;  // f32: 32-byte chunks
   constexpr int NR = kStream ? (MT <= 2 ? 2 : 4) * (P == 1 ? 2 : 1) : (P == 2 || MT <= 2 ? 2 : 4);
   constexpr int U0 = MT <= 2 ? 4 : 2;
   constexpr int U = kStream ? 1 : !wide ? U0 : (P == 1 && MT == 2) ? 1 : U0 / 2;
+  constexpr auto kernel = touched_kernel<MT, NR, U, P, WF, kStream>;
   a.ks = kStream ? kTouchedWarps : touched_ks(a.k, WF::kChunk);
   const int64_t cols = int64_t(NR) * (kTouchedWarps / a.ks);  // output columns per block and projection
-  const dim3 grid(unsigned((a.n + cols - 1) / cols), unsigned(blocks_y));
-  programmatic_launch(touched_kernel<MT, NR, U, P, WF, kStream>, grid, dim3(kTouchedThreads), 0, s, a);
+  const int64_t tiles_x = (a.n + cols - 1) / cols;
+  int per_block = 1;
+  if constexpr (!kStream && MT == 1) {
+    static const int per_sm = [] {  // blocks per SM (one GPU model per process)
+      int n = 0;
+      KIMI_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, kTouchedThreads, 0));
+      return n;
+    }();
+    per_block = tiles_per_block(per_sm, tiles_x, blocks_y, expert_path_options().touched_tiles_per_block);
+  }
+  a.tiles_x = int32_t(tiles_x);
+  const dim3 grid(unsigned((tiles_x + per_block - 1) / per_block), unsigned(blocks_y));
+  programmatic_launch(kernel, grid, dim3(kTouchedThreads), 0, s, a);
   KIMI_CUDA_CHECK(cudaGetLastError());
 }
 
@@ -447,10 +476,11 @@ void experts_touched(const float* z, int64_t dl, std::span<const MlpWeights> exp
   ExpertProj proj[3];
   expert_projs(experts, layout, s, table, proj);
 
-  // Grid rows: the touched experts (at most min(E, T*K)), then ceil(T / MT) rows of the fused shared expert, over
-  // T rows after the routed ones (in h and ye). grid.y <= kGroupMaxExperts + kTouchedMaxSharedTokens.
+  // Grid rows: ceil(T / MT) rows of the fused shared expert (over T rows after the routed ones in h and ye), then
+  // the touched experts (at most min(E, T*K)). grid.y <= kGroupMaxExperts + kTouchedMaxSharedTokens.
   const int64_t routed_rows = std::min(e_count, rows.slots);
-  const int64_t blocks_y = routed_rows + (shared ? (rows.tokens + mt - 1) / mt : 0);
+  const int64_t shared_grid = shared ? (rows.tokens + mt - 1) / mt : 0;
+  const int64_t blocks_y = shared_grid + routed_rows;
   if (!rows.active || !rows.n_active || blocks_y > kMaxExperts)  // latent_moe passes group_kernel's list, E <= 12000
     throw Error("latent_moe: the touched-expert path needs the device list of touched experts and at most " +
                 std::to_string(kMaxExperts) + " grid rows, got " + std::to_string(blocks_y) +
@@ -463,14 +493,15 @@ void experts_touched(const float* z, int64_t dl, std::span<const MlpWeights> exp
     a.shared_rows = int32_t(rows.tokens);
     a.shared_row0 = int32_t(rows.slots);
     a.shared_src0 = int32_t(src0);
+    a.shared_grid = int32_t(shared_grid);
   };
   const auto shared_vec = [&](int p) { return !shared || vec_ok(std::span<const MlpWeights>(shared, 1), kProjs[p]); };
   FfmaArgs<TouchedArgs> args = ffma_args<TouchedArgs>(experts, rows, act, proj, z, dl, h.get<float>(), ye);
   for (TouchedArgs* a : {&args.gate_up, &args.down}) {
     a->active = rows.active;
     a->n_active = rows.n_active;
-    a->routed_rows = int32_t(routed_rows);
   }
+  args.down.list_ready = 1;  // the gate/up launch triggers its dependents after its wait (touched.cuh)
   TouchedArgs& gu = args.gate_up;
   gu.vec = gu.vec && shared_vec(0) && shared_vec(1);
   with_shared(gu, 0, 2, rows.slots);  // x row of shared row T*K + t: token t

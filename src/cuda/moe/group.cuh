@@ -8,8 +8,9 @@
 //                   ascending order active[0 .. n_active) (the grid of touched.cuh: no blocks for untouched
 //                   experts), place; also the optional ids / weights copies (the caller's [T, K] outputs) and the
 //                   optional z = f32(x) [T, d] (the expert input without a latent: one launch fewer than a convert).
-//                   group_kernel<8> first routes the tokens itself (router_row.cuh router_reg_row<8>: E <= 256,
-//                   K <= 32; warp w routes tokens w, w + 32, ...): the router launch's exact code, one launch fewer
+//                   group_kernel<true> first routes the tokens itself (router_rank.cuh: E <= 256, K <= 32, all
+//                   warps ranking the keys at once; the router launch's ids and weights bit for bit, one launch
+//                   fewer) and counts the picks as it makes them. Indices are 32-bit (slots < 2^31: latent_moe).
 //   count_kernel:   count[ids[i]] += 1                                  (count zeroed first)
 //   offsets_kernel: offsets[e] = sum_{e' < e} count[e'], offsets[E] = T*K; cursor = offsets[0..E)
 //                   (ONE block: a chunked scan over E, any E)
@@ -28,7 +29,7 @@
 
 #include "cuda/elementwise.cuh"
 #include "cuda/moe/experts.h"
-#include "cuda/moe/router_row.cuh"
+#include "cuda/moe/router_rank.cuh"
 #include "cuda/pdl.cuh"
 
 namespace kimi::cuda {
@@ -81,16 +82,17 @@ __global__ void __launch_bounds__(kOffsetsThreads) offsets_kernel(const int32_t*
   if (threadIdx.x == 0) offsets[e_count] = carry;
 }
 
-constexpr int kGroupThreads = 1024;
+constexpr int kGroupThreads = kRankThreads;
 // group_kernel's E int32 counts (dynamic, E <= kGroupMaxExperts) plus its 264 static bytes fit the default 48 KB
-// of shared memory.
+// of shared memory; the routing variant adds its RankSmem (E <= kRankMaxExperts).
 static_assert(kGroupMaxExperts * 4 + 264 <= 48 * 1024);
+static_assert(sizeof(RankSmem) + kRankMaxExperts * 4 + 264 <= 48 * 1024);
 
 struct GroupArgs {
-  const int32_t* ids;  // [T*K] routed experts, slot order (group_kernel<PL > 0>: written first by route)
+  const int32_t* ids;  // [T*K] routed experts, slot order (group_kernel<true>: written first by route)
   const float* w;      // [T*K] routing weights (read only for the weights copy)
-  RouterArgs route;    // group_kernel<PL > 0>: logits -> ids, w (route.ids == ids, route.w == w, rows K apart)
-  int64_t slots;
+  RouterArgs route;    // group_kernel<true>: logits -> ids, w (route.ids == ids, route.w == w, rows K apart)
+  int32_t slots;       // T*K
   int k, e_count;
   int32_t* offsets;       // [E + 1]
   int32_t* row_of_slot;   // [T*K]
@@ -103,40 +105,77 @@ struct GroupArgs {
   int64_t ldw;
   const void* x;  // optional [T, d] of dtype code tx, rows ldx apart: z [T, d] f32 contiguous = f32(x) (exact)
   int tx;
-  int64_t ldx, x_rows, x_cols;
+  int64_t ldx;
+  int32_t x_rows, x_cols;
   float* z;
 };
 
-// Launch with ONE block of kGroupThreads and e_count * 4 bytes of dynamic shared memory. The scan carries
-// (touched, count) packed in one int64 (touched experts in the high word, rows in the low word: both < 2^31),
-// so the offsets and the active list come out of one pass. PL > 0: route the tokens first (PL experts per lane:
-// E <= 32 PL, K <= 32; PL 8 keeps the routine's 24 key and score registers within the 64 that 1024 threads
-// allow: ptxas gives group_kernel<8> 49 registers, no spills).
-template <int PL>
+// Dynamic shared memory of group_kernel<kRoute> for e_count experts.
+constexpr size_t group_smem_bytes(bool route, int64_t e_count) {
+  return (route ? sizeof(RankSmem) : 0) + size_t(e_count) * 4;
+}
+
+// z elements whose loads a thread issues before the routing (stored after it: the loads overlap the routing).
+constexpr int kGroupZHeld = 4;
+
+// z[i] for i = base + threadIdx.x + m kGroupThreads, m < kGroupZHeld (i < x_rows x_cols): load, then store.
+__device__ __forceinline__ void group_z_load(const GroupArgs& a, int base, float (&v)[kGroupZHeld]) {
+#pragma unroll
+  for (int m = 0; m < kGroupZHeld; ++m) {
+    const int i = base + int(threadIdx.x) + m * kGroupThreads, r = i / a.x_cols;
+    if (r < a.x_rows) v[m] = load_f32(a.x, int64_t(r) * a.ldx + (i - r * a.x_cols), a.tx);
+  }
+}
+__device__ __forceinline__ void group_z_store(const GroupArgs& a, int base, const float (&v)[kGroupZHeld]) {
+#pragma unroll
+  for (int m = 0; m < kGroupZHeld; ++m) {
+    const int i = base + int(threadIdx.x) + m * kGroupThreads;
+    if (i < a.x_rows * a.x_cols) a.z[i] = v[m];
+  }
+}
+
+// Launch with ONE block of kGroupThreads and group_smem_bytes(kRoute, e_count) of dynamic shared memory. The scan
+// carries (touched, count) packed in one int64 (touched experts in the high word, rows in the low word: both
+// < 2^31), so the offsets and the active list come out of one pass. kRoute: route the tokens first
+// (router_rank.cuh: E <= kRankMaxExperts, K <= kRankMaxK), counting the picks as they are made.
+template <bool kRoute>
 __global__ void __launch_bounds__(kGroupThreads) group_kernel(GroupArgs a) {
   pdl_launch_dependents();  // pdl.cuh: launched with programmatic_launch
   pdl_wait();
-  extern __shared__ int32_t cnt[];  // [E]: counts, then cursors
+  extern __shared__ __align__(16) unsigned char group_smem[];
+  int32_t* cnt = reinterpret_cast<int32_t*>(group_smem + (kRoute ? sizeof(RankSmem) : 0));  // [E]: counts, cursors
   constexpr int kWarps = kGroupThreads / 32;
   __shared__ int64_t warp_sum[kWarps];
   __shared__ int64_t carry;
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  if constexpr (PL > 0) {
-    for (int64_t t = warp; t < a.route.t; t += kWarps) router_reg_row<PL>(a.route, t, lane);  // warp-uniform
-    __syncthreads();  // the block's global writes of ids and w are visible to all its threads after it
-  }
-  for (int e = int(threadIdx.x); e < a.e_count; e += kGroupThreads) cnt[e] = 0;
-  if (threadIdx.x == 0) carry = 0;
+  const int tid = int(threadIdx.x), lane = tid % 32, warp = tid / 32;
+  float zv[kGroupZHeld] = {};
+  if (a.z) group_z_load(a, 0, zv);
+  for (int e = tid; e < a.e_count; e += kGroupThreads) cnt[e] = 0;
+  if (tid == 0) carry = 0;
   __syncthreads();
-  for (int64_t i = threadIdx.x; i < a.slots; i += kGroupThreads) {
-    const int32_t id = a.ids[i];
-    atomicAdd(&cnt[id], 1);
-    if (a.ids_out) a.ids_out[(i / a.k) * a.ldi + i % a.k] = id;
-    if (a.w_out) a.w_out[(i / a.k) * a.ldw + i % a.k] = a.w[i];
+  if constexpr (kRoute) {  // ends with a barrier: the counts and the ids / w writes are visible to the block
+    route_rank(
+        a.route, *reinterpret_cast<RankSmem*>(group_smem),
+        [&](int64_t t, int j, int32_t e) {
+          atomicAdd(&cnt[e], 1);
+          if (a.ids_out) a.ids_out[t * a.ldi + j] = e;
+        },
+        [&](int64_t t, int j, float w) {
+          if (a.w_out) a.w_out[t * a.ldw + j] = w;
+        });
+  } else {
+    for (int i = tid; i < a.slots; i += kGroupThreads) {
+      const int32_t id = a.ids[i];
+      atomicAdd(&cnt[id], 1);
+      const int t = i / a.k, j = i - t * a.k;
+      if (a.ids_out) a.ids_out[t * a.ldi + j] = id;
+      if (a.w_out) a.w_out[t * a.ldw + j] = a.w[i];
+    }
+    __syncthreads();
   }
-  __syncthreads();
+  if (a.z) group_z_store(a, 0, zv);
   for (int base = 0; base < a.e_count; base += kGroupThreads) {
-    const int e = base + int(threadIdx.x);
+    const int e = base + tid;
     const int32_t c = e < a.e_count ? cnt[e] : 0;
     const int64_t v = (int64_t(c > 0) << 32) | int64_t(c);
     int64_t s = v;  // inclusive scan within the warp
@@ -164,21 +203,23 @@ __global__ void __launch_bounds__(kGroupThreads) group_kernel(GroupArgs a) {
       if (c > 0) a.active[excl >> 32] = e;
     }
     __syncthreads();  // every thread has read carry and warp_sum
-    if (threadIdx.x == kGroupThreads - 1) carry = excl + v;
+    if (tid == kGroupThreads - 1) carry = excl + v;
     __syncthreads();
   }
-  if (threadIdx.x == 0) {
+  if (tid == 0) {
     a.offsets[a.e_count] = int32_t(carry & 0xffffffff);
     *a.n_active = int32_t(carry >> 32);
   }
-  for (int64_t i = threadIdx.x; i < a.slots; i += kGroupThreads) {
+  for (int i = tid; i < a.slots; i += kGroupThreads) {
     const int32_t row = atomicAdd(&cnt[a.ids[i]], 1);
     a.row_of_slot[i] = row;
-    a.token_of_row[row] = int32_t(i / a.k);
+    a.token_of_row[row] = i / a.k;
   }
   if (a.z)  // T <= touched_max_tokens rows of d: a few elements per thread, L2-resident
-    for (int64_t i = threadIdx.x; i < a.x_rows * a.x_cols; i += kGroupThreads)
-      a.z[i] = load_f32(a.x, (i / a.x_cols) * a.ldx + i % a.x_cols, a.tx);
+    for (int base = kGroupZHeld * kGroupThreads; base < a.x_rows * a.x_cols; base += kGroupZHeld * kGroupThreads) {
+      group_z_load(a, base, zv);
+      group_z_store(a, base, zv);
+    }
 }
 
 __global__ void place_kernel(const int32_t* __restrict__ ids, int64_t slots, int k, int32_t* __restrict__ cursor,

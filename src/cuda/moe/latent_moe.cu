@@ -126,12 +126,12 @@ void latent_moe(TensorView x, const LatentMoeWeights& w, const RouterParams& rou
     return TensorView(b.get(), DType::f32, {rows, cols}, dev);
   };
 
-  // 1. Routing. On the touched path with E <= 256 and K <= 32 the grouping launch routes (group_kernel<8>: the
-  //    code of router_reg_kernel<8>, which moe_router would run for these shapes).
+  // 1. Routing. On the touched path with E <= kRankMaxExperts and K <= kRankMaxK the grouping launch routes
+  //    (group_kernel<true>: router_rank.cuh, the ids and weights of moe_router bit for bit).
   Scratch logits(size_t(t_count * e_count) * 4, s), sel(size_t(slots) * 4, s), wts(size_t(slots) * 4, s);
   cuda::linear(x, w.router, f32(logits, t_count, e_count), 0.f, ctx);
   const TensorView sel_v(sel.get(), DType::i32, {t_count, k}, dev);
-  const bool route_in_group = touched && k <= 32 && e_count <= 32 * 8;
+  const bool route_in_group = touched && k <= kRankMaxK && e_count <= kRankMaxExperts;
   if (!route_in_group)
     cuda::moe_router(f32(logits, t_count, e_count), w.router_bias, router, sel_v, f32(wts, t_count, k), ctx);
 
@@ -159,7 +159,7 @@ void latent_moe(TensorView x, const LatentMoeWeights& w, const RouterParams& rou
                                               f32(wts, t_count, k));
     g.ids = sel.get<int32_t>();
     g.w = wts.get<float>();
-    g.slots = slots;
+    g.slots = int32_t(slots);
     g.k = int(k);
     g.e_count = int(e_count);
     g.offsets = offsets.get<int32_t>();
@@ -171,10 +171,10 @@ void latent_moe(TensorView x, const LatentMoeWeights& w, const RouterParams& rou
     if (weights.present()) g.w_out = static_cast<float*>(weights.data), g.ldw = t_count > 1 ? weights.stride(0) : k;
     if (!latent) {  // z = f32(x) in the same launch (z is not read before the expert launches)
       g.x = x.data, g.tx = elem_type(x.dtype), g.ldx = t_count > 1 ? x.stride(0) : d;
-      g.x_rows = t_count, g.x_cols = d, g.z = z->get<float>();
+      g.x_rows = int32_t(t_count), g.x_cols = int32_t(d), g.z = z->get<float>();
     }
-    programmatic_launch(route_in_group ? group_kernel<8> : group_kernel<0>, dim3(1), dim3(kGroupThreads),
-                        size_t(e_count) * 4, s, g);
+    programmatic_launch(route_in_group ? group_kernel<true> : group_kernel<false>, dim3(1), dim3(kGroupThreads),
+                        group_smem_bytes(route_in_group, e_count), s, g);
     KIMI_CUDA_CHECK(cudaGetLastError());
   } else {
     copy_out(sel, t_count, k, ids, s);

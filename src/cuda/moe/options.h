@@ -70,6 +70,10 @@ struct ExpertPathOptions {
   // from T = 16 (Kimi-Linear) / 32 (K3) (docs/ops/moe.md "The decode rule").
   int64_t touched_max_tokens = 8;
   TouchedTile touched_tile = TouchedTile::automatic;
+  // Column tiles per block of the touched path's in-flight tile at T = 1 (touched.cuh: a block streams its tiles
+  // with the next tile's first weight round issued before the current tile's reduction): 0 = automatic (the fewest
+  // that fit the launch in one wave of blocks, experts.cu), 1 = one tile per block. Results do not depend on it.
+  int touched_tiles_per_block = 0;
   GroupedGemmKernel grouped_gemm = GroupedGemmKernel::automatic;
   MlpGluPath mlp_glu = MlpGluPath::automatic;
   ExpertPathRecord* record = nullptr;  // where latent_moe counts the path it ran, or null

@@ -1,6 +1,6 @@
-// src/cuda/moe/router_row.cuh: the router's arguments, order key and per-token warp routine (router.cuh's math),
-// shared by router_reg_kernel (router.cuh) and the touched path's grouping launch (group.cuh), which routes the
-// few decode tokens itself. Device functions only: safe to include in several translation units.
+// src/cuda/moe/router_row.cuh: the router's arguments, order key and per-token warp routine (router.cuh's math);
+// the arguments and key are shared with router_rank.cuh (the touched path's grouping launch, group.cuh, which
+// routes the few decode tokens itself). Device functions only: safe to include in several translation units.
 #pragma once
 
 #include <cstdint>
